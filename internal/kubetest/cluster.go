@@ -1,0 +1,404 @@
+package kubetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// EnvBinDir names the environment variable that points at the built
+// binaries; the test task sets it from scripts/kube-binaries.sh.
+const EnvBinDir = "DEPLOYSYNC_KUBE_BIN"
+
+// FakeNodeName is the kwok node Pods are scheduled onto in workload mode.
+const FakeNodeName = "kwok-node-0"
+
+// Options selects what runs besides etcd and the apiserver.
+type Options struct {
+	// Workloads also starts the controller manager, the scheduler and kwok
+	// with one fake node, so StatefulSets get Pods that become Running.
+	Workloads bool
+}
+
+// Cluster is a running control plane.
+type Cluster struct {
+	// Config is an admin (system:masters) client config.
+	Config *rest.Config
+	// Kubeconfig is the path of the same admin credentials as a kubeconfig.
+	Kubeconfig string
+	// Dir holds certificates, data and one log per process.
+	Dir string
+
+	procs []*process // in start order
+}
+
+// StartForTest starts a control plane that stops when t ends. Without the
+// binaries the test fails in CI and skips elsewhere.
+func StartForTest(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("kubetest: needs a Kubernetes control plane; skipped in -short mode")
+	}
+	c, err := Start(context.Background(), opts)
+	if errors.Is(err, ErrNoBinaries) {
+		if inCI() {
+			t.Fatal(err)
+		}
+		t.Skip(err.Error() + " (skipping outside CI)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	return c
+}
+
+// ErrNoBinaries means the control-plane binaries have not been built.
+var ErrNoBinaries = errors.New("kubetest: Kubernetes binaries not built; run `go tool task kube:build` (or scripts/kube-binaries.sh) or set " + EnvBinDir)
+
+// Start starts etcd and kube-apiserver (and the workload parts when asked)
+// and waits until the apiserver is ready. Call Stop when done; use it from
+// TestMain to share one control plane across a package.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
+	reapStale()
+	if err := os.MkdirAll(stateRoot(), 0o755); err != nil {
+		return nil, err
+	}
+	// Ports are picked free and then handed over, so another process can
+	// take one in between; a retry with new ports settles that rare race.
+	var lastErr error
+	for range 3 {
+		c, err := start(ctx, bin, opts)
+		if err == nil {
+			return c, nil
+		}
+		lastErr = err
+	}
+	return nil, lastErr
+}
+
+func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error) {
+	dir, err := os.MkdirTemp(stateRoot(), "cp-")
+	if err != nil {
+		return nil, err
+	}
+	c = &Cluster{Dir: dir}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		return nil, err
+	}
+	pki, err := writePKI(dir)
+	if err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdPort, peerPort, apiPort := ports[0], ports[1], ports[2]
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", etcdPort)
+	peerURL := fmt.Sprintf("http://127.0.0.1:%d", peerPort)
+
+	etcd, err := c.run(filepath.Join(bin, "etcd"),
+		"--name=default",
+		"--data-dir="+filepath.Join(dir, "etcd"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+peerURL,
+		"--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, etcd, 30*time.Second, func() bool { return httpOK(http.DefaultClient, etcdURL+"/health") }); err != nil {
+		return nil, err
+	}
+
+	apiserver, err := c.run(filepath.Join(bin, "kube-apiserver"),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--endpoint-reconciler-type=none",
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(dir, "certs"),
+		"--tls-cert-file="+pki.certFile,
+		"--tls-private-key-file="+pki.keyFile,
+		"--client-ca-file="+pki.caFile,
+		"--token-auth-file="+pki.tokenFile,
+		"--authorization-mode=RBAC",
+		"--etcd-servers="+etcdURL,
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+pki.saPubFile,
+		"--service-account-signing-key-file="+pki.saKeyFile,
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--allow-privileged=true",
+		"--profiling=false",
+	)
+	if err != nil {
+		return nil, err
+	}
+	c.Config = &rest.Config{
+		Host:            fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		BearerToken:     pki.adminToken,
+		TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM},
+		QPS:             -1, // tests drive the server hard; no client-side throttling
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(c.Kubeconfig, c.Config); err != nil {
+		return nil, err
+	}
+	httpClient, err := rest.HTTPClientFor(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, apiserver, 60*time.Second, func() bool { return httpOK(httpClient, c.Config.Host+"/readyz") }); err != nil {
+		return nil, err
+	}
+	if opts.Workloads {
+		if err := c.startWorkloads(ctx, bin, pki); err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// startWorkloads adds what turns a StatefulSet into Running Pods: the
+// controllers that create and place them, and kwok playing the kubelet.
+func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) error {
+	kubeconfigFlags := []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--authentication-kubeconfig=" + c.Kubeconfig,
+		"--authorization-kubeconfig=" + c.Kubeconfig,
+	}
+	controllers := []string{
+		"statefulset-controller", "replicaset-controller", "deployment-controller",
+		"node-lifecycle-controller", "serviceaccount-controller", "serviceaccount-token-controller",
+		"garbage-collector-controller", "namespace-controller", "endpointslice-controller",
+		"pod-garbage-collector-controller",
+	}
+	if _, err := c.run(filepath.Join(bin, "kube-controller-manager"), append(kubeconfigFlags,
+		"--secure-port=0",
+		"--leader-elect=false",
+		"--controllers="+strings.Join(controllers, ","),
+		"--service-account-private-key-file="+pki.saKeyFile,
+		"--root-ca-file="+pki.caFile,
+		"--use-service-account-credentials=false",
+	)...); err != nil {
+		return err
+	}
+	if _, err := c.run(filepath.Join(bin, "kube-scheduler"), append(kubeconfigFlags,
+		"--secure-port=0",
+		"--leader-elect=false",
+	)...); err != nil {
+		return err
+	}
+	if _, err := c.run(filepath.Join(bin, "kwok"),
+		"--kubeconfig="+c.Kubeconfig,
+		"--config="+filepath.Join(bin, "kwok-stages.yaml"),
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=10.244.0.0/16",
+		"--node-ip=127.0.0.1",
+	); err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        FakeNodeName,
+		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+		Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": FakeNodeName},
+	}}
+	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create fake node: %w", err)
+	}
+	return nil
+}
+
+// Stop kills every process, newest first, and removes the directory.
+func (c *Cluster) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		c.procs[i].kill()
+	}
+	c.procs = nil
+	if c.Dir != "" {
+		os.RemoveAll(c.Dir)
+	}
+}
+
+// Client is a typed admin clientset.
+func (c *Cluster) Client(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// Namespace creates a uniquely named namespace (with its default
+// ServiceAccount, which nothing creates without the controller manager) and
+// deletes it when t ends. Tests sharing a control plane isolate by it.
+func (c *Cluster) Namespace(t testing.TB) string {
+	t.Helper()
+	ctx := context.Background()
+	client := c.Client(t)
+	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+	_, err = client.CoreV1().ServiceAccounts(ns.Name).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"},
+	}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("create default service account: %v", err)
+	}
+	t.Cleanup(func() {
+		client.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+func (c *Cluster) run(bin string, args ...string) (*process, error) {
+	p, err := startProcess(c.Dir, bin, args...)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+// waitFor polls ready until it holds, the process dies or time runs out.
+func waitFor(ctx context.Context, p *process, limit time.Duration, ready func() bool) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if ready() {
+			return nil
+		}
+		if p.exited() {
+			return fmt.Errorf("kubetest: %s exited during start:\n%s", p.name, p.logTail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kubetest: %s not ready after %s:\n%s", p.name, limit, p.logTail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func httpOK(client *http.Client, url string) bool {
+	resp, err := client.Get(url)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func writeKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	kc.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "admin"}
+	kc.CurrentContext = "kubetest"
+	return clientcmd.WriteToFile(*kc, path)
+}
+
+// binDir finds the built binaries: DEPLOYSYNC_KUBE_BIN, or the cache entry
+// scripts/kube-binaries.sh would use (asked with --cached-only, so a test
+// never starts the long build itself).
+func binDir() (string, error) {
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
+			return "", fmt.Errorf("%w (%s=%s: %v)", ErrNoBinaries, EnvBinDir, dir, err)
+		}
+		return dir, nil
+	}
+	script, err := findScript()
+	if err != nil {
+		return "", fmt.Errorf("%w (%v)", ErrNoBinaries, err)
+	}
+	out, err := exec.Command("bash", script, "--cached-only").Output()
+	if err != nil {
+		return "", ErrNoBinaries
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// findScript walks up from the working directory (a package directory
+// under go test) to the repository's scripts/kube-binaries.sh.
+func findScript() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		script := filepath.Join(dir, "scripts", "kube-binaries.sh")
+		if _, err := os.Stat(script); err == nil {
+			return script, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("scripts/kube-binaries.sh not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func inCI() bool {
+	ci, _ := strconv.ParseBool(os.Getenv("CI"))
+	return ci
+}

@@ -1,0 +1,69 @@
+package testdb_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	_ "github.com/go-sql-driver/mysql"
+
+	"github.com/deploysync/deploysync/internal/testdb"
+)
+
+// The helper gives each test its own database, usable for real SQL, and
+// drops it when the test ends.
+func TestNewCreatesIsolatedDatabaseAndDropsIt(t *testing.T) {
+	var first, second *testdb.Database
+	t.Run("first", func(t *testing.T) {
+		first = testdb.New(t)
+		db := open(t, first.DSN)
+		if _, err := db.Exec("CREATE TABLE t (id BIGINT UNSIGNED AUTO_INCREMENT PRIMARY KEY)"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec("INSERT INTO t () VALUES ()"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("second", func(t *testing.T) {
+		second = testdb.New(t)
+		db := open(t, second.DSN)
+		var n int
+		err := db.QueryRow("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE()").Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("fresh database %s has %d tables, want 0", second.Name, n)
+		}
+	})
+	if first == nil || second == nil || first.Name == second.Name {
+		t.Fatalf("want two distinct databases, got %v and %v", first, second)
+	}
+
+	// Both subtests ended, so both databases must be gone.
+	db, drop, err := testdb.Create(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	conn := open(t, db.DSN)
+	for _, name := range []string{first.Name, second.Name} {
+		var n int
+		if err := conn.QueryRow("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?", name).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Errorf("database %s still exists after its test ended", name)
+		}
+	}
+}
+
+func open(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
