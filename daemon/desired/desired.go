@@ -1,0 +1,312 @@
+package desired
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// Store changes desired state.
+type Store struct {
+	client *ent.Client
+}
+
+// New returns a Store writing through client (from store.Open).
+func New(client *ent.Client) *Store {
+	return &Store{client: client}
+}
+
+// DeploymentSpec is what to run.
+type DeploymentSpec struct {
+	ID            string
+	WorkspaceID   string
+	EnvironmentID string
+	Image         string
+	CPUMillicores int
+	MemoryMiB     int
+	Port          int // 0 means the default, 8080
+	Command       []string
+	Env           map[string]string
+}
+
+// Deploy creates a deployment and its topology in every region (the source
+// design's createTopologies), all in one transaction: agents see all of it
+// or none.
+func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []string, replicas int) error {
+	if len(regions) == 0 {
+		return fmt.Errorf("regions: %w: at least one region is required", ErrInvalid)
+	}
+	if i := firstDuplicate(regions); i >= 0 {
+		return fmt.Errorf("regions: %w: %q listed twice", ErrInvalid, regions[i])
+	}
+	if err := validate.Replicas(replicas); err != nil {
+		return fmt.Errorf("replicas: %w: %v", ErrInvalid, err)
+	}
+	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		if err := knownRegions(ctx, tx, regions...); err != nil {
+			return err
+		}
+		create := tx.Deployment.Create().
+			SetID(spec.ID).
+			SetWorkspaceID(spec.WorkspaceID).
+			SetEnvironmentID(spec.EnvironmentID).
+			SetImage(spec.Image).
+			SetCPUMillicores(spec.CPUMillicores).
+			SetMemoryMib(spec.MemoryMiB).
+			SetCommand(spec.Command).
+			SetEnv(spec.Env)
+		if spec.Port != 0 {
+			create.SetPort(spec.Port)
+		}
+		if err := create.Exec(ctx); err != nil {
+			if ent.IsConstraintError(err) {
+				return fmt.Errorf("deployment %q: %w", spec.ID, ErrAlreadyExists)
+			}
+			return err
+		}
+		topologies := make([]*ent.DeploymentTopologyCreate, 0, len(regions))
+		for _, r := range regions {
+			topologies = append(topologies, tx.DeploymentTopology.Create().
+				SetDeploymentID(spec.ID).
+				SetRegion(r).
+				SetReplicas(replicas))
+		}
+		return tx.DeploymentTopology.CreateBulk(topologies...).Exec(ctx)
+	})
+}
+
+// Status is a topology's desired status.
+type Status = deploymenttopology.DesiredStatus
+
+// Desired statuses.
+const (
+	Running = deploymenttopology.DesiredStatusRunning
+	Stopped = deploymenttopology.DesiredStatusStopped
+)
+
+// SetDesiredStatus starts or stops a deployment in one region, or in all of
+// its regions when region is empty (ChangeDesiredState in the source
+// design).
+func (s *Store) SetDesiredStatus(ctx context.Context, deploymentID, region string, status Status) error {
+	if err := deploymenttopology.DesiredStatusValidator(status); err != nil {
+		return fmt.Errorf("desired_status: %w: %v", ErrInvalid, err)
+	}
+	return s.updateTopologies(ctx, deploymentID, region, func(u *ent.DeploymentTopologyUpdate) {
+		u.SetDesiredStatus(status)
+	})
+}
+
+// Scale sets a deployment's replicas in one region, or in all of its
+// regions when region is empty.
+func (s *Store) Scale(ctx context.Context, deploymentID, region string, replicas int) error {
+	if err := validate.Replicas(replicas); err != nil {
+		return fmt.Errorf("replicas: %w: %v", ErrInvalid, err)
+	}
+	return s.updateTopologies(ctx, deploymentID, region, func(u *ent.DeploymentTopologyUpdate) {
+		u.SetReplicas(replicas)
+	})
+}
+
+func (s *Store) updateTopologies(ctx context.Context, deploymentID, region string, set func(*ent.DeploymentTopologyUpdate)) error {
+	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		update := tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(deploymentID))
+		if region != "" {
+			if err := knownRegions(ctx, tx, region); err != nil {
+				return err
+			}
+			update.Where(deploymenttopology.Region(region))
+		}
+		set(update)
+		n, err := update.Save(ctx)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if region == "" {
+				return fmt.Errorf("deployment %q: %w", deploymentID, ErrNotFound)
+			}
+			return fmt.Errorf("deployment %q in region %q: %w", deploymentID, region, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// DeleteDeployment removes a deployment with its topologies, policies and
+// instances; agents get a delete for each region it ran in.
+func (s *Store) DeleteDeployment(ctx context.Context, deploymentID string) error {
+	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		n, err := tx.Deployment.Delete().Where(deployment.ID(deploymentID)).Exec(ctx)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("deployment %q: %w", deploymentID, ErrNotFound)
+		}
+		return err
+	})
+}
+
+// SentinelSpec is an environment's sentinel in one region.
+type SentinelSpec struct {
+	ID            string // used only when the sentinel is new
+	WorkspaceID   string
+	EnvironmentID string
+	Region        string
+	Image         string
+	Replicas      int
+	CPUMillicores int
+	MemoryMiB     int
+	Stopped       bool
+}
+
+// EnsureSentinel creates the environment's sentinel in the region or
+// updates its desired fields, leaving the reported actual state alone. It
+// returns the sentinel's ID.
+func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id string, err error) {
+	state := sentinel.DesiredStateRunning
+	if spec.Stopped {
+		state = sentinel.DesiredStateStopped
+	}
+	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		if err := knownRegions(ctx, tx, spec.Region); err != nil {
+			return err
+		}
+		err := tx.Sentinel.Create().
+			SetID(spec.ID).
+			SetWorkspaceID(spec.WorkspaceID).
+			SetEnvironmentID(spec.EnvironmentID).
+			SetRegion(spec.Region).
+			SetImage(spec.Image).
+			SetReplicas(spec.Replicas).
+			SetCPUMillicores(spec.CPUMillicores).
+			SetMemoryMib(spec.MemoryMiB).
+			SetDesiredState(state).
+			OnConflictColumns(sentinel.FieldEnvironmentID, sentinel.FieldRegion).
+			Update(func(u *ent.SentinelUpsert) {
+				u.UpdateImage().UpdateReplicas().UpdateCPUMillicores().UpdateMemoryMib().UpdateDesiredState().UpdateUpdatedAt()
+			}).
+			Exec(ctx)
+		if err != nil {
+			return err
+		}
+		id, err = tx.Sentinel.Query().
+			Where(sentinel.EnvironmentID(spec.EnvironmentID), sentinel.Region(spec.Region)).
+			OnlyID(ctx)
+		return err
+	})
+	return id, err
+}
+
+// DeleteSentinel removes a sentinel; its agent deletes the workload.
+func (s *Store) DeleteSentinel(ctx context.Context, id string) error {
+	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		err := tx.Sentinel.DeleteOneID(id).Exec(ctx)
+		if ent.IsNotFound(err) {
+			return fmt.Errorf("sentinel %q: %w", id, ErrNotFound)
+		}
+		return err
+	})
+}
+
+// PolicySpec is a Cilium network policy in one region, owned by a
+// deployment (DeploymentID set) or by its environment.
+type PolicySpec struct {
+	ID            string // used only when the policy is new
+	WorkspaceID   string
+	EnvironmentID string
+	DeploymentID  string
+	Region        string
+	Name          string
+	Spec          map[string]any
+}
+
+// EnsureCiliumPolicy creates or updates the policy named Name in the
+// environment and region, and returns its ID.
+func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id string, err error) {
+	if len(spec.Spec) == 0 {
+		return "", fmt.Errorf("spec: %w: a policy needs a non-empty spec", ErrInvalid)
+	}
+	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		if err := knownRegions(ctx, tx, spec.Region); err != nil {
+			return err
+		}
+		create := tx.CiliumNetworkPolicy.Create().
+			SetID(spec.ID).
+			SetWorkspaceID(spec.WorkspaceID).
+			SetEnvironmentID(spec.EnvironmentID).
+			SetRegion(spec.Region).
+			SetName(spec.Name).
+			SetSpec(spec.Spec)
+		if spec.DeploymentID != "" {
+			create.SetDeploymentID(spec.DeploymentID)
+		}
+		err := create.
+			OnConflictColumns(ciliumnetworkpolicy.FieldRegion, ciliumnetworkpolicy.FieldEnvironmentID, ciliumnetworkpolicy.FieldName).
+			Update(func(u *ent.CiliumNetworkPolicyUpsert) { u.UpdateSpec().UpdateUpdatedAt() }).
+			Exec(ctx)
+		if err != nil {
+			if ent.IsConstraintError(err) {
+				return fmt.Errorf("policy %q: %w (does deployment %q exist?)", spec.Name, ErrNotFound, spec.DeploymentID)
+			}
+			return err
+		}
+		id, err = tx.CiliumNetworkPolicy.Query().
+			Where(ciliumnetworkpolicy.Region(spec.Region), ciliumnetworkpolicy.EnvironmentID(spec.EnvironmentID), ciliumnetworkpolicy.Name(spec.Name)).
+			OnlyID(ctx)
+		return err
+	})
+	return id, err
+}
+
+// DeleteCiliumPolicy removes a policy; its agent deletes the object.
+func (s *Store) DeleteCiliumPolicy(ctx context.Context, id string) error {
+	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		err := tx.CiliumNetworkPolicy.DeleteOneID(id).Exec(ctx)
+		if ent.IsNotFound(err) {
+			return fmt.Errorf("policy %q: %w", id, ErrNotFound)
+		}
+		return err
+	})
+}
+
+// EnsureRegion registers a region so desired state may target it.
+func (s *Store) EnsureRegion(ctx context.Context, name string) error {
+	return s.client.Region.Create().SetID(name).OnConflict().Ignore().Exec(ctx)
+}
+
+// knownRegions fails with ErrUnknownRegion naming the first region that is
+// not registered.
+func knownRegions(ctx context.Context, tx *ent.Tx, regions ...string) error {
+	for _, r := range regions {
+		if err := validate.Region(r); err != nil {
+			return fmt.Errorf("region: %w: %v", ErrInvalid, err)
+		}
+	}
+	known, err := tx.Region.Query().Where(region.IDIn(regions...)).IDs(ctx)
+	if err != nil {
+		return err
+	}
+	for _, r := range regions {
+		if !slices.Contains(known, r) {
+			return fmt.Errorf("region %q: %w", r, ErrUnknownRegion)
+		}
+	}
+	return nil
+}
+
+func firstDuplicate(s []string) int {
+	seen := make(map[string]bool, len(s))
+	for i, v := range s {
+		if seen[v] {
+			return i
+		}
+		seen[v] = true
+	}
+	return -1
+}

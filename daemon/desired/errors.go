@@ -1,0 +1,14 @@
+package desired
+
+import "errors"
+
+var (
+	// ErrUnknownRegion: the region has no registered agent token or entry.
+	ErrUnknownRegion = errors.New("unknown region")
+	// ErrNotFound: the deployment, topology, sentinel or policy does not exist.
+	ErrNotFound = errors.New("not found")
+	// ErrAlreadyExists: a deployment with that ID exists already.
+	ErrAlreadyExists = errors.New("already exists")
+	// ErrInvalid: a value breaks a rule the schema cannot express.
+	ErrInvalid = errors.New("invalid")
+)

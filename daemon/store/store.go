@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	entsql "entgo.io/ent/dialect/sql"
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/deploysync/deploysync/ent"
+	// Registers the schema hooks (the change feed), defaults and validators.
+	_ "github.com/deploysync/deploysync/ent/runtime"
+)
+
+// Open connects to MySQL/MariaDB at dsn (go-sql-driver syntax, e.g.
+// "user:pass@tcp(127.0.0.1:3306)/deploysync") and returns an Ent client
+// with every schema hook registered. Times are read and written as UTC.
+func Open(ctx context.Context, dsn string) (*ent.Client, error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database DSN: %w", err)
+	}
+	if cfg.DBName == "" {
+		return nil, fmt.Errorf("database DSN names no database (want user:pass@tcp(host:port)/DBNAME)")
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(64)
+	db.SetMaxIdleConns(16)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
+	}
+	return ent.NewClient(ent.Driver(entsql.OpenDB("mysql", db))), nil
+}
+
+// Migrate brings the schema up to date (Ent auto-migration: creates and
+// extends tables and indexes, never drops).
+func Migrate(ctx context.Context, client *ent.Client) error {
+	if err := client.Schema.Create(ctx); err != nil {
+		return fmt.Errorf("migrate schema: %w", err)
+	}
+	return nil
+}
+
+// WithTx runs fn in a transaction and commits it when fn returns nil;
+// otherwise (or on panic) it rolls back and nothing fn wrote remains.
+func WithTx(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			tx.Rollback()
+			panic(p)
+		}
+	}()
+	if err := fn(tx); err != nil {
+		if rerr := tx.Rollback(); rerr != nil {
+			return fmt.Errorf("%w (rollback: %v)", err, rerr)
+		}
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+// Package storetest gives tests a migrated database on the real test server,
+// opened through the same constructor ctrld uses.
+package storetest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/testdb"
+)
+
+// New returns a client on a fresh, migrated database and its DSN; both go
+// away when t ends.
+func New(t testing.TB) (*ent.Client, string) {
+	t.Helper()
+	db := testdb.New(t)
+	client, err := store.Open(context.Background(), db.DSN)
+	if err != nil {
+		testdb.Unavailable(t, err)
+	}
+	t.Cleanup(func() { client.Close() })
+	if err := store.Migrate(context.Background(), client); err != nil {
+		t.Fatal(err)
+	}
+	return client, db.DSN
+}

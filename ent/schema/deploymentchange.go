@@ -1,0 +1,40 @@
+package schema
+
+import (
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// DeploymentChange is the outbox: one row per desired-state mutation and
+// affected (resource, region), written in the mutation's own transaction by
+// the change-feed hooks. It points at state, never holds it; pk is the
+// stream cursor.
+type DeploymentChange struct{ ent.Schema }
+
+// Annotations of the DeploymentChange.
+func (DeploymentChange) Annotations() []schema.Annotation {
+	return []schema.Annotation{entsql.Annotation{Table: "deployment_changes"}}
+}
+
+// Fields of the DeploymentChange.
+func (DeploymentChange) Fields() []ent.Field {
+	return []ent.Field{
+		field.Uint64("id").StorageKey("pk").Immutable(),
+		field.Enum("resource_type").Values("deployment_topology", "sentinel", "cilium_network_policy").Immutable(),
+		field.String("resource_id").Immutable().NotEmpty(),
+		field.String("region").Immutable().NotEmpty(),
+		field.Time("created_at").Default(now).Immutable().SchemaType(microseconds),
+	}
+}
+
+// Indexes of the DeploymentChange.
+func (DeploymentChange) Indexes() []ent.Index {
+	return []ent.Index{
+		index.Fields("region", "resource_type", "id"),
+		index.Fields("region", "id"),
+		index.Fields("created_at"),
+	}
+}

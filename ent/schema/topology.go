@@ -1,0 +1,56 @@
+package schema
+
+import (
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/edge"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+
+	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// DeploymentTopology says how a deployment runs in one region: how many
+// replicas, and whether it should run at all. Its change rows use the
+// deployment ID as resource_id: (deployment, region) is what agents know.
+type DeploymentTopology struct{ ent.Schema }
+
+// Annotations of the DeploymentTopology.
+func (DeploymentTopology) Annotations() []schema.Annotation {
+	return []schema.Annotation{entsql.Annotation{Table: "deployment_topology"}}
+}
+
+// Fields of the DeploymentTopology.
+func (DeploymentTopology) Fields() []ent.Field {
+	return []ent.Field{
+		field.String("deployment_id").Immutable().Validate(validate.ID),
+		field.String("region").Immutable().Validate(validate.Region),
+		field.Int("replicas").Validate(validate.Replicas),
+		field.Enum("desired_status").Values("running", "stopped").Default("running"),
+		// Actual state, reported by the region's agent.
+		field.Enum("actual_status").Values("unknown", "progressing", "running", "stopped", "failed").Default("unknown"),
+	}
+}
+
+// Edges of the DeploymentTopology.
+func (DeploymentTopology) Edges() []ent.Edge {
+	return []ent.Edge{
+		edge.From("deployment", Deployment.Type).Ref("topologies").Field("deployment_id").Unique().Required().Immutable(),
+	}
+}
+
+// Indexes of the DeploymentTopology.
+func (DeploymentTopology) Indexes() []ent.Index {
+	return []ent.Index{
+		index.Fields("deployment_id", "region").Unique(),
+		index.Fields("region"),
+	}
+}
+
+// Mixin of the DeploymentTopology.
+func (DeploymentTopology) Mixin() []ent.Mixin { return []ent.Mixin{Timestamps{}} }
+
+// Hooks of the DeploymentTopology: its deployment_changes rows (see ent/changefeed).
+func (DeploymentTopology) Hooks() []ent.Hook { return []ent.Hook{changefeed.DeploymentTopology()} }

@@ -1,0 +1,5 @@
+// Package validate holds the syntax rules for values that end up as
+// Kubernetes object names, labels or container specs: IDs, regions, image
+// references and resource sizes. The Ent schema and the gRPC API both use
+// these, so a value is judged the same way wherever it enters.
+package validate
