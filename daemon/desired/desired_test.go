@@ -1,0 +1,267 @@
+package desired_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/sentinel"
+)
+
+func setup(t *testing.T) (*desired.Store, *ent.Client) {
+	t.Helper()
+	client, _ := storetest.New(t)
+	s := desired.New(client)
+	for _, r := range []string{"eu-west", "us-east", "ap-south"} {
+		if err := s.EnsureRegion(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, client
+}
+
+func spec(id string) desired.DeploymentSpec {
+	return desired.DeploymentSpec{
+		ID: id, WorkspaceID: "ws1", EnvironmentID: "prod", Image: "ghcr.io/acme/api:v1",
+		CPUMillicores: 250, MemoryMiB: 256, Port: 8080,
+		Command: []string{"/api", "serve"}, Env: map[string]string{"LOG": "info"},
+	}
+}
+
+func changes(t *testing.T, client *ent.Client) []string {
+	t.Helper()
+	rows, err := client.DeploymentChange.Query().Order(ent.Asc(deploymentchange.FieldID)).All(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range rows {
+		out = append(out, fmt.Sprintf("%s/%s/%s", r.ResourceType, r.ResourceID, r.Region))
+	}
+	return out
+}
+
+func TestDeployCreatesTopologyPerRegionInOneTransaction(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api-1"), []string{"eu-west", "us-east"}, 3); err != nil {
+		t.Fatal(err)
+	}
+	c := changes(t, client)
+	slices.Sort(c) // one transaction: the order within it means nothing
+	got := strings.Join(c, " ")
+	want := "deployment_topology/api-1/eu-west deployment_topology/api-1/us-east"
+	if got != want {
+		t.Fatalf("change rows %q, want %q", got, want)
+	}
+	tops := client.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID("api-1")).AllX(ctx)
+	if len(tops) != 2 || tops[0].Replicas != 3 || tops[0].DesiredStatus != desired.Running {
+		t.Fatalf("topologies %+v", tops)
+	}
+
+	// A deploy naming one unknown region writes nothing at all.
+	err := s.Deploy(ctx, spec("api-2"), []string{"eu-west", "mars-1"}, 1)
+	if !errors.Is(err, desired.ErrUnknownRegion) || !strings.Contains(err.Error(), "mars-1") {
+		t.Fatalf("got %v, want ErrUnknownRegion naming mars-1", err)
+	}
+	if client.Deployment.Query().CountX(ctx) != 1 || len(changes(t, client)) != 2 {
+		t.Fatal("failed deploy wrote state or change rows")
+	}
+	if err := s.Deploy(ctx, spec("api-1"), []string{"eu-west"}, 1); !errors.Is(err, desired.ErrAlreadyExists) {
+		t.Fatalf("redeploying an existing ID: got %v, want ErrAlreadyExists", err)
+	}
+}
+
+func TestStopStartAndScalePerRegion(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api-1"), []string{"eu-west", "us-east"}, 3); err != nil {
+		t.Fatal(err)
+	}
+	base := len(changes(t, client))
+
+	if err := s.SetDesiredStatus(ctx, "api-1", "eu-west", desired.Stopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Scale(ctx, "api-1", "us-east", 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetDesiredStatus(ctx, "api-1", "", desired.Running); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(changes(t, client)[base:], " ")
+	want := "deployment_topology/api-1/eu-west deployment_topology/api-1/us-east " +
+		"deployment_topology/api-1/eu-west deployment_topology/api-1/us-east"
+	if got != want {
+		t.Fatalf("change rows %q, want %q", got, want)
+	}
+	us := client.DeploymentTopology.Query().Where(deploymenttopology.Region("us-east")).OnlyX(ctx)
+	if us.Replicas != 5 || us.DesiredStatus != desired.Running {
+		t.Fatalf("us-east topology %+v", us)
+	}
+
+	for name, err := range map[string]error{
+		"stop in a region it does not run in": s.SetDesiredStatus(ctx, "api-1", "ap-south", desired.Stopped),
+		"scale an unknown deployment":         s.Scale(ctx, "nope", "", 1),
+	} {
+		if !errors.Is(err, desired.ErrNotFound) {
+			t.Errorf("%s: got %v, want ErrNotFound", name, err)
+		}
+	}
+	if err := s.Scale(ctx, "api-1", "mars-1", 1); !errors.Is(err, desired.ErrUnknownRegion) {
+		t.Errorf("scale in unknown region: got %v", err)
+	}
+}
+
+// EnsureSentinel updates desired fields on an existing sentinel and keeps
+// what the agent reported.
+func TestEnsureSentinelKeepsActualState(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	in := desired.SentinelSpec{ID: "sen-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west",
+		Image: "sentinel:1", Replicas: 2, CPUMillicores: 100, MemoryMiB: 128}
+	id, err := s.EnsureSentinel(ctx, in)
+	if err != nil || id != "sen-1" {
+		t.Fatalf("ensure: %q, %v", id, err)
+	}
+	err = client.Sentinel.UpdateOneID(id).SetAvailableReplicas(2).SetHealth(sentinel.HealthHealthy).
+		Exec(changefeed.ActualState(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.ID, in.Image = "sen-other", "sentinel:2"
+	id, err = s.EnsureSentinel(ctx, in)
+	if err != nil || id != "sen-1" {
+		t.Fatalf("second ensure returned %q, %v; want the existing sen-1", id, err)
+	}
+	got := client.Sentinel.GetX(ctx, "sen-1")
+	if got.Image != "sentinel:2" || got.AvailableReplicas != 2 || got.Health != sentinel.HealthHealthy {
+		t.Fatalf("sentinel after update %+v", got)
+	}
+	if c := changes(t, client); len(c) != 2 || c[1] != "sentinel/sen-1/eu-west" {
+		t.Fatalf("change rows %v", c)
+	}
+	if err := s.DeleteSentinel(ctx, "sen-1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSentinel(ctx, "sen-1"); !errors.Is(err, desired.ErrNotFound) {
+		t.Fatalf("deleting twice: %v", err)
+	}
+}
+
+func TestEnsureCiliumPolicyAndDeploymentDelete(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api-1"), []string{"eu-west"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	p := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", DeploymentID: "api-1",
+		Region: "eu-west", Name: "allow-api", Spec: map[string]any{"endpointSelector": map[string]any{}}}
+	if id, err := s.EnsureCiliumPolicy(ctx, p); err != nil || id != "pol-1" {
+		t.Fatalf("ensure policy: %q %v", id, err)
+	}
+	p.ID, p.Spec = "pol-2", map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}
+	if id, err := s.EnsureCiliumPolicy(ctx, p); err != nil || id != "pol-1" {
+		t.Fatalf("update policy: %q %v", id, err)
+	}
+	if err := s.DeleteDeployment(ctx, "api-1"); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(changes(t, client), " ")
+	want := "deployment_topology/api-1/eu-west cilium_network_policy/pol-1/eu-west cilium_network_policy/pol-1/eu-west " +
+		"deployment_topology/api-1/eu-west cilium_network_policy/pol-1/eu-west"
+	if got != want {
+		t.Fatalf("change rows\n got  %s\n want %s", got, want)
+	}
+	if client.CiliumNetworkPolicy.Query().CountX(ctx) != 0 || client.DeploymentTopology.Query().CountX(ctx) != 0 {
+		t.Fatal("deployment delete left its policies or topologies")
+	}
+}
+
+// Every invalid value is rejected with an error naming the field, and
+// nothing is written.
+func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	deployWith := func(mut func(*desired.DeploymentSpec), regions []string, replicas int) error {
+		sp := spec("api-1")
+		mut(&sp)
+		return s.Deploy(ctx, sp, regions, replicas)
+	}
+	ok := []string{"eu-west"}
+	same := func(*desired.DeploymentSpec) {}
+	sentinelWith := func(mut func(*desired.SentinelSpec)) error {
+		sp := desired.SentinelSpec{ID: "sen-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west",
+			Image: "sentinel:1", Replicas: 1, CPUMillicores: 100, MemoryMiB: 64}
+		mut(&sp)
+		_, err := s.EnsureSentinel(ctx, sp)
+		return err
+	}
+	policyWith := func(mut func(*desired.PolicySpec)) error {
+		sp := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west",
+			Name: "allow", Spec: map[string]any{"a": 1}}
+		mut(&sp)
+		_, err := s.EnsureCiliumPolicy(ctx, sp)
+		return err
+	}
+	cases := []struct {
+		field string
+		err   error
+	}{
+		{"id", deployWith(func(d *desired.DeploymentSpec) { d.ID = "" }, ok, 1)},
+		{"id", deployWith(func(d *desired.DeploymentSpec) { d.ID = "Bad_ID" }, ok, 1)},
+		{"workspace_id", deployWith(func(d *desired.DeploymentSpec) { d.WorkspaceID = "" }, ok, 1)},
+		{"environment_id", deployWith(func(d *desired.DeploymentSpec) { d.EnvironmentID = "x y" }, ok, 1)},
+		{"image", deployWith(func(d *desired.DeploymentSpec) { d.Image = "" }, ok, 1)},
+		{"image", deployWith(func(d *desired.DeploymentSpec) { d.Image = "Not An Image!" }, ok, 1)},
+		{"cpu_millicores", deployWith(func(d *desired.DeploymentSpec) { d.CPUMillicores = 0 }, ok, 1)},
+		{"memory_mib", deployWith(func(d *desired.DeploymentSpec) { d.MemoryMiB = -1 }, ok, 1)},
+		{"port", deployWith(func(d *desired.DeploymentSpec) { d.Port = 70000 }, ok, 1)},
+		{"replicas", deployWith(same, ok, 1001)},
+		{"replicas", deployWith(same, ok, -1)},
+		{"region", deployWith(same, []string{""}, 1)},
+		{"region", deployWith(same, []string{"EU_West"}, 1)},
+		{"region", deployWith(same, []string{"mars-1"}, 1)},
+		{"regions", deployWith(same, nil, 1)},
+		{"regions", deployWith(same, []string{"eu-west", "eu-west"}, 1)},
+		{"replicas", s.Scale(ctx, "api-1", "eu-west", 5000)},
+		{"desired_status", s.SetDesiredStatus(ctx, "api-1", "eu-west", "paused")},
+		{"image", sentinelWith(func(sp *desired.SentinelSpec) { sp.Image = "UPPER:case" })},
+		{"replicas", sentinelWith(func(sp *desired.SentinelSpec) { sp.Replicas = 1001 })},
+		{"cpu_millicores", sentinelWith(func(sp *desired.SentinelSpec) { sp.CPUMillicores = 0 })},
+		{"memory_mib", sentinelWith(func(sp *desired.SentinelSpec) { sp.MemoryMiB = 0 })},
+		{"id", sentinelWith(func(sp *desired.SentinelSpec) { sp.ID = "" })},
+		{"region", sentinelWith(func(sp *desired.SentinelSpec) { sp.Region = "" })},
+		{"name", policyWith(func(sp *desired.PolicySpec) { sp.Name = "Not/Valid" })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nil })},
+		{"deployment_id", policyWith(func(sp *desired.PolicySpec) { sp.DeploymentID = "Bad_ID" })},
+	}
+	for i, c := range cases {
+		if c.err == nil {
+			t.Errorf("case %d (%s): invalid value accepted", i, c.field)
+			continue
+		}
+		msg := c.err.Error()
+		named := strings.Contains(msg, "."+c.field+`"`) || // ent: validator failed for field "Deployment.image"
+			strings.HasPrefix(msg, c.field+":") || strings.HasPrefix(msg, c.field+" ")
+		if !named {
+			t.Errorf("case %d: error %q does not name field %q", i, c.err, c.field)
+		}
+	}
+	if n := client.Deployment.Query().CountX(ctx) + client.Sentinel.Query().CountX(ctx) +
+		client.CiliumNetworkPolicy.Query().CountX(ctx) + client.DeploymentTopology.Query().CountX(ctx); n != 0 {
+		t.Errorf("rejected writes left %d state rows", n)
+	}
+	if c := changes(t, client); len(c) != 0 {
+		t.Errorf("rejected writes left change rows %v", c)
+	}
+}

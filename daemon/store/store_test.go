@@ -1,0 +1,73 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/internal/testdb"
+)
+
+// The constructor ctrld uses must register the Ent runtime: without it the
+// change-feed hooks (and validators) silently do not run. A mutation
+// outside a transaction is the cheapest thing only the hooks refuse.
+func TestOpenRegistersChangeFeedHooks(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	client, err := store.Open(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := store.Migrate(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Migrate(ctx, client); err != nil {
+		t.Fatalf("second migration must be a no-op: %v", err)
+	}
+	err = client.Sentinel.Create().SetID("s1").SetWorkspaceID("w").SetEnvironmentID("e").SetRegion("r1").
+		SetImage("s:1").SetReplicas(1).SetCPUMillicores(1).SetMemoryMib(1).Exec(ctx)
+	if !errors.Is(err, changefeed.ErrNotInTx) {
+		t.Fatalf("mutation outside a transaction through store.Open: got %v, want ErrNotInTx (hooks not registered?)", err)
+	}
+	if n := client.Sentinel.Query().CountX(ctx); n != 0 {
+		t.Fatalf("rejected mutation wrote %d rows", n)
+	}
+}
+
+func TestOpenRejectsDSNWithoutDatabase(t *testing.T) {
+	_, err := store.Open(context.Background(), "u:p@tcp(127.0.0.1:3306)/")
+	if err == nil {
+		t.Fatal("want an error for a DSN without a database name")
+	}
+}
+
+// WithTx rolls back everything fn wrote when fn fails.
+func TestWithTxRollsBackOnError(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	client, err := store.Open(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	if err := store.Migrate(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	err = store.WithTx(ctx, client, func(tx *ent.Tx) error {
+		if err := tx.Region.Create().SetID("r1").Exec(ctx); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the function's error", err)
+	}
+	if n := client.Region.Query().CountX(ctx); n != 0 {
+		t.Fatalf("failed transaction left %d rows", n)
+	}
+}

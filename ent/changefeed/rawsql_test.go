@@ -1,0 +1,116 @@
+package changefeed_test
+
+import (
+	"bytes"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// stateTables are written only through Ent, where the change-feed hooks see
+// every write.
+var stateTables = []string{"deployments", "deployment_topology", "sentinels", "cilium_network_policies", "instances"}
+
+// rawStateWrite matches INSERT/REPLACE INTO t, DELETE FROM t and
+// UPDATE t ... SET for a state table t, in any case and spacing.
+var rawStateWrite = func() *regexp.Regexp {
+	table := "`?(?:" + strings.Join(stateTables, "|") + ")`?\\b"
+	return regexp.MustCompile(`(?is)\b(?:(?:insert\s+(?:ignore\s+)?into|replace\s+into|delete\s+from)\s+` + table +
+		`|update\s+(?:ignore\s+)?` + table + `(?:\s+as)?(?:\s+\w+)?\s+set\b)`)
+}()
+
+var generatedMarker = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+// No hand-written Go file may write a state table with raw SQL: such a
+// write would bypass the hooks and emit no change row, the very bug the
+// source design shipped.
+func TestNoRawSQLWritesToStateTables(t *testing.T) {
+	root := moduleRoot(t)
+	scanned := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != root && (strings.HasPrefix(name, ".") || name == "tools" || name == "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "rawsql_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if generatedMarker.Match(src) {
+			return nil
+		}
+		scanned++
+		for _, loc := range rawStateWrite.FindAllIndex(src, -1) {
+			line := bytes.Count(src[:loc[0]], []byte("\n")) + 1
+			rel, _ := filepath.Rel(root, path)
+			t.Errorf("%s:%d: raw SQL write to a state table (%q); go through Ent so the change feed sees it", rel, line, src[loc[0]:loc[1]])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if scanned < 10 {
+		t.Fatalf("scanned only %d hand-written files under %s; the guard is looking in the wrong place", scanned, root)
+	}
+}
+
+// The guard's pattern catches the ways raw SQL writes are spelled, and not
+// reads or the outbox table.
+func TestRawSQLPattern(t *testing.T) {
+	caught := []string{
+		"INSERT INTO deployment_topology (a) VALUES (1)",
+		"insert ignore into `sentinels` values ()",
+		"UPDATE deployments SET image = ?",
+		"update\n\tcilium_network_policies set spec = ?",
+		"DELETE FROM instances WHERE id = 1",
+		"UPDATE deployment_topology t SET replicas = 1",
+		"REPLACE INTO sentinels VALUES ()",
+	}
+	allowed := []string{
+		"SELECT * FROM deployment_topology",
+		"DELETE FROM deployment_changes WHERE pk < ?",
+		"INSERT INTO deployment_changes (pk) VALUES (?)",
+		"UPDATE deployments_archive SET x = 1",
+		"// update deployments in every region, then set the status",
+	}
+	for _, s := range caught {
+		if !rawStateWrite.MatchString(s) {
+			t.Errorf("guard misses %q", s)
+		}
+	}
+	for _, s := range allowed {
+		if rawStateWrite.MatchString(s) {
+			t.Errorf("guard flags %q", s)
+		}
+	}
+}
+
+func moduleRoot(t *testing.T) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.Contains(data, []byte("module github.com/deploysync/deploysync\n")) {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("module root not found")
+		}
+		dir = parent
+	}
+}
