@@ -39,7 +39,9 @@ type Agent struct {
 	ConnectedTo string `json:"connected_to,omitempty"`
 	// ConnectedSince holds the value of the "connected_since" field.
 	ConnectedSince *time.Time `json:"connected_since,omitempty"`
-	selectValues   sql.SelectValues
+	// SyncedGeneration holds the value of the "synced_generation" field.
+	SyncedGeneration int64 `json:"synced_generation,omitempty"`
+	selectValues     sql.SelectValues
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -47,7 +49,7 @@ func (*Agent) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case agent.FieldID, agent.FieldAckedCursor:
+		case agent.FieldID, agent.FieldAckedCursor, agent.FieldSyncedGeneration:
 			values[i] = new(sql.NullInt64)
 		case agent.FieldRegion, agent.FieldIdentity, agent.FieldVersion, agent.FieldLastError, agent.FieldConnectedTo:
 			values[i] = new(sql.NullString)
@@ -143,6 +145,12 @@ func (_m *Agent) assignValues(columns []string, values []any) error {
 				_m.ConnectedSince = new(time.Time)
 				*_m.ConnectedSince = value.Time
 			}
+		case agent.FieldSyncedGeneration:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field synced_generation", values[i])
+			} else if value.Valid {
+				_m.SyncedGeneration = value.Int64
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -217,6 +225,9 @@ func (_m *Agent) String() string {
 		builder.WriteString("connected_since=")
 		builder.WriteString(v.Format(time.ANSIC))
 	}
+	builder.WriteString(", ")
+	builder.WriteString("synced_generation=")
+	builder.WriteString(fmt.Sprintf("%v", _m.SyncedGeneration))
 	builder.WriteByte(')')
 	return builder.String()
 }

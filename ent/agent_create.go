@@ -160,6 +160,20 @@ func (_c *AgentCreate) SetNillableConnectedSince(v *time.Time) *AgentCreate {
 	return _c
 }
 
+// SetSyncedGeneration sets the "synced_generation" field.
+func (_c *AgentCreate) SetSyncedGeneration(v int64) *AgentCreate {
+	_c.mutation.SetSyncedGeneration(v)
+	return _c
+}
+
+// SetNillableSyncedGeneration sets the "synced_generation" field if the given value is not nil.
+func (_c *AgentCreate) SetNillableSyncedGeneration(v *int64) *AgentCreate {
+	if v != nil {
+		_c.SetSyncedGeneration(*v)
+	}
+	return _c
+}
+
 // Mutation returns the AgentMutation object of the builder.
 func (_c *AgentCreate) Mutation() *AgentMutation {
 	return _c.mutation
@@ -219,6 +233,10 @@ func (_c *AgentCreate) defaults() {
 		v := agent.DefaultConnectedTo
 		_c.mutation.SetConnectedTo(v)
 	}
+	if _, ok := _c.mutation.SyncedGeneration(); !ok {
+		v := agent.DefaultSyncedGeneration
+		_c.mutation.SetSyncedGeneration(v)
+	}
 }
 
 // check runs all checks and user-defined validators on the builder.
@@ -261,6 +279,9 @@ func (_c *AgentCreate) check() error {
 	}
 	if _, ok := _c.mutation.ConnectedTo(); !ok {
 		return &ValidationError{Name: "connected_to", err: errors.New(`ent: missing required field "Agent.connected_to"`)}
+	}
+	if _, ok := _c.mutation.SyncedGeneration(); !ok {
+		return &ValidationError{Name: "synced_generation", err: errors.New(`ent: missing required field "Agent.synced_generation"`)}
 	}
 	return nil
 }
@@ -332,6 +353,10 @@ func (_c *AgentCreate) createSpec() (*Agent, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.ConnectedSince(); ok {
 		_spec.SetField(agent.FieldConnectedSince, field.TypeTime, value)
 		_node.ConnectedSince = &value
+	}
+	if value, ok := _c.mutation.SyncedGeneration(); ok {
+		_spec.SetField(agent.FieldSyncedGeneration, field.TypeInt64, value)
+		_node.SyncedGeneration = value
 	}
 	return _node, _spec
 }
@@ -502,6 +527,24 @@ func (u *AgentUpsert) UpdateConnectedSince() *AgentUpsert {
 // ClearConnectedSince clears the value of the "connected_since" field.
 func (u *AgentUpsert) ClearConnectedSince() *AgentUpsert {
 	u.SetNull(agent.FieldConnectedSince)
+	return u
+}
+
+// SetSyncedGeneration sets the "synced_generation" field.
+func (u *AgentUpsert) SetSyncedGeneration(v int64) *AgentUpsert {
+	u.Set(agent.FieldSyncedGeneration, v)
+	return u
+}
+
+// UpdateSyncedGeneration sets the "synced_generation" field to the value that was provided on create.
+func (u *AgentUpsert) UpdateSyncedGeneration() *AgentUpsert {
+	u.SetExcluded(agent.FieldSyncedGeneration)
+	return u
+}
+
+// AddSyncedGeneration adds v to the "synced_generation" field.
+func (u *AgentUpsert) AddSyncedGeneration(v int64) *AgentUpsert {
+	u.Add(agent.FieldSyncedGeneration, v)
 	return u
 }
 
@@ -693,6 +736,27 @@ func (u *AgentUpsertOne) UpdateConnectedSince() *AgentUpsertOne {
 func (u *AgentUpsertOne) ClearConnectedSince() *AgentUpsertOne {
 	return u.Update(func(s *AgentUpsert) {
 		s.ClearConnectedSince()
+	})
+}
+
+// SetSyncedGeneration sets the "synced_generation" field.
+func (u *AgentUpsertOne) SetSyncedGeneration(v int64) *AgentUpsertOne {
+	return u.Update(func(s *AgentUpsert) {
+		s.SetSyncedGeneration(v)
+	})
+}
+
+// AddSyncedGeneration adds v to the "synced_generation" field.
+func (u *AgentUpsertOne) AddSyncedGeneration(v int64) *AgentUpsertOne {
+	return u.Update(func(s *AgentUpsert) {
+		s.AddSyncedGeneration(v)
+	})
+}
+
+// UpdateSyncedGeneration sets the "synced_generation" field to the value that was provided on create.
+func (u *AgentUpsertOne) UpdateSyncedGeneration() *AgentUpsertOne {
+	return u.Update(func(s *AgentUpsert) {
+		s.UpdateSyncedGeneration()
 	})
 }
 
@@ -1050,6 +1114,27 @@ func (u *AgentUpsertBulk) UpdateConnectedSince() *AgentUpsertBulk {
 func (u *AgentUpsertBulk) ClearConnectedSince() *AgentUpsertBulk {
 	return u.Update(func(s *AgentUpsert) {
 		s.ClearConnectedSince()
+	})
+}
+
+// SetSyncedGeneration sets the "synced_generation" field.
+func (u *AgentUpsertBulk) SetSyncedGeneration(v int64) *AgentUpsertBulk {
+	return u.Update(func(s *AgentUpsert) {
+		s.SetSyncedGeneration(v)
+	})
+}
+
+// AddSyncedGeneration adds v to the "synced_generation" field.
+func (u *AgentUpsertBulk) AddSyncedGeneration(v int64) *AgentUpsertBulk {
+	return u.Update(func(s *AgentUpsert) {
+		s.AddSyncedGeneration(v)
+	})
+}
+
+// UpdateSyncedGeneration sets the "synced_generation" field to the value that was provided on create.
+func (u *AgentUpsertBulk) UpdateSyncedGeneration() *AgentUpsertBulk {
+	return u.Update(func(s *AgentUpsert) {
+		s.UpdateSyncedGeneration()
 	})
 }
 

@@ -158,6 +158,27 @@ func (_u *AgentUpdate) ClearConnectedSince() *AgentUpdate {
 	return _u
 }
 
+// SetSyncedGeneration sets the "synced_generation" field.
+func (_u *AgentUpdate) SetSyncedGeneration(v int64) *AgentUpdate {
+	_u.mutation.ResetSyncedGeneration()
+	_u.mutation.SetSyncedGeneration(v)
+	return _u
+}
+
+// SetNillableSyncedGeneration sets the "synced_generation" field if the given value is not nil.
+func (_u *AgentUpdate) SetNillableSyncedGeneration(v *int64) *AgentUpdate {
+	if v != nil {
+		_u.SetSyncedGeneration(*v)
+	}
+	return _u
+}
+
+// AddSyncedGeneration adds value to the "synced_generation" field.
+func (_u *AgentUpdate) AddSyncedGeneration(v int64) *AgentUpdate {
+	_u.mutation.AddSyncedGeneration(v)
+	return _u
+}
+
 // Mutation returns the AgentMutation object of the builder.
 func (_u *AgentUpdate) Mutation() *AgentMutation {
 	return _u.mutation
@@ -262,6 +283,12 @@ func (_u *AgentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.ConnectedSinceCleared() {
 		_spec.ClearField(agent.FieldConnectedSince, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SyncedGeneration(); ok {
+		_spec.SetField(agent.FieldSyncedGeneration, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedSyncedGeneration(); ok {
+		_spec.AddField(agent.FieldSyncedGeneration, field.TypeInt64, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
@@ -414,6 +441,27 @@ func (_u *AgentUpdateOne) ClearConnectedSince() *AgentUpdateOne {
 	return _u
 }
 
+// SetSyncedGeneration sets the "synced_generation" field.
+func (_u *AgentUpdateOne) SetSyncedGeneration(v int64) *AgentUpdateOne {
+	_u.mutation.ResetSyncedGeneration()
+	_u.mutation.SetSyncedGeneration(v)
+	return _u
+}
+
+// SetNillableSyncedGeneration sets the "synced_generation" field if the given value is not nil.
+func (_u *AgentUpdateOne) SetNillableSyncedGeneration(v *int64) *AgentUpdateOne {
+	if v != nil {
+		_u.SetSyncedGeneration(*v)
+	}
+	return _u
+}
+
+// AddSyncedGeneration adds value to the "synced_generation" field.
+func (_u *AgentUpdateOne) AddSyncedGeneration(v int64) *AgentUpdateOne {
+	_u.mutation.AddSyncedGeneration(v)
+	return _u
+}
+
 // Mutation returns the AgentMutation object of the builder.
 func (_u *AgentUpdateOne) Mutation() *AgentMutation {
 	return _u.mutation
@@ -548,6 +596,12 @@ func (_u *AgentUpdateOne) sqlSave(ctx context.Context) (_node *Agent, err error)
 	}
 	if _u.mutation.ConnectedSinceCleared() {
 		_spec.ClearField(agent.FieldConnectedSince, field.TypeTime)
+	}
+	if value, ok := _u.mutation.SyncedGeneration(); ok {
+		_spec.SetField(agent.FieldSyncedGeneration, field.TypeInt64, value)
+	}
+	if value, ok := _u.mutation.AddedSyncedGeneration(); ok {
+		_spec.AddField(agent.FieldSyncedGeneration, field.TypeInt64, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &Agent{config: _u.config}

@@ -16,6 +16,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -24,6 +25,7 @@ import (
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/ent/streammark"
 
 	stdsql "database/sql"
 )
@@ -33,6 +35,8 @@ type Client struct {
 	config
 	// Schema is the client for creating, migrating and dropping schema.
 	Schema *migrate.Schema
+	// APIToken is the client for interacting with the APIToken builders.
+	APIToken *APITokenClient
 	// Agent is the client for interacting with the Agent builders.
 	Agent *AgentClient
 	// AuditLog is the client for interacting with the AuditLog builders.
@@ -51,6 +55,8 @@ type Client struct {
 	Region *RegionClient
 	// Sentinel is the client for interacting with the Sentinel builders.
 	Sentinel *SentinelClient
+	// StreamMark is the client for interacting with the StreamMark builders.
+	StreamMark *StreamMarkClient
 }
 
 // NewClient creates a new client configured with the given options.
@@ -62,6 +68,7 @@ func NewClient(opts ...Option) *Client {
 
 func (c *Client) init() {
 	c.Schema = migrate.NewSchema(c.driver)
+	c.APIToken = NewAPITokenClient(c.config)
 	c.Agent = NewAgentClient(c.config)
 	c.AuditLog = NewAuditLogClient(c.config)
 	c.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(c.config)
@@ -71,6 +78,7 @@ func (c *Client) init() {
 	c.Instance = NewInstanceClient(c.config)
 	c.Region = NewRegionClient(c.config)
 	c.Sentinel = NewSentinelClient(c.config)
+	c.StreamMark = NewStreamMarkClient(c.config)
 }
 
 type (
@@ -163,6 +171,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 	return &Tx{
 		ctx:                 ctx,
 		config:              cfg,
+		APIToken:            NewAPITokenClient(cfg),
 		Agent:               NewAgentClient(cfg),
 		AuditLog:            NewAuditLogClient(cfg),
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
@@ -172,6 +181,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Instance:            NewInstanceClient(cfg),
 		Region:              NewRegionClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
+		StreamMark:          NewStreamMarkClient(cfg),
 	}, nil
 }
 
@@ -191,6 +201,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 	return &Tx{
 		ctx:                 ctx,
 		config:              cfg,
+		APIToken:            NewAPITokenClient(cfg),
 		Agent:               NewAgentClient(cfg),
 		AuditLog:            NewAuditLogClient(cfg),
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
@@ -200,13 +211,14 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Instance:            NewInstanceClient(cfg),
 		Region:              NewRegionClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
+		StreamMark:          NewStreamMarkClient(cfg),
 	}, nil
 }
 
 // Debug returns a new debug-client. It's used to get verbose logging on specific operations.
 //
 //	client.Debug().
-//		Agent.
+//		APIToken.
 //		Query().
 //		Count(ctx)
 func (c *Client) Debug() *Client {
@@ -229,8 +241,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment, c.DeploymentChange,
-		c.DeploymentTopology, c.Instance, c.Region, c.Sentinel,
+		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
+		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Region, c.Sentinel,
+		c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -240,8 +253,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment, c.DeploymentChange,
-		c.DeploymentTopology, c.Instance, c.Region, c.Sentinel,
+		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
+		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Region, c.Sentinel,
+		c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -250,6 +264,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 // Mutate implements the ent.Mutator interface.
 func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 	switch m := m.(type) {
+	case *APITokenMutation:
+		return c.APIToken.mutate(ctx, m)
 	case *AgentMutation:
 		return c.Agent.mutate(ctx, m)
 	case *AuditLogMutation:
@@ -268,8 +284,143 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Region.mutate(ctx, m)
 	case *SentinelMutation:
 		return c.Sentinel.mutate(ctx, m)
+	case *StreamMarkMutation:
+		return c.StreamMark.mutate(ctx, m)
 	default:
 		return nil, fmt.Errorf("ent: unknown mutation type %T", m)
+	}
+}
+
+// APITokenClient is a client for the APIToken schema.
+type APITokenClient struct {
+	config
+}
+
+// NewAPITokenClient returns a client for the APIToken from the given config.
+func NewAPITokenClient(c config) *APITokenClient {
+	return &APITokenClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `apitoken.Hooks(f(g(h())))`.
+func (c *APITokenClient) Use(hooks ...Hook) {
+	c.hooks.APIToken = append(c.hooks.APIToken, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `apitoken.Intercept(f(g(h())))`.
+func (c *APITokenClient) Intercept(interceptors ...Interceptor) {
+	c.inters.APIToken = append(c.inters.APIToken, interceptors...)
+}
+
+// Create returns a builder for creating a APIToken entity.
+func (c *APITokenClient) Create() *APITokenCreate {
+	mutation := newAPITokenMutation(c.config, OpCreate)
+	return &APITokenCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of APIToken entities.
+func (c *APITokenClient) CreateBulk(builders ...*APITokenCreate) *APITokenCreateBulk {
+	return &APITokenCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *APITokenClient) MapCreateBulk(slice any, setFunc func(*APITokenCreate, int)) *APITokenCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &APITokenCreateBulk{err: fmt.Errorf("calling to APITokenClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*APITokenCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &APITokenCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for APIToken.
+func (c *APITokenClient) Update() *APITokenUpdate {
+	mutation := newAPITokenMutation(c.config, OpUpdate)
+	return &APITokenUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *APITokenClient) UpdateOne(_m *APIToken) *APITokenUpdateOne {
+	mutation := newAPITokenMutation(c.config, OpUpdateOne, withAPIToken(_m))
+	return &APITokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *APITokenClient) UpdateOneID(id int) *APITokenUpdateOne {
+	mutation := newAPITokenMutation(c.config, OpUpdateOne, withAPITokenID(id))
+	return &APITokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for APIToken.
+func (c *APITokenClient) Delete() *APITokenDelete {
+	mutation := newAPITokenMutation(c.config, OpDelete)
+	return &APITokenDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *APITokenClient) DeleteOne(_m *APIToken) *APITokenDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *APITokenClient) DeleteOneID(id int) *APITokenDeleteOne {
+	builder := c.Delete().Where(apitoken.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &APITokenDeleteOne{builder}
+}
+
+// Query returns a query builder for APIToken.
+func (c *APITokenClient) Query() *APITokenQuery {
+	return &APITokenQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeAPIToken},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a APIToken entity by its id.
+func (c *APITokenClient) Get(ctx context.Context, id int) (*APIToken, error) {
+	return c.Query().Where(apitoken.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *APITokenClient) GetX(ctx context.Context, id int) *APIToken {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *APITokenClient) Hooks() []Hook {
+	return c.hooks.APIToken
+}
+
+// Interceptors returns the client interceptors.
+func (c *APITokenClient) Interceptors() []Interceptor {
+	return c.inters.APIToken
+}
+
+func (c *APITokenClient) mutate(ctx context.Context, m *APITokenMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&APITokenCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&APITokenUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&APITokenUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&APITokenDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown APIToken mutation op: %q", m.Op())
 	}
 }
 
@@ -1570,15 +1721,148 @@ func (c *SentinelClient) mutate(ctx context.Context, m *SentinelMutation) (Value
 	}
 }
 
+// StreamMarkClient is a client for the StreamMark schema.
+type StreamMarkClient struct {
+	config
+}
+
+// NewStreamMarkClient returns a client for the StreamMark from the given config.
+func NewStreamMarkClient(c config) *StreamMarkClient {
+	return &StreamMarkClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `streammark.Hooks(f(g(h())))`.
+func (c *StreamMarkClient) Use(hooks ...Hook) {
+	c.hooks.StreamMark = append(c.hooks.StreamMark, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `streammark.Intercept(f(g(h())))`.
+func (c *StreamMarkClient) Intercept(interceptors ...Interceptor) {
+	c.inters.StreamMark = append(c.inters.StreamMark, interceptors...)
+}
+
+// Create returns a builder for creating a StreamMark entity.
+func (c *StreamMarkClient) Create() *StreamMarkCreate {
+	mutation := newStreamMarkMutation(c.config, OpCreate)
+	return &StreamMarkCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of StreamMark entities.
+func (c *StreamMarkClient) CreateBulk(builders ...*StreamMarkCreate) *StreamMarkCreateBulk {
+	return &StreamMarkCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *StreamMarkClient) MapCreateBulk(slice any, setFunc func(*StreamMarkCreate, int)) *StreamMarkCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &StreamMarkCreateBulk{err: fmt.Errorf("calling to StreamMarkClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*StreamMarkCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &StreamMarkCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for StreamMark.
+func (c *StreamMarkClient) Update() *StreamMarkUpdate {
+	mutation := newStreamMarkMutation(c.config, OpUpdate)
+	return &StreamMarkUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *StreamMarkClient) UpdateOne(_m *StreamMark) *StreamMarkUpdateOne {
+	mutation := newStreamMarkMutation(c.config, OpUpdateOne, withStreamMark(_m))
+	return &StreamMarkUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *StreamMarkClient) UpdateOneID(id string) *StreamMarkUpdateOne {
+	mutation := newStreamMarkMutation(c.config, OpUpdateOne, withStreamMarkID(id))
+	return &StreamMarkUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for StreamMark.
+func (c *StreamMarkClient) Delete() *StreamMarkDelete {
+	mutation := newStreamMarkMutation(c.config, OpDelete)
+	return &StreamMarkDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *StreamMarkClient) DeleteOne(_m *StreamMark) *StreamMarkDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *StreamMarkClient) DeleteOneID(id string) *StreamMarkDeleteOne {
+	builder := c.Delete().Where(streammark.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &StreamMarkDeleteOne{builder}
+}
+
+// Query returns a query builder for StreamMark.
+func (c *StreamMarkClient) Query() *StreamMarkQuery {
+	return &StreamMarkQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeStreamMark},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a StreamMark entity by its id.
+func (c *StreamMarkClient) Get(ctx context.Context, id string) (*StreamMark, error) {
+	return c.Query().Where(streammark.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *StreamMarkClient) GetX(ctx context.Context, id string) *StreamMark {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *StreamMarkClient) Hooks() []Hook {
+	return c.hooks.StreamMark
+}
+
+// Interceptors returns the client interceptors.
+func (c *StreamMarkClient) Interceptors() []Interceptor {
+	return c.inters.StreamMark
+}
+
+func (c *StreamMarkClient) mutate(ctx context.Context, m *StreamMarkMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&StreamMarkCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&StreamMarkUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&StreamMarkUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&StreamMarkDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown StreamMark mutation op: %q", m.Op())
+	}
+}
+
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentTopology, Instance, Region, Sentinel []ent.Hook
+		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
+		DeploymentTopology, Instance, Region, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
-		Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentTopology, Instance, Region, Sentinel []ent.Interceptor
+		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
+		DeploymentTopology, Instance, Region, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

@@ -42,8 +42,6 @@ type Deployment struct {
 	WorkflowStatus deployment.WorkflowStatus `json:"workflow_status,omitempty"`
 	// WorkflowError holds the value of the "workflow_error" field.
 	WorkflowError string `json:"workflow_error,omitempty"`
-	// WorkflowDeadline holds the value of the "workflow_deadline" field.
-	WorkflowDeadline *time.Time `json:"workflow_deadline,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the DeploymentQuery when eager-loading is set.
 	Edges        DeploymentEdges `json:"edges"`
@@ -101,7 +99,7 @@ func (*Deployment) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case deployment.FieldID, deployment.FieldWorkspaceID, deployment.FieldEnvironmentID, deployment.FieldImage, deployment.FieldWorkflowStatus, deployment.FieldWorkflowError:
 			values[i] = new(sql.NullString)
-		case deployment.FieldCreatedAt, deployment.FieldUpdatedAt, deployment.FieldWorkflowDeadline:
+		case deployment.FieldCreatedAt, deployment.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -200,13 +198,6 @@ func (_m *Deployment) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.WorkflowError = value.String
 			}
-		case deployment.FieldWorkflowDeadline:
-			if value, ok := values[i].(*sql.NullTime); !ok {
-				return fmt.Errorf("unexpected type %T for field workflow_deadline", values[i])
-			} else if value.Valid {
-				_m.WorkflowDeadline = new(time.Time)
-				*_m.WorkflowDeadline = value.Time
-			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -293,11 +284,6 @@ func (_m *Deployment) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("workflow_error=")
 	builder.WriteString(_m.WorkflowError)
-	builder.WriteString(", ")
-	if v := _m.WorkflowDeadline; v != nil {
-		builder.WriteString("workflow_deadline=")
-		builder.WriteString(v.Format(time.ANSIC))
-	}
 	builder.WriteByte(')')
 	return builder.String()
 }

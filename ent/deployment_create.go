@@ -138,20 +138,6 @@ func (_c *DeploymentCreate) SetNillableWorkflowError(v *string) *DeploymentCreat
 	return _c
 }
 
-// SetWorkflowDeadline sets the "workflow_deadline" field.
-func (_c *DeploymentCreate) SetWorkflowDeadline(v time.Time) *DeploymentCreate {
-	_c.mutation.SetWorkflowDeadline(v)
-	return _c
-}
-
-// SetNillableWorkflowDeadline sets the "workflow_deadline" field if the given value is not nil.
-func (_c *DeploymentCreate) SetNillableWorkflowDeadline(v *time.Time) *DeploymentCreate {
-	if v != nil {
-		_c.SetWorkflowDeadline(*v)
-	}
-	return _c
-}
-
 // SetID sets the "id" field.
 func (_c *DeploymentCreate) SetID(v string) *DeploymentCreate {
 	_c.mutation.SetID(v)
@@ -425,10 +411,6 @@ func (_c *DeploymentCreate) createSpec() (*Deployment, *sqlgraph.CreateSpec) {
 		_spec.SetField(deployment.FieldWorkflowError, field.TypeString, value)
 		_node.WorkflowError = value
 	}
-	if value, ok := _c.mutation.WorkflowDeadline(); ok {
-		_spec.SetField(deployment.FieldWorkflowDeadline, field.TypeTime, value)
-		_node.WorkflowDeadline = &value
-	}
 	if nodes := _c.mutation.TopologiesIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
 			Rel:     sqlgraph.O2M,
@@ -667,24 +649,6 @@ func (u *DeploymentUpsert) UpdateWorkflowError() *DeploymentUpsert {
 	return u
 }
 
-// SetWorkflowDeadline sets the "workflow_deadline" field.
-func (u *DeploymentUpsert) SetWorkflowDeadline(v time.Time) *DeploymentUpsert {
-	u.Set(deployment.FieldWorkflowDeadline, v)
-	return u
-}
-
-// UpdateWorkflowDeadline sets the "workflow_deadline" field to the value that was provided on create.
-func (u *DeploymentUpsert) UpdateWorkflowDeadline() *DeploymentUpsert {
-	u.SetExcluded(deployment.FieldWorkflowDeadline)
-	return u
-}
-
-// ClearWorkflowDeadline clears the value of the "workflow_deadline" field.
-func (u *DeploymentUpsert) ClearWorkflowDeadline() *DeploymentUpsert {
-	u.SetNull(deployment.FieldWorkflowDeadline)
-	return u
-}
-
 // UpdateNewValues updates the mutable fields using the new values that were set on create except the ID field.
 // Using this option is equivalent to using:
 //
@@ -900,27 +864,6 @@ func (u *DeploymentUpsertOne) SetWorkflowError(v string) *DeploymentUpsertOne {
 func (u *DeploymentUpsertOne) UpdateWorkflowError() *DeploymentUpsertOne {
 	return u.Update(func(s *DeploymentUpsert) {
 		s.UpdateWorkflowError()
-	})
-}
-
-// SetWorkflowDeadline sets the "workflow_deadline" field.
-func (u *DeploymentUpsertOne) SetWorkflowDeadline(v time.Time) *DeploymentUpsertOne {
-	return u.Update(func(s *DeploymentUpsert) {
-		s.SetWorkflowDeadline(v)
-	})
-}
-
-// UpdateWorkflowDeadline sets the "workflow_deadline" field to the value that was provided on create.
-func (u *DeploymentUpsertOne) UpdateWorkflowDeadline() *DeploymentUpsertOne {
-	return u.Update(func(s *DeploymentUpsert) {
-		s.UpdateWorkflowDeadline()
-	})
-}
-
-// ClearWorkflowDeadline clears the value of the "workflow_deadline" field.
-func (u *DeploymentUpsertOne) ClearWorkflowDeadline() *DeploymentUpsertOne {
-	return u.Update(func(s *DeploymentUpsert) {
-		s.ClearWorkflowDeadline()
 	})
 }
 
@@ -1306,27 +1249,6 @@ func (u *DeploymentUpsertBulk) SetWorkflowError(v string) *DeploymentUpsertBulk 
 func (u *DeploymentUpsertBulk) UpdateWorkflowError() *DeploymentUpsertBulk {
 	return u.Update(func(s *DeploymentUpsert) {
 		s.UpdateWorkflowError()
-	})
-}
-
-// SetWorkflowDeadline sets the "workflow_deadline" field.
-func (u *DeploymentUpsertBulk) SetWorkflowDeadline(v time.Time) *DeploymentUpsertBulk {
-	return u.Update(func(s *DeploymentUpsert) {
-		s.SetWorkflowDeadline(v)
-	})
-}
-
-// UpdateWorkflowDeadline sets the "workflow_deadline" field to the value that was provided on create.
-func (u *DeploymentUpsertBulk) UpdateWorkflowDeadline() *DeploymentUpsertBulk {
-	return u.Update(func(s *DeploymentUpsert) {
-		s.UpdateWorkflowDeadline()
-	})
-}
-
-// ClearWorkflowDeadline clears the value of the "workflow_deadline" field.
-func (u *DeploymentUpsertBulk) ClearWorkflowDeadline() *DeploymentUpsertBulk {
-	return u.Update(func(s *DeploymentUpsert) {
-		s.ClearWorkflowDeadline()
 	})
 }
 

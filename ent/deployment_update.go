@@ -174,26 +174,6 @@ func (_u *DeploymentUpdate) SetNillableWorkflowError(v *string) *DeploymentUpdat
 	return _u
 }
 
-// SetWorkflowDeadline sets the "workflow_deadline" field.
-func (_u *DeploymentUpdate) SetWorkflowDeadline(v time.Time) *DeploymentUpdate {
-	_u.mutation.SetWorkflowDeadline(v)
-	return _u
-}
-
-// SetNillableWorkflowDeadline sets the "workflow_deadline" field if the given value is not nil.
-func (_u *DeploymentUpdate) SetNillableWorkflowDeadline(v *time.Time) *DeploymentUpdate {
-	if v != nil {
-		_u.SetWorkflowDeadline(*v)
-	}
-	return _u
-}
-
-// ClearWorkflowDeadline clears the value of the "workflow_deadline" field.
-func (_u *DeploymentUpdate) ClearWorkflowDeadline() *DeploymentUpdate {
-	_u.mutation.ClearWorkflowDeadline()
-	return _u
-}
-
 // AddTopologyIDs adds the "topologies" edge to the DeploymentTopology entity by IDs.
 func (_u *DeploymentUpdate) AddTopologyIDs(ids ...int) *DeploymentUpdate {
 	_u.mutation.AddTopologyIDs(ids...)
@@ -443,12 +423,6 @@ func (_u *DeploymentUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 	}
 	if value, ok := _u.mutation.WorkflowError(); ok {
 		_spec.SetField(deployment.FieldWorkflowError, field.TypeString, value)
-	}
-	if value, ok := _u.mutation.WorkflowDeadline(); ok {
-		_spec.SetField(deployment.FieldWorkflowDeadline, field.TypeTime, value)
-	}
-	if _u.mutation.WorkflowDeadlineCleared() {
-		_spec.ClearField(deployment.FieldWorkflowDeadline, field.TypeTime)
 	}
 	if _u.mutation.TopologiesCleared() {
 		edge := &sqlgraph.EdgeSpec{
@@ -748,26 +722,6 @@ func (_u *DeploymentUpdateOne) SetNillableWorkflowError(v *string) *DeploymentUp
 	return _u
 }
 
-// SetWorkflowDeadline sets the "workflow_deadline" field.
-func (_u *DeploymentUpdateOne) SetWorkflowDeadline(v time.Time) *DeploymentUpdateOne {
-	_u.mutation.SetWorkflowDeadline(v)
-	return _u
-}
-
-// SetNillableWorkflowDeadline sets the "workflow_deadline" field if the given value is not nil.
-func (_u *DeploymentUpdateOne) SetNillableWorkflowDeadline(v *time.Time) *DeploymentUpdateOne {
-	if v != nil {
-		_u.SetWorkflowDeadline(*v)
-	}
-	return _u
-}
-
-// ClearWorkflowDeadline clears the value of the "workflow_deadline" field.
-func (_u *DeploymentUpdateOne) ClearWorkflowDeadline() *DeploymentUpdateOne {
-	_u.mutation.ClearWorkflowDeadline()
-	return _u
-}
-
 // AddTopologyIDs adds the "topologies" edge to the DeploymentTopology entity by IDs.
 func (_u *DeploymentUpdateOne) AddTopologyIDs(ids ...int) *DeploymentUpdateOne {
 	_u.mutation.AddTopologyIDs(ids...)
@@ -1047,12 +1001,6 @@ func (_u *DeploymentUpdateOne) sqlSave(ctx context.Context) (_node *Deployment, 
 	}
 	if value, ok := _u.mutation.WorkflowError(); ok {
 		_spec.SetField(deployment.FieldWorkflowError, field.TypeString, value)
-	}
-	if value, ok := _u.mutation.WorkflowDeadline(); ok {
-		_spec.SetField(deployment.FieldWorkflowDeadline, field.TypeTime, value)
-	}
-	if _u.mutation.WorkflowDeadlineCleared() {
-		_spec.ClearField(deployment.FieldWorkflowDeadline, field.TypeTime)
 	}
 	if _u.mutation.TopologiesCleared() {
 		edge := &sqlgraph.EdgeSpec{

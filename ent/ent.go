@@ -13,6 +13,7 @@ import (
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
 	"github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -21,6 +22,7 @@ import (
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/ent/streammark"
 )
 
 // ent aliases to avoid import conflicts in user's code.
@@ -81,6 +83,7 @@ var (
 func checkColumn(t, c string) error {
 	initCheck.Do(func() {
 		columnCheck = sql.NewColumnCheck(map[string]func(string) bool{
+			apitoken.Table:            apitoken.ValidColumn,
 			agent.Table:               agent.ValidColumn,
 			auditlog.Table:            auditlog.ValidColumn,
 			ciliumnetworkpolicy.Table: ciliumnetworkpolicy.ValidColumn,
@@ -90,6 +93,7 @@ func checkColumn(t, c string) error {
 			instance.Table:            instance.ValidColumn,
 			region.Table:              region.ValidColumn,
 			sentinel.Table:            sentinel.ValidColumn,
+			streammark.Table:          streammark.ValidColumn,
 		})
 	})
 	return columnCheck(t, c)

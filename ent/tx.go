@@ -14,6 +14,8 @@ import (
 // Tx is a transactional client that is created by calling Client.Tx().
 type Tx struct {
 	config
+	// APIToken is the client for interacting with the APIToken builders.
+	APIToken *APITokenClient
 	// Agent is the client for interacting with the Agent builders.
 	Agent *AgentClient
 	// AuditLog is the client for interacting with the AuditLog builders.
@@ -32,6 +34,8 @@ type Tx struct {
 	Region *RegionClient
 	// Sentinel is the client for interacting with the Sentinel builders.
 	Sentinel *SentinelClient
+	// StreamMark is the client for interacting with the StreamMark builders.
+	StreamMark *StreamMarkClient
 
 	// lazily loaded.
 	client     *Client
@@ -163,6 +167,7 @@ func (tx *Tx) Client() *Client {
 }
 
 func (tx *Tx) init() {
+	tx.APIToken = NewAPITokenClient(tx.config)
 	tx.Agent = NewAgentClient(tx.config)
 	tx.AuditLog = NewAuditLogClient(tx.config)
 	tx.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(tx.config)
@@ -172,6 +177,7 @@ func (tx *Tx) init() {
 	tx.Instance = NewInstanceClient(tx.config)
 	tx.Region = NewRegionClient(tx.config)
 	tx.Sentinel = NewSentinelClient(tx.config)
+	tx.StreamMark = NewStreamMarkClient(tx.config)
 }
 
 // txDriver wraps the given dialect.Tx with a nop dialect.Driver implementation.
@@ -181,7 +187,7 @@ func (tx *Tx) init() {
 // of them in order to commit or rollback the transaction.
 //
 // If a closed transaction is embedded in one of the generated entities, and the entity
-// applies a query, for example: Agent.QueryXXX(), the query will be executed
+// applies a query, for example: APIToken.QueryXXX(), the query will be executed
 // through the driver which created this transaction.
 //
 // Note that txDriver is not goroutine safe.

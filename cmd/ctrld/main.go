@@ -44,7 +44,7 @@ func app() *cli.App {
 						return err
 					}
 					defer client.Close()
-					if err := store.Migrate(c.Context, client); err != nil {
+					if err := store.Migrate(c.Context, client.Ent); err != nil {
 						return err
 					}
 					fmt.Fprintln(c.App.Writer, "schema is up to date")

@@ -19,7 +19,7 @@ import (
 
 func setup(t *testing.T) (*desired.Store, *ent.Client) {
 	t.Helper()
-	client, _ := storetest.New(t)
+	client := storetest.New(t).Ent
 	s := desired.New(client)
 	for _, r := range []string{"eu-west", "us-east", "ap-south"} {
 		if err := s.EnsureRegion(context.Background(), r); err != nil {

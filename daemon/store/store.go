@@ -14,10 +14,21 @@ import (
 	_ "github.com/deploysync/deploysync/ent/runtime"
 )
 
+// DB is ctrld's database: the Ent client for state, with every schema hook
+// registered, and the same pool for the few statements Ent cannot express
+// (the stream's filler inserts, retention deletes, advisory locks).
+type DB struct {
+	Ent *ent.Client
+	SQL *sql.DB
+}
+
+// Close closes the pool.
+func (db *DB) Close() error { return db.Ent.Close() }
+
 // Open connects to MySQL/MariaDB at dsn (go-sql-driver syntax, e.g.
-// "user:pass@tcp(127.0.0.1:3306)/deploysync") and returns an Ent client
-// with every schema hook registered. Times are read and written as UTC.
-func Open(ctx context.Context, dsn string) (*ent.Client, error) {
+// "user:pass@tcp(127.0.0.1:3306)/deploysync"). Times are read and written
+// as UTC.
+func Open(ctx context.Context, dsn string) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("parse database DSN: %w", err)
@@ -41,7 +52,7 @@ func Open(ctx context.Context, dsn string) (*ent.Client, error) {
 		db.Close()
 		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
 	}
-	return ent.NewClient(ent.Driver(entsql.OpenDB("mysql", db))), nil
+	return &DB{Ent: ent.NewClient(ent.Driver(entsql.OpenDB("mysql", db))), SQL: db}, nil
 }
 
 // Migrate brings the schema up to date (Ent auto-migration: creates and

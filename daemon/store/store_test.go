@@ -17,11 +17,12 @@ import (
 func TestOpenRegistersChangeFeedHooks(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
-	client, err := store.Open(ctx, db.DSN)
+	db2, err := store.Open(ctx, db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	defer db2.Close()
+	client := db2.Ent
 	if err := store.Migrate(ctx, client); err != nil {
 		t.Fatal(err)
 	}
@@ -49,11 +50,12 @@ func TestOpenRejectsDSNWithoutDatabase(t *testing.T) {
 func TestWithTxRollsBackOnError(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
-	client, err := store.Open(ctx, db.DSN)
+	db2, err := store.Open(ctx, db.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close()
+	defer db2.Close()
+	client := db2.Ent
 	if err := store.Migrate(ctx, client); err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,8 @@ const (
 	FieldConnectedTo = "connected_to"
 	// FieldConnectedSince holds the string denoting the connected_since field in the database.
 	FieldConnectedSince = "connected_since"
+	// FieldSyncedGeneration holds the string denoting the synced_generation field in the database.
+	FieldSyncedGeneration = "synced_generation"
 	// Table holds the table name of the agent in the database.
 	Table = "agents"
 )
@@ -53,6 +55,7 @@ var Columns = []string{
 	FieldLastError,
 	FieldConnectedTo,
 	FieldConnectedSince,
+	FieldSyncedGeneration,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -86,6 +89,8 @@ var (
 	LastErrorValidator func(string) error
 	// DefaultConnectedTo holds the default value on creation for the "connected_to" field.
 	DefaultConnectedTo string
+	// DefaultSyncedGeneration holds the default value on creation for the "synced_generation" field.
+	DefaultSyncedGeneration int64
 )
 
 // OrderOption defines the ordering options for the Agent queries.
@@ -149,4 +154,9 @@ func ByConnectedTo(opts ...sql.OrderTermOption) OrderOption {
 // ByConnectedSince orders the results by the connected_since field.
 func ByConnectedSince(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldConnectedSince, opts...).ToFunc()
+}
+
+// BySyncedGeneration orders the results by the synced_generation field.
+func BySyncedGeneration(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSyncedGeneration, opts...).ToFunc()
 }

@@ -109,6 +109,11 @@ func ConnectedSince(v time.Time) predicate.Agent {
 	return predicate.Agent(sql.FieldEQ(FieldConnectedSince, v))
 }
 
+// SyncedGeneration applies equality check predicate on the "synced_generation" field. It's identical to SyncedGenerationEQ.
+func SyncedGeneration(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldEQ(FieldSyncedGeneration, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Agent {
 	return predicate.Agent(sql.FieldEQ(FieldCreatedAt, v))
@@ -702,6 +707,46 @@ func ConnectedSinceIsNil() predicate.Agent {
 // ConnectedSinceNotNil applies the NotNil predicate on the "connected_since" field.
 func ConnectedSinceNotNil() predicate.Agent {
 	return predicate.Agent(sql.FieldNotNull(FieldConnectedSince))
+}
+
+// SyncedGenerationEQ applies the EQ predicate on the "synced_generation" field.
+func SyncedGenerationEQ(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldEQ(FieldSyncedGeneration, v))
+}
+
+// SyncedGenerationNEQ applies the NEQ predicate on the "synced_generation" field.
+func SyncedGenerationNEQ(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldNEQ(FieldSyncedGeneration, v))
+}
+
+// SyncedGenerationIn applies the In predicate on the "synced_generation" field.
+func SyncedGenerationIn(vs ...int64) predicate.Agent {
+	return predicate.Agent(sql.FieldIn(FieldSyncedGeneration, vs...))
+}
+
+// SyncedGenerationNotIn applies the NotIn predicate on the "synced_generation" field.
+func SyncedGenerationNotIn(vs ...int64) predicate.Agent {
+	return predicate.Agent(sql.FieldNotIn(FieldSyncedGeneration, vs...))
+}
+
+// SyncedGenerationGT applies the GT predicate on the "synced_generation" field.
+func SyncedGenerationGT(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldGT(FieldSyncedGeneration, v))
+}
+
+// SyncedGenerationGTE applies the GTE predicate on the "synced_generation" field.
+func SyncedGenerationGTE(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldGTE(FieldSyncedGeneration, v))
+}
+
+// SyncedGenerationLT applies the LT predicate on the "synced_generation" field.
+func SyncedGenerationLT(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldLT(FieldSyncedGeneration, v))
+}
+
+// SyncedGenerationLTE applies the LTE predicate on the "synced_generation" field.
+func SyncedGenerationLTE(v int64) predicate.Agent {
+	return predicate.Agent(sql.FieldLTE(FieldSyncedGeneration, v))
 }
 
 // And groups predicates with the AND operator between them.

@@ -36,7 +36,7 @@ type opCase struct {
 // expected change rows exist; after rollback neither they nor the state
 // change do.
 func TestEveryMutationEmitsItsChangeRows(t *testing.T) {
-	client, _ := storetest.New(t)
+	client := storetest.New(t).Ent
 	ctx := context.Background()
 
 	for _, c := range opCases() {
@@ -356,7 +356,7 @@ func stateDump(t *testing.T, client *ent.Client) string {
 // A desired-state mutation outside a transaction is rejected with
 // ErrNotInTx, for every entity and op, and writes nothing.
 func TestMutationOutsideTransactionIsRejected(t *testing.T) {
-	client, _ := storetest.New(t)
+	client := storetest.New(t).Ent
 	ctx := context.Background()
 	seedFixtures(t, client)
 	mark := lastChange(t, client)
@@ -413,7 +413,7 @@ func TestMutationOutsideTransactionIsRejected(t *testing.T) {
 // Actual state goes through changefeed.ActualState: no change row, no
 // transaction needed, and only the actual-state fields of each entity.
 func TestActualStatePathWritesOnlyActualFields(t *testing.T) {
-	client, _ := storetest.New(t)
+	client := storetest.New(t).Ent
 	ctx := context.Background()
 	seedFixtures(t, client)
 	mark := lastChange(t, client)

@@ -19,7 +19,7 @@ import (
 // every (resource, region) has exactly one change row per committed
 // mutation that touched it.
 func TestConcurrentMutationsEmitOneRowPerCommit(t *testing.T) {
-	client, _ := storetest.New(t)
+	client := storetest.New(t).Ent
 	ctx := context.Background()
 	const (
 		writers    = 32

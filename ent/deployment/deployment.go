@@ -40,8 +40,6 @@ const (
 	FieldWorkflowStatus = "workflow_status"
 	// FieldWorkflowError holds the string denoting the workflow_error field in the database.
 	FieldWorkflowError = "workflow_error"
-	// FieldWorkflowDeadline holds the string denoting the workflow_deadline field in the database.
-	FieldWorkflowDeadline = "workflow_deadline"
 	// EdgeTopologies holds the string denoting the topologies edge name in mutations.
 	EdgeTopologies = "topologies"
 	// EdgePolicies holds the string denoting the policies edge name in mutations.
@@ -88,7 +86,6 @@ var Columns = []string{
 	FieldEnv,
 	FieldWorkflowStatus,
 	FieldWorkflowError,
-	FieldWorkflowDeadline,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -218,11 +215,6 @@ func ByWorkflowStatus(opts ...sql.OrderTermOption) OrderOption {
 // ByWorkflowError orders the results by the workflow_error field.
 func ByWorkflowError(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldWorkflowError, opts...).ToFunc()
-}
-
-// ByWorkflowDeadline orders the results by the workflow_deadline field.
-func ByWorkflowDeadline(opts ...sql.OrderTermOption) OrderOption {
-	return sql.OrderByField(FieldWorkflowDeadline, opts...).ToFunc()
 }
 
 // ByTopologiesCount orders the results by topologies count.

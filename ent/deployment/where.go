@@ -110,11 +110,6 @@ func WorkflowError(v string) predicate.Deployment {
 	return predicate.Deployment(sql.FieldEQ(FieldWorkflowError, v))
 }
 
-// WorkflowDeadline applies equality check predicate on the "workflow_deadline" field. It's identical to WorkflowDeadlineEQ.
-func WorkflowDeadline(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldEQ(FieldWorkflowDeadline, v))
-}
-
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Deployment {
 	return predicate.Deployment(sql.FieldEQ(FieldCreatedAt, v))
@@ -613,56 +608,6 @@ func WorkflowErrorEqualFold(v string) predicate.Deployment {
 // WorkflowErrorContainsFold applies the ContainsFold predicate on the "workflow_error" field.
 func WorkflowErrorContainsFold(v string) predicate.Deployment {
 	return predicate.Deployment(sql.FieldContainsFold(FieldWorkflowError, v))
-}
-
-// WorkflowDeadlineEQ applies the EQ predicate on the "workflow_deadline" field.
-func WorkflowDeadlineEQ(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldEQ(FieldWorkflowDeadline, v))
-}
-
-// WorkflowDeadlineNEQ applies the NEQ predicate on the "workflow_deadline" field.
-func WorkflowDeadlineNEQ(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldNEQ(FieldWorkflowDeadline, v))
-}
-
-// WorkflowDeadlineIn applies the In predicate on the "workflow_deadline" field.
-func WorkflowDeadlineIn(vs ...time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldIn(FieldWorkflowDeadline, vs...))
-}
-
-// WorkflowDeadlineNotIn applies the NotIn predicate on the "workflow_deadline" field.
-func WorkflowDeadlineNotIn(vs ...time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldNotIn(FieldWorkflowDeadline, vs...))
-}
-
-// WorkflowDeadlineGT applies the GT predicate on the "workflow_deadline" field.
-func WorkflowDeadlineGT(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldGT(FieldWorkflowDeadline, v))
-}
-
-// WorkflowDeadlineGTE applies the GTE predicate on the "workflow_deadline" field.
-func WorkflowDeadlineGTE(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldGTE(FieldWorkflowDeadline, v))
-}
-
-// WorkflowDeadlineLT applies the LT predicate on the "workflow_deadline" field.
-func WorkflowDeadlineLT(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldLT(FieldWorkflowDeadline, v))
-}
-
-// WorkflowDeadlineLTE applies the LTE predicate on the "workflow_deadline" field.
-func WorkflowDeadlineLTE(v time.Time) predicate.Deployment {
-	return predicate.Deployment(sql.FieldLTE(FieldWorkflowDeadline, v))
-}
-
-// WorkflowDeadlineIsNil applies the IsNil predicate on the "workflow_deadline" field.
-func WorkflowDeadlineIsNil() predicate.Deployment {
-	return predicate.Deployment(sql.FieldIsNull(FieldWorkflowDeadline))
-}
-
-// WorkflowDeadlineNotNil applies the NotNil predicate on the "workflow_deadline" field.
-func WorkflowDeadlineNotNil() predicate.Deployment {
-	return predicate.Deployment(sql.FieldNotNull(FieldWorkflowDeadline))
 }
 
 // HasTopologies applies the HasEdge predicate on the "topologies" edge.

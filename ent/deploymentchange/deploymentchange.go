@@ -62,6 +62,7 @@ const (
 	ResourceTypeDeploymentTopology  ResourceType = "deployment_topology"
 	ResourceTypeSentinel            ResourceType = "sentinel"
 	ResourceTypeCiliumNetworkPolicy ResourceType = "cilium_network_policy"
+	ResourceTypeGap                 ResourceType = "gap"
 )
 
 func (rt ResourceType) String() string {
@@ -71,7 +72,7 @@ func (rt ResourceType) String() string {
 // ResourceTypeValidator is a validator for the "resource_type" field enum values. It is called by the builders before save.
 func ResourceTypeValidator(rt ResourceType) error {
 	switch rt {
-	case ResourceTypeDeploymentTopology, ResourceTypeSentinel, ResourceTypeCiliumNetworkPolicy:
+	case ResourceTypeDeploymentTopology, ResourceTypeSentinel, ResourceTypeCiliumNetworkPolicy, ResourceTypeGap:
 		return nil
 	default:
 		return fmt.Errorf("deploymentchange: invalid enum value for resource_type field: %q", rt)

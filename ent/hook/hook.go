@@ -9,6 +9,18 @@ import (
 	"github.com/deploysync/deploysync/ent"
 )
 
+// The APITokenFunc type is an adapter to allow the use of ordinary
+// function as APIToken mutator.
+type APITokenFunc func(context.Context, *ent.APITokenMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f APITokenFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.APITokenMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.APITokenMutation", m)
+}
+
 // The AgentFunc type is an adapter to allow the use of ordinary
 // function as Agent mutator.
 type AgentFunc func(context.Context, *ent.AgentMutation) (ent.Value, error)
@@ -115,6 +127,18 @@ func (f SentinelFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.SentinelMutation", m)
+}
+
+// The StreamMarkFunc type is an adapter to allow the use of ordinary
+// function as StreamMark mutator.
+type StreamMarkFunc func(context.Context, *ent.StreamMarkMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f StreamMarkFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.StreamMarkMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.StreamMarkMutation", m)
 }
 
 // Condition is a hook condition function.

@@ -9,6 +9,29 @@ import (
 )
 
 var (
+	// APITokensColumns holds the columns for the "api_tokens" table.
+	APITokensColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"agent", "operator"}},
+		{Name: "name", Type: field.TypeString, Size: 128},
+		{Name: "region", Type: field.TypeString, Size: 64, Default: ""},
+		{Name: "hash", Type: field.TypeString, Size: 64},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "revoked_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// APITokensTable holds the schema information for the "api_tokens" table.
+	APITokensTable = &schema.Table{
+		Name:       "api_tokens",
+		Columns:    APITokensColumns,
+		PrimaryKey: []*schema.Column{APITokensColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "apitoken_hash",
+				Unique:  true,
+				Columns: []*schema.Column{APITokensColumns[4]},
+			},
+		},
+	}
 	// AgentsColumns holds the columns for the "agents" table.
 	AgentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -23,6 +46,7 @@ var (
 		{Name: "last_error", Type: field.TypeString, Size: 2048, Default: ""},
 		{Name: "connected_to", Type: field.TypeString, Default: ""},
 		{Name: "connected_since", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "synced_generation", Type: field.TypeInt64, Default: 0},
 	}
 	// AgentsTable holds the schema information for the "agents" table.
 	AgentsTable = &schema.Table{
@@ -108,7 +132,6 @@ var (
 		{Name: "env", Type: field.TypeJSON, Nullable: true},
 		{Name: "workflow_status", Type: field.TypeEnum, Enums: []string{"pending", "deploying", "ready", "failed"}, Default: "pending"},
 		{Name: "workflow_error", Type: field.TypeString, Default: ""},
-		{Name: "workflow_deadline", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 	}
 	// DeploymentsTable holds the schema information for the "deployments" table.
 	DeploymentsTable = &schema.Table{
@@ -131,9 +154,9 @@ var (
 	// DeploymentChangesColumns holds the columns for the "deployment_changes" table.
 	DeploymentChangesColumns = []*schema.Column{
 		{Name: "pk", Type: field.TypeUint64, Increment: true},
-		{Name: "resource_type", Type: field.TypeEnum, Enums: []string{"deployment_topology", "sentinel", "cilium_network_policy"}},
-		{Name: "resource_id", Type: field.TypeString},
-		{Name: "region", Type: field.TypeString},
+		{Name: "resource_type", Type: field.TypeEnum, Enums: []string{"deployment_topology", "sentinel", "cilium_network_policy", "gap"}},
+		{Name: "resource_id", Type: field.TypeString, Size: 64},
+		{Name: "region", Type: field.TypeString, Size: 64},
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 	}
 	// DeploymentChangesTable holds the schema information for the "deployment_changes" table.
@@ -284,8 +307,20 @@ var (
 			},
 		},
 	}
+	// StreamMarksColumns holds the columns for the "stream_marks" table.
+	StreamMarksColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeString, Size: 64},
+		{Name: "value", Type: field.TypeUint64},
+	}
+	// StreamMarksTable holds the schema information for the "stream_marks" table.
+	StreamMarksTable = &schema.Table{
+		Name:       "stream_marks",
+		Columns:    StreamMarksColumns,
+		PrimaryKey: []*schema.Column{StreamMarksColumns[0]},
+	}
 	// Tables holds all the tables in the schema.
 	Tables = []*schema.Table{
+		APITokensTable,
 		AgentsTable,
 		OperatorAuditLogTable,
 		CiliumNetworkPoliciesTable,
@@ -295,10 +330,14 @@ var (
 		InstancesTable,
 		RegionsTable,
 		SentinelsTable,
+		StreamMarksTable,
 	}
 )
 
 func init() {
+	APITokensTable.Annotation = &entsql.Annotation{
+		Table: "api_tokens",
+	}
 	OperatorAuditLogTable.Annotation = &entsql.Annotation{
 		Table: "operator_audit_log",
 	}
@@ -314,4 +353,7 @@ func init() {
 		Table: "deployment_topology",
 	}
 	InstancesTable.ForeignKeys[0].RefTable = DeploymentsTable
+	StreamMarksTable.Annotation = &entsql.Annotation{
+		Table: "stream_marks",
+	}
 }

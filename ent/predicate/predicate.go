@@ -6,6 +6,9 @@ import (
 	"entgo.io/ent/dialect/sql"
 )
 
+// APIToken is the predicate function for apitoken builders.
+type APIToken func(*sql.Selector)
+
 // Agent is the predicate function for agent builders.
 type Agent func(*sql.Selector)
 
@@ -32,3 +35,6 @@ type Region func(*sql.Selector)
 
 // Sentinel is the predicate function for sentinel builders.
 type Sentinel func(*sql.Selector)
+
+// StreamMark is the predicate function for streammark builders.
+type StreamMark func(*sql.Selector)

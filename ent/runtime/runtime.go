@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -15,12 +16,61 @@ import (
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/schema"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/ent/streammark"
 )
 
 // The init function reads all schema descriptors with runtime code
 // (default values, validators, hooks and policies) and stitches it
 // to their package variables.
 func init() {
+	apitokenFields := schema.APIToken{}.Fields()
+	_ = apitokenFields
+	// apitokenDescName is the schema descriptor for name field.
+	apitokenDescName := apitokenFields[1].Descriptor()
+	// apitoken.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	apitoken.NameValidator = func() func(string) error {
+		validators := apitokenDescName.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(name string) error {
+			for _, fn := range fns {
+				if err := fn(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// apitokenDescRegion is the schema descriptor for region field.
+	apitokenDescRegion := apitokenFields[2].Descriptor()
+	// apitoken.DefaultRegion holds the default value on creation for the region field.
+	apitoken.DefaultRegion = apitokenDescRegion.Default.(string)
+	// apitoken.RegionValidator is a validator for the "region" field. It is called by the builders before save.
+	apitoken.RegionValidator = apitokenDescRegion.Validators[0].(func(string) error)
+	// apitokenDescHash is the schema descriptor for hash field.
+	apitokenDescHash := apitokenFields[3].Descriptor()
+	// apitoken.HashValidator is a validator for the "hash" field. It is called by the builders before save.
+	apitoken.HashValidator = func() func(string) error {
+		validators := apitokenDescHash.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(hash string) error {
+			for _, fn := range fns {
+				if err := fn(hash); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// apitokenDescCreatedAt is the schema descriptor for created_at field.
+	apitokenDescCreatedAt := apitokenFields[4].Descriptor()
+	// apitoken.DefaultCreatedAt holds the default value on creation for the created_at field.
+	apitoken.DefaultCreatedAt = apitokenDescCreatedAt.Default.(func() time.Time)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0
@@ -76,6 +126,10 @@ func init() {
 	agentDescConnectedTo := agentFields[7].Descriptor()
 	// agent.DefaultConnectedTo holds the default value on creation for the connected_to field.
 	agent.DefaultConnectedTo = agentDescConnectedTo.Default.(string)
+	// agentDescSyncedGeneration is the schema descriptor for synced_generation field.
+	agentDescSyncedGeneration := agentFields[9].Descriptor()
+	// agent.DefaultSyncedGeneration holds the default value on creation for the synced_generation field.
+	agent.DefaultSyncedGeneration = agentDescSyncedGeneration.Default.(int64)
 	auditlogFields := schema.AuditLog{}.Fields()
 	_ = auditlogFields
 	// auditlogDescActor is the schema descriptor for actor field.
@@ -384,6 +438,12 @@ func init() {
 	sentinelDescID := sentinelFields[0].Descriptor()
 	// sentinel.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	sentinel.IDValidator = sentinelDescID.Validators[0].(func(string) error)
+	streammarkFields := schema.StreamMark{}.Fields()
+	_ = streammarkFields
+	// streammarkDescID is the schema descriptor for id field.
+	streammarkDescID := streammarkFields[0].Descriptor()
+	// streammark.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	streammark.IDValidator = streammarkDescID.Validators[0].(func(string) error)
 }
 
 const (

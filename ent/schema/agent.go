@@ -27,6 +27,10 @@ func (Agent) Fields() []ent.Field {
 		// connected_to is the ctrld instance holding its stream, if any.
 		field.String("connected_to").Default(""),
 		field.Time("connected_since").Optional().Nillable().SchemaType(microseconds),
+		// synced_generation is the region's resync_generation when this
+		// agent's last full sync began; a lower value than the region's
+		// means an operator forced a resync it has not done yet.
+		field.Int64("synced_generation").Default(0),
 	}
 }
 

@@ -33,7 +33,6 @@ func (Deployment) Fields() []ent.Field {
 		// agents never see, written without change rows.
 		field.Enum("workflow_status").Values("pending", "deploying", "ready", "failed").Default("pending"),
 		field.String("workflow_error").Default(""),
-		field.Time("workflow_deadline").Optional().Nillable().SchemaType(microseconds),
 	}
 }
 

@@ -23,9 +23,12 @@ func (DeploymentChange) Annotations() []schema.Annotation {
 func (DeploymentChange) Fields() []ent.Field {
 	return []ent.Field{
 		field.Uint64("id").StorageKey("pk").Immutable(),
-		field.Enum("resource_type").Values("deployment_topology", "sentinel", "cilium_network_policy").Immutable(),
-		field.String("resource_id").Immutable().NotEmpty(),
-		field.String("region").Immutable().NotEmpty(),
+		// "gap" marks a filler row the stream's tailer inserted to settle a
+		// pk that no committed change used (see daemon/tailer); it has no
+		// resource and no region, and is never streamed.
+		field.Enum("resource_type").Values("deployment_topology", "sentinel", "cilium_network_policy", "gap").Immutable(),
+		field.String("resource_id").Immutable().MaxLen(64),
+		field.String("region").Immutable().MaxLen(64),
 		field.Time("created_at").Default(now).Immutable().SchemaType(microseconds),
 	}
 }

@@ -7,13 +7,12 @@ import (
 	"testing"
 
 	"github.com/deploysync/deploysync/daemon/store"
-	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/internal/testdb"
 )
 
-// New returns a client on a fresh, migrated database and its DSN; both go
-// away when t ends.
-func New(t testing.TB) (*ent.Client, string) {
+// New returns a client on a fresh, migrated database; both go away when t
+// ends.
+func New(t testing.TB) *store.DB {
 	t.Helper()
 	db := testdb.New(t)
 	client, err := store.Open(context.Background(), db.DSN)
@@ -21,8 +20,8 @@ func New(t testing.TB) (*ent.Client, string) {
 		testdb.Unavailable(t, err)
 	}
 	t.Cleanup(func() { client.Close() })
-	if err := store.Migrate(context.Background(), client); err != nil {
+	if err := store.Migrate(context.Background(), client.Ent); err != nil {
 		t.Fatal(err)
 	}
-	return client, db.DSN
+	return client
 }

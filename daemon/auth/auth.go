@@ -1,0 +1,205 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base32"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/apitoken"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// Kinds of token.
+const (
+	Agent    = apitoken.KindAgent
+	Operator = apitoken.KindOperator
+)
+
+// Token prefixes make a leaked token recognisable.
+const (
+	agentPrefix    = "dsa_"
+	operatorPrefix = "dso_"
+)
+
+// Principal is who a request comes from.
+type Principal struct {
+	Kind   apitoken.Kind
+	Name   string
+	Region string // agents only
+}
+
+// Create issues a token and returns it; only its hash is stored. Agent
+// tokens need a region, which is registered if new.
+func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("name: must not be empty")
+	}
+	prefix := operatorPrefix
+	if kind == Agent {
+		if err := validate.Region(region); err != nil {
+			return "", fmt.Errorf("region: %w", err)
+		}
+		prefix = agentPrefix
+	} else {
+		region = ""
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", err
+	}
+	token := prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(secret))
+	tx, err := client.Tx(ctx)
+	if err != nil {
+		return "", err
+	}
+	if kind == Agent {
+		if err := tx.Region.Create().SetID(region).OnConflict().Ignore().Exec(ctx); err != nil {
+			tx.Rollback()
+			return "", fmt.Errorf("register region: %w", err)
+		}
+	}
+	err = tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).Exec(ctx)
+	if err != nil {
+		tx.Rollback()
+		return "", fmt.Errorf("store token: %w", err)
+	}
+	return token, tx.Commit()
+}
+
+// Revoke revokes every live token with the given name and kind; it returns
+// how many.
+func Revoke(ctx context.Context, client *ent.Client, kind apitoken.Kind, name string) (int, error) {
+	return client.APIToken.Update().
+		Where(apitoken.KindEQ(kind), apitoken.Name(name), apitoken.RevokedAtIsNil()).
+		SetRevokedAt(time.Now().UTC()).Save(ctx)
+}
+
+func hash(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Authenticator checks bearer tokens on gRPC calls.
+type Authenticator struct {
+	client *ent.Client
+	// services maps a full gRPC service name to the token kind it admits.
+	services map[string]apitoken.Kind
+}
+
+// NewAuthenticator admits agent tokens to agentService and operator tokens
+// to operatorService; other services (health, reflection) need none.
+func NewAuthenticator(client *ent.Client, agentService, operatorService string) *Authenticator {
+	return &Authenticator{client: client, services: map[string]apitoken.Kind{
+		agentService:    Agent,
+		operatorService: Operator,
+	}}
+}
+
+type principalKey struct{}
+
+// FromContext returns the authenticated caller.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// WithPrincipal returns ctx carrying p (for tests of handlers).
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
+	service := fullMethod
+	if i := strings.LastIndex(fullMethod, "/"); i > 0 {
+		service = strings.TrimPrefix(fullMethod[:i], "/")
+	}
+	kind, guarded := a.services[service]
+	if !guarded {
+		return ctx, nil
+	}
+	md, _ := metadata.FromIncomingContext(ctx)
+	var token string
+	for _, v := range md.Get("authorization") {
+		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
+			token = strings.TrimSpace(t)
+		}
+	}
+	if token == "" {
+		return nil, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
+	}
+	t, err := a.client.APIToken.Query().Where(apitoken.Hash(hash(token)), apitoken.RevokedAtIsNil()).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil, status.Error(codes.Unauthenticated, "unknown or revoked token")
+	}
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, "checking the token failed: database unavailable")
+	}
+	if t.Kind != kind {
+		return nil, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
+	}
+	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region}), nil
+}
+
+// Unary is the unary-call interceptor.
+func (a *Authenticator) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	ctx, err := a.authenticate(ctx, info.FullMethod)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+// Stream is the streaming-call interceptor.
+func (a *Authenticator) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	ctx, err := a.authenticate(ss.Context(), info.FullMethod)
+	if err != nil {
+		return err
+	}
+	return handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+}
+
+type contextStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *contextStream) Context() context.Context { return s.ctx }
+
+// RequireRegion fails with PermissionDenied unless the caller is an agent
+// of region.
+func RequireRegion(ctx context.Context, region string) error {
+	p, ok := FromContext(ctx)
+	if !ok || p.Kind != Agent {
+		return status.Error(codes.PermissionDenied, "an agent token is required")
+	}
+	if p.Region != region {
+		return status.Errorf(codes.PermissionDenied, "token is bound to region %q, not %q", p.Region, region)
+	}
+	return nil
+}
+
+// BearerCredentials attaches a token to every call (client side).
+type BearerCredentials struct {
+	Token string
+	// Insecure allows sending the token without TLS (loopback, tests).
+	Insecure bool
+}
+
+// GetRequestMetadata implements credentials.PerRPCCredentials.
+func (b BearerCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + b.Token}, nil
+}
+
+// RequireTransportSecurity implements credentials.PerRPCCredentials.
+func (b BearerCredentials) RequireTransportSecurity() bool { return !b.Insecure }

@@ -1,0 +1,6 @@
+// Package auth issues and checks ctrld's bearer tokens. An agent token is
+// bound to one region and admits only the cluster service, for that region;
+// an operator token admits only the operator service and names the operator
+// for the audit log. Tokens are 256 random bits shown once; only their
+// SHA-256 is stored, so a database leak does not leak credentials.
+package auth

@@ -1,0 +1,294 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/ent"
+	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/validate"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Limits on one report, so a confused agent cannot make ctrld build a huge
+// transaction.
+const (
+	maxDeploymentsPerReport = 5000
+	maxInstancesPerReport   = 1000
+	maxSentinelsPerReport   = 5000
+	maxErrorLength          = 2048
+)
+
+// Watcher serves one watch stream (stream.Streamer; benchmarks swap in the
+// seed algorithm to compare).
+type Watcher interface {
+	Serve(ctx context.Context, req stream.Request, send stream.Send) error
+}
+
+// Service implements ctrlv1.ClusterServiceServer.
+type Service struct {
+	ctrlv1.UnimplementedClusterServiceServer
+	client   *ent.Client
+	streamer Watcher
+	log      *slog.Logger
+}
+
+// New returns the cluster service.
+func New(client *ent.Client, streamer Watcher, log *slog.Logger) *Service {
+	return &Service{client: client, streamer: streamer, log: log}
+}
+
+// WatchDeploymentChanges implements ctrlv1.ClusterServiceServer.
+func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesRequest, srv ctrlv1.ClusterService_WatchDeploymentChangesServer) error {
+	ctx := srv.Context()
+	if err := checkRegion(ctx, req.GetRegion()); err != nil {
+		return err
+	}
+	identity := req.GetAgentIdentity()
+	if identity == "" || len(identity) > 253 {
+		return status.Error(codes.InvalidArgument, "agent_identity: must be 1 to 253 characters")
+	}
+	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen()}, srv.Send)
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return nil
+	case errors.Is(err, stream.ErrUnknownRegion):
+		return status.Error(codes.InvalidArgument, "region: "+err.Error())
+	case errors.Is(err, tailer.ErrSlowSubscriber):
+		return status.Error(codes.Unavailable, err.Error())
+	case status.Code(err) != codes.Unknown:
+		return err // the client went away mid-send, etc.
+	}
+	s.log.Error("cluster: watch stream failed", "region", req.GetRegion(), "agent", identity, "err", err)
+	return status.Error(codes.Unavailable, "stream failed; reconnect from the last bookmark")
+}
+
+// ReportDeploymentStatus implements ctrlv1.ClusterServiceServer: per listed
+// deployment, the reported instances replace the stored ones, and the
+// topology's actual status follows.
+func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.ReportDeploymentStatusRequest) (*ctrlv1.ReportDeploymentStatusResponse, error) {
+	region := req.GetRegion()
+	if err := checkRegion(ctx, region); err != nil {
+		return nil, err
+	}
+	if len(req.GetDeployments()) > maxDeploymentsPerReport {
+		return nil, status.Errorf(codes.InvalidArgument, "deployments: at most %d per report", maxDeploymentsPerReport)
+	}
+	ids := make([]string, 0, len(req.GetDeployments()))
+	for i, d := range req.GetDeployments() {
+		if err := validate.ID(d.GetDeploymentId()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].deployment_id: %v", i, err)
+		}
+		if len(d.GetInstances()) > maxInstancesPerReport {
+			return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances: at most %d", i, maxInstancesPerReport)
+		}
+		for j, in := range d.GetInstances() {
+			if n := len(in.GetPodName()); n == 0 || n > 253 {
+				return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances[%d].pod_name: must be 1 to 253 characters", i, j)
+			}
+		}
+		ids = append(ids, d.GetDeploymentId())
+	}
+	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		actual := changefeed.ActualState(ctx)
+		// Reports for deployments deleted meanwhile are dropped: their
+		// instances went with them.
+		known, err := tx.Deployment.Query().Where(deployment.IDIn(ids...)).IDs(ctx)
+		if err != nil {
+			return err
+		}
+		exists := map[string]bool{}
+		for _, id := range known {
+			exists[id] = true
+		}
+		for _, d := range req.GetDeployments() {
+			if !exists[d.GetDeploymentId()] {
+				continue
+			}
+			if err := s.replaceInstances(actual, tx, region, d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, internal(s.log, "report deployment status", err)
+	}
+	return &ctrlv1.ReportDeploymentStatusResponse{}, nil
+}
+
+func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, region string, d *ctrlv1.DeploymentStatus) error {
+	depID := d.GetDeploymentId()
+	names := make([]string, 0, len(d.GetInstances()))
+	ready := 0
+	for _, in := range d.GetInstances() {
+		names = append(names, in.GetPodName())
+		if in.GetReady() && in.GetStatus() == ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING {
+			ready++
+		}
+		err := tx.Instance.Create().
+			SetDeploymentID(depID).SetRegion(region).SetPodName(in.GetPodName()).
+			SetAddress(in.GetAddress()).SetStatus(instanceStatus(in.GetStatus())).SetReady(in.GetReady()).
+			SetCPUMillicores(max(0, int(in.GetCpuMillicores()))).SetMemoryMib(max(0, int(in.GetMemoryMib()))).
+			OnConflictColumns(instance.FieldDeploymentID, instance.FieldRegion, instance.FieldPodName).
+			UpdateNewValues().
+			Exec(ctx)
+		if err != nil {
+			return fmt.Errorf("upsert instance %s: %w", in.GetPodName(), err)
+		}
+	}
+	if _, err := tx.Instance.Delete().
+		Where(instance.DeploymentID(depID), instance.Region(region), instance.PodNameNotIn(names...)).
+		Exec(ctx); err != nil {
+		return fmt.Errorf("remove unreported instances: %w", err)
+	}
+	topo, err := tx.DeploymentTopology.Query().
+		Where(deploymenttopology.DeploymentID(depID), deploymenttopology.Region(region)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	actual := deploymenttopology.ActualStatusProgressing
+	switch {
+	case topo.DesiredStatus == deploymenttopology.DesiredStatusStopped && len(names) == 0:
+		actual = deploymenttopology.ActualStatusStopped
+	case topo.DesiredStatus == deploymenttopology.DesiredStatusRunning && ready >= topo.Replicas:
+		actual = deploymenttopology.ActualStatusRunning
+	}
+	for _, in := range d.GetInstances() {
+		if in.GetStatus() == ctrlv1.InstanceStatus_INSTANCE_STATUS_FAILED {
+			actual = deploymenttopology.ActualStatusFailed
+		}
+	}
+	if actual == topo.ActualStatus {
+		return nil
+	}
+	return tx.DeploymentTopology.UpdateOne(topo).SetActualStatus(actual).Exec(ctx)
+}
+
+func instanceStatus(s ctrlv1.InstanceStatus) instance.Status {
+	switch s {
+	case ctrlv1.InstanceStatus_INSTANCE_STATUS_PENDING:
+		return instance.StatusPending
+	case ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING:
+		return instance.StatusRunning
+	case ctrlv1.InstanceStatus_INSTANCE_STATUS_FAILED:
+		return instance.StatusFailed
+	}
+	return instance.StatusUnknown
+}
+
+// ReportSentinelStatus implements ctrlv1.ClusterServiceServer.
+func (s *Service) ReportSentinelStatus(ctx context.Context, req *ctrlv1.ReportSentinelStatusRequest) (*ctrlv1.ReportSentinelStatusResponse, error) {
+	region := req.GetRegion()
+	if err := checkRegion(ctx, region); err != nil {
+		return nil, err
+	}
+	if len(req.GetSentinels()) > maxSentinelsPerReport {
+		return nil, status.Errorf(codes.InvalidArgument, "sentinels: at most %d per report", maxSentinelsPerReport)
+	}
+	for i, r := range req.GetSentinels() {
+		if err := validate.ID(r.GetSentinelId()); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "sentinels[%d].sentinel_id: %v", i, err)
+		}
+		if r.GetAvailableReplicas() < 0 {
+			return nil, status.Errorf(codes.InvalidArgument, "sentinels[%d].available_replicas: must not be negative", i)
+		}
+	}
+	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		actual := changefeed.ActualState(ctx)
+		for _, r := range req.GetSentinels() {
+			health := sentinel.HealthUnknown
+			switch r.GetHealth() {
+			case ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY:
+				health = sentinel.HealthHealthy
+			case ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY:
+				health = sentinel.HealthUnhealthy
+			}
+			err := tx.Sentinel.Update().
+				Where(sentinel.ID(r.GetSentinelId()), sentinel.Region(region)).
+				SetAvailableReplicas(int(r.GetAvailableReplicas())).SetHealth(health).
+				Exec(actual)
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, internal(s.log, "report sentinel status", err)
+	}
+	return &ctrlv1.ReportSentinelStatusResponse{}, nil
+}
+
+// ReportAgentStatus implements ctrlv1.ClusterServiceServer.
+func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgentStatusRequest) (*ctrlv1.ReportAgentStatusResponse, error) {
+	region := req.GetRegion()
+	if err := checkRegion(ctx, region); err != nil {
+		return nil, err
+	}
+	identity := req.GetAgentIdentity()
+	if identity == "" || len(identity) > 253 {
+		return nil, status.Error(codes.InvalidArgument, "agent_identity: must be 1 to 253 characters")
+	}
+	if len(req.GetAgentVersion()) > 128 {
+		return nil, status.Error(codes.InvalidArgument, "agent_version: at most 128 characters")
+	}
+	lastError := req.GetLastError()
+	if len(lastError) > maxErrorLength {
+		lastError = lastError[:maxErrorLength]
+	}
+	now := time.Now().UTC()
+	create := s.client.Agent.Create().
+		SetRegion(region).SetIdentity(identity).
+		SetAckedCursor(req.GetAckedVersion()).SetLastHeartbeat(now).
+		SetVersion(req.GetAgentVersion()).SetLastError(lastError)
+	fields := func(u *ent.AgentUpsert) {
+		u.UpdateAckedCursor().UpdateLastHeartbeat().UpdateVersion().UpdateLastError().UpdateUpdatedAt()
+	}
+	if ts := req.GetLastFullSync(); ts != nil {
+		create.SetLastFullSync(ts.AsTime().UTC())
+		prev := fields
+		fields = func(u *ent.AgentUpsert) { prev(u); u.UpdateLastFullSync() }
+	}
+	err := create.OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).Update(fields).Exec(ctx)
+	if err != nil {
+		return nil, internal(s.log, "report agent status", err)
+	}
+	return &ctrlv1.ReportAgentStatusResponse{}, nil
+}
+
+// checkRegion validates the region and that the caller's token is bound to
+// it.
+func checkRegion(ctx context.Context, region string) error {
+	if err := validate.Region(region); err != nil {
+		return status.Errorf(codes.InvalidArgument, "region: %v", err)
+	}
+	return auth.RequireRegion(ctx, region)
+}
+
+// internal logs an unexpected error and hides its details from the caller.
+func internal(log *slog.Logger, what string, err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return status.FromContextError(err).Err()
+	}
+	log.Error("cluster: "+what+" failed", "err", err)
+	return status.Errorf(codes.Unavailable, "%s failed; retry", what)
+}

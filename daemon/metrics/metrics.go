@@ -1,0 +1,78 @@
+// Package metrics defines ctrld's Prometheus metrics in one place, so their
+// names and labels are listed once and every component reports into the same
+// set.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+)
+
+// Metrics are ctrld's metrics. Create one set per process with New.
+type Metrics struct {
+	PollDuration     prometheus.Histogram
+	PollRows         prometheus.Counter
+	Watermark        prometheus.Gauge
+	OpenHoles        prometheus.Gauge
+	WatermarkHolds   prometheus.Counter
+	FillerRuns       *prometheus.CounterVec
+	Streams          *prometheus.GaugeVec
+	EventsSent       *prometheus.CounterVec
+	StreamLag        *prometheus.GaugeVec
+	FullSyncs        *prometheus.CounterVec
+	SlowSubscribers  prometheus.Counter
+	CleanupRows      prometheus.Counter
+	CleanupRuns      *prometheus.CounterVec
+	WorkflowsDecided *prometheus.CounterVec
+}
+
+// New registers ctrld's metrics with reg (a fresh prometheus.NewRegistry()
+// in tests).
+func New(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	return &Metrics{
+		PollDuration: f.NewHistogram(prometheus.HistogramOpts{
+			Name: "deploysync_tailer_poll_duration_seconds", Help: "Duration of one poll of deployment_changes.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}),
+		PollRows: f.NewCounter(prometheus.CounterOpts{
+			Name: "deploysync_tailer_rows_total", Help: "Change rows read by the tailer.",
+		}),
+		Watermark: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_tailer_watermark", Help: "Safe watermark: every change at or below it is committed or dead.",
+		}),
+		OpenHoles: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_tailer_open_holes", Help: "Change pks below the newest seen that are neither committed nor settled yet.",
+		}),
+		WatermarkHolds: f.NewCounter(prometheus.CounterOpts{
+			Name: "deploysync_tailer_watermark_holds_total", Help: "Polls after which the watermark was held below the newest change by an open hole.",
+		}),
+		FillerRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_tailer_filler_runs_total", Help: "Filler inserts that settle holes, by result.",
+		}, []string{"result"}),
+		Streams: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_streams", Help: "Open WatchDeploymentChanges streams.",
+		}, []string{"region"}),
+		EventsSent: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_stream_events_sent_total", Help: "Events sent to agents, by region and kind.",
+		}, []string{"region", "kind"}),
+		StreamLag: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_stream_lag_changes", Help: "Changes for the region above its agent's acked cursor.",
+		}, []string{"region"}),
+		FullSyncs: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_stream_full_syncs_total", Help: "Full syncs served, by region.",
+		}, []string{"region"}),
+		SlowSubscribers: f.NewCounter(prometheus.CounterOpts{
+			Name: "deploysync_stream_slow_subscribers_total", Help: "Streams ended because they fell too far behind the tailer.",
+		}),
+		CleanupRows: f.NewCounter(prometheus.CounterOpts{
+			Name: "deploysync_cleanup_rows_deleted_total", Help: "deployment_changes rows deleted by retention.",
+		}),
+		CleanupRuns: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_cleanup_runs_total", Help: "Retention runs, by result (done, locked elsewhere, error).",
+		}, []string{"result"}),
+		WorkflowsDecided: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_deploy_workflows_total", Help: "Deploy workflows that reached a final status.",
+		}, []string{"status"}),
+	}
+}

@@ -1,0 +1,339 @@
+package operator
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/ent"
+	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/validate"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// queryer is the read side of *sql.DB, for the aggregate queries Ent does
+// not express well.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// heartbeatTimeout: an agent that has not reported for this long counts
+// as disconnected even if a ctrld still lists its stream (that ctrld may
+// have died without recording the disconnect). Agents report every 10s.
+const heartbeatTimeout = 30 * time.Second
+
+// ListRegions implements ctrlv1.OperatorServiceServer.
+func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest) (*ctrlv1.ListRegionsResponse, error) {
+	regions, err := s.client.Region.Query().All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	heads, err := s.heads(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	agents, err := s.client.Agent.Query().All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &ctrlv1.ListRegionsResponse{}
+	for _, r := range regions {
+		o, err := s.overview(ctx, r, heads[r.ID], agents)
+		if err != nil {
+			return nil, toStatus(err)
+		}
+		out.Regions = append(out.Regions, o)
+	}
+	slices.SortFunc(out.Regions, func(a, b *ctrlv1.RegionOverview) int {
+		return cmp.Or(
+			cmp.Compare(b.LagSeconds, a.LagSeconds),
+			cmp.Compare(b.LagChanges, a.LagChanges),
+			cmp.Compare(a.Region, b.Region),
+		)
+	})
+	return out, nil
+}
+
+// GetRegion implements ctrlv1.OperatorServiceServer.
+func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (*ctrlv1.GetRegionResponse, error) {
+	if err := validate.Region(req.GetRegion()); err != nil {
+		return nil, invalid("region: %v", err)
+	}
+	r, err := s.client.Region.Get(ctx, req.GetRegion())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	heads, err := s.heads(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	agents, err := s.client.Agent.Query().Where(entagent.Region(r.ID)).All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	o, err := s.overview(ctx, r, heads[r.ID], agents)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &ctrlv1.GetRegionResponse{Overview: o}
+
+	topologies, err := s.client.DeploymentTopology.Query().
+		Where(deploymenttopology.Region(r.ID)).
+		WithDeployment().Order(ent.Asc(deploymenttopology.FieldDeploymentID)).All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	counts, err := s.instanceCounts(ctx, r.ID)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	for _, t := range topologies {
+		out.Deployments = append(out.Deployments, inRegion(t, counts[countKey{t.DeploymentID, r.ID}]))
+	}
+	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.ID)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	for _, x := range sentinels {
+		out.Sentinels = append(out.Sentinels, &ctrlv1.SentinelInRegion{
+			SentinelId: x.ID, EnvironmentId: x.EnvironmentID, Image: x.Image,
+			DesiredState: string(x.DesiredState), Replicas: int32(x.Replicas),
+			AvailableReplicas: int32(x.AvailableReplicas), Health: string(x.Health),
+		})
+	}
+	policies, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(r.ID)).
+		Order(ent.Asc(ciliumnetworkpolicy.FieldID)).All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	for _, p := range policies {
+		pr := &ctrlv1.PolicyInRegion{PolicyId: p.ID, Name: p.Name, EnvironmentId: p.EnvironmentID}
+		if p.DeploymentID != nil {
+			pr.DeploymentId = *p.DeploymentID
+		}
+		out.Policies = append(out.Policies, pr)
+	}
+	return out, nil
+}
+
+// ListPendingChanges implements ctrlv1.OperatorServiceServer.
+func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendingChangesRequest) (*ctrlv1.ListPendingChangesResponse, error) {
+	if err := validate.Region(req.GetRegion()); err != nil {
+		return nil, invalid("region: %v", err)
+	}
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0 || limit > 1000:
+		return nil, invalid("limit: must be 0..1000")
+	case limit == 0:
+		limit = 100
+	}
+	if _, err := s.client.Region.Get(ctx, req.GetRegion()); err != nil {
+		return nil, toStatus(err)
+	}
+	acked, _, err := s.activeAgent(ctx, req.GetRegion())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	rows, err := s.sql.QueryContext(ctx,
+		"SELECT pk, resource_type, resource_id, created_at FROM deployment_changes WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?",
+		req.GetRegion(), acked, limit)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	defer rows.Close()
+	out := &ctrlv1.ListPendingChangesResponse{}
+	for rows.Next() {
+		var c ctrlv1.PendingChange
+		var at time.Time
+		if err := rows.Scan(&c.Version, &c.ResourceType, &c.ResourceId, &at); err != nil {
+			return nil, toStatus(err)
+		}
+		c.CreatedAt = timestamppb.New(at)
+		out.Changes = append(out.Changes, &c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, toStatus(err)
+	}
+	err = s.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM deployment_changes WHERE region = ? AND pk > ?", req.GetRegion(), acked).Scan(&out.Total)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return out, nil
+}
+
+// ListDeployments implements ctrlv1.OperatorServiceServer.
+func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeploymentsRequest) (*ctrlv1.ListDeploymentsResponse, error) {
+	deps, err := s.client.Deployment.Query().
+		WithTopologies(func(q *ent.DeploymentTopologyQuery) { q.Order(ent.Asc(deploymenttopology.FieldRegion)) }).
+		Order(ent.Desc(deployment.FieldCreatedAt), ent.Asc(deployment.FieldID)).
+		Limit(1000).All(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	counts, err := s.instanceCounts(ctx, "")
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	out := &ctrlv1.ListDeploymentsResponse{}
+	for _, d := range deps {
+		sum := &ctrlv1.DeploymentSummary{
+			DeploymentId: d.ID, WorkspaceId: d.WorkspaceID, EnvironmentId: d.EnvironmentID, Image: d.Image,
+			WorkflowStatus: string(d.WorkflowStatus), WorkflowError: d.WorkflowError, CreatedAt: timestamppb.New(d.CreatedAt),
+		}
+		for _, t := range d.Edges.Topologies {
+			t.Edges.Deployment = d
+			sum.Regions = append(sum.Regions, inRegion(t, counts[countKey{d.ID, t.Region}]))
+		}
+		out.Deployments = append(out.Deployments, sum)
+	}
+	return out, nil
+}
+
+type countKey struct{ deployment, region string }
+
+type instanceCount struct{ total, ready int32 }
+
+// instanceCounts counts instances per (deployment, region), in one region
+// or (region "") all.
+func (s *Service) instanceCounts(ctx context.Context, region string) (map[countKey]instanceCount, error) {
+	q := "SELECT deployment_id, region, COUNT(*), SUM(ready AND status = 'running') FROM instances"
+	var args []any
+	if region != "" {
+		q += " WHERE region = ?"
+		args = append(args, region)
+	}
+	rows, err := s.sql.QueryContext(ctx, q+" GROUP BY deployment_id, region", args...)
+	if err != nil {
+		return nil, fmt.Errorf("count instances: %w", err)
+	}
+	defer rows.Close()
+	out := map[countKey]instanceCount{}
+	for rows.Next() {
+		var k countKey
+		var c instanceCount
+		if err := rows.Scan(&k.deployment, &k.region, &c.total, &c.ready); err != nil {
+			return nil, err
+		}
+		out[k] = c
+	}
+	return out, rows.Err()
+}
+
+func inRegion(t *ent.DeploymentTopology, c instanceCount) *ctrlv1.DeploymentInRegion {
+	d := t.Edges.Deployment
+	return &ctrlv1.DeploymentInRegion{
+		DeploymentId: t.DeploymentID, Image: d.Image, DesiredStatus: string(t.DesiredStatus),
+		Replicas: int32(t.Replicas), ReadyInstances: c.ready, Instances: c.total,
+		ActualStatus: string(t.ActualStatus), WorkflowStatus: string(d.WorkflowStatus),
+	}
+}
+
+// heads returns each region's newest change version.
+func (s *Service) heads(ctx context.Context) (map[string]uint64, error) {
+	rows, err := s.sql.QueryContext(ctx, "SELECT region, MAX(pk) FROM deployment_changes WHERE region <> '' GROUP BY region")
+	if err != nil {
+		return nil, fmt.Errorf("read head versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var region string
+		var head uint64
+		if err := rows.Scan(&region, &head); err != nil {
+			return nil, err
+		}
+		out[region] = head
+	}
+	return out, rows.Err()
+}
+
+// activeAgent picks the region's agent that speaks for it: the connected
+// one with the newest heartbeat, else the newest heartbeat.
+func (s *Service) activeAgent(ctx context.Context, region string) (uint64, *ent.Agent, error) {
+	agents, err := s.client.Agent.Query().Where(entagent.Region(region)).All(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	a := pickAgent(agents, region, time.Now())
+	if a == nil {
+		return 0, nil, nil
+	}
+	return a.AckedCursor, a, nil
+}
+
+func pickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
+	var best *ent.Agent
+	score := func(a *ent.Agent) (bool, time.Time) {
+		var hb time.Time
+		if a.LastHeartbeat != nil {
+			hb = *a.LastHeartbeat
+		}
+		return connected(a, now), hb
+	}
+	for _, a := range agents {
+		if a.Region != region {
+			continue
+		}
+		if best == nil {
+			best = a
+			continue
+		}
+		ac, ah := score(a)
+		bc, bh := score(best)
+		if (ac && !bc) || (ac == bc && ah.After(bh)) {
+			best = a
+		}
+	}
+	return best
+}
+
+func connected(a *ent.Agent, now time.Time) bool {
+	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < heartbeatTimeout
+}
+
+// overview computes one region's sync health.
+func (s *Service) overview(ctx context.Context, r *ent.Region, head uint64, agents []*ent.Agent) (*ctrlv1.RegionOverview, error) {
+	now := time.Now()
+	o := &ctrlv1.RegionOverview{Region: r.ID, HeadVersion: head, Paused: r.Paused}
+	a := pickAgent(agents, r.ID, now)
+	if a != nil {
+		o.AckedVersion = a.AckedCursor
+		o.AgentIdentity = a.Identity
+		o.AgentConnected = connected(a, now)
+		o.LastError = a.LastError
+		if a.ConnectedSince != nil && o.AgentConnected {
+			o.ConnectedSince = timestamppb.New(*a.ConnectedSince)
+		}
+		if a.LastHeartbeat != nil {
+			o.LastHeartbeat = timestamppb.New(*a.LastHeartbeat)
+		}
+		if a.LastFullSync != nil {
+			o.LastFullSync = timestamppb.New(*a.LastFullSync)
+		}
+	}
+	if head <= o.AckedVersion {
+		return o, nil
+	}
+	var oldest sql.NullTime
+	err := s.sql.QueryRowContext(ctx,
+		"SELECT COUNT(*), COUNT(DISTINCT resource_type, resource_id), MIN(created_at) FROM deployment_changes WHERE region = ? AND pk > ?",
+		r.ID, o.AckedVersion).Scan(&o.LagChanges, &o.PendingResources, &oldest)
+	if err != nil {
+		return nil, fmt.Errorf("compute lag of %s: %w", r.ID, err)
+	}
+	if oldest.Valid {
+		o.LagSeconds = max(0, now.Sub(oldest.Time).Seconds())
+	}
+	return o, nil
+}

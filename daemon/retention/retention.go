@@ -1,0 +1,173 @@
+// Package retention deletes old deployment_changes rows (invariant I5).
+//
+// Full syncs read the state tables, so change rows are only needed by
+// agents resuming from a cursor. Rows older than the TTL are deleted in
+// batches of 10,000, by one ctrld replica at a time (MySQL GET_LOCK), always
+// as a prefix by pk: everything at or below the cleanup floor may be gone,
+// everything above it is kept. The floor is raised in stream_marks before
+// any row is deleted, so a stream never serves a cursor from a range that is
+// being emptied: such a cursor gets resync_required instead of a silent
+// skip. Rows above the oldest recently-heard agent's acked cursor are kept
+// past the TTL (up to MaxAge), so a briefly lagging agent resumes instead of
+// resyncing.
+package retention
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/tailer"
+)
+
+// lockName is the advisory lock that makes one replica the cleaner.
+const lockName = "deploysync.retention"
+
+// BatchSize is how many rows one DELETE removes.
+const BatchSize = 10000
+
+// Config tunes retention.
+type Config struct {
+	// TTL is how long change rows are kept (default 24h).
+	TTL time.Duration
+	// MaxAge is the longest rows are kept for a lagging agent (default 7 days).
+	MaxAge time.Duration
+	// Interval between runs (default 5m).
+	Interval time.Duration
+	// AgentWindow: agents heard from within it hold rows (default 10m).
+	AgentWindow time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.TTL <= 0 {
+		c.TTL = 24 * time.Hour
+	}
+	if c.MaxAge < c.TTL {
+		c.MaxAge = max(7*24*time.Hour, c.TTL)
+	}
+	if c.Interval <= 0 {
+		c.Interval = 5 * time.Minute
+	}
+	if c.AgentWindow <= 0 {
+		c.AgentWindow = 10 * time.Minute
+	}
+}
+
+// Cleaner runs retention.
+type Cleaner struct {
+	db      *sql.DB
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	now     func() time.Time
+}
+
+// New returns a Cleaner.
+func New(db *sql.DB, cfg Config, log *slog.Logger, m *metrics.Metrics) *Cleaner {
+	cfg.defaults()
+	return &Cleaner{db: db, cfg: cfg, log: log, metrics: m, now: time.Now}
+}
+
+// Run cleans every Interval until ctx ends.
+func (c *Cleaner) Run(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.Interval)
+	defer tick.Stop()
+	for {
+		if _, err := c.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			c.log.Warn("retention: run failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// RunOnce deletes what is due if this replica gets the lock. It returns
+// the number of rows deleted (0 and no error when another replica holds
+// the lock).
+func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
+	conn, err := c.db.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close()
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lockName).Scan(&got); err != nil {
+		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+		return 0, fmt.Errorf("take the retention lock: %w", err)
+	}
+	if got.Int64 != 1 {
+		c.metrics.CleanupRuns.WithLabelValues("locked").Inc()
+		return 0, nil
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", lockName)
+
+	upTo, err := c.deletableUpTo(ctx, conn)
+	if err != nil || upTo == 0 {
+		if err != nil {
+			c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+		}
+		return 0, err
+	}
+	if err := tailer.RaiseMark(ctx, c.db, tailer.MarkCleanupFloor, upTo); err != nil {
+		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+		return 0, err
+	}
+	var total int64
+	for {
+		res, err := conn.ExecContext(ctx, "DELETE FROM deployment_changes WHERE pk <= ? ORDER BY pk LIMIT ?", upTo, BatchSize)
+		if err != nil {
+			c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+			return total, fmt.Errorf("delete old changes: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		c.metrics.CleanupRows.Add(float64(n))
+		if n < BatchSize {
+			break
+		}
+	}
+	c.metrics.CleanupRuns.WithLabelValues("done").Inc()
+	if total > 0 {
+		c.log.Info("retention: deleted old changes", "rows", total, "up_to", upTo)
+	}
+	return total, nil
+}
+
+// deletableUpTo is the highest pk that may go: older than the TTL, not
+// above a recently-heard agent's acked cursor unless older than MaxAge, and
+// never above the safe watermark.
+func (c *Cleaner) deletableUpTo(ctx context.Context, conn *sql.Conn) (uint64, error) {
+	now := c.now().UTC()
+	maxPkBefore := func(t time.Time) (uint64, error) {
+		var pk sql.NullInt64
+		err := conn.QueryRowContext(ctx, "SELECT MAX(pk) FROM deployment_changes WHERE created_at < ?", t).Scan(&pk)
+		return uint64(pk.Int64), err
+	}
+	upTo, err := maxPkBefore(now.Add(-c.cfg.TTL))
+	if err != nil || upTo == 0 {
+		return 0, err
+	}
+	var minAcked sql.NullInt64
+	err = conn.QueryRowContext(ctx, "SELECT MIN(acked_cursor) FROM agents WHERE last_heartbeat > ?", now.Add(-c.cfg.AgentWindow)).Scan(&minAcked)
+	if err != nil {
+		return 0, err
+	}
+	if minAcked.Valid && uint64(minAcked.Int64) < upTo {
+		hard, err := maxPkBefore(now.Add(-c.cfg.MaxAge))
+		if err != nil {
+			return 0, err
+		}
+		upTo = max(uint64(minAcked.Int64), hard)
+	}
+	w, err := tailer.ReadMark(ctx, c.db, tailer.MarkSafeWatermark)
+	if err != nil {
+		return 0, err
+	}
+	return min(upTo, w), nil
+}

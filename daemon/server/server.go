@@ -1,0 +1,231 @@
+// Package server assembles ctrld: the gRPC server (cluster and operator
+// services, health, reflection, TLS, auth), the tailer, retention, the deploy
+// workflow, and the metrics/health HTTP endpoint; and shuts them down in an
+// order that ends agents' streams cleanly.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/operator"
+	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/daemon/workflow"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Config is ctrld's configuration.
+type Config struct {
+	// ListenAddr is the gRPC address, e.g. ":7070".
+	ListenAddr string
+	// MetricsAddr serves /metrics, /healthz and /readyz; empty disables it.
+	MetricsAddr string
+	// TLSCert and TLSKey enable TLS; TLSClientCA also requires client
+	// certificates signed by it.
+	TLSCert, TLSKey, TLSClientCA string
+	// MaxMessageBytes caps a received message (default 4 MiB); larger
+	// requests fail with ResourceExhausted.
+	MaxMessageBytes int
+	// Instance names this process in agents' connection records.
+	Instance  string
+	Tailer    tailer.Config
+	Stream    stream.Config
+	Retention retention.Config
+	Workflow  workflow.Config
+	// Registry receives the metrics (default: a new registry with Go and
+	// process collectors).
+	Registry *prometheus.Registry
+}
+
+// Server is a running ctrld.
+type Server struct {
+	// Addr is the gRPC listener's address.
+	Addr string
+	// MetricsAddr is the HTTP listener's address, if any.
+	MetricsAddr string
+	// Tailer is the process's tailer.
+	Tailer *tailer.Tailer
+
+	grpc    *grpc.Server
+	http    *http.Server
+	health  *health.Server
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped chan struct{}
+}
+
+// Start starts ctrld on db and returns once it listens.
+func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Server, error) {
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if cfg.MaxMessageBytes <= 0 {
+		cfg.MaxMessageBytes = 4 << 20
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+		cfg.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	cfg.Stream.Instance = cfg.Instance
+	m := metrics.New(cfg.Registry)
+
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if cfg.TLSCert != "" || cfg.TLSKey != "" {
+		creds, err := serverTLS(cfg)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, grpc.Creds(creds))
+	}
+	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
+	opts = append(opts, grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
+
+	lis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &Server{Addr: lis.Addr().String(), cancel: cancel, stopped: make(chan struct{})}
+	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
+	streamer := stream.New(db.SQL, db.Ent, s.Tailer, cfg.Stream, log, m)
+
+	s.grpc = grpc.NewServer(opts...)
+	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, log))
+	ctrlv1.RegisterOperatorServiceServer(s.grpc, operator.New(db.Ent, db.SQL, s.Tailer, log))
+	s.health = health.NewServer()
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+
+	if cfg.MetricsAddr != "" {
+		mlis, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			lis.Close()
+			cancel()
+			return nil, fmt.Errorf("listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		s.MetricsAddr = mlis.Addr().String()
+		s.http = &http.Server{Handler: s.httpHandler(cfg.Registry, db), ReadHeaderTimeout: 5 * time.Second}
+		s.spawn(func() { s.http.Serve(mlis) })
+	}
+
+	s.spawn(func() {
+		if err := s.Tailer.Run(runCtx); err != nil && runCtx.Err() == nil {
+			log.Error("tailer stopped", "err", err)
+		}
+	})
+	s.spawn(func() { retention.New(db.SQL, cfg.Retention, log, m).Run(runCtx) })
+	s.spawn(func() { workflow.New(db.Ent, cfg.Workflow, log, m).Run(runCtx) })
+	s.spawn(func() {
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("grpc server stopped", "err", err)
+		}
+	})
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	log.Info("ctrld serving", "grpc", s.Addr, "metrics", s.MetricsAddr, "instance", cfg.Instance, "tls", cfg.TLSCert != "")
+	return s, nil
+}
+
+func (s *Server) spawn(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// Stop shuts down: health goes NOT_SERVING, the tailer stops (ending every
+// stream, whose agents reconnect elsewhere from their last bookmark), and
+// in-flight unary calls get up to 10 seconds to finish.
+func (s *Server) Stop() {
+	select {
+	case <-s.stopped:
+		return
+	default:
+		close(s.stopped)
+	}
+	s.health.Shutdown()
+	s.cancel()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.grpc.Stop()
+	}
+	if s.http != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.http.Shutdown(ctx)
+		cancel()
+	}
+	s.wg.Wait()
+}
+
+func (s *Server) httpHandler(reg *prometheus.Registry, db *store.DB) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := db.SQL.PingContext(ctx); err != nil {
+			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return mux
+}
+
+func serverTLS(cfg Config) (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate: %w", err)
+	}
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("read client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA %s holds no PEM certificate", cfg.TLSClientCA)
+		}
+		tc.ClientCAs = pool
+		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(tc), nil
+}

@@ -1,0 +1,143 @@
+// Package seed is the source design's stream algorithm, kept only so tests
+// and benchmarks can show, side by side with package stream, what it gets
+// wrong and how much it costs. Never serve it to agents.
+//
+// Per stream it polls "pk > cursor" every 0.5-1.5 s, looks up each row's
+// state with its own query, and moves the cursor to the largest pk it saw.
+// A transaction that took a lower pk and commits later is skipped for good.
+// A full sync (cursor 0) takes MAX(pk) and streams the region's state
+// tables.
+package seed
+
+import (
+	"context"
+	"database/sql"
+	"math/rand/v2"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Watcher serves streams the seed's way.
+type Watcher struct {
+	DB     *sql.DB
+	Client *ent.Client
+	// MinPoll and MaxPoll bound the random poll interval (default 0.5s and
+	// 1.5s, as in the source design).
+	MinPoll, MaxPoll time.Duration
+}
+
+// Serve implements the same contract as stream.Streamer.Serve.
+func (w *Watcher) Serve(ctx context.Context, req stream.Request, send stream.Send) error {
+	minPoll, maxPoll := w.MinPoll, w.MaxPoll
+	if minPoll <= 0 {
+		minPoll, maxPoll = 500*time.Millisecond, 1500*time.Millisecond
+	}
+	cursor := req.Cursor
+	if cursor == 0 {
+		var err error
+		if cursor, err = w.fullSync(ctx, req.Region, send); err != nil {
+			return err
+		}
+	}
+	for {
+		rows, err := w.DB.QueryContext(ctx,
+			"SELECT pk, resource_type, resource_id FROM deployment_changes WHERE region = ? AND pk > ? ORDER BY pk LIMIT 100",
+			req.Region, cursor)
+		if err != nil {
+			return err
+		}
+		var changes []tailer.Change
+		for rows.Next() {
+			var c tailer.Change
+			if err := rows.Scan(&c.Version, &c.Type, &c.ResourceID); err != nil {
+				rows.Close()
+				return err
+			}
+			changes = append(changes, c)
+		}
+		rows.Close()
+		for _, c := range changes {
+			// One point lookup per row.
+			ev, err := w.lookup(ctx, req.Region, c)
+			if err != nil {
+				return err
+			}
+			if ev != nil {
+				if err := send(ev); err != nil {
+					return err
+				}
+			}
+			cursor = max(cursor, c.Version)
+		}
+		if len(changes) > 0 {
+			if err := send(bookmark(cursor, false)); err != nil {
+				return err
+			}
+		}
+		wait := minPoll + time.Duration(rand.Int64N(int64(maxPoll-minPoll)+1))
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (w *Watcher) lookup(ctx context.Context, region string, c tailer.Change) (*ctrlv1.DeploymentChangeEvent, error) {
+	if c.Type != "deployment_topology" {
+		return nil, nil // the comparison only needs deployments
+	}
+	t, err := w.Client.DeploymentTopology.Query().
+		Where(deploymenttopology.DeploymentID(c.ResourceID), deploymenttopology.Region(region)).
+		WithDeployment().Only(ctx)
+	state := &ctrlv1.DeploymentState{DeploymentId: c.ResourceID}
+	action := ctrlv1.Action_ACTION_DELETE
+	switch {
+	case ent.IsNotFound(err):
+	case err != nil:
+		return nil, err
+	case t.DesiredStatus == deploymenttopology.DesiredStatusRunning:
+		action = ctrlv1.Action_ACTION_APPLY
+		state.Image = t.Edges.Deployment.Image
+		state.Replicas = int32(t.Replicas)
+	}
+	return &ctrlv1.DeploymentChangeEvent{Version: c.Version, Event: &ctrlv1.DeploymentChangeEvent_Deployment{
+		Deployment: &ctrlv1.DeploymentEvent{Action: action, Deployment: state},
+	}}, nil
+}
+
+func (w *Watcher) fullSync(ctx context.Context, region string, send stream.Send) (uint64, error) {
+	var head sql.NullInt64
+	if err := w.DB.QueryRowContext(ctx, "SELECT MAX(pk) FROM deployment_changes").Scan(&head); err != nil {
+		return 0, err
+	}
+	cursor := uint64(head.Int64)
+	topologies, err := w.Client.DeploymentTopology.Query().
+		Where(deploymenttopology.Region(region), deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
+		WithDeployment().All(ctx)
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range topologies {
+		err := send(&ctrlv1.DeploymentChangeEvent{Version: cursor, Event: &ctrlv1.DeploymentChangeEvent_Deployment{
+			Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_APPLY, Deployment: &ctrlv1.DeploymentState{
+				DeploymentId: t.DeploymentID, Image: t.Edges.Deployment.Image, Replicas: int32(t.Replicas),
+			}},
+		}})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return cursor, send(bookmark(cursor, true))
+}
+
+func bookmark(v uint64, done bool) *ctrlv1.DeploymentChangeEvent {
+	return &ctrlv1.DeploymentChangeEvent{Version: v, Event: &ctrlv1.DeploymentChangeEvent_Bookmark{
+		Bookmark: &ctrlv1.Bookmark{ResumeVersion: v, FullSyncDone: done},
+	}}
+}

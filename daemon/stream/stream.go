@@ -1,0 +1,447 @@
+package stream
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/ent"
+	entagent "github.com/deploysync/deploysync/ent/agent"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Errors a stream ends with; the gRPC layer maps them to status codes.
+var (
+	// ErrUnknownRegion: no such region is registered.
+	ErrUnknownRegion = errors.New("unknown region")
+	// ErrFellBehind: the client read too slowly; it should resume.
+	ErrFellBehind = tailer.ErrSlowSubscriber
+)
+
+// Config tunes streams.
+type Config struct {
+	// PageSize is the full sync's keyset page size (default 500).
+	PageSize int
+	// KeepAlive is how often an idle stream repeats its bookmark (default 10s).
+	KeepAlive time.Duration
+	// Instance names this ctrld process in agents' connected_to.
+	Instance string
+}
+
+// Streamer serves WatchDeploymentChanges streams.
+type Streamer struct {
+	db      *sql.DB
+	client  *ent.Client
+	tailer  *tailer.Tailer
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+}
+
+// New returns a Streamer.
+func New(db *sql.DB, client *ent.Client, t *tailer.Tailer, cfg Config, log *slog.Logger, m *metrics.Metrics) *Streamer {
+	if cfg.PageSize <= 0 {
+		cfg.PageSize = 500
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 10 * time.Second
+	}
+	return &Streamer{db: db, client: client, tailer: t, cfg: cfg, log: log, metrics: m}
+}
+
+// Request is one stream's parameters.
+type Request struct {
+	Region   string
+	Identity string
+	Cursor   uint64 // last bookmark's resume_version; 0 for a full sync
+}
+
+// Send delivers one event to the client.
+type Send func(*ctrlv1.DeploymentChangeEvent) error
+
+// outcome is why following the tailer stopped.
+type outcome int
+
+const (
+	outcomeDone   outcome = iota // context ended
+	outcomePaused                // the region was paused
+	outcomeResync                // an operator forced a resync
+)
+
+// Serve streams the region's changes until ctx ends, the client must
+// resync, or an error occurs.
+func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
+	s.metrics.Streams.WithLabelValues(req.Region).Inc()
+	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
+	if err := s.connected(ctx, req); err != nil {
+		return err
+	}
+	defer s.disconnected(req)
+
+	st := &state{req: req, send: send, clientCursor: req.Cursor, bookmarked: req.Cursor}
+	for {
+		sub, err := s.tailer.Subscribe(ctx, req.Region)
+		if err != nil {
+			return err
+		}
+		result, err := s.serveOnce(ctx, sub, st)
+		sub.Close()
+		if err != nil || result == outcomeDone {
+			return err
+		}
+		if result == outcomeResync {
+			return send(resyncRequired("an operator forced a resync of region " + req.Region))
+		}
+		if err := s.waitUnpaused(ctx, req.Region); err != nil {
+			return err
+		}
+		// Resume from the last bookmark: everything after it is sent again.
+		st.clientCursor = st.bookmarked
+	}
+}
+
+// state is what one stream has told its client so far.
+type state struct {
+	req  Request
+	send Send
+	// clientCursor: the client has every change at or below it.
+	clientCursor uint64
+	// bookmarked is the last resume version sent.
+	bookmarked uint64
+	// seen is the highest tailer watermark this stream has processed.
+	seen uint64
+	// generation is the region's resync generation this stream honours.
+	generation int64
+	// control is the region's control state as last seen.
+	control tailer.RegionControl
+}
+
+// controlOutcome says whether the last seen control state stops the stream.
+func (st *state) controlOutcome() outcome {
+	switch {
+	case st.control.Paused:
+		return outcomePaused
+	case st.control.ResyncGeneration > st.generation:
+		return outcomeResync
+	}
+	return outcomeDone
+}
+
+func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *state) (outcome, error) {
+	if !sub.Control.Known {
+		// Regions are read by the tailer every second; look again before
+		// turning a just-registered region away.
+		if err := s.tailer.RefreshControl(ctx); err != nil {
+			return outcomeDone, err
+		}
+		sub.Close()
+		fresh, err := s.tailer.Subscribe(ctx, st.req.Region)
+		if err != nil {
+			return outcomeDone, err
+		}
+		defer fresh.Close()
+		sub = fresh
+		if !sub.Control.Known {
+			return outcomeDone, fmt.Errorf("%w %q", ErrUnknownRegion, st.req.Region)
+		}
+	}
+	if sub.Control.Paused {
+		return outcomePaused, nil
+	}
+	st.control = sub.Control
+	if st.clientCursor == 0 {
+		if err := s.fullSync(ctx, sub, st); err != nil {
+			return outcomeDone, err
+		}
+		// Control may have changed while the snapshot streamed.
+		if result := st.controlOutcome(); result != outcomeDone {
+			return result, nil
+		}
+	} else {
+		if reason, err := s.mustResync(ctx, st); err != nil || reason != "" {
+			if err == nil {
+				err = st.send(resyncRequired(reason))
+			}
+			return outcomeDone, err
+		}
+		st.generation = sub.Control.ResyncGeneration
+		if err := s.catchUp(ctx, sub, st); err != nil {
+			return outcomeDone, err
+		}
+	}
+	return s.follow(ctx, sub, st)
+}
+
+// mustResync says why a resuming client cannot be served incrementally:
+// retention deleted changes it has not seen (I5), or it skipped a resync an
+// operator forced.
+func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
+	floor, err := tailer.ReadMark(ctx, s.db, tailer.MarkCleanupFloor)
+	if err != nil {
+		return "", err
+	}
+	if st.clientCursor < floor {
+		return fmt.Sprintf("cursor %d predates the retained changes (retention deleted up to %d)", st.clientCursor, floor), nil
+	}
+	a, err := s.client.Agent.Query().
+		Where(entagent.Region(st.req.Region), entagent.Identity(st.req.Identity)).Only(ctx)
+	if err != nil && !ent.IsNotFound(err) {
+		return "", err
+	}
+	var synced int64
+	if a != nil {
+		synced = a.SyncedGeneration
+	}
+	gen, err := s.regionGeneration(ctx, st.req.Region)
+	if err != nil {
+		return "", err
+	}
+	if synced < gen {
+		return "an operator forced a resync of region " + st.req.Region, nil
+	}
+	return "", nil
+}
+
+func (s *Streamer) regionGeneration(ctx context.Context, region string) (int64, error) {
+	r, err := s.client.Region.Get(ctx, region)
+	if err != nil {
+		return 0, err
+	}
+	return r.ResyncGeneration, nil
+}
+
+// catchUp sends the region's changes in (clientCursor, W] from the
+// database, then the tailer's early changes, then a bookmark.
+func (s *Streamer) catchUp(ctx context.Context, sub *tailer.Subscription, st *state) error {
+	from, to := st.clientCursor, sub.Watermark
+	for from < to {
+		rows, err := s.changesBetween(ctx, st.req.Region, from, to)
+		if err != nil {
+			return err
+		}
+		if err := s.sendChanges(ctx, st, rows); err != nil {
+			return err
+		}
+		if len(rows) < s.cfg.PageSize {
+			break
+		}
+		from = rows[len(rows)-1].Version
+	}
+	if err := s.sendChanges(ctx, st, sub.Early); err != nil {
+		return err
+	}
+	st.seen = sub.Watermark
+	return s.bookmark(st, false)
+}
+
+// changesBetween reads one page of the region's changes in (from, to].
+// Every pk in that range is settled, so a plain read sees them all.
+func (s *Streamer) changesBetween(ctx context.Context, region string, from, to uint64) ([]tailer.Change, error) {
+	rows, err := s.db.QueryContext(ctx,
+		"SELECT pk, resource_type, resource_id, region, created_at FROM deployment_changes "+
+			"WHERE region = ? AND pk > ? AND pk <= ? ORDER BY pk LIMIT ?", region, from, to, s.cfg.PageSize)
+	if err != nil {
+		return nil, fmt.Errorf("read changes: %w", err)
+	}
+	defer rows.Close()
+	var out []tailer.Change
+	for rows.Next() {
+		var c tailer.Change
+		if err := rows.Scan(&c.Version, &c.Type, &c.ResourceID, &c.Region, &c.CreatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// follow relays the tailer's notices until ctx ends or control says stop.
+func (s *Streamer) follow(ctx context.Context, sub *tailer.Subscription, st *state) (outcome, error) {
+	keepAlive := time.NewTicker(s.cfg.KeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return outcomeDone, nil
+		case <-keepAlive.C:
+			if err := st.send(bookmark(st.bookmarked, false)); err != nil {
+				return outcomeDone, err
+			}
+		case n, ok := <-sub.C():
+			if !ok {
+				return outcomeDone, sub.Err()
+			}
+			// Batch whatever else is already waiting into one state load.
+			notices := []tailer.Notice{n}
+			for more := true; more && len(notices) < 64; {
+				select {
+				case n, ok := <-sub.C():
+					if !ok {
+						more = false
+						break
+					}
+					notices = append(notices, n)
+				default:
+					more = false
+				}
+			}
+			result, err := s.relay(ctx, st, notices)
+			if err != nil || result != outcomeDone {
+				return result, err
+			}
+		}
+	}
+}
+
+// relay sends the changes of notices and then a bookmark; it returns
+// outcomePaused or outcomeResync when control says so.
+func (s *Streamer) relay(ctx context.Context, st *state, notices []tailer.Notice) (outcome, error) {
+	var changes []tailer.Change
+	for _, n := range notices {
+		st.control = n.Control
+		if result := st.controlOutcome(); result != outcomeDone {
+			return result, nil
+		}
+		changes = append(changes, n.Changes...)
+		st.seen = max(st.seen, n.Watermark)
+	}
+	if err := s.sendChanges(ctx, st, changes); err != nil {
+		return outcomeDone, err
+	}
+	return outcomeDone, s.bookmark(st, false)
+}
+
+// sendChanges loads and sends events for changes the client has not seen.
+func (s *Streamer) sendChanges(ctx context.Context, st *state, changes []tailer.Change) error {
+	fresh := changes[:0:0]
+	for _, c := range changes {
+		if c.Version > st.clientCursor {
+			fresh = append(fresh, c)
+		}
+	}
+	events, err := loadEvents(ctx, s.client, st.req.Region, fresh)
+	if err != nil {
+		return err
+	}
+	return s.sendEvents(st, events)
+}
+
+func (s *Streamer) sendEvents(st *state, events []*ctrlv1.DeploymentChangeEvent) error {
+	for _, ev := range events {
+		if err := st.send(ev); err != nil {
+			return err
+		}
+		s.metrics.EventsSent.WithLabelValues(st.req.Region, eventKind(ev)).Inc()
+	}
+	return nil
+}
+
+// bookmark sends the highest settled version the stream has caught up to,
+// if it moved.
+func (s *Streamer) bookmark(st *state, fullSyncDone bool) error {
+	v := max(st.seen, st.clientCursor)
+	if v <= st.bookmarked && !fullSyncDone {
+		return nil
+	}
+	if err := st.send(bookmark(v, fullSyncDone)); err != nil {
+		return err
+	}
+	st.bookmarked = v
+	s.metrics.EventsSent.WithLabelValues(st.req.Region, "bookmark").Inc()
+	return nil
+}
+
+// waitUnpaused blocks until the region is no longer paused.
+func (s *Streamer) waitUnpaused(ctx context.Context, region string) error {
+	for {
+		sub, err := s.tailer.Subscribe(ctx, region)
+		if err != nil {
+			return err
+		}
+		if !sub.Control.Paused {
+			sub.Close()
+			return nil
+		}
+		paused := true
+		for paused {
+			select {
+			case <-ctx.Done():
+				sub.Close()
+				return ctx.Err()
+			case n, ok := <-sub.C():
+				if !ok {
+					err := sub.Err()
+					sub.Close()
+					if errors.Is(err, tailer.ErrSlowSubscriber) {
+						paused = false // nobody reads while paused: just look again
+						continue
+					}
+					return err
+				}
+				paused = n.Control.Paused
+			}
+		}
+		sub.Close()
+		if !paused {
+			return nil
+		}
+	}
+}
+
+// connected records the agent's stream in the agents table (actual state:
+// no change rows).
+func (s *Streamer) connected(ctx context.Context, req Request) error {
+	now := time.Now().UTC()
+	err := s.client.Agent.Create().
+		SetRegion(req.Region).SetIdentity(req.Identity).
+		SetConnectedTo(s.cfg.Instance).SetConnectedSince(now).
+		OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).
+		Update(func(u *ent.AgentUpsert) { u.UpdateConnectedTo().UpdateConnectedSince().UpdateUpdatedAt() }).
+		Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("record agent connection: %w", err)
+	}
+	return nil
+}
+
+func (s *Streamer) disconnected(req Request) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := s.client.Agent.Update().
+		Where(entagent.Region(req.Region), entagent.Identity(req.Identity), entagent.ConnectedTo(s.cfg.Instance)).
+		SetConnectedTo("").ClearConnectedSince().Exec(ctx)
+	if err != nil {
+		s.log.Warn("stream: recording the agent's disconnect failed", "region", req.Region, "agent", req.Identity, "err", err)
+	}
+}
+
+// recordFullSync stores when the agent last finished a full sync and which
+// resync generation it honoured.
+func (s *Streamer) recordFullSync(ctx context.Context, req Request, generation int64) error {
+	now := time.Now().UTC()
+	return s.client.Agent.Update().
+		Where(entagent.Region(req.Region), entagent.Identity(req.Identity)).
+		SetLastFullSync(now).SetSyncedGeneration(generation).
+		Exec(ctx)
+}
+
+func eventKind(ev *ctrlv1.DeploymentChangeEvent) string {
+	switch ev.Event.(type) {
+	case *ctrlv1.DeploymentChangeEvent_Deployment:
+		return "deployment"
+	case *ctrlv1.DeploymentChangeEvent_Sentinel:
+		return "sentinel"
+	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
+		return "cilium_network_policy"
+	case *ctrlv1.DeploymentChangeEvent_Bookmark:
+		return "bookmark"
+	case *ctrlv1.DeploymentChangeEvent_ResyncRequired:
+		return "resync_required"
+	}
+	return "unknown"
+}

@@ -1,0 +1,74 @@
+package tailer
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// fillOldHoles starts the filler for holes older than HoleGrace, one run
+// at a time. Called with mu held.
+func (t *Tailer) fillOldHoles(now time.Time) {
+	if t.filling || t.stopped {
+		return
+	}
+	var due []uint64
+	for _, h := range t.oldestHoles(maxHoleQuery) {
+		if now.Sub(t.holes[h]) >= t.cfg.HoleGrace {
+			due = append(due, h)
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	t.filling = true
+	go func() {
+		// Not tied to a request: it must finish (or time out) on its own,
+		// and the poll after it picks up the result.
+		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.FillerLockWait+5*time.Second)
+		defer cancel()
+		err := t.fill(ctx, due)
+		t.mu.Lock()
+		t.filling = false
+		t.mu.Unlock()
+		if err != nil {
+			t.metrics.FillerRuns.WithLabelValues("error").Inc()
+			t.log.Info("tailer: filler could not settle holes yet (an open transaction holds them?); retrying", "holes", len(due), "first", due[0], "err", err)
+			return
+		}
+		t.metrics.FillerRuns.WithLabelValues("ok").Inc()
+		t.Poke()
+	}()
+}
+
+// fill settles the given pks: INSERT IGNORE of a gap row per pk. For a pk
+// an in-flight transaction has inserted, InnoDB makes this wait for that
+// transaction; after it commits the gap row is ignored as a duplicate,
+// after it rolls back the gap row takes the pk. Either way the pk is
+// settled when this returns without error.
+func (t *Tailer) fill(ctx context.Context, pks []uint64) error {
+	conn, err := t.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	wait := int((t.cfg.FillerLockWait + time.Second - 1) / time.Second)
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION innodb_lock_wait_timeout = %d", wait)); err != nil {
+		return err
+	}
+	// The session setting must not leak into the pool.
+	defer conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = DEFAULT")
+
+	values := strings.TrimSuffix(strings.Repeat("(?, 'gap', '', '', NOW(6)),", len(pks)), ",")
+	args := make([]any, len(pks))
+	for i, pk := range pks {
+		args[i] = pk
+	}
+	_, err = conn.ExecContext(ctx,
+		"INSERT IGNORE INTO deployment_changes (pk, resource_type, resource_id, region, created_at) VALUES "+values, args...)
+	if err != nil {
+		return fmt.Errorf("insert gap rows: %w", err)
+	}
+	return nil
+}

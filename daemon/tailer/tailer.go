@@ -1,0 +1,429 @@
+package tailer
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+)
+
+// Change is one row of deployment_changes: a pointer to a resource in a
+// region, never its state.
+type Change struct {
+	Version    uint64
+	Type       string // deployment_topology | sentinel | cilium_network_policy
+	ResourceID string
+	Region     string
+	CreatedAt  time.Time
+}
+
+// gapType marks the filler rows that settle holes.
+const gapType = "gap"
+
+// RegionControl is the operator-set state of a region, read from the
+// regions table so every ctrld replica honours it.
+type RegionControl struct {
+	Known            bool
+	Paused           bool
+	ResyncGeneration int64
+}
+
+// Notice is one delivery to a subscriber.
+type Notice struct {
+	// Changes are the region's newly visible changes, ascending by
+	// Version except that a settled hole may arrive after higher versions.
+	Changes []Change
+	// Watermark is the tailer's safe watermark after these changes.
+	Watermark uint64
+	// Control is the region's current control state.
+	Control RegionControl
+}
+
+// ErrSlowSubscriber closes a subscription whose reader fell so far behind
+// that its buffer filled; the stream ends and the client resumes from its
+// last bookmark.
+var ErrSlowSubscriber = errors.New("stream fell too far behind; reconnect from the last bookmark")
+
+// errStopped closes subscriptions when the tailer stops.
+var errStopped = errors.New("ctrld is shutting down")
+
+// Config tunes the tailer. Zero values take the defaults.
+type Config struct {
+	// PollInterval is how often deployment_changes is read (default 100ms).
+	PollInterval time.Duration
+	// BatchSize caps rows per read (default 1000).
+	BatchSize int
+	// HoleGrace is how long a hole may stay open before the filler settles
+	// it (default 500ms). Shorter settles rollbacks faster; longer runs the
+	// filler less often for ordinary commit reordering.
+	HoleGrace time.Duration
+	// FillerLockWait bounds one filler attempt's wait behind an in-flight
+	// transaction (default 10s; MySQL takes whole seconds).
+	FillerLockWait time.Duration
+	// ControlInterval is how often the regions table is read for pause
+	// and forced resync (default 1s).
+	ControlInterval time.Duration
+	// SubscriberBuffer is how many undelivered notices a subscriber may
+	// have before it is dropped (default 4096).
+	SubscriberBuffer int
+}
+
+func (c *Config) defaults() {
+	if c.PollInterval <= 0 {
+		c.PollInterval = 100 * time.Millisecond
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 1000
+	}
+	if c.HoleGrace <= 0 {
+		c.HoleGrace = 500 * time.Millisecond
+	}
+	if c.FillerLockWait < time.Second {
+		c.FillerLockWait = 10 * time.Second
+	}
+	if c.ControlInterval <= 0 {
+		c.ControlInterval = time.Second
+	}
+	if c.SubscriberBuffer <= 0 {
+		c.SubscriberBuffer = 4096
+	}
+}
+
+// maxHoleQuery caps the holes re-read (and filled) per round.
+const maxHoleQuery = 1000
+
+// Tailer follows deployment_changes. Create it with New and run it with Run.
+type Tailer struct {
+	db      *sql.DB
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics.Metrics
+	poke    chan struct{}
+	ready   chan struct{} // closed once the persisted watermark is loaded
+
+	mu        sync.Mutex
+	watermark uint64               // W: every pk <= W is committed or dead
+	maxSeen   uint64               // newest pk read
+	holes     map[uint64]time.Time // pk -> when first missed
+	early     []Change             // visible rows above W, by Version
+	control   map[string]RegionControl
+	subs      map[*Subscription]struct{}
+	stopped   bool
+	filling   bool
+	persisted uint64
+}
+
+// New returns a tailer reading through db.
+func New(db *sql.DB, cfg Config, log *slog.Logger, m *metrics.Metrics) *Tailer {
+	cfg.defaults()
+	return &Tailer{
+		db:      db,
+		cfg:     cfg,
+		log:     log,
+		metrics: m,
+		poke:    make(chan struct{}, 1),
+		ready:   make(chan struct{}),
+		holes:   map[uint64]time.Time{},
+		control: map[string]RegionControl{},
+		subs:    map[*Subscription]struct{}{},
+	}
+}
+
+// Poke asks for a poll now, e.g. right after this process committed a
+// change, so the change reaches agents without waiting for the next tick.
+func (t *Tailer) Poke() {
+	select {
+	case t.poke <- struct{}{}:
+	default:
+	}
+}
+
+// Watermark returns the current safe watermark.
+func (t *Tailer) Watermark() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watermark
+}
+
+// Run polls until ctx ends, then closes every subscription.
+func (t *Tailer) Run(ctx context.Context) error {
+	defer t.stop()
+	if err := t.start(ctx); err != nil {
+		return err
+	}
+	close(t.ready)
+
+	pollTick := time.NewTicker(t.cfg.PollInterval)
+	defer pollTick.Stop()
+	controlTick := time.NewTicker(t.cfg.ControlInterval)
+	defer controlTick.Stop()
+	persistTick := time.NewTicker(time.Second)
+	defer persistTick.Stop()
+	for {
+		more, err := t.poll(ctx)
+		if err != nil && ctx.Err() == nil {
+			t.log.Warn("tailer: poll failed; retrying", "err", err)
+		}
+		if more && err == nil {
+			continue // a full batch: read on without waiting
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-pollTick.C:
+		case <-t.poke:
+		case <-controlTick.C:
+			if err := t.readControl(ctx); err != nil && ctx.Err() == nil {
+				t.log.Warn("tailer: reading region control failed", "err", err)
+			}
+		case <-persistTick.C:
+			if err := t.persistWatermark(ctx); err != nil && ctx.Err() == nil {
+				t.log.Warn("tailer: persisting the watermark failed", "err", err)
+			}
+		}
+	}
+}
+
+// start loads the persisted watermark, retrying until the database answers.
+func (t *Tailer) start(ctx context.Context) error {
+	for {
+		w, err := ReadMark(ctx, t.db, MarkSafeWatermark)
+		if err == nil {
+			err = t.readControl(ctx)
+		}
+		if err == nil {
+			t.mu.Lock()
+			t.watermark, t.maxSeen, t.persisted = w, w, w
+			t.mu.Unlock()
+			t.metrics.Watermark.Set(float64(w))
+			return nil
+		}
+		t.log.Warn("tailer: cannot load the stream watermark; retrying", "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (t *Tailer) stop() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopped = true
+	for s := range t.subs {
+		s.closeWith(errStopped)
+	}
+	clear(t.subs)
+}
+
+// poll reads the rows above maxSeen and re-reads open holes, then updates
+// W and delivers. It reports whether a full batch was read.
+func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
+	start := time.Now()
+	defer func() { t.metrics.PollDuration.Observe(time.Since(start).Seconds()) }()
+
+	t.mu.Lock()
+	after := t.maxSeen
+	holes := t.oldestHoles(maxHoleQuery)
+	t.mu.Unlock()
+
+	rows, err := t.query(ctx, "WHERE pk > ? ORDER BY pk LIMIT ?", after, t.cfg.BatchSize)
+	if err != nil {
+		return false, err
+	}
+	var settled []Change
+	if len(holes) > 0 {
+		args := make([]any, len(holes))
+		for i, h := range holes {
+			args[i] = h
+		}
+		settled, err = t.query(ctx, "WHERE pk IN (?"+strings.Repeat(",?", len(holes)-1)+")", args...)
+		if err != nil {
+			return false, err
+		}
+	}
+	t.metrics.PollRows.Add(float64(len(rows) + len(settled)))
+
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var visible []Change
+	for _, r := range rows {
+		for h := t.maxSeen + 1; h < r.Version; h++ {
+			t.holes[h] = now
+		}
+		t.maxSeen = r.Version
+		if r.Type != gapType {
+			visible = append(visible, r)
+		}
+	}
+	for _, r := range settled {
+		delete(t.holes, r.Version)
+		if r.Type != gapType {
+			visible = append(visible, r)
+		}
+	}
+	oldW := t.watermark
+	t.advance()
+	t.deliver(visible, t.watermark != oldW)
+	t.fillOldHoles(now)
+	return len(rows) == t.cfg.BatchSize, nil
+}
+
+// advance moves W to just below the lowest open hole and drops early rows
+// it passed.
+func (t *Tailer) advance() {
+	w := t.maxSeen
+	for h := range t.holes {
+		if h-1 < w {
+			w = h - 1
+		}
+	}
+	if w > t.watermark {
+		t.watermark = w
+	}
+	t.early = slices.DeleteFunc(t.early, func(c Change) bool { return c.Version <= t.watermark })
+	t.metrics.Watermark.Set(float64(t.watermark))
+	t.metrics.OpenHoles.Set(float64(len(t.holes)))
+	if len(t.holes) > 0 {
+		t.metrics.WatermarkHolds.Inc()
+	}
+}
+
+// deliver hands each subscriber its region's changes. Called with mu held.
+func (t *Tailer) deliver(visible []Change, watermarkMoved bool) {
+	for _, c := range visible {
+		if c.Version > t.watermark {
+			t.early = append(t.early, c)
+		}
+	}
+	slices.SortFunc(t.early, func(a, b Change) int { return cmpVersion(a.Version, b.Version) })
+	if len(visible) == 0 && !watermarkMoved {
+		return
+	}
+	byRegion := map[string][]Change{}
+	for _, c := range visible {
+		byRegion[c.Region] = append(byRegion[c.Region], c)
+	}
+	for s := range t.subs {
+		changes := byRegion[s.region]
+		if len(changes) == 0 && !watermarkMoved {
+			continue
+		}
+		t.send(s, Notice{Changes: changes, Watermark: t.watermark, Control: t.control[s.region]})
+	}
+}
+
+// send delivers without ever blocking the tailer: a subscriber whose
+// buffer is full is dropped. Called with mu held.
+func (t *Tailer) send(s *Subscription, n Notice) {
+	select {
+	case s.ch <- n:
+	default:
+		t.metrics.SlowSubscribers.Inc()
+		s.closeWith(ErrSlowSubscriber)
+		delete(t.subs, s)
+	}
+}
+
+func (t *Tailer) oldestHoles(limit int) []uint64 {
+	holes := make([]uint64, 0, min(len(t.holes), limit))
+	for h := range t.holes {
+		holes = append(holes, h)
+	}
+	slices.Sort(holes)
+	if len(holes) > limit {
+		holes = holes[:limit]
+	}
+	return holes
+}
+
+func (t *Tailer) query(ctx context.Context, where string, args ...any) ([]Change, error) {
+	rows, err := t.db.QueryContext(ctx,
+		"SELECT pk, resource_type, resource_id, region, created_at FROM deployment_changes "+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read deployment_changes: %w", err)
+	}
+	defer rows.Close()
+	var out []Change
+	for rows.Next() {
+		var c Change
+		if err := rows.Scan(&c.Version, &c.Type, &c.ResourceID, &c.Region, &c.CreatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// readControl refreshes every region's pause and resync state and tells
+// the subscribers of regions whose state changed.
+func (t *Tailer) readControl(ctx context.Context) error {
+	rows, err := t.db.QueryContext(ctx, "SELECT id, paused, resync_generation FROM regions")
+	if err != nil {
+		return fmt.Errorf("read regions: %w", err)
+	}
+	defer rows.Close()
+	next := map[string]RegionControl{}
+	for rows.Next() {
+		var id string
+		c := RegionControl{Known: true}
+		if err := rows.Scan(&id, &c.Paused, &c.ResyncGeneration); err != nil {
+			return err
+		}
+		next[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old := t.control
+	t.control = next
+	for s := range t.subs {
+		if old[s.region] != next[s.region] {
+			t.send(s, Notice{Watermark: t.watermark, Control: next[s.region]})
+		}
+	}
+	return nil
+}
+
+// RefreshControl re-reads region control now, e.g. right after an operator
+// paused a region through this process.
+func (t *Tailer) RefreshControl(ctx context.Context) error {
+	return t.readControl(ctx)
+}
+
+func (t *Tailer) persistWatermark(ctx context.Context) error {
+	t.mu.Lock()
+	w, done := t.watermark, t.persisted
+	t.mu.Unlock()
+	if w <= done {
+		return nil
+	}
+	if err := RaiseMark(ctx, t.db, MarkSafeWatermark, w); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.persisted = max(t.persisted, w)
+	t.mu.Unlock()
+	return nil
+}
+
+func cmpVersion(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

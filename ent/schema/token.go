@@ -1,0 +1,39 @@
+package schema
+
+import (
+	"entgo.io/ent"
+	"entgo.io/ent/dialect/entsql"
+	"entgo.io/ent/schema"
+	"entgo.io/ent/schema/field"
+	"entgo.io/ent/schema/index"
+)
+
+// APIToken authenticates a caller of ctrld: an agent (bound to one region)
+// or an operator (named, for the audit log). Only a SHA-256 of the token is
+// stored; the token itself is shown once, at creation.
+type APIToken struct{ ent.Schema }
+
+// Annotations of the APIToken.
+func (APIToken) Annotations() []schema.Annotation {
+	return []schema.Annotation{entsql.Annotation{Table: "api_tokens"}}
+}
+
+// Fields of the APIToken.
+func (APIToken) Fields() []ent.Field {
+	return []ent.Field{
+		field.Enum("kind").Values("agent", "operator").Immutable(),
+		// name identifies the holder: the operator's name, or a label for
+		// an agent token. Operator actions are audited under it.
+		field.String("name").Immutable().NotEmpty().MaxLen(128),
+		// region binds an agent token; empty for operators.
+		field.String("region").Immutable().Default("").MaxLen(64),
+		field.String("hash").Immutable().NotEmpty().MaxLen(64).Sensitive(),
+		field.Time("created_at").Default(now).Immutable().SchemaType(microseconds),
+		field.Time("revoked_at").Optional().Nillable().SchemaType(microseconds),
+	}
+}
+
+// Indexes of the APIToken.
+func (APIToken) Indexes() []ent.Index {
+	return []ent.Index{index.Fields("hash").Unique()}
+}

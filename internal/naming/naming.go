@@ -1,0 +1,29 @@
+// Package naming derives Kubernetes names from deploysync IDs, in one place,
+// so ctrld (which puts them in events) and agentd (which finds objects by
+// them) can never disagree.
+package naming
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
+// maxLabel is Kubernetes' limit for namespace names (RFC 1123 labels).
+const maxLabel = 63
+
+// Namespace is the namespace of a workspace's environment: "<ws>-<env>",
+// shortened with a hash suffix when that would exceed 63 characters. IDs
+// are already DNS labels (internal/validate), so the result is one too.
+func Namespace(workspaceID, environmentID string) string {
+	name := workspaceID + "-" + environmentID
+	if len(name) <= maxLabel {
+		return name
+	}
+	sum := sha256.Sum256([]byte(name))
+	suffix := hex.EncodeToString(sum[:])[:10]
+	prefix := name[:maxLabel-len(suffix)-1]
+	for len(prefix) > 0 && prefix[len(prefix)-1] == '-' {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return prefix + "-" + suffix
+}
