@@ -85,4 +85,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-

@@ -32,7 +32,7 @@ type Follower struct {
 	mu         sync.Mutex
 	cursor     uint64
 	view       map[Key]*ctrlv1.DeploymentChangeEvent // applied resources
-	syncSeen   map[Key]bool                           // listed since the full sync began
+	syncSeen   map[Key]bool                          // listed since the full sync began
 	inSync     bool
 	fullSyncs  int
 	resyncs    int
