@@ -1,0 +1,217 @@
+package tailer_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/ent"
+)
+
+func startTailer(t *testing.T, db *store.DB, cfg tailer.Config) *tailer.Tailer {
+	t.Helper()
+	tl := tailer.New(db.SQL, cfg, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tl.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return tl
+}
+
+// change writes one change row (through the change feed) and returns the
+// open transaction, so the test decides when it commits.
+func openChange(t *testing.T, db *store.DB, region string) *ent.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Ent.Tx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = tx.Sentinel.Create().SetID(nextID()).SetWorkspaceID("w").SetEnvironmentID(nextID()).
+		SetRegion(region).SetImage("s:1").SetReplicas(1).SetCPUMillicores(1).SetMemoryMib(1).Exec(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}
+
+var sentinels atomic.Int64
+
+// nextID names a fresh sentinel (and its environment).
+func nextID() string { return fmt.Sprintf("s%d", sentinels.Add(1)) }
+
+func waitWatermark(t *testing.T, tl *tailer.Tailer, cond func(uint64) bool, within time.Duration) uint64 {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		w := tl.Watermark()
+		if cond(w) {
+			return w
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("watermark %d did not reach the expected value within %s", w, within)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A transaction holding a low pk open holds the watermark below it for as
+// long as it stays open, however many later changes commit and however
+// often the filler runs; a later change is still delivered at once
+// (early). When it commits, its change is delivered and W moves on.
+func TestOpenTransactionHoldsWatermarkButNotDelivery(t *testing.T) {
+	db := storetest.New(t)
+	tl := startTailer(t, db, tailer.Config{PollInterval: 5 * time.Millisecond, HoleGrace: 20 * time.Millisecond, FillerLockWait: time.Second})
+	ctx := context.Background()
+	sub, err := tl.Subscribe(ctx, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	slow := openChange(t, db, "eu") // takes pk 1 and stays open
+	fast := openChange(t, db, "eu") // pk 2
+	if err := fast.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, sub, 1, 2*time.Second)
+	if got[0].Version != 2 {
+		t.Fatalf("want the later change (pk 2) delivered early, got %+v", got)
+	}
+	// Several filler rounds (grace 20ms, lock wait 1s) pass meanwhile.
+	time.Sleep(1500 * time.Millisecond)
+	if w := tl.Watermark(); w != 0 {
+		t.Fatalf("watermark %d passed an open transaction's pk 1", w)
+	}
+	if err := slow.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got = collect(t, sub, 1, 3*time.Second)
+	if got[0].Version != 1 {
+		t.Fatalf("want the slow change (pk 1) delivered after its commit, got %+v", got)
+	}
+	waitWatermark(t, tl, func(w uint64) bool { return w == 2 }, 3*time.Second)
+}
+
+// A rolled-back insert leaves a hole forever; the filler settles it, so
+// the watermark stalls no longer than the grace window plus a poll and the
+// filler's run.
+func TestRolledBackHoleIsSettledQuickly(t *testing.T) {
+	db := storetest.New(t)
+	grace := 100 * time.Millisecond
+	tl := startTailer(t, db, tailer.Config{PollInterval: 10 * time.Millisecond, HoleGrace: grace})
+	dead := openChange(t, db, "eu")
+	live := openChange(t, db, "eu")
+	if err := dead.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if err := live.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	waitWatermark(t, tl, func(w uint64) bool { return w >= 2 }, 5*time.Second)
+	t.Logf("watermark passed the rolled-back pk after %s (grace %s)", time.Since(start).Round(time.Millisecond), grace)
+
+	// The settled pk now holds a gap row, which a restarted tailer (or
+	// another replica) starts above, from the persisted watermark.
+	var gaps int
+	if err := db.SQL.QueryRow("SELECT COUNT(*) FROM deployment_changes WHERE resource_type = 'gap'").Scan(&gaps); err != nil {
+		t.Fatal(err)
+	}
+	if gaps != 1 {
+		t.Fatalf("want one gap row for the rolled-back pk, got %d", gaps)
+	}
+	waitFor(t, 3*time.Second, func() bool {
+		w, err := tailer.ReadMark(context.Background(), db.SQL, tailer.MarkSafeWatermark)
+		return err == nil && w >= 2
+	}, "the watermark was not persisted")
+	again := startTailer(t, db, tailer.Config{})
+	waitWatermark(t, again, func(w uint64) bool { return w >= 2 }, time.Second)
+}
+
+// Subscribers get only their region's changes; the database up to the
+// subscription's watermark, its early changes and its notices together
+// cover every change.
+func TestSubscriptionCoversEveryChangeOfItsRegion(t *testing.T) {
+	db := storetest.New(t)
+	tl := startTailer(t, db, tailer.Config{PollInterval: 5 * time.Millisecond, HoleGrace: 50 * time.Millisecond})
+	ctx := context.Background()
+	held := openChange(t, db, "eu") // pk 1, open: later rows stay "early"
+	for _, r := range []string{"eu", "us", "eu"} {
+		if err := openChange(t, db, r).Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 2*time.Second, func() bool {
+		sub, _ := tl.Subscribe(ctx, "eu")
+		defer sub.Close()
+		return len(sub.Early) == 2
+	}, "early eu changes not visible")
+
+	sub, err := tl.Subscribe(ctx, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if sub.Watermark != 0 || sub.Early[0].Version != 2 || sub.Early[1].Version != 4 {
+		t.Fatalf("subscription: W=%d early=%+v", sub.Watermark, sub.Early)
+	}
+	if err := openChange(t, db, "us").Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := held.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := openChange(t, db, "eu").Commit(); err != nil {
+		t.Fatal(err)
+	}
+	got := collect(t, sub, 2, 3*time.Second)
+	versions := []uint64{got[0].Version, got[1].Version}
+	if !(versions[0] == 1 && versions[1] == 6) && !(versions[0] == 6 && versions[1] == 1) {
+		t.Fatalf("want eu changes 1 and 6, got %+v", got)
+	}
+	for _, c := range got {
+		if c.Region != "eu" {
+			t.Fatalf("eu subscriber got %+v", c)
+		}
+	}
+}
+
+// collect reads n changes from the subscription.
+func collect(t *testing.T, sub *tailer.Subscription, n int, within time.Duration) []tailer.Change {
+	t.Helper()
+	var out []tailer.Change
+	deadline := time.After(within)
+	for len(out) < n {
+		select {
+		case note, ok := <-sub.C():
+			if !ok {
+				t.Fatalf("subscription closed: %v", sub.Err())
+			}
+			out = append(out, note.Changes...)
+		case <-deadline:
+			t.Fatalf("got %d of %d changes within %s: %+v", len(out), n, within, out)
+		}
+	}
+	return out
+}
+
+func waitFor(t *testing.T, within time.Duration, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
