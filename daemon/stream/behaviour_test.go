@@ -1,0 +1,301 @@
+package stream_test
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"fmt"
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// runningInDB is the region's desired view: running deployments and their
+// replicas.
+func runningInDB(t *testing.T, db *store.DB, region string) map[string]int32 {
+	t.Helper()
+	tops, err := db.Ent.DeploymentTopology.Query().
+		Where(deploymenttopology.Region(region), deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
+		All(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int32{}
+	for _, tp := range tops {
+		out[tp.DeploymentID] = int32(tp.Replicas)
+	}
+	return out
+}
+
+func viewOf(s streamtest.Snapshot) map[string]int32 {
+	out := map[string]int32{}
+	for k, ev := range s.View {
+		if k.Kind == "deployment" {
+			out[k.ID] = ev.GetDeployment().GetDeployment().GetReplicas()
+		}
+	}
+	return out
+}
+
+func sameView(a, b map[string]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func diffView(want, got map[string]int32) string {
+	var missing, extra, wrong int
+	for k, v := range want {
+		switch w, ok := got[k]; {
+		case !ok:
+			missing++
+		case w != v:
+			wrong++
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			extra++
+		}
+	}
+	return fmt.Sprintf("%d missing, %d extra, %d with wrong replicas (want %d, agent has %d)", missing, extra, wrong, len(want), len(got))
+}
+
+// seedDeployments creates n deployments in region, a thousand per
+// transaction.
+func seedDeployments(t *testing.T, db *store.DB, region string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for start := 0; start < n; start += 1000 {
+		err := store.WithTx(ctx, db.Ent, func(tx *ent.Tx) error {
+			var deps []*ent.DeploymentCreate
+			var tops []*ent.DeploymentTopologyCreate
+			for i := start; i < min(n, start+1000); i++ {
+				id := fmt.Sprintf("bulk-%05d", i)
+				deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
+					SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64))
+				tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1))
+			}
+			if err := tx.Deployment.CreateBulk(deps...).Exec(ctx); err != nil {
+				return err
+			}
+			return tx.DeploymentTopology.CreateBulk(tops...).Exec(ctx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Invariant I3: resources created, stopped, scaled and deleted while a
+// full sync of 10,000 streams; after the full_sync_done bookmark and the
+// incremental tail, the agent's view equals the database.
+func TestFullSyncOfTenThousandStaysConsistentWithConcurrentChanges(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	seedDeployments(t, env.DB, "eu", 10000)
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+
+	f := follow(t, env, "eu")
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var ops int
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := fmt.Sprintf("bulk-%05d", rng.IntN(10000))
+			var err error
+			switch i % 4 {
+			case 0:
+				err = ds.Deploy(ctx, deploySpec(fmt.Sprintf("new-%d", i)), []string{"eu"}, 2)
+			case 1:
+				err = ds.SetDesiredStatus(ctx, id, "eu", desired.Stopped)
+			case 2:
+				err = ds.Scale(ctx, id, "eu", 3)
+			case 3:
+				err = ds.DeleteDeployment(ctx, id)
+			}
+			if err == nil {
+				ops++
+			}
+		}
+	}()
+	if _, ok := f.WaitFor(60*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+		t.Fatal("full sync did not finish")
+	}
+	time.Sleep(200 * time.Millisecond) // changes keep coming after the bookmark
+	close(stop)
+	wg.Wait()
+
+	want := runningInDB(t, env.DB, "eu")
+	s, ok := f.WaitFor(20*time.Second, func(s streamtest.Snapshot) bool { return sameView(want, viewOf(s)) })
+	t.Logf("%d concurrent changes during and after the full sync; %d events received", ops, s.Received)
+	if !ok {
+		t.Fatalf("agent view differs from the database: %s", diffView(want, viewOf(s)))
+	}
+	if ops < 20 {
+		t.Fatalf("only %d changes ran concurrently with the sync", ops)
+	}
+}
+
+// Invariant I5: a cursor older than what retention kept gets
+// resync_required, never a silent skip; the agent resyncs and converges.
+func TestCursorOlderThanRetentionGetsResyncRequired(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
+
+	f := streamtest.New(env.Agent("eu"), "eu", "agent-0")
+	runFor(t, f, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 && s.Cursor > 0 })
+
+	// While the agent is away: changes, then retention deletes them all.
+	must(t, ds.Scale(ctx, "a", "eu", 4))
+	must(t, ds.Deploy(ctx, deploySpec("b"), []string{"eu"}, 1))
+	cleaner := retention.New(env.DB.SQL, retention.Config{TTL: time.Nanosecond}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
+	// Retention never passes the persisted watermark (written every second).
+	var deleted int64
+	for start := time.Now(); deleted < 3 && time.Since(start) < 5*time.Second; time.Sleep(100 * time.Millisecond) {
+		n, err := cleaner.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted += n
+	}
+	if deleted < 3 {
+		t.Fatalf("retention deleted only %d rows", deleted)
+	}
+
+	s := runFor(t, f, func(s streamtest.Snapshot) bool { return s.Resyncs == 1 && s.FullSyncs == 2 })
+	if want := runningInDB(t, env.DB, "eu"); !sameView(want, viewOf(s)) {
+		t.Fatalf("after the resync: %s", diffView(want, viewOf(s)))
+	}
+}
+
+// An operator's forced resync reaches a connected agent at once, and an
+// agent that was away when it was forced on its next connect.
+func TestForcedResync(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	op := env.Operator("alice")
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
+
+	f := follow(t, env, "eu")
+	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+	if _, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: "eu", Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 2 }); !ok || s.Resyncs != 1 {
+		t.Fatalf("connected agent did not resync: %+v", s)
+	}
+
+	away := streamtest.New(env.Agent("eu"), "eu", "agent-away")
+	runFor(t, away, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 && s.Cursor > 0 })
+	if _, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: "eu"}); err != nil {
+		t.Fatal(err)
+	}
+	s := runFor(t, away, func(s streamtest.Snapshot) bool { return s.FullSyncs == 2 })
+	if s.Resyncs != 1 {
+		t.Fatalf("agent that was away: %d resyncs", s.Resyncs)
+	}
+}
+
+// Pausing a region holds its changes back; resuming delivers them.
+func TestPauseHoldsChangesUntilResume(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	op := env.Operator("bob")
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
+	f := follow(t, env, "eu")
+	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	must(t, ds.Scale(ctx, "a", "eu", 7))
+	if s, held := f.WaitFor(time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "a") == 7 }); held {
+		t.Fatalf("paused region received a change: %+v", s.View)
+	}
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: false}); err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "a") == 7 }); !ok {
+		t.Fatalf("change not delivered after resume: %+v", s.View)
+	}
+}
+
+// ctrld restarts while changes are being written: the agent reconnects
+// from its last bookmark and ends up with everything.
+func TestCtrldRestartMidStreamLosesNothing(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	f := follow(t, env, "eu")
+	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+
+	for i := range 60 {
+		must(t, ds.Deploy(ctx, deploySpec(fmt.Sprintf("d%d", i)), []string{"eu"}, 1+i%5))
+		if i == 30 {
+			env.Restart()
+		}
+	}
+	want := runningInDB(t, env.DB, "eu")
+	s, ok := f.WaitFor(20*time.Second, func(s streamtest.Snapshot) bool { return sameView(want, viewOf(s)) })
+	if !ok {
+		t.Fatalf("after restart: %s", diffView(want, viewOf(s)))
+	}
+	if s.Reconnects == 0 {
+		t.Fatal("the agent never reconnected; the restart proved nothing")
+	}
+	if s.FullSyncs != 1 {
+		t.Fatalf("the agent resumed with %d full syncs; it should have resumed incrementally", s.FullSyncs)
+	}
+}
+
+// runFor runs f until cond holds, then stops it; it returns the snapshot.
+func runFor(t *testing.T, f *streamtest.Follower, cond func(streamtest.Snapshot) bool) streamtest.Snapshot {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); f.Run(ctx) }()
+	s, ok := f.WaitFor(15*time.Second, cond)
+	cancel()
+	<-done
+	if !ok {
+		t.Fatalf("condition not reached: %+v", s)
+	}
+	return s
+}
