@@ -4,13 +4,23 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/ent/apitoken"
 )
 
 func main() {
@@ -22,35 +32,205 @@ func main() {
 	}
 }
 
-var databaseFlag = &cli.StringFlag{
-	Name:     "database-dsn",
-	Usage:    "MySQL/MariaDB DSN, go-sql-driver syntax: `user:pass@tcp(host:3306)/dbname`",
-	EnvVars:  []string{"CTRLD_DATABASE_DSN"},
-	Required: true,
-}
+var (
+	databaseFlag = &cli.StringFlag{
+		Name:     "database-dsn",
+		Usage:    "MySQL/MariaDB DSN, go-sql-driver syntax: `user:pass@tcp(host:3306)/dbname`",
+		EnvVars:  []string{"CTRLD_DATABASE_DSN"},
+		Required: true,
+	}
+	logLevelFlag = &cli.StringFlag{
+		Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: []string{"CTRLD_LOG_LEVEL"},
+	}
+	logFormatFlag = &cli.StringFlag{
+		Name: "log-format", Value: "text", Usage: "text or json", EnvVars: []string{"CTRLD_LOG_FORMAT"},
+	}
+)
 
 func app() *cli.App {
 	return &cli.App{
 		Name:  "ctrld",
 		Usage: "deploysync control plane: desired state in MySQL, streamed to one agent per region",
-		Commands: []*cli.Command{
+		Description: "ctrld keeps deployments, sentinels and Cilium policies per region in MySQL/MariaDB and\n" +
+			"streams every change to the region's agent (agentd) over gRPC. Run `ctrld migrate` once,\n" +
+			"create tokens with `ctrld token create`, then `ctrld serve`. Every flag can also be set\n" +
+			"through the environment variable shown next to it.",
+		Commands: []*cli.Command{serveCommand(), migrateCommand(), tokenCommand()},
+	}
+}
+
+func migrateCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "migrate",
+		Usage: "create or update the database schema (safe to run repeatedly; never drops)",
+		Flags: []cli.Flag{databaseFlag},
+		Action: func(c *cli.Context) error {
+			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if err := store.Migrate(c.Context, db.Ent); err != nil {
+				return err
+			}
+			fmt.Fprintln(c.App.Writer, "schema is up to date")
+			return nil
+		},
+	}
+}
+
+func serveCommand() *cli.Command {
+	env := func(name string) []string { return []string{"CTRLD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))} }
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",
+		Flags: []cli.Flag{
+			databaseFlag, logLevelFlag, logFormatFlag,
+			&cli.StringFlag{Name: "listen", Value: ":7070", Usage: "gRPC listen address", EnvVars: env("listen")},
+			&cli.StringFlag{Name: "metrics-listen", Value: ":9090", Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
+			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `file` (PEM); with --tls-key enables TLS", EnvVars: env("tls-cert")},
+			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `file` (PEM)", EnvVars: env("tls-key")},
+			&cli.StringFlag{Name: "tls-client-ca", Usage: "CA `file` (PEM): require client certificates signed by it", EnvVars: env("tls-client-ca")},
+			&cli.IntFlag{Name: "max-message-bytes", Value: 4 << 20, Usage: "largest request accepted; larger ones fail with ResourceExhausted", EnvVars: env("max-message-bytes")},
+			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
+			&cli.DurationFlag{Name: "poll-interval", Value: 100 * time.Millisecond, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
+			&cli.DurationFlag{Name: "hole-grace", Value: 500 * time.Millisecond, Usage: "how long a pk gap may stay open before the filler settles it (bounds how long a rollback holds resume versions)", EnvVars: env("hole-grace")},
+			&cli.DurationFlag{Name: "filler-lock-wait", Value: 10 * time.Second, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
+			&cli.DurationFlag{Name: "change-ttl", Value: 24 * time.Hour, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
+			&cli.DurationFlag{Name: "change-max-age", Value: 7 * 24 * time.Hour, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
+			&cli.DurationFlag{Name: "cleanup-interval", Value: 5 * time.Minute, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
+			&cli.DurationFlag{Name: "deploy-timeout", Value: 5 * time.Minute, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
+			&cli.BoolFlag{Name: "migrate", Value: true, Usage: "migrate the schema before serving", EnvVars: env("migrate")},
+		},
+		Action: func(c *cli.Context) error {
+			log, err := newLogger(c.String(logLevelFlag.Name), c.String(logFormatFlag.Name))
+			if err != nil {
+				return err
+			}
+			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
+				return fmt.Errorf("--tls-cert and --tls-key go together")
+			}
+			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
+			if err != nil {
+				return err
+			}
+			defer db.Close()
+			if c.Bool("migrate") {
+				if err := store.Migrate(c.Context, db.Ent); err != nil {
+					return err
+				}
+			}
+			srv, err := server.Start(c.Context, db, server.Config{
+				ListenAddr:      c.String("listen"),
+				MetricsAddr:     c.String("metrics-listen"),
+				TLSCert:         c.String("tls-cert"),
+				TLSKey:          c.String("tls-key"),
+				TLSClientCA:     c.String("tls-client-ca"),
+				MaxMessageBytes: c.Int("max-message-bytes"),
+				Instance:        c.String("instance"),
+				Tailer: tailer.Config{
+					PollInterval:   c.Duration("poll-interval"),
+					HoleGrace:      c.Duration("hole-grace"),
+					FillerLockWait: c.Duration("filler-lock-wait"),
+				},
+				Stream:    stream.Config{},
+				Retention: retention.Config{TTL: c.Duration("change-ttl"), MaxAge: c.Duration("change-max-age"), Interval: c.Duration("cleanup-interval")},
+				Workflow:  workflow.Config{Timeout: c.Duration("deploy-timeout")},
+			}, log)
+			if err != nil {
+				return err
+			}
+			<-c.Context.Done()
+			log.Info("shutting down")
+			srv.Stop()
+			return nil
+		},
+	}
+}
+
+func tokenCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "token",
+		Usage: "issue and revoke API tokens (shown once; only a hash is stored)",
+		Subcommands: []*cli.Command{
 			{
-				Name:  "migrate",
-				Usage: "create or update the database schema (safe to run repeatedly; never drops)",
-				Flags: []cli.Flag{databaseFlag},
+				Name:  "create",
+				Usage: "issue a token: --region R for an agent, --operator NAME for a person or script",
+				Flags: []cli.Flag{
+					databaseFlag,
+					&cli.StringFlag{Name: "region", Usage: "issue an agent token bound to this region (registers the region)", EnvVars: []string{"CTRLD_TOKEN_REGION"}},
+					&cli.StringFlag{Name: "operator", Usage: "issue an operator token; actions are audited under this `name`", EnvVars: []string{"CTRLD_TOKEN_OPERATOR"}},
+					&cli.StringFlag{Name: "name", Usage: "label for an agent token (default: agent-REGION)", EnvVars: []string{"CTRLD_TOKEN_NAME"}},
+				},
 				Action: func(c *cli.Context) error {
-					client, err := store.Open(c.Context, c.String(databaseFlag.Name))
+					region, operator := c.String("region"), c.String("operator")
+					if (region == "") == (operator == "") {
+						return fmt.Errorf("give exactly one of --region (agent token) or --operator (operator token)")
+					}
+					db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 					if err != nil {
 						return err
 					}
-					defer client.Close()
-					if err := store.Migrate(c.Context, client.Ent); err != nil {
+					defer db.Close()
+					kind, name := apitoken.KindOperator, operator
+					if region != "" {
+						kind, name = apitoken.KindAgent, c.String("name")
+						if name == "" {
+							name = "agent-" + region
+						}
+					}
+					token, err := auth.Create(c.Context, db.Ent, kind, name, region)
+					if err != nil {
 						return err
 					}
-					fmt.Fprintln(c.App.Writer, "schema is up to date")
+					fmt.Fprintln(c.App.Writer, token)
+					return nil
+				},
+			},
+			{
+				Name:      "revoke",
+				Usage:     "revoke every token with this name",
+				ArgsUsage: "NAME",
+				Flags: []cli.Flag{
+					databaseFlag,
+					&cli.BoolFlag{Name: "operator", Usage: "the name is an operator's (default: an agent token's)", EnvVars: []string{"CTRLD_TOKEN_REVOKE_OPERATOR"}},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("want exactly one token NAME")
+					}
+					db, err := store.Open(c.Context, c.String(databaseFlag.Name))
+					if err != nil {
+						return err
+					}
+					defer db.Close()
+					kind := apitoken.KindAgent
+					if c.Bool("operator") {
+						kind = apitoken.KindOperator
+					}
+					n, err := auth.Revoke(c.Context, db.Ent, kind, c.Args().First())
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(c.App.Writer, "revoked %d token(s)\n", n)
 					return nil
 				},
 			},
 		},
 	}
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
 }
