@@ -80,7 +80,9 @@ func migrateCommand() *cli.Command {
 }
 
 func serveCommand() *cli.Command {
-	env := func(name string) []string { return []string{"CTRLD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))} }
+	env := func(name string) []string {
+		return []string{"CTRLD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+	}
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",

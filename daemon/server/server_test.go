@@ -49,8 +49,8 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 			_, err := eu.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "us", AgentIdentity: "a"})
 			return err
 		}(), codes.PermissionDenied},
-		"no token": {watch(ctrlv1.NewClusterServiceClient(env.Dial("")), "eu"), codes.Unauthenticated},
-		"made-up token": {watch(ctrlv1.NewClusterServiceClient(env.Dial("dsa_nope")), "eu"), codes.Unauthenticated},
+		"no token":                              {watch(ctrlv1.NewClusterServiceClient(env.Dial("")), "eu"), codes.Unauthenticated},
+		"made-up token":                         {watch(ctrlv1.NewClusterServiceClient(env.Dial("dsa_nope")), "eu"), codes.Unauthenticated},
 		"operator token on the cluster service": {watch(ctrlv1.NewClusterServiceClient(env.Dial(opToken)), "eu"), codes.PermissionDenied},
 		"agent token on the operator service": {func() error {
 			_, err := ctrlv1.NewOperatorServiceClient(env.Dial(euToken)).ListRegions(ctx, &ctrlv1.ListRegionsRequest{})

@@ -3,8 +3,8 @@ package tailer_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"log/slog"
+	"sync/atomic"
 	"testing"
 	"time"
 
