@@ -1,0 +1,124 @@
+package retention_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
+	"github.com/deploysync/deploysync/daemon/tailer"
+)
+
+// writeChanges inserts n change rows (retention only looks at the rows,
+// not at the state they point to) and marks them settled, as a running
+// tailer would.
+func writeChanges(t *testing.T, db *store.DB, n int) uint64 {
+	t.Helper()
+	ctx := context.Background()
+	for start := 0; start < n; start += 5000 {
+		rows := min(5000, n-start)
+		values := strings.TrimSuffix(strings.Repeat("('sentinel', 's', 'eu', NOW(6)),", rows), ",")
+		if _, err := db.SQL.ExecContext(ctx, "INSERT INTO deployment_changes (resource_type, resource_id, region, created_at) VALUES "+values); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var head uint64
+	if err := db.SQL.QueryRow("SELECT MAX(pk) FROM deployment_changes").Scan(&head); err != nil {
+		t.Fatal(err)
+	}
+	if err := tailer.RaiseMark(ctx, db.SQL, tailer.MarkSafeWatermark, head); err != nil {
+		t.Fatal(err)
+	}
+	return head
+}
+
+func count(t *testing.T, db *store.DB) int {
+	var n int
+	if err := db.SQL.QueryRow("SELECT COUNT(*) FROM deployment_changes").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func cleaner(db *store.DB, cfg retention.Config) *retention.Cleaner {
+	return retention.New(db.SQL, cfg, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+}
+
+// Rows past the TTL go in batches of 10,000, by one replica at a time, and
+// the cleanup floor records how far.
+func TestRetentionDeletesInBatchesUnderOneLock(t *testing.T) {
+	db := storetest.New(t)
+	head := writeChanges(t, db, 25000)
+	ctx := context.Background()
+
+	// Four replicas run at once: exactly one gets the lock and deletes.
+	var wg sync.WaitGroup
+	results := make([]int64, 4)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n, err := cleaner(db, retention.Config{TTL: time.Nanosecond}).RunOnce(ctx)
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = n
+		}()
+	}
+	wg.Wait()
+	var total int64
+	winners := 0
+	for _, n := range results {
+		total += n
+		if n > 0 {
+			winners++
+		}
+	}
+	if winners != 1 || total != 25000 {
+		t.Fatalf("results %v: want one replica deleting all 25000", results)
+	}
+	if n := count(t, db); n != 0 {
+		t.Fatalf("%d rows left", n)
+	}
+	floor, err := tailer.ReadMark(ctx, db.SQL, tailer.MarkCleanupFloor)
+	if err != nil || floor != head {
+		t.Fatalf("cleanup floor %d (%v), want %d", floor, err, head)
+	}
+}
+
+// Rows younger than the TTL, above the safe watermark, or not yet applied
+// by a recently heard agent stay.
+func TestRetentionKeepsWhatIsStillNeeded(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	mid := writeChanges(t, db, 100)
+	writeChanges(t, db, 100)
+
+	// An agent heard from just now has applied up to mid.
+	now := time.Now().UTC()
+	if err := db.Ent.Agent.Create().SetRegion("eu").SetIdentity("a").SetAckedCursor(mid).SetLastHeartbeat(now).Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cleaner(db, retention.Config{TTL: time.Nanosecond}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db); n != 100 {
+		t.Fatalf("want the 100 rows above the agent's cursor kept, %d left", n)
+	}
+
+	// Rows within the TTL stay whatever the agents did.
+	if _, err := cleaner(db, retention.Config{TTL: time.Hour}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(t, db); n != 100 {
+		t.Fatalf("TTL 1h deleted young rows: %d left", n)
+	}
+}
