@@ -184,7 +184,7 @@ func TestSeedAlgorithmMissesChanges(t *testing.T) {
 }
 
 // serveWatcher runs the cluster service with another stream algorithm.
-func serveWatcher(t *testing.T, db *store.DB, w cluster.Watcher) string {
+func serveWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
 	t.Helper()
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))

@@ -2,7 +2,8 @@
 // and benchmarks can show, side by side with package stream, what it gets
 // wrong and how much it costs. Never serve it to agents.
 //
-// Per stream it polls "pk > cursor" every 0.5-1.5 s, looks up each row's
+// Per stream it polls "pk > cursor" every 0.5-1.5 s when idle (at once when
+// a poll filled its page), looks up each row's
 // state with its own query, and moves the cursor to the largest pk it saw.
 // A transaction that took a lower pk and commits later is skipped for good.
 // A full sync (cursor 0) takes MAX(pk) and streams the region's state
@@ -21,6 +22,9 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
+
+// pageSize is the seed's rows per poll.
+const pageSize = 100
 
 // Watcher serves streams the seed's way.
 type Watcher struct {
@@ -46,8 +50,8 @@ func (w *Watcher) Serve(ctx context.Context, req stream.Request, send stream.Sen
 	}
 	for {
 		rows, err := w.DB.QueryContext(ctx,
-			"SELECT pk, resource_type, resource_id FROM deployment_changes WHERE region = ? AND pk > ? ORDER BY pk LIMIT 100",
-			req.Region, cursor)
+			"SELECT pk, resource_type, resource_id FROM deployment_changes WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?",
+			req.Region, cursor, pageSize)
 		if err != nil {
 			return err
 		}
@@ -78,6 +82,9 @@ func (w *Watcher) Serve(ctx context.Context, req stream.Request, send stream.Sen
 			if err := send(bookmark(cursor, false)); err != nil {
 				return err
 			}
+		}
+		if len(changes) == pageSize {
+			continue // behind: read on at once; the wait is for when idle
 		}
 		wait := minPoll + time.Duration(rand.Int64N(int64(maxPoll-minPoll)+1))
 		select {

@@ -1,0 +1,192 @@
+package stream_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/stream/seed"
+	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// The benchmarks run ctrld with production settings (100 ms polls, 500 ms
+// hole grace) against real MariaDB, side by side with the seed algorithm
+// (per-stream polls every 0.5-1.5 s, a point lookup per row). Run them
+// with `go tool task bench`.
+
+var productionTailer = tailer.Config{PollInterval: 100 * time.Millisecond, HoleGrace: 500 * time.Millisecond, ControlInterval: time.Second}
+
+// benchEnv starts ctrld and returns a cluster client for region "eu"
+// served by algo ("stream" or "seed").
+func benchEnv(b *testing.B, algo string) (*servertest.Env, func() ctrlv1.ClusterServiceClient) {
+	b.Helper()
+	env := servertest.Start(b, server.Config{Tailer: productionTailer})
+	token := env.AgentToken("eu")
+	addr := env.Server.Addr
+	if algo == "seed" {
+		addr = serveWatcher(b, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})
+	}
+	return env, func() ctrlv1.ClusterServiceClient {
+		return ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, token))
+	}
+}
+
+// BenchmarkCommitToReceive measures the time from the start of an
+// operator's Scale call (which commits the change) to the agent receiving
+// the event, idle and with 16 writers scaling other deployments meanwhile.
+func BenchmarkCommitToReceive(b *testing.B) {
+	for _, algo := range []string{"stream", "seed"} {
+		for _, writers := range []int{0, 16} {
+			b.Run(fmt.Sprintf("%s/writers=%d", algo, writers), func(b *testing.B) {
+				benchLatency(b, algo, writers)
+			})
+		}
+	}
+}
+
+func benchLatency(b *testing.B, algo string, writers int) {
+	env, dial := benchEnv(b, algo)
+	ctx := context.Background()
+	op := env.Operator("bench")
+	deploy := func(id string) {
+		_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "ws", EnvironmentId: "prod",
+			Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	deploy("probe")
+	for w := range writers {
+		deploy(fmt.Sprintf("load-%d", w))
+	}
+
+	f := streamtest.New(dial(), "eu", "bench-agent")
+	arrived := make(chan int32, 1)
+	f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, _ time.Time) {
+		if d := ev.GetDeployment().GetDeployment(); d.GetDeploymentId() == "probe" {
+			select {
+			case arrived <- d.GetReplicas():
+			default:
+			}
+		}
+	})
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); f.Run(runCtx) }()
+	if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+		b.Fatal("no full sync")
+	}
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; runCtx.Err() == nil; i++ {
+				op.Scale(runCtx, &ctrlv1.ScaleRequest{DeploymentId: fmt.Sprintf("load-%d", w), Region: "eu", Replicas: int32(1 + i%50)})
+			}
+		}()
+	}
+	drain := func() {
+		for {
+			select {
+			case <-arrived:
+			default:
+				return
+			}
+		}
+	}
+
+	latencies := make([]time.Duration, 0, b.N)
+	lost := 0
+	b.ResetTimer()
+	for i := range b.N {
+		want := int32(2 + i%900)
+		drain()
+		start := time.Now()
+		if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "probe", Region: "eu", Replicas: want}); err != nil {
+			b.Fatal(err)
+		}
+		// The seed algorithm loses changes under concurrent writers (and
+		// falls behind): a probe not seen within 10 s counts as unseen,
+		// not as a latency.
+		timeout := time.After(10 * time.Second)
+	wait:
+		for {
+			select {
+			case got := <-arrived:
+				if got == want {
+					latencies = append(latencies, time.Since(start))
+					break wait
+				}
+			case <-timeout:
+				lost++
+				break wait
+			}
+		}
+		// Spread the probes over the poll cycle.
+		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
+	}
+	b.StopTimer()
+	stop()
+	wg.Wait()
+	b.ReportMetric(float64(lost), "unseen-10s")
+	if len(latencies) == 0 {
+		return
+	}
+	slices.Sort(latencies)
+	pct := func(p float64) float64 {
+		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// BenchmarkIdleQueries counts the statements the database executes per
+// second while 1 or 100 agents hold idle streams: the stream's single
+// tailer against the seed's poll per stream. Run alone (-benchtime=1x):
+// the count is server-wide.
+func BenchmarkIdleQueries(b *testing.B) {
+	for _, algo := range []string{"stream", "seed"} {
+		for _, streams := range []int{1, 100} {
+			b.Run(fmt.Sprintf("%s/streams=%d", algo, streams), func(b *testing.B) {
+				env, dial := benchEnv(b, algo)
+				ctx, stop := context.WithCancel(context.Background())
+				defer stop()
+				client := dial()
+				followers := make([]*streamtest.Follower, streams)
+				for i := range followers {
+					followers[i] = streamtest.New(client, "eu", fmt.Sprintf("agent-%d", i))
+					go followers[i].Run(ctx)
+				}
+				for _, f := range followers {
+					if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+						b.Fatal("a stream did not sync")
+					}
+				}
+				questions := func() int64 {
+					var name string
+					var n int64
+					if err := env.DB.SQL.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+						b.Fatal(err)
+					}
+					return n
+				}
+				window := 5 * time.Second
+				b.ResetTimer()
+				for range b.N {
+					before := questions()
+					time.Sleep(window)
+					b.ReportMetric(float64(questions()-before-1)/window.Seconds(), "queries/s")
+				}
+			})
+		}
+	}
+}
