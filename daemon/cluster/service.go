@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
@@ -18,6 +19,7 @@ import (
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/sentinel"
@@ -46,11 +48,12 @@ type Service struct {
 	client   *ent.Client
 	streamer Watcher
 	log      *slog.Logger
+	metrics  *metrics.Metrics
 }
 
 // New returns the cluster service.
-func New(client *ent.Client, streamer Watcher, log *slog.Logger) *Service {
-	return &Service{client: client, streamer: streamer, log: log}
+func New(client *ent.Client, streamer Watcher, log *slog.Logger, m *metrics.Metrics) *Service {
+	return &Service{client: client, streamer: streamer, log: log, metrics: m}
 }
 
 // WatchDeploymentChanges implements ctrlv1.ClusterServiceServer.
@@ -271,6 +274,12 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	err := create.OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).Update(fields).Exec(ctx)
 	if err != nil {
 		return nil, internal(s.log, "report agent status", err)
+	}
+	// The heartbeat is the natural moment to refresh the lag gauge: one
+	// indexed count per agent every ten seconds.
+	if lag, err := s.client.DeploymentChange.Query().
+		Where(deploymentchange.Region(region), deploymentchange.IDGT(req.GetAckedVersion())).Count(ctx); err == nil {
+		s.metrics.StreamLag.WithLabelValues(region).Set(float64(lag))
 	}
 	return &ctrlv1.ReportAgentStatusResponse{}, nil
 }

@@ -120,7 +120,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	streamer := stream.New(db.SQL, db.Ent, s.Tailer, cfg.Stream, log, m)
 
 	s.grpc = grpc.NewServer(opts...)
-	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, log))
+	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, log, m))
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, operator.New(db.Ent, db.SQL, s.Tailer, log))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

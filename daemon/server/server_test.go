@@ -2,11 +2,16 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -16,6 +21,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/internal/testcerts"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -332,5 +338,47 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool, msg string) {
 			t.Fatal(msg)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// With --tls-cert/--tls-key ctrld speaks only TLS, and with --tls-client-ca
+// it also requires a client certificate from that CA.
+func TestMutualTLS(t *testing.T) {
+	certs := testcerts.Write(t)
+	env := servertest.Start(t, server.Config{TLSCert: certs.ServerCert, TLSKey: certs.ServerKey, TLSClientCA: certs.CA})
+	token := env.OperatorToken("alice")
+	ca, err := os.ReadFile(certs.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	call := func(tc *tls.Config) error {
+		conn, err := grpc.NewClient(env.Server.Addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err = ctrlv1.NewOperatorServiceClient(conn).ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		return err
+	}
+	client, err := tls.LoadX509KeyPair(certs.ClientCert, certs.ClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := call(&tls.Config{RootCAs: pool, Certificates: []tls.Certificate{client}}); err != nil {
+		t.Fatalf("with a client certificate: %v", err)
+	}
+	if err := call(&tls.Config{RootCAs: pool}); err == nil {
+		t.Fatal("a client without a certificate got in")
+	}
+	plain := ctrlv1.NewOperatorServiceClient(env.Dial(token))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, err := plain.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); err == nil {
+		t.Fatal("a plaintext client got in")
 	}
 }

@@ -299,3 +299,88 @@ func runFor(t *testing.T, f *streamtest.Follower, cond func(streamtest.Snapshot)
 	}
 	return s
 }
+
+// Pause and forced resync live in the database: an agent streaming from
+// one ctrld replica honours them when an operator acts through another.
+func TestAnotherReplicaHonoursPauseAndResync(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	token := env.AgentToken("eu")
+	op := env.Operator("alice") // talks to the first replica
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
+
+	replica := env.StartReplica()
+	f := streamtest.New(ctrlv1.NewClusterServiceClient(servertest.Dial(t, replica.Addr, token)), "eu", "agent-0")
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go f.Run(runCtx)
+	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the replica reads control every 100ms in tests
+	must(t, ds.Scale(ctx, "a", "eu", 9))
+	if _, got := f.WaitFor(time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "a") == 9 }); got {
+		t.Fatal("the other replica streamed to a paused region")
+	}
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: false}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "a") == 9 }); !ok {
+		t.Fatal("change not delivered after resume through the other replica")
+	}
+	if _, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: "eu"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 2 }); !ok {
+		t.Fatal("forced resync through one replica did not reach a stream on the other")
+	}
+}
+
+// Invariant I4 for sentinels and policies: a stopped sentinel and a
+// deleted sentinel or policy become deletes.
+func TestSentinelAndPolicyDeletesPropagate(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	sen := desired.SentinelSpec{ID: "sen", WorkspaceID: "ws", EnvironmentID: "prod", Region: "eu", Image: "s:1", Replicas: 1, CPUMillicores: 1, MemoryMiB: 1}
+	if _, err := ds.EnsureSentinel(ctx, sen); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ds.EnsureCiliumPolicy(ctx, desired.PolicySpec{ID: "pol", WorkspaceID: "ws", EnvironmentID: "prod", Region: "eu",
+		Name: "allow", Spec: map[string]any{"endpointSelector": map[string]any{}}}); err != nil {
+		t.Fatal(err)
+	}
+	f := follow(t, env, "eu")
+	has := func(s streamtest.Snapshot, kind, id string) bool {
+		_, ok := s.View[streamtest.Key{Kind: kind, ID: id}]
+		return ok
+	}
+	if s, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool {
+		return has(s, "sentinel", "sen") && has(s, "cilium_network_policy", "pol")
+	}); !ok {
+		t.Fatalf("full sync: %+v", s.View)
+	}
+	sen.Stopped = true
+	if _, err := ds.EnsureSentinel(ctx, sen); err != nil {
+		t.Fatal(err)
+	}
+	must(t, ds.DeleteCiliumPolicy(ctx, "pol"))
+	if s, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool {
+		return !has(s, "sentinel", "sen") && !has(s, "cilium_network_policy", "pol")
+	}); !ok {
+		t.Fatalf("stop and delete did not reach the agent: %+v", s.View)
+	}
+	sen.Stopped = false
+	if _, err := ds.EnsureSentinel(ctx, sen); err != nil {
+		t.Fatal(err)
+	}
+	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return has(s, "sentinel", "sen") })
+	must(t, ds.DeleteSentinel(ctx, "sen"))
+	if s, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return !has(s, "sentinel", "sen") }); !ok {
+		t.Fatalf("hard delete of a sentinel did not reach the agent: %+v", s.View)
+	}
+}

@@ -12,9 +12,12 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -188,7 +191,7 @@ func serveWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
 	t.Helper()
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
-	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, slog.New(slog.DiscardHandler)))
+	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -77,6 +77,20 @@ func (e *Env) Restart() {
 	e.start()
 }
 
+// StartReplica starts a second ctrld on the same database, as another
+// replica behind the same load balancer would run.
+func (e *Env) StartReplica() *server.Server {
+	e.t.Helper()
+	cfg := e.Config
+	cfg.ListenAddr = "127.0.0.1:0"
+	s, err := server.Start(context.Background(), e.DB, cfg, Logger())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(s.Stop)
+	return s
+}
+
 // Logger logs to stderr when DEPLOYSYNC_TEST_LOG is set, else nowhere.
 func Logger() *slog.Logger {
 	if os.Getenv("DEPLOYSYNC_TEST_LOG") != "" {
