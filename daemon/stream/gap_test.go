@@ -68,6 +68,11 @@ func (g gapScenario) run(t *testing.T, db *store.DB, client ctrlv1.ClusterServic
 			t.Errorf("follower: %v", err)
 		}
 	}()
+	// Start from a synced agent: a full sync that keeps being interrupted
+	// would re-read all state and hide what the incremental stream loses.
+	if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+		t.Fatal("initial full sync did not finish")
+	}
 	go func() { // reconnect at random moments
 		defer bg.Done()
 		for {
@@ -92,6 +97,10 @@ func (g gapScenario) run(t *testing.T, db *store.DB, client ctrlv1.ClusterServic
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), uint64(time.Now().UnixNano())))
 			for range g.opsPerWriter {
+				// Think time keeps the write rate within what even the
+				// seed algorithm can read, so it works at the frontier
+				// where commits arrive out of order, not behind it.
+				time.Sleep(time.Duration(rng.IntN(40)) * time.Millisecond)
 				id := ids[rng.IntN(len(ids))]
 				tx, err := db.Ent.Tx(ctx)
 				if err != nil {
@@ -178,7 +187,11 @@ func TestGapSafeStreamMissesNothing(t *testing.T) {
 func TestSeedAlgorithmMissesChanges(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	token := env.AgentToken("eu")
-	addr := serveWatcher(t, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})
+	// The same algorithm, polling every 20-60 ms instead of 0.5-1.5 s: the
+	// workload lasts about two seconds, and at the design's pace it would
+	// span only two or three polls, each a chance to skip an open pk.
+	addr := serveWatcher(t, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent,
+		MinPoll: 20 * time.Millisecond, MaxPoll: 60 * time.Millisecond})
 	client := ctrlv1.NewClusterServiceClient(servertest.Dial(t, addr, token))
 	res := defaultGap.run(t, env.DB, client, 5*time.Second)
 	if len(res.missed) == 0 {
