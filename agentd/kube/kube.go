@@ -1,0 +1,70 @@
+// Package kube holds what every agentd controller shares about the objects
+// it manages: the labels that mark them, the one server-side-apply field
+// manager, the spec hash that makes no-op applies free, and the rule that
+// an object without the managed-by label is never touched.
+package kube
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Labels and annotations on managed objects.
+const (
+	// ManagedByLabel marks every object the agent owns; objects without it
+	// are never modified or deleted.
+	ManagedByLabel = "unkey.managed.by"
+	// ManagedByValue is the label's value.
+	ManagedByValue = "krane"
+	// DeploymentLabel, SentinelLabel and PolicyLabel carry the resource ID.
+	DeploymentLabel = "unkey.deployment.id"
+	SentinelLabel   = "unkey.sentinel.id"
+	PolicyLabel     = "unkey.ciliumnetworkpolicy.id"
+	// HashAnnotation holds the hash of the desired spec last applied.
+	HashAnnotation = "deploysync.io/spec-hash"
+	// FieldManager is the one server-side-apply manager of the agent.
+	FieldManager = "krane"
+)
+
+// ManagedSelector selects every object the agent manages.
+const ManagedSelector = ManagedByLabel + "=" + ManagedByValue
+
+// ErrConflict means an object with the desired name exists but is not
+// managed by the agent; it is left alone and the apply fails (and retries)
+// until someone removes or labels it.
+var ErrConflict = errors.New("object exists without the " + ManagedByLabel + "=" + ManagedByValue + " label; not taking it over")
+
+// Conflict builds ErrConflict for one object.
+func Conflict(kind, namespace, name string) error {
+	return fmt.Errorf("%s %s/%s: %w", kind, namespace, name, ErrConflict)
+}
+
+// Managed reports whether labels mark an object as the agent's.
+func Managed(labels map[string]string) bool {
+	return labels[ManagedByLabel] == ManagedByValue
+}
+
+// Hash is a stable hash of the desired objects (JSON-encoded apply
+// configurations, before the hash annotation is added).
+func Hash(objects ...any) (string, error) {
+	h := sha256.New()
+	for _, o := range objects {
+		b, err := json.Marshal(o)
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], nil
+}
+
+// Same reports whether two apply configurations (say, the desired one and
+// the one extracted from the live object for FieldManager) encode equally.
+func Same(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}

@@ -1,0 +1,89 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+)
+
+// Cache is the informer cache of managed objects the controllers read
+// instead of the API server.
+type Cache struct {
+	Factory      informers.SharedInformerFactory
+	StatefulSets appslisters.StatefulSetLister
+	Deployments  appslisters.DeploymentLister
+	Services     corelisters.ServiceLister
+	Pods         corelisters.PodLister
+	// Informers to add handlers to (drift, status).
+	StatefulSetInformer, DeploymentInformer, ServiceInformer, PodInformer cache.SharedIndexInformer
+}
+
+// NewCache builds informers over every namespace, limited to objects with
+// the managed-by label. Call Start.
+func NewCache(client kubernetes.Interface, resync time.Duration) *Cache {
+	f := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = kube.ManagedSelector }))
+	c := &Cache{Factory: f}
+	c.StatefulSetInformer = f.Apps().V1().StatefulSets().Informer()
+	c.DeploymentInformer = f.Apps().V1().Deployments().Informer()
+	c.ServiceInformer = f.Core().V1().Services().Informer()
+	c.PodInformer = f.Core().V1().Pods().Informer()
+	c.StatefulSets = f.Apps().V1().StatefulSets().Lister()
+	c.Deployments = f.Apps().V1().Deployments().Lister()
+	c.Services = f.Core().V1().Services().Lister()
+	c.Pods = f.Core().V1().Pods().Lister()
+	return c
+}
+
+// Start runs the informers and waits for their first list.
+func (c *Cache) Start(ctx context.Context) error {
+	c.Factory.Start(ctx.Done())
+	for typ, ok := range c.Factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer cache for %v did not sync", typ)
+		}
+	}
+	return nil
+}
+
+// Namespaces creates namespaces on first use and remembers them.
+type Namespaces struct {
+	client kubernetes.Interface
+	known  sync.Map
+}
+
+// NewNamespaces returns a namespace ensurer.
+func NewNamespaces(client kubernetes.Interface) *Namespaces {
+	return &Namespaces{client: client}
+}
+
+// Ensure creates ns (labeled as managed) unless it exists. Namespaces are
+// never deleted by the agent: they may hold things it does not own.
+func (n *Namespaces) Ensure(ctx context.Context, ns string) error {
+	if _, ok := n.known.Load(ns); ok {
+		return nil
+	}
+	_, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = n.client.CoreV1().Namespaces().Apply(ctx,
+			corev1ac.Namespace(ns).WithLabels(map[string]string{kube.ManagedByLabel: kube.ManagedByValue}),
+			metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+	}
+	if err != nil {
+		return fmt.Errorf("ensure namespace %s: %w", ns, err)
+	}
+	n.known.Store(ns, true)
+	return nil
+}

@@ -1,0 +1,234 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Deployments runs deployments as a headless Service plus a StatefulSet.
+type Deployments struct {
+	client     kubernetes.Interface
+	cache      *Cache
+	namespaces *Namespaces
+}
+
+// NewDeployments returns the deployment controller.
+func NewDeployments(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Deployments {
+	return &Deployments{client: client, cache: cache, namespaces: ns}
+}
+
+// desiredDeployment builds the Service and StatefulSet for a deployment,
+// without the hash annotation.
+func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.StatefulSetApplyConfiguration) {
+	id, ns := s.GetDeploymentId(), s.GetNamespace()
+	objLabels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: id}
+	selector := map[string]string{kube.DeploymentLabel: id}
+	port := s.GetPort()
+	if port == 0 {
+		port = 8080
+	}
+
+	svc := corev1ac.Service(id, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
+		WithClusterIP(corev1.ClusterIPNone).
+		WithPublishNotReadyAddresses(true).
+		WithSelector(selector).
+		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(port).WithTargetPort(intstr.FromInt32(port))))
+
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(s.GetCpuMillicores()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(s.GetMemoryMib())*1024*1024, resource.BinarySI),
+	}
+	container := corev1ac.Container().
+		WithName("app").
+		WithImage(s.GetImage()).
+		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(port)).
+		WithResources(corev1ac.ResourceRequirements().WithRequests(resources).WithLimits(resources))
+	if len(s.GetCommand()) > 0 {
+		container.WithCommand(s.GetCommand()...)
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.GetEnv())) {
+		container.WithEnv(corev1ac.EnvVar().WithName(name).WithValue(s.GetEnv()[name]))
+	}
+	sts := appsv1ac.StatefulSet(id, ns).WithLabels(objLabels).WithSpec(appsv1ac.StatefulSetSpec().
+		WithReplicas(s.GetReplicas()).
+		WithServiceName(id).
+		WithPodManagementPolicy(appsv1.ParallelPodManagement).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(objLabels).
+			WithSpec(corev1ac.PodSpec().
+				WithRestartPolicy(corev1.RestartPolicyAlways).
+				WithContainers(container))))
+	return svc, sts
+}
+
+// Apply makes the deployment's objects match s; it writes nothing when
+// they already do.
+func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) error {
+	if s.GetDeploymentId() == "" || s.GetNamespace() == "" {
+		return fmt.Errorf("deployment event without id or namespace: %v", s)
+	}
+	svc, sts := desiredDeployment(s)
+	hash, err := kube.Hash(svc, sts)
+	if err != nil {
+		return err
+	}
+	svc.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
+	sts.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
+	id, ns := s.GetDeploymentId(), s.GetNamespace()
+
+	liveSvc, err := d.cache.Services.Services(ns).Get(id)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	liveSts, err := d.cache.StatefulSets.StatefulSets(ns).Get(id)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if serviceUpToDate(liveSvc, svc, hash) && statefulSetUpToDate(liveSts, sts, hash) {
+		return nil
+	}
+	if err := d.namespaces.Ensure(ctx, ns); err != nil {
+		return err
+	}
+	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
+	if !serviceUpToDate(liveSvc, svc, hash) {
+		if liveSvc == nil {
+			if err := d.notTakenOver(ctx, "Service", ns, id); err != nil {
+				return err
+			}
+		}
+		if _, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, opts); err != nil {
+			return fmt.Errorf("apply Service %s/%s: %w", ns, id, err)
+		}
+	}
+	if !statefulSetUpToDate(liveSts, sts, hash) {
+		if liveSts == nil {
+			if err := d.notTakenOver(ctx, "StatefulSet", ns, id); err != nil {
+				return err
+			}
+		}
+		if _, err := d.client.AppsV1().StatefulSets(ns).Apply(ctx, sts, opts); err != nil {
+			return fmt.Errorf("apply StatefulSet %s/%s: %w", ns, id, err)
+		}
+	}
+	return nil
+}
+
+// notTakenOver fails with a conflict when an object the cache does not
+// know (it lists only managed ones) exists under that name.
+func (d *Deployments) notTakenOver(ctx context.Context, kind, ns, name string) error {
+	var labels map[string]string
+	var err error
+	switch kind {
+	case "Service":
+		var o *corev1.Service
+		if o, err = d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			labels = o.Labels
+		}
+	case "StatefulSet":
+		var o *appsv1.StatefulSet
+		if o, err = d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			labels = o.Labels
+		}
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !kube.Managed(labels):
+		return kube.Conflict(kind, ns, name)
+	}
+	return nil // managed, the cache just has not seen it yet
+}
+
+func serviceUpToDate(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration, hash string) bool {
+	if live == nil || live.Annotations[kube.HashAnnotation] != hash {
+		return false
+	}
+	owned, err := corev1ac.ExtractService(live, kube.FieldManager)
+	return err == nil && kube.Same(owned, desired)
+}
+
+func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSetApplyConfiguration, hash string) bool {
+	if live == nil || live.Annotations[kube.HashAnnotation] != hash {
+		return false
+	}
+	owned, err := appsv1ac.ExtractStatefulSet(live, kube.FieldManager)
+	return err == nil && kube.Same(owned, desired)
+}
+
+// Delete removes the deployment's managed objects wherever they are.
+func (d *Deployments) Delete(ctx context.Context, id string) error {
+	sel := labels.SelectorFromSet(labels.Set{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: id})
+	sets, err := d.cache.StatefulSets.List(sel)
+	if err != nil {
+		return err
+	}
+	for _, o := range sets {
+		if err := d.client.AppsV1().StatefulSets(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete StatefulSet %s/%s: %w", o.Namespace, o.Name, err)
+		}
+	}
+	svcs, err := d.cache.Services.List(sel)
+	if err != nil {
+		return err
+	}
+	for _, o := range svcs {
+		if err := d.client.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Service %s/%s: %w", o.Namespace, o.Name, err)
+		}
+	}
+	return nil
+}
+
+// Present lists the IDs of deployments with managed objects in the
+// cluster, for garbage collection after a full sync.
+func (d *Deployments) Present() ([]string, error) {
+	ids := map[string]bool{}
+	sets, err := d.cache.StatefulSets.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range sets {
+		if id := o.Labels[kube.DeploymentLabel]; id != "" {
+			ids[id] = true
+		}
+	}
+	svcs, err := d.cache.Services.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range svcs {
+		if id := o.Labels[kube.DeploymentLabel]; id != "" {
+			ids[id] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(ids)), nil
+}
+
+// deleteOptions deletes exactly the object seen (not a namesake created
+// meanwhile) and lets the garbage collector remove its Pods.
+func deleteOptions(uid types.UID) metav1.DeleteOptions {
+	policy := metav1.DeletePropagationBackground
+	return metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}}
+}

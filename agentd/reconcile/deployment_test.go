@@ -1,0 +1,230 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/kubetest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+var shared kubetest.Shared
+
+func TestMain(m *testing.M) { os.Exit(shared.Run(m, kubetest.Options{})) }
+
+// writeCounter counts requests that change state on the API server.
+type writeCounter struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+}
+
+func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet {
+		w.writes.Add(1)
+	}
+	return w.next.RoundTrip(r)
+}
+
+// env is a controller set on the shared cluster with counted writes.
+type env struct {
+	client  kubernetes.Interface
+	admin   kubernetes.Interface
+	cache   *reconcile.Cache
+	deps    *reconcile.Deployments
+	counter *writeCounter
+	ns      string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	cluster := shared.Get(t)
+	cfg := rest.CopyConfig(cluster.Config)
+	counter := &writeCounter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	client := kubernetes.NewForConfigOrDie(cfg)
+	cache := reconcile.NewCache(client, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := cache.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return &env{
+		client: client, admin: cluster.Client(t), cache: cache, counter: counter, ns: cluster.Namespace(t),
+		deps: reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client)),
+	}
+}
+
+func (e *env) state(id string, replicas int32) *ctrlv1.DeploymentState {
+	return &ctrlv1.DeploymentState{DeploymentId: id, Namespace: e.ns, Image: "ghcr.io/acme/api:v1", Replicas: replicas,
+		CpuMillicores: 250, MemoryMib: 256, Port: 8080, Command: []string{"/api"}, Env: map[string]string{"B": "2", "A": "1"}}
+}
+
+// waitCached waits until the informer cache holds the StatefulSet with the
+// given replicas, so the next apply sees what the last one wrote.
+func (e *env) waitCached(t *testing.T, id string, replicas int32) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := e.cache.StatefulSets.StatefulSets(e.ns).Get(id)
+		if err == nil && *s.Spec.Replicas == replicas {
+			if _, err := e.cache.Services.Services(e.ns).Get(id); err == nil {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cache never showed %s with %d replicas", id, replicas)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestDeploymentApplyCreatesServiceAndStatefulSet(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.deps.Apply(ctx, e.state("api", 3)); err != nil {
+		t.Fatal(err)
+	}
+	svc, err := e.admin.CoreV1().Services(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || svc.Spec.PublishNotReadyAddresses != true ||
+		svc.Spec.Selector[kube.DeploymentLabel] != "api" || svc.Spec.Ports[0].Port != 8080 {
+		t.Errorf("service spec: %+v", svc.Spec)
+	}
+	sts, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := sts.Spec.Template.Spec.Containers[0]
+	if *sts.Spec.Replicas != 3 || c.Image != "ghcr.io/acme/api:v1" || c.Command[0] != "/api" ||
+		c.Env[0].Name != "A" || sts.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyAlways {
+		t.Errorf("statefulset spec: %+v", sts.Spec)
+	}
+	if c.Resources.Requests.Cpu().MilliValue() != 250 || c.Resources.Limits.Memory().Value() != 256<<20 ||
+		!c.Resources.Requests.Cpu().Equal(*c.Resources.Limits.Cpu()) {
+		t.Errorf("resources: requests must equal limits: %+v", c.Resources)
+	}
+	for _, labels := range []map[string]string{svc.Labels, sts.Labels, sts.Spec.Template.Labels} {
+		if labels[kube.ManagedByLabel] != "krane" || labels[kube.DeploymentLabel] != "api" {
+			t.Errorf("labels %v", labels)
+		}
+	}
+	for _, mf := range [][]metav1.ManagedFieldsEntry{svc.ManagedFields, sts.ManagedFields} {
+		if mf[0].Manager != kube.FieldManager || mf[0].Operation != metav1.ManagedFieldsOperationApply {
+			t.Errorf("not applied by field manager %q: %+v", kube.FieldManager, mf)
+		}
+	}
+}
+
+// Re-applying unchanged state makes no API writes; a change does; an
+// out-of-band edit is put back.
+func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.deps.Apply(ctx, e.state("api", 2)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, "api", 2)
+	before := e.counter.writes.Load()
+	for range 5 {
+		if err := e.deps.Apply(ctx, e.state("api", 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.counter.writes.Load() - before; n != 0 {
+		t.Fatalf("no-op applies made %d writes", n)
+	}
+
+	if err := e.deps.Apply(ctx, e.state("api", 4)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, "api", 4)
+	if n := e.counter.writes.Load() - before; n == 0 {
+		t.Fatal("a replica change made no write")
+	}
+
+	// Someone scales it by hand (an Update by another manager).
+	sts, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	one := int32(1)
+	sts.Spec.Replicas = &one
+	if _, err := e.admin.AppsV1().StatefulSets(e.ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, "api", 1)
+	if err := e.deps.Apply(ctx, e.state("api", 4)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if *got.Spec.Replicas != 4 {
+		t.Fatalf("drift not repaired: %d replicas", *got.Spec.Replicas)
+	}
+}
+
+func TestDeploymentDeleteRemovesOnlyManagedObjects(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.deps.Apply(ctx, e.state("api", 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, "api", 1)
+	// A namesake-labeled but unmanaged Service must survive.
+	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: e.ns,
+		Labels: map[string]string{kube.DeploymentLabel: "api"}},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := e.admin.CoreV1().Services(e.ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deps.Delete(ctx, "api"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("statefulset still there: %v", err)
+	}
+	if _, err := e.admin.CoreV1().Services(e.ns).Get(ctx, "api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("service still there: %v", err)
+	}
+	if _, err := e.admin.CoreV1().Services(e.ns).Get(ctx, "foreign", metav1.GetOptions{}); err != nil {
+		t.Errorf("unmanaged service was deleted: %v", err)
+	}
+}
+
+// An existing object without the managed-by label is a conflict, never
+// taken over.
+func TestUnlabeledObjectIsAConflict(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	theirs := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: e.ns},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "theirs"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "theirs"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "x", Image: "theirs:1"}}},
+			},
+		}}
+	if _, err := e.admin.AppsV1().StatefulSets(e.ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := e.deps.Apply(ctx, e.state("api", 1))
+	if !errors.Is(err, kube.ErrConflict) {
+		t.Fatalf("got %v, want a conflict", err)
+	}
+	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if got.Spec.Template.Spec.Containers[0].Image != "theirs:1" || kube.Managed(got.Labels) {
+		t.Fatal("the unlabeled statefulset was modified")
+	}
+}
