@@ -1,0 +1,295 @@
+// Package dispatch applies stream events through a per-resource work
+// queue and decides how far the agent's cursor may advance.
+//
+// Events are keyed by resource (kind and ID). Only the latest intent per
+// key is kept, and client-go's work queue never hands one key to two
+// workers at once: an Apply followed quickly by a Delete of the same
+// deployment can only end deleted, and no two applies of one resource race.
+// Different resources are applied in parallel by a bounded set of workers.
+//
+// The cursor is acknowledged only past work that is done: a bookmark from
+// the stream counts once every event received before it has been applied
+// successfully (or superseded by a later event for the same resource that
+// has). A failing apply is retried with the queue's exponential backoff and
+// holds the cursor meanwhile; other resources go on.
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Kinds of resource.
+const (
+	KindDeployment = "deployment"
+	KindSentinel   = "sentinel"
+	KindPolicy     = "cilium_network_policy"
+)
+
+// Key names one resource.
+type Key struct {
+	Kind string
+	ID   string
+}
+
+func (k Key) String() string { return k.Kind + "/" + k.ID }
+
+// Intent is the latest desired state of one resource.
+type Intent struct {
+	// Delete is true for deletes; otherwise the state is in Event.
+	Delete bool
+	// Event is the stream event that carried it (nil for deletes made up
+	// by garbage collection).
+	Event *ctrlv1.DeploymentChangeEvent
+	seq   uint64
+	gen   int
+}
+
+// Handler applies one resource's intent to the cluster.
+type Handler interface {
+	Handle(ctx context.Context, key Key, intent Intent) error
+}
+
+// ErrUnknownEvent rejects an event the agent does not understand: it is
+// never skipped silently.
+var ErrUnknownEvent = errors.New("unknown or empty event")
+
+// Dispatcher queues intents and tracks the acknowledged cursor.
+type Dispatcher struct {
+	handler Handler
+	queue   workqueue.TypedRateLimitingInterface[Key]
+	log     *slog.Logger
+
+	mu        sync.Mutex
+	seq       uint64         // sequence of the last event received
+	gen       int            // current full-sync generation
+	desired   map[Key]Intent // latest intent per key
+	pending   map[Key]uint64 // keys whose latest intent is not applied yet -> its seq
+	bookmarks []bookmark     // received, not yet acknowledged
+	acked     uint64         // resume version of the last acknowledged bookmark
+	failures  map[Key]error  // last error per failing key
+	onAck     func(uint64)
+}
+
+type bookmark struct {
+	seq     uint64 // last event received before it
+	version uint64
+}
+
+// New returns a dispatcher; onAck is called (outside locks) whenever the
+// acknowledged cursor moves.
+func New(handler Handler, log *slog.Logger, onAck func(uint64)) *Dispatcher {
+	limiter := workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 2*time.Minute),
+	)
+	return &Dispatcher{
+		handler:  handler,
+		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "agentd"}),
+		log:      log,
+		desired:  map[Key]Intent{},
+		pending:  map[Key]uint64{},
+		failures: map[Key]error{},
+		onAck:    onAck,
+	}
+}
+
+// KeyOf names the resource an event is about.
+func KeyOf(ev *ctrlv1.DeploymentChangeEvent) (Key, bool, error) {
+	switch e := ev.GetEvent().(type) {
+	case *ctrlv1.DeploymentChangeEvent_Deployment:
+		return keyWith(KindDeployment, e.Deployment.GetDeployment().GetDeploymentId(), e.Deployment.GetAction())
+	case *ctrlv1.DeploymentChangeEvent_Sentinel:
+		return keyWith(KindSentinel, e.Sentinel.GetSentinel().GetSentinelId(), e.Sentinel.GetAction())
+	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
+		return keyWith(KindPolicy, e.CiliumNetworkPolicy.GetCiliumNetworkPolicy().GetPolicyId(), e.CiliumNetworkPolicy.GetAction())
+	}
+	return Key{}, false, fmt.Errorf("%w: %T", ErrUnknownEvent, ev.GetEvent())
+}
+
+func keyWith(kind, id string, action ctrlv1.Action) (Key, bool, error) {
+	if id == "" {
+		return Key{}, false, fmt.Errorf("%w: %s event without an id", ErrUnknownEvent, kind)
+	}
+	switch action {
+	case ctrlv1.Action_ACTION_APPLY:
+		return Key{kind, id}, false, nil
+	case ctrlv1.Action_ACTION_DELETE:
+		return Key{kind, id}, true, nil
+	}
+	return Key{}, false, fmt.Errorf("%w: %s %s with action %v", ErrUnknownEvent, kind, id, action)
+}
+
+// Event queues a resource event. Nil and unknown events are errors.
+func (d *Dispatcher) Event(ev *ctrlv1.DeploymentChangeEvent) error {
+	key, del, err := KeyOf(ev)
+	if err != nil {
+		return err
+	}
+	d.enqueue(key, Intent{Delete: del, Event: ev})
+	return nil
+}
+
+func (d *Dispatcher) enqueue(key Key, in Intent) {
+	d.mu.Lock()
+	d.seq++
+	in.seq, in.gen = d.seq, d.gen
+	d.desired[key] = in
+	d.pending[key] = in.seq
+	d.mu.Unlock()
+	d.queue.Add(key)
+}
+
+// Bookmark records that every event before it was received; its version
+// becomes the acknowledged cursor once they are all applied.
+func (d *Dispatcher) Bookmark(version uint64) {
+	d.mu.Lock()
+	d.bookmarks = append(d.bookmarks, bookmark{seq: d.seq, version: version})
+	moved := d.advance()
+	acked := d.acked
+	d.mu.Unlock()
+	if moved && d.onAck != nil {
+		d.onAck(acked)
+	}
+}
+
+// BeginFullSync starts a new generation: what the coming full sync lists
+// is what the cluster should hold.
+func (d *Dispatcher) BeginFullSync() {
+	d.mu.Lock()
+	d.gen++
+	d.mu.Unlock()
+}
+
+// Collect deletes (through the queue) every present resource that the
+// current full sync did not list and that no event since asked to keep:
+// garbage collection after full_sync_done.
+func (d *Dispatcher) Collect(present []Key) int {
+	var stale []Key
+	d.mu.Lock()
+	for _, k := range present {
+		in, ok := d.desired[k]
+		if !ok || in.gen != d.gen || in.Delete {
+			stale = append(stale, k)
+		}
+	}
+	d.mu.Unlock()
+	for _, k := range stale {
+		d.enqueue(k, Intent{Delete: true})
+	}
+	return len(stale)
+}
+
+// Requeue re-applies a resource's latest intent, e.g. after its objects
+// were edited or deleted out of band.
+func (d *Dispatcher) Requeue(key Key) {
+	d.mu.Lock()
+	_, ok := d.desired[key]
+	d.mu.Unlock()
+	if ok {
+		d.queue.Add(key)
+	}
+}
+
+// Acked returns the acknowledged cursor.
+func (d *Dispatcher) Acked() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.acked
+}
+
+// Depth is the number of resources waiting to be applied.
+func (d *Dispatcher) Depth() int { return d.queue.Len() }
+
+// LastError describes a currently failing resource, if any.
+func (d *Dispatcher) LastError() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k, err := range d.failures {
+		return fmt.Sprintf("%s: %v", k, err)
+	}
+	return ""
+}
+
+// advance acknowledges bookmarks whose events are all applied. Called
+// with mu held; reports whether acked moved.
+func (d *Dispatcher) advance() bool {
+	oldest := ^uint64(0)
+	for _, seq := range d.pending {
+		oldest = min(oldest, seq)
+	}
+	moved := false
+	for len(d.bookmarks) > 0 && d.bookmarks[0].seq < oldest {
+		if v := d.bookmarks[0].version; v > d.acked {
+			d.acked, moved = v, true
+		}
+		d.bookmarks = d.bookmarks[1:]
+	}
+	return moved
+}
+
+// Run applies queued resources with workers goroutines until ctx ends.
+func (d *Dispatcher) Run(ctx context.Context, workers int) {
+	go func() {
+		<-ctx.Done()
+		d.queue.ShutDown()
+	}()
+	var wg sync.WaitGroup
+	for range max(1, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for d.work(ctx) {
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func (d *Dispatcher) work(ctx context.Context) bool {
+	key, shutdown := d.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer d.queue.Done(key)
+	d.mu.Lock()
+	in, ok := d.desired[key]
+	d.mu.Unlock()
+	if !ok {
+		d.queue.Forget(key)
+		return true
+	}
+	err := d.handler.Handle(ctx, key, in)
+	d.mu.Lock()
+	if err != nil {
+		d.failures[key] = err
+		d.mu.Unlock()
+		if ctx.Err() == nil {
+			d.log.Warn("apply failed; retrying with backoff", "resource", key.String(), "err", err)
+			d.queue.AddRateLimited(key)
+		}
+		return true
+	}
+	delete(d.failures, key)
+	if d.pending[key] == in.seq {
+		delete(d.pending, key)
+	}
+	if in.Delete && d.desired[key].seq == in.seq {
+		delete(d.desired, key) // nothing left to keep for it
+	}
+	moved := d.advance()
+	acked := d.acked
+	d.mu.Unlock()
+	d.queue.Forget(key)
+	if moved && d.onAck != nil {
+		d.onAck(acked)
+	}
+	return true
+}

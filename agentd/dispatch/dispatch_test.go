@@ -1,0 +1,172 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// recorder is a fake cluster: it records what each key ended as, fails
+// keys on demand, and detects two workers on one key at once.
+type recorder struct {
+	mu       sync.Mutex
+	final    map[Key]bool // true = applied, false = deleted
+	busy     map[Key]bool
+	failLeft map[Key]int
+	overlap  atomic.Bool
+	calls    atomic.Int64
+}
+
+func (r *recorder) Handle(ctx context.Context, key Key, in Intent) error {
+	r.mu.Lock()
+	if r.busy[key] {
+		r.overlap.Store(true)
+	}
+	r.busy[key] = true
+	r.mu.Unlock()
+	r.calls.Add(1)
+	time.Sleep(time.Millisecond) // widen any race window
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.busy[key] = false
+	if r.failLeft[key] > 0 {
+		r.failLeft[key]--
+		return errors.New("injected failure")
+	}
+	r.final[key] = !in.Delete
+	return nil
+}
+
+func newRecorder() *recorder {
+	return &recorder{final: map[Key]bool{}, busy: map[Key]bool{}, failLeft: map[Key]int{}}
+}
+
+func deployment(id string, action ctrlv1.Action) *ctrlv1.DeploymentChangeEvent {
+	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Deployment{
+		Deployment: &ctrlv1.DeploymentEvent{Action: action, Deployment: &ctrlv1.DeploymentState{DeploymentId: id}},
+	}}
+}
+
+func start(t *testing.T, d *Dispatcher, workers int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx, workers) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func eventually(t *testing.T, cond func() bool, msg string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(msg)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// Apply then Delete of the same deployment in quick succession ends
+// deleted, every time, and one resource is never handled by two workers.
+func TestApplyThenDeleteEndsDeleted(t *testing.T) {
+	for round := range 200 {
+		r := newRecorder()
+		d := New(r, slog.New(slog.DiscardHandler), nil)
+		start(t, d, 8)
+		id := fmt.Sprintf("d%d", round)
+		must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_APPLY)))
+		must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_DELETE)))
+		d.Bookmark(1)
+		eventually(t, func() bool { return d.Acked() == 1 }, "bookmark never acknowledged")
+		r.mu.Lock()
+		applied, seen := r.final[Key{KindDeployment, id}]
+		r.mu.Unlock()
+		if !seen || applied {
+			t.Fatalf("round %d: deployment ended applied=%v seen=%v, want deleted", round, applied, seen)
+		}
+		if r.overlap.Load() {
+			t.Fatal("one resource was handled by two workers at once")
+		}
+	}
+}
+
+// A failing apply holds the cursor (and is retried); other resources go
+// on meanwhile.
+func TestFailingApplyHoldsTheCursor(t *testing.T) {
+	r := newRecorder()
+	bad := Key{KindDeployment, "bad"}
+	r.failLeft[bad] = 3
+	var acks []uint64
+	var mu sync.Mutex
+	d := New(r, slog.New(slog.DiscardHandler), func(v uint64) { mu.Lock(); acks = append(acks, v); mu.Unlock() })
+	start(t, d, 4)
+
+	must(t, d.Event(deployment("good-1", ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(10)
+	eventually(t, func() bool { return d.Acked() == 10 }, "first bookmark not acked")
+	must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
+	must(t, d.Event(deployment("good-2", ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(20)
+	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[Key{KindDeployment, "good-2"}] }, "other resources blocked")
+	if d.Acked() != 10 || d.LastError() == "" {
+		t.Fatalf("cursor advanced to %d past a failing apply (last error %q)", d.Acked(), d.LastError())
+	}
+	eventually(t, func() bool { return d.Acked() == 20 }, "cursor never advanced after the retry succeeded")
+	if d.LastError() != "" {
+		t.Fatalf("error not cleared: %s", d.LastError())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(acks) != 2 || acks[0] != 10 || acks[1] != 20 {
+		t.Fatalf("acks %v", acks)
+	}
+}
+
+func TestNilAndUnknownEventsAreErrors(t *testing.T) {
+	d := New(newRecorder(), slog.New(slog.DiscardHandler), nil)
+	for name, ev := range map[string]*ctrlv1.DeploymentChangeEvent{
+		"nil":                nil,
+		"empty":              {},
+		"no id":              deployment("", ctrlv1.Action_ACTION_APPLY),
+		"unspecified action": deployment("x", ctrlv1.Action_ACTION_UNSPECIFIED),
+	} {
+		if err := d.Event(ev); !errors.Is(err, ErrUnknownEvent) {
+			t.Errorf("%s: got %v, want ErrUnknownEvent", name, err)
+		}
+	}
+}
+
+// After a full sync, exactly the present resources it did not list (and
+// nothing applied since) are deleted.
+func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
+	r := newRecorder()
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	must(t, d.Event(deployment("old", ctrlv1.Action_ACTION_APPLY)))
+	d.BeginFullSync()
+	must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
+	n := d.Collect([]Key{{KindDeployment, "old"}, {KindDeployment, "kept"}, {KindDeployment, "orphan"}})
+	if n != 2 {
+		t.Fatalf("collected %d, want old and orphan", n)
+	}
+	eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		old, o1 := r.final[Key{KindDeployment, "old"}]
+		orphan, o2 := r.final[Key{KindDeployment, "orphan"}]
+		return o1 && o2 && !old && !orphan && r.final[Key{KindDeployment, "kept"}]
+	}, "garbage collection did not delete exactly old and orphan")
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
