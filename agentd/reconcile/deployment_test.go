@@ -24,7 +24,7 @@ import (
 
 var shared kubetest.Shared
 
-func TestMain(m *testing.M) { os.Exit(shared.Run(m, kubetest.Options{})) }
+func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &shared)) }
 
 // writeCounter counts requests that change state on the API server.
 type writeCounter struct {

@@ -10,22 +10,25 @@ import (
 // Shared is one control plane for a whole test package, started by the
 // first test that asks for it and stopped after the last:
 //
-//	var shared kubetest.Shared
-//	func TestMain(m *testing.M) { os.Exit(shared.Run(m, kubetest.Options{})) }
+//	var shared = kubetest.Shared{Options: kubetest.Options{Workloads: true}}
+//	func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &shared)) }
 //	func TestX(t *testing.T) { c := shared.Get(t); ns := c.Namespace(t); ... }
 type Shared struct {
-	opts Options
+	Options Options
+
 	once sync.Once
 	c    *Cluster
 	err  error
 }
 
-// Run runs the package's tests and stops the control plane afterwards.
-func (s *Shared) Run(m *testing.M, opts Options) int {
-	s.opts = opts
+// RunShared runs the package's tests and then stops the control planes
+// that were started.
+func RunShared(m *testing.M, shared ...*Shared) int {
 	code := m.Run()
-	if s.c != nil {
-		s.c.Stop()
+	for _, s := range shared {
+		if s.c != nil {
+			s.c.Stop()
+		}
 	}
 	return code
 }
@@ -38,7 +41,7 @@ func (s *Shared) Get(t testing.TB) *Cluster {
 	if testing.Short() {
 		t.Skip("kubetest: needs a Kubernetes control plane; skipped in -short mode")
 	}
-	s.once.Do(func() { s.c, s.err = Start(context.Background(), s.opts) })
+	s.once.Do(func() { s.c, s.err = Start(context.Background(), s.Options) })
 	if errors.Is(s.err, ErrNoBinaries) {
 		if inCI() {
 			t.Fatal(s.err)

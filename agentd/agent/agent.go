@@ -1,0 +1,261 @@
+// Package agent assembles agentd: the informer cache, the controllers, the
+// dispatcher, the watcher, status reporting and the heartbeat that tells
+// ctrld the acknowledged cursor; and, with leader election, makes sure only
+// one replica per cluster applies anything.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/deploysync/deploysync/agentd/dispatch"
+	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/agentd/status"
+	"github.com/deploysync/deploysync/agentd/watch"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Config is agentd's configuration.
+type Config struct {
+	Region   string
+	Identity string
+	// Workers applies this many resources in parallel (default 8).
+	Workers int
+	// ResyncInterval is the periodic full resync (default 5m; negative: off).
+	ResyncInterval time.Duration
+	// StatusInterval batches status reports (default 1s).
+	StatusInterval time.Duration
+	// HeartbeatInterval is the longest gap between agent status reports
+	// (default 10s); a moved cursor is reported sooner.
+	HeartbeatInterval time.Duration
+	// BackoffMin and BackoffMax bound stream reconnects (defaults 1s, 60s).
+	BackoffMin, BackoffMax time.Duration
+	// Version is reported to ctrld.
+	Version string
+
+	// LeaderElect runs the agent only while holding the region's Lease.
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseDuration  time.Duration // default 15s
+	RenewDeadline  time.Duration // default 10s
+	RetryPeriod    time.Duration // default 2s
+}
+
+func (c *Config) defaults() {
+	if c.Workers <= 0 {
+		c.Workers = 8
+	}
+	if c.StatusInterval <= 0 {
+		c.StatusInterval = time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 10 * time.Second
+	}
+	if c.LeaseNamespace == "" {
+		c.LeaseNamespace = "default"
+	}
+	if c.LeaseDuration <= 0 {
+		c.LeaseDuration = 15 * time.Second
+	}
+	if c.RenewDeadline <= 0 {
+		c.RenewDeadline = 10 * time.Second
+	}
+	if c.RetryPeriod <= 0 {
+		c.RetryPeriod = 2 * time.Second
+	}
+}
+
+// Run runs the agent until ctx ends: directly, or whenever this replica
+// holds the region's Lease when LeaderElect is set.
+func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger) error {
+	cfg.defaults()
+	if cfg.Region == "" || cfg.Identity == "" {
+		return errors.New("agent: region and identity are required")
+	}
+	if !cfg.LeaderElect {
+		return runActive(ctx, cfg, client, cluster, log)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metaFor("agentd-"+cfg.Region, cfg.LeaseNamespace),
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+	}
+	for ctx.Err() == nil {
+		var runErr error
+		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+			Lock:            lock,
+			LeaseDuration:   cfg.LeaseDuration,
+			RenewDeadline:   cfg.RenewDeadline,
+			RetryPeriod:     cfg.RetryPeriod,
+			ReleaseOnCancel: true,
+			Name:            "agentd-" + cfg.Region,
+			Callbacks: leaderelection.LeaderCallbacks{
+				// The leader context ends the moment the lease is lost,
+				// and with it every apply.
+				OnStartedLeading: func(leading context.Context) {
+					log.Info("leader election: leading; applying", "identity", cfg.Identity)
+					runErr = runActive(leading, cfg, client, cluster, log)
+				},
+				OnStoppedLeading: func() {
+					log.Info("leader election: not leading; standing by", "identity", cfg.Identity)
+				},
+				OnNewLeader: func(id string) {
+					if id != cfg.Identity {
+						log.Info("leader election: another replica leads", "leader", id)
+					}
+				},
+			},
+		})
+		if runErr != nil && ctx.Err() == nil {
+			log.Error("agent stopped", "err", runErr)
+		}
+	}
+	return nil
+}
+
+// runActive is the agent proper.
+func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c := reconcile.NewCache(client, 0)
+	namespaces := reconcile.NewNamespaces(client)
+	deployments := reconcile.NewDeployments(client, c, namespaces)
+	router := &router{deployments: deployments}
+
+	hb := &heartbeat{client: cluster, cfg: cfg, log: log, kick: make(chan struct{}, 1)}
+	d := dispatch.New(router, log, func(uint64) { hb.poke() })
+	w := watch.New(cluster, d, router.present, watch.Config{
+		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
+		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
+	}, log)
+	hb.dispatcher, hb.watcher = d, w
+	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
+
+	// Drift: an edit or delete of a managed object re-applies its resource.
+	requeue := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if o, ok := obj.(interface{ GetLabels() map[string]string }); ok {
+			if id := o.GetLabels()[kube.DeploymentLabel]; id != "" {
+				d.Requeue(dispatch.Key{Kind: dispatch.KindDeployment, ID: id})
+			}
+		}
+	}
+	drift := cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { requeue(obj) }, DeleteFunc: requeue}
+	c.StatefulSetInformer.AddEventHandler(drift)
+	c.ServiceInformer.AddEventHandler(drift)
+
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f() }()
+	}
+	run(func() { d.Run(ctx, cfg.Workers) })
+	run(func() { reporter.Run(ctx) })
+	run(func() { hb.run(ctx) })
+	err := w.Run(ctx)
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// router sends each resource to its controller.
+type router struct {
+	deployments *reconcile.Deployments
+}
+
+func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Intent) error {
+	switch key.Kind {
+	case dispatch.KindDeployment:
+		if in.Delete {
+			return r.deployments.Delete(ctx, key.ID)
+		}
+		return r.deployments.Apply(ctx, in.Event.GetDeployment().GetDeployment())
+	}
+	return fmt.Errorf("no controller for %s resources yet", key.Kind)
+}
+
+func (r *router) present() ([]dispatch.Key, error) {
+	ids, err := r.deployments.Present()
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]dispatch.Key, 0, len(ids))
+	for _, id := range ids {
+		keys = append(keys, dispatch.Key{Kind: dispatch.KindDeployment, ID: id})
+	}
+	return keys, nil
+}
+
+// heartbeat reports the agent's status: when the cursor moves (at most
+// every second) and at least every HeartbeatInterval.
+type heartbeat struct {
+	client     ctrlv1.ClusterServiceClient
+	cfg        Config
+	log        *slog.Logger
+	dispatcher *dispatch.Dispatcher
+	watcher    *watch.Watcher
+	kick       chan struct{}
+}
+
+func (h *heartbeat) poke() {
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (h *heartbeat) run(ctx context.Context) {
+	tick := time.NewTicker(h.cfg.HeartbeatInterval)
+	defer tick.Stop()
+	for {
+		h.send(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-h.kick:
+			select { // coalesce bursts of acks
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+}
+
+func (h *heartbeat) send(ctx context.Context) {
+	req := &ctrlv1.ReportAgentStatusRequest{
+		Region: h.cfg.Region, AgentIdentity: h.cfg.Identity,
+		AckedVersion: h.dispatcher.Acked(), AgentVersion: h.cfg.Version,
+		LastError: h.dispatcher.LastError(),
+	}
+	if req.LastError == "" {
+		if err := h.watcher.LastError(); err != nil {
+			req.LastError = "stream: " + err.Error()
+		}
+	}
+	if t := h.watcher.LastFullSync(); !t.IsZero() {
+		req.LastFullSync = timestamppb.New(t)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := h.client.ReportAgentStatus(callCtx, req); err != nil && ctx.Err() == nil {
+		h.log.Warn("heartbeat: reporting agent status failed", "err", err)
+	}
+}

@@ -1,0 +1,146 @@
+// Package status reports what the cluster actually runs back to ctrld:
+// the Pods of each deployment (name, address, phase, readiness) from the
+// informer cache, batched and deduplicated — a burst of Pod events for one
+// deployment becomes one report — and retried until ctrld takes them.
+package status
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/reconcile"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// maxPerReport caps deployments per ReportDeploymentStatus call.
+const maxPerReport = 500
+
+// Reporter sends deployment status.
+type Reporter struct {
+	client   ctrlv1.ClusterServiceClient
+	region   string
+	cache    *reconcile.Cache
+	interval time.Duration
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	dirty map[string]bool
+}
+
+// New returns a Reporter sending at most every interval.
+func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, interval time.Duration, log *slog.Logger) *Reporter {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}}
+	mark := func(obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if o, ok := obj.(interface{ GetLabels() map[string]string }); ok {
+			if id := o.GetLabels()[kube.DeploymentLabel]; id != "" {
+				r.markDirty(id)
+			}
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    mark,
+		UpdateFunc: func(_, obj any) { mark(obj) },
+		DeleteFunc: mark,
+	}
+	c.PodInformer.AddEventHandler(handler)
+	c.StatefulSetInformer.AddEventHandler(handler)
+	return r
+}
+
+func (r *Reporter) markDirty(id string) {
+	r.mu.Lock()
+	r.dirty[id] = true
+	r.mu.Unlock()
+}
+
+// Run reports until ctx ends.
+func (r *Reporter) Run(ctx context.Context) {
+	tick := time.NewTicker(r.interval)
+	defer tick.Stop()
+	backoff := r.interval
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("status: reporting to ctrld failed; will retry", "err", err)
+			backoff = min(2*backoff, 30*time.Second)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			continue
+		}
+		backoff = r.interval
+	}
+}
+
+// flush sends the dirty deployments; on failure they stay dirty.
+func (r *Reporter) flush(ctx context.Context) error {
+	r.mu.Lock()
+	ids := slices.Sorted(maps.Keys(r.dirty))
+	clear(r.dirty)
+	r.mu.Unlock()
+	for start := 0; start < len(ids); start += maxPerReport {
+		batch := ids[start:min(len(ids), start+maxPerReport)]
+		req := &ctrlv1.ReportDeploymentStatusRequest{Region: r.region}
+		for _, id := range batch {
+			pods, err := r.cache.Pods.List(labels.SelectorFromSet(labels.Set{kube.DeploymentLabel: id}))
+			if err != nil {
+				return err
+			}
+			status := &ctrlv1.DeploymentStatus{DeploymentId: id}
+			for _, p := range pods {
+				status.Instances = append(status.Instances, instance(p))
+			}
+			req.Deployments = append(req.Deployments, status)
+		}
+		if _, err := r.client.ReportDeploymentStatus(ctx, req); err != nil {
+			for _, id := range ids[start:] {
+				r.markDirty(id)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func instance(p *corev1.Pod) *ctrlv1.Instance {
+	in := &ctrlv1.Instance{PodName: p.Name, Address: p.Status.PodIP}
+	switch p.Status.Phase {
+	case corev1.PodPending:
+		in.Status = ctrlv1.InstanceStatus_INSTANCE_STATUS_PENDING
+	case corev1.PodRunning:
+		in.Status = ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING
+	case corev1.PodFailed, corev1.PodSucceeded:
+		in.Status = ctrlv1.InstanceStatus_INSTANCE_STATUS_FAILED
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			in.Ready = true
+		}
+	}
+	for _, c := range p.Spec.Containers {
+		in.CpuMillicores += int32(c.Resources.Requests.Cpu().MilliValue())
+		in.MemoryMib += int32(c.Resources.Requests.Memory().Value() >> 20)
+	}
+	return in
+}
