@@ -20,6 +20,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/agentd/status"
 	"github.com/deploysync/deploysync/agentd/watch"
@@ -78,13 +79,13 @@ func (c *Config) defaults() {
 
 // Run runs the agent until ctx ends: directly, or whenever this replica
 // holds the region's Lease when LeaderElect is set.
-func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger) error {
+func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
 	cfg.defaults()
 	if cfg.Region == "" || cfg.Identity == "" {
 		return errors.New("agent: region and identity are required")
 	}
 	if !cfg.LeaderElect {
-		return runActive(ctx, cfg, client, cluster, log)
+		return runActive(ctx, cfg, client, cluster, log, m)
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaFor("agentd-"+cfg.Region, cfg.LeaseNamespace),
@@ -105,7 +106,9 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 				// and with it every apply.
 				OnStartedLeading: func(leading context.Context) {
 					log.Info("leader election: leading; applying", "identity", cfg.Identity)
-					runErr = runActive(leading, cfg, client, cluster, log)
+					m.Leader.Set(1)
+					defer m.Leader.Set(0)
+					runErr = runActive(leading, cfg, client, cluster, log, m)
 				},
 				OnStoppedLeading: func() {
 					log.Info("leader election: not leading; standing by", "identity", cfg.Identity)
@@ -125,20 +128,23 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 }
 
 // runActive is the agent proper.
-func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger) error {
+func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := reconcile.NewCache(client, 0)
 	namespaces := reconcile.NewNamespaces(client)
 	deployments := reconcile.NewDeployments(client, c, namespaces)
-	router := &router{deployments: deployments}
+	router := &router{deployments: deployments, metrics: m}
 
-	hb := &heartbeat{client: cluster, cfg: cfg, log: log, kick: make(chan struct{}, 1)}
-	d := dispatch.New(router, log, func(uint64) { hb.poke() })
+	hb := &heartbeat{client: cluster, cfg: cfg, log: log, metrics: m, kick: make(chan struct{}, 1)}
+	d := dispatch.New(router, log, func(acked uint64) {
+		m.AckedCursor.Set(float64(acked))
+		hb.poke()
+	})
 	w := watch.New(cluster, d, router.present, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
-	}, log)
+	}, log, m)
 	hb.dispatcher, hb.watcher = d, w
 	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
 
@@ -174,12 +180,31 @@ func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, clu
 	return err
 }
 
-// router sends each resource to its controller.
+// router sends each resource to its controller, and measures it.
 type router struct {
 	deployments *reconcile.Deployments
+	metrics     *metrics.Metrics
 }
 
 func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Intent) error {
+	start := time.Now()
+	err := r.handle(ctx, key, in)
+	r.metrics.ApplyDuration.WithLabelValues(key.Kind).Observe(time.Since(start).Seconds())
+	switch {
+	case errors.Is(err, kube.ErrConflict):
+		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
+		fallthrough
+	case err != nil:
+		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
+	case in.Delete:
+		r.metrics.Applied.WithLabelValues(key.Kind, "delete").Inc()
+	default:
+		r.metrics.Applied.WithLabelValues(key.Kind, "apply").Inc()
+	}
+	return err
+}
+
+func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Intent) error {
 	switch key.Kind {
 	case dispatch.KindDeployment:
 		if in.Delete {
@@ -208,6 +233,7 @@ type heartbeat struct {
 	client     ctrlv1.ClusterServiceClient
 	cfg        Config
 	log        *slog.Logger
+	metrics    *metrics.Metrics
 	dispatcher *dispatch.Dispatcher
 	watcher    *watch.Watcher
 	kick       chan struct{}
@@ -240,6 +266,7 @@ func (h *heartbeat) run(ctx context.Context) {
 }
 
 func (h *heartbeat) send(ctx context.Context) {
+	h.metrics.QueueDepth.Set(float64(h.dispatcher.Depth()))
 	req := &ctrlv1.ReportAgentStatusRequest{
 		Region: h.cfg.Region, AgentIdentity: h.cfg.Identity,
 		AckedVersion: h.dispatcher.Acked(), AgentVersion: h.cfg.Version,

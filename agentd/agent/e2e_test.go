@@ -11,7 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/internal/kubetest"
@@ -42,7 +45,7 @@ func startAgent(t *testing.T, env *servertest.Env, region, identity string, clie
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := agent.Run(ctx, cfg, client, cluster, servertest.Logger()); err != nil {
+		if err := agent.Run(ctx, cfg, client, cluster, servertest.Logger(), metrics.New(prometheus.NewRegistry())); err != nil {
 			t.Errorf("agent %s: %v", identity, err)
 		}
 	}()

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
+	"github.com/deploysync/deploysync/agentd/metrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -49,16 +50,16 @@ type Watcher struct {
 	present    Present
 	cfg        Config
 	log        *slog.Logger
+	metrics    *metrics.Metrics
 
 	mu           sync.Mutex
 	cursor       uint64
 	lastFullSync time.Time
 	lastErr      error
-	events       map[string]int
 }
 
 // New returns a Watcher.
-func New(client ctrlv1.ClusterServiceClient, d *dispatch.Dispatcher, present Present, cfg Config, log *slog.Logger) *Watcher {
+func New(client ctrlv1.ClusterServiceClient, d *dispatch.Dispatcher, present Present, cfg Config, log *slog.Logger, m *metrics.Metrics) *Watcher {
 	if cfg.ResyncInterval == 0 {
 		cfg.ResyncInterval = 5 * time.Minute
 	}
@@ -68,7 +69,7 @@ func New(client ctrlv1.ClusterServiceClient, d *dispatch.Dispatcher, present Pre
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = time.Minute
 	}
-	return &Watcher{client: client, dispatcher: d, present: present, cfg: cfg, log: log, events: map[string]int{}}
+	return &Watcher{client: client, dispatcher: d, present: present, cfg: cfg, log: log, metrics: m}
 }
 
 // errResync ends a stream to reconnect with cursor 0.
@@ -183,6 +184,7 @@ func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) (done
 	case *ctrlv1.DeploymentChangeEvent_Bookmark:
 		if *fullSync && e.Bookmark.GetFullSyncDone() {
 			*fullSync = false
+			w.metrics.FullSyncs.Inc()
 			w.collect()
 			w.mu.Lock()
 			w.lastFullSync = time.Now()
@@ -223,6 +225,7 @@ func (w *Watcher) collect() {
 		return
 	}
 	if n := w.dispatcher.Collect(present); n > 0 {
+		w.metrics.GCDeletions.Add(float64(n))
 		w.log.Info("watch: deleting managed objects the full sync did not list", "count", n)
 	}
 }
@@ -240,9 +243,7 @@ func (w *Watcher) setErr(err error) {
 }
 
 func (w *Watcher) count(kind string) {
-	w.mu.Lock()
-	w.events[kind]++
-	w.mu.Unlock()
+	w.metrics.EventsReceived.WithLabelValues(kind).Inc()
 }
 
 // LastFullSync is when the last full sync completed.

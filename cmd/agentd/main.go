@@ -1,0 +1,197 @@
+// Command agentd ("krane") reconciles one Kubernetes cluster from ctrld's
+// stream for its region. See `agentd --help`.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/metrics"
+	"github.com/deploysync/deploysync/daemon/auth"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// version is set at build time (-ldflags "-X main.version=...").
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := app().RunContext(ctx, os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "agentd:", err)
+		os.Exit(1)
+	}
+}
+
+func env(name string) []string {
+	return []string{"AGENTD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
+}
+
+func app() *cli.App {
+	host, _ := os.Hostname()
+	return &cli.App{
+		Name:    "agentd",
+		Usage:   "apply one region's desired state from ctrld to a Kubernetes cluster",
+		Version: version,
+		Description: "agentd follows ctrld's WatchDeploymentChanges stream for --region and applies it with\n" +
+			"server-side apply: a headless Service and a StatefulSet per deployment. It reports Pods and\n" +
+			"its applied cursor back to ctrld. Run two replicas with --leader-elect: one applies, the\n" +
+			"other stands by. Every flag can also be set through the environment variable shown.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "region", Required: true, Usage: "the region (cluster) this agent serves; must match its token", EnvVars: env("region")},
+			&cli.StringFlag{Name: "identity", Value: host, Usage: "name of this replica (default: the host name, i.e. the Pod name)", EnvVars: append(env("identity"), "POD_NAME")},
+			&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
+			&cli.StringFlag{Name: "token", Usage: "agent token from `ctrld token create --region R` (prefer --token-file)", EnvVars: env("token")},
+			&cli.StringFlag{Name: "token-file", Usage: "file holding the agent token", EnvVars: env("token-file")},
+			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS (loopback and development only)", EnvVars: env("insecure")},
+			&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},
+			&cli.StringFlag{Name: "tls-cert", Usage: "client certificate `file` for mutual TLS", EnvVars: env("tls-cert")},
+			&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
+			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `file` (default: $KUBECONFIG, then in-cluster)", EnvVars: append(env("kubeconfig"), "KUBECONFIG")},
+			&cli.Float64Flag{Name: "kube-qps", Value: 50, Usage: "Kubernetes API requests per second", EnvVars: env("kube-qps")},
+			&cli.IntFlag{Name: "kube-burst", Value: 100, Usage: "Kubernetes API burst", EnvVars: env("kube-burst")},
+			&cli.IntFlag{Name: "workers", Value: 8, Usage: "resources applied in parallel", EnvVars: env("workers")},
+			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "periodic full resync (0 or negative: off)", EnvVars: env("resync-interval")},
+			&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "apply only while holding the region's Lease, so a second replica stands by", EnvVars: env("leader-elect")},
+			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "namespace of the leader-election Lease (usually the agent's own)", EnvVars: append(env("namespace"), "POD_NAMESPACE")},
+			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
+			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},
+		},
+		Action: run,
+	}
+}
+
+func run(c *cli.Context) error {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.String("log-level"))); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	token := c.String("token")
+	if f := c.String("token-file"); f != "" {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		return errors.New("an agent token is required: --token or --token-file (create one with `ctrld token create --region R`)")
+	}
+	conn, err := dialCtrld(c, token)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+
+	kcfg, err := kubeConfig(c.String("kubeconfig"))
+	if err != nil {
+		return err
+	}
+	kcfg.QPS, kcfg.Burst = float32(c.Float64("kube-qps")), c.Int("kube-burst")
+	kcfg.UserAgent = "agentd/" + version
+	client, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	if addr := c.String("metrics-listen"); addr != "" {
+		lis, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
+		mux.HandleFunc("/healthz", ok)
+		mux.HandleFunc("/readyz", ok)
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go srv.Serve(lis)
+		defer srv.Close()
+	}
+
+	log.Info("agentd starting", "region", c.String("region"), "identity", c.String("identity"),
+		"ctrld", c.String("ctrld-address"), "leader_elect", c.Bool("leader-elect"), "version", version)
+	return agent.Run(c.Context, agent.Config{
+		Region:         c.String("region"),
+		Identity:       c.String("identity"),
+		Workers:        c.Int("workers"),
+		ResyncInterval: c.Duration("resync-interval"),
+		Version:        version,
+		LeaderElect:    c.Bool("leader-elect"),
+		LeaseNamespace: c.String("namespace"),
+	}, client, ctrlv1.NewClusterServiceClient(conn), log, m)
+}
+
+func dialCtrld(c *cli.Context, token string) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+	if c.Bool("insecure") {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))
+		return grpc.NewClient(c.String("ctrld-address"), opts...)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := c.String("tls-ca"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", ca)
+		}
+	}
+	if cert, key := c.String("tls-cert"), c.String("tls-key"); cert != "" || key != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}))
+	return grpc.NewClient(c.String("ctrld-address"), opts...)
+}
+
+// kubeConfig uses the kubeconfig file when given, else the in-cluster
+// service account.
+func kubeConfig(path string) (*rest.Config, error) {
+	if path != "" {
+		return clientcmd.BuildConfigFromFlags("", path)
+	}
+	cfg, err := rest.InClusterConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig/KUBECONFIG and not running in a cluster: %w", err)
+	}
+	return cfg, nil
+}
