@@ -93,6 +93,10 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}
 	for ctx.Err() == nil {
+		// RunOrDie returns when the lease is lost without waiting for
+		// OnStartedLeading; wait here, so one process never runs two
+		// agents at once.
+		var active sync.WaitGroup
 		var runErr error
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock:            lock,
@@ -105,6 +109,8 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 				// The leader context ends the moment the lease is lost,
 				// and with it every apply.
 				OnStartedLeading: func(leading context.Context) {
+					active.Add(1)
+					defer active.Done()
 					log.Info("leader election: leading; applying", "identity", cfg.Identity)
 					m.Leader.Set(1)
 					defer m.Leader.Set(0)
@@ -120,6 +126,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 				},
 			},
 		})
+		active.Wait()
 		if runErr != nil && ctx.Err() == nil {
 			log.Error("agent stopped", "err", runErr)
 		}

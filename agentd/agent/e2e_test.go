@@ -29,7 +29,7 @@ var (
 	usCluster = kubetest.Shared{Options: kubetest.Options{Workloads: true}}
 )
 
-func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &euCluster, &usCluster)) }
+func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &euCluster, &usCluster, &apiCluster)) }
 
 func startAgent(t *testing.T, env *servertest.Env, region, identity string, client kubernetes.Interface, cfg agent.Config) context.CancelFunc {
 	t.Helper()

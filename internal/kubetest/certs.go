@@ -23,8 +23,9 @@ type pki struct {
 	keyFile    string
 	saKeyFile  string // service-account token signing key (RSA)
 	saPubFile  string
-	tokenFile  string // static token file: the admin token
+	tokenFile  string // static token file: the admin and the limited user
 	adminToken string
+	userToken  string // LimitedUser's: no permissions until a test grants them
 	caPEM      []byte
 }
 
@@ -96,13 +97,14 @@ func writePKI(dir string) (*pki, error) {
 	}
 
 	p.adminToken = randomHex(16)
+	p.userToken = randomHex(16)
 	files := map[string][]byte{
 		p.caFile:    p.caPEM,
 		p.certFile:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: servingDER}),
 		p.keyFile:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: servingKeyDER}),
 		p.saKeyFile: pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(saKey)}),
 		p.saPubFile: pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: saPubDER}),
-		p.tokenFile: fmt.Appendf(nil, "%s,admin,admin,\"system:masters\"\n", p.adminToken),
+		p.tokenFile: fmt.Appendf(nil, "%s,admin,admin,\"system:masters\"\n%s,%s,%s\n", p.adminToken, p.userToken, LimitedUser, LimitedUser),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(name, data, 0o600); err != nil {

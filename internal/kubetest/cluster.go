@@ -27,6 +27,10 @@ import (
 // binaries; the test task sets it from scripts/kube-binaries.sh.
 const EnvBinDir = "DEPLOYSYNC_KUBE_BIN"
 
+// LimitedUser is a user with no permissions but those a test grants it
+// with RBAC (see UserConfig).
+const LimitedUser = "limited-user"
+
 // FakeNodeName is the kwok node Pods are scheduled onto in workload mode.
 const FakeNodeName = "kwok-node-0"
 
@@ -46,7 +50,16 @@ type Cluster struct {
 	// Dir holds certificates, data and one log per process.
 	Dir string
 
-	procs []*process // in start order
+	procs     []*process // in start order
+	userToken string
+}
+
+// UserConfig is a client config for LimitedUser, for tests of what RBAC
+// allows.
+func (c *Cluster) UserConfig() *rest.Config {
+	cfg := rest.CopyConfig(c.Config)
+	cfg.BearerToken = c.userToken
+	return cfg
 }
 
 // StartForTest starts a control plane that stops when t ends. Without the
@@ -170,6 +183,7 @@ func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error
 		TLSClientConfig: rest.TLSClientConfig{CAData: pki.caPEM},
 		QPS:             -1, // tests drive the server hard; no client-side throttling
 	}
+	c.userToken = pki.userToken
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := writeKubeconfig(c.Kubeconfig, c.Config); err != nil {
 		return nil, err

@@ -1,0 +1,230 @@
+package agent_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/naming"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// apiCluster serves the tests that need no running Pods.
+var apiCluster = kubetest.Shared{}
+
+// writeCounter counts requests that change state, leases aside (leader
+// election renews its lease all the time).
+type writeCounter struct {
+	next   http.RoundTripper
+	writes atomic.Int64
+}
+
+func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/leases") {
+		w.writes.Add(1)
+	}
+	return w.next.RoundTrip(r)
+}
+
+func countedClient(t *testing.T, c *kubetest.Cluster) (kubernetes.Interface, *writeCounter) {
+	cfg := rest.CopyConfig(c.Config)
+	counter := &writeCounter{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	return kubernetes.NewForConfigOrDie(cfg), counter
+}
+
+func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id, workspace string, regions ...string) {
+	t.Helper()
+	_, err := op.Deploy(context.Background(), &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: workspace, EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: regions, Replicas: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func statefulSetExists(client kubernetes.Interface, ns, name string) bool {
+	_, err := client.AppsV1().StatefulSets(ns).Get(context.Background(), name, metav1.GetOptions{})
+	return err == nil
+}
+
+func ackedVersion(t *testing.T, op ctrlv1.OperatorServiceClient, region string) (acked, head uint64) {
+	regions, err := op.ListRegions(context.Background(), &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range regions.Regions {
+		if r.Region == region {
+			return r.AckedVersion, r.HeadVersion
+		}
+	}
+	return 0, 0
+}
+
+// A periodic full resync of unchanged state makes no API writes.
+func TestNoOpResyncWritesNothing(t *testing.T) {
+	c := apiCluster.Get(t)
+	client, counter := countedClient(t, c)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	for _, id := range []string{"a", "b", "c"} {
+		deploy(t, op, id, "noop", "eu")
+	}
+	startAgent(t, env, "eu", "agent-0", client, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond})
+	ns := naming.Namespace("noop", "prod")
+	waitFor(t, 20*time.Second, "three statefulsets", func() bool {
+		return statefulSetExists(client, ns, "a") && statefulSetExists(client, ns, "b") && statefulSetExists(client, ns, "c")
+	})
+	time.Sleep(time.Second) // let the first applies settle in the cache
+	before := counter.writes.Load()
+	time.Sleep(2500 * time.Millisecond) // several full resyncs
+	if n := counter.writes.Load() - before; n != 0 {
+		t.Fatalf("resyncs of unchanged state made %d API writes", n)
+	}
+}
+
+// An apply the API server refuses (here: RBAC does not yet allow patching
+// StatefulSets) holds the acked cursor and is retried; once allowed, it
+// succeeds and the cursor moves on.
+func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
+	c := apiCluster.Get(t)
+	admin := c.Client(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	ns := naming.Namespace("rbac", "prod")
+	ctx := context.Background()
+	grant(t, admin, "agent-reads", []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "deployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		// A server-side apply that creates needs create as well as patch.
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch"}},
+	})
+	limited := kubernetes.NewForConfigOrDie(c.UserConfig())
+	startAgent(t, env, "eu", "agent-0", limited, agent.Config{LeaderElect: false})
+	deploy(t, op, "blocked", "rbac", "eu")
+	_, head := ackedVersion(t, op, "eu")
+	time.Sleep(2 * time.Second) // several retries
+	if acked, _ := ackedVersion(t, op, "eu"); acked >= head {
+		t.Fatalf("cursor %d acked past a failing apply (head %d)", acked, head)
+	}
+	regions, _ := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if !strings.Contains(regions.Regions[0].LastError, "blocked") {
+		t.Errorf("the failing resource is not visible in the region's last error: %q", regions.Regions[0].LastError)
+	}
+	grant(t, admin, "agent-writes-statefulsets", []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "patch"}},
+	})
+	waitFor(t, 30*time.Second, "apply retried once allowed", func() bool { return statefulSetExists(admin, ns, "blocked") })
+	waitFor(t, 10*time.Second, "cursor acked", func() bool { acked, _ := ackedVersion(t, op, "eu"); return acked >= head })
+}
+
+// grant gives kubetest.LimitedUser the rules cluster-wide.
+func grant(t *testing.T, admin kubernetes.Interface, name string, rules []rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: kubetest.LimitedUser}}}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), name, metav1.DeleteOptions{})
+		admin.RbacV1().ClusterRoles().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
+
+// After the full sync the agent deletes exactly the managed objects it
+// did not list; unmanaged ones stay.
+func TestGarbageCollectionAfterFullSync(t *testing.T) {
+	c := apiCluster.Get(t)
+	admin := c.Client(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	ctx := context.Background()
+	ns := naming.Namespace("gc", "prod")
+	deploy(t, op, "listed", "gc", "eu")
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sts := func(name string, labels map[string]string) *appsv1.StatefulSet {
+		return &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels},
+			Spec: appsv1.StatefulSetSpec{
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": name}},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"x": name}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x:1"}}}},
+			}}
+	}
+	for _, o := range []*appsv1.StatefulSet{
+		sts("orphan", map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "orphan"}),
+		sts("theirs", map[string]string{kube.DeploymentLabel: "theirs"}),
+	} {
+		if _, err := admin.AppsV1().StatefulSets(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, env, "eu", "agent-0", admin, agent.Config{LeaderElect: false})
+	waitFor(t, 20*time.Second, "orphan collected, listed applied", func() bool {
+		_, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "orphan", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && statefulSetExists(admin, ns, "listed")
+	})
+	if !statefulSetExists(admin, ns, "theirs") {
+		t.Fatal("garbage collection deleted an unmanaged object")
+	}
+}
+
+// Two replicas: only the lease holder applies; when it stops, the other
+// takes over.
+func TestLeaderElection(t *testing.T) {
+	c := apiCluster.Get(t)
+	admin := c.Client(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	ns := naming.Namespace("ha", "prod")
+	fast := agent.Config{LeaderElect: true, LeaseNamespace: "default",
+		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+	stopFirst := startAgent(t, env, "eu", "replica-a", admin, fast)
+	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(admin) == "replica-a" })
+	startAgent(t, env, "eu", "replica-b", admin, fast)
+
+	deploy(t, op, "one", "ha", "eu")
+	waitFor(t, 20*time.Second, "leader applied", func() bool { return statefulSetExists(admin, ns, "one") })
+	if leaseHolder(admin) != "replica-a" {
+		t.Fatalf("lease moved to %q while the leader was healthy", leaseHolder(admin))
+	}
+	stopFirst()
+	waitFor(t, 15*time.Second, "replica-b leads", func() bool { return leaseHolder(admin) == "replica-b" })
+	deploy(t, op, "two", "ha", "eu")
+	waitFor(t, 20*time.Second, "new leader applied", func() bool { return statefulSetExists(admin, ns, "two") })
+}
+
+func leaseHolder(client kubernetes.Interface) string {
+	l, err := client.CoordinationV1().Leases("default").Get(context.Background(), "agentd-eu", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
