@@ -42,6 +42,28 @@ func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(r)
 }
 
+// isolate gives a test the shared cluster and removes every managed object
+// once the test's agents have stopped: an agent garbage-collects what its
+// full sync does not list, and that must not be another test's leftovers.
+func isolate(t *testing.T) *kubetest.Cluster {
+	t.Helper()
+	c := apiCluster.Get(t)
+	admin := c.Client(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		opts := metav1.ListOptions{LabelSelector: kube.ManagedSelector}
+		sets, _ := admin.AppsV1().StatefulSets("").List(ctx, opts)
+		for _, o := range sets.Items {
+			admin.AppsV1().StatefulSets(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+		svcs, _ := admin.CoreV1().Services("").List(ctx, opts)
+		for _, o := range svcs.Items {
+			admin.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+	})
+	return c
+}
+
 func countedClient(t *testing.T, c *kubetest.Cluster) (kubernetes.Interface, *writeCounter) {
 	cfg := rest.CopyConfig(c.Config)
 	counter := &writeCounter{}
@@ -78,7 +100,7 @@ func ackedVersion(t *testing.T, op ctrlv1.OperatorServiceClient, region string) 
 
 // A periodic full resync of unchanged state makes no API writes.
 func TestNoOpResyncWritesNothing(t *testing.T) {
-	c := apiCluster.Get(t)
+	c := isolate(t)
 	client, counter := countedClient(t, c)
 	env := servertest.Start(t, server.Config{})
 	op := env.Operator("t")
@@ -103,7 +125,7 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 // StatefulSets) holds the acked cursor and is retried; once allowed, it
 // succeeds and the cursor moves on.
 func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
-	c := apiCluster.Get(t)
+	c := isolate(t)
 	admin := c.Client(t)
 	env := servertest.Start(t, server.Config{})
 	op := env.Operator("t")
@@ -158,7 +180,7 @@ func grant(t *testing.T, admin kubernetes.Interface, name string, rules []rbacv1
 // After the full sync the agent deletes exactly the managed objects it
 // did not list; unmanaged ones stay.
 func TestGarbageCollectionAfterFullSync(t *testing.T) {
-	c := apiCluster.Get(t)
+	c := isolate(t)
 	admin := c.Client(t)
 	env := servertest.Start(t, server.Config{})
 	op := env.Operator("t")
@@ -198,7 +220,7 @@ func TestGarbageCollectionAfterFullSync(t *testing.T) {
 // Two replicas: only the lease holder applies; when it stops, the other
 // takes over.
 func TestLeaderElection(t *testing.T) {
-	c := apiCluster.Get(t)
+	c := isolate(t)
 	admin := c.Client(t)
 	env := servertest.Start(t, server.Config{})
 	op := env.Operator("t")
