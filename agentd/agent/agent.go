@@ -13,7 +13,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -77,15 +79,35 @@ func (c *Config) defaults() {
 	}
 }
 
+// Clients reach the cluster the agent manages.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface // for CiliumNetworkPolicies
+}
+
+// ClientsFor builds Clients from a rest config.
+func ClientsFor(cfg *rest.Config) (Clients, error) {
+	k, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, err
+	}
+	d, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return Clients{}, err
+	}
+	return Clients{Kube: k, Dynamic: d}, nil
+}
+
 // Run runs the agent until ctx ends: directly, or whenever this replica
 // holds the region's Lease when LeaderElect is set.
-func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
+func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
+	client := clients.Kube
 	cfg.defaults()
 	if cfg.Region == "" || cfg.Identity == "" {
 		return errors.New("agent: region and identity are required")
 	}
 	if !cfg.LeaderElect {
-		return runActive(ctx, cfg, client, cluster, log, m)
+		return runActive(ctx, cfg, clients, cluster, log, m)
 	}
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaFor("agentd-"+cfg.Region, cfg.LeaseNamespace),
@@ -114,7 +136,7 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 					log.Info("leader election: leading; applying", "identity", cfg.Identity)
 					m.Leader.Set(1)
 					defer m.Leader.Set(0)
-					runErr = runActive(leading, cfg, client, cluster, log, m)
+					runErr = runActive(leading, cfg, clients, cluster, log, m)
 				},
 				OnStoppedLeading: func() {
 					log.Info("leader election: not leading; standing by", "identity", cfg.Identity)
@@ -135,20 +157,24 @@ func Run(ctx context.Context, cfg Config, client kubernetes.Interface, cluster c
 }
 
 // runActive is the agent proper.
-func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
+func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := reconcile.NewCache(client, 0)
-	namespaces := reconcile.NewNamespaces(client)
-	deployments := reconcile.NewDeployments(client, c, namespaces)
-	router := &router{deployments: deployments, metrics: m}
+	c := reconcile.NewCache(clients.Kube, 0)
+	namespaces := reconcile.NewNamespaces(clients.Kube)
+	router := &router{
+		deployments: reconcile.NewDeployments(clients.Kube, c, namespaces),
+		sentinels:   reconcile.NewSentinels(clients.Kube, c, namespaces),
+		policies:    reconcile.NewPolicies(clients.Dynamic, namespaces),
+		metrics:     m,
+	}
 
 	hb := &heartbeat{client: cluster, cfg: cfg, log: log, metrics: m, kick: make(chan struct{}, 1)}
 	d := dispatch.New(router, log, func(acked uint64) {
 		m.AckedCursor.Set(float64(acked))
 		hb.poke()
 	})
-	w := watch.New(cluster, d, router.present, watch.Config{
+	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return router.present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 	}, log, m)
@@ -164,11 +190,15 @@ func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, clu
 			if id := o.GetLabels()[kube.DeploymentLabel]; id != "" {
 				d.Requeue(dispatch.Key{Kind: dispatch.KindDeployment, ID: id})
 			}
+			if id := o.GetLabels()[kube.SentinelLabel]; id != "" {
+				d.Requeue(dispatch.Key{Kind: dispatch.KindSentinel, ID: id})
+			}
 		}
 	}
 	drift := cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { requeue(obj) }, DeleteFunc: requeue}
 	c.StatefulSetInformer.AddEventHandler(drift)
 	c.ServiceInformer.AddEventHandler(drift)
+	c.DeploymentInformer.AddEventHandler(drift)
 
 	if err := c.Start(ctx); err != nil {
 		return err
@@ -190,6 +220,8 @@ func runActive(ctx context.Context, cfg Config, client kubernetes.Interface, clu
 // router sends each resource to its controller, and measures it.
 type router struct {
 	deployments *reconcile.Deployments
+	sentinels   *reconcile.Sentinels
+	policies    *reconcile.Policies
 	metrics     *metrics.Metrics
 }
 
@@ -198,9 +230,9 @@ func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 	err := r.handle(ctx, key, in)
 	r.metrics.ApplyDuration.WithLabelValues(key.Kind).Observe(time.Since(start).Seconds())
 	switch {
-	case errors.Is(err, kube.ErrConflict):
+	case errors.Is(err, kube.ErrConflict), errors.Is(err, reconcile.ErrNoCRD):
 		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
-		fallthrough
+		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
 	case err != nil:
 		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
 	case in.Delete:
@@ -218,18 +250,40 @@ func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 			return r.deployments.Delete(ctx, key.ID)
 		}
 		return r.deployments.Apply(ctx, in.Event.GetDeployment().GetDeployment())
+	case dispatch.KindSentinel:
+		if in.Delete {
+			return r.sentinels.Delete(ctx, key.ID)
+		}
+		return r.sentinels.Apply(ctx, in.Event.GetSentinel().GetSentinel())
+	case dispatch.KindPolicy:
+		if in.Delete {
+			return r.policies.Delete(ctx, key.ID)
+		}
+		return r.policies.Apply(ctx, in.Event.GetCiliumNetworkPolicy().GetCiliumNetworkPolicy())
 	}
-	return fmt.Errorf("no controller for %s resources yet", key.Kind)
+	return fmt.Errorf("no controller for %s resources", key.Kind)
 }
 
-func (r *router) present() ([]dispatch.Key, error) {
-	ids, err := r.deployments.Present()
-	if err != nil {
+// present lists every managed resource in the cluster, for GC.
+func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
+	var keys []dispatch.Key
+	add := func(kind string, ids []string, err error) error {
+		for _, id := range ids {
+			keys = append(keys, dispatch.Key{Kind: kind, ID: id})
+		}
+		return err
+	}
+	deployments, err := r.deployments.Present()
+	if err := add(dispatch.KindDeployment, deployments, err); err != nil {
 		return nil, err
 	}
-	keys := make([]dispatch.Key, 0, len(ids))
-	for _, id := range ids {
-		keys = append(keys, dispatch.Key{Kind: dispatch.KindDeployment, ID: id})
+	sentinels, err := r.sentinels.Present()
+	if err := add(dispatch.KindSentinel, sentinels, err); err != nil {
+		return nil, err
+	}
+	policies, err := r.policies.Present(ctx)
+	if err := add(dispatch.KindPolicy, policies, err); err != nil {
+		return nil, err
 	}
 	return keys, nil
 }

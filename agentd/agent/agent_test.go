@@ -64,11 +64,12 @@ func isolate(t *testing.T) *kubetest.Cluster {
 	return c
 }
 
-func countedClient(t *testing.T, c *kubetest.Cluster) (kubernetes.Interface, *writeCounter) {
+// countedConfig is c's admin config with its writes counted.
+func countedConfig(c *kubetest.Cluster) (*rest.Config, *writeCounter) {
 	cfg := rest.CopyConfig(c.Config)
 	counter := &writeCounter{}
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
-	return kubernetes.NewForConfigOrDie(cfg), counter
+	return cfg, counter
 }
 
 func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id, workspace string, regions ...string) {
@@ -101,14 +102,15 @@ func ackedVersion(t *testing.T, op ctrlv1.OperatorServiceClient, region string) 
 // A periodic full resync of unchanged state makes no API writes.
 func TestNoOpResyncWritesNothing(t *testing.T) {
 	c := isolate(t)
-	client, counter := countedClient(t, c)
+	kcfg, counter := countedConfig(c)
+	client := kubernetes.NewForConfigOrDie(kcfg)
 	env := servertest.Start(t, server.Config{})
 	op := env.Operator("t")
 	env.AgentToken("eu")
 	for _, id := range []string{"a", "b", "c"} {
 		deploy(t, op, id, "noop", "eu")
 	}
-	startAgent(t, env, "eu", "agent-0", client, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond})
+	startAgent(t, env, "eu", "agent-0", kcfg, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond})
 	ns := naming.Namespace("noop", "prod")
 	waitFor(t, 20*time.Second, "three statefulsets", func() bool {
 		return statefulSetExists(client, ns, "a") && statefulSetExists(client, ns, "b") && statefulSetExists(client, ns, "c")
@@ -139,8 +141,7 @@ func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch"}},
 	})
-	limited := kubernetes.NewForConfigOrDie(c.UserConfig())
-	startAgent(t, env, "eu", "agent-0", limited, agent.Config{LeaderElect: false})
+	startAgent(t, env, "eu", "agent-0", c.UserConfig(), agent.Config{LeaderElect: false})
 	deploy(t, op, "blocked", "rbac", "eu")
 	_, head := ackedVersion(t, op, "eu")
 	time.Sleep(2 * time.Second) // several retries
@@ -207,7 +208,7 @@ func TestGarbageCollectionAfterFullSync(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startAgent(t, env, "eu", "agent-0", admin, agent.Config{LeaderElect: false})
+	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false})
 	waitFor(t, 20*time.Second, "orphan collected, listed applied", func() bool {
 		_, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "orphan", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && statefulSetExists(admin, ns, "listed")
@@ -228,9 +229,9 @@ func TestLeaderElection(t *testing.T) {
 	ns := naming.Namespace("ha", "prod")
 	fast := agent.Config{LeaderElect: true, LeaseNamespace: "default",
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
-	stopFirst := startAgent(t, env, "eu", "replica-a", admin, fast)
+	stopFirst := startAgent(t, env, "eu", "replica-a", c.Config, fast)
 	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(admin) == "replica-a" })
-	startAgent(t, env, "eu", "replica-b", admin, fast)
+	startAgent(t, env, "eu", "replica-b", c.Config, fast)
 
 	deploy(t, op, "one", "ha", "eu")
 	waitFor(t, 20*time.Second, "leader applied", func() bool { return statefulSetExists(admin, ns, "one") })

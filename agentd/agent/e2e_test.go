@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -31,7 +32,9 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &euCluster, &usCluster, &apiCluster)) }
 
-func startAgent(t *testing.T, env *servertest.Env, region, identity string, client kubernetes.Interface, cfg agent.Config) context.CancelFunc {
+// startAgent runs an agent for region against the cluster behind kcfg
+// until the test ends (or the returned function is called).
+func startAgent(t *testing.T, env *servertest.Env, region, identity string, kcfg *rest.Config, cfg agent.Config) context.CancelFunc {
 	t.Helper()
 	cfg.Region, cfg.Identity = region, identity
 	if cfg.BackoffMin == 0 {
@@ -40,12 +43,16 @@ func startAgent(t *testing.T, env *servertest.Env, region, identity string, clie
 	if cfg.HeartbeatInterval == 0 {
 		cfg.HeartbeatInterval = 500 * time.Millisecond
 	}
+	clients, err := agent.ClientsFor(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cluster := env.Agent(region)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := agent.Run(ctx, cfg, client, cluster, servertest.Logger(), metrics.New(prometheus.NewRegistry())); err != nil {
+		if err := agent.Run(ctx, cfg, clients, cluster, servertest.Logger(), metrics.New(prometheus.NewRegistry())); err != nil {
 			t.Errorf("agent %s: %v", identity, err)
 		}
 	}()
@@ -84,13 +91,13 @@ func runningPods(t *testing.T, client kubernetes.Interface, ns, id string) int {
 // instances are reported, the deployment becomes ready. Stop it in one
 // region: its objects go, the other region is untouched.
 func TestDeployToTwoRegionsAndStopOne(t *testing.T) {
-	eu := euCluster.Get(t).Client(t)
-	us := usCluster.Get(t).Client(t)
+	euc, usc := euCluster.Get(t), usCluster.Get(t)
+	eu, us := euc.Client(t), usc.Client(t)
 	env := servertest.Start(t, server.Config{})
 	op := env.Operator("e2e")
 	ctx := context.Background()
-	startAgent(t, env, "eu", "agent-eu-0", eu, agent.Config{})
-	startAgent(t, env, "us", "agent-us-0", us, agent.Config{})
+	startAgent(t, env, "eu", "agent-eu-0", euc.Config, agent.Config{})
+	startAgent(t, env, "us", "agent-us-0", usc.Config, agent.Config{})
 
 	start := time.Now()
 	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",

@@ -112,7 +112,10 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
 	if !serviceUpToDate(liveSvc, svc, hash) {
 		if liveSvc == nil {
-			if err := d.notTakenOver(ctx, "Service", ns, id); err != nil {
+			if err := notTakenOver(ctx, func() (map[string]string, error) {
+				o, err := d.client.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
+				return labelsOf(o, err)
+			}, "Service", ns, id); err != nil {
 				return err
 			}
 		}
@@ -122,7 +125,10 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	}
 	if !statefulSetUpToDate(liveSts, sts, hash) {
 		if liveSts == nil {
-			if err := d.notTakenOver(ctx, "StatefulSet", ns, id); err != nil {
+			if err := notTakenOver(ctx, func() (map[string]string, error) {
+				o, err := d.client.AppsV1().StatefulSets(ns).Get(ctx, id, metav1.GetOptions{})
+				return labelsOf(o, err)
+			}, "StatefulSet", ns, id); err != nil {
 				return err
 			}
 		}
@@ -131,34 +137,6 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		}
 	}
 	return nil
-}
-
-// notTakenOver fails with a conflict when an object the cache does not
-// know (it lists only managed ones) exists under that name.
-func (d *Deployments) notTakenOver(ctx context.Context, kind, ns, name string) error {
-	var labels map[string]string
-	var err error
-	switch kind {
-	case "Service":
-		var o *corev1.Service
-		if o, err = d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-			labels = o.Labels
-		}
-	case "StatefulSet":
-		var o *appsv1.StatefulSet
-		if o, err = d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-			labels = o.Labels
-		}
-	}
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	case !kube.Managed(labels):
-		return kube.Conflict(kind, ns, name)
-	}
-	return nil // managed, the cache just has not seen it yet
 }
 
 func serviceUpToDate(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration, hash string) bool {

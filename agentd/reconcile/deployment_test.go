@@ -39,6 +39,19 @@ func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
 	return w.next.RoundTrip(r)
 }
 
+// countingRT adds another client's writes to the same counter.
+type countingRT struct {
+	next    http.RoundTripper
+	counter *writeCounter
+}
+
+func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method != http.MethodGet {
+		c.counter.writes.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
 // env is a controller set on the shared cluster with counted writes.
 type env struct {
 	client  kubernetes.Interface

@@ -25,7 +25,6 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -115,7 +114,7 @@ func run(c *cli.Context) error {
 	}
 	kcfg.QPS, kcfg.Burst = float32(c.Float64("kube-qps")), c.Int("kube-burst")
 	kcfg.UserAgent = "agentd/" + version
-	client, err := kubernetes.NewForConfig(kcfg)
+	clients, err := agent.ClientsFor(kcfg)
 	if err != nil {
 		return err
 	}
@@ -148,7 +147,7 @@ func run(c *cli.Context) error {
 		Version:        version,
 		LeaderElect:    c.Bool("leader-elect"),
 		LeaseNamespace: c.String("namespace"),
-	}, client, ctrlv1.NewClusterServiceClient(conn), log, m)
+	}, clients, ctrlv1.NewClusterServiceClient(conn), log, m)
 }
 
 func dialCtrld(c *cli.Context, token string) (*grpc.ClientConn, error) {

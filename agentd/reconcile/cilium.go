@@ -1,0 +1,147 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// PolicyResource is Cilium's CiliumNetworkPolicy.
+var PolicyResource = schema.GroupVersionResource{Group: "cilium.io", Version: "v2", Resource: "ciliumnetworkpolicies"}
+
+// ErrNoCRD means the cluster does not know CiliumNetworkPolicy (Cilium is
+// not installed): policies fail and retry, other resources are unaffected.
+var ErrNoCRD = errors.New("the cilium.io/v2 CiliumNetworkPolicy CRD is not installed in this cluster")
+
+// Policies applies Cilium network policies through the dynamic client.
+type Policies struct {
+	client     dynamic.Interface
+	namespaces *Namespaces
+}
+
+// NewPolicies returns the policy controller.
+func NewPolicies(client dynamic.Interface, ns *Namespaces) *Policies {
+	return &Policies{client: client, namespaces: ns}
+}
+
+func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructured {
+	objLabels := map[string]any{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: p.GetPolicyId()}
+	if p.GetDeploymentId() != "" {
+		objLabels[kube.DeploymentLabel] = p.GetDeploymentId()
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2",
+		"kind":       "CiliumNetworkPolicy",
+		"metadata": map[string]any{
+			"name":      p.GetName(),
+			"namespace": p.GetNamespace(),
+			"labels":    objLabels,
+		},
+		"spec": p.GetSpec().AsMap(),
+	}}
+}
+
+// Apply makes the policy object match p; it writes nothing when it does.
+func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState) error {
+	if p.GetPolicyId() == "" || p.GetNamespace() == "" || p.GetName() == "" {
+		return fmt.Errorf("policy event without id, namespace or name: %v", p)
+	}
+	desired := desiredPolicy(p)
+	hash, err := kube.Hash(desired.Object)
+	if err != nil {
+		return err
+	}
+	desired.SetAnnotations(map[string]string{kube.HashAnnotation: hash})
+	res := c.client.Resource(PolicyResource).Namespace(p.GetNamespace())
+	live, err := res.Get(ctx, p.GetName(), metav1.GetOptions{})
+	switch {
+	case isNoCRD(err):
+		return ErrNoCRD
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	case !kube.Managed(live.GetLabels()):
+		return kube.Conflict("CiliumNetworkPolicy", p.GetNamespace(), p.GetName())
+	case live.GetAnnotations()[kube.HashAnnotation] == hash && reflect.DeepEqual(live.Object["spec"], desired.Object["spec"]):
+		return nil // up to date, and not edited out of band
+	}
+	if err := c.namespaces.Ensure(ctx, p.GetNamespace()); err != nil {
+		return err
+	}
+	_, err = res.Apply(ctx, p.GetName(), desired, metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+	if isNoCRD(err) {
+		return ErrNoCRD
+	}
+	if err != nil {
+		return fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", p.GetNamespace(), p.GetName(), err)
+	}
+	return nil
+}
+
+// Delete removes the policy's managed objects wherever they are.
+func (c *Policies) Delete(ctx context.Context, id string) error {
+	list, err := c.client.Resource(PolicyResource).List(ctx, metav1.ListOptions{
+		LabelSelector: kube.ManagedSelector + "," + kube.PolicyLabel + "=" + id,
+	})
+	if isNoCRD(err) {
+		return nil // no CRD, no policies to delete
+	}
+	if err != nil {
+		return err
+	}
+	for _, o := range list.Items {
+		err := c.client.Resource(PolicyResource).Namespace(o.GetNamespace()).Delete(ctx, o.GetName(), deleteOptions(o.GetUID()))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete CiliumNetworkPolicy %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// Present lists the IDs of policies with managed objects in the cluster
+// (none when the CRD is not installed).
+func (c *Policies) Present(ctx context.Context) ([]string, error) {
+	list, err := c.client.Resource(PolicyResource).List(ctx, metav1.ListOptions{LabelSelector: kube.ManagedSelector})
+	if isNoCRD(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ids := map[string]bool{}
+	for _, o := range list.Items {
+		if id := o.GetLabels()[kube.PolicyLabel]; id != "" {
+			ids[id] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(ids)), nil
+}
+
+// isNoCRD tells a missing resource type from a missing object.
+func isNoCRD(err error) bool {
+	if err == nil {
+		return false
+	}
+	if meta.IsNoMatchError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && apierrors.IsNotFound(err) {
+		details := status.Status().Details
+		return details == nil || details.Name == ""
+	}
+	return false
+}

@@ -1,0 +1,208 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// SentinelPort is the port a sentinel listens on and its Service serves.
+const SentinelPort = 8080
+
+// Sentinels runs each sentinel as a Deployment and a ClusterIP Service,
+// both named "sentinel-<id>".
+type Sentinels struct {
+	client     kubernetes.Interface
+	cache      *Cache
+	namespaces *Namespaces
+}
+
+// NewSentinels returns the sentinel controller.
+func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Sentinels {
+	return &Sentinels{client: client, cache: cache, namespaces: ns}
+}
+
+// SentinelName is the name of a sentinel's objects.
+func SentinelName(id string) string { return "sentinel-" + id }
+
+func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.DeploymentApplyConfiguration) {
+	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()
+	objLabels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: s.GetSentinelId()}
+	selector := map[string]string{kube.SentinelLabel: s.GetSentinelId()}
+	svc := corev1ac.Service(name, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
+		WithType(corev1.ServiceTypeClusterIP).
+		WithSelector(selector).
+		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(SentinelPort).WithTargetPort(intstr.FromInt32(SentinelPort))))
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(s.GetCpuMillicores()), resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(int64(s.GetMemoryMib())*1024*1024, resource.BinarySI),
+	}
+	dep := appsv1ac.Deployment(name, ns).WithLabels(objLabels).WithSpec(appsv1ac.DeploymentSpec().
+		WithReplicas(s.GetReplicas()).
+		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
+		WithTemplate(corev1ac.PodTemplateSpec().
+			WithLabels(objLabels).
+			WithSpec(corev1ac.PodSpec().
+				WithRestartPolicy(corev1.RestartPolicyAlways).
+				WithContainers(corev1ac.Container().
+					WithName("sentinel").
+					WithImage(s.GetImage()).
+					WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(SentinelPort)).
+					WithResources(corev1ac.ResourceRequirements().WithRequests(resources).WithLimits(resources))))))
+	return svc, dep
+}
+
+// Apply makes the sentinel's objects match s; it writes nothing when they
+// already do.
+func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
+	if s.GetSentinelId() == "" || s.GetNamespace() == "" {
+		return fmt.Errorf("sentinel event without id or namespace: %v", s)
+	}
+	svc, dep := desiredSentinel(s)
+	hash, err := kube.Hash(svc, dep)
+	if err != nil {
+		return err
+	}
+	svc.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
+	dep.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
+	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()
+
+	liveSvc, err := c.cache.Services.Services(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	liveDep, err := c.cache.Deployments.Deployments(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	svcOK := serviceUpToDate(liveSvc, svc, hash)
+	depOK := deploymentUpToDate(liveDep, dep, hash)
+	if svcOK && depOK {
+		return nil
+	}
+	if err := c.namespaces.Ensure(ctx, ns); err != nil {
+		return err
+	}
+	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
+	if !svcOK {
+		if liveSvc == nil {
+			if err := notTakenOver(ctx, func() (map[string]string, error) {
+				o, err := c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+				return labelsOf(o, err)
+			}, "Service", ns, name); err != nil {
+				return err
+			}
+		}
+		if _, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, opts); err != nil {
+			return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
+		}
+	}
+	if !depOK {
+		if liveDep == nil {
+			if err := notTakenOver(ctx, func() (map[string]string, error) {
+				o, err := c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+				return labelsOf(o, err)
+			}, "Deployment", ns, name); err != nil {
+				return err
+			}
+		}
+		if _, err := c.client.AppsV1().Deployments(ns).Apply(ctx, dep, opts); err != nil {
+			return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
+		}
+	}
+	return nil
+}
+
+func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, hash string) bool {
+	if live == nil || live.Annotations[kube.HashAnnotation] != hash {
+		return false
+	}
+	owned, err := appsv1ac.ExtractDeployment(live, kube.FieldManager)
+	return err == nil && kube.Same(owned, desired)
+}
+
+// Delete removes the sentinel's managed objects wherever they are.
+func (c *Sentinels) Delete(ctx context.Context, id string) error {
+	sel := labels.SelectorFromSet(labels.Set{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: id})
+	deps, err := c.cache.Deployments.List(sel)
+	if err != nil {
+		return err
+	}
+	for _, o := range deps {
+		if err := c.client.AppsV1().Deployments(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Deployment %s/%s: %w", o.Namespace, o.Name, err)
+		}
+	}
+	svcs, err := c.cache.Services.List(sel)
+	if err != nil {
+		return err
+	}
+	for _, o := range svcs {
+		if err := c.client.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Service %s/%s: %w", o.Namespace, o.Name, err)
+		}
+	}
+	return nil
+}
+
+// Present lists the IDs of sentinels with managed objects in the cluster.
+func (c *Sentinels) Present() ([]string, error) {
+	ids := map[string]bool{}
+	deps, err := c.cache.Deployments.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range deps {
+		if id := o.Labels[kube.SentinelLabel]; id != "" {
+			ids[id] = true
+		}
+	}
+	svcs, err := c.cache.Services.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range svcs {
+		if id := o.Labels[kube.SentinelLabel]; id != "" {
+			ids[id] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(ids)), nil
+}
+
+// notTakenOver fails with a conflict when get finds an object the cache
+// (which lists only managed ones) does not know.
+func notTakenOver(ctx context.Context, get func() (map[string]string, error), kind, ns, name string) error {
+	objLabels, err := get()
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !kube.Managed(objLabels):
+		return kube.Conflict(kind, ns, name)
+	}
+	return nil
+}
+
+func labelsOf(o metav1.Object, err error) (map[string]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return o.GetLabels(), nil
+}
