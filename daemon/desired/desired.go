@@ -51,6 +51,11 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 	if err := validate.Replicas(replicas); err != nil {
 		return fmt.Errorf("replicas: %w: %v", ErrInvalid, err)
 	}
+	for name := range spec.Env {
+		if err := validate.EnvName(name); err != nil {
+			return fmt.Errorf("env: %w: %v", ErrInvalid, err)
+		}
+	}
 	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		if err := knownRegions(ctx, tx, regions...); err != nil {
 			return err

@@ -226,6 +226,7 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 		{"cpu_millicores", deployWith(func(d *desired.DeploymentSpec) { d.CPUMillicores = 0 }, ok, 1)},
 		{"memory_mib", deployWith(func(d *desired.DeploymentSpec) { d.MemoryMiB = -1 }, ok, 1)},
 		{"port", deployWith(func(d *desired.DeploymentSpec) { d.Port = 70000 }, ok, 1)},
+		{"env", deployWith(func(d *desired.DeploymentSpec) { d.Env = map[string]string{"A=B": "x"} }, ok, 1)},
 		{"replicas", deployWith(same, ok, 1001)},
 		{"replicas", deployWith(same, ok, -1)},
 		{"region", deployWith(same, []string{""}, 1)},

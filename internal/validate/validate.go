@@ -31,6 +31,17 @@ var imageRef = regexp.MustCompile(`^` +
 	`(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?` +
 	`$`)
 
+// envName is what Kubernetes accepts as an environment variable name.
+var envName = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
+
+// EnvName checks an environment variable name.
+func EnvName(name string) error {
+	if !envName.MatchString(name) || len(name) > 256 {
+		return fmt.Errorf("%q is not a valid environment variable name (letters, digits, '_', '-', '.'; not starting with a digit)", name)
+	}
+	return nil
+}
+
 // ErrEmpty is returned for a required value that is empty.
 var ErrEmpty = errors.New("must not be empty")
 

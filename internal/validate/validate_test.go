@@ -47,3 +47,16 @@ func TestReplicasAndPositive(t *testing.T) {
 		t.Error("Positive must accept only n > 0")
 	}
 }
+
+func TestEnvName(t *testing.T) {
+	for _, ok := range []string{"A", "LOG_LEVEL", "my.var", "_x"} {
+		if err := EnvName(ok); err != nil {
+			t.Errorf("EnvName(%q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "1ABC", "A=B", "A B"} {
+		if EnvName(bad) == nil {
+			t.Errorf("EnvName(%q) accepted", bad)
+		}
+	}
+}
