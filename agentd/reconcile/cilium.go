@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
-	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -102,13 +100,13 @@ func (c *Policies) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	for _, o := range list.Items {
-		err := c.client.Resource(PolicyResource).Namespace(o.GetNamespace()).Delete(ctx, o.GetName(), deleteOptions(o.GetUID()))
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete CiliumNetworkPolicy %s/%s: %w", o.GetNamespace(), o.GetName(), err)
-		}
+	items := make([]*unstructured.Unstructured, len(list.Items))
+	for i := range list.Items {
+		items[i] = &list.Items[i]
 	}
-	return nil
+	return deleteEach(ctx, "CiliumNetworkPolicy", items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return c.client.Resource(PolicyResource).Namespace(ns).Delete(ctx, name, opts)
+	})
 }
 
 // Present lists the IDs of policies with managed objects in the cluster
@@ -127,7 +125,7 @@ func (c *Policies) Present(ctx context.Context) ([]string, error) {
 			ids[id] = true
 		}
 	}
-	return slices.Sorted(maps.Keys(ids)), nil
+	return sortedIDs(ids), nil
 }
 
 // isNoCRD tells a missing resource type from a missing object.

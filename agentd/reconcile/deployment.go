@@ -157,26 +157,24 @@ func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSet
 
 // Delete removes the deployment's managed objects wherever they are.
 func (d *Deployments) Delete(ctx context.Context, id string) error {
-	sel := labels.SelectorFromSet(labels.Set{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: id})
+	sel := managedWith(kube.DeploymentLabel, id)
 	sets, err := d.cache.StatefulSets.List(sel)
 	if err != nil {
 		return err
 	}
-	for _, o := range sets {
-		if err := d.client.AppsV1().StatefulSets(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete StatefulSet %s/%s: %w", o.Namespace, o.Name, err)
-		}
+	err = deleteEach(ctx, "StatefulSet", sets, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return d.client.AppsV1().StatefulSets(ns).Delete(ctx, name, opts)
+	})
+	if err != nil {
+		return err
 	}
 	svcs, err := d.cache.Services.List(sel)
 	if err != nil {
 		return err
 	}
-	for _, o := range svcs {
-		if err := d.client.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete Service %s/%s: %w", o.Namespace, o.Name, err)
-		}
-	}
-	return nil
+	return deleteEach(ctx, "Service", svcs, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return d.client.CoreV1().Services(ns).Delete(ctx, name, opts)
+	})
 }
 
 // Present lists the IDs of deployments with managed objects in the
@@ -187,21 +185,13 @@ func (d *Deployments) Present() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range sets {
-		if id := o.Labels[kube.DeploymentLabel]; id != "" {
-			ids[id] = true
-		}
-	}
+	collectIDs(ids, kube.DeploymentLabel, sets)
 	svcs, err := d.cache.Services.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range svcs {
-		if id := o.Labels[kube.DeploymentLabel]; id != "" {
-			ids[id] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(ids)), nil
+	collectIDs(ids, kube.DeploymentLabel, svcs)
+	return sortedIDs(ids), nil
 }
 
 // deleteOptions deletes exactly the object seen (not a namesake created

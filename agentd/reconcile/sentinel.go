@@ -3,8 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -139,26 +137,24 @@ func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApp
 
 // Delete removes the sentinel's managed objects wherever they are.
 func (c *Sentinels) Delete(ctx context.Context, id string) error {
-	sel := labels.SelectorFromSet(labels.Set{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: id})
+	sel := managedWith(kube.SentinelLabel, id)
 	deps, err := c.cache.Deployments.List(sel)
 	if err != nil {
 		return err
 	}
-	for _, o := range deps {
-		if err := c.client.AppsV1().Deployments(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete Deployment %s/%s: %w", o.Namespace, o.Name, err)
-		}
+	err = deleteEach(ctx, "Deployment", deps, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return c.client.AppsV1().Deployments(ns).Delete(ctx, name, opts)
+	})
+	if err != nil {
+		return err
 	}
 	svcs, err := c.cache.Services.List(sel)
 	if err != nil {
 		return err
 	}
-	for _, o := range svcs {
-		if err := c.client.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, deleteOptions(o.UID)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("delete Service %s/%s: %w", o.Namespace, o.Name, err)
-		}
-	}
-	return nil
+	return deleteEach(ctx, "Service", svcs, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return c.client.CoreV1().Services(ns).Delete(ctx, name, opts)
+	})
 }
 
 // Present lists the IDs of sentinels with managed objects in the cluster.
@@ -168,21 +164,13 @@ func (c *Sentinels) Present() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range deps {
-		if id := o.Labels[kube.SentinelLabel]; id != "" {
-			ids[id] = true
-		}
-	}
+	collectIDs(ids, kube.SentinelLabel, deps)
 	svcs, err := c.cache.Services.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	for _, o := range svcs {
-		if id := o.Labels[kube.SentinelLabel]; id != "" {
-			ids[id] = true
-		}
-	}
-	return slices.Sorted(maps.Keys(ids)), nil
+	collectIDs(ids, kube.SentinelLabel, svcs)
+	return sortedIDs(ids), nil
 }
 
 // notTakenOver fails with a conflict when get finds an object the cache

@@ -1,0 +1,41 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+)
+
+// managedWith selects the managed objects of one resource.
+func managedWith(label, id string) labels.Selector {
+	return labels.SelectorFromSet(labels.Set{kube.ManagedByLabel: kube.ManagedByValue, label: id})
+}
+
+// collectIDs adds the values of label on objs to ids.
+func collectIDs[T metav1.Object](ids map[string]bool, label string, objs []T) {
+	for _, o := range objs {
+		if id := o.GetLabels()[label]; id != "" {
+			ids[id] = true
+		}
+	}
+}
+
+func sortedIDs(ids map[string]bool) []string { return slices.Sorted(maps.Keys(ids)) }
+
+// deleteEach deletes objs (exactly the ones seen, by UID) with del.
+func deleteEach[T metav1.Object](ctx context.Context, kind string, objs []T, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
+	for _, o := range objs {
+		err := del(ctx, o.GetNamespace(), o.GetName(), deleteOptions(o.GetUID()))
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	return nil
+}
