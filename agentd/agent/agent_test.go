@@ -251,3 +251,37 @@ func leaseHolder(client kubernetes.Interface) string {
 	}
 	return *l.Spec.HolderIdentity
 }
+
+// Drift: a managed object deleted or edited out of band is put back, from
+// the informer event alone (no resync, no new change).
+func TestOutOfBandChangesArePutBack(t *testing.T) {
+	c := isolate(t)
+	admin := c.Client(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	ctx := context.Background()
+	ns := naming.Namespace("drift", "prod")
+	deploy(t, op, "api", "drift", "eu")
+	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false, ResyncInterval: -1})
+	waitFor(t, 20*time.Second, "applied", func() bool { return statefulSetExists(admin, ns, "api") })
+
+	if err := admin.AppsV1().StatefulSets(ns).Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "deleted statefulset put back", func() bool { return statefulSetExists(admin, ns, "api") })
+
+	sts, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	five := int32(5)
+	sts.Spec.Replicas = &five
+	if _, err := admin.AppsV1().StatefulSets(ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "edited replicas put back", func() bool {
+		s, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "api", metav1.GetOptions{})
+		return err == nil && *s.Spec.Replicas == 1
+	})
+}

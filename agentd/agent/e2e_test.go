@@ -144,3 +144,22 @@ func TestDeployToTwoRegionsAndStopOne(t *testing.T) {
 		return true
 	})
 }
+
+// A sentinel runs as a Deployment; its available replicas and health come
+// back to ctrld.
+func TestSentinelRunsAndReportsHealth(t *testing.T) {
+	euc := euCluster.Get(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("e2e")
+	ctx := context.Background()
+	env.AgentToken("eu")
+	startAgent(t, env, "eu", "agent-eu-0", euc.Config, agent.Config{})
+	if _, err := op.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw", WorkspaceId: "acme", EnvironmentId: "staging",
+		Region: "eu", Image: "ghcr.io/acme/sentinel:v1", Replicas: 2, CpuMillicores: 100, MemoryMib: 64}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 60*time.Second, "sentinel healthy with 2 available", func() bool {
+		r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: "eu"})
+		return err == nil && len(r.Sentinels) == 1 && r.Sentinels[0].AvailableReplicas == 2 && r.Sentinels[0].Health == "healthy"
+	})
+}

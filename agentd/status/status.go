@@ -1,7 +1,8 @@
 // Package status reports what the cluster actually runs back to ctrld:
-// the Pods of each deployment (name, address, phase, readiness) from the
-// informer cache, batched and deduplicated — a burst of Pod events for one
-// deployment becomes one report — and retried until ctrld takes them.
+// the Pods of each deployment (name, address, phase, readiness) and each
+// sentinel's available replicas and health, from the informer cache,
+// batched and deduplicated — a burst of events for one resource becomes
+// one report — and retried until ctrld takes them.
 package status
 
 import (
@@ -32,8 +33,9 @@ type Reporter struct {
 	interval time.Duration
 	log      *slog.Logger
 
-	mu    sync.Mutex
-	dirty map[string]bool
+	mu        sync.Mutex
+	dirty     map[string]bool // deployments
+	sentinels map[string]bool
 }
 
 // New returns a Reporter sending at most every interval.
@@ -41,7 +43,7 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	if interval <= 0 {
 		interval = time.Second
 	}
-	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}}
+	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}, sentinels: map[string]bool{}}
 	mark := func(obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
@@ -49,6 +51,11 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 		if o, ok := obj.(interface{ GetLabels() map[string]string }); ok {
 			if id := o.GetLabels()[kube.DeploymentLabel]; id != "" {
 				r.markDirty(id)
+			}
+			if id := o.GetLabels()[kube.SentinelLabel]; id != "" {
+				r.mu.Lock()
+				r.sentinels[id] = true
+				r.mu.Unlock()
 			}
 		}
 	}
@@ -59,6 +66,7 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	}
 	c.PodInformer.AddEventHandler(handler)
 	c.StatefulSetInformer.AddEventHandler(handler)
+	c.DeploymentInformer.AddEventHandler(handler)
 	return r
 }
 
@@ -93,8 +101,49 @@ func (r *Reporter) Run(ctx context.Context) {
 	}
 }
 
-// flush sends the dirty deployments; on failure they stay dirty.
+// flush sends what changed; on failure it stays dirty.
 func (r *Reporter) flush(ctx context.Context) error {
+	if err := r.flushSentinels(ctx); err != nil {
+		return err
+	}
+	return r.flushDeployments(ctx)
+}
+
+func (r *Reporter) flushSentinels(ctx context.Context) error {
+	r.mu.Lock()
+	ids := slices.Sorted(maps.Keys(r.sentinels))
+	clear(r.sentinels)
+	r.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	req := &ctrlv1.ReportSentinelStatusRequest{Region: r.region}
+	for _, id := range ids {
+		deps, err := r.cache.Deployments.List(labels.SelectorFromSet(labels.Set{kube.SentinelLabel: id}))
+		if err != nil {
+			return err
+		}
+		st := &ctrlv1.SentinelStatus{SentinelId: id, Health: ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY}
+		for _, d := range deps {
+			st.AvailableReplicas += d.Status.AvailableReplicas
+			if d.Spec.Replicas != nil && d.Status.AvailableReplicas >= *d.Spec.Replicas {
+				st.Health = ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY
+			}
+		}
+		req.Sentinels = append(req.Sentinels, st)
+	}
+	if _, err := r.client.ReportSentinelStatus(ctx, req); err != nil {
+		r.mu.Lock()
+		for _, id := range ids {
+			r.sentinels[id] = true
+		}
+		r.mu.Unlock()
+		return err
+	}
+	return nil
+}
+
+func (r *Reporter) flushDeployments(ctx context.Context) error {
 	r.mu.Lock()
 	ids := slices.Sorted(maps.Keys(r.dirty))
 	clear(r.dirty)
