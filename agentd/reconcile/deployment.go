@@ -87,12 +87,17 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		return fmt.Errorf("deployment event without id or namespace: %v", s)
 	}
 	svc, sts := desiredDeployment(s)
-	hash, err := kube.Hash(svc, sts)
+	// One hash per object: a change to one (say, replicas) rewrites only it.
+	svcHash, err := kube.Hash(svc)
 	if err != nil {
 		return err
 	}
-	svc.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
-	sts.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
+	stsHash, err := kube.Hash(sts)
+	if err != nil {
+		return err
+	}
+	svc.WithAnnotations(map[string]string{kube.HashAnnotation: svcHash})
+	sts.WithAnnotations(map[string]string{kube.HashAnnotation: stsHash})
 	id, ns := s.GetDeploymentId(), s.GetNamespace()
 
 	liveSvc, err := d.cache.Services.Services(ns).Get(id)
@@ -103,14 +108,14 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	if serviceUpToDate(liveSvc, svc, hash) && statefulSetUpToDate(liveSts, sts, hash) {
+	if serviceUpToDate(liveSvc, svc, svcHash) && statefulSetUpToDate(liveSts, sts, stsHash) {
 		return nil
 	}
 	if err := d.namespaces.Ensure(ctx, ns); err != nil {
 		return err
 	}
 	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
-	if !serviceUpToDate(liveSvc, svc, hash) {
+	if !serviceUpToDate(liveSvc, svc, svcHash) {
 		if liveSvc == nil {
 			if err := notTakenOver(ctx, func() (map[string]string, error) {
 				o, err := d.client.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
@@ -123,7 +128,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 			return fmt.Errorf("apply Service %s/%s: %w", ns, id, err)
 		}
 	}
-	if !statefulSetUpToDate(liveSts, sts, hash) {
+	if !statefulSetUpToDate(liveSts, sts, stsHash) {
 		if liveSts == nil {
 			if err := notTakenOver(ctx, func() (map[string]string, error) {
 				o, err := d.client.AppsV1().StatefulSets(ns).Get(ctx, id, metav1.GetOptions{})

@@ -73,12 +73,17 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return fmt.Errorf("sentinel event without id or namespace: %v", s)
 	}
 	svc, dep := desiredSentinel(s)
-	hash, err := kube.Hash(svc, dep)
+	// One hash per object: a change to one (say, replicas) rewrites only it.
+	svcHash, err := kube.Hash(svc)
 	if err != nil {
 		return err
 	}
-	svc.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
-	dep.WithAnnotations(map[string]string{kube.HashAnnotation: hash})
+	depHash, err := kube.Hash(dep)
+	if err != nil {
+		return err
+	}
+	svc.WithAnnotations(map[string]string{kube.HashAnnotation: svcHash})
+	dep.WithAnnotations(map[string]string{kube.HashAnnotation: depHash})
 	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()
 
 	liveSvc, err := c.cache.Services.Services(ns).Get(name)
@@ -89,8 +94,8 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	svcOK := serviceUpToDate(liveSvc, svc, hash)
-	depOK := deploymentUpToDate(liveDep, dep, hash)
+	svcOK := serviceUpToDate(liveSvc, svc, svcHash)
+	depOK := deploymentUpToDate(liveDep, dep, depHash)
 	if svcOK && depOK {
 		return nil
 	}
