@@ -328,6 +328,11 @@ func (h *heartbeat) run(ctx context.Context) {
 
 func (h *heartbeat) send(ctx context.Context) {
 	h.metrics.QueueDepth.Set(float64(h.dispatcher.Depth()))
+	if received, acked := h.watcher.Cursor(), h.dispatcher.Acked(); received > acked {
+		h.metrics.Lag.Set(float64(received - acked))
+	} else {
+		h.metrics.Lag.Set(0)
+	}
 	req := &ctrlv1.ReportAgentStatusRequest{
 		Region: h.cfg.Region, AgentIdentity: h.cfg.Identity,
 		AckedVersion: h.dispatcher.Acked(), AgentVersion: h.cfg.Version,

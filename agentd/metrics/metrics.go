@@ -13,6 +13,7 @@ type Metrics struct {
 	Failed         *prometheus.CounterVec
 	ApplyDuration  *prometheus.HistogramVec
 	AckedCursor    prometheus.Gauge
+	Lag            prometheus.Gauge
 	QueueDepth     prometheus.Gauge
 	FullSyncs      prometheus.Counter
 	GCDeletions    prometheus.Counter
@@ -39,6 +40,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind"}),
 		AckedCursor: f.NewGauge(prometheus.GaugeOpts{
 			Name: "agentd_acked_cursor", Help: "Stream version up to which every change is applied.",
+		}),
+		Lag: f.NewGauge(prometheus.GaugeOpts{
+			Name: "agentd_lag_versions", Help: "Stream versions received but not yet all applied (last bookmark received minus acked cursor).",
 		}),
 		QueueDepth: f.NewGauge(prometheus.GaugeOpts{
 			Name: "agentd_queue_depth", Help: "Resources waiting to be applied.",

@@ -246,6 +246,13 @@ func (w *Watcher) count(kind string) {
 	w.metrics.EventsReceived.WithLabelValues(kind).Inc()
 }
 
+// Cursor is the resume version of the last bookmark received.
+func (w *Watcher) Cursor() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.cursor
+}
+
 // LastFullSync is when the last full sync completed.
 func (w *Watcher) LastFullSync() time.Time {
 	w.mu.Lock()
