@@ -116,9 +116,11 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 	}
 	for ctx.Err() == nil {
 		// RunOrDie returns when the lease is lost without waiting for
-		// OnStartedLeading; wait here, so one process never runs two
-		// agents at once.
-		var active sync.WaitGroup
+		// OnStartedLeading; the callback holds active while it runs, and
+		// the loop takes it before electing again, so one process never
+		// runs two agents at once. (A callback that starts only after that
+		// finds its context already cancelled and returns at once.)
+		var active sync.Mutex
 		var runErr error
 		leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
 			Lock:            lock,
@@ -131,8 +133,8 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 				// The leader context ends the moment the lease is lost,
 				// and with it every apply.
 				OnStartedLeading: func(leading context.Context) {
-					active.Add(1)
-					defer active.Done()
+					active.Lock()
+					defer active.Unlock()
 					log.Info("leader election: leading; applying", "identity", cfg.Identity)
 					m.Leader.Set(1)
 					defer m.Leader.Set(0)
@@ -148,9 +150,11 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 				},
 			},
 		})
-		active.Wait()
-		if runErr != nil && ctx.Err() == nil {
-			log.Error("agent stopped", "err", runErr)
+		active.Lock()
+		err := runErr
+		active.Unlock()
+		if err != nil && ctx.Err() == nil {
+			log.Error("agent stopped", "err", err)
 		}
 	}
 	return nil

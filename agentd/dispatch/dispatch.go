@@ -151,7 +151,13 @@ func (d *Dispatcher) enqueue(key Key, in Intent) {
 // becomes the acknowledged cursor once they are all applied.
 func (d *Dispatcher) Bookmark(version uint64) {
 	d.mu.Lock()
-	d.bookmarks = append(d.bookmarks, bookmark{seq: d.seq, version: version})
+	if n := len(d.bookmarks); n > 0 && d.bookmarks[n-1].seq == d.seq {
+		// No event since the last one: it stands for both (keep-alives and
+		// watermark moves would otherwise pile up behind a stuck apply).
+		d.bookmarks[n-1].version = max(d.bookmarks[n-1].version, version)
+	} else {
+		d.bookmarks = append(d.bookmarks, bookmark{seq: d.seq, version: version})
+	}
 	moved := d.advance()
 	acked := d.acked
 	d.mu.Unlock()
@@ -168,20 +174,27 @@ func (d *Dispatcher) BeginFullSync() {
 	d.mu.Unlock()
 }
 
-// Collect deletes (through the queue) every present resource that the
-// current full sync did not list and that no event since asked to keep:
-// garbage collection after full_sync_done.
+// Collect deletes (through the queue) every resource the current full
+// sync did not list and no event since asked to keep: those present in the
+// cluster, and those still waiting in the queue from before the sync (an
+// apply queued or retrying when the resource was deleted upstream must not
+// run after all). Garbage collection after full_sync_done.
 func (d *Dispatcher) Collect(present []Key) int {
-	var stale []Key
+	stale := map[Key]bool{}
 	d.mu.Lock()
 	for _, k := range present {
 		in, ok := d.desired[k]
 		if !ok || in.gen != d.gen || in.Delete {
-			stale = append(stale, k)
+			stale[k] = true
+		}
+	}
+	for k, in := range d.desired {
+		if in.gen != d.gen && !in.Delete {
+			stale[k] = true
 		}
 	}
 	d.mu.Unlock()
-	for _, k := range stale {
+	for k := range stale {
 		d.enqueue(k, Intent{Delete: true})
 	}
 	return len(stale)

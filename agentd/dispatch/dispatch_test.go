@@ -149,19 +149,26 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
 	must(t, d.Event(deployment("old", ctrlv1.Action_ACTION_APPLY)))
+	// Queued before the sync and failing: deleted upstream meanwhile, so
+	// the sync does not list it and it must not be applied late.
+	r.mu.Lock()
+	r.failLeft[Key{KindDeployment, "stuck"}] = 2
+	r.mu.Unlock()
+	must(t, d.Event(deployment("stuck", ctrlv1.Action_ACTION_APPLY)))
 	d.BeginFullSync()
 	must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
 	n := d.Collect([]Key{{KindDeployment, "old"}, {KindDeployment, "kept"}, {KindDeployment, "orphan"}})
-	if n != 2 {
-		t.Fatalf("collected %d, want old and orphan", n)
+	if n != 3 {
+		t.Fatalf("collected %d, want old, orphan and stuck", n)
 	}
 	eventually(t, func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		old, o1 := r.final[Key{KindDeployment, "old"}]
 		orphan, o2 := r.final[Key{KindDeployment, "orphan"}]
-		return o1 && o2 && !old && !orphan && r.final[Key{KindDeployment, "kept"}]
-	}, "garbage collection did not delete exactly old and orphan")
+		stuck, o3 := r.final[Key{KindDeployment, "stuck"}]
+		return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{KindDeployment, "kept"}]
+	}, "garbage collection did not delete exactly old, orphan and stuck")
 }
 
 func must(t *testing.T, err error) {

@@ -128,9 +128,11 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	if fullSync {
 		w.dispatcher.BeginFullSync()
 	}
+	// The periodic resync counts from the last completed full sync, so a
+	// full sync slower than the interval is never cut short.
 	var resync <-chan time.Time
 	if w.cfg.ResyncInterval > 0 {
-		t := time.NewTimer(w.cfg.ResyncInterval)
+		t := time.NewTicker(min(w.cfg.ResyncInterval, time.Second))
 		defer t.Stop()
 		resync = t.C
 	}
@@ -163,8 +165,10 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 		case err := <-recvErr:
 			return healthy, err
 		case <-resync:
-			w.resetCursor()
-			return healthy, errResync
+			if !fullSync && time.Since(w.LastFullSync()) > w.cfg.ResyncInterval {
+				w.resetCursor()
+				return healthy, errResync
+			}
 		case ev := <-events:
 			if !healthy {
 				healthy = true

@@ -384,3 +384,32 @@ func TestSentinelAndPolicyDeletesPropagate(t *testing.T) {
 		t.Fatalf("hard delete of a sentinel did not reach the agent: %+v", s.View)
 	}
 }
+
+// A pause during a large full sync holds live changes back without losing
+// them: after the resume the agent's view equals the database.
+func TestPauseDuringFullSyncLosesNothing(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	op := env.Operator("alice")
+	seedDeployments(t, env.DB, "eu", 5000)
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+
+	f := follow(t, env, "eu")
+	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.Received > 100 })
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		must(t, ds.Scale(ctx, fmt.Sprintf("bulk-%05d", i), "eu", 7))
+		must(t, ds.Deploy(ctx, deploySpec(fmt.Sprintf("paused-%d", i)), []string{"eu"}, 2))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: false}); err != nil {
+		t.Fatal(err)
+	}
+	want := runningInDB(t, env.DB, "eu")
+	if s, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return sameView(want, viewOf(s)) }); !ok {
+		t.Fatalf("after pause and resume during a full sync: %s", diffView(want, viewOf(s)))
+	}
+}

@@ -125,6 +125,14 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 			if !ok {
 				return sub.Err()
 			}
+			st.control = n.Control
+			if n.Control.Paused || st.heldBack {
+				// Paused mid-sync: relay nothing more and move no
+				// watermark; the stream catches up from the full sync's
+				// bookmark afterwards, which covers these changes.
+				st.heldBack = true
+				continue
+			}
 			fresh := n.Changes[:0:0]
 			for _, c := range n.Changes {
 				if c.Version > st.clientCursor {
@@ -142,7 +150,6 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 			// The watermark moves on, but no bookmark may be sent before
 			// the snapshot is complete: it would claim a full sync.
 			st.seen = max(st.seen, n.Watermark)
-			st.control = n.Control
 		default:
 			return nil
 		}

@@ -119,6 +119,8 @@ type state struct {
 	generation int64
 	// control is the region's control state as last seen.
 	control tailer.RegionControl
+	// heldBack: a pause during the full sync held live changes back.
+	heldBack bool
 }
 
 // controlOutcome says whether the last seen control state stops the stream.
@@ -158,9 +160,14 @@ func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *
 		if err := s.fullSync(ctx, sub, st); err != nil {
 			return outcomeDone, err
 		}
-		// Control may have changed while the snapshot streamed.
+		// Control may have changed while the snapshot streamed; changes
+		// held back by a pause are caught up from the database.
 		if result := st.controlOutcome(); result != outcomeDone {
 			return result, nil
+		}
+		if st.heldBack {
+			st.heldBack = false
+			return outcomePaused, nil
 		}
 	} else {
 		if reason, err := s.mustResync(ctx, st); err != nil || reason != "" {
@@ -171,6 +178,9 @@ func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *
 		}
 		st.generation = sub.Control.ResyncGeneration
 		if err := s.catchUp(ctx, sub, st); err != nil {
+			if errors.Is(err, errCursorTooOld) {
+				err = st.send(resyncRequired(fmt.Sprintf("cursor %d: retention deleted changes while they were being sent", st.clientCursor)))
+			}
 			return outcomeDone, err
 		}
 	}
@@ -235,9 +245,19 @@ func (s *Streamer) catchUp(ctx context.Context, sub *tailer.Subscription, st *st
 	if err := s.sendChanges(ctx, st, sub.Early); err != nil {
 		return err
 	}
+	// Retention may have emptied part of the range while it was read; a
+	// bookmark now would claim changes nobody sent.
+	if floor, err := tailer.ReadMark(ctx, s.db, tailer.MarkCleanupFloor); err != nil {
+		return err
+	} else if st.clientCursor < floor {
+		return errCursorTooOld
+	}
 	st.seen = sub.Watermark
 	return s.bookmark(st, false)
 }
+
+// errCursorTooOld: retention deleted changes the client has not seen.
+var errCursorTooOld = errors.New("cursor predates the retained changes")
 
 // changesBetween reads one page of the region's changes in (from, to].
 // Every pk in that range is settled, so a plain read sees them all.

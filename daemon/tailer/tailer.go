@@ -107,6 +107,9 @@ type Tailer struct {
 	metrics *metrics.Metrics
 	poke    chan struct{}
 	ready   chan struct{} // closed once the persisted watermark is loaded
+	// controlMu orders reads of the regions table: a slow periodic read
+	// must not overwrite a newer one an operator action triggered.
+	controlMu sync.Mutex
 
 	mu        sync.Mutex
 	watermark uint64               // W: every pk <= W is committed or dead
@@ -367,6 +370,8 @@ func (t *Tailer) query(ctx context.Context, where string, args ...any) ([]Change
 // readControl refreshes every region's pause and resync state and tells
 // the subscribers of regions whose state changed.
 func (t *Tailer) readControl(ctx context.Context) error {
+	t.controlMu.Lock()
+	defer t.controlMu.Unlock()
 	rows, err := t.db.QueryContext(ctx, "SELECT id, paused, resync_generation FROM regions")
 	if err != nil {
 		return fmt.Errorf("read regions: %w", err)
