@@ -4,8 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -21,16 +19,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/urfave/cli/v2"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/keepalive"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/metrics"
-	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -91,18 +85,15 @@ func run(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	token := c.String("token")
-	if f := c.String("token-file"); f != "" {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
+	token, err := dial.Token(c.String("token"), c.String("token-file"))
+	if err != nil {
+		return err
 	}
 	if token == "" {
 		return errors.New("an agent token is required: --token or --token-file (create one with `ctrld token create --region R`)")
 	}
-	conn, err := dialCtrld(c, token)
+	conn, err := dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"),
+		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
 	if err != nil {
 		return err
 	}
@@ -148,38 +139,6 @@ func run(c *cli.Context) error {
 		LeaderElect:    c.Bool("leader-elect"),
 		LeaseNamespace: c.String("namespace"),
 	}, clients, ctrlv1.NewClusterServiceClient(conn), log, m)
-}
-
-func dialCtrld(c *cli.Context, token string) (*grpc.ClientConn, error) {
-	opts := []grpc.DialOption{
-		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-	}
-	if c.Bool("insecure") {
-		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))
-		return grpc.NewClient(c.String("ctrld-address"), opts...)
-	}
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if ca := c.String("tls-ca"); ca != "" {
-		pem, err := os.ReadFile(ca)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-ca: %w", err)
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--tls-ca %s holds no PEM certificate", ca)
-		}
-	}
-	if cert, key := c.String("tls-cert"), c.String("tls-key"); cert != "" || key != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}))
-	return grpc.NewClient(c.String("ctrld-address"), opts...)
 }
 
 // kubeConfig uses the kubeconfig file when given, else the in-cluster

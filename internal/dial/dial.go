@@ -1,0 +1,82 @@
+// Package dial connects the command-line clients (agentd, unkey-tui) to
+// ctrld: TLS (optionally mutual) or, for loopback development, plaintext,
+// with the bearer token on every call.
+package dial
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+)
+
+// Options say how to reach ctrld.
+type Options struct {
+	Address string
+	Token   string
+	// Insecure sends the token without TLS (loopback only).
+	Insecure bool
+	// CA verifies ctrld (default: system roots); Cert and Key are a client
+	// certificate for mutual TLS.
+	CA, Cert, Key string
+}
+
+// Ctrld returns a client connection to ctrld.
+func Ctrld(o Options) (*grpc.ClientConn, error) {
+	opts := []grpc.DialOption{
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+	}
+	if o.Insecure {
+		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token, Insecure: true}))
+		return grpc.NewClient(o.Address, opts...)
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if o.CA != "" {
+		pem, err := os.ReadFile(o.CA)
+		if err != nil {
+			return nil, fmt.Errorf("TLS CA: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("TLS CA %s holds no PEM certificate", o.CA)
+		}
+	}
+	if o.Cert != "" || o.Key != "" {
+		pair, err := tls.LoadX509KeyPair(o.Cert, o.Key)
+		if err != nil {
+			return nil, fmt.Errorf("TLS client certificate: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
+		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token}))
+	return grpc.NewClient(o.Address, opts...)
+}
+
+// Token reads the token from file when given, else returns flag.
+func Token(flag, file string) (string, error) {
+	if file == "" {
+		return flag, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	return string(trimSpace(b)), nil
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return b
+}

@@ -1,0 +1,88 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"google.golang.org/grpc/status"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// confirmation is an action waiting for the operator's yes: what it will
+// change, in words, and the command that does it.
+type confirmation struct {
+	what   string // short, for the status line
+	detail string // exactly what will change
+	run    tea.Cmd
+}
+
+func (m Model) act(what string, call func(ctx context.Context) error) tea.Cmd {
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return actionMsg{what: what, err: call(ctx)}
+	}
+}
+
+func (m Model) resyncConfirmation(region string) *confirmation {
+	what := "force resync of " + region
+	return &confirmation{
+		what:   what,
+		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", region),
+		run: m.act(what, func(ctx context.Context) error {
+			_, err := m.op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "forced from unkey-tui"})
+			return err
+		}),
+	}
+}
+
+func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
+	verb, effect := "resume", "Changes held back since the pause are delivered."
+	if pause {
+		verb, effect = "pause", "Its agent gets no changes until resumed; nothing is lost."
+	}
+	what := verb + " region " + region
+	return &confirmation{
+		what:   what,
+		detail: fmt.Sprintf("%s streaming to region %s?\n%s", capitalize(verb), region, effect),
+		run: m.act(what, func(ctx context.Context) error {
+			_, err := m.op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: pause})
+			return err
+		}),
+	}
+}
+
+func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, want ctrlv1.DesiredStatus) *confirmation {
+	verb, effect := "stop", fmt.Sprintf("Its StatefulSet and Service in %s are deleted (%d replicas now).", region, d.GetReplicas())
+	if want == ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING {
+		verb, effect = "start", fmt.Sprintf("It runs again in %s with %d replicas.", region, d.GetReplicas())
+	}
+	what := fmt.Sprintf("%s %s in %s", verb, d.GetDeploymentId(), region)
+	return &confirmation{
+		what:   what,
+		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), d.GetDeploymentId(), region, effect),
+		run: m.act(what, func(ctx context.Context) error {
+			_, err := m.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
+			return err
+		}),
+	}
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
+}
+
+// statusMessage extracts a gRPC error's message, the server's own words.
+func statusMessage(err error) (string, bool) {
+	s, ok := status.FromError(err)
+	if !ok {
+		return "", false
+	}
+	return s.Code().String() + ": " + s.Message(), true
+}

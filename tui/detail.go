@@ -1,0 +1,90 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// detailPage shows one region: its pending changes and its resources,
+// desired vs actual.
+type detailPage struct {
+	name    string
+	region  *ctrlv1.GetRegionResponse
+	pending *ctrlv1.ListPendingChangesResponse
+	cursor  int // over deployments
+}
+
+func (p *detailPage) set(r *ctrlv1.GetRegionResponse, pending *ctrlv1.ListPendingChangesResponse) {
+	p.region, p.pending = r, pending
+	p.cursor = max(0, min(p.cursor, len(r.GetDeployments())-1))
+}
+
+func (p *detailPage) move(d int) {
+	p.cursor = max(0, min(len(p.region.GetDeployments())-1, p.cursor+d))
+}
+
+func (p *detailPage) selected() *ctrlv1.DeploymentInRegion {
+	deps := p.region.GetDeployments()
+	if p.cursor < len(deps) {
+		return deps[p.cursor]
+	}
+	return nil
+}
+
+func (m Model) renderDetail() string {
+	s := m.styles
+	d := m.detail
+	var b strings.Builder
+	if d.region == nil {
+		return s.Dim.Render("  loading " + d.name + " ...\n")
+	}
+	o := d.region.GetOverview()
+	state := "ok"
+	if p := problems(o); len(p) > 0 {
+		state = strings.Join(p, ",")
+	}
+	fmt.Fprintf(&b, "  head %d  acked %d  lag %d changes / %.1fs  agent %s  state %s\n\n",
+		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(o.GetAgentIdentity()), state)
+
+	b.WriteString(s.Header.Render(fmt.Sprintf("  %-20s %-9s %8s %9s %-11s %-9s", "DEPLOYMENT", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW")) + "\n")
+	if len(d.region.GetDeployments()) == 0 {
+		b.WriteString(s.Dim.Render("  no deployments in this region") + "\n")
+	}
+	for i, dep := range d.region.GetDeployments() {
+		line := fmt.Sprintf("  %-20s %-9s %8d %4d/%-4d %-11s %-9s", clip(dep.DeploymentId, 20), dep.DesiredStatus, dep.Replicas,
+			dep.ReadyInstances, dep.Instances, dep.ActualStatus, dep.WorkflowStatus)
+		line = clip(line, m.width)
+		if i == d.cursor {
+			line = s.Selected.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	if n := len(d.region.GetSentinels()) + len(d.region.GetPolicies()); n > 0 {
+		fmt.Fprintf(&b, "  + %d sentinels, %d cilium policies\n", len(d.region.GetSentinels()), len(d.region.GetPolicies()))
+	}
+
+	total := d.pending.GetTotal()
+	b.WriteString("\n" + s.Header.Render(fmt.Sprintf("  PENDING CHANGES (%d)", total)) + "\n")
+	now := m.opts.Now()
+	shown := 0
+	for _, c := range d.pending.GetChanges() {
+		if shown == 5 {
+			break
+		}
+		fmt.Fprintf(&b, "  %8d %-22s %-20s %s\n", c.Version, c.ResourceType, clip(c.ResourceId, 20), ago(now, c.CreatedAt.AsTime()))
+		shown++
+	}
+	if int64(shown) < total {
+		fmt.Fprintf(&b, s.Dim.Render("  ... %d more")+"\n", total-int64(shown))
+	}
+	return b.String()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}

@@ -1,0 +1,12 @@
+// Package tui is unkey-tui, the operator console on-call engineers open
+// over SSH: a live view of every region's sync health (worst lag first),
+// a region's pending changes and resources, and the actions they take —
+// force a resync, pause or resume a region, stop or start a deployment —
+// each behind a confirmation that says exactly what will change.
+//
+// The root Model owns the program: it polls ctrld's operator API in
+// commands (never blocking input), routes keys to the active page, and
+// shows a banner while ctrld is unreachable instead of failing. Pages and
+// components are small models; styles and key bindings are one struct
+// each, built per program (no package-global mutable state).
+package tui

@@ -1,0 +1,246 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"charm.land/bubbles/v2/help"
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Options configure the console.
+type Options struct {
+	// Refresh is the poll interval (default 1s).
+	Refresh time.Duration
+	// NoColor drops colors (set it from NO_COLOR).
+	NoColor bool
+	// Now is the clock (tests pin it for stable output).
+	Now func() time.Time
+}
+
+type page int
+
+const (
+	pageRegions page = iota
+	pageRegion
+)
+
+// Model is the console's root model.
+type Model struct {
+	op      ctrlv1.OperatorServiceClient
+	opts    Options
+	styles  Styles
+	keys    KeyMap
+	help    help.Model
+	width   int
+	height  int
+	page    page
+	regions regionsPage
+	detail  detailPage
+	confirm *confirmation
+	status  string // outcome of the last action
+	err     error  // why ctrld is not answering, if it is not
+}
+
+// New returns the console on an operator client.
+func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
+	if opts.Refresh <= 0 {
+		opts.Refresh = time.Second
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	h := help.New()
+	if opts.NoColor {
+		plain := lipgloss.NewStyle()
+		h.Styles = help.Styles{Ellipsis: plain, ShortKey: plain, ShortDesc: plain, ShortSeparator: plain,
+			FullKey: plain, FullDesc: plain, FullSeparator: plain}
+	}
+	return Model{op: op, opts: opts, styles: NewStyles(opts.NoColor), keys: DefaultKeyMap(), help: h, width: 80, height: 24}
+}
+
+// Messages.
+type (
+	tickMsg    struct{}
+	regionsMsg struct{ regions []*ctrlv1.RegionOverview }
+	detailMsg  struct {
+		region  *ctrlv1.GetRegionResponse
+		pending *ctrlv1.ListPendingChangesResponse
+	}
+	errMsg    struct{ err error }
+	actionMsg struct {
+		what string
+		err  error
+	}
+)
+
+// Init implements tea.Model.
+func (m Model) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick()) }
+
+func (m Model) tick() tea.Cmd {
+	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{} })
+}
+
+// fetch loads what the current page shows, off the UI goroutine.
+func (m Model) fetch() tea.Cmd {
+	op, region := m.op, m.detail.name
+	if m.page == pageRegion {
+		return func() tea.Msg {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: region})
+			if err != nil {
+				return errMsg{err}
+			}
+			p, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: region, Limit: 50})
+			if err != nil {
+				return errMsg{err}
+			}
+			return detailMsg{r, p}
+		}
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		if err != nil {
+			return errMsg{err}
+		}
+		return regionsMsg{r.Regions}
+	}
+}
+
+// Update implements tea.Model.
+func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		return m, nil
+	case tickMsg:
+		return m, tea.Batch(m.fetch(), m.tick())
+	case regionsMsg:
+		m.err = nil
+		m.regions.set(msg.regions)
+		return m, nil
+	case detailMsg:
+		m.err = nil
+		m.detail.set(msg.region, msg.pending)
+		return m, nil
+	case errMsg:
+		m.err = msg.err // shown as a banner; the next tick tries again
+		return m, nil
+	case actionMsg:
+		if msg.err != nil {
+			m.status = "FAILED: " + msg.what + ": " + errText(msg.err)
+		} else {
+			m.status = "done: " + msg.what
+		}
+		return m, m.fetch()
+	case tea.KeyPressMsg:
+		return m.key(msg)
+	}
+	return m, nil
+}
+
+func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	if m.confirm != nil {
+		switch {
+		case key.Matches(msg, m.keys.Yes):
+			c := m.confirm
+			m.confirm = nil
+			m.status = "running: " + c.what + " ..."
+			return m, c.run
+		case key.Matches(msg, m.keys.No):
+			m.status = "cancelled: " + m.confirm.what
+			m.confirm = nil
+		}
+		return m, nil
+	}
+	switch {
+	case key.Matches(msg, m.keys.Quit):
+		return m, tea.Quit
+	case key.Matches(msg, m.keys.Help):
+		m.help.ShowAll = !m.help.ShowAll
+		return m, nil
+	}
+	if m.page == pageRegions {
+		return m.regionsKey(msg)
+	}
+	return m.detailKey(msg)
+}
+
+func (m Model) regionsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	r := m.regions.selected()
+	switch {
+	case key.Matches(msg, m.keys.Up):
+		m.regions.move(-1)
+	case key.Matches(msg, m.keys.Down):
+		m.regions.move(1)
+	case key.Matches(msg, m.keys.Open) && r != nil:
+		m.page, m.detail = pageRegion, detailPage{name: r.Region}
+		return m, m.fetch()
+	case key.Matches(msg, m.keys.Resync) && r != nil:
+		m.confirm = m.resyncConfirmation(r.Region)
+	case key.Matches(msg, m.keys.Pause) && r != nil:
+		m.confirm = m.pauseConfirmation(r.Region, !r.Paused)
+	}
+	return m, nil
+}
+
+func (m Model) detailKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	d := m.detail.selected()
+	switch {
+	case key.Matches(msg, m.keys.Back):
+		m.page = pageRegions
+		return m, m.fetch()
+	case key.Matches(msg, m.keys.Up):
+		m.detail.move(-1)
+	case key.Matches(msg, m.keys.Down):
+		m.detail.move(1)
+	case key.Matches(msg, m.keys.Resync):
+		m.confirm = m.resyncConfirmation(m.detail.name)
+	case key.Matches(msg, m.keys.Pause) && m.detail.region != nil:
+		m.confirm = m.pauseConfirmation(m.detail.name, !m.detail.region.GetOverview().GetPaused())
+	case key.Matches(msg, m.keys.Stop) && d != nil:
+		m.confirm = m.statusConfirmation(d, m.detail.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
+	case key.Matches(msg, m.keys.Start) && d != nil:
+		m.confirm = m.statusConfirmation(d, m.detail.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
+	}
+	return m, nil
+}
+
+// View implements tea.Model.
+func (m Model) View() tea.View {
+	v := tea.NewView(m.render())
+	v.AltScreen = true
+	return v
+}
+
+// Content is the console's screen as text (what View shows).
+func (m Model) Content() string { return m.render() }
+
+func errText(err error) string {
+	if s, ok := statusMessage(err); ok {
+		return s
+	}
+	return err.Error()
+}
+
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := now.Sub(t).Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	}
+	return fmt.Sprintf("%dh ago", int(d.Hours()))
+}

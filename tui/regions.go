@@ -1,0 +1,110 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// regionsPage is the home view: one row per region, worst lag first (the
+// server's order).
+type regionsPage struct {
+	rows   []*ctrlv1.RegionOverview
+	cursor int
+}
+
+func (p *regionsPage) set(rows []*ctrlv1.RegionOverview) {
+	selected := ""
+	if r := p.selected(); r != nil {
+		selected = r.Region
+	}
+	p.rows = rows
+	p.cursor = 0
+	for i, r := range rows { // keep the selection on the same region
+		if r.Region == selected {
+			p.cursor = i
+		}
+	}
+}
+
+func (p *regionsPage) move(d int) {
+	p.cursor = max(0, min(len(p.rows)-1, p.cursor+d))
+}
+
+func (p *regionsPage) selected() *ctrlv1.RegionOverview {
+	if p.cursor < len(p.rows) {
+		return p.rows[p.cursor]
+	}
+	return nil
+}
+
+// problems lists what is wrong with a region, in words.
+func problems(r *ctrlv1.RegionOverview) []string {
+	var out []string
+	if !r.AgentConnected {
+		out = append(out, "DOWN")
+	}
+	if r.Paused {
+		out = append(out, "PAUSED")
+	}
+	if r.LagSeconds > 30 {
+		out = append(out, "LAGGING")
+	}
+	if r.LastError != "" {
+		out = append(out, "ERROR")
+	}
+	return out
+}
+
+func (m Model) renderRegions() string {
+	s := m.styles
+	now := m.opts.Now()
+	var b strings.Builder
+	header := fmt.Sprintf("  %-12s %-10s %7s %7s %5s %6s %4s %-8s %s", "REGION", "AGENT", "HEAD", "ACKED", "LAG", "LAG(s)", "PEND", "FULLSYNC", "STATE")
+	b.WriteString(s.Header.Render(header) + "\n")
+	if len(m.regions.rows) == 0 {
+		b.WriteString(s.Dim.Render("  no regions yet (ctrld token create --region R registers one)") + "\n")
+	}
+	for i, r := range m.regions.rows {
+		agent := "down"
+		if r.AgentConnected {
+			agent = "up"
+			if r.ConnectedSince != nil {
+				agent = "up " + ago(now, r.ConnectedSince.AsTime())
+			}
+		}
+		fullSync := "never"
+		if r.LastFullSync != nil {
+			fullSync = ago(now, r.LastFullSync.AsTime())
+		}
+		state := "ok"
+		marker := " "
+		if p := problems(r); len(p) > 0 {
+			state, marker = strings.Join(p, ","), "!"
+		}
+		line := fmt.Sprintf("%s %-12s %-10s %7d %7d %5d %6.1f %4d %-8s %s", marker, clip(r.Region, 12), clip(agent, 10),
+			r.HeadVersion, r.AckedVersion, r.LagChanges, r.LagSeconds, r.PendingResources, clip(fullSync, 8), state)
+		line = clip(line, m.width)
+		switch {
+		case i == m.regions.cursor:
+			line = s.Selected.Render(line)
+		case marker == "!" && !r.AgentConnected:
+			line = s.Bad.Render(line)
+		case marker == "!":
+			line = s.Warn.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	if r := m.regions.selected(); r != nil && r.LastError != "" {
+		b.WriteString("\n" + s.Bad.Render("last error ("+r.Region+"): ") + clip(r.LastError, m.width-20) + "\n")
+	}
+	return b.String()
+}
+
+func clip(s string, n int) string {
+	if n <= 1 || len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

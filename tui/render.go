@@ -1,0 +1,36 @@
+package tui
+
+import (
+	"strings"
+
+	"charm.land/lipgloss/v2"
+)
+
+// render lays out title, banner, page, dialog, status and help.
+func (m Model) render() string {
+	s := m.styles
+	var b strings.Builder
+	title := "unkey-tui · regions"
+	if m.page == pageRegion {
+		title = "unkey-tui · region " + m.detail.name + "  (esc: back)"
+	}
+	b.WriteString(s.Title.Render(title) + "\n")
+	if m.err != nil {
+		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+errText(m.err)+" ", m.width)) + "\n")
+	}
+	b.WriteString("\n")
+	if m.page == pageRegions {
+		b.WriteString(m.renderRegions())
+	} else {
+		b.WriteString(m.renderDetail())
+	}
+	if m.confirm != nil {
+		dialog := s.Dialog.Render(m.confirm.detail + "\n\n[y] yes   [n] no")
+		b.WriteString("\n" + lipgloss.NewStyle().MarginLeft(2).Render(dialog) + "\n")
+	}
+	if m.status != "" {
+		b.WriteString("\n" + clip(m.status, m.width) + "\n")
+	}
+	b.WriteString("\n" + s.Help.Render(m.help.View(m.keys)))
+	return b.String()
+}

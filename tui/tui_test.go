@@ -1,0 +1,248 @@
+package tui_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+	"github.com/deploysync/deploysync/tui"
+)
+
+// now pins the clock so views are stable.
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func at(ago time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-ago)) }
+
+// fakeOperator serves fixed data and records the actions it receives.
+// Narrow by design: the console's logic under test is what it shows and
+// what it sends; the operator service itself is tested against MariaDB.
+type fakeOperator struct {
+	ctrlv1.OperatorServiceClient
+	mu       sync.Mutex
+	received []proto.Message
+	down     bool
+}
+
+func (f *fakeOperator) record(m proto.Message) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.received = append(f.received, m)
+}
+
+func (f *fakeOperator) calls() []proto.Message {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]proto.Message(nil), f.received...)
+}
+
+func (f *fakeOperator) unavailable() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down {
+		return status.Error(codes.Unavailable, "connection refused")
+	}
+	return nil
+}
+
+func (f *fakeOperator) ListRegions(context.Context, *ctrlv1.ListRegionsRequest, ...grpc.CallOption) (*ctrlv1.ListRegionsResponse, error) {
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
+	return &ctrlv1.ListRegionsResponse{Regions: []*ctrlv1.RegionOverview{
+		{Region: "ap-south", HeadVersion: 982, AckedVersion: 940, LagChanges: 42, LagSeconds: 312.5, PendingResources: 17,
+			AgentConnected: false, AgentIdentity: "krane-ap-0", LastHeartbeat: at(6 * time.Minute), LastFullSync: at(2 * time.Hour),
+			LastError: "stream: connection reset by peer"},
+		{Region: "us-east", HeadVersion: 990, AckedVersion: 985, LagChanges: 3, LagSeconds: 1.2, PendingResources: 2,
+			AgentConnected: true, AgentIdentity: "krane-us-0", ConnectedSince: at(3 * time.Hour), LastHeartbeat: at(2 * time.Second),
+			LastFullSync: at(4 * time.Minute)},
+		{Region: "eu-west", HeadVersion: 991, AckedVersion: 991, AgentConnected: true, AgentIdentity: "krane-eu-1",
+			ConnectedSince: at(50 * time.Minute), LastHeartbeat: at(time.Second), LastFullSync: at(90 * time.Second), Paused: true},
+	}}, nil
+}
+
+func (f *fakeOperator) GetRegion(_ context.Context, req *ctrlv1.GetRegionRequest, _ ...grpc.CallOption) (*ctrlv1.GetRegionResponse, error) {
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
+	return &ctrlv1.GetRegionResponse{
+		Overview: &ctrlv1.RegionOverview{Region: req.Region, HeadVersion: 990, AckedVersion: 985, LagChanges: 3, LagSeconds: 1.2,
+			AgentConnected: true, AgentIdentity: "krane-us-0"},
+		Deployments: []*ctrlv1.DeploymentInRegion{
+			{DeploymentId: "api", Image: "ghcr.io/acme/api:v7", DesiredStatus: "running", Replicas: 3, ReadyInstances: 3, Instances: 3, ActualStatus: "running", WorkflowStatus: "ready"},
+			{DeploymentId: "worker", Image: "ghcr.io/acme/worker:v2", DesiredStatus: "running", Replicas: 2, ReadyInstances: 1, Instances: 2, ActualStatus: "progressing", WorkflowStatus: "deploying"},
+		},
+		Sentinels: []*ctrlv1.SentinelInRegion{{SentinelId: "gw", Health: "healthy"}},
+	}, nil
+}
+
+func (f *fakeOperator) ListPendingChanges(context.Context, *ctrlv1.ListPendingChangesRequest, ...grpc.CallOption) (*ctrlv1.ListPendingChangesResponse, error) {
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
+	return &ctrlv1.ListPendingChangesResponse{Total: 3, Changes: []*ctrlv1.PendingChange{
+		{Version: 986, ResourceType: "deployment_topology", ResourceId: "worker", CreatedAt: at(1200 * time.Millisecond)},
+		{Version: 988, ResourceType: "sentinel", ResourceId: "gw", CreatedAt: at(800 * time.Millisecond)},
+		{Version: 990, ResourceType: "deployment_topology", ResourceId: "api", CreatedAt: at(200 * time.Millisecond)},
+	}}, nil
+}
+
+func (f *fakeOperator) ForceResync(_ context.Context, req *ctrlv1.ForceResyncRequest, _ ...grpc.CallOption) (*ctrlv1.ForceResyncResponse, error) {
+	f.record(req)
+	return &ctrlv1.ForceResyncResponse{}, nil
+}
+
+func (f *fakeOperator) SetRegionPaused(_ context.Context, req *ctrlv1.SetRegionPausedRequest, _ ...grpc.CallOption) (*ctrlv1.SetRegionPausedResponse, error) {
+	f.record(req)
+	return &ctrlv1.SetRegionPausedResponse{}, nil
+}
+
+func (f *fakeOperator) SetDesiredStatus(_ context.Context, req *ctrlv1.SetDesiredStatusRequest, _ ...grpc.CallOption) (*ctrlv1.SetDesiredStatusResponse, error) {
+	f.record(req)
+	if req.DeploymentId == "worker" {
+		return nil, status.Error(codes.NotFound, `deployment "worker" in region "us-east": not found`)
+	}
+	return &ctrlv1.SetDesiredStatusResponse{}, nil
+}
+
+func start(t *testing.T, op *fakeOperator, w, h int) *teatest.TestModel {
+	t.Helper()
+	m := tui.New(op, tui.Options{Refresh: 50 * time.Millisecond, NoColor: true, Now: func() time.Time { return now }})
+	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
+	t.Cleanup(func() { tm.Quit() })
+	return tm
+}
+
+func waitFor(t *testing.T, tm *teatest.TestModel, text string) {
+	t.Helper()
+	teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte(text)) },
+		teatest.WithDuration(5*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+}
+
+func keys(tm *teatest.TestModel, ks ...tea.KeyPressMsg) {
+	for _, k := range ks {
+		tm.Send(k)
+	}
+}
+
+var (
+	down  = tea.KeyPressMsg{Code: tea.KeyDown}
+	enter = tea.KeyPressMsg{Code: tea.KeyEnter}
+)
+
+func press(r rune) tea.KeyPressMsg { return tea.KeyPressMsg{Code: r, Text: string(r)} }
+
+func finalContent(t *testing.T, tm *teatest.TestModel) string {
+	t.Helper()
+	if err := tm.Quit(); err != nil {
+		t.Fatal(err)
+	}
+	return tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second)).(tui.Model).Content()
+}
+
+// Navigate to a region and force its resync through the confirmation.
+func TestForceResyncWithConfirmation(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, down, press('r')) // us-east is second, worst lag first
+	waitFor(t, tm, "Force a full resync of region us-east?")
+	if len(op.calls()) != 0 {
+		t.Fatal("an action ran before the confirmation")
+	}
+	keys(tm, press('y'))
+	waitFor(t, tm, "done: force resync of us-east")
+	calls := op.calls()
+	if len(calls) != 1 || calls[0].(*ctrlv1.ForceResyncRequest).GetRegion() != "us-east" {
+		t.Fatalf("operator service received %v", calls)
+	}
+	if got := finalContent(t, tm); !strings.Contains(got, "done: force resync of us-east") {
+		t.Fatalf("final view lacks the result:\n%s", got)
+	}
+}
+
+// A cancelled confirmation sends nothing.
+func TestCancelledConfirmationSendsNothing(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, press('p'))
+	waitFor(t, tm, "Pause streaming to region ap-south?")
+	keys(tm, press('n'))
+	waitFor(t, tm, "cancelled: pause region ap-south")
+	if calls := op.calls(); len(calls) != 0 {
+		t.Fatalf("a cancelled action reached the server: %v", calls)
+	}
+}
+
+// Open a region, stop a deployment; a server error is shown in its words.
+func TestStopDeploymentFromRegionDetail(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, down, enter)
+	waitFor(t, tm, "PENDING CHANGES (3)")
+	keys(tm, press('s'))
+	waitFor(t, tm, "Stop deployment api in region us-east?")
+	keys(tm, press('y'))
+	waitFor(t, tm, "done: stop api in us-east")
+	keys(tm, down, press('s'), press('y'))
+	waitFor(t, tm, "FAILED: stop worker in us-east: NotFound")
+	calls := op.calls()
+	if len(calls) != 2 {
+		t.Fatalf("calls %v", calls)
+	}
+	first := calls[0].(*ctrlv1.SetDesiredStatusRequest)
+	if first.DeploymentId != "api" || first.Region != "us-east" || first.Status != ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED {
+		t.Fatalf("first call %v", first)
+	}
+}
+
+// A lost connection shows a banner and recovers; nothing crashes.
+func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
+	op := &fakeOperator{down: true}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "ctrld unreachable, retrying")
+	op.mu.Lock()
+	op.down = false
+	op.mu.Unlock()
+	waitFor(t, tm, "ap-south")
+	if got := finalContent(t, tm); strings.Contains(got, "unreachable") {
+		t.Fatalf("banner still shown after recovery:\n%s", got)
+	}
+}
+
+// Goldens of the main views' content at 80×24 and 120×40.
+func TestViewGoldens(t *testing.T) {
+	for _, size := range [][2]int{{80, 24}, {120, 40}} {
+		for _, view := range []string{"regions", "region"} {
+			name := view + "-" + strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")
+			t.Run(name, func(t *testing.T) {
+				op := &fakeOperator{}
+				tm := start(t, op, size[0], size[1])
+				waitFor(t, tm, "eu-west")
+				if view == "region" {
+					keys(tm, down, enter)
+					waitFor(t, tm, "PENDING CHANGES")
+				}
+				golden.RequireEqual(t, finalContent(t, tm))
+			})
+		}
+	}
+}
+
+func itoa(n int) string {
+	return strings.TrimSpace(strings.Replace(time.Duration(n).String(), "ns", "", 1))
+}
