@@ -25,7 +25,8 @@ func (m Model) render() string {
 		b.WriteString(m.renderDetail())
 	}
 	if m.confirm != nil {
-		dialog := s.Dialog.Render(m.confirm.detail + "\n\n[y] yes   [n] no")
+		// Wrapped to fit the screen, border included.
+		dialog := s.Dialog.Width(min(m.width-4, 76)).Render(m.confirm.detail + "\n\n[y] yes   [n] no")
 		b.WriteString("\n" + lipgloss.NewStyle().MarginLeft(2).Render(dialog) + "\n")
 	}
 	if m.status != "" {
