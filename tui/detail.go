@@ -61,8 +61,16 @@ func (m Model) renderDetail() string {
 		}
 		b.WriteString(line + "\n")
 	}
-	if n := len(d.region.GetSentinels()) + len(d.region.GetPolicies()); n > 0 {
-		fmt.Fprintf(&b, "  + %d sentinels, %d cilium policies\n", len(d.region.GetSentinels()), len(d.region.GetPolicies()))
+	for _, sen := range d.region.GetSentinels() {
+		fmt.Fprintf(&b, "  sentinel %-14s %-8s %d/%d available  %s\n", clip(sen.SentinelId, 14), sen.DesiredState,
+			sen.AvailableReplicas, sen.Replicas, sen.Health)
+	}
+	for _, p := range d.region.GetPolicies() {
+		owner := "environment " + p.EnvironmentId
+		if p.DeploymentId != "" {
+			owner = "deployment " + p.DeploymentId
+		}
+		fmt.Fprintf(&b, "  policy   %-14s (%s)\n", clip(p.Name, 14), owner)
 	}
 
 	total := d.pending.GetTotal()

@@ -4,7 +4,7 @@ import "charm.land/bubbles/v2/key"
 
 // KeyMap is every key the console knows.
 type KeyMap struct {
-	Up, Down, Open, Back, Resync, Pause, Stop, Start, Yes, No, Help, Quit key.Binding
+	Up, Down, Open, Back, Switch, Resync, Pause, Stop, Start, Yes, No, Help, Quit key.Binding
 }
 
 // DefaultKeyMap returns the console's keys.
@@ -14,6 +14,7 @@ func DefaultKeyMap() KeyMap {
 		Down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		Open:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open region")),
 		Back:   key.NewBinding(key.WithKeys("esc", "backspace"), key.WithHelp("esc", "back")),
+		Switch: key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "regions/deployments")),
 		Resync: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "force resync")),
 		Pause:  key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume")),
 		Stop:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "stop deployment")),
@@ -27,10 +28,10 @@ func DefaultKeyMap() KeyMap {
 
 // ShortHelp implements help.KeyMap.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Open, k.Resync, k.Pause, k.Help, k.Quit}
+	return []key.Binding{k.Switch, k.Open, k.Resync, k.Help, k.Quit}
 }
 
 // FullHelp implements help.KeyMap.
 func (k KeyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down, k.Open, k.Back}, {k.Resync, k.Pause, k.Stop, k.Start}, {k.Help, k.Quit}}
+	return [][]key.Binding{{k.Up, k.Down, k.Open, k.Back, k.Switch}, {k.Resync, k.Pause, k.Stop, k.Start}, {k.Help, k.Quit}}
 }

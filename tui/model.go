@@ -28,23 +28,25 @@ type page int
 const (
 	pageRegions page = iota
 	pageRegion
+	pageDeployments
 )
 
 // Model is the console's root model.
 type Model struct {
-	op      ctrlv1.OperatorServiceClient
-	opts    Options
-	styles  Styles
-	keys    KeyMap
-	help    help.Model
-	width   int
-	height  int
-	page    page
-	regions regionsPage
-	detail  detailPage
-	confirm *confirmation
-	status  string // outcome of the last action
-	err     error  // why ctrld is not answering, if it is not
+	op          ctrlv1.OperatorServiceClient
+	opts        Options
+	styles      Styles
+	keys        KeyMap
+	help        help.Model
+	width       int
+	height      int
+	page        page
+	regions     regionsPage
+	detail      detailPage
+	deployments deploymentsPage
+	confirm     *confirmation
+	status      string // outcome of the last action
+	err         error  // why ctrld is not answering, if it is not
 }
 
 // New returns the console on an operator client.
@@ -66,9 +68,10 @@ func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
 
 // Messages.
 type (
-	tickMsg    struct{}
-	regionsMsg struct{ regions []*ctrlv1.RegionOverview }
-	detailMsg  struct {
+	tickMsg        struct{}
+	regionsMsg     struct{ regions []*ctrlv1.RegionOverview }
+	deploymentsMsg struct{ deployments []*ctrlv1.DeploymentSummary }
+	detailMsg      struct {
 		region  *ctrlv1.GetRegionResponse
 		pending *ctrlv1.ListPendingChangesResponse
 	}
@@ -89,6 +92,17 @@ func (m Model) tick() tea.Cmd {
 // fetch loads what the current page shows, off the UI goroutine.
 func (m Model) fetch() tea.Cmd {
 	op, region := m.op, m.detail.name
+	if m.page == pageDeployments {
+		return func() tea.Msg {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+			if err != nil {
+				return errMsg{err}
+			}
+			return deploymentsMsg{r.Deployments}
+		}
+	}
 	if m.page == pageRegion {
 		return func() tea.Msg {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -131,6 +145,10 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.err = nil
 		m.detail.set(msg.region, msg.pending)
 		return m, nil
+	case deploymentsMsg:
+		m.err = nil
+		m.deployments.set(msg.deployments)
+		return m, nil
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
 		return m, nil
@@ -167,11 +185,36 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Help):
 		m.help.ShowAll = !m.help.ShowAll
 		return m, nil
+	case key.Matches(msg, m.keys.Switch):
+		if m.page == pageDeployments {
+			m.page = pageRegions
+		} else {
+			m.page = pageDeployments
+		}
+		return m, m.fetch()
 	}
-	if m.page == pageRegions {
+	switch m.page {
+	case pageRegions:
 		return m.regionsKey(msg)
+	case pageDeployments:
+		return m.deploymentsKey(msg)
 	}
 	return m.detailKey(msg)
+}
+
+func (m Model) deploymentsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	r := m.deployments.selected()
+	switch {
+	case key.Matches(msg, m.keys.Up):
+		m.deployments.move(-1)
+	case key.Matches(msg, m.keys.Down):
+		m.deployments.move(1)
+	case key.Matches(msg, m.keys.Stop) && r != nil:
+		m.confirm = m.statusConfirmation(r.region, r.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
+	case key.Matches(msg, m.keys.Start) && r != nil:
+		m.confirm = m.statusConfirmation(r.region, r.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
+	}
+	return m, nil
 }
 
 func (m Model) regionsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {

@@ -11,18 +11,24 @@ func (m Model) render() string {
 	s := m.styles
 	var b strings.Builder
 	title := "unkey-tui · regions"
-	if m.page == pageRegion {
+	switch m.page {
+	case pageRegion:
 		title = "unkey-tui · region " + m.detail.name + "  (esc: back)"
+	case pageDeployments:
+		title = "unkey-tui · deployments"
 	}
 	b.WriteString(s.Title.Render(title) + "\n")
 	if m.err != nil {
 		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+errText(m.err)+" ", m.width)) + "\n")
 	}
 	b.WriteString("\n")
-	if m.page == pageRegions {
+	switch m.page {
+	case pageRegions:
 		b.WriteString(m.renderRegions())
-	} else {
+	case pageRegion:
 		b.WriteString(m.renderDetail())
+	case pageDeployments:
+		b.WriteString(m.renderDeployments())
 	}
 	if m.confirm != nil {
 		// Wrapped to fit the screen, border included.

@@ -84,7 +84,8 @@ func (f *fakeOperator) GetRegion(_ context.Context, req *ctrlv1.GetRegionRequest
 			{DeploymentId: "api", Image: "ghcr.io/acme/api:v7", DesiredStatus: "running", Replicas: 3, ReadyInstances: 3, Instances: 3, ActualStatus: "running", WorkflowStatus: "ready"},
 			{DeploymentId: "worker", Image: "ghcr.io/acme/worker:v2", DesiredStatus: "running", Replicas: 2, ReadyInstances: 1, Instances: 2, ActualStatus: "progressing", WorkflowStatus: "deploying"},
 		},
-		Sentinels: []*ctrlv1.SentinelInRegion{{SentinelId: "gw", Health: "healthy"}},
+		Sentinels: []*ctrlv1.SentinelInRegion{{SentinelId: "gw", DesiredState: "running", Replicas: 2, AvailableReplicas: 2, Health: "healthy"}},
+		Policies:  []*ctrlv1.PolicyInRegion{{PolicyId: "p1", Name: "allow-api", DeploymentId: "api"}},
 	}, nil
 }
 
@@ -96,6 +97,21 @@ func (f *fakeOperator) ListPendingChanges(context.Context, *ctrlv1.ListPendingCh
 		{Version: 986, ResourceType: "deployment_topology", ResourceId: "worker", CreatedAt: at(1200 * time.Millisecond)},
 		{Version: 988, ResourceType: "sentinel", ResourceId: "gw", CreatedAt: at(800 * time.Millisecond)},
 		{Version: 990, ResourceType: "deployment_topology", ResourceId: "api", CreatedAt: at(200 * time.Millisecond)},
+	}}, nil
+}
+
+func (f *fakeOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymentsRequest, ...grpc.CallOption) (*ctrlv1.ListDeploymentsResponse, error) {
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
+	return &ctrlv1.ListDeploymentsResponse{Deployments: []*ctrlv1.DeploymentSummary{
+		{DeploymentId: "api", WorkflowStatus: "ready", Regions: []*ctrlv1.DeploymentInRegion{
+			{DeploymentId: "api", Region: "eu-west", DesiredStatus: "running", Replicas: 3, ReadyInstances: 3, Instances: 3, ActualStatus: "running"},
+			{DeploymentId: "api", Region: "us-east", DesiredStatus: "stopped", Replicas: 3, ActualStatus: "stopped"},
+		}},
+		{DeploymentId: "batch", WorkflowStatus: "failed", WorkflowError: "not ready after 5m0s: ap-south 0/2 ready", Regions: []*ctrlv1.DeploymentInRegion{
+			{DeploymentId: "batch", Region: "ap-south", DesiredStatus: "running", Replicas: 2, ActualStatus: "progressing"},
+		}},
 	}}, nil
 }
 
@@ -210,6 +226,27 @@ func TestStopDeploymentFromRegionDetail(t *testing.T) {
 	}
 }
 
+// The deployments view lists every deployment per region; starting one
+// from there sends exactly that region.
+func TestStartDeploymentFromDeploymentsView(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
+	waitFor(t, tm, "REGION     DESIRED")
+	keys(tm, down, press('S'))
+	waitFor(t, tm, "Start deployment api in region us-east?")
+	keys(tm, press('y'))
+	waitFor(t, tm, "done: start api in us-east")
+	calls := op.calls()
+	if len(calls) != 1 {
+		t.Fatalf("calls %v", calls)
+	}
+	if c := calls[0].(*ctrlv1.SetDesiredStatusRequest); c.Region != "us-east" || c.Status != ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING {
+		t.Fatalf("call %v", c)
+	}
+}
+
 // A lost connection shows a banner and recovers; nothing crashes.
 func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
 	op := &fakeOperator{down: true}
@@ -227,15 +264,19 @@ func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
 // Goldens of the main views' content at 80×24 and 120×40.
 func TestViewGoldens(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
-		for _, view := range []string{"regions", "region"} {
+		for _, view := range []string{"regions", "region", "deployments"} {
 			name := view + "-" + strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")
 			t.Run(name, func(t *testing.T) {
 				op := &fakeOperator{}
 				tm := start(t, op, size[0], size[1])
 				waitFor(t, tm, "eu-west")
-				if view == "region" {
+				switch view {
+				case "region":
 					keys(tm, down, enter)
 					waitFor(t, tm, "PENDING CHANGES")
+				case "deployments":
+					keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
+					waitFor(t, tm, "WORKFLOW")
 				}
 				golden.RequireEqual(t, finalContent(t, tm))
 			})

@@ -422,6 +422,7 @@ type DeploymentInRegion struct {
 	Instances      int32                  `protobuf:"varint,6,opt,name=instances,proto3" json:"instances,omitempty"`
 	ActualStatus   string                 `protobuf:"bytes,7,opt,name=actual_status,json=actualStatus,proto3" json:"actual_status,omitempty"`
 	WorkflowStatus string                 `protobuf:"bytes,8,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
+	Region         string                 `protobuf:"bytes,9,opt,name=region,proto3" json:"region,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -508,6 +509,13 @@ func (x *DeploymentInRegion) GetActualStatus() string {
 func (x *DeploymentInRegion) GetWorkflowStatus() string {
 	if x != nil {
 		return x.WorkflowStatus
+	}
+	return ""
+}
+
+func (x *DeploymentInRegion) GetRegion() string {
+	if x != nil {
+		return x.Region
 	}
 	return ""
 }
@@ -2128,7 +2136,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\boverview\x18\x01 \x01(\v2\".deploysync.ctrl.v1.RegionOverviewR\boverview\x12H\n" +
 	"\vdeployments\x18\x02 \x03(\v2&.deploysync.ctrl.v1.DeploymentInRegionR\vdeployments\x12B\n" +
 	"\tsentinels\x18\x03 \x03(\v2$.deploysync.ctrl.v1.SentinelInRegionR\tsentinels\x12>\n" +
-	"\bpolicies\x18\x04 \x03(\v2\".deploysync.ctrl.v1.PolicyInRegionR\bpolicies\"\xa7\x02\n" +
+	"\bpolicies\x18\x04 \x03(\v2\".deploysync.ctrl.v1.PolicyInRegionR\bpolicies\"\xbf\x02\n" +
 	"\x12DeploymentInRegion\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12%\n" +
@@ -2137,7 +2145,8 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0fready_instances\x18\x05 \x01(\x05R\x0ereadyInstances\x12\x1c\n" +
 	"\tinstances\x18\x06 \x01(\x05R\tinstances\x12#\n" +
 	"\ractual_status\x18\a \x01(\tR\factualStatus\x12'\n" +
-	"\x0fworkflow_status\x18\b \x01(\tR\x0eworkflowStatus\"\xf8\x01\n" +
+	"\x0fworkflow_status\x18\b \x01(\tR\x0eworkflowStatus\x12\x16\n" +
+	"\x06region\x18\t \x01(\tR\x06region\"\xf8\x01\n" +
 	"\x10SentinelInRegion\x12\x1f\n" +
 	"\vsentinel_id\x18\x01 \x01(\tR\n" +
 	"sentinelId\x12%\n" +

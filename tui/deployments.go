@@ -1,0 +1,65 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// deploymentRow is one deployment in one region.
+type deploymentRow struct {
+	deployment *ctrlv1.DeploymentSummary
+	region     *ctrlv1.DeploymentInRegion
+	name       string // the region
+}
+
+// deploymentsPage lists every deployment per region, newest first.
+type deploymentsPage struct {
+	rows   []deploymentRow
+	cursor int
+}
+
+func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary) {
+	var rows []deploymentRow
+	for _, d := range deps {
+		for _, r := range d.GetRegions() {
+			rows = append(rows, deploymentRow{deployment: d, region: r, name: r.GetRegion()})
+		}
+	}
+	p.rows = rows
+	p.cursor = max(0, min(p.cursor, len(rows)-1))
+}
+
+func (p *deploymentsPage) move(d int) { p.cursor = max(0, min(len(p.rows)-1, p.cursor+d)) }
+
+func (p *deploymentsPage) selected() *deploymentRow {
+	if p.cursor < len(p.rows) {
+		return &p.rows[p.cursor]
+	}
+	return nil
+}
+
+func (m Model) renderDeployments() string {
+	s := m.styles
+	var b strings.Builder
+	b.WriteString(s.Header.Render(fmt.Sprintf("  %-18s %-10s %-8s %4s %7s %-11s %s", "DEPLOYMENT", "REGION", "DESIRED", "REPL", "READY", "ACTUAL", "WORKFLOW")) + "\n")
+	if len(m.deployments.rows) == 0 {
+		b.WriteString(s.Dim.Render("  no deployments yet") + "\n")
+	}
+	for i, r := range m.deployments.rows {
+		line := fmt.Sprintf("  %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", clip(r.deployment.DeploymentId, 18), clip(r.name, 10),
+			r.region.DesiredStatus, r.region.Replicas, r.region.ReadyInstances, r.region.Instances, r.region.ActualStatus, r.deployment.WorkflowStatus)
+		line = clip(line, m.width)
+		if i == m.deployments.cursor {
+			line = s.Selected.Render(line)
+		} else if r.deployment.WorkflowStatus == "failed" {
+			line = s.Bad.Render(line)
+		}
+		b.WriteString(line + "\n")
+	}
+	if r := m.deployments.selected(); r != nil && r.deployment.WorkflowError != "" {
+		b.WriteString("\n" + s.Bad.Render("workflow: ") + clip(r.deployment.WorkflowError, m.width-12) + "\n")
+	}
+	return b.String()
+}
