@@ -1,0 +1,95 @@
+package tui_test
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+	"github.com/deploysync/deploysync/tui"
+)
+
+// refresh runs the console's initial commands (its fetch) against the real
+// server and feeds the results back, as the program loop would.
+func refresh(t *testing.T, m tui.Model) tui.Model {
+	t.Helper()
+	batch, ok := m.Init()().(tea.BatchMsg)
+	if !ok {
+		t.Fatal("Init does not batch its commands")
+	}
+	for _, cmd := range batch {
+		next, _ := m.Update(cmd()) // the fetch result; the tick changes nothing
+		m = next.(tui.Model)
+	}
+	return m
+}
+
+// lagOf reads the LAG column of region's row in the regions view.
+func lagOf(t *testing.T, content, region string) int {
+	t.Helper()
+	for _, line := range strings.Split(content, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 6 && f[1] == region && f[2] == "down" {
+			n, err := strconv.Atoi(f[5])
+			if err != nil {
+				t.Fatalf("LAG column of %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no row for %s (agent down) in:\n%s", region, content)
+	return 0
+}
+
+// Against a real ctrld and MariaDB: lag rises while changes are written and
+// no agent acks, and falls when the agent catches up.
+func TestConsoleShowsLagRisingAndFalling(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu-west")
+	op := env.Operator("oncall")
+	agent := env.Agent("eu-west")
+	ctx := context.Background()
+	m := tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true})
+	deploy := func(id string) {
+		t.Helper()
+		if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "acme", EnvironmentId: "prod",
+			Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu-west"}, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	m = refresh(t, m)
+	if lag := lagOf(t, m.Content(), "eu-west"); lag != 0 {
+		t.Fatalf("lag %d before any change", lag)
+	}
+	deploy("a")
+	deploy("b")
+	m = refresh(t, m)
+	if lag := lagOf(t, m.Content(), "eu-west"); lag != 2 {
+		t.Fatalf("lag %d after two unacked changes:\n%s", lag, m.Content())
+	}
+	deploy("c")
+	m = refresh(t, m)
+	if lag := lagOf(t, m.Content(), "eu-west"); lag != 3 {
+		t.Fatalf("lag did not rise to 3:\n%s", m.Content())
+	}
+
+	regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu-west", AgentIdentity: "krane-0",
+		AckedVersion: regions.Regions[0].HeadVersion}); err != nil {
+		t.Fatal(err)
+	}
+	m = refresh(t, m)
+	if lag := lagOf(t, m.Content(), "eu-west"); lag != 0 {
+		t.Fatalf("lag did not fall after the agent caught up:\n%s", m.Content())
+	}
+}
