@@ -86,3 +86,15 @@ func statusMessage(err error) (string, bool) {
 	}
 	return s.Code().String() + ": " + s.Message(), true
 }
+
+func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to int32) *confirmation {
+	what := fmt.Sprintf("scale %s in %s to %d", d.GetDeploymentId(), region, to)
+	return &confirmation{
+		what:   what,
+		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", d.GetDeploymentId(), region, d.GetReplicas(), to),
+		run: m.act(what, func(ctx context.Context) error {
+			_, err := m.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})
+			return err
+		}),
+	}
+}

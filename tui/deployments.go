@@ -16,15 +16,19 @@ type deploymentRow struct {
 
 // deploymentsPage lists every deployment per region, newest first.
 type deploymentsPage struct {
-	rows   []deploymentRow
+	all    []*ctrlv1.DeploymentSummary
+	rows   []deploymentRow // all, per region, filtered
 	cursor int
 }
 
-func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary) {
+func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary, filter string) {
+	p.all = deps
 	var rows []deploymentRow
 	for _, d := range deps {
 		for _, r := range d.GetRegions() {
-			rows = append(rows, deploymentRow{deployment: d, region: r, name: r.GetRegion()})
+			if strings.Contains(d.GetDeploymentId(), filter) || strings.Contains(r.GetRegion(), filter) {
+				rows = append(rows, deploymentRow{deployment: d, region: r, name: r.GetRegion()})
+			}
 		}
 	}
 	p.rows = rows

@@ -4,34 +4,37 @@ import "charm.land/bubbles/v2/key"
 
 // KeyMap is every key the console knows.
 type KeyMap struct {
-	Up, Down, Open, Back, Switch, Resync, Pause, Stop, Start, Yes, No, Help, Quit key.Binding
+	Up, Down, Open, Back, Switch, Resync, Pause, Stop, Start, ScaleUp, ScaleDown, Filter, Yes, No, Help, Quit key.Binding
 }
 
 // DefaultKeyMap returns the console's keys.
 func DefaultKeyMap() KeyMap {
 	return KeyMap{
-		Up:     key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
-		Down:   key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
-		Open:   key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open region")),
-		Back:   key.NewBinding(key.WithKeys("esc", "backspace"), key.WithHelp("esc", "back")),
-		Switch: key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "regions/deployments")),
-		Resync: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "force resync")),
-		Pause:  key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume")),
-		Stop:   key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "stop deployment")),
-		Start:  key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "start deployment")),
-		Yes:    key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "confirm")),
-		No:     key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel")),
-		Help:   key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Quit:   key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		Open:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open region")),
+		Back:      key.NewBinding(key.WithKeys("esc", "backspace"), key.WithHelp("esc", "back")),
+		Switch:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "regions/deployments")),
+		Resync:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "force resync")),
+		Pause:     key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume")),
+		Stop:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "stop deployment")),
+		Start:     key.NewBinding(key.WithKeys("S"), key.WithHelp("S", "start deployment")),
+		ScaleUp:   key.NewBinding(key.WithKeys("+", "="), key.WithHelp("+/-", "scale")),
+		ScaleDown: key.NewBinding(key.WithKeys("-"), key.WithHelp("-", "scale down")),
+		Filter:    key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Yes:       key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "confirm")),
+		No:        key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel")),
+		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:      key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
 	}
 }
 
 // ShortHelp implements help.KeyMap.
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Switch, k.Open, k.Resync, k.Help, k.Quit}
+	return []key.Binding{k.Switch, k.Open, k.Filter, k.Help, k.Quit}
 }
 
 // FullHelp implements help.KeyMap.
 func (k KeyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down, k.Open, k.Back, k.Switch}, {k.Resync, k.Pause, k.Stop, k.Start}, {k.Help, k.Quit}}
+	return [][]key.Binding{{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Filter}, {k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}
 }

@@ -45,8 +45,12 @@ type Model struct {
 	detail      detailPage
 	deployments deploymentsPage
 	confirm     *confirmation
-	status      string // outcome of the last action
-	err         error  // why ctrld is not answering, if it is not
+	// filter narrows every list to rows containing it; filtering is true
+	// while it is being typed.
+	filter    string
+	filtering bool
+	status    string // outcome of the last action
+	err       error  // why ctrld is not answering, if it is not
 }
 
 // New returns the console on an operator client.
@@ -139,15 +143,15 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Batch(m.fetch(), m.tick())
 	case regionsMsg:
 		m.err = nil
-		m.regions.set(msg.regions)
+		m.regions.set(msg.regions, m.filter)
 		return m, nil
 	case detailMsg:
 		m.err = nil
-		m.detail.set(msg.region, msg.pending)
+		m.detail.set(msg.region, msg.pending, m.filter)
 		return m, nil
 	case deploymentsMsg:
 		m.err = nil
-		m.deployments.set(msg.deployments)
+		m.deployments.set(msg.deployments, m.filter)
 		return m, nil
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
@@ -166,6 +170,22 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	if m.filtering {
+		switch msg.Code {
+		case tea.KeyEnter:
+			m.filtering = false
+		case tea.KeyEscape:
+			m.filtering, m.filter = false, ""
+		case tea.KeyBackspace:
+			if m.filter != "" {
+				m.filter = m.filter[:len(m.filter)-1]
+			}
+		default:
+			m.filter += msg.Text
+		}
+		m.applyFilter()
+		return m, nil
+	}
 	if m.confirm != nil {
 		switch {
 		case key.Matches(msg, m.keys.Yes):
@@ -185,12 +205,18 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Help):
 		m.help.ShowAll = !m.help.ShowAll
 		return m, nil
+	case key.Matches(msg, m.keys.Filter):
+		m.filtering, m.filter = true, ""
+		m.applyFilter()
+		return m, nil
 	case key.Matches(msg, m.keys.Switch):
 		if m.page == pageDeployments {
 			m.page = pageRegions
 		} else {
 			m.page = pageDeployments
 		}
+		m.filter = "" // a filter belongs to the list it was typed on
+		m.applyFilter()
 		return m, m.fetch()
 	}
 	switch m.page {
@@ -213,6 +239,10 @@ func (m Model) deploymentsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.confirm = m.statusConfirmation(r.region, r.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
 	case key.Matches(msg, m.keys.Start) && r != nil:
 		m.confirm = m.statusConfirmation(r.region, r.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
+	case key.Matches(msg, m.keys.ScaleUp) && r != nil:
+		m.confirm = m.scaleConfirmation(r.region, r.name, r.region.GetReplicas()+1)
+	case key.Matches(msg, m.keys.ScaleDown) && r != nil && r.region.GetReplicas() > 0:
+		m.confirm = m.scaleConfirmation(r.region, r.name, r.region.GetReplicas()-1)
 	}
 	return m, nil
 }
@@ -225,7 +255,8 @@ func (m Model) regionsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Down):
 		m.regions.move(1)
 	case key.Matches(msg, m.keys.Open) && r != nil:
-		m.page, m.detail = pageRegion, detailPage{name: r.Region}
+		m.page, m.detail, m.filter = pageRegion, detailPage{name: r.Region}, ""
+		m.applyFilter()
 		return m, m.fetch()
 	case key.Matches(msg, m.keys.Resync) && r != nil:
 		m.confirm = m.resyncConfirmation(r.Region)
@@ -239,7 +270,8 @@ func (m Model) detailKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	d := m.detail.selected()
 	switch {
 	case key.Matches(msg, m.keys.Back):
-		m.page = pageRegions
+		m.page, m.filter = pageRegions, ""
+		m.applyFilter()
 		return m, m.fetch()
 	case key.Matches(msg, m.keys.Up):
 		m.detail.move(-1)
@@ -253,8 +285,21 @@ func (m Model) detailKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.confirm = m.statusConfirmation(d, m.detail.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
 	case key.Matches(msg, m.keys.Start) && d != nil:
 		m.confirm = m.statusConfirmation(d, m.detail.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
+	case key.Matches(msg, m.keys.ScaleUp) && d != nil:
+		m.confirm = m.scaleConfirmation(d, m.detail.name, d.GetReplicas()+1)
+	case key.Matches(msg, m.keys.ScaleDown) && d != nil && d.GetReplicas() > 0:
+		m.confirm = m.scaleConfirmation(d, m.detail.name, d.GetReplicas()-1)
 	}
 	return m, nil
+}
+
+// applyFilter re-filters every list after the filter changed.
+func (m *Model) applyFilter() {
+	m.regions.set(m.regions.all, m.filter)
+	m.deployments.set(m.deployments.all, m.filter)
+	if m.detail.region != nil {
+		m.detail.set(m.detail.region, m.detail.pending, m.filter)
+	}
 }
 
 // View implements tea.Model.

@@ -10,18 +10,25 @@ import (
 // regionsPage is the home view: one row per region, worst lag first (the
 // server's order).
 type regionsPage struct {
-	rows   []*ctrlv1.RegionOverview
+	all    []*ctrlv1.RegionOverview
+	rows   []*ctrlv1.RegionOverview // all, filtered
 	cursor int
 }
 
-func (p *regionsPage) set(rows []*ctrlv1.RegionOverview) {
+func (p *regionsPage) set(all []*ctrlv1.RegionOverview, filter string) {
 	selected := ""
 	if r := p.selected(); r != nil {
 		selected = r.Region
 	}
-	p.rows = rows
+	p.all = all
+	p.rows = nil
+	for _, r := range all {
+		if strings.Contains(r.Region, filter) {
+			p.rows = append(p.rows, r)
+		}
+	}
 	p.cursor = 0
-	for i, r := range rows { // keep the selection on the same region
+	for i, r := range p.rows { // keep the selection on the same region
 		if r.Region == selected {
 			p.cursor = i
 		}

@@ -18,6 +18,13 @@ func (m Model) render() string {
 		title = "unkey-tui · deployments"
 	}
 	b.WriteString(s.Title.Render(title) + "\n")
+	if m.filtering || m.filter != "" {
+		cursor := ""
+		if m.filtering {
+			cursor = "▏ (enter: keep, esc: clear)"
+		}
+		b.WriteString("filter: " + m.filter + cursor + "\n")
+	}
 	if m.err != nil {
 		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+errText(m.err)+" ", m.width)) + "\n")
 	}

@@ -115,6 +115,11 @@ func (f *fakeOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymentsR
 	}}, nil
 }
 
+func (f *fakeOperator) Scale(_ context.Context, req *ctrlv1.ScaleRequest, _ ...grpc.CallOption) (*ctrlv1.ScaleResponse, error) {
+	f.record(req)
+	return &ctrlv1.ScaleResponse{}, nil
+}
+
 func (f *fakeOperator) ForceResync(_ context.Context, req *ctrlv1.ForceResyncRequest, _ ...grpc.CallOption) (*ctrlv1.ForceResyncResponse, error) {
 	f.record(req)
 	return &ctrlv1.ForceResyncResponse{}, nil
@@ -243,6 +248,30 @@ func TestStartDeploymentFromDeploymentsView(t *testing.T) {
 		t.Fatalf("calls %v", calls)
 	}
 	if c := calls[0].(*ctrlv1.SetDesiredStatusRequest); c.Region != "us-east" || c.Status != ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING {
+		t.Fatalf("call %v", c)
+	}
+}
+
+// "/" filters the list; scaling from the filtered detail sends the new
+// replica count.
+func TestFilterThenScale(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, press('/'), press('u'), press('s'), enter) // only us-east is left
+	waitFor(t, tm, "filter: us")
+	keys(tm, enter)
+	waitFor(t, tm, "PENDING CHANGES (3)")
+	keys(tm, press('/'), press('w'), press('o'), enter) // only the worker deployment
+	keys(tm, press('+'))
+	waitFor(t, tm, "Scale deployment worker in region us-east from 2 to 3 replicas?")
+	keys(tm, press('y'))
+	waitFor(t, tm, "done: scale worker in us-east to 3")
+	calls := op.calls()
+	if len(calls) != 1 {
+		t.Fatalf("calls %v", calls)
+	}
+	if c := calls[0].(*ctrlv1.ScaleRequest); c.DeploymentId != "worker" || c.Region != "us-east" || c.Replicas != 3 {
 		t.Fatalf("call %v", c)
 	}
 }
