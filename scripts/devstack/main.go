@@ -1,0 +1,302 @@
+// Command devstack brings up deploysync's whole stack on this machine for
+// `go tool task dev`: MariaDB, ctrld, two regions each with its own
+// Kubernetes control plane (the locally built apiserver, controller manager,
+// scheduler and kwok, so Pods reach Running without Docker) and agent, a
+// demo deployment, and the console in the foreground. Quitting the console
+// (q) or Ctrl+C stops everything it started; `devstack down` cleans up
+// after a crash.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deploysync/deploysync/internal/dial"
+	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/testdb"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+const (
+	stateDir  = ".dev"
+	ctrldAddr = "127.0.0.1:7070"
+	database  = "deploysync_dev"
+)
+
+var regions = []string{"eu-west", "us-east"}
+
+func main() {
+	cmd := "up"
+	if len(os.Args) > 1 {
+		cmd = os.Args[1]
+	}
+	var err error
+	switch cmd {
+	case "up":
+		err = up()
+	case "down":
+		err = down()
+	default:
+		err = fmt.Errorf("usage: devstack [up|down]")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "devstack:", err)
+		os.Exit(1)
+	}
+}
+
+func say(format string, args ...any) { fmt.Printf("devstack: "+format+"\n", args...) }
+
+// stack is what up started, stopped newest first.
+type stack struct {
+	procs    []*exec.Cmd
+	clusters []*kubetest.Cluster
+}
+
+func (s *stack) stop() {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		p := s.procs[i]
+		if p.Process != nil {
+			syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, p := range s.procs {
+		done := make(chan struct{})
+		go func() { p.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Until(deadline)):
+			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	for _, c := range s.clusters {
+		c.Stop()
+	}
+	os.Remove(filepath.Join(stateDir, "pids"))
+}
+
+// start runs a daemon in the background, logging to .dev/logs/<log>; env
+// nil inherits ours.
+func (s *stack) start(env []string, log, name string, args ...string) error {
+	f, err := os.Create(filepath.Join(stateDir, "logs", log))
+	if err != nil {
+		return err
+	}
+	c := exec.Command(name, args...)
+	c.Env = env
+	c.Stdout, c.Stderr = f, f
+	// Own process group, and gone with us however we die.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := c.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", filepath.Base(name), err)
+	}
+	s.procs = append(s.procs, c)
+	pids, err := os.OpenFile(filepath.Join(stateDir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err == nil {
+		fmt.Fprintln(pids, c.Process.Pid)
+		pids.Close()
+	}
+	return nil
+}
+
+func up() error {
+	start := time.Now()
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	if err := down(); err != nil { // whatever a crashed run left
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, "logs"), 0o755); err != nil {
+		return err
+	}
+	if exec.Command("docker", "info").Run() == nil {
+		say("a Docker engine answers, but the kind mode is not automated yet; using the local control plane")
+	} else {
+		say("no Docker engine here (kind cannot run): using the locally built kube-apiserver + controller manager + scheduler + kwok")
+	}
+
+	s := &stack{}
+	defer s.stop()
+
+	say("building (or reusing) the Kubernetes binaries")
+	kubeBin, err := exec.Command("bash", "scripts/kube-binaries.sh").Output()
+	if err != nil {
+		return fmt.Errorf("kube binaries: %w", err)
+	}
+	os.Setenv(kubetest.EnvBinDir, strings.TrimSpace(string(kubeBin)))
+
+	say("building ctrld, agentd and unkey-tui")
+	bin, _ := filepath.Abs(filepath.Join(stateDir, "bin"))
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd", "./cmd/unkey-tui")
+	build.Stdout, build.Stderr = os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("build: %w", err)
+	}
+
+	say("starting one Kubernetes control plane per region (%s)", strings.Join(regions, ", "))
+	kubeconfigs := map[string]string{}
+	for _, r := range regions {
+		c, err := kubetest.Start(ctx, kubetest.Options{Workloads: true})
+		if err != nil {
+			return fmt.Errorf("region %s: %w", r, err)
+		}
+		s.clusters = append(s.clusters, c)
+		kubeconfigs[r] = c.Kubeconfig
+		say("  %s: kubeconfig %s", r, c.Kubeconfig)
+	}
+
+	dsn, err := devDatabase(ctx)
+	if err != nil {
+		return err
+	}
+	env := append(os.Environ(), "CTRLD_DATABASE_DSN="+dsn)
+	run := func(args ...string) (string, error) {
+		c := exec.Command(filepath.Join(bin, "ctrld"), args...)
+		c.Env = env
+		out, err := c.Output()
+		if ee := new(exec.ExitError); errors.As(err, &ee) {
+			return "", fmt.Errorf("ctrld %s: %s", strings.Join(args, " "), ee.Stderr)
+		}
+		return strings.TrimSpace(string(out)), err
+	}
+	if _, err := run("migrate"); err != nil {
+		return err
+	}
+	opToken, err := run("token", "create", "--operator", os.Getenv("USER")+"-dev")
+	if err != nil {
+		return err
+	}
+	os.WriteFile(filepath.Join(stateDir, "operator.token"), []byte(opToken+"\n"), 0o600)
+
+	say("starting ctrld on %s (metrics :9090)", ctrldAddr)
+	if err := s.start(env, "ctrld.log", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", "127.0.0.1:9090"); err != nil {
+		return err
+	}
+	for i, r := range regions {
+		token, err := run("token", "create", "--region", r)
+		if err != nil {
+			return err
+		}
+		tokenFile := filepath.Join(stateDir, r+".token")
+		os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
+		say("starting agentd for %s (metrics :%d)", r, 9091+i)
+		if err := s.start(nil, "agentd-"+r+".log", filepath.Join(bin, "agentd"), "--region", r, "--identity", "agentd-"+r+"-0",
+			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", kubeconfigs[r],
+			"--metrics-listen", "127.0.0.1:"+strconv.Itoa(9091+i)); err != nil {
+			return err
+		}
+	}
+
+	conn, err := dial.Ctrld(dial.Options{Address: ctrldAddr, Token: opToken, Insecure: true})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	op := ctrlv1.NewOperatorServiceClient(conn)
+	say("deploying the demo: nginx:1.27, 3 replicas in %s", strings.Join(regions, " and "))
+	deployed := time.Now()
+	if err := retry(ctx, 15*time.Second, func() error {
+		_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "demo", WorkspaceId: "acme", EnvironmentId: "dev",
+			Image: "nginx:1.27", CpuMillicores: 100, MemoryMib: 64, Port: 80, Regions: regions, Replicas: 3})
+		return err
+	}); err != nil {
+		return fmt.Errorf("deploy the demo: %w", err)
+	}
+	if err := retry(ctx, 60*time.Second, func() error { return firstRunningPod(ctx, s.clusters[0]) }); err != nil {
+		return err
+	}
+	say("first Running pod %s after the deploy, %s after `task dev` started", time.Since(deployed).Round(time.Millisecond), time.Since(start).Round(time.Second))
+	say("logs in %s/logs; operator token in %s/operator.token; starting the console (q quits and stops the stack)", stateDir, stateDir)
+	time.Sleep(time.Second)
+
+	tui := exec.CommandContext(ctx, filepath.Join(bin, "unkey-tui"), "--ctrld-address", ctrldAddr, "--insecure",
+		"--token-file", filepath.Join(stateDir, "operator.token"))
+	tui.Stdin, tui.Stdout, tui.Stderr = os.Stdin, os.Stdout, os.Stderr
+	if err := tui.Run(); err != nil && ctx.Err() == nil {
+		say("console exited: %v", err)
+	}
+	say("stopping the stack")
+	return nil
+}
+
+// devDatabase makes sure MariaDB runs and gives the stack a fresh database.
+func devDatabase(ctx context.Context) (string, error) {
+	ensure := exec.Command("bash", "scripts/ensure-mariadb.sh")
+	ensure.Stdout, ensure.Stderr = os.Stdout, os.Stderr
+	if err := ensure.Run(); err != nil {
+		return "", fmt.Errorf("MariaDB: %w", err)
+	}
+	cfg, err := mysql.ParseDSN(testdb.DefaultDSN)
+	if err != nil {
+		return "", err
+	}
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return "", err
+	}
+	defer admin.Close()
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS " + database, "CREATE DATABASE " + database} {
+		if _, err := admin.ExecContext(ctx, stmt); err != nil {
+			return "", fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	cfg.DBName = database
+	return cfg.FormatDSN(), nil
+}
+
+func firstRunningPod(ctx context.Context, c *kubetest.Cluster) error {
+	client, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return err
+	}
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "unkey.deployment.id=demo"})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		if p.Status.Phase == corev1.PodRunning {
+			return nil
+		}
+	}
+	return errors.New("no demo pod Running yet")
+}
+
+func retry(ctx context.Context, within time.Duration, f func() error) error {
+	deadline := time.Now().Add(within)
+	for {
+		err := f()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// down stops whatever a previous up left running and removes its state.
+func down() error {
+	data, err := os.ReadFile(filepath.Join(stateDir, "pids"))
+	if err == nil {
+		for _, f := range strings.Fields(string(data)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				syscall.Kill(-pid, syscall.SIGKILL)
+			}
+		}
+	}
+	return os.RemoveAll(stateDir)
+}
