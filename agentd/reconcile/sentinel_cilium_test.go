@@ -11,8 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
@@ -60,8 +58,6 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 	}
 }
 
-var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
 // Without the CRD a policy fails with a clear error; once Cilium's CRD is
 // installed it is applied, left alone when unchanged, and deleted.
 func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
@@ -77,7 +73,7 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	if err := policies.Apply(ctx, state); !errors.Is(err, reconcile.ErrNoCRD) {
 		t.Fatalf("without the CRD: got %v, want ErrNoCRD", err)
 	}
-	installCiliumCRD(t, dyn)
+	shared.Get(t).InstallCiliumCRD(t)
 	waitFor(t, func() bool { return policies.Apply(ctx, state) == nil })
 	obj, err := dyn.Resource(reconcile.PolicyResource).Namespace(e.ns).Get(ctx, "allow-api", metav1.GetOptions{})
 	if err != nil {
@@ -102,28 +98,6 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	}
 	if _, err := dyn.Resource(reconcile.PolicyResource).Namespace(e.ns).Get(ctx, "allow-api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("policy not deleted: %v", err)
-	}
-}
-
-func installCiliumCRD(t *testing.T, dyn dynamic.Interface) {
-	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "ciliumnetworkpolicies.cilium.io"},
-		"spec": map[string]any{
-			"group": "cilium.io",
-			"scope": "Namespaced",
-			"names": map[string]any{"kind": "CiliumNetworkPolicy", "plural": "ciliumnetworkpolicies", "singular": "ciliumnetworkpolicy", "listKind": "CiliumNetworkPolicyList"},
-			"versions": []any{map[string]any{
-				"name": "v2", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-			}},
-		},
-	}}
-	_, err := dyn.Resource(crdResource).Create(context.Background(), crd, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
 	}
 }
 
