@@ -58,7 +58,7 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "region", Required: true, Usage: "the region (cluster) this agent serves; must match its token", EnvVars: env("region")},
 			&cli.StringFlag{Name: "identity", Value: host, Usage: "name of this replica (default: the host name, i.e. the Pod name)", EnvVars: append(env("identity"), "POD_NAME")},
 			&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
-			&cli.StringFlag{Name: "token", Usage: "agent token from `ctrld token create --region R` (prefer --token-file)", EnvVars: env("token")},
+			&cli.StringFlag{Name: "token", Usage: "agent token, from: ctrld token create --region R (prefer --token-file)", EnvVars: env("token")},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the agent token", EnvVars: env("token-file")},
 			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS (loopback and development only)", EnvVars: env("insecure")},
 			&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},

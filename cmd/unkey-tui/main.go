@@ -3,7 +3,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/urfave/cli/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -32,14 +33,14 @@ func env(name string) []string {
 func app() *cli.App {
 	return &cli.App{
 		Name:  "unkey-tui",
-		Usage: "the deploysync operator console: per-region sync health, pending changes, and actions",
+		Usage: "the deploysync operator console (no command) and script commands on the same operator API",
 		Description: "Shows every region's agent, cursor and lag (worst first), a region's pending changes and\n" +
 			"deployments, and lets you force a resync, pause/resume a region and stop/start a deployment,\n" +
 			"each after a confirmation. Keyboard only; ? shows all keys; q quits. Every flag can also be\n" +
 			"set through the environment variable shown; NO_COLOR turns colors off.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
-			&cli.StringFlag{Name: "token", Usage: "operator token from `ctrld token create --operator NAME` (prefer --token-file)", EnvVars: env("token")},
+			&cli.StringFlag{Name: "token", Usage: "operator token, from: ctrld token create --operator NAME (prefer --token-file)", EnvVars: env("token")},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the operator token", EnvVars: env("token-file")},
 			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS (loopback and development only)", EnvVars: env("insecure")},
 			&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},
@@ -47,24 +48,38 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
 			&cli.DurationFlag{Name: "refresh", Value: time.Second, Usage: "how often views refresh", EnvVars: env("refresh")},
 		},
+		Commands: scriptCommands(),
 		Action: func(c *cli.Context) error {
-			token, err := dial.Token(c.String("token"), c.String("token-file"))
-			if err != nil {
-				return err
-			}
-			if token == "" {
-				return errors.New("an operator token is required: --token or --token-file (create one with `ctrld token create --operator NAME`)")
-			}
-			conn, err := dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"),
-				CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
+			conn, err := connect(c)
 			if err != nil {
 				return err
 			}
 			defer conn.Close()
 			_, noColor := os.LookupEnv("NO_COLOR")
 			m := tui.New(ctrlv1.NewOperatorServiceClient(conn), tui.Options{Refresh: c.Duration("refresh"), NoColor: noColor})
-			_, err = tea.NewProgram(m, tea.WithContext(context.Background())).Run()
+			_, err = tea.NewProgram(m, tea.WithContext(c.Context)).Run()
 			return err
 		},
 	}
+}
+
+// connect dials ctrld with the global flags' token and TLS settings.
+func connect(c *cli.Context) (*grpc.ClientConn, error) {
+	token, err := dial.Token(c.String("token"), c.String("token-file"))
+	if err != nil {
+		return nil, err
+	}
+	if token == "" {
+		return nil, errors.New("an operator token is required: --token or --token-file (create one with `ctrld token create --operator NAME`)")
+	}
+	return dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"),
+		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
+}
+
+// errText is a gRPC error's code and message: the server's own words.
+func errText(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Code().String() + ": " + s.Message()
+	}
+	return err.Error()
 }
