@@ -13,6 +13,9 @@ import (
 // The helper gives each test its own database, usable for real SQL, and
 // drops it when the test ends.
 func TestNewCreatesIsolatedDatabaseAndDropsIt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("testdb: needs MySQL/MariaDB; skipped in -short mode")
+	}
 	var first, second *testdb.Database
 	t.Run("first", func(t *testing.T) {
 		first = testdb.New(t)
