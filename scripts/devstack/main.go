@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -32,19 +33,30 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-const (
-	stateDir  = ".dev"
-	ctrldAddr = "127.0.0.1:7070"
-	database  = "deploysync_dev"
+// Where and how the stack runs; flags of `up` (tests use their own).
+var (
+	stateDir    = ".dev"
+	ctrldAddr   = "127.0.0.1:7070"
+	database    = "deploysync_dev"
+	metricsBase = 9090 // ctrld; agents take the next ports; 0 turns metrics off
+	noConsole   bool
 )
 
 var regions = []string{"eu-west", "us-east"}
 
 func main() {
 	cmd := "up"
-	if len(os.Args) > 1 {
-		cmd = os.Args[1]
+	args := os.Args[1:]
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
 	}
+	fs := flag.NewFlagSet("devstack "+cmd, flag.ExitOnError)
+	fs.StringVar(&stateDir, "dir", stateDir, "state directory (binaries, logs, tokens, pids)")
+	fs.StringVar(&ctrldAddr, "ctrld", ctrldAddr, "ctrld's listen address")
+	fs.StringVar(&database, "database", database, "database to (re)create for the stack")
+	fs.IntVar(&metricsBase, "metrics-port", metricsBase, "ctrld's metrics port; agents use the next ones (0: off)")
+	fs.BoolVar(&noConsole, "no-console", false, "stop once the demo runs instead of opening the console (for tests)")
+	fs.Parse(args)
 	var err error
 	switch cmd {
 	case "up":
@@ -184,8 +196,8 @@ func up() error {
 	}
 	os.WriteFile(filepath.Join(stateDir, "operator.token"), []byte(opToken+"\n"), 0o600)
 
-	say("starting ctrld on %s (metrics :9090)", ctrldAddr)
-	if err := s.start(env, "ctrld.log", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", "127.0.0.1:9090"); err != nil {
+	say("starting ctrld on %s (metrics %s)", ctrldAddr, orOff(metricsAddr(0)))
+	if err := s.start(env, "ctrld.log", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0)); err != nil {
 		return err
 	}
 	for i, r := range regions {
@@ -195,10 +207,10 @@ func up() error {
 		}
 		tokenFile := filepath.Join(stateDir, r+".token")
 		os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
-		say("starting agentd for %s (metrics :%d)", r, 9091+i)
+		say("starting agentd for %s (metrics %s)", r, orOff(metricsAddr(1+i)))
 		if err := s.start(nil, "agentd-"+r+".log", filepath.Join(bin, "agentd"), "--region", r, "--identity", "agentd-"+r+"-0",
 			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", kubeconfigs[r],
-			"--metrics-listen", "127.0.0.1:"+strconv.Itoa(9091+i)); err != nil {
+			"--metrics-listen", metricsAddr(1+i)); err != nil {
 			return err
 		}
 	}
@@ -222,6 +234,10 @@ func up() error {
 		return err
 	}
 	say("first Running pod %s after the deploy, %s after `task dev` started", time.Since(deployed).Round(time.Millisecond), time.Since(start).Round(time.Second))
+	if noConsole {
+		say("stack is up; stopping it (--no-console)")
+		return nil
+	}
 	say("logs in %s/logs; operator token in %s/operator.token; starting the console (q quits and stops the stack)", stateDir, stateDir)
 	time.Sleep(time.Second)
 
@@ -275,6 +291,21 @@ func firstRunningPod(ctx context.Context, c *kubetest.Cluster) error {
 		}
 	}
 	return errors.New("no demo pod Running yet")
+}
+
+// metricsAddr is the metrics address of the i-th daemon ("" when off).
+func metricsAddr(i int) string {
+	if metricsBase == 0 {
+		return ""
+	}
+	return "127.0.0.1:" + strconv.Itoa(metricsBase+i)
+}
+
+func orOff(addr string) string {
+	if addr == "" {
+		return "off"
+	}
+	return addr
 }
 
 func retry(ctx context.Context, within time.Duration, f func() error) error {
