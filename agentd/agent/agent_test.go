@@ -228,7 +228,7 @@ func TestLeaderElection(t *testing.T) {
 	env.AgentToken("eu")
 	ns := naming.Namespace("ha", "prod")
 	fast := agent.Config{LeaderElect: true, LeaseNamespace: "default",
-		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}
+		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond}
 	stopFirst := startAgent(t, env, "eu", "replica-a", c.Config, fast)
 	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(admin) == "replica-a" })
 	startAgent(t, env, "eu", "replica-b", c.Config, fast)
