@@ -3,14 +3,13 @@ package testdb_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"runtime"
 	"strings"
 	"testing"
 
 	_ "github.com/go-sql-driver/mysql"
 
 	"github.com/deploysync/deploysync/internal/testdb"
+	"github.com/deploysync/deploysync/internal/testrec"
 )
 
 // The helper gives each test its own database, usable for real SQL, and
@@ -74,17 +73,6 @@ func open(t *testing.T, dsn string) *sql.DB {
 	return db
 }
 
-// recordingTB captures how a test ends instead of ending it.
-type recordingTB struct {
-	testing.TB
-	failed, skipped string
-}
-
-// Fatal and Skip end the calling goroutine, as the real ones do.
-func (r *recordingTB) Helper()           {}
-func (r *recordingTB) Fatal(args ...any) { r.failed = fmt.Sprint(args...); runtime.Goexit() }
-func (r *recordingTB) Skip(args ...any)  { r.skipped = fmt.Sprint(args...); runtime.Goexit() }
-
 // An unreachable database fails the test in CI, naming the fix, and only
 // skips outside CI.
 func TestUnreachableDatabaseFailsInCI(t *testing.T) {
@@ -95,19 +83,13 @@ func TestUnreachableDatabaseFailsInCI(t *testing.T) {
 	}
 	for _, ci := range []string{"true", "false"} {
 		t.Setenv("CI", ci)
-		r := &recordingTB{TB: t}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			testdb.Unavailable(r, err)
-		}()
-		<-done
-		msg := r.failed + r.skipped
+		r := testrec.Run(t, func(tb testing.TB) { testdb.Unavailable(tb, err) })
+		msg := r.Failed + r.Skipped
 		if !strings.Contains(msg, "scripts/ensure-mariadb.sh") || !strings.Contains(msg, testdb.EnvDSN) {
 			t.Errorf("CI=%s: message %q does not say how to fix it", ci, msg)
 		}
-		if (ci == "true") != (r.failed != "") || (ci == "false") != (r.skipped != "") {
-			t.Errorf("CI=%s: failed=%q skipped=%q", ci, r.failed, r.skipped)
+		if (ci == "true") != (r.Failed != "") || (ci == "false") != (r.Skipped != "") {
+			t.Errorf("CI=%s: failed=%q skipped=%q", ci, r.Failed, r.Skipped)
 		}
 	}
 }
