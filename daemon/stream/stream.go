@@ -262,22 +262,7 @@ var errCursorTooOld = errors.New("cursor predates the retained changes")
 // changesBetween reads one page of the region's changes in (from, to].
 // Every pk in that range is settled, so a plain read sees them all.
 func (s *Streamer) changesBetween(ctx context.Context, region string, from, to uint64) ([]tailer.Change, error) {
-	rows, err := s.db.QueryContext(ctx,
-		"SELECT pk, resource_type, resource_id, region, created_at FROM deployment_changes "+
-			"WHERE region = ? AND pk > ? AND pk <= ? ORDER BY pk LIMIT ?", region, from, to, s.cfg.PageSize)
-	if err != nil {
-		return nil, fmt.Errorf("read changes: %w", err)
-	}
-	defer rows.Close()
-	var out []tailer.Change
-	for rows.Next() {
-		var c tailer.Change
-		if err := rows.Scan(&c.Version, &c.Type, &c.ResourceID, &c.Region, &c.CreatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
+	return tailer.ReadChanges(ctx, s.db, "WHERE region = ? AND pk > ? AND pk <= ? ORDER BY pk LIMIT ?", region, from, to, s.cfg.PageSize)
 }
 
 // follow relays the tailer's notices until ctx ends or control says stop.

@@ -1,6 +1,7 @@
 package tailer
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -303,12 +304,16 @@ func (t *Tailer) advance() {
 
 // deliver hands each subscriber its region's changes. Called with mu held.
 func (t *Tailer) deliver(visible []Change, watermarkMoved bool) {
+	grew := false
 	for _, c := range visible {
 		if c.Version > t.watermark {
 			t.early = append(t.early, c)
+			grew = true
 		}
 	}
-	slices.SortFunc(t.early, func(a, b Change) int { return cmpVersion(a.Version, b.Version) })
+	if grew { // settled holes may land below later rows
+		slices.SortFunc(t.early, func(a, b Change) int { return cmp.Compare(a.Version, b.Version) })
+	}
 	if len(visible) == 0 && !watermarkMoved {
 		return
 	}
@@ -350,7 +355,13 @@ func (t *Tailer) oldestHoles(limit int) []uint64 {
 }
 
 func (t *Tailer) query(ctx context.Context, where string, args ...any) ([]Change, error) {
-	rows, err := t.db.QueryContext(ctx,
+	return ReadChanges(ctx, t.db, where, args...)
+}
+
+// ReadChanges reads deployment_changes rows; where is the SQL after FROM
+// (a WHERE clause with ORDER BY and LIMIT as needed).
+func ReadChanges(ctx context.Context, db *sql.DB, where string, args ...any) ([]Change, error) {
+	rows, err := db.QueryContext(ctx,
 		"SELECT pk, resource_type, resource_id, region, created_at FROM deployment_changes "+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read deployment_changes: %w", err)
@@ -421,14 +432,4 @@ func (t *Tailer) persistWatermark(ctx context.Context) error {
 	t.persisted = max(t.persisted, w)
 	t.mu.Unlock()
 	return nil
-}
-
-func cmpVersion(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
