@@ -32,7 +32,7 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 
 	between := func() error { return s.relayLive(ctx, sub, st, sentLive) }
 	topologyType := string(deploymentchange.ResourceTypeDeploymentTopology)
-	err = pages(ctx, s.cfg.PageSize, func(after int, limit int) (int, error) {
+	err = pages(s.cfg.PageSize, func(after int, limit int) (int, int, error) {
 		rows, err := tx.DeploymentTopology.Query().
 			Where(deploymenttopology.Region(st.req.Region),
 				deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning),
@@ -40,7 +40,7 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 			Order(ent.Asc(deploymenttopology.FieldID)).Limit(limit).
 			WithDeployment().All(ctx)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		var events []*ctrlv1.DeploymentChangeEvent
 		for _, t := range rows {
@@ -49,14 +49,14 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 			}
 			after = t.ID
 		}
-		return after, s.sendEvents(st, events)
+		return after, len(rows), s.sendEvents(st, events)
 	}, between)
 	if err != nil {
 		return fmt.Errorf("full sync: topologies: %w", err)
 	}
 
 	sentinelType := string(deploymentchange.ResourceTypeSentinel)
-	err = pagesByString(ctx, s.cfg.PageSize, func(after string, limit int) (string, int, error) {
+	err = pages(s.cfg.PageSize, func(after string, limit int) (string, int, error) {
 		rows, err := tx.Sentinel.Query().
 			Where(sentinel.Region(st.req.Region), sentinel.DesiredStateEQ(sentinel.DesiredStateRunning), sentinel.IDGT(after)).
 			Order(ent.Asc(sentinel.FieldID)).Limit(limit).All(ctx)
@@ -77,7 +77,7 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 	}
 
 	policyType := string(deploymentchange.ResourceTypeCiliumNetworkPolicy)
-	err = pagesByString(ctx, s.cfg.PageSize, func(after string, limit int) (string, int, error) {
+	err = pages(s.cfg.PageSize, func(after string, limit int) (string, int, error) {
 		rows, err := tx.CiliumNetworkPolicy.Query().
 			Where(ciliumnetworkpolicy.Region(st.req.Region), ciliumnetworkpolicy.IDGT(after)).
 			Order(ent.Asc(ciliumnetworkpolicy.FieldID)).Limit(limit).All(ctx)
@@ -156,35 +156,15 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 	}
 }
 
-// pages runs an int-keyed keyset page loop: page returns the last key it
-// read; between runs after every full page.
-func pages(ctx context.Context, size int, page func(after, limit int) (int, error), between func() error) error {
-	after := 0
-	for {
-		last, err := page(after, size)
-		if err != nil {
-			return err
-		}
-		if last == after {
-			return nil
-		}
-		after = last
-		if err := between(); err != nil {
-			return err
-		}
-	}
-}
-
-// pagesByString is pages for string keys; page also returns its row count.
-func pagesByString(ctx context.Context, size int, page func(after string, limit int) (string, int, error), between func() error) error {
-	after := ""
+// pages runs a keyset page loop: page reads up to limit rows after the
+// key and returns the last key it read and how many rows; between runs
+// after every page that may have more behind it.
+func pages[K any](size int, page func(after K, limit int) (K, int, error), between func() error) error {
+	var after K
 	for {
 		last, n, err := page(after, size)
-		if err != nil {
+		if err != nil || n == 0 {
 			return err
-		}
-		if n == 0 {
-			return nil
 		}
 		after = last
 		if err := between(); err != nil {
