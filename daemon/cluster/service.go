@@ -138,21 +138,27 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, region string, d *ctrlv1.DeploymentStatus) error {
 	depID := d.GetDeploymentId()
 	names := make([]string, 0, len(d.GetInstances()))
-	ready := 0
+	upserts := make([]*ent.InstanceCreate, 0, len(d.GetInstances()))
+	ready, failed := 0, false
 	for _, in := range d.GetInstances() {
 		names = append(names, in.GetPodName())
 		if in.GetReady() && in.GetStatus() == ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING {
 			ready++
 		}
-		err := tx.Instance.Create().
+		failed = failed || in.GetStatus() == ctrlv1.InstanceStatus_INSTANCE_STATUS_FAILED
+		upserts = append(upserts, tx.Instance.Create().
 			SetDeploymentID(depID).SetRegion(region).SetPodName(in.GetPodName()).
 			SetAddress(in.GetAddress()).SetStatus(instanceStatus(in.GetStatus())).SetReady(in.GetReady()).
-			SetCPUMillicores(max(0, int(in.GetCpuMillicores()))).SetMemoryMib(max(0, int(in.GetMemoryMib()))).
+			SetCPUMillicores(max(0, int(in.GetCpuMillicores()))).SetMemoryMib(max(0, int(in.GetMemoryMib()))))
+	}
+	// One statement for the whole set, not one per Pod: agents report often.
+	if len(upserts) > 0 {
+		err := tx.Instance.CreateBulk(upserts...).
 			OnConflictColumns(instance.FieldDeploymentID, instance.FieldRegion, instance.FieldPodName).
 			UpdateNewValues().
 			Exec(ctx)
 		if err != nil {
-			return fmt.Errorf("upsert instance %s: %w", in.GetPodName(), err)
+			return fmt.Errorf("upsert instances of %s: %w", depID, err)
 		}
 	}
 	if _, err := tx.Instance.Delete().
@@ -175,10 +181,8 @@ func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, region strin
 	case topo.DesiredStatus == deploymenttopology.DesiredStatusRunning && ready >= topo.Replicas:
 		actual = deploymenttopology.ActualStatusRunning
 	}
-	for _, in := range d.GetInstances() {
-		if in.GetStatus() == ctrlv1.InstanceStatus_INSTANCE_STATUS_FAILED {
-			actual = deploymenttopology.ActualStatusFailed
-		}
+	if failed {
+		actual = deploymenttopology.ActualStatusFailed
 	}
 	if actual == topo.ActualStatus {
 		return nil
