@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/reconcile"
@@ -34,10 +32,9 @@ func (h deploymentsHandler) Handle(ctx context.Context, key dispatch.Key, in dis
 // with agentd's default client rate limits (QPS 50, burst 100).
 func benchAgent(b *testing.B) (*dispatch.Dispatcher, *writeCounter, *reconcile.Cache, string) {
 	cluster := shared.Get(b)
-	cfg := rest.CopyConfig(cluster.Config)
-	cfg.QPS, cfg.Burst = 50, 100
 	counter := &writeCounter{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
+	cfg := counter.wrap(cluster.Config)
+	cfg.QPS, cfg.Burst = 50, 100
 	client := kubernetes.NewForConfigOrDie(cfg)
 	cache := reconcile.NewCache(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())

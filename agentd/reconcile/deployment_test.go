@@ -26,31 +26,29 @@ var shared kubetest.Shared
 
 func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &shared)) }
 
-// writeCounter counts requests that change state on the API server.
+// writeCounter counts requests that change state on the API server, over
+// every client config it wraps.
 type writeCounter struct {
-	next   http.RoundTripper
 	writes atomic.Int64
 }
 
-func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet {
-		w.writes.Add(1)
-	}
-	return w.next.RoundTrip(r)
+// wrap returns a copy of cfg whose writes this counter counts.
+func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method != http.MethodGet {
+				w.writes.Add(1)
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	return c
 }
 
-// countingRT adds another client's writes to the same counter.
-type countingRT struct {
-	next    http.RoundTripper
-	counter *writeCounter
-}
+type roundTripFunc func(*http.Request) (*http.Response, error)
 
-func (c *countingRT) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet {
-		c.counter.writes.Add(1)
-	}
-	return c.next.RoundTrip(r)
-}
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // env is a controller set on the shared cluster with counted writes.
 type env struct {
@@ -65,10 +63,8 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cluster := shared.Get(t)
-	cfg := rest.CopyConfig(cluster.Config)
 	counter := &writeCounter{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
-	client := kubernetes.NewForConfigOrDie(cfg)
+	client := kubernetes.NewForConfigOrDie(counter.wrap(cluster.Config))
 	cache := reconcile.NewCache(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

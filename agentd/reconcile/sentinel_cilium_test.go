@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
@@ -63,9 +61,7 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	cfg := rest.CopyConfig(shared.Get(t).Config)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingRT{next: rt, counter: e.counter} })
-	dyn := dynamic.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(e.counter.wrap(shared.Get(t).Config))
 	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}}})
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "pol", Namespace: e.ns, Name: "allow-api", DeploymentId: "api", Spec: spec}
