@@ -6,7 +6,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"google.golang.org/grpc/status"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -77,16 +76,6 @@ func capitalize(s string) string {
 	}
 	return string(s[0]-'a'+'A') + s[1:]
 }
-
-// statusMessage extracts a gRPC error's message, the server's own words.
-func statusMessage(err error) (string, bool) {
-	s, ok := status.FromError(err)
-	if !ok {
-		return "", false
-	}
-	return s.Code().String() + ": " + s.Message(), true
-}
-
 func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to int32) *confirmation {
 	what := fmt.Sprintf("scale %s in %s to %d", d.GetDeploymentId(), region, to)
 	return &confirmation{

@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"google.golang.org/grpc/status"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -96,40 +97,39 @@ func (m Model) tick() tea.Cmd {
 // fetch loads what the current page shows, off the UI goroutine.
 func (m Model) fetch() tea.Cmd {
 	op, region := m.op, m.detail.name
-	if m.page == pageDeployments {
-		return func() tea.Msg {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
+	switch m.page {
+	case pageDeployments:
+		return call(func(ctx context.Context) (tea.Msg, error) {
 			r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
-			if err != nil {
-				return errMsg{err}
-			}
-			return deploymentsMsg{r.Deployments}
-		}
-	}
-	if m.page == pageRegion {
-		return func() tea.Msg {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
+			return deploymentsMsg{r.GetDeployments()}, err
+		})
+	case pageRegion:
+		return call(func(ctx context.Context) (tea.Msg, error) {
 			r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: region})
 			if err != nil {
-				return errMsg{err}
+				return nil, err
 			}
 			p, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: region, Limit: 50})
-			if err != nil {
-				return errMsg{err}
-			}
-			return detailMsg{r, p}
-		}
+			return detailMsg{r, p}, err
+		})
 	}
+	return call(func(ctx context.Context) (tea.Msg, error) {
+		r, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		return regionsMsg{r.GetRegions()}, err
+	})
+}
+
+// call runs one read of the operator API as a command, bounded in time;
+// a failure becomes errMsg (the banner).
+func call(read func(ctx context.Context) (tea.Msg, error)) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		r, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		msg, err := read(ctx)
 		if err != nil {
 			return errMsg{err}
 		}
-		return regionsMsg{r.Regions}
+		return msg
 	}
 }
 
@@ -158,7 +158,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case actionMsg:
 		if msg.err != nil {
-			m.status = "FAILED: " + msg.what + ": " + errText(msg.err)
+			m.status = "FAILED: " + msg.what + ": " + ErrorText(msg.err)
 		} else {
 			m.status = "done: " + msg.what
 		}
@@ -312,9 +312,11 @@ func (m Model) View() tea.View {
 // Content is the console's screen as text (what View shows).
 func (m Model) Content() string { return m.render() }
 
-func errText(err error) string {
-	if s, ok := statusMessage(err); ok {
-		return s
+// ErrorText is how the console (and the script commands) show an error:
+// a gRPC error as its code and the server's own message.
+func ErrorText(err error) string {
+	if s, ok := status.FromError(err); ok {
+		return s.Code().String() + ": " + s.Message()
 	}
 	return err.Error()
 }

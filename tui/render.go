@@ -26,7 +26,7 @@ func (m Model) render() string {
 		b.WriteString("filter: " + m.filter + cursor + "\n")
 	}
 	if m.err != nil {
-		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+errText(m.err)+" ", m.width)) + "\n")
+		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+ErrorText(m.err)+" ", m.width)) + "\n")
 	}
 	b.WriteString("\n")
 	switch m.page {

@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+	"github.com/deploysync/deploysync/tui"
 )
 
 // The script commands: the same operator API as the console, one call each,
@@ -26,7 +27,7 @@ func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.Operato
 		ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 		defer cancel()
 		if err := fn(ctx, c, ctrlv1.NewOperatorServiceClient(conn)); err != nil {
-			return cli.Exit(errText(err), 1)
+			return cli.Exit(tui.ErrorText(err), 1)
 		}
 		return nil
 	}

@@ -12,7 +12,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -74,12 +73,4 @@ func connect(c *cli.Context) (*grpc.ClientConn, error) {
 	}
 	return dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"),
 		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
-}
-
-// errText is a gRPC error's code and message: the server's own words.
-func errText(err error) string {
-	if s, ok := status.FromError(err); ok {
-		return s.Code().String() + ": " + s.Message()
-	}
-	return err.Error()
 }
