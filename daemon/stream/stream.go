@@ -12,6 +12,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/region"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -76,6 +77,11 @@ const (
 // Serve streams the region's changes until ctx ends, the client must
 // resync, or an error occurs.
 func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
+	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
+		return err
+	} else if !exists {
+		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+	}
 	s.metrics.Streams.WithLabelValues(req.Region).Inc()
 	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
 	if err := s.connected(ctx, req); err != nil {
@@ -135,23 +141,6 @@ func (st *state) controlOutcome() outcome {
 }
 
 func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *state) (outcome, error) {
-	if !sub.Control.Known {
-		// Regions are read by the tailer every second; look again before
-		// turning a just-registered region away.
-		if err := s.tailer.RefreshControl(ctx); err != nil {
-			return outcomeDone, err
-		}
-		sub.Close()
-		fresh, err := s.tailer.Subscribe(ctx, st.req.Region)
-		if err != nil {
-			return outcomeDone, err
-		}
-		defer fresh.Close()
-		sub = fresh
-		if !sub.Control.Known {
-			return outcomeDone, fmt.Errorf("%w %q", ErrUnknownRegion, st.req.Region)
-		}
-	}
 	if sub.Control.Paused {
 		return outcomePaused, nil
 	}

@@ -31,7 +31,6 @@ const gapType = "gap"
 // RegionControl is the operator-set state of a region, read from the
 // regions table so every ctrld replica honours it.
 type RegionControl struct {
-	Known            bool
 	Paused           bool
 	ResyncGeneration int64
 }
@@ -391,7 +390,7 @@ func (t *Tailer) readControl(ctx context.Context) error {
 	next := map[string]RegionControl{}
 	for rows.Next() {
 		var id string
-		c := RegionControl{Known: true}
+		var c RegionControl
 		if err := rows.Scan(&id, &c.Paused, &c.ResyncGeneration); err != nil {
 			return err
 		}
