@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/internal/validate"
@@ -64,7 +65,7 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 		return "", err
 	}
 	if kind == Agent {
-		if err := tx.Region.Create().SetID(region).OnConflict().Ignore().Exec(ctx); err != nil {
+		if err := desired.RegisterRegion(ctx, tx.Client(), region); err != nil {
 			tx.Rollback()
 			return "", fmt.Errorf("register region: %w", err)
 		}

@@ -282,7 +282,16 @@ func (s *Store) DeleteCiliumPolicy(ctx context.Context, id string) error {
 
 // EnsureRegion registers a region so desired state may target it.
 func (s *Store) EnsureRegion(ctx context.Context, name string) error {
-	return s.client.Region.Create().SetID(name).OnConflict().Ignore().Exec(ctx)
+	return RegisterRegion(ctx, s.client, name)
+}
+
+// RegisterRegion registers a region (no-op if known) through client, which
+// may be a transaction's (tx.Client()).
+func RegisterRegion(ctx context.Context, client *ent.Client, name string) error {
+	if err := validate.Region(name); err != nil {
+		return fmt.Errorf("region: %w: %v", ErrInvalid, err)
+	}
+	return client.Region.Create().SetID(name).OnConflict().Ignore().Exec(ctx)
 }
 
 // knownRegions fails with ErrUnknownRegion naming the first region that is
