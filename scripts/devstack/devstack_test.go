@@ -1,12 +1,19 @@
 package main
 
 import (
+	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deploysync/deploysync/internal/kubetest"
 )
 
 // The README's first command works: devstack brings up MariaDB, ctrld, two
@@ -18,28 +25,218 @@ func TestDevStackComesUpAndRunsTheDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "run", "./scripts/devstack", "up", "--no-console", "--dir", t.TempDir(),
-		"--ctrld", addr, "--database", "deploysync_devstack_test", "--metrics-port", "0")
-	cmd.Dir = root
-	cmd.Env = os.Environ()
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("devstack up: %v\n%s", err, out)
-	}
-	for _, want := range []string{"using the locally built kube-apiserver", "first Running pod", "stack is up; stopping it"} {
-		if !strings.Contains(string(out), want) {
+	out := runDevstack(t, nil, "up", "--mode", "local", "--no-console", "--dir", t.TempDir(),
+		"--ctrld", freeAddr(t), "--database", "deploysync_devstack_test", "--metrics-port", "0")
+	for _, want := range []string{"the locally built kube-apiserver", "first Running pod", "the demo runs in every region", "stack is up; stopping it"} {
+		if !strings.Contains(out, want) {
 			t.Fatalf("devstack output lacks %q:\n%s", want, out)
 		}
 	}
 	t.Logf("%s", out)
+}
+
+// Where a Docker engine answers, devstack creates one kind cluster per
+// region from scripts/kind/cluster.yaml, runs the agents against them and
+// deletes them when it stops (or, after a crash, on `down`). There is no
+// Docker engine here, so `docker` and `kind` are stand-ins on PATH: docker
+// answers `info`, and kind "creates" a cluster by handing out the
+// kubeconfig of a real local control plane the test started. Everything
+// else (ctrld, agents, the demo reaching Running) is the real stack.
+func TestDevStackKindModeRunsTheDemoOnTheKindClusters(t *testing.T) {
+	if testing.Short() {
+		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
+	}
+	fake := t.TempDir()
+	clusters := map[string]*kubetest.Cluster{}
+	for _, r := range regions {
+		c := kubetest.StartForTest(t, kubetest.Options{Workloads: true})
+		clusters[r] = c
+		copyFile(t, c.Kubeconfig, filepath.Join(fake, "deploysync-"+r+".kubeconfig"))
+	}
+	writeScript(t, filepath.Join(fake, "docker"), `[ "$1" = info ] && exit 0; echo "fake docker: $*" >&2; exit 1`)
+	writeScript(t, filepath.Join(fake, "kind"), `
+echo "$*" >> "$FAKE_KIND_DIR/calls"
+[ "$1 $2" = "create cluster" ] || [ "$1 $2" = "delete cluster" ] || { echo "fake kind: $*" >&2; exit 1; }
+action=$1; shift 2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --name) name=$2; shift ;;
+    --kubeconfig) kubeconfig=$2; shift ;;
+    --config) config=$2; shift ;;
+  esac
+  shift
+done
+if [ "$action" = create ]; then
+  [ -f "$config" ] || { echo "fake kind: no config $config" >&2; exit 1; }
+  cp "$FAKE_KIND_DIR/$name.kubeconfig" "$kubeconfig"
+fi`)
+	env := []string{"PATH=" + fake + string(os.PathListSeparator) + os.Getenv("PATH"), "FAKE_KIND_DIR=" + fake}
+
+	dir := t.TempDir()
+	out := runDevstack(t, env, "up", "--no-console", "--dir", dir, "--ctrld", freeAddr(t),
+		"--database", "deploysync_devstack_kind_test", "--metrics-port", "0")
+	for _, want := range []string{"a Docker engine answers: one kind cluster per region", "the demo runs in every region", "stack is up; stopping it"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("devstack output lacks %q:\n%s", want, out)
+		}
+	}
+	calls := readFile(t, filepath.Join(fake, "calls"))
+	for _, r := range regions {
+		for _, want := range []string{"create cluster --name deploysync-" + r + " --config ", "delete cluster --name deploysync-" + r} {
+			if !strings.Contains(calls, want) {
+				t.Errorf("kind was not called with %q; calls:\n%s", want, calls)
+			}
+		}
+		// The agent of each region applied the demo to that region's cluster.
+		client, err := kubernetes.NewForConfig(clusters[r].Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods, err := client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: "unkey.deployment.id=demo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		if running == 0 {
+			t.Errorf("%s: no demo Pod Running on its kind cluster (%d Pods)", r, len(pods.Items))
+		}
+	}
+	if !strings.Contains(readFile(t, filepath.Join(fake, "calls")), "--config "+mustAbs(t, "../../"+kindConfig)) {
+		t.Errorf("kind clusters were not created from %s; calls:\n%s", kindConfig, calls)
+	}
+
+	// A crashed up leaves its record; down deletes what it names.
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "kind-clusters"), []byte(filepath.Join(fake, "kind")+"\tdeploysync-left-behind\n"), 0o600)
+	runDevstack(t, env, "down", "--dir", dir)
+	if !strings.Contains(readFile(t, filepath.Join(fake, "calls")), "delete cluster --name deploysync-left-behind") {
+		t.Errorf("down did not delete the recorded kind cluster")
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("down left %s behind", dir)
+	}
+}
+
+// --mode auto picks kind exactly when a Docker engine answers and says
+// why; --mode kind without one is refused with the reason before anything
+// starts.
+func TestChooseModeFollowsDocker(t *testing.T) {
+	answers, refuses, missing := t.TempDir(), t.TempDir(), t.TempDir()
+	writeScript(t, filepath.Join(answers, "docker"), `exit 0`)
+	writeScript(t, filepath.Join(refuses, "docker"), `echo "Cannot connect to the Docker daemon" >&2; exit 1`)
+	for _, tc := range []struct {
+		path, requested, mode, says string
+	}{
+		{answers, modeAuto, modeKind, "a Docker engine answers"},
+		{refuses, modeAuto, modeLocal, "no Docker engine answers"},
+		{missing, modeAuto, modeLocal, "no docker command on PATH"},
+		{answers, modeKind, modeKind, "--mode kind"},
+		{refuses, modeKind, "", "--mode kind needs a Docker engine: no Docker engine answers"},
+		{answers, modeLocal, modeLocal, "--mode local"},
+		{answers, "minikube", "", `--mode "minikube": want auto, kind or local`},
+	} {
+		t.Setenv("PATH", tc.path)
+		mode, why, err := chooseMode(tc.requested)
+		if err != nil {
+			why = err.Error()
+		}
+		if mode != tc.mode || !strings.Contains(why, tc.says) {
+			t.Errorf("docker in %s, --mode %s: got mode %q, %q; want mode %q saying %q", filepath.Base(tc.path), tc.requested, mode, why, tc.mode, tc.says)
+		}
+	}
+}
+
+// The pinned kind accepts scripts/kind/cluster.yaml: it decodes the config
+// strictly, asks Docker for its info and existing nodes, validates the
+// config, and only then says "Creating cluster". The docker on PATH here
+// answers those questions and refuses everything after them (pulls,
+// networks, containers), so this never creates anything, even where a
+// Docker engine runs. A config kind rejects is the control.
+func TestKindAcceptsTheClusterConfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds kind; skipped in -short mode")
+	}
+	root := mustAbs(t, "../..")
+	tmp := t.TempDir()
+	kind := filepath.Join(tmp, "kind")
+	build := exec.Command("go", "build", "-modfile=tools/kind/go.mod", "-o", kind, "sigs.k8s.io/kind")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the pinned kind: %v\n%s", err, out)
+	}
+	writeScript(t, filepath.Join(tmp, "docker"), `case "$1" in
+info) echo '{"CgroupDriver":"systemd","CgroupVersion":"2","MemoryLimit":true,"PidsLimit":true,"CPUShares":true,"NCPU":2,"MemTotal":8000000000}';;
+ps|inspect) ;;
+*) echo "test docker: refuses $1" >&2; exit 1;;
+esac`)
+	invalid := filepath.Join(tmp, "invalid.yaml")
+	os.WriteFile(invalid, []byte("kind: Cluster\napiVersion: kind.x-k8s.io/v1alpha4\nnodes:\n  - role: worker\n"), 0o600)
+
+	create := func(config string) string {
+		cmd := exec.Command(kind, "create", "cluster", "--name", "deploysync-config-check", "--config", config)
+		cmd.Env = append(os.Environ(), "PATH="+tmp+string(os.PathListSeparator)+os.Getenv("PATH"), "KIND_EXPERIMENTAL_PROVIDER=docker")
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	const accepted = `Creating cluster "deploysync-config-check"`
+	if out := create(filepath.Join(root, kindConfig)); !strings.Contains(out, accepted) {
+		t.Fatalf("kind rejected %s:\n%s", kindConfig, out)
+	}
+	if out := create(invalid); strings.Contains(out, accepted) {
+		t.Fatalf("control: kind accepted a config without a control-plane node:\n%s", out)
+	}
+}
+
+func runDevstack(t *testing.T, env []string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"run", "./scripts/devstack"}, args...)...)
+	cmd.Dir = mustAbs(t, "../..")
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("devstack %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func freeAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func writeScript(t *testing.T, path, body string) {
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	if err := os.WriteFile(to, []byte(readFile(t, from)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
+
+func mustAbs(t *testing.T, path string) string {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }

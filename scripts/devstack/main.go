@@ -1,10 +1,3 @@
-// Command devstack brings up deploysync's whole stack on this machine for
-// `go tool task dev`: MariaDB, ctrld, two regions each with its own
-// Kubernetes control plane (the locally built apiserver, controller manager,
-// scheduler and kwok, so Pods reach Running without Docker) and agent, a
-// demo deployment, and the console in the foreground. Quitting the console
-// (q) or Ctrl+C stops everything it started; `devstack down` cleans up
-// after a crash.
 package main
 
 import (
@@ -26,9 +19,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/internal/dial"
-	"github.com/deploysync/deploysync/internal/kubetest"
 	"github.com/deploysync/deploysync/internal/testdb"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -40,6 +33,8 @@ var (
 	database    = "deploysync_dev"
 	metricsBase = 9090 // ctrld; agents take the next ports; 0 turns metrics off
 	noConsole   bool
+	clusterMode = modeAuto
+	kindPath    string // "" : kind on PATH, else the pinned one
 )
 
 var regions = []string{"eu-west", "us-east"}
@@ -55,6 +50,8 @@ func main() {
 	fs.StringVar(&ctrldAddr, "ctrld", ctrldAddr, "ctrld's listen address")
 	fs.StringVar(&database, "database", database, "database to (re)create for the stack")
 	fs.IntVar(&metricsBase, "metrics-port", metricsBase, "ctrld's metrics port; agents use the next ones (0: off)")
+	fs.StringVar(&clusterMode, "mode", clusterMode, "how each region gets its cluster: auto (kind when a Docker engine answers, else local), kind or local")
+	fs.StringVar(&kindPath, "kind", "", "kind binary (default: kind on PATH, else the version pinned in tools/kind)")
 	fs.BoolVar(&noConsole, "no-console", false, "stop once the demo runs instead of opening the console (for tests)")
 	fs.Parse(args)
 	var err error
@@ -74,11 +71,15 @@ func main() {
 
 func say(format string, args ...any) { fmt.Printf("devstack: "+format+"\n", args...) }
 
-// stack is what up started, stopped newest first.
+// stack is what up started: daemons, stopped newest first, then the
+// clusters they ran against.
 type stack struct {
 	procs    []*exec.Cmd
-	clusters []*kubetest.Cluster
+	teardown []func()
 }
+
+// onStop registers f to run when the stack stops, after the daemons.
+func (s *stack) onStop(f func()) { s.teardown = append(s.teardown, f) }
 
 func (s *stack) stop() {
 	for i := len(s.procs) - 1; i >= 0; i-- {
@@ -97,10 +98,11 @@ func (s *stack) stop() {
 			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
 		}
 	}
-	for _, c := range s.clusters {
-		c.Stop()
+	for i := len(s.teardown) - 1; i >= 0; i-- {
+		s.teardown[i]()
 	}
 	os.Remove(filepath.Join(stateDir, "pids"))
+	os.Remove(kindClustersFile())
 }
 
 // start runs a daemon in the background, logging to .dev/logs/<log>; env
@@ -137,21 +139,14 @@ func up() error {
 	if err := os.MkdirAll(filepath.Join(stateDir, "logs"), 0o755); err != nil {
 		return err
 	}
-	if exec.Command("docker", "info").Run() == nil {
-		say("a Docker engine answers, but the kind mode is not automated yet; using the local control plane")
-	} else {
-		say("no Docker engine here (kind cannot run): using the locally built kube-apiserver + controller manager + scheduler + kwok")
+	mode, why, err := chooseMode(clusterMode)
+	if err != nil {
+		return err
 	}
+	say("%s", why)
 
 	s := &stack{}
 	defer s.stop()
-
-	say("building (or reusing) the Kubernetes binaries")
-	kubeBin, err := exec.Command("bash", "scripts/kube-binaries.sh").Output()
-	if err != nil {
-		return fmt.Errorf("kube binaries: %w", err)
-	}
-	os.Setenv(kubetest.EnvBinDir, strings.TrimSpace(string(kubeBin)))
 
 	say("building ctrld, agentd and unkey-tui")
 	bin, _ := filepath.Abs(filepath.Join(stateDir, "bin"))
@@ -161,16 +156,14 @@ func up() error {
 		return fmt.Errorf("build: %w", err)
 	}
 
-	say("starting one Kubernetes control plane per region (%s)", strings.Join(regions, ", "))
-	kubeconfigs := map[string]string{}
-	for _, r := range regions {
-		c, err := kubetest.Start(ctx, kubetest.Options{Workloads: true})
-		if err != nil {
-			return fmt.Errorf("region %s: %w", r, err)
-		}
-		s.clusters = append(s.clusters, c)
-		kubeconfigs[r] = c.Kubeconfig
-		say("  %s: kubeconfig %s", r, c.Kubeconfig)
+	var clusters []regionCluster
+	if mode == modeKind {
+		clusters, err = startKind(ctx, s)
+	} else {
+		clusters, err = startLocal(ctx, s)
+	}
+	if err != nil {
+		return err
 	}
 
 	dsn, err := devDatabase(ctx)
@@ -200,7 +193,8 @@ func up() error {
 	if err := s.start(env, "ctrld.log", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0)); err != nil {
 		return err
 	}
-	for i, r := range regions {
+	for i, c := range clusters {
+		r := c.region
 		token, err := run("token", "create", "--region", r)
 		if err != nil {
 			return err
@@ -209,7 +203,7 @@ func up() error {
 		os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
 		say("starting agentd for %s (metrics %s)", r, orOff(metricsAddr(1+i)))
 		if err := s.start(nil, "agentd-"+r+".log", filepath.Join(bin, "agentd"), "--region", r, "--identity", "agentd-"+r+"-0",
-			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", kubeconfigs[r],
+			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", c.kubeconfig,
 			"--metrics-listen", metricsAddr(1+i)); err != nil {
 			return err
 		}
@@ -230,10 +224,27 @@ func up() error {
 	}); err != nil {
 		return fmt.Errorf("deploy the demo: %w", err)
 	}
-	if err := retry(ctx, 60*time.Second, func() error { return firstRunningPod(ctx, s.clusters[0]) }); err != nil {
+	// kind pulls the image for real; the local clusters' kwok only pretends to.
+	var first time.Duration
+	pending := clusters
+	if err := retry(ctx, 5*time.Minute, func() error {
+		var still []regionCluster
+		for _, c := range pending {
+			if err := demoPodRunning(ctx, c.config); err != nil {
+				still = append(still, c)
+			} else if first == 0 {
+				first = time.Since(deployed)
+				say("first Running pod (%s) %s after the deploy, %s after `task dev` started", c.region, first.Round(time.Millisecond), time.Since(start).Round(time.Second))
+			}
+		}
+		if pending = still; len(pending) > 0 {
+			return fmt.Errorf("no demo pod Running yet in %s", pending[0].region)
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
-	say("first Running pod %s after the deploy, %s after `task dev` started", time.Since(deployed).Round(time.Millisecond), time.Since(start).Round(time.Second))
+	say("the demo runs in every region %s after the deploy", time.Since(deployed).Round(time.Millisecond))
 	if noConsole {
 		say("stack is up; stopping it (--no-console)")
 		return nil
@@ -276,8 +287,8 @@ func devDatabase(ctx context.Context) (string, error) {
 	return cfg.FormatDSN(), nil
 }
 
-func firstRunningPod(ctx context.Context, c *kubetest.Cluster) error {
-	client, err := kubernetes.NewForConfig(c.Config)
+func demoPodRunning(ctx context.Context, config *rest.Config) error {
+	client, err := kubernetes.NewForConfig(config)
 	if err != nil {
 		return err
 	}
@@ -319,7 +330,8 @@ func retry(ctx context.Context, within time.Duration, f func() error) error {
 	}
 }
 
-// down stops whatever a previous up left running and removes its state.
+// down stops whatever a previous up left running, deletes the kind
+// clusters it created, and removes its state.
 func down() error {
 	data, err := os.ReadFile(filepath.Join(stateDir, "pids"))
 	if err == nil {
@@ -329,5 +341,6 @@ func down() error {
 			}
 		}
 	}
+	deleteRecordedKindClusters()
 	return os.RemoveAll(stateDir)
 }
