@@ -31,6 +31,10 @@ const EnvBinDir = "DEPLOYSYNC_KUBE_BIN"
 // with RBAC (see UserConfig).
 const LimitedUser = "limited-user"
 
+// NodeMonitorGrace is how long the fake node's heartbeat may be missing
+// before the controller manager marks its Pods NotReady (workload mode).
+const NodeMonitorGrace = 20 * time.Second
+
 // FakeNodeName is the kwok node Pods are scheduled onto in workload mode.
 const FakeNodeName = "kwok-node-0"
 
@@ -224,6 +228,11 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 		"--service-account-private-key-file="+pki.saKeyFile,
 		"--root-ca-file="+pki.caFile,
 		"--use-service-account-credentials=false",
+		// The node lifecycle controller marks every Pod of a node whose
+		// heartbeat (kwok's Lease renewals below) is older than this NotReady.
+		// Shorter than the 50 s default so a test sees a missing heartbeat.
+		"--node-monitor-grace-period="+NodeMonitorGrace.String(),
+		"--node-monitor-period=2s",
 	)...); err != nil {
 		return err
 	}
@@ -240,6 +249,10 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16",
 		"--node-ip=127.0.0.1",
+		// kwok renews the node's Lease every quarter of this, the kubelet's
+		// heartbeat; without it the node goes Unknown after the grace period
+		// and its Pods turn NotReady for good.
+		"--node-lease-duration-seconds=10",
 	); err != nil {
 		return err
 	}

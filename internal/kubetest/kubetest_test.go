@@ -85,8 +85,10 @@ func TestAPIServerAppliesListsWatchesAndDeletes(t *testing.T) {
 }
 
 // With the controller manager, the scheduler and kwok, a StatefulSet's Pods
-// are created, scheduled on the fake node and become Running.
-func TestWorkloadsReachRunning(t *testing.T) {
+// are created, scheduled on the fake node and become Running and Ready, and
+// stay Ready past the node monitor's grace period (kwok keeps the node's
+// heartbeat going, as a kubelet would).
+func TestWorkloadsReachRunningAndStayReady(t *testing.T) {
 	cluster := kubetest.StartForTest(t, kubetest.Options{Workloads: true})
 	client := cluster.Client(t)
 	ns := cluster.Namespace(t)
@@ -106,14 +108,35 @@ func TestWorkloadsReachRunning(t *testing.T) {
 				running++
 			}
 		}
-		if running == 3 {
-			return
+		if running == 3 && readyPods(pods.Items) == 3 {
+			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of 3 pods Running after 60s: %+v", running, pods.Items)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+
+	time.Sleep(kubetest.NodeMonitorGrace + 10*time.Second)
+	pods, err := client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "unkey.deployment.id=d1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ready := readyPods(pods.Items); ready != 3 {
+		t.Fatalf("%d of 3 pods still Ready %s after they became Ready: the fake node lost its heartbeat", ready, kubetest.NodeMonitorGrace+10*time.Second)
+	}
+}
+
+func readyPods(pods []corev1.Pod) int {
+	ready := 0
+	for _, p := range pods {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				ready++
+			}
+		}
+	}
+	return ready
 }
 
 func applyService(t *testing.T, client kubernetes.Interface, ns string) {
