@@ -1,0 +1,90 @@
+// Package systemd holds the daemons' systemd units. This test checks them
+// with systemd's own verifier and against the binaries they start, so a
+// misspelt key or environment variable fails here instead of on a host.
+package systemd
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestUnitsVerifyAndNameRealSettings(t *testing.T) {
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("systemd-analyze not found (Debian package systemd): it verifies the units")
+		}
+		t.Skip("systemd-analyze not found (Debian package systemd); skipping outside CI")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+
+	// A root for the verifier: the units where systemd looks for them, the
+	// binaries where they say, and the system's own targets they depend on.
+	sysroot := t.TempDir()
+	units := filepath.Join(sysroot, "etc/systemd/system")
+	for _, dir := range []string{units, filepath.Join(sysroot, "usr/local/bin"), filepath.Join(sysroot, "usr/lib/systemd")} {
+		os.MkdirAll(dir, 0o755)
+	}
+	if out, err := exec.Command("cp", "-r", "/lib/systemd/system", filepath.Join(sysroot, "usr/lib/systemd/")).CombinedOutput(); err != nil {
+		t.Fatalf("copy the system's units: %v\n%s", err, out)
+	}
+	for _, daemon := range []string{"ctrld", "agentd"} {
+		copyFile(t, filepath.Join(bin, daemon), filepath.Join(sysroot, "usr/local/bin", daemon), 0o755)
+		copyFile(t, daemon+".service", filepath.Join(units, daemon+".service"), 0o644)
+	}
+	out, err := exec.Command(analyze, "verify", "--root="+sysroot, "ctrld.service", "agentd.service").CombinedOutput()
+	if err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+
+	// Every setting a unit passes in its environment is one the binary reads.
+	setting := regexp.MustCompile(`\b((?:CTRLD|AGENTD)_[A-Z_]+)=`)
+	for _, daemon := range []string{"ctrld", "agentd"} {
+		help := helpText(t, filepath.Join(bin, daemon))
+		unit, err := os.ReadFile(daemon + ".service")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range setting.FindAllStringSubmatch(string(unit), -1) {
+			if !strings.Contains(help, "$"+m[1]) {
+				t.Errorf("%s.service sets %s, which %s does not read", daemon, m[1], daemon)
+			}
+		}
+		if !strings.Contains(string(unit), "DynamicUser=yes") {
+			t.Errorf("%s.service does not run as its own unprivileged user", daemon)
+		}
+	}
+}
+
+// helpText is the --help of the binary and of its subcommands.
+func helpText(t *testing.T, bin string) string {
+	var all strings.Builder
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"migrate", "--help"}} {
+		out, _ := exec.Command(bin, args...).CombinedOutput()
+		all.Write(out)
+	}
+	return all.String()
+}
+
+func copyFile(t *testing.T, from, to string, mode os.FileMode) {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, mode); err != nil {
+		t.Fatal(err)
+	}
+}
