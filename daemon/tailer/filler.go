@@ -13,12 +13,7 @@ func (t *Tailer) fillOldHoles(now time.Time) {
 	if t.filling || t.stopped {
 		return
 	}
-	var due []uint64
-	for _, h := range t.oldestHoles(maxHoleQuery) {
-		if now.Sub(t.holes[h]) >= t.cfg.HoleGrace {
-			due = append(due, h)
-		}
-	}
+	due := t.holes.due(now.Add(-t.cfg.HoleGrace), maxFill)
 	if len(due) == 0 {
 		return
 	}

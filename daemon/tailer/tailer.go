@@ -96,8 +96,14 @@ func (c *Config) defaults() {
 	}
 }
 
-// maxHoleQuery caps the holes re-read (and filled) per round.
-const maxHoleQuery = 1000
+// Per round, at most maxHoleRanges open ranges are re-read, returning at
+// most maxHoleRows rows, and at most maxFill pks are filled: a jump of a
+// million auto-increment values is settled in bounded steps.
+const (
+	maxHoleRanges = 100
+	maxHoleRows   = 10000
+	maxFill       = 5000
+)
 
 // Tailer follows deployment_changes. Create it with New and run it with Run.
 type Tailer struct {
@@ -112,10 +118,10 @@ type Tailer struct {
 	controlMu sync.Mutex
 
 	mu        sync.Mutex
-	watermark uint64               // W: every pk <= W is committed or dead
-	maxSeen   uint64               // newest pk read
-	holes     map[uint64]time.Time // pk -> when first missed
-	early     []Change             // visible rows above W, by Version
+	watermark uint64   // W: every pk <= W is committed or dead
+	maxSeen   uint64   // newest pk read
+	holes     holeList // pks below maxSeen not visible yet
+	early     []Change // visible rows above W, by Version
 	control   map[string]RegionControl
 	subs      map[*Subscription]struct{}
 	stopped   bool
@@ -133,7 +139,6 @@ func New(db *sql.DB, cfg Config, log *slog.Logger, m *metrics.Metrics) *Tailer {
 		metrics: m,
 		poke:    make(chan struct{}, 1),
 		ready:   make(chan struct{}),
-		holes:   map[uint64]time.Time{},
 		control: map[string]RegionControl{},
 		subs:    map[*Subscription]struct{}{},
 	}
@@ -235,7 +240,7 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 
 	t.mu.Lock()
 	after := t.maxSeen
-	holes := t.oldestHoles(maxHoleQuery)
+	holes := t.holes.oldest(maxHoleRanges)
 	t.mu.Unlock()
 
 	rows, err := t.query(ctx, "WHERE pk > ? ORDER BY pk LIMIT ?", after, t.cfg.BatchSize)
@@ -244,11 +249,13 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 	}
 	var settled []Change
 	if len(holes) > 0 {
-		args := make([]any, len(holes))
+		where := make([]string, len(holes))
+		args := make([]any, 0, 2*len(holes)+1)
 		for i, h := range holes {
-			args[i] = h
+			where[i] = "pk BETWEEN ? AND ?"
+			args = append(args, h.lo, h.hi)
 		}
-		settled, err = t.query(ctx, "WHERE pk IN (?"+strings.Repeat(",?", len(holes)-1)+")", args...)
+		settled, err = t.query(ctx, "WHERE "+strings.Join(where, " OR ")+" ORDER BY pk LIMIT ?", append(args, maxHoleRows)...)
 		if err != nil {
 			return false, err
 		}
@@ -260,8 +267,8 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 	defer t.mu.Unlock()
 	var visible []Change
 	for _, r := range rows {
-		for h := t.maxSeen + 1; h < r.Version; h++ {
-			t.holes[h] = now
+		if r.Version > t.maxSeen+1 {
+			t.holes.open(t.maxSeen+1, r.Version-1, now)
 		}
 		t.maxSeen = r.Version
 		if r.Type != gapType {
@@ -269,7 +276,7 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 		}
 	}
 	for _, r := range settled {
-		delete(t.holes, r.Version)
+		t.holes.settle(r.Version)
 		if r.Type != gapType {
 			visible = append(visible, r)
 		}
@@ -285,17 +292,15 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 // it passed.
 func (t *Tailer) advance() {
 	w := t.maxSeen
-	for h := range t.holes {
-		if h-1 < w {
-			w = h - 1
-		}
+	if len(t.holes) > 0 {
+		w = t.holes[0].lo - 1
 	}
 	if w > t.watermark {
 		t.watermark = w
 	}
 	t.early = slices.DeleteFunc(t.early, func(c Change) bool { return c.Version <= t.watermark })
 	t.metrics.Watermark.Set(float64(t.watermark))
-	t.metrics.OpenHoles.Set(float64(len(t.holes)))
+	t.metrics.OpenHoles.Set(float64(t.holes.pks()))
 	if len(t.holes) > 0 {
 		t.metrics.WatermarkHolds.Inc()
 	}
@@ -339,18 +344,6 @@ func (t *Tailer) send(s *Subscription, n Notice) {
 		s.closeWith(ErrSlowSubscriber)
 		delete(t.subs, s)
 	}
-}
-
-func (t *Tailer) oldestHoles(limit int) []uint64 {
-	holes := make([]uint64, 0, min(len(t.holes), limit))
-	for h := range t.holes {
-		holes = append(holes, h)
-	}
-	slices.Sort(holes)
-	if len(holes) > limit {
-		holes = holes[:limit]
-	}
-	return holes
 }
 
 func (t *Tailer) query(ctx context.Context, where string, args ...any) ([]Change, error) {

@@ -17,7 +17,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 )
 
-func startTailer(t *testing.T, db *store.DB, cfg tailer.Config) *tailer.Tailer {
+func startTailer(t testing.TB, db *store.DB, cfg tailer.Config) *tailer.Tailer {
 	t.Helper()
 	tl := tailer.New(db.SQL, cfg, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -29,7 +29,7 @@ func startTailer(t *testing.T, db *store.DB, cfg tailer.Config) *tailer.Tailer {
 
 // change writes one change row (through the change feed) and returns the
 // open transaction, so the test decides when it commits.
-func openChange(t *testing.T, db *store.DB, region string) *ent.Tx {
+func openChange(t testing.TB, db *store.DB, region string) *ent.Tx {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := db.Ent.Tx(ctx)
@@ -49,7 +49,7 @@ var sentinels atomic.Int64
 // nextID names a fresh sentinel (and its environment).
 func nextID() string { return fmt.Sprintf("s%d", sentinels.Add(1)) }
 
-func waitWatermark(t *testing.T, tl *tailer.Tailer, cond func(uint64) bool, within time.Duration) uint64 {
+func waitWatermark(t testing.TB, tl *tailer.Tailer, cond func(uint64) bool, within time.Duration) uint64 {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
