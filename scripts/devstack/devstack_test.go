@@ -122,6 +122,28 @@ fi`)
 	}
 }
 
+// An address the stack needs that is already taken (an earlier stack,
+// Prometheus on 9090) is refused up front, naming the flag that moves it,
+// instead of the stack failing later with "connection refused".
+func TestDevStackRefusesATakenPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	dir := t.TempDir()
+	cmd := exec.Command("go", "run", "./scripts/devstack", "up", "--dir", dir, "--ctrld", freeAddr(t),
+		"--metrics-port", strings.TrimPrefix(l.Addr().String(), "127.0.0.1:"))
+	cmd.Dir = mustAbs(t, "../..")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), l.Addr().String()+" is taken") || !strings.Contains(string(out), "--metrics-port") {
+		t.Fatalf("want a refusal naming %s and --metrics-port, got %v:\n%s", l.Addr(), err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs")); !os.IsNotExist(err) {
+		t.Errorf("devstack started something before refusing: %s/logs exists", dir)
+	}
+}
+
 // --mode auto picks kind exactly when a Docker engine answers and says
 // why; --mode kind without one is refused with the reason before anything
 // starts.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -74,28 +75,31 @@ func say(format string, args ...any) { fmt.Printf("devstack: "+format+"\n", args
 // stack is what up started: daemons, stopped newest first, then the
 // clusters they ran against.
 type stack struct {
-	procs    []*exec.Cmd
+	daemons  []*daemon
 	teardown []func()
+}
+
+// daemon is one background process of the stack.
+type daemon struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed once it exited
 }
 
 // onStop registers f to run when the stack stops, after the daemons.
 func (s *stack) onStop(f func()) { s.teardown = append(s.teardown, f) }
 
 func (s *stack) stop() {
-	for i := len(s.procs) - 1; i >= 0; i-- {
-		p := s.procs[i]
-		if p.Process != nil {
-			syscall.Kill(-p.Process.Pid, syscall.SIGTERM)
-		}
+	for i := len(s.daemons) - 1; i >= 0; i-- {
+		syscall.Kill(-s.daemons[i].cmd.Process.Pid, syscall.SIGTERM)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for _, p := range s.procs {
-		done := make(chan struct{})
-		go func() { p.Wait(); close(done) }()
+	deadline := time.After(10 * time.Second)
+	for _, d := range s.daemons {
 		select {
-		case <-done:
-		case <-time.After(time.Until(deadline)):
-			syscall.Kill(-p.Process.Pid, syscall.SIGKILL)
+		case <-d.done:
+		case <-deadline:
+			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+			<-d.done
 		}
 	}
 	for i := len(s.teardown) - 1; i >= 0; i-- {
@@ -120,7 +124,9 @@ func (s *stack) start(env []string, log, name string, args ...string) error {
 	if err := c.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", filepath.Base(name), err)
 	}
-	s.procs = append(s.procs, c)
+	d := &daemon{cmd: c, log: f.Name(), done: make(chan struct{})}
+	go func() { c.Wait(); f.Close(); close(d.done) }()
+	s.daemons = append(s.daemons, d)
 	pids, err := os.OpenFile(filepath.Join(stateDir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 	if err == nil {
 		fmt.Fprintln(pids, c.Process.Pid)
@@ -134,6 +140,9 @@ func up() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if err := down(); err != nil { // whatever a crashed run left
+		return err
+	}
+	if err := portsFree(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(stateDir, "logs"), 0o755); err != nil {
@@ -217,7 +226,7 @@ func up() error {
 	op := ctrlv1.NewOperatorServiceClient(conn)
 	say("deploying the demo: nginx:1.27, 3 replicas in %s", strings.Join(regions, " and "))
 	deployed := time.Now()
-	if err := retry(ctx, 15*time.Second, func() error {
+	if err := s.retry(ctx, 15*time.Second, func() error {
 		_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "demo", WorkspaceId: "acme", EnvironmentId: "dev",
 			Image: "nginx:1.27", CpuMillicores: 100, MemoryMib: 64, Port: 80, Regions: regions, Replicas: 3})
 		return err
@@ -227,7 +236,7 @@ func up() error {
 	// kind pulls the image for real; the local clusters' kwok only pretends to.
 	var first time.Duration
 	pending := clusters
-	if err := retry(ctx, 5*time.Minute, func() error {
+	if err := s.retry(ctx, 5*time.Minute, func() error {
 		var still []regionCluster
 		for _, c := range pending {
 			if err := demoPodRunning(ctx, c.config); err != nil {
@@ -319,15 +328,55 @@ func orOff(addr string) string {
 	return addr
 }
 
-func retry(ctx context.Context, within time.Duration, f func() error) error {
+// retry calls f until it succeeds, within runs out or a daemon of the
+// stack dies (then waiting on is pointless, and its log says why).
+func (s *stack) retry(ctx context.Context, within time.Duration, f func() error) error {
 	deadline := time.Now().Add(within)
 	for {
 		err := f()
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
+		if err := s.exited(); err != nil {
+			return err
+		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// exited reports the first daemon that is no longer running, with the end
+// of its log.
+func (s *stack) exited() error {
+	for _, d := range s.daemons {
+		select {
+		case <-d.done:
+			tail, _ := os.ReadFile(d.log)
+			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+			lines = lines[max(0, len(lines)-5):]
+			return fmt.Errorf("%s exited (%s); the end of %s:\n  %s", filepath.Base(d.cmd.Path), d.cmd.ProcessState, d.log, strings.Join(lines, "\n  "))
+		default:
+		}
+	}
+	return nil
+}
+
+// portsFree fails, naming the flag to change, when an address the stack
+// would listen on is taken (a stack already running, Prometheus on 9090).
+func portsFree() error {
+	addrs := map[string]string{ctrldAddr: "--ctrld"}
+	for i := range 1 + len(regions) {
+		if a := metricsAddr(i); a != "" {
+			addrs[a] = "--metrics-port (0 turns metrics off)"
+		}
+	}
+	for addr, flag := range addrs {
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("%s is taken (%v): stop what listens there (`go tool task dev:down` if it is an earlier stack) or pass %s", addr, err, flag)
+		}
+		l.Close()
+	}
+	return nil
 }
 
 // down stops whatever a previous up left running, deletes the kind
