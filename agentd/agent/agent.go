@@ -53,6 +53,9 @@ type Config struct {
 	LeaseDuration  time.Duration // default 15s
 	RenewDeadline  time.Duration // default 10s
 	RetryPeriod    time.Duration // default 2s
+
+	// Readiness, when set, is kept up to date for /readyz.
+	Readiness *Readiness
 }
 
 func (c *Config) defaults() {
@@ -109,6 +112,7 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 	if !cfg.LeaderElect {
 		return runActive(ctx, cfg, clients, cluster, log, m)
 	}
+	cfg.Readiness.standBy()
 	lock := &resourcelock.LeaseLock{
 		LeaseMeta:  metaFor("agentd-"+cfg.Region, cfg.LeaseNamespace),
 		Client:     client.CoordinationV1(),
@@ -183,6 +187,8 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
 	}, log, m)
 	hb.dispatcher, hb.watcher = d, w
+	cfg.Readiness.activate(w)
+	defer cfg.Readiness.deactivate(cfg.LeaderElect)
 	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
 
 	// Drift: an edit or delete of a managed object re-applies its resource.

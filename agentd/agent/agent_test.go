@@ -231,7 +231,10 @@ func TestLeaderElection(t *testing.T) {
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond}
 	stopFirst := startAgent(t, env, "eu", "replica-a", c.Config, fast)
 	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(admin) == "replica-a" })
-	startAgent(t, env, "eu", "replica-b", c.Config, fast)
+	standby := fast
+	standby.Readiness = &agent.Readiness{}
+	startAgent(t, env, "eu", "replica-b", c.Config, standby)
+	waitFor(t, 5*time.Second, "the standby replica is ready (to take over)", func() bool { return standby.Readiness.Ready() == nil })
 
 	deploy(t, op, "one", "ha", "eu")
 	waitFor(t, 20*time.Second, "leader applied", func() bool { return statefulSetExists(admin, ns, "one") })
@@ -242,6 +245,28 @@ func TestLeaderElection(t *testing.T) {
 	waitFor(t, 15*time.Second, "replica-b leads", func() bool { return leaseHolder(admin) == "replica-b" })
 	deploy(t, op, "two", "ha", "eu")
 	waitFor(t, 20*time.Second, "new leader applied", func() bool { return statefulSetExists(admin, ns, "two") })
+}
+
+// /readyz: the applying agent is ready once its stream is up and a full
+// sync is done, not while ctrld is gone, and again once it is back.
+func TestReadinessFollowsTheStream(t *testing.T) {
+	c := isolate(t)
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	r := &agent.Readiness{}
+	if err := r.Ready(); err == nil || !strings.Contains(err.Error(), "starting") {
+		t.Fatalf("before the agent runs: want \"starting\", got %v", err)
+	}
+	startAgent(t, env, "eu", "solo", c.Config, agent.Config{Readiness: r})
+	waitFor(t, 10*time.Second, "ready after the full sync", func() bool { return r.Ready() == nil })
+
+	env.Server.Stop()
+	waitFor(t, 10*time.Second, "not ready while ctrld is gone", func() bool {
+		err := r.Ready()
+		return err != nil && strings.Contains(err.Error(), "not streaming from ctrld")
+	})
+	env.Restart()
+	waitFor(t, 10*time.Second, "ready again once ctrld is back", func() bool { return r.Ready() == nil })
 }
 
 func leaseHolder(client kubernetes.Interface) string {

@@ -14,6 +14,7 @@ package watch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -56,6 +57,7 @@ type Watcher struct {
 	cursor       uint64
 	lastFullSync time.Time
 	lastErr      error
+	streaming    bool // a stream is up and has delivered an event
 }
 
 // New returns a Watcher.
@@ -118,6 +120,7 @@ func (w *Watcher) backoff(failures int) time.Duration {
 func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer w.setStreaming(false)
 	w.mu.Lock()
 	if w.cfg.ResyncInterval > 0 && time.Since(w.lastFullSync) > w.cfg.ResyncInterval {
 		w.cursor = 0
@@ -173,6 +176,7 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 			if !healthy {
 				healthy = true
 				w.setErr(nil) // connected and streaming: no error to show
+				w.setStreaming(true)
 			}
 			done, err := w.handle(ev, &fullSync)
 			if err != nil || done {
@@ -246,6 +250,12 @@ func (w *Watcher) setErr(err error) {
 	w.mu.Unlock()
 }
 
+func (w *Watcher) setStreaming(on bool) {
+	w.mu.Lock()
+	w.streaming = on
+	w.mu.Unlock()
+}
+
 func (w *Watcher) count(kind string) {
 	w.metrics.EventsReceived.WithLabelValues(kind).Inc()
 }
@@ -269,4 +279,20 @@ func (w *Watcher) LastError() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lastErr
+}
+
+// Ready is nil while a stream is up and a full sync has completed since the
+// watcher started; otherwise it says what is missing.
+func (w *Watcher) Ready() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case !w.streaming && w.lastErr != nil:
+		return fmt.Errorf("not streaming from ctrld: %w", w.lastErr)
+	case !w.streaming:
+		return errors.New("not streaming from ctrld yet")
+	case w.lastFullSync.IsZero():
+		return errors.New("first full sync in progress")
+	}
+	return nil
 }

@@ -71,7 +71,7 @@ func app() *cli.App {
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "periodic full resync (0 or negative: off)", EnvVars: env("resync-interval")},
 			&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "apply only while holding the region's Lease, so a second replica stands by", EnvVars: env("leader-elect")},
 			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "namespace of the leader-election Lease (usually the agent's own)", EnvVars: append(env("namespace"), "POD_NAMESPACE")},
-			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
+			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz (alive) and /readyz (standing by for the lease, or streaming with a full sync done) (empty: off)", EnvVars: env("metrics-listen")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},
 		},
 		Action: run,
@@ -113,6 +113,7 @@ func run(c *cli.Context) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	readiness := &agent.Readiness{}
 	if addr := c.String("metrics-listen"); addr != "" {
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
@@ -120,9 +121,16 @@ func run(c *cli.Context) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") }
-		mux.HandleFunc("/healthz", ok)
-		mux.HandleFunc("/readyz", ok)
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		// Ready: standing by for the lease, or applying from a stream that
+		// is up and has completed a full sync.
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if err := readiness.Ready(); err != nil {
+				http.Error(w, err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
 		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go srv.Serve(lis)
 		defer srv.Close()
@@ -138,6 +146,7 @@ func run(c *cli.Context) error {
 		Version:        version,
 		LeaderElect:    c.Bool("leader-elect"),
 		LeaseNamespace: c.String("namespace"),
+		Readiness:      readiness,
 	}, clients, ctrlv1.NewClusterServiceClient(conn), log, m)
 }
 
