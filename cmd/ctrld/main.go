@@ -96,6 +96,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-message-bytes", Value: 4 << 20, Usage: "largest request accepted; larger ones fail with ResourceExhausted", EnvVars: env("max-message-bytes")},
 			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
 			&cli.DurationFlag{Name: "poll-interval", Value: 100 * time.Millisecond, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
+			&cli.DurationFlag{Name: "token-recheck", Value: 30 * time.Second, Usage: "how often the tokens of running streams are checked again: a revoked agent token's stream ends within this", EnvVars: env("token-recheck")},
 			&cli.DurationFlag{Name: "hole-grace", Value: 500 * time.Millisecond, Usage: "how long a pk gap may stay open before the filler settles it (bounds how long a rollback holds resume versions)", EnvVars: env("hole-grace")},
 			&cli.DurationFlag{Name: "filler-lock-wait", Value: 10 * time.Second, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
 			&cli.DurationFlag{Name: "change-ttl", Value: 24 * time.Hour, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
@@ -130,6 +131,7 @@ func serveCommand() *cli.Command {
 				TLSClientCA:     c.String("tls-client-ca"),
 				MaxMessageBytes: c.Int("max-message-bytes"),
 				Instance:        c.String("instance"),
+				TokenRecheck:    c.Duration("token-recheck"),
 				Tailer: tailer.Config{
 					PollInterval:   c.Duration("poll-interval"),
 					HoleGrace:      c.Duration("hole-grace"),

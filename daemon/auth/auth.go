@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -38,6 +39,8 @@ type Principal struct {
 	Kind   apitoken.Kind
 	Name   string
 	Region string // agents only
+
+	tokenHash string
 }
 
 // Create issues a token and returns it; only its hash is stored. Agent
@@ -91,11 +94,13 @@ func hash(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Authenticator checks bearer tokens on gRPC calls.
+// Authenticator checks bearer tokens on gRPC calls, and again on streams
+// while they run (see Run).
 type Authenticator struct {
 	client *ent.Client
 	// services maps a full gRPC service name to the token kind it admits.
 	services map[string]apitoken.Kind
+	streams  liveStreams
 }
 
 // NewAuthenticator admits agent tokens to agentService and operator tokens
@@ -104,7 +109,7 @@ func NewAuthenticator(client *ent.Client, agentService, operatorService string) 
 	return &Authenticator{client: client, services: map[string]apitoken.Kind{
 		agentService:    Agent,
 		operatorService: Operator,
-	}}
+	}, streams: liveStreams{byHash: map[string]map[*streamEnd]struct{}{}}}
 }
 
 type principalKey struct{}
@@ -149,7 +154,7 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (co
 	if t.Kind != kind {
 		return nil, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
 	}
-	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region}), nil
+	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region, tokenHash: t.Hash}), nil
 }
 
 // Unary is the unary-call interceptor.
@@ -167,7 +172,17 @@ func (a *Authenticator) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamS
 	if err != nil {
 		return err
 	}
-	return handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	p, guarded := FromContext(ctx)
+	if !guarded {
+		return handler(srv, ss)
+	}
+	ctx, end := a.streams.add(ctx, p.tokenHash)
+	defer a.streams.remove(p.tokenHash, end)
+	err = handler(srv, &contextStream{ServerStream: ss, ctx: ctx})
+	if revoked := context.Cause(ctx); errors.Is(revoked, errRevoked) {
+		return status.Error(codes.Unauthenticated, "token revoked while streaming")
+	}
+	return err
 }
 
 type contextStream struct {

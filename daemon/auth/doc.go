@@ -2,5 +2,7 @@
 // bound to one region and admits only the cluster service, for that region;
 // an operator token admits only the operator service and names the operator
 // for the audit log. Tokens are 256 random bits shown once; only their
-// SHA-256 is stored, so a database leak does not leak credentials.
+// SHA-256 is stored, so a database leak does not leak credentials. A token
+// is checked on every call and, for streams, again every recheck interval
+// while they run, so revoking a token cuts off its agent's running stream.
 package auth

@@ -5,6 +5,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -52,11 +53,14 @@ type Config struct {
 	// requests fail with ResourceExhausted.
 	MaxMessageBytes int
 	// Instance names this process in agents' connection records.
-	Instance  string
-	Tailer    tailer.Config
-	Stream    stream.Config
-	Retention retention.Config
-	Workflow  workflow.Config
+	Instance string
+	// TokenRecheck is how often the tokens of running streams are checked
+	// again, so a revoked token's stream ends (default 30s).
+	TokenRecheck time.Duration
+	Tailer       tailer.Config
+	Stream       stream.Config
+	Retention    retention.Config
+	Workflow     workflow.Config
 	// Registry receives the metrics (default: a new registry with Go and
 	// process collectors).
 	Registry *prometheus.Registry
@@ -143,6 +147,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 			log.Error("tailer stopped", "err", err)
 		}
 	})
+	s.spawn(func() { authn.Run(runCtx, cmp.Or(cfg.TokenRecheck, 30*time.Second), log) })
 	s.spawn(func() { retention.New(db.SQL, cfg.Retention, log, m).Run(runCtx) })
 	s.spawn(func() { workflow.New(db.Ent, cfg.Workflow, log, m).Run(runCtx) })
 	s.spawn(func() {

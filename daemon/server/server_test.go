@@ -71,11 +71,30 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 	if _, err := eu.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "a", AckedVersion: 1}); err != nil {
 		t.Errorf("eu token reporting for eu: %v", err)
 	}
+	liveCtx, cancelLive := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelLive()
+	live, err := eu.WatchDeploymentChanges(liveCtx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := live.Recv(); err != nil {
+		t.Fatalf("eu token watching eu: %v", err)
+	}
 	if n, err := auth.Revoke(ctx, env.DB.Ent, apitoken.KindAgent, "agent-eu"); err != nil || n != 1 {
 		t.Fatalf("revoke: %d, %v", n, err)
 	}
 	if err := watch(eu, "eu"); code(err) != codes.Unauthenticated {
 		t.Errorf("revoked token: got %v", err)
+	}
+	// The stream that was already running ends too (within the recheck
+	// interval), rather than delivering changes until it reconnects.
+	for {
+		if _, err = live.Recv(); err != nil {
+			break
+		}
+	}
+	if code(err) != codes.Unauthenticated || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("running stream of a revoked token: got %v, want Unauthenticated (revoked)", err)
 	}
 	// Health and reflection need no token.
 	hc := healthpb.NewHealthClient(env.Dial(""))

@@ -52,6 +52,9 @@ func withTestDefaults(cfg server.Config) server.Config {
 	if cfg.Tailer.ControlInterval == 0 {
 		cfg.Tailer.ControlInterval = 100 * time.Millisecond
 	}
+	if cfg.TokenRecheck == 0 {
+		cfg.TokenRecheck = 100 * time.Millisecond
+	}
 	if cfg.Stream.KeepAlive == 0 {
 		cfg.Stream.KeepAlive = time.Second
 	}
