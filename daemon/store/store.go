@@ -27,7 +27,7 @@ func (db *DB) Close() error { return db.Ent.Close() }
 
 // Open connects to MySQL/MariaDB at dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/deploysync"). Times are read and written
-// as UTC.
+// as UTC, and the session's time zone is UTC.
 func Open(ctx context.Context, dsn string) (*DB, error) {
 	cfg, err := mysql.ParseDSN(dsn)
 	if err != nil {
@@ -38,6 +38,12 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	}
 	cfg.ParseTime = true
 	cfg.Loc = time.UTC
+	// The session speaks UTC too, so NOW() in SQL (the filler's gap rows)
+	// and the times Ent writes agree whatever the server's time zone.
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err

@@ -3,7 +3,9 @@ package store_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
@@ -36,6 +38,30 @@ func TestOpenRegistersChangeFeedHooks(t *testing.T) {
 	}
 	if n := client.Sentinel.Query().CountX(ctx); n != 0 {
 		t.Fatalf("rejected mutation wrote %d rows", n)
+	}
+}
+
+// Times written by SQL (NOW(), the filler's gap rows) and by Ent (Go UTC)
+// must agree, or retention misjudges ages by the server's UTC offset: the
+// session is UTC even when the server (here: the DSN) says otherwise.
+func TestSessionTimeZoneIsUTC(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	sep := "?"
+	if strings.Contains(db.DSN, "?") {
+		sep = "&"
+	}
+	conn, err := store.Open(ctx, db.DSN+sep+"time_zone=%27-05%3A00%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var now time.Time
+	if err := conn.SQL.QueryRowContext(ctx, "SELECT NOW(6)").Scan(&now); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(now); d < -time.Minute || d > time.Minute {
+		t.Fatalf("NOW() in the session is %s, %s away from UTC now", now, d.Round(time.Minute))
 	}
 }
 
