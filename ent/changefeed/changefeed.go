@@ -35,6 +35,9 @@ type feed[M mutation] struct {
 	// existing returns what an update or delete will affect and pins bulk
 	// statements to it; it runs before the statement.
 	existing func(ctx context.Context, m M) ([]target, error)
+	// edgesLiveElsewhere: the entity's edges are foreign keys in other
+	// desired-state tables, so edge writes through it are refused.
+	edgesLiveElsewhere bool
 }
 
 func (f feed[M]) hook() ent.Hook {
@@ -52,6 +55,9 @@ func (f feed[M]) hook() ent.Hook {
 			}
 			if _, err := m.Tx(); err != nil {
 				return nil, fmt.Errorf("%s %s: %w", m.Op(), m.Type(), ErrNotInTx)
+			}
+			if edges := slices.Concat(m.AddedEdges(), m.RemovedEdges(), m.ClearedEdges()); f.edgesLiveElsewhere && len(edges) > 0 {
+				return nil, fmt.Errorf("%s %s edges %v: %w", m.Op(), m.Type(), edges, ErrEdgeThroughParent)
 			}
 			if m.Op().Is(ent.OpCreate) {
 				v, err := next.Mutate(ctx, m)

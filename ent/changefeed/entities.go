@@ -131,7 +131,8 @@ var deploymentSpec = []string{
 // policies the database cascades away with it.
 func Deployment() ent.Hook {
 	return feed[*gen.DeploymentMutation]{
-		actualFields: []string{deployment.FieldWorkflowStatus, deployment.FieldWorkflowError},
+		actualFields:       []string{deployment.FieldWorkflowStatus, deployment.FieldWorkflowError},
+		edgesLiveElsewhere: true,
 		// A new deployment has no topologies yet, so this finds some only
 		// when an upsert updated an existing deployment's spec.
 		created: func(ctx context.Context, m *gen.DeploymentMutation) ([]target, error) {

@@ -9,4 +9,8 @@ var (
 	// ErrNotActualState rejects an ActualState write that touches anything
 	// but the entity's actual-state fields.
 	ErrNotActualState = errors.New("only actual-state fields may be written without a change row")
+	// ErrEdgeThroughParent rejects a deployment mutation that adds, removes
+	// or clears its topologies or policies: Ent would rewrite those rows'
+	// foreign keys directly, past their own hooks and without change rows.
+	ErrEdgeThroughParent = errors.New("a deployment's topologies and policies change through their own mutations, which write their change rows, not through the deployment's edges")
 )
