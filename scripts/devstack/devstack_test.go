@@ -144,6 +144,25 @@ func TestDevStackRefusesATakenPort(t *testing.T) {
 	}
 }
 
+// --dir is deleted by down (and by up, which starts with down) only when
+// devstack made it: a directory passed by mistake is refused, untouched.
+func TestDevStackNeverDeletesAForeignDirectory(t *testing.T) {
+	dir := t.TempDir()
+	precious := filepath.Join(dir, "precious.txt")
+	os.WriteFile(precious, []byte("keep me"), 0o600)
+	for _, cmd := range []string{"down", "up"} {
+		c := exec.Command("go", "run", "./scripts/devstack", cmd, "--dir", dir)
+		c.Dir = mustAbs(t, "../..")
+		out, err := c.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "was not made by devstack") {
+			t.Errorf("devstack %s --dir <foreign>: want a refusal, got %v:\n%s", cmd, err, out)
+		}
+		if _, err := os.Stat(precious); err != nil {
+			t.Fatalf("devstack %s deleted a directory it did not make: %v", cmd, err)
+		}
+	}
+}
+
 // --mode auto picks kind exactly when a Docker engine answers and says
 // why; --mode kind without one is refused with the reason before anything
 // starts.

@@ -93,14 +93,22 @@ func (s *stack) stop() {
 	for i := len(s.daemons) - 1; i >= 0; i-- {
 		syscall.Kill(-s.daemons[i].cmd.Process.Pid, syscall.SIGTERM)
 	}
-	deadline := time.After(10 * time.Second)
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
 	for _, d := range s.daemons {
 		select {
 		case <-d.done:
-		case <-deadline:
-			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-			<-d.done
+			continue
+		case <-deadline.C:
 		}
+		// Out of patience: kill this one and every one still running.
+		for _, d := range s.daemons {
+			syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		}
+		break
+	}
+	for _, d := range s.daemons {
+		<-d.done
 	}
 	for i := len(s.teardown) - 1; i >= 0; i-- {
 		s.teardown[i]()
@@ -146,6 +154,9 @@ func up() error {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(stateDir, "logs"), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(stateDir, stateMarker), []byte("state of scripts/devstack; `devstack down` deletes this directory\n"), 0o644); err != nil {
 		return err
 	}
 	mode, why, err := chooseMode(clusterMode)
@@ -382,10 +393,22 @@ func portsFree() error {
 // down stops whatever a previous up left running, deletes the kind
 // clusters it created, and removes its state.
 func down() error {
+	entries, err := os.ReadDir(stateDir)
+	if os.IsNotExist(err) || (err == nil && len(entries) == 0) {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(stateDir, stateMarker)); err != nil {
+		return fmt.Errorf("%s exists but was not made by devstack (no %s in it); refusing to delete it: pass a new --dir (or delete it yourself if it is an old stack's)", stateDir, stateMarker)
+	}
 	data, err := os.ReadFile(filepath.Join(stateDir, "pids"))
 	if err == nil {
+		bin, _ := filepath.Abs(filepath.Join(stateDir, "bin"))
 		for _, f := range strings.Fields(string(data)) {
-			if pid, err := strconv.Atoi(f); err == nil {
+			// A pid left by a crash may belong to something else by now:
+			// only kill what still runs one of our binaries.
+			pid, err := strconv.Atoi(f)
+			exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+			if err == nil && strings.HasPrefix(exe, bin+string(filepath.Separator)) {
 				syscall.Kill(-pid, syscall.SIGKILL)
 			}
 		}
@@ -393,3 +416,7 @@ func down() error {
 	deleteRecordedKindClusters()
 	return os.RemoveAll(stateDir)
 }
+
+// stateMarker marks a state directory as devstack's, so that down never
+// deletes a directory a user passed by mistake.
+const stateMarker = ".devstack"
