@@ -2,11 +2,13 @@ package desired
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
@@ -197,13 +199,23 @@ func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id strin
 				u.UpdateImage().UpdateReplicas().UpdateCPUMillicores().UpdateMemoryMib().UpdateDesiredState().UpdateUpdatedAt()
 			}).
 			Exec(ctx)
+		if errors.Is(err, changefeed.ErrIDInUse) {
+			return fmt.Errorf("sentinel_id %q: %w: %v", spec.ID, ErrAlreadyExists, err)
+		}
 		if err != nil {
 			return err
 		}
-		id, err = tx.Sentinel.Query().
+		row, err := tx.Sentinel.Query().
 			Where(sentinel.EnvironmentID(spec.EnvironmentID), sentinel.Region(spec.Region)).
-			OnlyID(ctx)
-		return err
+			Only(ctx)
+		if err != nil {
+			return err
+		}
+		if row.WorkspaceID != spec.WorkspaceID {
+			return fmt.Errorf("workspace_id: %w: the sentinel of environment %s in %s belongs to workspace %s", ErrInvalid, spec.EnvironmentID, spec.Region, row.WorkspaceID)
+		}
+		id = row.ID
+		return nil
 	})
 	return id, err
 }
@@ -255,18 +267,37 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 			OnConflictColumns(ciliumnetworkpolicy.FieldRegion, ciliumnetworkpolicy.FieldEnvironmentID, ciliumnetworkpolicy.FieldName).
 			Update(func(u *ent.CiliumNetworkPolicyUpsert) { u.UpdateSpec().UpdateUpdatedAt() }).
 			Exec(ctx)
-		if err != nil {
-			if ent.IsConstraintError(err) {
-				return fmt.Errorf("policy %q: %w (does deployment %q exist?)", spec.Name, ErrNotFound, spec.DeploymentID)
-			}
+		switch {
+		case errors.Is(err, changefeed.ErrIDInUse):
+			return fmt.Errorf("policy_id %q: %w: %v", spec.ID, ErrAlreadyExists, err)
+		case ent.IsConstraintError(err):
+			return fmt.Errorf("policy %q: %w (does deployment %q exist?)", spec.Name, ErrNotFound, spec.DeploymentID)
+		case err != nil:
 			return err
 		}
-		id, err = tx.CiliumNetworkPolicy.Query().
+		row, err := tx.CiliumNetworkPolicy.Query().
 			Where(ciliumnetworkpolicy.Region(spec.Region), ciliumnetworkpolicy.EnvironmentID(spec.EnvironmentID), ciliumnetworkpolicy.Name(spec.Name)).
-			OnlyID(ctx)
-		return err
+			Only(ctx)
+		if err != nil {
+			return err
+		}
+		// The owner is fixed at creation: the database cascades a
+		// deployment's policies away with it, so a silent change of owner
+		// would delete the policy with the wrong deployment.
+		if owner := deref(row.DeploymentID); owner != spec.DeploymentID || row.WorkspaceID != spec.WorkspaceID {
+			return fmt.Errorf("deployment_id: %w: policy %q in %s belongs to deployment %q of workspace %s; delete it to give it another owner", ErrInvalid, spec.Name, spec.Region, owner, row.WorkspaceID)
+		}
+		id = row.ID
+		return nil
 	})
 	return id, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // DeleteCiliumPolicy removes a policy; its agent deletes the object.

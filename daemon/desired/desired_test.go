@@ -187,6 +187,64 @@ func TestEnsureCiliumPolicyAndDeploymentDelete(t *testing.T) {
 	}
 }
 
+// A sentinel or policy ID is one row's: putting another environment's (or
+// region's, or name's) resource under it is refused with AlreadyExists and
+// changes nothing. Without the check, MySQL's upsert updates the row that
+// owns the ID (its primary key collides first) while the change row names
+// another resource. A policy's owner cannot change by a put either: the
+// database cascades policies away with their deployment.
+func TestEnsureRefusesAnIDOfAnotherResourceAndAnOwnerChange(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	sen := func(id, env string) desired.SentinelSpec {
+		return desired.SentinelSpec{ID: id, WorkspaceID: "ws1", EnvironmentID: env, Region: "eu-west",
+			Image: "sentinel:1", Replicas: 1, CPUMillicores: 100, MemoryMiB: 128}
+	}
+	for _, in := range []desired.SentinelSpec{sen("sen-1", "e1"), sen("sen-2", "e2")} {
+		if _, err := s.EnsureSentinel(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Deploy(ctx, spec("api-1"), []string{"eu-west"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deploy(ctx, spec("api-2"), []string{"eu-west"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	pol := func(id, dep, name string) desired.PolicySpec {
+		return desired.PolicySpec{ID: id, WorkspaceID: "ws1", EnvironmentID: "prod", DeploymentID: dep,
+			Region: "eu-west", Name: name, Spec: map[string]any{"endpointSelector": map[string]any{}}}
+	}
+	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-1", "api-1", "allow-api")); err != nil {
+		t.Fatal(err)
+	}
+	before := changes(t, client)
+
+	taken := sen("sen-1", "e2") // e2's sentinel, under e1's ID
+	taken.Image = "sentinel:evil"
+	if _, err := s.EnsureSentinel(ctx, taken); !errors.Is(err, desired.ErrAlreadyExists) {
+		t.Errorf("sentinel under another environment's ID: got %v, want ErrAlreadyExists", err)
+	}
+	if _, err := s.EnsureSentinel(ctx, sen("sen-1", "e3")); !errors.Is(err, desired.ErrAlreadyExists) {
+		t.Errorf("new sentinel under a used ID: got %v, want ErrAlreadyExists", err)
+	}
+	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-1", "api-1", "other-name")); !errors.Is(err, desired.ErrAlreadyExists) {
+		t.Errorf("policy under another policy's ID: got %v, want ErrAlreadyExists", err)
+	}
+	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-9", "api-2", "allow-api")); !errors.Is(err, desired.ErrInvalid) || !strings.Contains(err.Error(), "deployment_id") {
+		t.Errorf("policy moved to another deployment by a put: got %v, want ErrInvalid naming deployment_id", err)
+	}
+	if got := client.Sentinel.GetX(ctx, "sen-1"); got.EnvironmentID != "e1" || got.Image != "sentinel:1" {
+		t.Errorf("refused put changed sen-1: %+v", got)
+	}
+	if got := client.CiliumNetworkPolicy.GetX(ctx, "pol-1"); *got.DeploymentID != "api-1" || got.Name != "allow-api" {
+		t.Errorf("refused put changed pol-1: %+v", got)
+	}
+	if after := changes(t, client); !slices.Equal(after, before) {
+		t.Errorf("refused puts wrote change rows %v", after[len(before):])
+	}
+}
+
 // Every invalid value is rejected with an error naming the field, and
 // nothing is written.
 func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {

@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"entgo.io/ent"
@@ -57,6 +58,12 @@ func Sentinel() ent.Hook {
 			// under another ID, so ask the table rather than the mutation.
 			env, _ := m.EnvironmentID()
 			region, _ := m.Region()
+			if given, ok := m.ID(); ok {
+				row, err := m.Client().Sentinel.Get(ctx, given)
+				if err == nil && (row.EnvironmentID != env || row.Region != region) {
+					return nil, fmt.Errorf("sentinel %q is environment %s's in %s, not %s's in %s: %w", given, row.EnvironmentID, row.Region, env, region, ErrIDInUse)
+				}
+			}
 			id, err := m.Client().Sentinel.Query().
 				Where(sentinel.EnvironmentID(env), sentinel.Region(region)).
 				OnlyID(ctx)
@@ -94,6 +101,12 @@ func CiliumNetworkPolicy() ent.Hook {
 			region, _ := m.Region()
 			env, _ := m.EnvironmentID()
 			name, _ := m.Name()
+			if given, ok := m.ID(); ok {
+				row, err := m.Client().CiliumNetworkPolicy.Get(ctx, given)
+				if err == nil && (row.Region != region || row.EnvironmentID != env || row.Name != name) {
+					return nil, fmt.Errorf("policy %q is %s/%s in %s, not %s/%s in %s: %w", given, row.EnvironmentID, row.Name, row.Region, env, name, region, ErrIDInUse)
+				}
+			}
 			id, err := m.Client().CiliumNetworkPolicy.Query().
 				Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.EnvironmentID(env), ciliumnetworkpolicy.Name(name)).
 				OnlyID(ctx)
