@@ -2,6 +2,7 @@ package stream_test
 
 import (
 	"context"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -200,6 +201,32 @@ func TestCursorOlderThanRetentionGetsResyncRequired(t *testing.T) {
 	}
 }
 
+// A cursor ahead of everything the database has issued (the database was
+// restored from a backup or failed over to a replica that lost the newest
+// transactions, while the agent kept its cursor) gets resync_required:
+// served incrementally, every change written since would sort below the
+// cursor and be skipped as seen.
+func TestCursorAheadOfTheDatabaseGetsResyncRequired(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ds := desired.New(env.DB.Ent)
+	ctx := context.Background()
+	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
+
+	s, err := env.Agent("eu").WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{
+		Region: "eu", AgentIdentity: "agent-0", VersionLastSeen: 1_000_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev, err := s.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ev.GetResyncRequired(); r == nil || !strings.Contains(r.GetReason(), "ahead of this database") {
+		t.Fatalf("cursor from another history: got %v, want resync_required saying so", ev)
+	}
+}
+
 // An operator's forced resync reaches a connected agent at once, and an
 // agent that was away when it was forced on its next connect.
 func TestForcedResync(t *testing.T) {
@@ -211,7 +238,7 @@ func TestForcedResync(t *testing.T) {
 	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
 
 	f := follow(t, env, "eu")
-	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+	mustWait(t, f, 10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
 	if _, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: "eu", Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +266,7 @@ func TestPauseHoldsChangesUntilResume(t *testing.T) {
 	ctx := context.Background()
 	must(t, ds.Deploy(ctx, deploySpec("a"), []string{"eu"}, 1))
 	f := follow(t, env, "eu")
-	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+	mustWait(t, f, 10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
 
 	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
 		t.Fatal(err)
@@ -264,7 +291,7 @@ func TestCtrldRestartMidStreamLosesNothing(t *testing.T) {
 	ds := desired.New(env.DB.Ent)
 	ctx := context.Background()
 	f := follow(t, env, "eu")
-	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+	mustWait(t, f, 10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
 
 	for i := range 60 {
 		must(t, ds.Deploy(ctx, deploySpec(fmt.Sprintf("d%d", i)), []string{"eu"}, 1+i%5))
@@ -286,6 +313,17 @@ func TestCtrldRestartMidStreamLosesNothing(t *testing.T) {
 }
 
 // runFor runs f until cond holds, then stops it; it returns the snapshot.
+// mustWait waits for cond on a running follower, failing the test if it
+// does not hold in time.
+func mustWait(t *testing.T, f *streamtest.Follower, within time.Duration, cond func(streamtest.Snapshot) bool) streamtest.Snapshot {
+	t.Helper()
+	s, ok := f.WaitFor(within, cond)
+	if !ok {
+		t.Fatalf("condition not reached within %s: %+v", within, s)
+	}
+	return s
+}
+
 func runFor(t *testing.T, f *streamtest.Follower, cond func(streamtest.Snapshot) bool) streamtest.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -315,12 +353,28 @@ func TestAnotherReplicaHonoursPauseAndResync(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go f.Run(runCtx)
-	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
+	mustWait(t, f, 10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 })
 
 	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond) // the replica reads control every 100ms in tests
+	// Wait until the replica has read the pause (every 100 ms in tests).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sub, err := replica.Tailer.Subscribe(ctx, "eu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		paused := sub.Control.Paused
+		sub.Close()
+		if paused {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the other replica did not read the pause within 10s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	must(t, ds.Scale(ctx, "a", "eu", 9))
 	if _, got := f.WaitFor(time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "a") == 9 }); got {
 		t.Fatal("the other replica streamed to a paused region")
@@ -378,7 +432,7 @@ func TestSentinelAndPolicyDeletesPropagate(t *testing.T) {
 	if _, err := ds.EnsureSentinel(ctx, sen); err != nil {
 		t.Fatal(err)
 	}
-	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return has(s, "sentinel", "sen") })
+	mustWait(t, f, 10*time.Second, func(s streamtest.Snapshot) bool { return has(s, "sentinel", "sen") })
 	must(t, ds.DeleteSentinel(ctx, "sen"))
 	if s, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return !has(s, "sentinel", "sen") }); !ok {
 		t.Fatalf("hard delete of a sentinel did not reach the agent: %+v", s.View)
@@ -395,10 +449,15 @@ func TestPauseDuringFullSyncLosesNothing(t *testing.T) {
 	ds := desired.New(env.DB.Ent)
 	ctx := context.Background()
 
-	f := follow(t, env, "eu")
-	f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.Received > 100 })
+	// A slow agent (0.5 ms per event): the 5,000-row full sync takes
+	// seconds, so the pause surely lands in the middle of it.
+	f := followWith(t, env, "eu", func(*ctrlv1.DeploymentChangeEvent, time.Time) { time.Sleep(500 * time.Microsecond) })
+	mustWait(t, f, 10*time.Second, func(s streamtest.Snapshot) bool { return s.Received > 100 })
 	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
 		t.Fatal(err)
+	}
+	if s := f.Snapshot(); s.FullSyncs != 0 {
+		t.Fatalf("the full sync finished (%d events) before the pause: the test no longer pauses during one", s.Received)
 	}
 	for i := range 20 {
 		must(t, ds.Scale(ctx, fmt.Sprintf("bulk-%05d", i), "eu", 7))

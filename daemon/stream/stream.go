@@ -177,8 +177,8 @@ func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *
 }
 
 // mustResync says why a resuming client cannot be served incrementally:
-// retention deleted changes it has not seen (I5), or it skipped a resync an
-// operator forced.
+// retention deleted changes it has not seen (I5), its cursor is from
+// another history, or it skipped a resync an operator forced.
 func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 	floor, err := tailer.ReadMark(ctx, s.db, tailer.MarkCleanupFloor)
 	if err != nil {
@@ -186,6 +186,18 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 	}
 	if st.clientCursor < floor {
 		return fmt.Sprintf("cursor %d predates the retained changes (retention deleted up to %d)", st.clientCursor, floor), nil
+	}
+	// A cursor beyond every version this database issued comes from another
+	// history (a restore from backup, a failover that lost transactions):
+	// the changes written since then have lower versions and would be
+	// filtered out as already seen. Every cursor a replica sent is at most
+	// its watermark, whose row retention keeps or whose value is persisted.
+	newest, err := s.newestVersion(ctx)
+	if err != nil {
+		return "", err
+	}
+	if st.clientCursor > newest {
+		return fmt.Sprintf("cursor %d is ahead of this database's newest version %d (restored or failed over?)", st.clientCursor, newest), nil
 	}
 	a, err := s.client.Agent.Query().
 		Where(entagent.Region(st.req.Region), entagent.Identity(st.req.Identity)).Only(ctx)
@@ -204,6 +216,19 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 		return "an operator forced a resync of region " + st.req.Region, nil
 	}
 	return "", nil
+}
+
+// newestVersion is the highest version this database has issued.
+func (s *Streamer) newestVersion(ctx context.Context) (uint64, error) {
+	var newest uint64
+	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes").Scan(&newest); err != nil {
+		return 0, fmt.Errorf("read the newest version: %w", err)
+	}
+	persisted, err := tailer.ReadMark(ctx, s.db, tailer.MarkSafeWatermark)
+	if err != nil {
+		return 0, err
+	}
+	return max(newest, persisted), nil
 }
 
 func (s *Streamer) regionGeneration(ctx context.Context, region string) (int64, error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 func deploySpec(id string) desired.DeploymentSpec {
@@ -17,7 +18,16 @@ func deploySpec(id string) desired.DeploymentSpec {
 
 func follow(t *testing.T, env *servertest.Env, region string) *streamtest.Follower {
 	t.Helper()
+	return followWith(t, env, region, nil)
+}
+
+// followWith is follow with a hook run on every event before it is applied.
+func followWith(t *testing.T, env *servertest.Env, region string, onEvent func(*ctrlv1.DeploymentChangeEvent, time.Time)) *streamtest.Follower {
+	t.Helper()
 	f := streamtest.New(env.Agent(region), region, "agent-"+region+"-0")
+	if onEvent != nil {
+		f.OnEvent(onEvent)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
