@@ -5,6 +5,9 @@ import "charm.land/bubbles/v2/key"
 // KeyMap is every key the console knows.
 type KeyMap struct {
 	Up, Down, Open, Back, Switch, Resync, Pause, Stop, Start, ScaleUp, ScaleDown, Filter, Yes, No, Help, Quit key.Binding
+	// Interrupt quits from anywhere, even while typing a filter or
+	// answering a confirmation, where q is taken.
+	Interrupt key.Binding
 }
 
 // DefaultKeyMap returns the console's keys.
@@ -26,6 +29,7 @@ func DefaultKeyMap() KeyMap {
 		No:        key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel")),
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:      key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Interrupt: key.NewBinding(key.WithKeys("ctrl+c")),
 	}
 }
 

@@ -77,6 +77,7 @@ type (
 	regionsMsg     struct{ regions []*ctrlv1.RegionOverview }
 	deploymentsMsg struct{ deployments []*ctrlv1.DeploymentSummary }
 	detailMsg      struct {
+		name    string // the region asked for
 		region  *ctrlv1.GetRegionResponse
 		pending *ctrlv1.ListPendingChangesResponse
 	}
@@ -110,7 +111,7 @@ func (m Model) fetch() tea.Cmd {
 				return nil, err
 			}
 			p, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: region, Limit: 50})
-			return detailMsg{r, p}, err
+			return detailMsg{region, r, p}, err
 		})
 	}
 	return call(func(ctx context.Context) (tea.Msg, error) {
@@ -146,6 +147,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.regions.set(msg.regions, m.filter)
 		return m, nil
 	case detailMsg:
+		if m.page != pageRegion || msg.name != m.detail.name {
+			// Asked for before the operator moved on: applied, it would show
+			// another region's rows (and act on them) under this one's name.
+			return m, nil
+		}
 		m.err = nil
 		m.detail.set(msg.region, msg.pending, m.filter)
 		return m, nil
@@ -170,6 +176,9 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	if key.Matches(msg, m.keys.Interrupt) { // `task dev` is stopped with it
+		return m, tea.Quit
+	}
 	if m.filtering {
 		switch msg.Code {
 		case tea.KeyEnter:

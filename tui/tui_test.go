@@ -77,6 +77,14 @@ func (f *fakeOperator) GetRegion(_ context.Context, req *ctrlv1.GetRegionRequest
 	if err := f.unavailable(); err != nil {
 		return nil, err
 	}
+	if req.Region == "ap-south" { // rows of its own, to tell the regions apart
+		return &ctrlv1.GetRegionResponse{
+			Overview: &ctrlv1.RegionOverview{Region: req.Region, HeadVersion: 982, AckedVersion: 940, LagChanges: 42, Paused: true},
+			Deployments: []*ctrlv1.DeploymentInRegion{
+				{DeploymentId: "batch", Image: "ghcr.io/acme/batch:v1", DesiredStatus: "running", Replicas: 2, ActualStatus: "progressing"},
+			},
+		}, nil
+	}
 	return &ctrlv1.GetRegionResponse{
 		Overview: &ctrlv1.RegionOverview{Region: req.Region, HeadVersion: 990, AckedVersion: 985, LagChanges: 3, LagSeconds: 1.2,
 			AgentConnected: true, AgentIdentity: "krane-us-0"},
@@ -258,9 +266,11 @@ func TestFilterThenScale(t *testing.T) {
 	op := &fakeOperator{}
 	tm := start(t, op, 80, 24)
 	waitFor(t, tm, "eu-west")
-	keys(tm, press('/'), press('u'), press('s'), enter) // only us-east is left
-	waitFor(t, tm, "filter: us")
-	keys(tm, enter)
+	// Only us-east is left, so enter opens it (ap-south, first unfiltered,
+	// otherwise). Keys are handled in order, so there is nothing to wait
+	// for in between; the typed filter is not grepped from the output, as
+	// frames drawn between keystrokes only carry the cells that changed.
+	keys(tm, press('/'), press('u'), press('s'), enter, enter)
 	waitFor(t, tm, "PENDING CHANGES (3)")
 	keys(tm, press('/'), press('w'), press('o'), enter) // only the worker deployment
 	keys(tm, press('+'))
@@ -273,6 +283,46 @@ func TestFilterThenScale(t *testing.T) {
 	}
 	if c := calls[0].(*ctrlv1.ScaleRequest); c.DeploymentId != "worker" || c.Region != "us-east" || c.Replicas != 3 {
 		t.Fatalf("call %v", c)
+	}
+	if got := finalContent(t, tm); !strings.Contains(got, "filter: wo\n") {
+		t.Fatalf("the kept filter is not shown:\n%s", got)
+	}
+}
+
+// A region's reply that arrives after the operator moved on to another
+// region is dropped: applied, it would show the first region's rows under
+// the second's name, and actions would act on those rows while sending the
+// second region.
+func TestLateRegionReplyDoesNotReplaceShownRegion(t *testing.T) {
+	m := refresh(t, tui.New(&fakeOperator{}, tui.Options{Refresh: time.Millisecond, NoColor: true, Now: func() time.Time { return now }}))
+	update := func(msg tea.Msg) tea.Cmd {
+		next, cmd := m.Update(msg)
+		m = next.(tui.Model)
+		return cmd
+	}
+	slow := update(enter) // ap-south, worst lag first; its reply is held back
+	update(tea.KeyPressMsg{Code: tea.KeyEscape})
+	update(down)
+	update(update(enter)()) // us-east, answered at once
+	update(slow())          // ap-south's reply arrives last
+	update(press('+'))
+	got := m.Content()
+	if strings.Contains(got, "batch") || !strings.Contains(got, "region us-east") ||
+		!strings.Contains(got, "Scale deployment api in region us-east from 3 to 4 replicas?") {
+		t.Fatalf("a late reply for ap-south changed the us-east view:\n%s", got)
+	}
+}
+
+// Ctrl+C quits from anywhere, even while typing a filter or answering a
+// confirmation: the dev stack is stopped with it.
+func TestCtrlCQuitsFromAnywhere(t *testing.T) {
+	for name, open := range map[string]tea.KeyPressMsg{"filter": press('/'), "confirmation": press('p')} {
+		t.Run(name, func(t *testing.T) {
+			tm := start(t, &fakeOperator{}, 80, 24)
+			waitFor(t, tm, "eu-west")
+			keys(tm, open, tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl})
+			tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
+		})
 	}
 }
 

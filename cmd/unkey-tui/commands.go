@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 	"github.com/deploysync/deploysync/tui"
 )
@@ -84,11 +87,29 @@ func scriptCommands() []*cli.Command {
 					}
 					env[k] = v
 				}
-				_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{
+				req := &ctrlv1.DeployRequest{
 					DeploymentId: c.Args().First(), WorkspaceId: c.String("workspace"), EnvironmentId: c.String("environment"),
-					Image: c.String("image"), Regions: c.StringSlice("region"), Replicas: int32(c.Int("replicas")),
-					CpuMillicores: int32(c.Int("cpu")), MemoryMib: int32(c.Int("memory")), Port: int32(c.Int("port")), Env: env,
-				})
+					Image: c.String("image"), Regions: c.StringSlice("region"), Env: env,
+				}
+				for _, f := range []struct {
+					name     string
+					min, max int
+					to       *int32
+				}{
+					{"replicas", 0, validate.MaxReplicas, &req.Replicas},
+					{"cpu", 1, math.MaxInt32, &req.CpuMillicores},
+					{"memory", 1, math.MaxInt32, &req.MemoryMib},
+					{"port", 1, 65535, &req.Port},
+				} {
+					// Checked here: past int32 the value would wrap silently
+					// into one the server accepts.
+					n := c.Int(f.name)
+					if n < f.min || n > f.max {
+						return fmt.Errorf("--%s %d: want %d..%d", f.name, n, f.min, f.max)
+					}
+					*f.to = int32(n)
+				}
+				_, err := op.Deploy(ctx, req)
 				if err == nil {
 					fmt.Fprintln(c.App.Writer, "deployed", c.Args().First())
 				}
@@ -103,14 +124,15 @@ func scriptCommands() []*cli.Command {
 			ArgsUsage: "DEPLOYMENT_ID REPLICAS",
 			Flags:     []cli.Flag{region},
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
-				var replicas int32
 				if c.NArg() != 2 {
 					return fmt.Errorf("want DEPLOYMENT_ID REPLICAS")
 				}
-				if _, err := fmt.Sscan(c.Args().Get(1), &replicas); err != nil {
-					return fmt.Errorf("REPLICAS %q: not a number", c.Args().Get(1))
+				// The whole argument or nothing: "5x" is not 5, "3.9" not 3.
+				replicas, err := strconv.Atoi(c.Args().Get(1))
+				if err != nil || validate.Replicas(replicas) != nil {
+					return fmt.Errorf("REPLICAS %q: want a whole number 0..%d", c.Args().Get(1), validate.MaxReplicas)
 				}
-				_, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: c.Args().First(), Region: c.String("region"), Replicas: replicas})
+				_, err = op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: c.Args().First(), Region: c.String("region"), Replicas: int32(replicas)})
 				return done(c, err, "scaled %s to %d", c.Args().First(), replicas)
 			}),
 		},
