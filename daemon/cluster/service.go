@@ -104,6 +104,9 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 			if n := len(in.GetPodName()); n == 0 || n > 253 {
 				return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances[%d].pod_name: must be 1 to 253 characters", i, j)
 			}
+			if len(in.GetAddress()) > 255 {
+				return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances[%d].address: at most 255 characters", i, j)
+			}
 		}
 		ids = append(ids, d.GetDeploymentId())
 	}
@@ -259,9 +262,7 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		return nil, status.Error(codes.InvalidArgument, "agent_version: at most 128 characters")
 	}
 	lastError := req.GetLastError()
-	if len(lastError) > maxErrorLength {
-		lastError = lastError[:maxErrorLength]
-	}
+	lastError = validate.Clip(lastError, maxErrorLength)
 	now := time.Now().UTC()
 	create := s.client.Agent.Create().
 		SetRegion(region).SetIdentity(identity).

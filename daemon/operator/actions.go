@@ -50,20 +50,14 @@ func (s *Service) act(ctx context.Context, action, target string, req proto.Mess
 		actor = p.Name
 	}
 	detail, _ := protojson.Marshal(req)
-	if len(detail) > 4096 {
-		detail = detail[:4096]
-	}
 	errText := ""
 	if err != nil {
-		errText = err.Error()
-		if len(errText) > 4096 {
-			errText = errText[:4096]
-		}
+		errText = validate.Clip(err.Error(), 4096)
 	}
 	// The audit record must not depend on the caller staying connected.
 	auditCtx := context.WithoutCancel(ctx)
 	if aerr := s.client.AuditLog.Create().SetActor(actor).SetAction(action).SetTarget(target).
-		SetDetail(string(detail)).SetError(errText).Exec(auditCtx); aerr != nil {
+		SetDetail(validate.Clip(string(detail), 4096)).SetError(errText).Exec(auditCtx); aerr != nil {
 		s.log.Error("operator: writing the audit log failed", "action", action, "actor", actor, "err", aerr)
 	}
 	if err != nil {

@@ -105,6 +105,29 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 
 // Bad input comes back as InvalidArgument naming the field, and nothing is
 // written; an oversize message is refused before it is read.
+// Long texts are clipped to their columns on a character boundary: an
+// agent's last error with a multi-byte character across the limit is
+// stored (clipping at a byte would make MariaDB refuse the heartbeat). The
+// audit log's detail and error texts are clipped by the same function.
+func TestLongTextsAreClippedWithoutSplittingCharacters(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	env.AgentToken("eu")
+	long := strings.Repeat("a", 2047) + strings.Repeat("€", 2000)
+	_, err := env.Agent("eu").ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{
+		Region: "eu", AgentIdentity: "a", AckedVersion: 1, LastError: long})
+	if err != nil {
+		t.Fatalf("heartbeat with a long multi-byte error: %v", err)
+	}
+	var stored string
+	if err := env.DB.SQL.QueryRow("SELECT last_error FROM agents WHERE identity = 'a'").Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored != strings.Repeat("a", 2047) {
+		t.Errorf("stored last_error: %d bytes, want the 2047 whole characters before the limit", len(stored))
+	}
+}
+
 func TestBadInputIsRejectedNamingTheField(t *testing.T) {
 	env := servertest.Start(t, server.Config{MaxMessageBytes: 64 << 10})
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"unicode/utf8"
 )
 
 // Limits on desired-state values.
@@ -96,4 +97,17 @@ func Positive(n int) error {
 		return fmt.Errorf("%d must be greater than 0", n)
 	}
 	return nil
+}
+
+// Clip shortens s to at most n bytes without splitting a UTF-8 character,
+// for text stored in a column of fixed size: a split character is an
+// invalid byte sequence that a utf8mb4 column refuses.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

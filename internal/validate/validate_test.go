@@ -1,6 +1,9 @@
 package validate
 
-import "testing"
+import (
+	"testing"
+	"unicode/utf8"
+)
 
 func TestImage(t *testing.T) {
 	good := []string{
@@ -57,6 +60,27 @@ func TestEnvName(t *testing.T) {
 	for _, bad := range []string{"", "1ABC", "A=B", "A B"} {
 		if EnvName(bad) == nil {
 			t.Errorf("EnvName(%q) accepted", bad)
+		}
+	}
+}
+
+// Clip never splits a character, so a clipped text is still valid UTF-8.
+func TestClipKeepsWholeCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"abc", 5, "abc"},
+		{"abcdef", 3, "abc"},
+		{"ab€", 3, "ab"}, // € is 3 bytes: cutting at 3 would split it
+		{"ab€", 5, "ab€"},
+		{"€€", 4, "€"},
+		{"€", 0, ""},
+	} {
+		got := Clip(tc.in, tc.n)
+		if got != tc.want || !utf8.ValidString(got) {
+			t.Errorf("Clip(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
 	}
 }
