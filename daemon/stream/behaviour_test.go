@@ -227,6 +227,62 @@ func TestCursorAheadOfTheDatabaseGetsResyncRequired(t *testing.T) {
 	}
 }
 
+// An agent that reconnects before its old stream is noticed gone stays
+// connected when the old stream finally ends: the old stream's disconnect
+// must not clear the new stream's record (the console would show the agent
+// down while it streams).
+func TestOldStreamEndingKeepsTheNewConnection(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg})
+	env.AgentToken("eu")
+	ctx := context.Background()
+	open := func() context.CancelFunc {
+		sctx, cancel := context.WithCancel(ctx)
+		s, err := env.Agent("eu").WatchDeploymentChanges(sctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "agent-0"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+		return cancel
+	}
+	endOld := open()
+	endNew := open()
+	defer endNew()
+	endOld()
+	// The stream gauge falls back to 1 after the old stream's cleanup ran.
+	for deadline := time.Now().Add(10 * time.Second); openStreams(t, reg) != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not end the old stream: %v streams open", openStreams(t, reg))
+		}
+	}
+	a, err := env.DB.Ent.Agent.Query().Only(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.ConnectedTo == "" || a.ConnectedSince == nil {
+		t.Fatalf("the old stream's end cleared the new stream's connection record: %+v", a)
+	}
+}
+
+func openStreams(t *testing.T, reg *prometheus.Registry) float64 {
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "deploysync_streams" {
+			var n float64
+			for _, m := range f.GetMetric() {
+				n += m.GetGauge().GetValue()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 // An operator's forced resync reaches a connected agent at once, and an
 // agent that was away when it was forced on its next connect.
 func TestForcedResync(t *testing.T) {

@@ -84,10 +84,11 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 	}
 	s.metrics.Streams.WithLabelValues(req.Region).Inc()
 	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
-	if err := s.connected(ctx, req); err != nil {
+	since, err := s.connected(ctx, req)
+	if err != nil {
 		return err
 	}
-	defer s.disconnected(req)
+	defer s.disconnected(req, since)
 
 	st := &state{req: req, send: send, clientCursor: req.Cursor, bookmarked: req.Cursor}
 	for {
@@ -414,8 +415,10 @@ func (s *Streamer) waitUnpaused(ctx context.Context, region string) error {
 
 // connected records the agent's stream in the agents table (actual state:
 // no change rows).
-func (s *Streamer) connected(ctx context.Context, req Request) error {
-	now := time.Now().UTC()
+// connected records that this process holds the agent's stream since now,
+// which it returns: the stream's own mark for disconnected.
+func (s *Streamer) connected(ctx context.Context, req Request) (time.Time, error) {
+	now := time.Now().UTC().Truncate(time.Microsecond) // the column's precision
 	err := s.client.Agent.Create().
 		SetRegion(req.Region).SetIdentity(req.Identity).
 		SetConnectedTo(s.cfg.Instance).SetConnectedSince(now).
@@ -423,16 +426,20 @@ func (s *Streamer) connected(ctx context.Context, req Request) error {
 		Update(func(u *ent.AgentUpsert) { u.UpdateConnectedTo().UpdateConnectedSince().UpdateUpdatedAt() }).
 		Exec(ctx)
 	if err != nil {
-		return fmt.Errorf("record agent connection: %w", err)
+		return time.Time{}, fmt.Errorf("record agent connection: %w", err)
 	}
-	return nil
+	return now, nil
 }
 
-func (s *Streamer) disconnected(req Request) {
+// disconnected clears the connection record if it is still this stream's:
+// an agent that reconnected (to this process or another) before the old
+// stream was noticed gone keeps its newer record.
+func (s *Streamer) disconnected(req Request, since time.Time) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.client.Agent.Update().
-		Where(entagent.Region(req.Region), entagent.Identity(req.Identity), entagent.ConnectedTo(s.cfg.Instance)).
+		Where(entagent.Region(req.Region), entagent.Identity(req.Identity),
+			entagent.ConnectedTo(s.cfg.Instance), entagent.ConnectedSince(since)).
 		SetConnectedTo("").ClearConnectedSince().Exec(ctx)
 	if err != nil {
 		s.log.Warn("stream: recording the agent's disconnect failed", "region", req.Region, "agent", req.Identity, "err", err)
