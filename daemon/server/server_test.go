@@ -105,6 +105,27 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 
 // Bad input comes back as InvalidArgument naming the field, and nothing is
 // written; an oversize message is refused before it is read.
+// Stopping ctrld ends running streams with Unavailable saying why, so
+// agents reconnect (to another replica) and nobody reads it as a failure.
+func TestShutdownEndsStreamsSayingSo(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	s, err := env.Agent("eu").WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	env.Server.Stop()
+	for err == nil {
+		_, err = s.Recv()
+	}
+	if code(err) != codes.Unavailable || !strings.Contains(err.Error(), "shutting down") {
+		t.Fatalf("stream at shutdown ended with %v, want Unavailable saying ctrld is shutting down", err)
+	}
+}
+
 // Long texts are clipped to their columns on a character boundary: an
 // agent's last error with a multi-byte character across the limit is
 // stored (clipping at a byte would make MariaDB refuse the heartbeat). The

@@ -8,8 +8,8 @@ import (
 )
 
 // fillOldHoles starts the filler for holes older than HoleGrace, one run
-// at a time. Called with mu held.
-func (t *Tailer) fillOldHoles(now time.Time) {
+// at a time; Run waits for it before returning. Called with mu held.
+func (t *Tailer) fillOldHoles(ctx context.Context, now time.Time) {
 	if t.filling || t.stopped {
 		return
 	}
@@ -18,15 +18,18 @@ func (t *Tailer) fillOldHoles(now time.Time) {
 		return
 	}
 	t.filling = true
-	go func() {
-		// Not tied to a request: it must finish (or time out) on its own,
-		// and the poll after it picks up the result.
-		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.FillerLockWait+5*time.Second)
+	t.fillers.Go(func() {
+		// It runs past the poll that started it; the poll after it picks
+		// up the result. Stopping the tailer cancels it.
+		runCtx, cancel := context.WithTimeout(ctx, t.cfg.FillerLockWait+5*time.Second)
 		defer cancel()
-		err := t.fill(ctx, due)
+		err := t.fill(runCtx, due)
 		t.mu.Lock()
 		t.filling = false
 		t.mu.Unlock()
+		if ctx.Err() != nil {
+			return // stopping
+		}
 		if err != nil {
 			t.metrics.FillerRuns.WithLabelValues("error").Inc()
 			t.log.Info("tailer: filler could not settle holes yet (an open transaction holds them?); retrying", "holes", len(due), "first", due[0], "err", err)
@@ -34,7 +37,7 @@ func (t *Tailer) fillOldHoles(now time.Time) {
 		}
 		t.metrics.FillerRuns.WithLabelValues("ok").Inc()
 		t.Poke()
-	}()
+	})
 }
 
 // fill settles the given pks: INSERT IGNORE of a gap row per pk. For a pk

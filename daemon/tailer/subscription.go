@@ -36,7 +36,7 @@ func (t *Tailer) Subscribe(ctx context.Context, region string) (*Subscription, e
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
-		return nil, errStopped
+		return nil, ErrStopped
 	}
 	s := &Subscription{
 		tailer:    t,

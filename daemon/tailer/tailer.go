@@ -51,8 +51,9 @@ type Notice struct {
 // last bookmark.
 var ErrSlowSubscriber = errors.New("stream fell too far behind; reconnect from the last bookmark")
 
-// errStopped closes subscriptions when the tailer stops.
-var errStopped = errors.New("ctrld is shutting down")
+// ErrStopped closes subscriptions when the tailer stops: ctrld is shutting
+// down and the client reconnects, to another replica if there is one.
+var ErrStopped = errors.New("ctrld is shutting down")
 
 // Config tunes the tailer. Zero values take the defaults.
 type Config struct {
@@ -126,6 +127,7 @@ type Tailer struct {
 	subs      map[*Subscription]struct{}
 	stopped   bool
 	filling   bool
+	fillers   sync.WaitGroup // the filler run in flight, if any
 	persisted uint64
 }
 
@@ -162,6 +164,7 @@ func (t *Tailer) Watermark() uint64 {
 
 // Run polls until ctx ends, then closes every subscription.
 func (t *Tailer) Run(ctx context.Context) error {
+	defer t.fillers.Wait()
 	defer t.stop()
 	if err := t.start(ctx); err != nil {
 		return err
@@ -227,7 +230,7 @@ func (t *Tailer) stop() {
 	defer t.mu.Unlock()
 	t.stopped = true
 	for s := range t.subs {
-		s.closeWith(errStopped)
+		s.closeWith(ErrStopped)
 	}
 	clear(t.subs)
 }
@@ -284,7 +287,7 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 	oldW := t.watermark
 	t.advance()
 	t.deliver(visible, t.watermark != oldW)
-	t.fillOldHoles(now)
+	t.fillOldHoles(ctx, now)
 	return len(rows) == t.cfg.BatchSize, nil
 }
 
