@@ -14,12 +14,17 @@ import (
 // every write.
 var stateTables = []string{"deployments", "deployment_topology", "sentinels", "cilium_network_policies", "instances"}
 
-// rawStateWrite matches INSERT/REPLACE INTO t, DELETE FROM t and
-// UPDATE t ... SET for a state table t, in any case and spacing.
+// rawStateWrite matches the MySQL spellings of a write to a state table t:
+// INSERT/REPLACE [modifiers] [INTO] t, DELETE [modifiers] [aliases] FROM t,
+// UPDATE [modifiers] t [[AS] alias] SET; t optionally schema-qualified and
+// backquoted; any case and spacing.
 var rawStateWrite = func() *regexp.Regexp {
-	table := "`?(?:" + strings.Join(stateTables, "|") + ")`?\\b"
-	return regexp.MustCompile(`(?is)\b(?:(?:insert\s+(?:ignore\s+)?into|replace\s+into|delete\s+from)\s+` + table +
-		`|update\s+(?:ignore\s+)?` + table + `(?:\s+as)?(?:\s+\w+)?\s+set\b)`)
+	table := "(?:`?\\w+`?\\.)?`?(?:" + strings.Join(stateTables, "|") + ")`?\\b"
+	modifiers := `(?:(?:low_priority|high_priority|delayed|quick|ignore)\s+)*`
+	return regexp.MustCompile(`(?is)\b(?:` +
+		`(?:insert|replace)\s+` + modifiers + `(?:into\s+)?` + table +
+		`|delete\s+` + modifiers + `(?:\w+(?:\s*,\s*\w+)*\s+)?from\s+` + table +
+		`|update\s+` + modifiers + table + `(?:\s+as)?(?:\s+\w+)?\s+set\b)`)
 }()
 
 var generatedMarker = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
@@ -77,6 +82,15 @@ func TestRawSQLPattern(t *testing.T) {
 		"DELETE FROM instances WHERE id = 1",
 		"UPDATE deployment_topology t SET replicas = 1",
 		"REPLACE INTO sentinels VALUES ()",
+		"INSERT deployments (id) VALUES (?)",
+		"REPLACE sentinels VALUES ()",
+		"INSERT LOW_PRIORITY INTO instances VALUES ()",
+		"DELETE IGNORE FROM sentinels",
+		"DELETE QUICK FROM deployments WHERE 1",
+		"DELETE t FROM deployments t WHERE t.id = ?",
+		"UPDATE LOW_PRIORITY deployments SET image = ?",
+		"UPDATE deploysync.deployments SET image = ?",
+		"insert into `deploysync`.`sentinels` values ()",
 	}
 	allowed := []string{
 		"SELECT * FROM deployment_topology",
@@ -84,6 +98,8 @@ func TestRawSQLPattern(t *testing.T) {
 		"INSERT INTO deployment_changes (pk) VALUES (?)",
 		"UPDATE deployments_archive SET x = 1",
 		"// update deployments in every region, then set the status",
+		"DELETE FROM deployment_changes_archive",
+		"INSERT INTO deployments_archive VALUES ()",
 	}
 	for _, s := range caught {
 		if !rawStateWrite.MatchString(s) {
