@@ -299,7 +299,8 @@ func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
 }
 
 // heartbeat reports the agent's status: when the cursor moves (at most
-// every second) and at least every HeartbeatInterval.
+// every second) and at least every HeartbeatInterval, from the term's first
+// acknowledged bookmark on (or an error).
 type heartbeat struct {
 	client     ctrlv1.ClusterServiceClient
 	cfg        Config
@@ -352,6 +353,14 @@ func (h *heartbeat) send(ctx context.Context) {
 		if err := h.watcher.LastError(); err != nil {
 			req.LastError = "stream: " + err.Error()
 		}
+	}
+	if !h.dispatcher.HasAcked() && req.LastError == "" {
+		// Nothing acknowledged in this term yet, so no acked version to
+		// report: ctrld would store 0 and show the whole retained log as
+		// lag after every failover. Stay quiet until the first bookmark is
+		// acked (the full sync's, normally seconds), unless there is an
+		// error to show, which matters more than the lag figure.
+		return
 	}
 	if t := h.watcher.LastFullSync(); !t.IsZero() {
 		req.LastFullSync = timestamppb.New(t)

@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/daemon/server"
@@ -110,18 +112,89 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 	for _, id := range []string{"a", "b", "c"} {
 		deploy(t, op, id, "noop", "eu")
 	}
-	startAgent(t, env, "eu", "agent-0", kcfg, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	startMeteredAgent(t, env, "eu", "agent-0", kcfg, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond}, reg)
 	ns := naming.Namespace("noop", "prod")
 	waitFor(t, 20*time.Second, "three statefulsets", func() bool {
 		return statefulSetExists(client, ns, "a") && statefulSetExists(client, ns, "b") && statefulSetExists(client, ns, "c")
 	})
 	time.Sleep(time.Second) // let the first applies settle in the cache
-	before := counter.writes.Load()
+	before, syncs := counter.writes.Load(), fullSyncs(t, reg)
 	time.Sleep(2500 * time.Millisecond) // several full resyncs
 	if n := counter.writes.Load() - before; n != 0 {
 		t.Fatalf("resyncs of unchanged state made %d API writes", n)
 	}
+	if n := fullSyncs(t, reg) - syncs; n < 2 {
+		t.Fatalf("only %v full resyncs in the window; the test proves nothing", n)
+	}
 }
+
+// fullSyncs reads agentd_full_syncs_total from reg.
+func fullSyncs(t *testing.T, reg prometheus.Gatherer) float64 {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == "agentd_full_syncs_total" {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("agentd_full_syncs_total is not registered")
+	return 0
+}
+
+// A replica starting its term reports no acked version before it has
+// acknowledged one, so the region's acked cursor does not drop to 0 (the
+// whole retained log shown as lag) while it is still in its first full
+// sync after a failover.
+func TestNewTermKeepsTheRegionsAckedCursor(t *testing.T) {
+	c := isolate(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	deploy(t, op, "one", "failover", "eu")
+	stopFirst := startAgent(t, env, "eu", "replica-a", c.Config, agent.Config{LeaderElect: false})
+	_, head := ackedVersion(t, op, "eu")
+	waitFor(t, 20*time.Second, "replica-a acked", func() bool { acked, _ := ackedVersion(t, op, "eu"); return acked >= head })
+	stopFirst()
+	before, _ := ackedVersion(t, op, "eu")
+
+	// replica-b's first full sync has a deployment to write, and its
+	// writes are slow: seconds before it acknowledges anything.
+	deploy(t, op, "two", "failover", "eu")
+	startAgent(t, env, "eu", "replica-b", slowWrites(c.Config, time.Second), agent.Config{LeaderElect: false})
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if acked, _ := ackedVersion(t, op, "eu"); acked < before {
+			t.Fatalf("the region's acked cursor went back from %d to %d when replica-b started", before, acked)
+		}
+	}
+	_, head = ackedVersion(t, op, "eu")
+	waitFor(t, 20*time.Second, "replica-b acked", func() bool { acked, _ := ackedVersion(t, op, "eu"); return acked >= head })
+}
+
+// slowWrites is cfg with every request that changes state delayed.
+func slowWrites(cfg *rest.Config, delay time.Duration) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method != http.MethodGet {
+				select {
+				case <-r.Context().Done():
+					return nil, r.Context().Err()
+				case <-time.After(delay):
+				}
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	return c
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // An apply the API server refuses (here: RBAC does not yet allow patching
 // StatefulSets) holds the acked cursor and is retried; once allowed, it
@@ -233,7 +306,8 @@ func TestLeaderElection(t *testing.T) {
 	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(admin) == "replica-a" })
 	standby := fast
 	standby.Readiness = &agent.Readiness{}
-	startAgent(t, env, "eu", "replica-b", c.Config, standby)
+	standbyConfig, standbyWrites := countedConfig(c)
+	startAgent(t, env, "eu", "replica-b", standbyConfig, standby)
 	waitFor(t, 5*time.Second, "the standby replica is ready (to take over)", func() bool { return standby.Readiness.Ready() == nil })
 
 	deploy(t, op, "one", "ha", "eu")
@@ -241,10 +315,16 @@ func TestLeaderElection(t *testing.T) {
 	if leaseHolder(admin) != "replica-a" {
 		t.Fatalf("lease moved to %q while the leader was healthy", leaseHolder(admin))
 	}
+	if n := standbyWrites.writes.Load(); n != 0 {
+		t.Fatalf("the standby replica made %d API writes while replica-a led", n)
+	}
 	stopFirst()
 	waitFor(t, 15*time.Second, "replica-b leads", func() bool { return leaseHolder(admin) == "replica-b" })
 	deploy(t, op, "two", "ha", "eu")
 	waitFor(t, 20*time.Second, "new leader applied", func() bool { return statefulSetExists(admin, ns, "two") })
+	if standbyWrites.writes.Load() == 0 {
+		t.Fatal("replica-b's writes were not counted once it led")
+	}
 }
 
 // /readyz: the applying agent is ready once its stream is up and a full

@@ -36,6 +36,12 @@ func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &euCluster, &usClust
 // until the test ends (or the returned function is called).
 func startAgent(t *testing.T, env *servertest.Env, region, identity string, kcfg *rest.Config, cfg agent.Config) context.CancelFunc {
 	t.Helper()
+	return startMeteredAgent(t, env, region, identity, kcfg, cfg, prometheus.NewRegistry())
+}
+
+// startMeteredAgent is startAgent with the agent's metrics in reg.
+func startMeteredAgent(t *testing.T, env *servertest.Env, region, identity string, kcfg *rest.Config, cfg agent.Config, reg *prometheus.Registry) context.CancelFunc {
+	t.Helper()
 	cfg.Region, cfg.Identity = region, identity
 	if cfg.BackoffMin == 0 {
 		cfg.BackoffMin, cfg.BackoffMax = 50*time.Millisecond, 500*time.Millisecond
@@ -52,7 +58,7 @@ func startAgent(t *testing.T, env *servertest.Env, region, identity string, kcfg
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := agent.Run(ctx, cfg, clients, cluster, servertest.Logger(), metrics.New(prometheus.NewRegistry())); err != nil {
+		if err := agent.Run(ctx, cfg, clients, cluster, servertest.Logger(), metrics.New(reg)); err != nil {
 			t.Errorf("agent %s: %v", identity, err)
 		}
 	}()

@@ -9,9 +9,12 @@
 //
 // The cursor is acknowledged only past work that is done: a bookmark from
 // the stream counts once every event received before it has been applied
-// successfully (or superseded by a later event for the same resource that
-// has). A failing apply is retried with the queue's exponential backoff and
-// holds the cursor meanwhile; other resources go on.
+// successfully or superseded by a later event for the same resource. A
+// superseded event stops holding bookmarks as soon as the later one is
+// received, applied or not: the later event comes after those bookmarks in
+// the stream, so a resume from any of them receives it again. A failing
+// apply is retried with the queue's exponential backoff and holds the
+// cursor meanwhile; other resources go on.
 package dispatch
 
 import (
@@ -75,8 +78,16 @@ type Dispatcher struct {
 	pending   map[Key]uint64 // keys whose latest intent is not applied yet -> its seq
 	bookmarks []bookmark     // received, not yet acknowledged
 	acked     uint64         // resume version of the last acknowledged bookmark
-	failures  map[Key]error  // last error per failing key
+	ackedAny  bool           // a bookmark has been acknowledged: acked is known
+	failures  map[Key]failure
 	onAck     func(uint64)
+}
+
+// failure is a failing key's last error, and since when it has been
+// failing.
+type failure struct {
+	err   error
+	since time.Time
 }
 
 type bookmark struct {
@@ -96,7 +107,7 @@ func New(handler Handler, log *slog.Logger, onAck func(uint64)) *Dispatcher {
 		log:      log,
 		desired:  map[Key]Intent{},
 		pending:  map[Key]uint64{},
-		failures: map[Key]error{},
+		failures: map[Key]failure{},
 		onAck:    onAck,
 	}
 }
@@ -218,17 +229,34 @@ func (d *Dispatcher) Acked() uint64 {
 	return d.acked
 }
 
+// HasAcked reports whether a bookmark has been acknowledged yet. Until
+// then Acked's 0 means "not known", not "nothing applied".
+func (d *Dispatcher) HasAcked() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ackedAny
+}
+
 // Depth is the number of resources waiting to be applied.
 func (d *Dispatcher) Depth() int { return d.queue.Len() }
 
-// LastError describes a currently failing resource, if any.
+// LastError describes the resource that has been failing longest, if any:
+// the same one on every call while it keeps failing, so the console does
+// not flip between errors.
 func (d *Dispatcher) LastError() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for k, err := range d.failures {
-		return fmt.Sprintf("%s: %v", k, err)
+	var key Key
+	var oldest failure
+	for k, f := range d.failures {
+		if oldest.err == nil || f.since.Before(oldest.since) || f.since.Equal(oldest.since) && k.String() < key.String() {
+			key, oldest = k, f
+		}
 	}
-	return ""
+	if oldest.err == nil {
+		return ""
+	}
+	return fmt.Sprintf("%s: %v", key, oldest.err)
 }
 
 // advance acknowledges bookmarks whose events are all applied. Called
@@ -240,8 +268,10 @@ func (d *Dispatcher) advance() bool {
 	}
 	moved := false
 	for len(d.bookmarks) > 0 && d.bookmarks[0].seq < oldest {
-		if v := d.bookmarks[0].version; v > d.acked {
-			d.acked, moved = v, true
+		// The first acknowledgement counts as a move even at version 0:
+		// the cursor went from unknown to known.
+		if v := d.bookmarks[0].version; v > d.acked || !d.ackedAny {
+			d.acked, d.ackedAny, moved = v, true, true
 		}
 		d.bookmarks = d.bookmarks[1:]
 	}
@@ -282,7 +312,12 @@ func (d *Dispatcher) work(ctx context.Context) bool {
 	err := d.handler.Handle(ctx, key, in)
 	d.mu.Lock()
 	if err != nil {
-		d.failures[key] = err
+		f, failing := d.failures[key]
+		if !failing {
+			f.since = time.Now()
+		}
+		f.err = err
+		d.failures[key] = f
 		d.mu.Unlock()
 		if ctx.Err() == nil {
 			d.log.Warn("apply failed; retrying with backoff", "resource", key.String(), "err", err)

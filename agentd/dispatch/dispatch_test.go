@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,7 +115,9 @@ func TestFailingApplyHoldsTheCursor(t *testing.T) {
 	must(t, d.Event(deployment("good-2", ctrlv1.Action_ACTION_APPLY)))
 	d.Bookmark(20)
 	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[Key{KindDeployment, "good-2"}] }, "other resources blocked")
-	if d.Acked() != 10 || d.LastError() == "" {
+	// bad's first attempt may still be running on another worker.
+	eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
+	if d.Acked() != 10 {
 		t.Fatalf("cursor advanced to %d past a failing apply (last error %q)", d.Acked(), d.LastError())
 	}
 	eventually(t, func() bool { return d.Acked() == 20 }, "cursor never advanced after the retry succeeded")
@@ -125,6 +128,25 @@ func TestFailingApplyHoldsTheCursor(t *testing.T) {
 	defer mu.Unlock()
 	if len(acks) != 2 || acks[0] != 10 || acks[1] != 20 {
 		t.Fatalf("acks %v", acks)
+	}
+}
+
+// With several resources failing, the error reported is always the one
+// failing longest, not whichever the map yields first.
+func TestLastErrorIsTheLongestFailing(t *testing.T) {
+	r := newRecorder()
+	first, second := Key{KindDeployment, "z-first"}, Key{KindDeployment, "a-second"}
+	r.failLeft[first], r.failLeft[second] = 1000, 1000
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	must(t, d.Event(deployment(first.ID, ctrlv1.Action_ACTION_APPLY)))
+	eventually(t, func() bool { return d.LastError() != "" }, "first failure not reported")
+	must(t, d.Event(deployment(second.ID, ctrlv1.Action_ACTION_APPLY)))
+	eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.failures) == 2 }, "second failure not recorded")
+	for range 100 {
+		if got := d.LastError(); !strings.HasPrefix(got, first.String()+":") {
+			t.Fatalf("last error %q, want %s's", got, first)
+		}
 	}
 }
 

@@ -2,10 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -58,7 +60,8 @@ func (c *Cache) Start(ctx context.Context) error {
 	return nil
 }
 
-// Namespaces creates namespaces on first use and remembers them.
+// Namespaces creates namespaces on first use and remembers them, until an
+// apply finds one gone (see Check).
 type Namespaces struct {
 	client kubernetes.Interface
 	known  sync.Map
@@ -86,4 +89,28 @@ func (n *Namespaces) Ensure(ctx context.Context, ns string) error {
 	}
 	n.known.Store(ns, true)
 	return nil
+}
+
+// Check passes on err from an apply in ns, first forgetting ns when err
+// says it is gone or being deleted (someone deleted it out of band), so
+// the retry ensures it again instead of failing for the whole term.
+func (n *Namespaces) Check(ns string, err error) error {
+	if namespaceGone(err) {
+		n.known.Delete(ns)
+	}
+	return err
+}
+
+// namespaceGone tells the namespace lifecycle admission's refusals: the
+// namespace does not exist, or is terminating.
+func namespaceGone(err error) bool {
+	if apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	details := status.Status().Details
+	return details != nil && details.Group == "" && details.Kind == "namespaces"
 }

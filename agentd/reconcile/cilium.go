@@ -84,7 +84,7 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 		return ErrNoCRD
 	}
 	if err != nil {
-		return fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", p.GetNamespace(), p.GetName(), err)
+		return c.namespaces.Check(p.GetNamespace(), fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", p.GetNamespace(), p.GetName(), err))
 	}
 	return nil
 }
@@ -98,13 +98,9 @@ func (c *Policies) Delete(ctx context.Context, id string) error {
 		return nil // no CRD, no policies to delete
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("list CiliumNetworkPolicies of policy %s: %w", id, err)
 	}
-	items := make([]*unstructured.Unstructured, len(list.Items))
-	for i := range list.Items {
-		items[i] = &list.Items[i]
-	}
-	return deleteEach(ctx, "CiliumNetworkPolicy", items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, "CiliumNetworkPolicy", list.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.Resource(PolicyResource).Namespace(ns).Delete(ctx, name, opts)
 	})
 }

@@ -125,7 +125,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 			}
 		}
 		if _, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, opts); err != nil {
-			return fmt.Errorf("apply Service %s/%s: %w", ns, id, err)
+			return d.namespaces.Check(ns, fmt.Errorf("apply Service %s/%s: %w", ns, id, err))
 		}
 	}
 	if !statefulSetUpToDate(liveSts, sts, stsHash) {
@@ -138,7 +138,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 			}
 		}
 		if _, err := d.client.AppsV1().StatefulSets(ns).Apply(ctx, sts, opts); err != nil {
-			return fmt.Errorf("apply StatefulSet %s/%s: %w", ns, id, err)
+			return d.namespaces.Check(ns, fmt.Errorf("apply StatefulSet %s/%s: %w", ns, id, err))
 		}
 	}
 	return nil
@@ -160,24 +160,27 @@ func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSet
 	return err == nil && kube.Same(owned, desired)
 }
 
-// Delete removes the deployment's managed objects wherever they are.
+// Delete removes the deployment's managed objects wherever they are. It
+// lists them from the API server, not the cache: objects an apply has just
+// created may not be in the cache yet, and a delete that missed them would
+// be acked while they keep running.
 func (d *Deployments) Delete(ctx context.Context, id string) error {
-	sel := managedWith(kube.DeploymentLabel, id)
-	sets, err := d.cache.StatefulSets.List(sel)
+	opts := metav1.ListOptions{LabelSelector: managedWith(kube.DeploymentLabel, id).String()}
+	sets, err := d.client.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("list StatefulSets of deployment %s: %w", id, err)
 	}
-	err = deleteEach(ctx, "StatefulSet", sets, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err = deleteEach(ctx, "StatefulSet", sets.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return d.client.AppsV1().StatefulSets(ns).Delete(ctx, name, opts)
 	})
 	if err != nil {
 		return err
 	}
-	svcs, err := d.cache.Services.List(sel)
+	svcs, err := d.client.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("list Services of deployment %s: %w", id, err)
 	}
-	return deleteEach(ctx, "Service", svcs, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, "Service", svcs.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return d.client.CoreV1().Services(ns).Delete(ctx, name, opts)
 	})
 }

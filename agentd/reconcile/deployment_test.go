@@ -212,6 +212,102 @@ func TestDeploymentDeleteRemovesOnlyManagedObjects(t *testing.T) {
 	}
 }
 
+// A delete right after an apply (deploy, then stop at once) removes what
+// the apply created, though the informer cache has not seen it yet.
+func TestDeleteRightAfterApplyLeavesNothing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	// The controllers read a cache stopped before the applies, so it never
+	// sees what they create: a cache that has not caught up yet, without
+	// racing the informers.
+	lagging := reconcile.NewCache(e.client, 0)
+	stopped, stop := context.WithCancel(ctx)
+	if err := lagging.Start(stopped); err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	namespaces := reconcile.NewNamespaces(e.client)
+	deps := reconcile.NewDeployments(e.client, lagging, namespaces)
+	sentinels := reconcile.NewSentinels(e.client, lagging, namespaces)
+
+	if err := deps.Apply(ctx, e.state("api", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := deps.Delete(ctx, "api"); err != nil {
+		t.Fatal(err)
+	}
+	gw := &ctrlv1.SentinelState{SentinelId: "gw", Namespace: e.ns, Image: "sentinel:1", Replicas: 1, CpuMillicores: 100, MemoryMib: 64}
+	if err := sentinels.Apply(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	if err := sentinels.Delete(ctx, "gw"); err != nil {
+		t.Fatal(err)
+	}
+
+	gone := func(kind string, err error) {
+		t.Helper()
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s still there after the delete: %v", kind, err)
+		}
+	}
+	_, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	gone("deployment's StatefulSet", err)
+	_, err = e.admin.CoreV1().Services(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	gone("deployment's Service", err)
+	_, err = e.admin.AppsV1().Deployments(e.ns).Get(ctx, reconcile.SentinelName("gw"), metav1.GetOptions{})
+	gone("sentinel's Deployment", err)
+	_, err = e.admin.CoreV1().Services(e.ns).Get(ctx, reconcile.SentinelName("gw"), metav1.GetOptions{})
+	gone("sentinel's Service", err)
+}
+
+// A namespace deleted out of band is created again by the next apply (a
+// retry at most), not remembered as present for the rest of the term.
+func TestApplyRecreatesADeletedNamespace(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.deps.Apply(ctx, e.state("api", 1)); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, "api", 1)
+
+	// Delete the namespace as the namespace controller (not running in
+	// this control plane) would: its content, then its finalizer, then it.
+	if err := e.deps.Delete(ctx, "api"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := e.admin.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns.Spec.Finalizers = nil
+	if _, err := e.admin.CoreV1().Namespaces().Finalize(ctx, ns, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.admin.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		_, err := e.admin.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{})
+		_, cached := e.cache.StatefulSets.StatefulSets(e.ns).Get("api")
+		return apierrors.IsNotFound(err) && apierrors.IsNotFound(cached)
+	})
+
+	// The first apply may find the namespace gone; the retry must not.
+	err = e.deps.Apply(ctx, e.state("api", 1))
+	if err != nil {
+		err = e.deps.Apply(ctx, e.state("api", 1))
+	}
+	if err != nil {
+		t.Fatalf("apply after the namespace was deleted: %v", err)
+	}
+	if _, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{}); err != nil {
+		t.Fatalf("statefulset not re-created: %v", err)
+	}
+}
+
 // An existing object without the managed-by label is a conflict, never
 // taken over.
 func TestUnlabeledObjectIsAConflict(t *testing.T) {

@@ -13,5 +13,7 @@
 // fields the agent owns on it must still hold the desired values (an
 // out-of-band edit moves a field to another manager and so shows up as
 // drift, which the next apply puts back). Deletes find objects by label,
-// so they work even when the namespace is no longer known.
+// so they work even when the namespace is no longer known, and list them
+// from the API server rather than the cache, so a delete right after an
+// apply finds what the apply created.
 package reconcile

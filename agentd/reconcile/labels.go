@@ -29,9 +29,15 @@ func collectIDs[T metav1.Object](ids map[string]bool, label string, objs []T) {
 
 func sortedIDs(ids map[string]bool) []string { return slices.Sorted(maps.Keys(ids)) }
 
-// deleteEach deletes objs (exactly the ones seen, by UID) with del.
-func deleteEach[T metav1.Object](ctx context.Context, kind string, objs []T, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
-	for _, o := range objs {
+// deleteEach deletes objs (exactly the ones seen, by UID) with del. It
+// takes the Items of a list, hence values and a pointer type to reach
+// their metadata.
+func deleteEach[T any, PT interface {
+	*T
+	metav1.Object
+}](ctx context.Context, kind string, objs []T, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
+	for i := range objs {
+		o := PT(&objs[i])
 		err := del(ctx, o.GetNamespace(), o.GetName(), deleteOptions(o.GetUID()))
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)

@@ -113,7 +113,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 			}
 		}
 		if _, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, opts); err != nil {
-			return fmt.Errorf("apply Service %s/%s: %w", ns, name, err)
+			return c.namespaces.Check(ns, fmt.Errorf("apply Service %s/%s: %w", ns, name, err))
 		}
 	}
 	if !depOK {
@@ -126,7 +126,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 			}
 		}
 		if _, err := c.client.AppsV1().Deployments(ns).Apply(ctx, dep, opts); err != nil {
-			return fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err)
+			return c.namespaces.Check(ns, fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err))
 		}
 	}
 	return nil
@@ -140,24 +140,25 @@ func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApp
 	return err == nil && kube.Same(owned, desired)
 }
 
-// Delete removes the sentinel's managed objects wherever they are.
+// Delete removes the sentinel's managed objects wherever they are, listed
+// from the API server for the same reason as Deployments.Delete.
 func (c *Sentinels) Delete(ctx context.Context, id string) error {
-	sel := managedWith(kube.SentinelLabel, id)
-	deps, err := c.cache.Deployments.List(sel)
+	opts := metav1.ListOptions{LabelSelector: managedWith(kube.SentinelLabel, id).String()}
+	deps, err := c.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("list Deployments of sentinel %s: %w", id, err)
 	}
-	err = deleteEach(ctx, "Deployment", deps, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err = deleteEach(ctx, "Deployment", deps.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.AppsV1().Deployments(ns).Delete(ctx, name, opts)
 	})
 	if err != nil {
 		return err
 	}
-	svcs, err := c.cache.Services.List(sel)
+	svcs, err := c.client.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
-		return err
+		return fmt.Errorf("list Services of sentinel %s: %w", id, err)
 	}
-	return deleteEach(ctx, "Service", svcs, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, "Service", svcs.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.CoreV1().Services(ns).Delete(ctx, name, opts)
 	})
 }

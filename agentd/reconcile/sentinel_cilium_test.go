@@ -37,9 +37,11 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 	if err != nil || svc.Spec.Type != corev1.ServiceTypeClusterIP || svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		t.Fatalf("service %+v %v", svc, err)
 	}
+	// The no-op apply below reads both objects from the cache.
 	waitFor(t, func() bool {
 		d, err := e.cache.Deployments.Deployments(e.ns).Get(name)
-		return err == nil && d.Annotations[kube.HashAnnotation] != ""
+		s, serr := e.cache.Services.Services(e.ns).Get(name)
+		return err == nil && d.Annotations[kube.HashAnnotation] != "" && serr == nil && s.Annotations[kube.HashAnnotation] != ""
 	})
 	before := e.counter.writes.Load()
 	if err := sentinels.Apply(ctx, state); err != nil {

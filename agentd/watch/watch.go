@@ -116,7 +116,8 @@ func (w *Watcher) backoff(failures int) time.Duration {
 	return min(d, w.cfg.BackoffMax)
 }
 
-// stream runs one stream; healthy reports that it delivered something.
+// stream runs one stream; healthy reports that it delivered events and
+// did not end on one the agent failed to handle.
 func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -178,16 +179,22 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 				w.setErr(nil) // connected and streaming: no error to show
 				w.setStreaming(true)
 			}
-			done, err := w.handle(ev, &fullSync)
-			if err != nil || done {
+			switch err := w.handle(ev, &fullSync); {
+			case errors.Is(err, errResync):
 				return healthy, err
+			case err != nil:
+				// The agent cannot handle what ctrld sent (say, an event
+				// type from a newer ctrld), and a reconnect will send it
+				// again: not a healthy stream, so the backoff grows rather
+				// than full-syncing every few seconds forever.
+				return false, err
 			}
 		}
 	}
 }
 
-// handle passes one event on; done means reconnect now.
-func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) (done bool, err error) {
+// handle passes one event on; an error ends the stream.
+func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) error {
 	switch e := ev.GetEvent().(type) {
 	case *ctrlv1.DeploymentChangeEvent_Bookmark:
 		if *fullSync && e.Bookmark.GetFullSyncDone() {
@@ -201,7 +208,7 @@ func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) (done
 		if *fullSync {
 			// Bookmarks without full_sync_done cannot come mid-sync; if
 			// they did, acking them would skip the rest of the sync.
-			return false, nil
+			return nil
 		}
 		w.mu.Lock()
 		w.cursor = max(w.cursor, e.Bookmark.GetResumeVersion())
@@ -212,18 +219,18 @@ func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) (done
 		w.log.Info("watch: server asks for a full resync", "reason", e.ResyncRequired.GetReason())
 		w.resetCursor()
 		w.count("resync_required")
-		return true, errResync
+		return errResync
 	default:
 		if err := w.dispatcher.Event(ev); err != nil {
 			// Never skipped: the stream ends and resumes from the last
 			// bookmark, holding the cursor, until the event is understood.
 			w.count("invalid")
-			return true, err
+			return err
 		}
 		key, _, _ := dispatch.KeyOf(ev)
 		w.count(key.Kind)
 	}
-	return false, nil
+	return nil
 }
 
 func (w *Watcher) collect() {

@@ -136,13 +136,18 @@ func run(c *cli.Context) error {
 		defer srv.Close()
 	}
 
+	resync := c.Duration("resync-interval")
+	if resync == 0 {
+		// Off, as the flag says; a zero agent.Config field means the default.
+		resync = -1
+	}
 	log.Info("agentd starting", "region", c.String("region"), "identity", c.String("identity"),
 		"ctrld", c.String("ctrld-address"), "leader_elect", c.Bool("leader-elect"), "version", version)
 	return agent.Run(c.Context, agent.Config{
 		Region:         c.String("region"),
 		Identity:       c.String("identity"),
 		Workers:        c.Int("workers"),
-		ResyncInterval: c.Duration("resync-interval"),
+		ResyncInterval: resync,
 		Version:        version,
 		LeaderElect:    c.Bool("leader-elect"),
 		LeaseNamespace: c.String("namespace"),
