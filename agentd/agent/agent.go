@@ -240,7 +240,7 @@ func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 	err := r.handle(ctx, key, in)
 	r.metrics.ApplyDuration.WithLabelValues(key.Kind).Observe(time.Since(start).Seconds())
 	switch {
-	case errors.Is(err, kube.ErrConflict), errors.Is(err, reconcile.ErrNoCRD):
+	case errors.Is(err, kube.ErrConflict), errors.Is(err, kube.ErrOwnedByAnother), errors.Is(err, reconcile.ErrNoCRD):
 		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
 		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
 	case err != nil:
@@ -274,28 +274,29 @@ func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 	return fmt.Errorf("no controller for %s resources", key.Kind)
 }
 
-// present lists every managed resource in the cluster, for GC.
+// present lists every managed resource in the cluster, for GC, kind by
+// kind: a kind that cannot be listed (say, policies the agent may not
+// list) is reported in the error and left out, and must not keep the
+// other kinds' garbage, a stopped deployment still running, uncollected.
 func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
 	var keys []dispatch.Key
-	add := func(kind string, ids []string, err error) error {
+	var errs []error
+	add := func(kind string, ids []string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("list managed %s objects: %w", kind, err))
+			return
+		}
 		for _, id := range ids {
 			keys = append(keys, dispatch.Key{Kind: kind, ID: id})
 		}
-		return err
 	}
 	deployments, err := r.deployments.Present()
-	if err := add(dispatch.KindDeployment, deployments, err); err != nil {
-		return nil, err
-	}
+	add(dispatch.KindDeployment, deployments, err)
 	sentinels, err := r.sentinels.Present()
-	if err := add(dispatch.KindSentinel, sentinels, err); err != nil {
-		return nil, err
-	}
+	add(dispatch.KindSentinel, sentinels, err)
 	policies, err := r.policies.Present(ctx)
-	if err := add(dispatch.KindPolicy, policies, err); err != nil {
-		return nil, err
-	}
-	return keys, nil
+	add(dispatch.KindPolicy, policies, err)
+	return keys, errors.Join(errs...)
 }
 
 // heartbeat reports the agent's status: when the cursor moves (at most
@@ -352,6 +353,8 @@ func (h *heartbeat) send(ctx context.Context) {
 	if req.LastError == "" {
 		if err := h.watcher.LastError(); err != nil {
 			req.LastError = "stream: " + err.Error()
+		} else if err := h.watcher.GCError(); err != nil {
+			req.LastError = err.Error()
 		}
 	}
 	if !h.dispatcher.HasAcked() && req.LastError == "" {

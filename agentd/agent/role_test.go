@@ -5,10 +5,13 @@ import (
 	"errors"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
@@ -126,4 +130,74 @@ func TestShippedRoleIsSufficient(t *testing.T) {
 	if acked, head := ackedVersion(t, op, "eu"); acked < head {
 		waitFor(t, 10*time.Second, "cursor acked", func() bool { a, h := ackedVersion(t, op, "eu"); return a >= h })
 	}
+}
+
+// A kind the agent cannot list (here RBAC does not let it list Cilium
+// policies) does not stop garbage collection of the others: a managed
+// StatefulSet the full sync did not list (a deployment stopped while the
+// agent was away) is deleted all the same, the failure is the region's
+// last error on the console, and once the listing is allowed the full sync
+// is redone, with periodic resyncs off, and the error clears.
+func TestGarbageCollectionGoesOnWhenAKindCannotBeListed(t *testing.T) {
+	c := isolate(t)
+	admin := c.Client(t)
+	ctx := context.Background()
+	clusterRules, _ := shippedRules(t)
+	var withoutPolicies, policies []rbacv1.PolicyRule
+	for _, r := range clusterRules {
+		if slices.Contains(r.APIGroups, "cilium.io") {
+			policies = append(policies, r)
+		} else {
+			withoutPolicies = append(withoutPolicies, r)
+		}
+	}
+	if len(policies) == 0 {
+		t.Fatal("the shipped role has no cilium.io rule to withhold")
+	}
+	grant(t, admin, "gc-without-policies", withoutPolicies)
+
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	ns := naming.Namespace("gcpartial", "prod")
+	deploy(t, op, "listed", "gcpartial", "eu")
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	stopped := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "stopped", Namespace: ns,
+		Labels: map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "stopped"}},
+		Spec: appsv1.StatefulSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"x": "stopped"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"x": "stopped"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x:1"}}}},
+		}}
+	if _, err := admin.AppsV1().StatefulSets(ns).Create(ctx, stopped, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, env, "eu", "agent-0", c.UserConfig(), agent.Config{LeaderElect: false, ResyncInterval: -1})
+
+	waitFor(t, 20*time.Second, "the unlisted StatefulSet collected, the listed one applied", func() bool {
+		_, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "stopped", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && statefulSetExists(admin, ns, "listed")
+	})
+	waitFor(t, 10*time.Second, "the failed listing shown as the region's last error", func() bool {
+		return strings.Contains(regionLastError(t, op, "eu"), "ciliumnetworkpolicies")
+	})
+	grant(t, admin, "gc-policies", policies)
+	waitFor(t, 30*time.Second, "the redone full sync clears the error", func() bool { return regionLastError(t, op, "eu") == "" })
+}
+
+func regionLastError(t *testing.T, op ctrlv1.OperatorServiceClient, region string) string {
+	t.Helper()
+	regions, err := op.ListRegions(context.Background(), &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range regions.Regions {
+		if r.Region == region {
+			return r.LastError
+		}
+	}
+	t.Fatalf("region %s not listed", region)
+	return ""
 }

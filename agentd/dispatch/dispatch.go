@@ -12,9 +12,13 @@
 // successfully or superseded by a later event for the same resource. A
 // superseded event stops holding bookmarks as soon as the later one is
 // received, applied or not: the later event comes after those bookmarks in
-// the stream, so a resume from any of them receives it again. A failing
-// apply is retried with the queue's exponential backoff and holds the
-// cursor meanwhile; other resources go on.
+// the stream, so a resume from any of them receives it again. Not so
+// during a full sync: it re-sends every resource whatever its version, so
+// an event it sends for a resource does not release the bookmarks before
+// the sync that the resource's unapplied event holds; they wait for that
+// resource's apply (which the sync's own bookmark waits for anyway). A
+// failing apply is retried with the queue's exponential backoff and holds
+// the cursor meanwhile; other resources go on.
 package dispatch
 
 import (
@@ -74,8 +78,9 @@ type Dispatcher struct {
 	mu        sync.Mutex
 	seq       uint64         // sequence of the last event received
 	gen       int            // current full-sync generation
+	syncing   bool           // a full sync is being received (until its bookmark)
 	desired   map[Key]Intent // latest intent per key
-	pending   map[Key]uint64 // keys whose latest intent is not applied yet -> its seq
+	pending   map[Key]uint64 // keys whose latest intent is not applied yet -> the seq holding bookmarks
 	bookmarks []bookmark     // received, not yet acknowledged
 	acked     uint64         // resume version of the last acknowledged bookmark
 	ackedAny  bool           // a bookmark has been acknowledged: acked is known
@@ -153,7 +158,9 @@ func (d *Dispatcher) enqueue(key Key, in Intent) {
 	d.seq++
 	in.seq, in.gen = d.seq, d.gen
 	d.desired[key] = in
-	d.pending[key] = in.seq
+	if _, held := d.pending[key]; !held || !d.syncing {
+		d.pending[key] = in.seq
+	}
 	d.mu.Unlock()
 	d.queue.Add(key)
 }
@@ -162,6 +169,7 @@ func (d *Dispatcher) enqueue(key Key, in Intent) {
 // becomes the acknowledged cursor once they are all applied.
 func (d *Dispatcher) Bookmark(version uint64) {
 	d.mu.Lock()
+	d.syncing = false // no bookmark is passed on before a full sync's last
 	if n := len(d.bookmarks); n > 0 && d.bookmarks[n-1].seq == d.seq {
 		// No event since the last one: it stands for both (keep-alives and
 		// watermark moves would otherwise pile up behind a stuck apply).
@@ -178,10 +186,12 @@ func (d *Dispatcher) Bookmark(version uint64) {
 }
 
 // BeginFullSync starts a new generation: what the coming full sync lists
-// is what the cluster should hold.
+// is what the cluster should hold. The next Bookmark must be the full
+// sync's last (full_sync_done): it ends the sync.
 func (d *Dispatcher) BeginFullSync() {
 	d.mu.Lock()
 	d.gen++
+	d.syncing = true
 	d.mu.Unlock()
 }
 
@@ -326,7 +336,9 @@ func (d *Dispatcher) work(ctx context.Context) bool {
 		return true
 	}
 	delete(d.failures, key)
-	if d.pending[key] == in.seq {
+	if d.desired[key].seq == in.seq {
+		// The latest intent is applied: whatever seq it held bookmarks
+		// with (its own, or an older one's during a full sync), it is done.
 		delete(d.pending, key)
 	}
 	if in.Delete && d.desired[key].seq == in.seq {

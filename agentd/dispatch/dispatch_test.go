@@ -193,6 +193,35 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 	}, "garbage collection did not delete exactly old, orphan and stuck")
 }
 
+// A full sync re-sends every resource whatever its version, so its event
+// for a resource whose apply keeps failing does not release the bookmarks
+// the failing event holds (a resume from one would not send it again):
+// a resync while an apply fails does not ack past it.
+func TestFullSyncDoesNotReleaseBookmarksHeldByAFailingApply(t *testing.T) {
+	r := newRecorder()
+	bad, good := Key{KindDeployment, "bad"}, Key{KindDeployment, "good"}
+	r.failLeft[bad] = 1 << 30
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(5)
+	eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
+
+	d.BeginFullSync()
+	must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
+	must(t, d.Event(deployment(good.ID, ctrlv1.Action_ACTION_APPLY)))
+	d.Collect(nil)
+	d.Bookmark(7)
+	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[good] }, "other resources blocked")
+	if d.HasAcked() {
+		t.Fatalf("cursor acked to %d while the apply before it still fails", d.Acked())
+	}
+	r.mu.Lock()
+	r.failLeft[bad] = 0
+	r.mu.Unlock()
+	eventually(t, func() bool { return d.Acked() == 7 }, "cursor never advanced after the retry succeeded")
+}
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {

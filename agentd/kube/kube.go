@@ -42,6 +42,17 @@ func Conflict(kind, namespace, name string) error {
 	return fmt.Errorf("%s %s/%s: %w", kind, namespace, name, ErrConflict)
 }
 
+// ErrOwnedByAnother means a managed object with the desired name carries
+// another resource's ID label: that resource (say, a policy deleted just
+// before a namesake was created) still owns it and will delete it. The
+// apply fails and retries until it is gone, rather than taking it over.
+var ErrOwnedByAnother = errors.New("object belongs to another resource of the agent; not taking it over")
+
+// OwnedByAnother builds ErrOwnedByAnother for one object and its owner's ID.
+func OwnedByAnother(kind, namespace, name, owner string) error {
+	return fmt.Errorf("%s %s/%s (owned by %q): %w", kind, namespace, name, owner, ErrOwnedByAnother)
+}
+
 // Managed reports whether labels mark an object as the agent's.
 func Managed(labels map[string]string) bool {
 	return labels[ManagedByLabel] == ManagedByValue

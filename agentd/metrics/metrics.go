@@ -17,6 +17,7 @@ type Metrics struct {
 	QueueDepth     prometheus.Gauge
 	FullSyncs      prometheus.Counter
 	GCDeletions    prometheus.Counter
+	GCFailures     prometheus.Counter
 	Conflicts      *prometheus.CounterVec
 	Leader         prometheus.Gauge
 }
@@ -48,13 +49,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "agentd_queue_depth", Help: "Resources waiting to be applied.",
 		}),
 		FullSyncs: f.NewCounter(prometheus.CounterOpts{
-			Name: "agentd_full_syncs_total", Help: "Full syncs completed.",
+			Name: "agentd_full_syncs_total", Help: "Full syncs completed, garbage collection of every kind included.",
 		}),
 		GCDeletions: f.NewCounter(prometheus.CounterOpts{
 			Name: "agentd_gc_deletions_total", Help: "Resources deleted because a full sync did not list them.",
 		}),
+		GCFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "agentd_gc_failures_total", Help: "Full syncs whose garbage collection could not list every kind (collected in part, and the full sync redone).",
+		}),
 		Conflicts: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentd_conflicts_total", Help: "Applies refused: an object without the managed-by label (or a missing CRD) is in the way.",
+			Name: "agentd_conflicts_total", Help: "Applies refused: an object without the managed-by label, one owned by another resource, or a missing CRD is in the way.",
 		}, []string{"kind"}),
 		Leader: f.NewGauge(prometheus.GaugeOpts{
 			Name: "agentd_leader", Help: "1 while this replica holds the region's lease and applies.",

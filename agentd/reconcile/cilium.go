@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -53,6 +52,9 @@ func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructure
 }
 
 // Apply makes the policy object match p; it writes nothing when it does.
+// Unlike the other controllers it reads the live object with a GET rather
+// than from the informer cache: the CRD may be missing (no informer could
+// list it), and a GET is a read, not a write.
 func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState) error {
 	if p.GetPolicyId() == "" || p.GetNamespace() == "" || p.GetName() == "" {
 		return fmt.Errorf("policy event without id, namespace or name: %v", p)
@@ -73,7 +75,16 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 		return err
 	case !kube.Managed(live.GetLabels()):
 		return kube.Conflict("CiliumNetworkPolicy", p.GetNamespace(), p.GetName())
-	case live.GetAnnotations()[kube.HashAnnotation] == hash && reflect.DeepEqual(live.Object["spec"], desired.Object["spec"]):
+	case live.GetLabels()[kube.PolicyLabel] != p.GetPolicyId():
+		// Policies are named by the user but owned by ID: a policy deleted
+		// and another created with its name are two keys applied in
+		// parallel. The old one's delete removes this object; taking it
+		// over now would hand it to that delete. Retry until it is gone.
+		return kube.OwnedByAnother("CiliumNetworkPolicy", p.GetNamespace(), p.GetName(), live.GetLabels()[kube.PolicyLabel])
+	case live.GetAnnotations()[kube.HashAnnotation] == hash && kube.Same(live.Object["spec"], desired.Object["spec"]):
+		// Compared as JSON: the desired spec holds float64 numbers (from
+		// structpb) and the live one int64 (from the dynamic client's
+		// decoder), which are equal only once encoded.
 		return nil // up to date, and not edited out of band
 	}
 	if err := c.namespaces.Ensure(ctx, p.GetNamespace()); err != nil {
@@ -91,6 +102,10 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 
 // Delete removes the policy's managed objects wherever they are.
 func (c *Policies) Delete(ctx context.Context, id string) error {
+	return relisting(func() error { return c.delete(ctx, id) })
+}
+
+func (c *Policies) delete(ctx context.Context, id string) error {
 	list, err := c.client.Resource(PolicyResource).List(ctx, metav1.ListOptions{
 		LabelSelector: kube.ManagedSelector + "," + kube.PolicyLabel + "=" + id,
 	})

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -165,6 +164,10 @@ func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSet
 // created may not be in the cache yet, and a delete that missed them would
 // be acked while they keep running.
 func (d *Deployments) Delete(ctx context.Context, id string) error {
+	return relisting(func() error { return d.delete(ctx, id) })
+}
+
+func (d *Deployments) delete(ctx context.Context, id string) error {
 	opts := metav1.ListOptions{LabelSelector: managedWith(kube.DeploymentLabel, id).String()}
 	sets, err := d.client.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
@@ -202,9 +205,16 @@ func (d *Deployments) Present() ([]string, error) {
 	return sortedIDs(ids), nil
 }
 
-// deleteOptions deletes exactly the object seen (not a namesake created
-// meanwhile) and lets the garbage collector remove its Pods.
-func deleteOptions(uid types.UID) metav1.DeleteOptions {
+// deleteOptions deletes exactly the object seen, in the version seen, and
+// lets the garbage collector remove its Pods. The UID alone rules out a
+// namesake created meanwhile, but not the same object changed meanwhile:
+// server-side apply keeps the UID when it relabels an object for another
+// resource (a policy recreated under the same name), and the delete would
+// remove what that resource just applied. A changed object fails with a
+// conflict, and the caller lists again (relisting) to see whose it is now.
+func deleteOptions(o metav1.Object) metav1.DeleteOptions {
 	policy := metav1.DeletePropagationBackground
-	return metav1.DeleteOptions{PropagationPolicy: &policy, Preconditions: &metav1.Preconditions{UID: &uid}}
+	uid, version := o.GetUID(), o.GetResourceVersion()
+	return metav1.DeleteOptions{PropagationPolicy: &policy,
+		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}}
 }

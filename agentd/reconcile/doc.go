@@ -8,12 +8,18 @@
 // Every object carries unkey.managed.by=krane and its resource's ID label,
 // and nothing without the managed-by label is ever modified or deleted: an
 // unlabeled object in the way is a conflict, reported and retried, never
-// taken over. Applies that would change nothing make no API call: the live
-// object (from the informer cache) must carry the desired spec hash, and the
-// fields the agent owns on it must still hold the desired values (an
-// out-of-band edit moves a field to another manager and so shows up as
-// drift, which the next apply puts back). Deletes find objects by label,
-// so they work even when the namespace is no longer known, and list them
-// from the API server rather than the cache, so a delete right after an
-// apply finds what the apply created.
+// taken over. Nor is a managed object whose ID label names another
+// resource (a policy's name is the user's, so a deleted policy and a new
+// namesake meet on one object): it is the other resource's to delete.
+// Applies that would change nothing make no API write: the live object
+// (from the informer cache; for policies, whose CRD may be missing, a GET)
+// must carry the desired spec hash, and the fields the agent owns on it
+// must still hold the desired values (an out-of-band edit moves a field to
+// another manager and so shows up as drift, which the next apply puts
+// back). Deletes find objects by label, so they work even when the
+// namespace is no longer known, and list them from the API server rather
+// than the cache, so a delete right after an apply finds what the apply
+// created. They delete exactly the object version listed (UID and
+// ResourceVersion preconditions) and list again when it changed meanwhile,
+// so an object relabelled for another resource in between is left alone.
 package reconcile

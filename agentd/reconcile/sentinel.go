@@ -143,6 +143,10 @@ func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApp
 // Delete removes the sentinel's managed objects wherever they are, listed
 // from the API server for the same reason as Deployments.Delete.
 func (c *Sentinels) Delete(ctx context.Context, id string) error {
+	return relisting(func() error { return c.delete(ctx, id) })
+}
+
+func (c *Sentinels) delete(ctx context.Context, id string) error {
 	opts := metav1.ListOptions{LabelSelector: managedWith(kube.SentinelLabel, id).String()}
 	deps, err := c.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {

@@ -3,6 +3,8 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
@@ -108,4 +112,124 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// A policy with numbers in its spec (ports, ICMP types) re-applied
+// unchanged makes no write: the desired spec's float64s and the live
+// object's int64s compare equal.
+func TestCiliumPolicyWithNumbersIsANoOpWhenUnchanged(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	shared.Get(t).InstallCiliumCRD(t)
+	dyn := dynamic.NewForConfigOrDie(e.counter.wrap(shared.Get(t).Config))
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	spec, err := structpb.NewStruct(map[string]any{
+		"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}},
+		"ingress": []any{map[string]any{
+			"toPorts": []any{map[string]any{"ports": []any{map[string]any{"port": "8080", "endPort": 8090, "protocol": "TCP"}}}},
+			"icmps":   []any{map[string]any{"fields": []any{map[string]any{"type": 8, "family": "IPv4"}}}},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "num", Namespace: e.ns, Name: "numbers", Spec: spec}
+	if err := policies.Apply(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	before := e.counter.writes.Load()
+	for range 3 {
+		if err := policies.Apply(ctx, state); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.counter.writes.Load() - before; n != 0 {
+		t.Fatalf("unchanged policy with numeric fields re-applied: %d writes", n)
+	}
+}
+
+// A managed policy object labelled with another policy's ID (a policy
+// deleted, and a namesake created before the delete ran) is a conflict for
+// the newcomer's apply, and is left as it is.
+func TestPolicyOwnedByAnotherIsNotTakenOver(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cluster := shared.Get(t)
+	cluster.InstallCiliumCRD(t)
+	admin := dynamic.NewForConfigOrDie(cluster.Config)
+	old := policyObject(e.ns, "allow-api", "p1")
+	created, err := admin.Resource(reconcile.PolicyResource).Namespace(e.ns).Create(ctx, old, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cluster.Config), reconcile.NewNamespaces(e.client))
+	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "new"}}})
+	err = policies.Apply(ctx, &ctrlv1.CiliumNetworkPolicyState{PolicyId: "p2", Namespace: e.ns, Name: "allow-api", Spec: spec})
+	if !errors.Is(err, kube.ErrOwnedByAnother) {
+		t.Fatalf("got %v, want ErrOwnedByAnother", err)
+	}
+	got, err := admin.Resource(reconcile.PolicyResource).Namespace(e.ns).Get(ctx, "allow-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.GetResourceVersion() != created.GetResourceVersion() || got.GetLabels()[kube.PolicyLabel] != "p1" {
+		t.Fatalf("the other policy's object was modified: labels %v", got.GetLabels())
+	}
+}
+
+// A delete does not remove an object that changed after it was listed:
+// here p2 relabels p1's object (the race the apply check above narrows but
+// cannot close: it reads, then applies) between p1's list and its delete.
+// The object keeps its UID, so only the ResourceVersion precondition
+// catches it; the delete lists again and finds nothing of p1's.
+func TestDeleteLeavesAnObjectChangedSinceListed(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cluster := shared.Get(t)
+	cluster.InstallCiliumCRD(t)
+	admin := dynamic.NewForConfigOrDie(cluster.Config).Resource(reconcile.PolicyResource).Namespace(e.ns)
+	if _, err := admin.Create(ctx, policyObject(e.ns, "allow-api", "p1"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var takenOver atomic.Bool
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodDelete && takenOver.CompareAndSwap(false, true) {
+				o, err := admin.Get(r.Context(), "allow-api", metav1.GetOptions{})
+				if err != nil {
+					return nil, err
+				}
+				o.SetLabels(map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: "p2"})
+				if _, err := admin.Update(r.Context(), o, metav1.UpdateOptions{}); err != nil {
+					return nil, err
+				}
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client))
+	if err := policies.Delete(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
+	if !takenOver.Load() {
+		t.Fatal("the delete was never sent; the test proves nothing")
+	}
+	got, err := admin.Get(ctx, "allow-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("p2's object was deleted by p1's stale delete: %v", err)
+	}
+	if got.GetLabels()[kube.PolicyLabel] != "p2" {
+		t.Fatalf("labels %v", got.GetLabels())
+	}
+}
+
+func policyObject(ns, name, id string) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cilium.io/v2",
+		"kind":       "CiliumNetworkPolicy",
+		"metadata": map[string]any{"name": name, "namespace": ns,
+			"labels": map[string]any{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: id}},
+		"spec": map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "old"}}},
+	}}
 }

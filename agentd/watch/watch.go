@@ -9,6 +9,14 @@
 // every ResyncInterval as a safety net, at once when the server sends
 // resync_required, and reconnects after any stream end with jittered
 // exponential backoff. A paused region simply sends nothing.
+//
+// A full sync counts as completed only once its garbage collection covered
+// every kind. Deletes that happened while the agent was away reach it only
+// through that collection, so when listing some kind fails (a timeout, a
+// missing permission) the kinds that listed are collected, the failure is
+// the watcher's error (the heartbeat shows it on the console), and the
+// full sync is redone after a backoff, with or without periodic resyncs,
+// until a collection is complete.
 package watch
 
 import (
@@ -41,7 +49,9 @@ type Config struct {
 }
 
 // Present lists the managed resources in the cluster, for garbage
-// collection.
+// collection: every resource of each kind it could list, and an error for
+// the kinds it could not. Those are not collected this time (what is
+// present of them is unknown); the others are.
 type Present func() ([]dispatch.Key, error)
 
 // Watcher follows the region's stream.
@@ -55,9 +65,13 @@ type Watcher struct {
 
 	mu           sync.Mutex
 	cursor       uint64
-	lastFullSync time.Time
+	lastFullSync time.Time // last full sync completed, garbage collection included
+	synced       bool      // a full sync's events have all been received
 	lastErr      error
-	streaming    bool // a stream is up and has delivered an event
+	gcErr        error     // why the last garbage collection was incomplete
+	gcFailures   int       // full syncs in a row whose collection was incomplete
+	gcRetry      time.Time // when to redo a full sync for its collection (zero: none due)
+	streaming    bool      // a stream is up and has delivered an event
 }
 
 // New returns a Watcher.
@@ -123,7 +137,7 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	defer cancel()
 	defer w.setStreaming(false)
 	w.mu.Lock()
-	if w.cfg.ResyncInterval > 0 && time.Since(w.lastFullSync) > w.cfg.ResyncInterval {
+	if w.fullSyncDue() {
 		w.cursor = 0
 	}
 	cursor := w.cursor
@@ -132,14 +146,16 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	if fullSync {
 		w.dispatcher.BeginFullSync()
 	}
-	// The periodic resync counts from the last completed full sync, so a
-	// full sync slower than the interval is never cut short.
-	var resync <-chan time.Time
+	// Checked on a tick, and only between full syncs: the periodic resync
+	// counts from the last completed full sync, so a full sync slower than
+	// the interval is never cut short. The tick runs with periodic resyncs
+	// off too, for the redo of an incomplete garbage collection.
+	tick := min(time.Second, w.cfg.BackoffMin)
 	if w.cfg.ResyncInterval > 0 {
-		t := time.NewTicker(min(w.cfg.ResyncInterval, time.Second))
-		defer t.Stop()
-		resync = t.C
+		tick = min(tick, w.cfg.ResyncInterval)
 	}
+	resync := time.NewTicker(tick)
+	defer resync.Stop()
 	s, err := w.client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{
 		Region: w.cfg.Region, VersionLastSeen: cursor, AgentIdentity: w.cfg.Identity,
 	})
@@ -168,8 +184,11 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 			return healthy, ctx.Err()
 		case err := <-recvErr:
 			return healthy, err
-		case <-resync:
-			if !fullSync && time.Since(w.LastFullSync()) > w.cfg.ResyncInterval {
+		case <-resync.C:
+			w.mu.Lock()
+			due := !fullSync && w.fullSyncDue()
+			w.mu.Unlock()
+			if due {
 				w.resetCursor()
 				return healthy, errResync
 			}
@@ -199,11 +218,7 @@ func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) error
 	case *ctrlv1.DeploymentChangeEvent_Bookmark:
 		if *fullSync && e.Bookmark.GetFullSyncDone() {
 			*fullSync = false
-			w.metrics.FullSyncs.Inc()
 			w.collect()
-			w.mu.Lock()
-			w.lastFullSync = time.Now()
-			w.mu.Unlock()
 		}
 		if *fullSync {
 			// Bookmarks without full_sync_done cannot come mid-sync; if
@@ -233,16 +248,45 @@ func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) error
 	return nil
 }
 
+// collect deletes the managed objects the full sync just received did not
+// list, of every kind that could be listed, and records the full sync as
+// completed only if that was every kind; otherwise it schedules a redo.
 func (w *Watcher) collect() {
 	present, err := w.present()
-	if err != nil {
-		w.log.Warn("watch: listing managed objects for garbage collection failed; the next full sync retries", "err", err)
-		return
-	}
 	if n := w.dispatcher.Collect(present); n > 0 {
 		w.metrics.GCDeletions.Add(float64(n))
 		w.log.Info("watch: deleting managed objects the full sync did not list", "count", n)
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.synced = true
+	if err != nil {
+		// Not completed: lastFullSync stays where it was, so neither the
+		// heartbeat nor the metric claims a sync whose deletes may be
+		// missing.
+		w.gcFailures++
+		w.gcErr = fmt.Errorf("garbage collection after the full sync is incomplete: %w", err)
+		retry := w.backoff(w.gcFailures)
+		w.gcRetry = time.Now().Add(retry)
+		w.metrics.GCFailures.Inc()
+		w.log.Warn("watch: listing managed objects for garbage collection failed; collected the kinds that listed, redoing the full sync", "err", err, "retry_in", retry)
+		return
+	}
+	w.metrics.FullSyncs.Inc()
+	w.lastFullSync = time.Now()
+	w.gcErr, w.gcFailures, w.gcRetry = nil, 0, time.Time{}
+}
+
+// fullSyncDue reports whether the next stream should start over with a
+// full sync. An incomplete garbage collection is redone on its own
+// backoff, whatever the resync interval: counted from the last completed
+// full sync, which may be long ago or never, the interval would either
+// never fire (resyncs off) or fire on every tick. Called with mu held.
+func (w *Watcher) fullSyncDue() bool {
+	if !w.gcRetry.IsZero() {
+		return time.Now().After(w.gcRetry)
+	}
+	return w.cfg.ResyncInterval > 0 && time.Since(w.lastFullSync) > w.cfg.ResyncInterval
 }
 
 func (w *Watcher) resetCursor() {
@@ -274,7 +318,8 @@ func (w *Watcher) Cursor() uint64 {
 	return w.cursor
 }
 
-// LastFullSync is when the last full sync completed.
+// LastFullSync is when the last full sync completed, its garbage
+// collection included (zero if none has).
 func (w *Watcher) LastFullSync() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -288,8 +333,19 @@ func (w *Watcher) LastError() error {
 	return w.lastErr
 }
 
-// Ready is nil while a stream is up and a full sync has completed since the
-// watcher started; otherwise it says what is missing.
+// GCError is why the last full sync's garbage collection was incomplete,
+// if it was: the full sync is being redone until it is not.
+func (w *Watcher) GCError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.gcErr
+}
+
+// Ready is nil while a stream is up and a full sync has been received since
+// the watcher started; otherwise it says what is missing. An incomplete
+// garbage collection does not make the agent unready: it applies the
+// stream all the same, the failure shows as GCError, and an unready agent
+// would only stall the rollout of its own fix (say, its RBAC).
 func (w *Watcher) Ready() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -298,7 +354,7 @@ func (w *Watcher) Ready() error {
 		return fmt.Errorf("not streaming from ctrld: %w", w.lastErr)
 	case !w.streaming:
 		return errors.New("not streaming from ctrld yet")
-	case w.lastFullSync.IsZero():
+	case !w.synced:
 		return errors.New("first full sync in progress")
 	}
 	return nil
