@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -36,8 +37,9 @@ func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Se
 	return &Sentinels{client: client, cache: cache, namespaces: ns}
 }
 
-// SentinelName is the name of a sentinel's objects.
-func SentinelName(id string) string { return "sentinel-" + id }
+// SentinelName is the name of a sentinel's objects (internal/naming keeps
+// deployments from taking it).
+func SentinelName(id string) string { return naming.Sentinel(id) }
 
 func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.DeploymentApplyConfiguration) {
 	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()

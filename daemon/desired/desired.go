@@ -14,6 +14,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/validate"
 )
 
@@ -52,6 +53,9 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 	}
 	if err := validate.Replicas(replicas); err != nil {
 		return fmt.Errorf("replicas: %w: %v", ErrInvalid, err)
+	}
+	if !naming.DeploymentIDFree(spec.ID) {
+		return fmt.Errorf("deployment_id: %w: %q starts like a sentinel's objects (%q); pick another ID", ErrInvalid, spec.ID, naming.Sentinel("<id>"))
 	}
 	for name := range spec.Env {
 		if err := validate.EnvName(name); err != nil {

@@ -277,6 +277,7 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 	}{
 		{"id", deployWith(func(d *desired.DeploymentSpec) { d.ID = "" }, ok, 1)},
 		{"id", deployWith(func(d *desired.DeploymentSpec) { d.ID = "Bad_ID" }, ok, 1)},
+		{"deployment_id", deployWith(func(d *desired.DeploymentSpec) { d.ID = "sentinel-gw" }, ok, 1)},
 		{"workspace_id", deployWith(func(d *desired.DeploymentSpec) { d.WorkspaceID = "" }, ok, 1)},
 		{"environment_id", deployWith(func(d *desired.DeploymentSpec) { d.EnvironmentID = "x y" }, ok, 1)},
 		{"image", deployWith(func(d *desired.DeploymentSpec) { d.Image = "" }, ok, 1)},

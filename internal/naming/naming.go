@@ -6,6 +6,7 @@ package naming
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // maxLabel is Kubernetes' limit for namespace names (RFC 1123 labels).
@@ -27,3 +28,15 @@ func Namespace(workspaceID, environmentID string) string {
 	}
 	return prefix + "-" + suffix
 }
+
+// sentinelPrefix starts the names of a sentinel's objects. Deployments are
+// named by their ID in the same namespace, so no deployment ID may start
+// with it (see DeploymentIDFree).
+const sentinelPrefix = "sentinel-"
+
+// Sentinel is the name of a sentinel's Deployment and Service.
+func Sentinel(id string) string { return sentinelPrefix + id }
+
+// DeploymentIDFree reports whether a deployment may have id without its
+// objects taking a sentinel's names.
+func DeploymentIDFree(id string) bool { return !strings.HasPrefix(id, sentinelPrefix) }
