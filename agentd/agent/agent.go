@@ -299,8 +299,8 @@ func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
 	return keys, errors.Join(errs...)
 }
 
-// heartbeat reports the agent's status: when the cursor moves (at most
-// every second) and at least every HeartbeatInterval, from the term's first
+// heartbeat reports the agent's status: when the cursor moves (acks within
+// 200 ms make one report) and at least every HeartbeatInterval, from the term's first
 // acknowledged bookmark on (or an error).
 type heartbeat struct {
 	client     ctrlv1.ClusterServiceClient
