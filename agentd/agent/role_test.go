@@ -183,11 +183,22 @@ func TestGarbageCollectionGoesOnWhenAKindCannotBeListed(t *testing.T) {
 	waitFor(t, 10*time.Second, "the failed listing shown as the region's last error", func() bool {
 		return strings.Contains(regionLastError(t, op, "eu"), "ciliumnetworkpolicies")
 	})
+	if r := regionOverview(t, op, "eu"); r.LastFullSync != nil {
+		t.Errorf("the console shows a completed full sync (%s) while its garbage collection is incomplete", r.LastFullSync.AsTime())
+	}
 	grant(t, admin, "gc-policies", policies)
-	waitFor(t, 30*time.Second, "the redone full sync clears the error", func() bool { return regionLastError(t, op, "eu") == "" })
+	waitFor(t, 30*time.Second, "the redone full sync clears the error and is shown as done", func() bool {
+		r := regionOverview(t, op, "eu")
+		return r.LastError == "" && r.LastFullSync != nil
+	})
 }
 
 func regionLastError(t *testing.T, op ctrlv1.OperatorServiceClient, region string) string {
+	t.Helper()
+	return regionOverview(t, op, region).LastError
+}
+
+func regionOverview(t *testing.T, op ctrlv1.OperatorServiceClient, region string) *ctrlv1.RegionOverview {
 	t.Helper()
 	regions, err := op.ListRegions(context.Background(), &ctrlv1.ListRegionsRequest{})
 	if err != nil {
@@ -195,9 +206,9 @@ func regionLastError(t *testing.T, op ctrlv1.OperatorServiceClient, region strin
 	}
 	for _, r := range regions.Regions {
 		if r.Region == region {
-			return r.LastError
+			return r
 		}
 	}
 	t.Fatalf("region %s not listed", region)
-	return ""
+	return nil
 }

@@ -108,7 +108,7 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 	if err := s.bookmark(st, true); err != nil {
 		return err
 	}
-	if err := s.recordFullSync(ctx, st.req, st.generation); err != nil {
+	if err := s.recordSyncedGeneration(ctx, st.req, st.generation); err != nil {
 		return fmt.Errorf("full sync: record: %w", err)
 	}
 	// From here on the client has everything up to the bookmark.

@@ -446,13 +446,14 @@ func (s *Streamer) disconnected(req Request, since time.Time) {
 	}
 }
 
-// recordFullSync stores when the agent last finished a full sync and which
-// resync generation it honoured.
-func (s *Streamer) recordFullSync(ctx context.Context, req Request, generation int64) error {
-	now := time.Now().UTC()
+// recordSyncedGeneration stores which forced-resync generation the agent's
+// full sync honoured. When the agent finished it (its garbage collection
+// included) is the agent's to say, in its status reports: ctrld only knows
+// it sent the last page.
+func (s *Streamer) recordSyncedGeneration(ctx context.Context, req Request, generation int64) error {
 	return s.client.Agent.Update().
 		Where(entagent.Region(req.Region), entagent.Identity(req.Identity)).
-		SetLastFullSync(now).SetSyncedGeneration(generation).
+		SetSyncedGeneration(generation).
 		Exec(ctx)
 }
 
