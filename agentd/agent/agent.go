@@ -184,7 +184,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	})
 	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return router.present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
-		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax,
+		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, StatusChanged: hb.poke,
 	}, log, m)
 	hb.dispatcher, hb.watcher = d, w
 	cfg.Readiness.activate(w)

@@ -349,6 +349,26 @@ func TestReadinessFollowsTheStream(t *testing.T) {
 	waitFor(t, 10*time.Second, "ready again once ctrld is back", func() bool { return r.Ready() == nil })
 }
 
+// A completed full sync is reported at once, not at the next periodic
+// heartbeat: after a forced resync the console's last full sync moves
+// within seconds even with a heartbeat interval of a minute.
+func TestCompletedFullSyncIsReportedAtOnce(t *testing.T) {
+	c := isolate(t)
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("t")
+	env.AgentToken("eu")
+	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false, HeartbeatInterval: time.Minute})
+	waitFor(t, 10*time.Second, "the first full sync reported", func() bool { return regionOverview(t, op, "eu").LastFullSync != nil })
+	first := regionOverview(t, op, "eu").LastFullSync.AsTime()
+
+	if _, err := op.ForceResync(context.Background(), &ctrlv1.ForceResyncRequest{Region: "eu"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the forced full sync reported", func() bool {
+		return regionOverview(t, op, "eu").LastFullSync.AsTime().After(first)
+	})
+}
+
 func leaseHolder(client kubernetes.Interface) string {
 	l, err := client.CoordinationV1().Leases("default").Get(context.Background(), "agentd-eu", metav1.GetOptions{})
 	if err != nil || l.Spec.HolderIdentity == nil {

@@ -46,6 +46,10 @@ type Config struct {
 	// BackoffMin and BackoffMax bound reconnect delays (defaults 1s, 60s);
 	// the first delay is jittered between BackoffMin and 5*BackoffMin.
 	BackoffMin, BackoffMax time.Duration
+	// StatusChanged, if set, is called when a full sync completes or its
+	// garbage collection fails, so the agent reports it at once rather than
+	// at its next periodic heartbeat. It must not block.
+	StatusChanged func()
 }
 
 // Present lists the managed resources in the cluster, for garbage
@@ -270,11 +274,19 @@ func (w *Watcher) collect() {
 		w.gcRetry = time.Now().Add(retry)
 		w.metrics.GCFailures.Inc()
 		w.log.Warn("watch: listing managed objects for garbage collection failed; collected the kinds that listed, redoing the full sync", "err", err, "retry_in", retry)
+		w.statusChanged()
 		return
 	}
 	w.metrics.FullSyncs.Inc()
 	w.lastFullSync = time.Now()
 	w.gcErr, w.gcFailures, w.gcRetry = nil, 0, time.Time{}
+	w.statusChanged()
+}
+
+func (w *Watcher) statusChanged() {
+	if w.cfg.StatusChanged != nil {
+		w.cfg.StatusChanged()
+	}
 }
 
 // fullSyncDue reports whether the next stream should start over with a
