@@ -82,7 +82,7 @@ func (n *Namespaces) Ensure(ctx context.Context, ns string) error {
 	if apierrors.IsNotFound(err) {
 		_, err = n.client.CoreV1().Namespaces().Apply(ctx,
 			corev1ac.Namespace(ns).WithLabels(map[string]string{kube.ManagedByLabel: kube.ManagedByValue}),
-			metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+			applyOptions)
 	}
 	if err != nil {
 		return fmt.Errorf("ensure namespace %s: %w", ns, err)

@@ -90,7 +90,7 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 	if err := c.namespaces.Ensure(ctx, p.GetNamespace()); err != nil {
 		return err
 	}
-	_, err = res.Apply(ctx, p.GetName(), desired, metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true})
+	_, err = res.Apply(ctx, p.GetName(), desired, applyOptions)
 	if isNoCRD(err) {
 		return ErrNoCRD
 	}

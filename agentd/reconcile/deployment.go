@@ -8,7 +8,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -86,61 +85,41 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		return fmt.Errorf("deployment event without id or namespace: %v", s)
 	}
 	svc, sts := desiredDeployment(s)
-	// One hash per object: a change to one (say, replicas) rewrites only it.
-	svcHash, err := kube.Hash(svc)
+	svcHash, err := stamp(svc, svc.WithAnnotations)
 	if err != nil {
 		return err
 	}
-	stsHash, err := kube.Hash(sts)
+	stsHash, err := stamp(sts, sts.WithAnnotations)
 	if err != nil {
 		return err
 	}
-	svc.WithAnnotations(map[string]string{kube.HashAnnotation: svcHash})
-	sts.WithAnnotations(map[string]string{kube.HashAnnotation: stsHash})
 	id, ns := s.GetDeploymentId(), s.GetNamespace()
-
-	liveSvc, err := d.cache.Services.Services(ns).Get(id)
-	if err != nil && !apierrors.IsNotFound(err) {
+	liveSvc, err := cachedOrNil(d.cache.Services.Services(ns).Get(id))
+	if err != nil {
 		return err
 	}
-	liveSts, err := d.cache.StatefulSets.StatefulSets(ns).Get(id)
-	if err != nil && !apierrors.IsNotFound(err) {
+	liveSts, err := cachedOrNil(d.cache.StatefulSets.StatefulSets(ns).Get(id))
+	if err != nil {
 		return err
 	}
-	if serviceUpToDate(liveSvc, svc, svcHash) && statefulSetUpToDate(liveSts, sts, stsHash) {
-		return nil
-	}
-	if err := d.namespaces.Ensure(ctx, ns); err != nil {
-		return err
-	}
-	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
-	if !serviceUpToDate(liveSvc, svc, svcHash) {
-		if liveSvc == nil {
-			if err := notTakenOver(ctx, func() (map[string]string, error) {
-				o, err := d.client.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
-				return labelsOf(o, err)
-			}, "Service", ns, id); err != nil {
+	return applyObjects(ctx, d.namespaces, ns,
+		object{kind: "Service", name: id, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil,
+			labels: func(ctx context.Context) (map[string]string, error) {
+				return labelsOf(d.client.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{}))
+			},
+			apply: func(ctx context.Context) error {
+				_, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
-			}
-		}
-		if _, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, opts); err != nil {
-			return d.namespaces.Check(ns, fmt.Errorf("apply Service %s/%s: %w", ns, id, err))
-		}
-	}
-	if !statefulSetUpToDate(liveSts, sts, stsHash) {
-		if liveSts == nil {
-			if err := notTakenOver(ctx, func() (map[string]string, error) {
-				o, err := d.client.AppsV1().StatefulSets(ns).Get(ctx, id, metav1.GetOptions{})
-				return labelsOf(o, err)
-			}, "StatefulSet", ns, id); err != nil {
+			}},
+		object{kind: "StatefulSet", name: id, upToDate: statefulSetUpToDate(liveSts, sts, stsHash), cached: liveSts != nil,
+			labels: func(ctx context.Context) (map[string]string, error) {
+				return labelsOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, id, metav1.GetOptions{}))
+			},
+			apply: func(ctx context.Context) error {
+				_, err := d.client.AppsV1().StatefulSets(ns).Apply(ctx, sts, applyOptions)
 				return err
-			}
-		}
-		if _, err := d.client.AppsV1().StatefulSets(ns).Apply(ctx, sts, opts); err != nil {
-			return d.namespaces.Check(ns, fmt.Errorf("apply StatefulSet %s/%s: %w", ns, id, err))
-		}
-	}
-	return nil
+			}},
+	)
 }
 
 func serviceUpToDate(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration, hash string) bool {

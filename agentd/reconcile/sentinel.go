@@ -6,7 +6,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -75,63 +74,41 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return fmt.Errorf("sentinel event without id or namespace: %v", s)
 	}
 	svc, dep := desiredSentinel(s)
-	// One hash per object: a change to one (say, replicas) rewrites only it.
-	svcHash, err := kube.Hash(svc)
+	svcHash, err := stamp(svc, svc.WithAnnotations)
 	if err != nil {
 		return err
 	}
-	depHash, err := kube.Hash(dep)
+	depHash, err := stamp(dep, dep.WithAnnotations)
 	if err != nil {
 		return err
 	}
-	svc.WithAnnotations(map[string]string{kube.HashAnnotation: svcHash})
-	dep.WithAnnotations(map[string]string{kube.HashAnnotation: depHash})
 	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()
-
-	liveSvc, err := c.cache.Services.Services(ns).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	liveSvc, err := cachedOrNil(c.cache.Services.Services(ns).Get(name))
+	if err != nil {
 		return err
 	}
-	liveDep, err := c.cache.Deployments.Deployments(ns).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
+	liveDep, err := cachedOrNil(c.cache.Deployments.Deployments(ns).Get(name))
+	if err != nil {
 		return err
 	}
-	svcOK := serviceUpToDate(liveSvc, svc, svcHash)
-	depOK := deploymentUpToDate(liveDep, dep, depHash)
-	if svcOK && depOK {
-		return nil
-	}
-	if err := c.namespaces.Ensure(ctx, ns); err != nil {
-		return err
-	}
-	opts := metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
-	if !svcOK {
-		if liveSvc == nil {
-			if err := notTakenOver(ctx, func() (map[string]string, error) {
-				o, err := c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
-				return labelsOf(o, err)
-			}, "Service", ns, name); err != nil {
+	return applyObjects(ctx, c.namespaces, ns,
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil,
+			labels: func(ctx context.Context) (map[string]string, error) {
+				return labelsOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
+			},
+			apply: func(ctx context.Context) error {
+				_, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
-			}
-		}
-		if _, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, opts); err != nil {
-			return c.namespaces.Check(ns, fmt.Errorf("apply Service %s/%s: %w", ns, name, err))
-		}
-	}
-	if !depOK {
-		if liveDep == nil {
-			if err := notTakenOver(ctx, func() (map[string]string, error) {
-				o, err := c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-				return labelsOf(o, err)
-			}, "Deployment", ns, name); err != nil {
+			}},
+		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(liveDep, dep, depHash), cached: liveDep != nil,
+			labels: func(ctx context.Context) (map[string]string, error) {
+				return labelsOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
+			},
+			apply: func(ctx context.Context) error {
+				_, err := c.client.AppsV1().Deployments(ns).Apply(ctx, dep, applyOptions)
 				return err
-			}
-		}
-		if _, err := c.client.AppsV1().Deployments(ns).Apply(ctx, dep, opts); err != nil {
-			return c.namespaces.Check(ns, fmt.Errorf("apply Deployment %s/%s: %w", ns, name, err))
-		}
-	}
-	return nil
+			}},
+	)
 }
 
 func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, hash string) bool {
@@ -183,26 +160,4 @@ func (c *Sentinels) Present() ([]string, error) {
 	}
 	collectIDs(ids, kube.SentinelLabel, svcs)
 	return sortedIDs(ids), nil
-}
-
-// notTakenOver fails with a conflict when get finds an object the cache
-// (which lists only managed ones) does not know.
-func notTakenOver(ctx context.Context, get func() (map[string]string, error), kind, ns, name string) error {
-	objLabels, err := get()
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	case !kube.Managed(objLabels):
-		return kube.Conflict(kind, ns, name)
-	}
-	return nil
-}
-
-func labelsOf(o metav1.Object, err error) (map[string]string, error) {
-	if err != nil {
-		return nil, err
-	}
-	return o.GetLabels(), nil
 }

@@ -1,0 +1,99 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+)
+
+// object is one of the Kubernetes objects a resource is applied as (a
+// deployment's Service and StatefulSet, a sentinel's Service and
+// Deployment), for applyObjects.
+type object struct {
+	kind, name string
+	// upToDate: the cached live object matches the desired one.
+	upToDate bool
+	// cached: the cache, which holds only managed objects, has it.
+	cached bool
+	// labels reads the live object's labels from the API server.
+	labels func(context.Context) (map[string]string, error)
+	// apply server-side applies the desired object.
+	apply func(context.Context) error
+}
+
+// applyOptions are every controller's server-side apply options.
+var applyOptions = metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
+
+// applyObjects applies, in order, the objects that are not up to date,
+// after making sure their namespace exists; it writes nothing when all are.
+// An object missing from the cache is checked first: one without the
+// managed-by label belongs to someone else and is never taken over.
+func applyObjects(ctx context.Context, namespaces *Namespaces, ns string, objects ...object) error {
+	if !slices.ContainsFunc(objects, func(o object) bool { return !o.upToDate }) {
+		return nil
+	}
+	if err := namespaces.Ensure(ctx, ns); err != nil {
+		return err
+	}
+	for _, o := range objects {
+		if o.upToDate {
+			continue
+		}
+		if !o.cached {
+			objLabels, err := o.labels(ctx)
+			if err := notTakenOver(o.kind, ns, o.name, objLabels, err); err != nil {
+				return err
+			}
+		}
+		if err := o.apply(ctx); err != nil {
+			return namespaces.Check(ns, fmt.Errorf("apply %s %s/%s: %w", o.kind, ns, o.name, err))
+		}
+	}
+	return nil
+}
+
+// stamp annotates a desired object with the hash of its content (before
+// the annotation) and returns the hash: one hash per object, so a change
+// to one (say, replicas) rewrites only it.
+func stamp[T any](desired T, annotate func(map[string]string) T) (string, error) {
+	hash, err := kube.Hash(desired)
+	if err != nil {
+		return "", err
+	}
+	annotate(map[string]string{kube.HashAnnotation: hash})
+	return hash, nil
+}
+
+// cachedOrNil is a cache lookup's object, nil when the cache has none.
+func cachedOrNil[T any](live *T, err error) (*T, error) {
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	return live, err
+}
+
+// notTakenOver fails with a conflict when the live object (its labels, or
+// the error reading it) exists without the managed-by label.
+func notTakenOver(kind, ns, name string, objLabels map[string]string, err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	case !kube.Managed(objLabels):
+		return kube.Conflict(kind, ns, name)
+	}
+	return nil
+}
+
+func labelsOf(o metav1.Object, err error) (map[string]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	return o.GetLabels(), nil
+}
