@@ -2,6 +2,7 @@ package operator
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,13 +32,13 @@ type Service struct {
 	ctrlv1.UnimplementedOperatorServiceServer
 	client   *ent.Client
 	desired  *desired.Store
-	sql      queryer
+	sql      *sql.DB
 	notifier Notifier
 	log      *slog.Logger
 }
 
 // New returns the operator service.
-func New(client *ent.Client, db queryer, notifier Notifier, log *slog.Logger) *Service {
+func New(client *ent.Client, db *sql.DB, notifier Notifier, log *slog.Logger) *Service {
 	return &Service{client: client, desired: desired.New(client), sql: db, notifier: notifier, log: log}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
@@ -19,13 +20,6 @@ import (
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
-
-// queryer is the read side of *sql.DB, for the aggregate queries Ent does
-// not express well.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
 
 // heartbeatTimeout: an agent that has not reported for this long counts
 // as disconnected even if a ctrld still lists its stream (that ctrld may
@@ -73,15 +67,15 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	heads, err := s.heads(ctx)
-	if err != nil {
+	var head uint64
+	if err := s.sql.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes WHERE region = ?", r.ID).Scan(&head); err != nil {
 		return nil, toStatus(err)
 	}
 	agents, err := s.client.Agent.Query().Where(entagent.Region(r.ID)).All(ctx)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	o, err := s.overview(ctx, r, heads[r.ID], agents)
+	o, err := s.overview(ctx, r, head, agents)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -141,29 +135,18 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 	if _, err := s.client.Region.Get(ctx, req.GetRegion()); err != nil {
 		return nil, toStatus(err)
 	}
-	acked, _, err := s.activeAgent(ctx, req.GetRegion())
+	acked, err := s.ackedCursor(ctx, req.GetRegion())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	rows, err := s.sql.QueryContext(ctx,
-		"SELECT pk, resource_type, resource_id, created_at FROM deployment_changes WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?",
-		req.GetRegion(), acked, limit)
+	changes, err := tailer.ReadChanges(ctx, s.sql, "WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?", req.GetRegion(), acked, limit)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	defer rows.Close()
 	out := &ctrlv1.ListPendingChangesResponse{}
-	for rows.Next() {
-		var c ctrlv1.PendingChange
-		var at time.Time
-		if err := rows.Scan(&c.Version, &c.ResourceType, &c.ResourceId, &at); err != nil {
-			return nil, toStatus(err)
-		}
-		c.CreatedAt = timestamppb.New(at)
-		out.Changes = append(out.Changes, &c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, toStatus(err)
+	for _, c := range changes {
+		out.Changes = append(out.Changes, &ctrlv1.PendingChange{
+			Version: c.Version, ResourceType: c.Type, ResourceId: c.ResourceID, CreatedAt: timestamppb.New(c.CreatedAt)})
 	}
 	err = s.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM deployment_changes WHERE region = ? AND pk > ?", req.GetRegion(), acked).Scan(&out.Total)
 	if err != nil {
@@ -258,18 +241,17 @@ func (s *Service) heads(ctx context.Context) (map[string]uint64, error) {
 	return out, rows.Err()
 }
 
-// activeAgent picks the region's agent that speaks for it: the connected
-// one with the newest heartbeat, else the newest heartbeat.
-func (s *Service) activeAgent(ctx context.Context, region string) (uint64, *ent.Agent, error) {
+// ackedCursor is what the agent that speaks for the region (see pickAgent)
+// has applied up to; 0 without one.
+func (s *Service) ackedCursor(ctx context.Context, region string) (uint64, error) {
 	agents, err := s.client.Agent.Query().Where(entagent.Region(region)).All(ctx)
 	if err != nil {
-		return 0, nil, err
+		return 0, err
 	}
-	a := pickAgent(agents, region, time.Now())
-	if a == nil {
-		return 0, nil, nil
+	if a := pickAgent(agents, region, time.Now()); a != nil {
+		return a.AckedCursor, nil
 	}
-	return a.AckedCursor, a, nil
+	return 0, nil
 }
 
 func pickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
