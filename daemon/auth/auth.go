@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/internal/validate"
@@ -63,22 +64,21 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 		return "", err
 	}
 	token := prefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(secret))
-	tx, err := client.Tx(ctx)
+	err := store.WithTx(ctx, client, func(tx *ent.Tx) error {
+		if kind == Agent {
+			if err := desired.RegisterRegion(ctx, tx.Client(), region); err != nil {
+				return fmt.Errorf("register region: %w", err)
+			}
+		}
+		if err := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).Exec(ctx); err != nil {
+			return fmt.Errorf("store token: %w", err)
+		}
+		return nil
+	})
 	if err != nil {
 		return "", err
 	}
-	if kind == Agent {
-		if err := desired.RegisterRegion(ctx, tx.Client(), region); err != nil {
-			tx.Rollback()
-			return "", fmt.Errorf("register region: %w", err)
-		}
-	}
-	err = tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).Exec(ctx)
-	if err != nil {
-		tx.Rollback()
-		return "", fmt.Errorf("store token: %w", err)
-	}
-	return token, tx.Commit()
+	return token, nil
 }
 
 // Revoke revokes every live token with the given name and kind; it returns

@@ -63,8 +63,8 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 		return err
 	}
 	identity := req.GetAgentIdentity()
-	if identity == "" || len(identity) > 253 {
-		return status.Error(codes.InvalidArgument, "agent_identity: must be 1 to 253 characters")
+	if err := checkIdentity(identity); err != nil {
+		return err
 	}
 	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen()}, srv.Send)
 	switch {
@@ -255,8 +255,8 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		return nil, err
 	}
 	identity := req.GetAgentIdentity()
-	if identity == "" || len(identity) > 253 {
-		return nil, status.Error(codes.InvalidArgument, "agent_identity: must be 1 to 253 characters")
+	if err := checkIdentity(identity); err != nil {
+		return nil, err
 	}
 	if len(req.GetAgentVersion()) > 128 {
 		return nil, status.Error(codes.InvalidArgument, "agent_version: at most 128 characters")
@@ -287,6 +287,14 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		s.metrics.StreamLag.WithLabelValues(region).Set(float64(lag))
 	}
 	return &ctrlv1.ReportAgentStatusResponse{}, nil
+}
+
+// checkIdentity validates an agent's identity (its Pod or host name).
+func checkIdentity(identity string) error {
+	if identity == "" || len(identity) > 253 {
+		return status.Error(codes.InvalidArgument, "agent_identity: must be 1 to 253 characters")
+	}
+	return nil
 }
 
 // checkRegion validates the region and that the caller's token is bound to

@@ -160,13 +160,13 @@ func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *
 			return outcomePaused, nil
 		}
 	} else {
+		st.generation = sub.Control.ResyncGeneration
 		if reason, err := s.mustResync(ctx, st); err != nil || reason != "" {
 			if err == nil {
 				err = st.send(resyncRequired(reason))
 			}
 			return outcomeDone, err
 		}
-		st.generation = sub.Control.ResyncGeneration
 		if err := s.catchUp(ctx, sub, st); err != nil {
 			if errors.Is(err, errCursorTooOld) {
 				err = st.send(resyncRequired(fmt.Sprintf("cursor %d: retention deleted changes while they were being sent", st.clientCursor)))
@@ -209,11 +209,9 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 	if a != nil {
 		synced = a.SyncedGeneration
 	}
-	gen, err := s.regionGeneration(ctx, st.req.Region)
-	if err != nil {
-		return "", err
-	}
-	if synced < gen {
+	// The subscription's copy of the region's control: a resync forced
+	// after the tailer read it reaches this stream as the next notice.
+	if synced < st.generation {
 		return "an operator forced a resync of region " + st.req.Region, nil
 	}
 	return "", nil
@@ -230,14 +228,6 @@ func (s *Streamer) newestVersion(ctx context.Context) (uint64, error) {
 		return 0, err
 	}
 	return max(newest, persisted), nil
-}
-
-func (s *Streamer) regionGeneration(ctx context.Context, region string) (int64, error) {
-	r, err := s.client.Region.Get(ctx, region)
-	if err != nil {
-		return 0, err
-	}
-	return r.ResyncGeneration, nil
 }
 
 // catchUp sends the region's changes in (clientCursor, W] from the
