@@ -9,10 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -193,19 +195,23 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 
 	// Drift: an edit or delete of a managed object re-applies its resource.
 	requeue := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
+		deployment, sentinel := kube.OwnerIDs(obj)
+		if deployment != "" {
+			d.Requeue(dispatch.Key{Kind: dispatch.KindDeployment, ID: deployment})
 		}
-		if o, ok := obj.(interface{ GetLabels() map[string]string }); ok {
-			if id := o.GetLabels()[kube.DeploymentLabel]; id != "" {
-				d.Requeue(dispatch.Key{Kind: dispatch.KindDeployment, ID: id})
-			}
-			if id := o.GetLabels()[kube.SentinelLabel]; id != "" {
-				d.Requeue(dispatch.Key{Kind: dispatch.KindSentinel, ID: id})
-			}
+		if sentinel != "" {
+			d.Requeue(dispatch.Key{Kind: dispatch.KindSentinel, ID: sentinel})
 		}
 	}
-	drift := cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) { requeue(obj) }, DeleteFunc: requeue}
+	drift := cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, obj any) {
+			if !edited(old, obj) {
+				return // a status update (Pods moving along): nothing of ours changed
+			}
+			requeue(obj)
+		},
+		DeleteFunc: requeue,
+	}
 	c.StatefulSetInformer.AddEventHandler(drift)
 	c.ServiceInformer.AddEventHandler(drift)
 	c.DeploymentInformer.AddEventHandler(drift)
@@ -373,4 +379,18 @@ func (h *heartbeat) send(ctx context.Context) {
 	if _, err := h.client.ReportAgentStatus(callCtx, req); err != nil && ctx.Err() == nil {
 		h.log.Warn("heartbeat: reporting agent status failed", "err", err)
 	}
+}
+
+// edited reports whether an update touched what the agent applies: the
+// spec (generation), labels or annotations (the spec hash). Status-only
+// updates, most of a workload's updates, need no re-apply.
+func edited(old, obj any) bool {
+	o, ok1 := old.(metav1.Object)
+	n, ok2 := obj.(metav1.Object)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.GetGeneration() != n.GetGeneration() ||
+		!maps.Equal(o.GetLabels(), n.GetLabels()) ||
+		!maps.Equal(o.GetAnnotations(), n.GetAnnotations())
 }

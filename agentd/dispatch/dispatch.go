@@ -103,9 +103,7 @@ type bookmark struct {
 // New returns a dispatcher; onAck is called (outside locks) whenever the
 // acknowledged cursor moves.
 func New(handler Handler, log *slog.Logger, onAck func(uint64)) *Dispatcher {
-	limiter := workqueue.NewTypedMaxOfRateLimiter(
-		workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 2*time.Minute),
-	)
+	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 2*time.Minute)
 	return &Dispatcher{
 		handler:  handler,
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "agentd"}),

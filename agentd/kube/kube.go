@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Labels and annotations on managed objects.
@@ -78,4 +79,18 @@ func Same(a, b any) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+// OwnerIDs reads which deployment and which sentinel an informer event's
+// object belongs to (either may be ""), unwrapping a delete whose final
+// state the informer missed.
+func OwnerIDs(obj any) (deployment, sentinel string) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	o, ok := obj.(interface{ GetLabels() map[string]string })
+	if !ok {
+		return "", ""
+	}
+	return o.GetLabels()[DeploymentLabel], o.GetLabels()[SentinelLabel]
 }

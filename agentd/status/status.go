@@ -45,18 +45,14 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	}
 	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}, sentinels: map[string]bool{}}
 	mark := func(obj any) {
-		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = d.Obj
+		deployment, sentinel := kube.OwnerIDs(obj)
+		if deployment != "" {
+			r.markDirty(deployment)
 		}
-		if o, ok := obj.(interface{ GetLabels() map[string]string }); ok {
-			if id := o.GetLabels()[kube.DeploymentLabel]; id != "" {
-				r.markDirty(id)
-			}
-			if id := o.GetLabels()[kube.SentinelLabel]; id != "" {
-				r.mu.Lock()
-				r.sentinels[id] = true
-				r.mu.Unlock()
-			}
+		if sentinel != "" {
+			r.mu.Lock()
+			r.sentinels[sentinel] = true
+			r.mu.Unlock()
 		}
 	}
 	handler := cache.ResourceEventHandlerFuncs{

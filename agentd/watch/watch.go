@@ -192,8 +192,7 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 			w.mu.Lock()
 			due := !fullSync && w.fullSyncDue()
 			w.mu.Unlock()
-			if due {
-				w.resetCursor()
+			if due { // stream() starts the next one over from cursor 0
 				return healthy, errResync
 			}
 		case ev := <-events:
