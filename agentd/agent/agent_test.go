@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,20 +29,6 @@ import (
 // apiCluster serves the tests that need no running Pods.
 var apiCluster = kubetest.Shared{}
 
-// writeCounter counts requests that change state, leases aside (leader
-// election renews its lease all the time).
-type writeCounter struct {
-	next   http.RoundTripper
-	writes atomic.Int64
-}
-
-func (w *writeCounter) RoundTrip(r *http.Request) (*http.Response, error) {
-	if r.Method != http.MethodGet && !strings.Contains(r.URL.Path, "/leases") {
-		w.writes.Add(1)
-	}
-	return w.next.RoundTrip(r)
-}
-
 // isolate gives a test the shared cluster and removes every managed object
 // once the test's agents have stopped: an agent garbage-collects what its
 // full sync does not list, and that must not be another test's leftovers.
@@ -66,12 +51,11 @@ func isolate(t *testing.T) *kubetest.Cluster {
 	return c
 }
 
-// countedConfig is c's admin config with its writes counted.
-func countedConfig(c *kubetest.Cluster) (*rest.Config, *writeCounter) {
-	cfg := rest.CopyConfig(c.Config)
-	counter := &writeCounter{}
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { counter.next = rt; return counter })
-	return cfg, counter
+// countedConfig is c's admin config with its writes counted, leases aside
+// (leader election renews its lease all the time).
+func countedConfig(c *kubetest.Cluster) (*rest.Config, *kubetest.WriteCounter) {
+	counter := &kubetest.WriteCounter{Ignore: func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/leases") }}
+	return counter.Wrap(c.Config), counter
 }
 
 func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id, workspace string, regions ...string) {
@@ -89,16 +73,8 @@ func statefulSetExists(client kubernetes.Interface, ns, name string) bool {
 }
 
 func ackedVersion(t *testing.T, op ctrlv1.OperatorServiceClient, region string) (acked, head uint64) {
-	regions, err := op.ListRegions(context.Background(), &ctrlv1.ListRegionsRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range regions.Regions {
-		if r.Region == region {
-			return r.AckedVersion, r.HeadVersion
-		}
-	}
-	return 0, 0
+	r := regionOverview(t, op, region) // fails the test for a region not listed
+	return r.AckedVersion, r.HeadVersion
 }
 
 // A periodic full resync of unchanged state makes no API writes.
@@ -119,9 +95,9 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 		return statefulSetExists(client, ns, "a") && statefulSetExists(client, ns, "b") && statefulSetExists(client, ns, "c")
 	})
 	time.Sleep(time.Second) // let the first applies settle in the cache
-	before, syncs := counter.writes.Load(), fullSyncs(t, reg)
+	before, syncs := counter.Writes(), fullSyncs(t, reg)
 	time.Sleep(2500 * time.Millisecond) // several full resyncs
-	if n := counter.writes.Load() - before; n != 0 {
+	if n := counter.Writes() - before; n != 0 {
 		t.Fatalf("resyncs of unchanged state made %d API writes", n)
 	}
 	if n := fullSyncs(t, reg) - syncs; n < 2 {
@@ -206,7 +182,6 @@ func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
 	op := env.Operator("t")
 	env.AgentToken("eu")
 	ns := naming.Namespace("rbac", "prod")
-	ctx := context.Background()
 	grant(t, admin, "agent-reads", []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "deployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
@@ -221,9 +196,8 @@ func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
 	if acked, _ := ackedVersion(t, op, "eu"); acked >= head {
 		t.Fatalf("cursor %d acked past a failing apply (head %d)", acked, head)
 	}
-	regions, _ := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
-	if !strings.Contains(regions.Regions[0].LastError, "blocked") {
-		t.Errorf("the failing resource is not visible in the region's last error: %q", regions.Regions[0].LastError)
+	if lastError := regionLastError(t, op, "eu"); !strings.Contains(lastError, "blocked") {
+		t.Errorf("the failing resource is not visible in the region's last error: %q", lastError)
 	}
 	grant(t, admin, "agent-writes-statefulsets", []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "patch"}},
@@ -315,14 +289,14 @@ func TestLeaderElection(t *testing.T) {
 	if leaseHolder(admin) != "replica-a" {
 		t.Fatalf("lease moved to %q while the leader was healthy", leaseHolder(admin))
 	}
-	if n := standbyWrites.writes.Load(); n != 0 {
+	if n := standbyWrites.Writes(); n != 0 {
 		t.Fatalf("the standby replica made %d API writes while replica-a led", n)
 	}
 	stopFirst()
 	waitFor(t, 15*time.Second, "replica-b leads", func() bool { return leaseHolder(admin) == "replica-b" })
 	deploy(t, op, "two", "ha", "eu")
 	waitFor(t, 20*time.Second, "new leader applied", func() bool { return statefulSetExists(admin, ns, "two") })
-	if standbyWrites.writes.Load() == 0 {
+	if standbyWrites.Writes() == 0 {
 		t.Fatal("replica-b's writes were not counted once it led")
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/kubetest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -30,10 +31,10 @@ func (h deploymentsHandler) Handle(ctx context.Context, key dispatch.Key, in dis
 // benchAgent is the agent's apply path (dispatcher with 8 workers,
 // deployment controller, informer cache) on the shared test API server,
 // with agentd's default client rate limits (QPS 50, burst 100).
-func benchAgent(b *testing.B) (*dispatch.Dispatcher, *writeCounter, *reconcile.Cache, string) {
+func benchAgent(b *testing.B) (*dispatch.Dispatcher, *kubetest.WriteCounter, *reconcile.Cache, string) {
 	cluster := shared.Get(b)
-	counter := &writeCounter{}
-	cfg := counter.wrap(cluster.Config)
+	counter := &kubetest.WriteCounter{}
+	cfg := counter.Wrap(cluster.Config)
 	cfg.QPS, cfg.Burst = 50, 100
 	client := kubernetes.NewForConfigOrDie(cfg)
 	cache := reconcile.NewCache(client, 0)
@@ -81,7 +82,7 @@ func BenchmarkApplyThroughput(b *testing.B) {
 		total += applyAll(b, d, ns, n, 1+i, uint64(i+1))
 	}
 	b.ReportMetric(float64(n*b.N)/total.Seconds(), "deployments/s")
-	b.ReportMetric(float64(counter.writes.Load())/float64(n*b.N), "writes/deployment")
+	b.ReportMetric(float64(counter.Writes())/float64(n*b.N), "writes/deployment")
 }
 
 // BenchmarkNoOpResync: a full resync of 1,000 unchanged deployments.
@@ -96,13 +97,13 @@ func BenchmarkNoOpResync(b *testing.B) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	before := counter.writes.Load()
+	before := counter.Writes()
 	b.ResetTimer()
 	var total time.Duration
 	for i := range b.N {
 		total += applyAll(b, d, ns, n, 1, uint64(i+2))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(counter.writes.Load()-before)/float64(b.N), "writes/resync")
+	b.ReportMetric(float64(counter.Writes()-before)/float64(b.N), "writes/resync")
 	b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms/resync")
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"os"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
@@ -26,26 +24,6 @@ var shared kubetest.Shared
 
 func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &shared)) }
 
-// writeCounter counts requests that change state on the API server, over
-// every client config it wraps.
-type writeCounter struct {
-	writes atomic.Int64
-}
-
-// wrap returns a copy of cfg whose writes this counter counts.
-func (w *writeCounter) wrap(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.Wrap(func(next http.RoundTripper) http.RoundTripper {
-		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-			if r.Method != http.MethodGet {
-				w.writes.Add(1)
-			}
-			return next.RoundTrip(r)
-		})
-	})
-	return c
-}
-
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
@@ -56,15 +34,15 @@ type env struct {
 	admin   kubernetes.Interface
 	cache   *reconcile.Cache
 	deps    *reconcile.Deployments
-	counter *writeCounter
+	counter *kubetest.WriteCounter
 	ns      string
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	cluster := shared.Get(t)
-	counter := &writeCounter{}
-	client := kubernetes.NewForConfigOrDie(counter.wrap(cluster.Config))
+	counter := &kubetest.WriteCounter{}
+	client := kubernetes.NewForConfigOrDie(counter.Wrap(cluster.Config))
 	cache := reconcile.NewCache(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -149,13 +127,13 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitCached(t, "api", 2)
-	before := e.counter.writes.Load()
+	before := e.counter.Writes()
 	for range 5 {
 		if err := e.deps.Apply(ctx, e.state("api", 2)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := e.counter.writes.Load() - before; n != 0 {
+	if n := e.counter.Writes() - before; n != 0 {
 		t.Fatalf("no-op applies made %d writes", n)
 	}
 
@@ -163,7 +141,7 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitCached(t, "api", 4)
-	if n := e.counter.writes.Load() - before; n == 0 {
+	if n := e.counter.Writes() - before; n == 0 {
 		t.Fatal("a replica change made no write")
 	}
 

@@ -47,11 +47,11 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 		s, serr := e.cache.Services.Services(e.ns).Get(name)
 		return err == nil && d.Annotations[kube.HashAnnotation] != "" && serr == nil && s.Annotations[kube.HashAnnotation] != ""
 	})
-	before := e.counter.writes.Load()
+	before := e.counter.Writes()
 	if err := sentinels.Apply(ctx, state); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.counter.writes.Load() - before; n != 0 {
+	if n := e.counter.Writes() - before; n != 0 {
 		t.Fatalf("no-op sentinel apply made %d writes", n)
 	}
 	if err := sentinels.Delete(ctx, "gw"); err != nil {
@@ -67,7 +67,7 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	dyn := dynamic.NewForConfigOrDie(e.counter.wrap(shared.Get(t).Config))
+	dyn := dynamic.NewForConfigOrDie(e.counter.Wrap(shared.Get(t).Config))
 	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}}})
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "pol", Namespace: e.ns, Name: "allow-api", DeploymentId: "api", Spec: spec}
@@ -84,11 +84,11 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	if obj.GetLabels()[kube.ManagedByLabel] != "krane" || obj.GetLabels()[kube.PolicyLabel] != "pol" {
 		t.Errorf("labels %v", obj.GetLabels())
 	}
-	before := e.counter.writes.Load()
+	before := e.counter.Writes()
 	if err := policies.Apply(ctx, state); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.counter.writes.Load() - before; n != 0 {
+	if n := e.counter.Writes() - before; n != 0 {
 		t.Fatalf("no-op policy apply made %d writes", n)
 	}
 	ids, err := policies.Present(ctx)
@@ -121,7 +121,7 @@ func TestCiliumPolicyWithNumbersIsANoOpWhenUnchanged(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	shared.Get(t).InstallCiliumCRD(t)
-	dyn := dynamic.NewForConfigOrDie(e.counter.wrap(shared.Get(t).Config))
+	dyn := dynamic.NewForConfigOrDie(e.counter.Wrap(shared.Get(t).Config))
 	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
 	spec, err := structpb.NewStruct(map[string]any{
 		"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}},
@@ -137,13 +137,13 @@ func TestCiliumPolicyWithNumbersIsANoOpWhenUnchanged(t *testing.T) {
 	if err := policies.Apply(ctx, state); err != nil {
 		t.Fatal(err)
 	}
-	before := e.counter.writes.Load()
+	before := e.counter.Writes()
 	for range 3 {
 		if err := policies.Apply(ctx, state); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if n := e.counter.writes.Load() - before; n != 0 {
+	if n := e.counter.Writes() - before; n != 0 {
 		t.Fatalf("unchanged policy with numeric fields re-applied: %d writes", n)
 	}
 }
