@@ -7,6 +7,10 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
+// pendingShown is how many pending changes the region page lists (and
+// fetches); it counts all of them.
+const pendingShown = 5
+
 // detailPage shows one region: its pending changes and its resources,
 // desired vs actual.
 type detailPage struct {
@@ -82,16 +86,12 @@ func (m Model) renderDetail() string {
 	total := d.pending.GetTotal()
 	b.WriteString("\n" + s.Header.Render(fmt.Sprintf("  PENDING CHANGES (%d)", total)) + "\n")
 	now := m.opts.Now()
-	shown := 0
-	for _, c := range d.pending.GetChanges() {
-		if shown == 5 {
-			break
-		}
+	changes := d.pending.GetChanges() // the oldest pendingShown
+	for _, c := range changes {
 		fmt.Fprintf(&b, "  %8d %-22s %-20s %s\n", c.Version, c.ResourceType, clip(c.ResourceId, 20), ago(now, c.CreatedAt.AsTime()))
-		shown++
 	}
-	if int64(shown) < total {
-		fmt.Fprintf(&b, s.Dim.Render("  ... %d more")+"\n", total-int64(shown))
+	if more := total - int64(len(changes)); more > 0 {
+		fmt.Fprintf(&b, s.Dim.Render("  ... %d more")+"\n", more)
 	}
 	return b.String()
 }

@@ -28,7 +28,7 @@ func DefaultKeyMap() KeyMap {
 		Yes:       key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "confirm")),
 		No:        key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel")),
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
-		Quit:      key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
 		Interrupt: key.NewBinding(key.WithKeys("ctrl+c")),
 	}
 }

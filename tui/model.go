@@ -110,7 +110,7 @@ func (m Model) fetch() tea.Cmd {
 			if err != nil {
 				return nil, err
 			}
-			p, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: region, Limit: 50})
+			p, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: region, Limit: pendingShown})
 			return detailMsg{region, r, p}, err
 		})
 	}

@@ -5,7 +5,7 @@ import "charm.land/lipgloss/v2"
 // Styles are the console's looks. Every state that matters is also spelled
 // out in text ("!" markers, DOWN, PAUSED), so it reads without color.
 type Styles struct {
-	Title, Header, Selected, Bad, Warn, Good, Dim, Banner, Dialog, Help lipgloss.Style
+	Title, Header, Selected, Bad, Warn, Dim, Banner, Dialog, Help lipgloss.Style
 }
 
 // NewStyles returns the styles; noColor drops every color (NO_COLOR).
@@ -14,7 +14,7 @@ func NewStyles(noColor bool) Styles {
 		plain := lipgloss.NewStyle()
 		return Styles{
 			Title: plain.Bold(true), Header: plain.Bold(true), Selected: plain.Reverse(true),
-			Bad: plain, Warn: plain, Good: plain, Dim: plain, Banner: plain.Bold(true),
+			Bad: plain, Warn: plain, Dim: plain, Banner: plain.Bold(true),
 			Dialog: plain.Border(lipgloss.NormalBorder()).Padding(0, 1), Help: plain,
 		}
 	}
@@ -24,7 +24,6 @@ func NewStyles(noColor bool) Styles {
 		Selected: lipgloss.NewStyle().Reverse(true),
 		Bad:      lipgloss.NewStyle().Foreground(lipgloss.Color("9")).Bold(true),
 		Warn:     lipgloss.NewStyle().Foreground(lipgloss.Color("11")),
-		Good:     lipgloss.NewStyle().Foreground(lipgloss.Color("10")),
 		Dim:      lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
 		Banner:   lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("15")).Background(lipgloss.Color("1")),
 		Dialog:   lipgloss.NewStyle().Border(lipgloss.RoundedBorder()).Padding(0, 1),

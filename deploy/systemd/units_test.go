@@ -10,12 +10,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/deploysync/deploysync/internal/ci"
 )
 
 func TestUnitsVerifyAndNameRealSettings(t *testing.T) {
 	analyze, err := exec.LookPath("systemd-analyze")
 	if err != nil {
-		if os.Getenv("CI") != "" {
+		if ci.Running() {
 			t.Fatal("systemd-analyze not found (Debian package systemd): it verifies the units")
 		}
 		t.Skip("systemd-analyze not found (Debian package systemd); skipping outside CI")

@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/deploysync/deploysync/internal/ci"
 )
 
 // EnvBinDir names the environment variable that points at the built
@@ -75,7 +77,7 @@ func StartForTest(t testing.TB, opts Options) *Cluster {
 	}
 	c, err := Start(context.Background(), opts)
 	if errors.Is(err, ErrNoBinaries) {
-		if inCI() {
+		if ci.Running() {
 			t.Fatal(err)
 		}
 		t.Skip(err.Error() + " (skipping outside CI)")
@@ -423,9 +425,4 @@ func findScript() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-func inCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
 }

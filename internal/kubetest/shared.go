@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"testing"
+
+	"github.com/deploysync/deploysync/internal/ci"
 )
 
 // Shared is one control plane for a whole test package, started by the
@@ -43,7 +45,7 @@ func (s *Shared) Get(t testing.TB) *Cluster {
 	}
 	s.once.Do(func() { s.c, s.err = Start(context.Background(), s.Options) })
 	if errors.Is(s.err, ErrNoBinaries) {
-		if inCI() {
+		if ci.Running() {
 			t.Fatal(s.err)
 		}
 		t.Skip(s.err.Error() + " (skipping outside CI)")

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/deploysync/deploysync/internal/ci"
 )
 
 // EnvDSN names the environment variable holding the server DSN.
@@ -60,16 +62,10 @@ func New(t testing.TB) *Database {
 func Unavailable(t testing.TB, err error) {
 	t.Helper()
 	msg := fmt.Sprintf("testdb: MySQL/MariaDB not usable (%v); start it with scripts/ensure-mariadb.sh or set %s", err, EnvDSN)
-	if InCI() {
+	if ci.Running() {
 		t.Fatal(msg)
 	}
 	t.Skip(msg + " (skipping outside CI)")
-}
-
-// InCI reports whether the tests run in CI, where nothing may be skipped.
-func InCI() bool {
-	ci, _ := strconv.ParseBool(os.Getenv("CI"))
-	return ci
 }
 
 // Create makes a fresh database and returns it with a function that drops

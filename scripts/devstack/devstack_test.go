@@ -9,10 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-
 	"github.com/deploysync/deploysync/internal/kubetest"
 )
 
@@ -88,22 +84,8 @@ fi`)
 			}
 		}
 		// The agent of each region applied the demo to that region's cluster.
-		client, err := kubernetes.NewForConfig(clusters[r].Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods, err := client.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{LabelSelector: "unkey.deployment.id=demo"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		running := 0
-		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		if running == 0 {
-			t.Errorf("%s: no demo Pod Running on its kind cluster (%d Pods)", r, len(pods.Items))
+		if err := demoPodRunning(context.Background(), clusters[r].Config); err != nil {
+			t.Errorf("%s: on its kind cluster: %v", r, err)
 		}
 	}
 	if !strings.Contains(readFile(t, filepath.Join(fake, "calls")), "--config "+mustAbs(t, "../../"+kindConfig)) {
