@@ -46,7 +46,38 @@ func NewCache(client kubernetes.Interface, resync time.Duration) *Cache {
 	c.Deployments = f.Apps().V1().Deployments().Lister()
 	c.Services = f.Core().V1().Services().Lister()
 	c.Pods = f.Core().V1().Pods().Lister()
+	// The status reporter looks objects up by owner every second; an index
+	// saves a scan of the whole cache per owner.
+	c.PodInformer.AddIndexers(cache.Indexers{kube.DeploymentLabel: byLabel(kube.DeploymentLabel)})
+	c.DeploymentInformer.AddIndexers(cache.Indexers{kube.SentinelLabel: byLabel(kube.SentinelLabel)})
 	return c
+}
+
+// byLabel indexes objects by the value of one label.
+func byLabel(label string) cache.IndexFunc {
+	return func(obj any) ([]string, error) {
+		o, ok := obj.(metav1.Object)
+		if !ok || o.GetLabels()[label] == "" {
+			return nil, nil
+		}
+		return []string{o.GetLabels()[label]}, nil
+	}
+}
+
+// Owned returns the cached objects of informer whose label (indexed by
+// NewCache) has the value id.
+func Owned[T any](informer cache.SharedIndexInformer, label, id string) ([]T, error) {
+	objs, err := informer.GetIndexer().ByIndex(label, id)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // Start runs the informers and waits for their first list.

@@ -13,8 +13,8 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/deploysync/deploysync/agentd/kube"
@@ -115,7 +115,7 @@ func (r *Reporter) flushSentinels(ctx context.Context) error {
 	}
 	req := &ctrlv1.ReportSentinelStatusRequest{Region: r.region}
 	for _, id := range ids {
-		deps, err := r.cache.Deployments.List(labels.SelectorFromSet(labels.Set{kube.SentinelLabel: id}))
+		deps, err := reconcile.Owned[*appsv1.Deployment](r.cache.DeploymentInformer, kube.SentinelLabel, id)
 		if err != nil {
 			return err
 		}
@@ -148,7 +148,7 @@ func (r *Reporter) flushDeployments(ctx context.Context) error {
 		batch := ids[start:min(len(ids), start+maxPerReport)]
 		req := &ctrlv1.ReportDeploymentStatusRequest{Region: r.region}
 		for _, id := range batch {
-			pods, err := r.cache.Pods.List(labels.SelectorFromSet(labels.Set{kube.DeploymentLabel: id}))
+			pods, err := reconcile.Owned[*corev1.Pod](r.cache.PodInformer, kube.DeploymentLabel, id)
 			if err != nil {
 				return err
 			}
