@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,13 +41,13 @@ func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest)
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	now := time.Now()
 	out := &ctrlv1.ListRegionsResponse{}
 	for _, r := range regions {
-		o, err := s.overview(ctx, r, heads[r.ID], agents)
-		if err != nil {
-			return nil, toStatus(err)
-		}
-		out.Regions = append(out.Regions, o)
+		out.Regions = append(out.Regions, overview(r, heads[r.ID], agents, now))
+	}
+	if err := s.fillLag(ctx, now, out.Regions...); err != nil {
+		return nil, toStatus(err)
 	}
 	slices.SortFunc(out.Regions, func(a, b *ctrlv1.RegionOverview) int {
 		return cmp.Or(
@@ -75,8 +76,9 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	o, err := s.overview(ctx, r, head, agents)
-	if err != nil {
+	now := time.Now()
+	o := overview(r, head, agents, now)
+	if err := s.fillLag(ctx, now, o); err != nil {
 		return nil, toStatus(err)
 	}
 	out := &ctrlv1.GetRegionResponse{Overview: o}
@@ -284,38 +286,69 @@ func connected(a *ent.Agent, now time.Time) bool {
 	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < heartbeatTimeout
 }
 
-// overview computes one region's sync health.
-func (s *Service) overview(ctx context.Context, r *ent.Region, head uint64, agents []*ent.Agent) (*ctrlv1.RegionOverview, error) {
-	now := time.Now()
+// overview is one region's sync health as its agent records tell it;
+// fillLag adds the lag.
+func overview(r *ent.Region, head uint64, agents []*ent.Agent, now time.Time) *ctrlv1.RegionOverview {
 	o := &ctrlv1.RegionOverview{Region: r.ID, HeadVersion: head, Paused: r.Paused}
 	a := pickAgent(agents, r.ID, now)
-	if a != nil {
-		o.AckedVersion = a.AckedCursor
-		o.AgentIdentity = a.Identity
-		o.AgentConnected = connected(a, now)
-		o.LastError = a.LastError
-		if a.ConnectedSince != nil && o.AgentConnected {
-			o.ConnectedSince = timestamppb.New(*a.ConnectedSince)
-		}
-		if a.LastHeartbeat != nil {
-			o.LastHeartbeat = timestamppb.New(*a.LastHeartbeat)
-		}
-		if a.LastFullSync != nil {
-			o.LastFullSync = timestamppb.New(*a.LastFullSync)
+	if a == nil {
+		return o
+	}
+	o.AckedVersion = a.AckedCursor
+	o.AgentIdentity = a.Identity
+	o.AgentConnected = connected(a, now)
+	o.LastError = a.LastError
+	if a.ConnectedSince != nil && o.AgentConnected {
+		o.ConnectedSince = timestamppb.New(*a.ConnectedSince)
+	}
+	if a.LastHeartbeat != nil {
+		o.LastHeartbeat = timestamppb.New(*a.LastHeartbeat)
+	}
+	if a.LastFullSync != nil {
+		o.LastFullSync = timestamppb.New(*a.LastFullSync)
+	}
+	return o
+}
+
+// fillLag counts the unacked changes, distinct pending resources and the
+// oldest change's age of every region behind its head, in one query (an
+// index range per region) however many regions there are.
+func (s *Service) fillLag(ctx context.Context, now time.Time, overviews ...*ctrlv1.RegionOverview) error {
+	behind := map[string]*ctrlv1.RegionOverview{}
+	var where []string
+	var args []any
+	for _, o := range overviews {
+		if o.HeadVersion > o.AckedVersion {
+			behind[o.Region] = o
+			where = append(where, "(region = ? AND pk > ?)")
+			args = append(args, o.Region, o.AckedVersion)
 		}
 	}
-	if head <= o.AckedVersion {
-		return o, nil
+	if len(behind) == 0 {
+		return nil
 	}
-	var oldest sql.NullTime
-	err := s.sql.QueryRowContext(ctx,
-		"SELECT COUNT(*), COUNT(DISTINCT resource_type, resource_id), MIN(created_at) FROM deployment_changes WHERE region = ? AND pk > ?",
-		r.ID, o.AckedVersion).Scan(&o.LagChanges, &o.PendingResources, &oldest)
+	rows, err := s.sql.QueryContext(ctx,
+		"SELECT region, COUNT(*), COUNT(DISTINCT resource_type, resource_id), MIN(created_at) FROM deployment_changes WHERE "+
+			strings.Join(where, " OR ")+" GROUP BY region", args...)
 	if err != nil {
-		return nil, fmt.Errorf("compute lag of %s: %w", r.ID, err)
+		return fmt.Errorf("compute lag: %w", err)
 	}
-	if oldest.Valid {
-		o.LagSeconds = max(0, now.Sub(oldest.Time).Seconds())
+	defer rows.Close()
+	for rows.Next() {
+		var region string
+		var changes, resources int64
+		var oldest sql.NullTime
+		if err := rows.Scan(&region, &changes, &resources, &oldest); err != nil {
+			return err
+		}
+		o := behind[region]
+		if o == nil {
+			continue
+		}
+		o.LagChanges, o.PendingResources = changes, resources
+		if oldest.Valid {
+			o.LagSeconds = max(0, now.Sub(oldest.Time).Seconds())
+		}
 	}
-	return o, nil
+	return rows.Err()
 }

@@ -354,6 +354,32 @@ func TestWorkflowFailsOnTimeout(t *testing.T) {
 
 // The regions view shows lag rising while no agent acks and falling when
 // it catches up.
+// The lag of several regions, computed in one query, stays each region's.
+func TestRegionOverviewLagIsPerRegion(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	env.AgentToken("eu")
+	env.AgentToken("us")
+	op := env.Operator("alice")
+	for id, regions := range map[string][]string{"a": {"eu"}, "b": {"eu"}, "c": {"eu", "us"}} {
+		if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "ws", EnvironmentId: "prod",
+			Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: regions, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := map[string]int64{}
+	for _, r := range regions.Regions {
+		lag[r.Region] = r.LagChanges
+	}
+	if lag["eu"] != 3 || lag["us"] != 1 {
+		t.Fatalf("lag per region %v, want eu 3 and us 1", lag)
+	}
+}
+
 func TestRegionOverviewShowsLag(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	ctx := context.Background()
