@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -95,14 +94,14 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-client-ca", Usage: "CA `file` (PEM): require client certificates signed by it", EnvVars: env("tls-client-ca")},
 			&cli.IntFlag{Name: "max-message-bytes", Value: 4 << 20, Usage: "largest request accepted; larger ones fail with ResourceExhausted", EnvVars: env("max-message-bytes")},
 			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
-			&cli.DurationFlag{Name: "poll-interval", Value: 100 * time.Millisecond, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
-			&cli.DurationFlag{Name: "token-recheck", Value: 30 * time.Second, Usage: "how often the tokens of running streams are checked again: a revoked agent token's stream ends within this", EnvVars: env("token-recheck")},
-			&cli.DurationFlag{Name: "hole-grace", Value: 500 * time.Millisecond, Usage: "how long a pk gap may stay open before the filler settles it (bounds how long a rollback holds resume versions)", EnvVars: env("hole-grace")},
-			&cli.DurationFlag{Name: "filler-lock-wait", Value: 10 * time.Second, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
-			&cli.DurationFlag{Name: "change-ttl", Value: 24 * time.Hour, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
-			&cli.DurationFlag{Name: "change-max-age", Value: 7 * 24 * time.Hour, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
-			&cli.DurationFlag{Name: "cleanup-interval", Value: 5 * time.Minute, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
-			&cli.DurationFlag{Name: "deploy-timeout", Value: 5 * time.Minute, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
+			&cli.DurationFlag{Name: "poll-interval", Value: tailer.Defaults.PollInterval, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
+			&cli.DurationFlag{Name: "token-recheck", Value: server.DefaultTokenRecheck, Usage: "how often the tokens of running streams are checked again: a revoked agent token's stream ends within this", EnvVars: env("token-recheck")},
+			&cli.DurationFlag{Name: "hole-grace", Value: tailer.Defaults.HoleGrace, Usage: "how long a pk gap may stay open before the filler settles it (bounds how long a rollback holds resume versions)", EnvVars: env("hole-grace")},
+			&cli.DurationFlag{Name: "filler-lock-wait", Value: tailer.Defaults.FillerLockWait, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
+			&cli.DurationFlag{Name: "change-ttl", Value: retention.Defaults.TTL, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
+			&cli.DurationFlag{Name: "change-max-age", Value: retention.Defaults.MaxAge, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
+			&cli.DurationFlag{Name: "cleanup-interval", Value: retention.Defaults.Interval, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
+			&cli.DurationFlag{Name: "deploy-timeout", Value: workflow.Defaults.Timeout, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
 			&cli.BoolFlag{Name: "migrate", Value: true, Usage: "migrate the schema before serving", EnvVars: env("migrate")},
 		},
 		Action: func(c *cli.Context) error {

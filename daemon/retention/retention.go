@@ -41,18 +41,22 @@ type Config struct {
 	AgentWindow time.Duration
 }
 
+// Defaults are the production settings zero Config fields take (ctrld's
+// flags show them).
+var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute}
+
 func (c *Config) defaults() {
 	if c.TTL <= 0 {
-		c.TTL = 24 * time.Hour
+		c.TTL = Defaults.TTL
 	}
 	if c.MaxAge < c.TTL {
-		c.MaxAge = max(7*24*time.Hour, c.TTL)
+		c.MaxAge = max(Defaults.MaxAge, c.TTL)
 	}
 	if c.Interval <= 0 {
-		c.Interval = 5 * time.Minute
+		c.Interval = Defaults.Interval
 	}
 	if c.AgentWindow <= 0 {
-		c.AgentWindow = 10 * time.Minute
+		c.AgentWindow = Defaults.AgentWindow
 	}
 }
 

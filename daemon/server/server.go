@@ -40,6 +40,9 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
+// DefaultTokenRecheck is Config.TokenRecheck's default.
+const DefaultTokenRecheck = 30 * time.Second
+
 // Config is ctrld's configuration.
 type Config struct {
 	// ListenAddr is the gRPC address, e.g. ":7070".
@@ -55,7 +58,7 @@ type Config struct {
 	// Instance names this process in agents' connection records.
 	Instance string
 	// TokenRecheck is how often the tokens of running streams are checked
-	// again, so a revoked token's stream ends (default 30s).
+	// again, so a revoked token's stream ends (default DefaultTokenRecheck).
 	TokenRecheck time.Duration
 	Tailer       tailer.Config
 	Stream       stream.Config
@@ -147,7 +150,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 			log.Error("tailer stopped", "err", err)
 		}
 	})
-	s.spawn(func() { authn.Run(runCtx, cmp.Or(cfg.TokenRecheck, 30*time.Second), log) })
+	s.spawn(func() { authn.Run(runCtx, cmp.Or(cfg.TokenRecheck, DefaultTokenRecheck), log) })
 	s.spawn(func() { retention.New(db.SQL, cfg.Retention, log, m).Run(runCtx) })
 	s.spawn(func() { workflow.New(db.Ent, cfg.Workflow, log, m).Run(runCtx) })
 	s.spawn(func() {

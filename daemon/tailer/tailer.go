@@ -76,24 +76,35 @@ type Config struct {
 	SubscriberBuffer int
 }
 
+// Defaults are the production settings zero Config fields take (ctrld's
+// flags show them).
+var Defaults = Config{
+	PollInterval:     100 * time.Millisecond,
+	BatchSize:        1000,
+	HoleGrace:        500 * time.Millisecond,
+	FillerLockWait:   10 * time.Second,
+	ControlInterval:  time.Second,
+	SubscriberBuffer: 4096,
+}
+
 func (c *Config) defaults() {
 	if c.PollInterval <= 0 {
-		c.PollInterval = 100 * time.Millisecond
+		c.PollInterval = Defaults.PollInterval
 	}
 	if c.BatchSize <= 0 {
-		c.BatchSize = 1000
+		c.BatchSize = Defaults.BatchSize
 	}
 	if c.HoleGrace <= 0 {
-		c.HoleGrace = 500 * time.Millisecond
+		c.HoleGrace = Defaults.HoleGrace
 	}
 	if c.FillerLockWait < time.Second {
-		c.FillerLockWait = 10 * time.Second
+		c.FillerLockWait = Defaults.FillerLockWait
 	}
 	if c.ControlInterval <= 0 {
-		c.ControlInterval = time.Second
+		c.ControlInterval = Defaults.ControlInterval
 	}
 	if c.SubscriberBuffer <= 0 {
-		c.SubscriberBuffer = 4096
+		c.SubscriberBuffer = Defaults.SubscriberBuffer
 	}
 }
 

@@ -38,13 +38,17 @@ type Driver struct {
 	now     func() time.Time
 }
 
+// Defaults are the production settings zero Config fields take (ctrld's
+// flags show them).
+var Defaults = Config{Timeout: 5 * time.Minute, Interval: time.Second}
+
 // New returns a Driver.
 func New(client *ent.Client, cfg Config, log *slog.Logger, m *metrics.Metrics) *Driver {
 	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Minute
+		cfg.Timeout = Defaults.Timeout
 	}
 	if cfg.Interval <= 0 {
-		cfg.Interval = time.Second
+		cfg.Interval = Defaults.Interval
 	}
 	return &Driver{client: client, cfg: cfg, log: log, metrics: m, now: time.Now}
 }
