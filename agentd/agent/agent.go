@@ -116,7 +116,7 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 	}
 	cfg.Readiness.standBy()
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metaFor("agentd-"+cfg.Region, cfg.LeaseNamespace),
+		LeaseMeta:  metav1.ObjectMeta{Name: "agentd-" + cfg.Region, Namespace: cfg.LeaseNamespace},
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
 	}

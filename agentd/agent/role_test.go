@@ -114,7 +114,7 @@ func TestShippedRoleIsSufficient(t *testing.T) {
 		return err == nil
 	}
 	waitFor(t, 30*time.Second, "deployment, sentinel and policy applied", func() bool {
-		_, err := admin.AppsV1().Deployments(ns).Get(ctx, reconcile.SentinelName("gw"), metav1.GetOptions{})
+		_, err := admin.AppsV1().Deployments(ns).Get(ctx, naming.Sentinel("gw"), metav1.GetOptions{})
 		return statefulSetExists(admin, ns, "api") && err == nil && policyExists()
 	})
 	if _, err := op.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: "api"}); err != nil {
@@ -124,7 +124,7 @@ func TestShippedRoleIsSufficient(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "everything deleted", func() bool {
-		_, err := admin.AppsV1().Deployments(ns).Get(ctx, reconcile.SentinelName("gw"), metav1.GetOptions{})
+		_, err := admin.AppsV1().Deployments(ns).Get(ctx, naming.Sentinel("gw"), metav1.GetOptions{})
 		return !statefulSetExists(admin, ns, "api") && apierrors.IsNotFound(err) && !policyExists()
 	})
 	if acked, head := ackedVersion(t, op, "eu"); acked < head {

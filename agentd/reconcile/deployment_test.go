@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -232,9 +233,9 @@ func TestDeleteRightAfterApplyLeavesNothing(t *testing.T) {
 	gone("deployment's StatefulSet", err)
 	_, err = e.admin.CoreV1().Services(e.ns).Get(ctx, "api", metav1.GetOptions{})
 	gone("deployment's Service", err)
-	_, err = e.admin.AppsV1().Deployments(e.ns).Get(ctx, reconcile.SentinelName("gw"), metav1.GetOptions{})
+	_, err = e.admin.AppsV1().Deployments(e.ns).Get(ctx, naming.Sentinel("gw"), metav1.GetOptions{})
 	gone("sentinel's Deployment", err)
-	_, err = e.admin.CoreV1().Services(e.ns).Get(ctx, reconcile.SentinelName("gw"), metav1.GetOptions{})
+	_, err = e.admin.CoreV1().Services(e.ns).Get(ctx, naming.Sentinel("gw"), metav1.GetOptions{})
 	gone("sentinel's Service", err)
 }
 

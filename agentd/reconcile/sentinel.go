@@ -36,12 +36,8 @@ func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Se
 	return &Sentinels{client: client, cache: cache, namespaces: ns}
 }
 
-// SentinelName is the name of a sentinel's objects (internal/naming keeps
-// deployments from taking it).
-func SentinelName(id string) string { return naming.Sentinel(id) }
-
 func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.DeploymentApplyConfiguration) {
-	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()
+	name, ns := naming.Sentinel(s.GetSentinelId()), s.GetNamespace()
 	objLabels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: s.GetSentinelId()}
 	selector := map[string]string{kube.SentinelLabel: s.GetSentinelId()}
 	svc := corev1ac.Service(name, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
@@ -82,7 +78,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	if err != nil {
 		return err
 	}
-	name, ns := SentinelName(s.GetSentinelId()), s.GetNamespace()
+	name, ns := naming.Sentinel(s.GetSentinelId()), s.GetNamespace()
 	liveSvc, err := cachedOrNil(c.cache.Services.Services(ns).Get(name))
 	if err != nil {
 		return err

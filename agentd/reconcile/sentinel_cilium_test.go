@@ -18,6 +18,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -29,7 +30,7 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 	if err := sentinels.Apply(ctx, state); err != nil {
 		t.Fatal(err)
 	}
-	name := reconcile.SentinelName("gw")
+	name := naming.Sentinel("gw")
 	dep, err := e.admin.AppsV1().Deployments(e.ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
