@@ -16,32 +16,21 @@ type deploymentRow struct {
 
 // deploymentsPage lists every deployment per region, newest first.
 type deploymentsPage struct {
-	all    []*ctrlv1.DeploymentSummary
-	rows   []deploymentRow // all, per region, filtered
-	cursor int
+	all                  []*ctrlv1.DeploymentSummary
+	list[*deploymentRow] // all, per region, filtered
 }
 
 func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary, filter string) {
 	p.all = deps
-	var rows []deploymentRow
+	var rows []*deploymentRow
 	for _, d := range deps {
 		for _, r := range d.GetRegions() {
 			if strings.Contains(d.GetDeploymentId(), filter) || strings.Contains(r.GetRegion(), filter) {
-				rows = append(rows, deploymentRow{deployment: d, region: r, name: r.GetRegion()})
+				rows = append(rows, &deploymentRow{deployment: d, region: r, name: r.GetRegion()})
 			}
 		}
 	}
-	p.rows = rows
-	p.cursor = max(0, min(p.cursor, len(rows)-1))
-}
-
-func (p *deploymentsPage) move(d int) { p.cursor = max(0, min(len(p.rows)-1, p.cursor+d)) }
-
-func (p *deploymentsPage) selected() *deploymentRow {
-	if p.cursor < len(p.rows) {
-		return &p.rows[p.cursor]
-	}
-	return nil
+	p.show(rows, func(r *deploymentRow) string { return r.deployment.GetDeploymentId() + "/" + r.name })
 }
 
 func (m Model) renderDeployments() string {

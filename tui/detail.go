@@ -14,33 +14,21 @@ const pendingShown = 5
 // detailPage shows one region: its pending changes and its resources,
 // desired vs actual.
 type detailPage struct {
-	name        string
-	region      *ctrlv1.GetRegionResponse
-	pending     *ctrlv1.ListPendingChangesResponse
-	deployments []*ctrlv1.DeploymentInRegion // the region's, filtered
-	cursor      int                          // over deployments
+	name                             string
+	region                           *ctrlv1.GetRegionResponse
+	pending                          *ctrlv1.ListPendingChangesResponse
+	list[*ctrlv1.DeploymentInRegion] // the region's deployments, filtered
 }
 
 func (p *detailPage) set(r *ctrlv1.GetRegionResponse, pending *ctrlv1.ListPendingChangesResponse, filter string) {
 	p.region, p.pending = r, pending
-	p.deployments = nil
+	var rows []*ctrlv1.DeploymentInRegion
 	for _, d := range r.GetDeployments() {
 		if strings.Contains(d.GetDeploymentId(), filter) {
-			p.deployments = append(p.deployments, d)
+			rows = append(rows, d)
 		}
 	}
-	p.cursor = max(0, min(p.cursor, len(p.deployments)-1))
-}
-
-func (p *detailPage) move(d int) {
-	p.cursor = max(0, min(len(p.deployments)-1, p.cursor+d))
-}
-
-func (p *detailPage) selected() *ctrlv1.DeploymentInRegion {
-	if p.cursor < len(p.deployments) {
-		return p.deployments[p.cursor]
-	}
-	return nil
+	p.show(rows, (*ctrlv1.DeploymentInRegion).GetDeploymentId)
 }
 
 func (m Model) renderDetail() string {
@@ -59,10 +47,10 @@ func (m Model) renderDetail() string {
 		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(o.GetAgentIdentity()), state)
 
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %-20s %-9s %8s %9s %-11s %-9s", "DEPLOYMENT", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW")) + "\n")
-	if len(d.deployments) == 0 {
+	if len(d.rows) == 0 {
 		b.WriteString(s.Dim.Render("  no deployments in this region") + "\n")
 	}
-	for i, dep := range d.deployments {
+	for i, dep := range d.rows {
 		line := fmt.Sprintf("  %-20s %-9s %8d %4d/%-4d %-11s %-9s", clip(dep.DeploymentId, 20), dep.DesiredStatus, dep.Replicas,
 			dep.ReadyInstances, dep.Instances, dep.ActualStatus, dep.WorkflowStatus)
 		line = clip(line, m.width)

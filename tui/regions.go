@@ -10,40 +10,19 @@ import (
 // regionsPage is the home view: one row per region, worst lag first (the
 // server's order).
 type regionsPage struct {
-	all    []*ctrlv1.RegionOverview
-	rows   []*ctrlv1.RegionOverview // all, filtered
-	cursor int
+	all []*ctrlv1.RegionOverview
+	list[*ctrlv1.RegionOverview]
 }
 
 func (p *regionsPage) set(all []*ctrlv1.RegionOverview, filter string) {
-	selected := ""
-	if r := p.selected(); r != nil {
-		selected = r.Region
-	}
 	p.all = all
-	p.rows = nil
+	var rows []*ctrlv1.RegionOverview
 	for _, r := range all {
 		if strings.Contains(r.Region, filter) {
-			p.rows = append(p.rows, r)
+			rows = append(rows, r)
 		}
 	}
-	p.cursor = 0
-	for i, r := range p.rows { // keep the selection on the same region
-		if r.Region == selected {
-			p.cursor = i
-		}
-	}
-}
-
-func (p *regionsPage) move(d int) {
-	p.cursor = max(0, min(len(p.rows)-1, p.cursor+d))
-}
-
-func (p *regionsPage) selected() *ctrlv1.RegionOverview {
-	if p.cursor < len(p.rows) {
-		return p.rows[p.cursor]
-	}
-	return nil
+	p.show(rows, func(r *ctrlv1.RegionOverview) string { return r.Region })
 }
 
 // problems lists what is wrong with a region, in words.

@@ -34,6 +34,7 @@ type fakeOperator struct {
 	mu       sync.Mutex
 	received []proto.Message
 	down     bool
+	newest   string // a deployment listed first, as if just created
 }
 
 func (f *fakeOperator) record(m proto.Message) {
@@ -112,7 +113,15 @@ func (f *fakeOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymentsR
 	if err := f.unavailable(); err != nil {
 		return nil, err
 	}
-	return &ctrlv1.ListDeploymentsResponse{Deployments: []*ctrlv1.DeploymentSummary{
+	f.mu.Lock()
+	newest := f.newest
+	f.mu.Unlock()
+	var first []*ctrlv1.DeploymentSummary
+	if newest != "" {
+		first = append(first, &ctrlv1.DeploymentSummary{DeploymentId: newest, WorkflowStatus: "deploying", Regions: []*ctrlv1.DeploymentInRegion{
+			{DeploymentId: newest, Region: "eu-west", DesiredStatus: "running", Replicas: 1, ActualStatus: "progressing"}}})
+	}
+	return &ctrlv1.ListDeploymentsResponse{Deployments: append(first, []*ctrlv1.DeploymentSummary{
 		{DeploymentId: "api", WorkflowStatus: "ready", Regions: []*ctrlv1.DeploymentInRegion{
 			{DeploymentId: "api", Region: "eu-west", DesiredStatus: "running", Replicas: 3, ReadyInstances: 3, Instances: 3, ActualStatus: "running"},
 			{DeploymentId: "api", Region: "us-east", DesiredStatus: "stopped", Replicas: 3, ActualStatus: "stopped"},
@@ -120,7 +129,7 @@ func (f *fakeOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymentsR
 		{DeploymentId: "batch", WorkflowStatus: "failed", WorkflowError: "not ready after 5m0s: ap-south 0/2 ready", Regions: []*ctrlv1.DeploymentInRegion{
 			{DeploymentId: "batch", Region: "ap-south", DesiredStatus: "running", Replicas: 2, ActualStatus: "progressing"},
 		}},
-	}}, nil
+	}...)}, nil
 }
 
 func (f *fakeOperator) Scale(_ context.Context, req *ctrlv1.ScaleRequest, _ ...grpc.CallOption) (*ctrlv1.ScaleResponse, error) {
@@ -237,6 +246,23 @@ func TestStopDeploymentFromRegionDetail(t *testing.T) {
 	if first.DeploymentId != "api" || first.Region != "us-east" || first.Status != ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED {
 		t.Fatalf("first call %v", first)
 	}
+}
+
+// The selection stays on the same deployment when a refresh lists a new
+// one above it: an action must not land on whatever slid under the cursor.
+func TestSelectionFollowsItsDeploymentAcrossRefreshes(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
+	waitFor(t, tm, "REGION     DESIRED")
+	keys(tm, down, down) // batch in ap-south
+	op.mu.Lock()
+	op.newest = "canary"
+	op.mu.Unlock()
+	waitFor(t, tm, "canary")
+	keys(tm, press('s'))
+	waitFor(t, tm, "Stop deployment batch in region ap-south?")
 }
 
 // The deployments view lists every deployment per region; starting one

@@ -1,0 +1,36 @@
+package tui
+
+// list is a page's rows, after the filter, and its selected row. A refresh
+// keeps the selection on the same item (by key) wherever the item moved, so
+// an action never lands on a row that slid under the cursor.
+type list[T any] struct {
+	rows   []T
+	cursor int
+}
+
+// show replaces the rows.
+func (l *list[T]) show(rows []T, key func(T) string) {
+	selected, had := "", l.cursor < len(l.rows)
+	if had {
+		selected = key(l.rows[l.cursor])
+	}
+	l.rows = rows
+	l.cursor = max(0, min(l.cursor, len(rows)-1))
+	for i, r := range rows {
+		if had && key(r) == selected {
+			l.cursor = i
+			break
+		}
+	}
+}
+
+func (l *list[T]) move(d int) { l.cursor = max(0, min(len(l.rows)-1, l.cursor+d)) }
+
+// selected is the selected row; the zero T (nil for pointers) when empty.
+func (l *list[T]) selected() T {
+	var none T
+	if l.cursor < len(l.rows) {
+		return l.rows[l.cursor]
+	}
+	return none
+}
