@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -72,7 +73,33 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 
 // WithTx runs fn in a transaction and commits it when fn returns nil;
 // otherwise (or on panic) it rolls back and nothing fn wrote remains.
-func WithTx(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {
+//
+// A transaction the database rolled back to break a deadlock is run again,
+// up to deadlockAttempts times in all: the change feed's locking reads make
+// such deadlocks a normal outcome of concurrent writers (a child insert and
+// its parent's delete taking the parent's lock in opposite orders), and the
+// caller's operation did nothing yet. fn must therefore be safe to run again
+// (it only writes through tx).
+func WithTx(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := withTxOnce(ctx, client, fn)
+		if !IsDeadlock(err) || attempt == deadlockAttempts || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// deadlockAttempts bounds WithTx's runs of one transaction.
+const deadlockAttempts = 4
+
+// IsDeadlock reports whether err is the database's "deadlock found; the
+// transaction was rolled back" (MySQL/MariaDB error 1213).
+func IsDeadlock(err error) bool {
+	var merr *mysql.MySQLError
+	return errors.As(err, &merr) && merr.Number == 1213
+}
+
+func withTxOnce(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {
 	tx, err := client.Tx(ctx)
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)

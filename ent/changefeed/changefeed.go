@@ -29,11 +29,14 @@ type mutation interface {
 type feed[M mutation] struct {
 	// actualFields may be written through ActualState (updated_at always).
 	actualFields []string
+	// beforeCreate, when set, runs before a create's statement (to lock
+	// the rows it will reference).
+	beforeCreate func(ctx context.Context, m M) error
 	// created returns what a create (or upsert) affected; it runs after
 	// the statement.
 	created func(ctx context.Context, m M) ([]target, error)
-	// existing returns what an update or delete will affect and pins bulk
-	// statements to it; it runs before the statement.
+	// existing returns what an update or delete will affect, pins bulk
+	// statements to it and locks those rows; it runs before the statement.
 	existing func(ctx context.Context, m M) ([]target, error)
 	// edgesLiveElsewhere: the entity's edges are foreign keys in other
 	// desired-state tables, so edge writes through it are refused.
@@ -60,6 +63,11 @@ func (f feed[M]) hook() ent.Hook {
 				return nil, fmt.Errorf("%s %s edges %v: %w", m.Op(), m.Type(), edges, ErrEdgeThroughParent)
 			}
 			if m.Op().Is(ent.OpCreate) {
+				if f.beforeCreate != nil {
+					if err := f.beforeCreate(ctx, m); err != nil {
+						return nil, fmt.Errorf("changefeed: lock for %s: %w", m.Type(), err)
+					}
+				}
 				v, err := next.Mutate(ctx, m)
 				if err != nil {
 					return nil, err

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"entgo.io/ent"
+	"entgo.io/ent/dialect/sql"
 
 	gen "github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
@@ -27,6 +28,10 @@ const (
 func DeploymentTopology() ent.Hook {
 	return feed[*gen.DeploymentTopologyMutation]{
 		actualFields: []string{deploymenttopology.FieldActualStatus},
+		beforeCreate: func(ctx context.Context, m *gen.DeploymentTopologyMutation) error {
+			depID, _ := m.DeploymentID()
+			return lockParent(ctx, m.Client(), depID)
+		},
 		created: func(ctx context.Context, m *gen.DeploymentTopologyMutation) ([]target, error) {
 			depID, _ := m.DeploymentID()
 			region, _ := m.Region()
@@ -43,6 +48,7 @@ func DeploymentTopology() ent.Hook {
 			rows, err := m.Client().DeploymentTopology.Query().
 				Where(deploymenttopology.IDIn(ids...)).
 				Select(deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion).
+				ForUpdate().
 				All(ctx)
 			return topologyTargets(rows), err
 		},
@@ -59,13 +65,14 @@ func Sentinel() ent.Hook {
 			env, _ := m.EnvironmentID()
 			region, _ := m.Region()
 			if given, ok := m.ID(); ok {
-				row, err := m.Client().Sentinel.Get(ctx, given)
+				row, err := m.Client().Sentinel.Query().Where(sentinel.ID(given)).ForUpdate().Only(ctx)
 				if err == nil && (row.EnvironmentID != env || row.Region != region) {
 					return nil, fmt.Errorf("sentinel %q is environment %s's in %s, not %s's in %s: %w", given, row.EnvironmentID, row.Region, env, region, ErrIDInUse)
 				}
 			}
 			id, err := m.Client().Sentinel.Query().
 				Where(sentinel.EnvironmentID(env), sentinel.Region(region)).
+				ForUpdate().
 				OnlyID(ctx)
 			if err != nil {
 				return nil, err
@@ -83,6 +90,7 @@ func Sentinel() ent.Hook {
 			rows, err := m.Client().Sentinel.Query().
 				Where(sentinel.IDIn(ids...)).
 				Select(sentinel.FieldID, sentinel.FieldRegion).
+				ForUpdate().
 				All(ctx)
 			targets := make([]target, 0, len(rows))
 			for _, r := range rows {
@@ -97,18 +105,25 @@ func Sentinel() ent.Hook {
 // have no actual state.
 func CiliumNetworkPolicy() ent.Hook {
 	return feed[*gen.CiliumNetworkPolicyMutation]{
+		beforeCreate: func(ctx context.Context, m *gen.CiliumNetworkPolicyMutation) error {
+			if depID, ok := m.DeploymentID(); ok {
+				return lockParent(ctx, m.Client(), depID)
+			}
+			return nil
+		},
 		created: func(ctx context.Context, m *gen.CiliumNetworkPolicyMutation) ([]target, error) {
 			region, _ := m.Region()
 			env, _ := m.EnvironmentID()
 			name, _ := m.Name()
 			if given, ok := m.ID(); ok {
-				row, err := m.Client().CiliumNetworkPolicy.Get(ctx, given)
+				row, err := m.Client().CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.ID(given)).ForUpdate().Only(ctx)
 				if err == nil && (row.Region != region || row.EnvironmentID != env || row.Name != name) {
 					return nil, fmt.Errorf("policy %q is %s/%s in %s, not %s/%s in %s: %w", given, row.EnvironmentID, row.Name, row.Region, env, name, region, ErrIDInUse)
 				}
 			}
 			id, err := m.Client().CiliumNetworkPolicy.Query().
 				Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.EnvironmentID(env), ciliumnetworkpolicy.Name(name)).
+				ForUpdate().
 				OnlyID(ctx)
 			if err != nil {
 				return nil, err
@@ -126,6 +141,7 @@ func CiliumNetworkPolicy() ent.Hook {
 			rows, err := m.Client().CiliumNetworkPolicy.Query().
 				Where(ciliumnetworkpolicy.IDIn(ids...)).
 				Select(ciliumnetworkpolicy.FieldID, ciliumnetworkpolicy.FieldRegion).
+				ForUpdate().
 				All(ctx)
 			return policyTargets(rows), err
 		},
@@ -147,14 +163,13 @@ func Deployment() ent.Hook {
 		actualFields:       []string{deployment.FieldWorkflowStatus, deployment.FieldWorkflowError},
 		edgesLiveElsewhere: true,
 		// A new deployment has no topologies yet, so this finds some only
-		// when an upsert updated an existing deployment's spec.
+		// when an upsert updated an existing deployment's spec. The
+		// statement holds the deployment's row lock, so no topology can be
+		// added under it any more, and the locking read sees every
+		// committed one.
 		created: func(ctx context.Context, m *gen.DeploymentMutation) ([]target, error) {
 			id, _ := m.ID()
-			topologies, err := m.Client().DeploymentTopology.Query().
-				Where(deploymenttopology.DeploymentID(id)).
-				Select(deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion).
-				All(ctx)
-			return topologyTargets(topologies), err
+			return children(ctx, m.Client(), []string{id}, false)
 		},
 		existing: func(ctx context.Context, m *gen.DeploymentMutation) ([]target, error) {
 			deleting := m.Op().Is(ent.OpDelete | ent.OpDeleteOne)
@@ -169,20 +184,54 @@ func Deployment() ent.Hook {
 			if pinned(m) {
 				m.Where(deployment.IDIn(ids...))
 			}
-			topologies, err := m.Client().DeploymentTopology.Query().
-				Where(deploymenttopology.DeploymentIDIn(ids...)).
-				Select(deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion).
-				All(ctx)
-			if err != nil || !deleting {
-				return topologyTargets(topologies), err
+			// Lock the deployments before listing what hangs off them. A
+			// transaction inserting a child holds a shared lock on its
+			// deployment (lockParent, and the foreign key check), so this
+			// waits for it to commit or roll back; after it, no child can
+			// be added until this transaction ends. The children read next
+			// are then exactly those the statement changes or cascades.
+			if _, err := m.Client().Deployment.Query().Where(deployment.IDIn(ids...)).ForUpdate().IDs(ctx); err != nil {
+				return nil, err
 			}
-			policies, err := m.Client().CiliumNetworkPolicy.Query().
-				Where(ciliumnetworkpolicy.DeploymentIDIn(ids...)).
-				Select(ciliumnetworkpolicy.FieldID, ciliumnetworkpolicy.FieldRegion).
-				All(ctx)
-			return append(topologyTargets(topologies), policyTargets(policies)...), err
+			return children(ctx, m.Client(), ids, deleting)
 		},
 	}.hook()
+}
+
+// children returns the change targets of the deployments' topologies and,
+// withPolicies, of their policies, by locking reads: a locking read sees
+// the newest committed rows, where a plain read would see the transaction's
+// snapshot and miss a child committed since.
+func children(ctx context.Context, client *gen.Client, ids []string, withPolicies bool) ([]target, error) {
+	topologies, err := client.DeploymentTopology.Query().
+		Where(deploymenttopology.DeploymentIDIn(ids...)).
+		Select(deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion).
+		ForUpdate().
+		All(ctx)
+	if err != nil || !withPolicies {
+		return topologyTargets(topologies), err
+	}
+	policies, err := client.CiliumNetworkPolicy.Query().
+		Where(ciliumnetworkpolicy.DeploymentIDIn(ids...)).
+		Select(ciliumnetworkpolicy.FieldID, ciliumnetworkpolicy.FieldRegion).
+		ForUpdate().
+		All(ctx)
+	return append(topologyTargets(topologies), policyTargets(policies)...), err
+}
+
+// lockParent takes a shared lock on the deployment a child row is about to
+// reference, before the insert. The insert's foreign key check would take
+// the same lock; taking it first makes the order explicit: a transaction
+// deleting or respecifying the deployment either finished before (and the
+// insert fails its foreign key, or sees the new spec) or waits for this
+// one, then sees the child with its locking read. A missing deployment is
+// left to the foreign key check to report.
+func lockParent(ctx context.Context, client *gen.Client, deploymentID string) error {
+	_, err := client.Deployment.Query().
+		Where(deployment.ID(deploymentID)).
+		ForShare(sql.WithLockClause("LOCK IN SHARE MODE")).
+		IDs(ctx)
+	return err
 }
 
 func topologyTargets(rows []*gen.DeploymentTopology) []target {
