@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 
@@ -29,7 +30,11 @@ type resourceKey struct {
 // rows there are. Several rows for one resource become one event (the
 // newest version). A row whose resource is gone, or stopped, becomes a
 // delete (invariant I4).
-func loadEvents(ctx context.Context, client *ent.Client, region string, changes []tailer.Change) ([]*ctrlv1.DeploymentChangeEvent, error) {
+//
+// All reads share one snapshot (a read-only REPEATABLE READ transaction):
+// read one by one, a deployment deleted between the topology read and the
+// read of its deployment would leave a topology without one (I6).
+func loadEvents(ctx context.Context, db *ent.Client, region string, changes []tailer.Change) ([]*ctrlv1.DeploymentChangeEvent, error) {
 	latest := map[resourceKey]uint64{}
 	var order []resourceKey
 	ids := map[string][]string{}
@@ -44,6 +49,12 @@ func loadEvents(ctx context.Context, client *ent.Client, region string, changes 
 	if len(order) == 0 {
 		return nil, nil
 	}
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("load events: begin snapshot: %w", err)
+	}
+	defer tx.Rollback()
+	client := tx.Client()
 	built := map[resourceKey]*ctrlv1.DeploymentChangeEvent{}
 
 	if depIDs := ids[string(deploymentchange.ResourceTypeDeploymentTopology)]; len(depIDs) > 0 {
@@ -127,8 +138,12 @@ func loadEvents(ctx context.Context, client *ent.Client, region string, changes 
 }
 
 // deploymentEvent is the apply (or, when stopped, delete) of a deployment
-// in the topology's region.
+// in the topology's region. A topology read without its deployment (d nil:
+// the deployment was deleted) is a delete.
 func deploymentEvent(t *ent.DeploymentTopology, d *ent.Deployment) *ctrlv1.DeploymentChangeEvent {
+	if d == nil {
+		return deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})
+	}
 	state := &ctrlv1.DeploymentState{
 		DeploymentId:  d.ID,
 		WorkspaceId:   d.WorkspaceID,
