@@ -24,6 +24,7 @@ type Metrics struct {
 	CleanupRows      prometheus.Counter
 	CleanupRuns      *prometheus.CounterVec
 	WorkflowsDecided *prometheus.CounterVec
+	Panics           *prometheus.CounterVec
 }
 
 // New registers ctrld's metrics with reg (a fresh prometheus.NewRegistry()
@@ -74,5 +75,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		WorkflowsDecided: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_deploy_workflows_total", Help: "Deploy workflows that reached a final status.",
 		}, []string{"status"}),
+		Panics: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_panics_total", Help: "Panics recovered, by where: a gRPC method (the call ended with Internal) or a background loop (started again). The process lived on; each one is a bug, logged with its stack.",
+		}, []string{"where"}),
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -81,6 +82,7 @@ type Server struct {
 	grpc    *grpc.Server
 	http    *http.Server
 	health  *health.Server
+	guard   recovery.Guard
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stopped chan struct{}
@@ -101,6 +103,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	}
 	cfg.Stream.Instance = cfg.Instance
 	m := metrics.New(cfg.Registry)
+	guard := recovery.Guard{Log: log, Panics: m.Panics}
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
@@ -115,14 +118,16 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		opts = append(opts, grpc.Creds(creds))
 	}
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
-	opts = append(opts, grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
+	opts = append(opts,
+		grpc.ChainUnaryInterceptor(recoverUnary(guard), authn.Unary),
+		grpc.ChainStreamInterceptor(recoverStream(guard), authn.Stream))
 
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{Addr: lis.Addr().String(), cancel: cancel, stopped: make(chan struct{})}
+	s := &Server{Addr: lis.Addr().String(), guard: guard, cancel: cancel, stopped: make(chan struct{})}
 	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
 	streamer := stream.New(db.SQL, db.Ent, s.Tailer, cfg.Stream, log, m)
 
@@ -142,18 +147,26 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		}
 		s.MetricsAddr = mlis.Addr().String()
 		s.http = &http.Server{Handler: s.httpHandler(cfg.Registry, db), ReadHeaderTimeout: 5 * time.Second}
-		s.spawn(func() { s.http.Serve(mlis) })
+		s.spawn("metrics-http", func() { s.http.Serve(mlis) })
 	}
 
-	s.spawn(func() {
+	// The tailer starts over by itself after a panic in a poll (see
+	// Tailer.Run); it cannot be run a second time from here.
+	s.spawn("tailer", func() {
 		if err := s.Tailer.Run(runCtx); err != nil && runCtx.Err() == nil {
 			log.Error("tailer stopped", "err", err)
 		}
 	})
-	s.spawn(func() { authn.Run(runCtx, cmp.Or(cfg.TokenRecheck, DefaultTokenRecheck), log) })
-	s.spawn(func() { retention.New(db.SQL, cfg.Retention, log, m).Run(runCtx) })
-	s.spawn(func() { workflow.New(db.Ent, cfg.Workflow, log, m).Run(runCtx) })
-	s.spawn(func() {
+	// These loops keep nothing between rounds but what is in the database
+	// (retention's lock is released by its connection's defer), so after a
+	// panic they simply start again.
+	s.wg.Go(func() {
+		recheck := cmp.Or(cfg.TokenRecheck, DefaultTokenRecheck)
+		guard.Loop(runCtx, "token-recheck", func(ctx context.Context) { authn.Run(ctx, recheck, log) })
+	})
+	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
+	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
+	s.spawn("grpc-serve", func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("grpc server stopped", "err", err)
 		}
@@ -163,12 +176,10 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	return s, nil
 }
 
-func (s *Server) spawn(f func()) {
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		f()
-	}()
+// spawn runs f in a goroutine Stop waits for. A panic in f is logged and
+// counted and ends only f.
+func (s *Server) spawn(where string, f func()) {
+	s.wg.Go(func() { s.guard.Run(where, func() error { f(); return nil }) })
 }
 
 // Stop shuts down: health goes NOT_SERVING, the tailer stops (ending every

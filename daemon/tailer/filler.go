@@ -23,7 +23,10 @@ func (t *Tailer) fillOldHoles(ctx context.Context, now time.Time) {
 		// up the result. Stopping the tailer cancels it.
 		runCtx, cancel := context.WithTimeout(ctx, t.cfg.FillerLockWait+5*time.Second)
 		defer cancel()
-		err := t.fill(runCtx, due)
+		// A panic is one failed run (logged and counted): filling must be
+		// cleared, or no hole would ever be filled again and the watermark
+		// would stay where it is.
+		err := t.guard.Run("tailer-filler", func() error { return t.fill(runCtx, due) })
 		t.mu.Lock()
 		t.filling = false
 		t.mu.Unlock()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/internal/recovery"
 )
 
 // Change is one row of deployment_changes: a pointer to a resource in a
@@ -50,6 +51,10 @@ type Notice struct {
 // that its buffer filled; the stream ends and the client resumes from its
 // last bookmark.
 var ErrSlowSubscriber = errors.New("stream fell too far behind; reconnect from the last bookmark")
+
+// ErrRestarted closes subscriptions when the tailer starts over after a
+// panic: the client resumes from its last bookmark.
+var ErrRestarted = errors.New("ctrld's change feed restarted after an internal error; reconnect from the last bookmark")
 
 // ErrStopped closes subscriptions when the tailer stops: ctrld is shutting
 // down and the client reconnects, to another replica if there is one.
@@ -123,6 +128,7 @@ type Tailer struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	guard   recovery.Guard // recovers panics in the poll loop and the filler
 	poke    chan struct{}
 	ready   chan struct{} // closed once the persisted watermark is loaded
 	// controlMu orders reads of the regions table: a slow periodic read
@@ -150,6 +156,7 @@ func New(db *sql.DB, cfg Config, log *slog.Logger, m *metrics.Metrics) *Tailer {
 		cfg:     cfg,
 		log:     log,
 		metrics: m,
+		guard:   recovery.Guard{Log: log, Panics: m.Panics},
 		poke:    make(chan struct{}, 1),
 		ready:   make(chan struct{}),
 		control: map[string]RegionControl{},
@@ -174,6 +181,13 @@ func (t *Tailer) Watermark() uint64 {
 }
 
 // Run polls until ctx ends, then closes every subscription.
+//
+// A panic while polling must neither end ctrld nor leave every stream of
+// the process waiting for a tailer that no longer polls (invariant I6).
+// It is logged and counted, and the tailer starts over (restart): every
+// subscription ends with ErrRestarted, so its agent reconnects from its
+// last bookmark, and what the tailer read above its watermark is read
+// again, because a poll cut short may have left it half-updated.
 func (t *Tailer) Run(ctx context.Context) error {
 	defer t.fillers.Wait()
 	defer t.stop()
@@ -181,7 +195,22 @@ func (t *Tailer) Run(ctx context.Context) error {
 		return err
 	}
 	close(t.ready)
+	for {
+		err := t.guard.Run("tailer", func() error { t.follow(ctx); return nil })
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		t.restart()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(recovery.RestartPause):
+		}
+	}
+}
 
+// follow polls until ctx ends.
+func (t *Tailer) follow(ctx context.Context) {
 	pollTick := time.NewTicker(t.cfg.PollInterval)
 	defer pollTick.Stop()
 	controlTick := time.NewTicker(t.cfg.ControlInterval)
@@ -198,7 +227,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return nil
+			return
 		case <-pollTick.C:
 		case <-t.poke:
 		case <-controlTick.C:
@@ -236,6 +265,24 @@ func (t *Tailer) start(ctx context.Context) error {
 	}
 }
 
+// restart ends every subscription and forgets everything read above the
+// watermark, keeping the watermark itself: it only moves at the end of a
+// poll's update of the holes, so a poll cut short leaves it true, while
+// maxSeen, the holes and the early rows may be half-updated. The next poll
+// reads everything above the watermark again.
+func (t *Tailer) restart() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.subs {
+		s.closeWith(ErrRestarted)
+	}
+	clear(t.subs)
+	t.maxSeen = t.watermark
+	t.holes = nil
+	t.early = nil
+	t.metrics.OpenHoles.Set(0)
+}
+
 func (t *Tailer) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -252,10 +299,7 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 	start := time.Now()
 	defer func() { t.metrics.PollDuration.Observe(time.Since(start).Seconds()) }()
 
-	t.mu.Lock()
-	after := t.maxSeen
-	holes := t.holes.oldest(maxHoleRanges)
-	t.mu.Unlock()
+	after, holes := t.toRead()
 
 	rows, err := t.query(ctx, "WHERE pk > ? ORDER BY pk LIMIT ?", after, t.cfg.BatchSize)
 	if err != nil {
@@ -300,6 +344,15 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 	t.deliver(visible, t.watermark != oldW)
 	t.fillOldHoles(ctx, now)
 	return len(rows) == t.cfg.BatchSize, nil
+}
+
+// toRead returns where the next read of new rows starts and the holes to
+// read again. Unlocked by defer: after a panic the tailer starts over and
+// must not find mu held.
+func (t *Tailer) toRead() (uint64, []hole) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.maxSeen, t.holes.oldest(maxHoleRanges)
 }
 
 // advance moves W to just below the lowest open hole and drops early rows

@@ -34,7 +34,15 @@ type Env struct {
 // take fast test defaults (10ms polls, 100ms hole grace).
 func Start(t testing.TB, cfg server.Config) *Env {
 	t.Helper()
-	e := &Env{t: t, DB: storetest.New(t), Config: withTestDefaults(cfg)}
+	return StartOn(t, storetest.New(t), cfg)
+}
+
+// StartOn is Start on db, a database from storetest.New that the test has
+// prepared: say, with an Ent query interceptor that must be in place
+// before ctrld's goroutines start querying.
+func StartOn(t testing.TB, db *store.DB, cfg server.Config) *Env {
+	t.Helper()
+	e := &Env{t: t, DB: db, Config: withTestDefaults(cfg)}
 	e.start()
 	return e
 }
