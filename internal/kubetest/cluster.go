@@ -58,6 +58,10 @@ type Cluster struct {
 
 	procs     []*process // in start order
 	userToken string
+	// apiserver is kube-apiserver's index in procs and how it was started,
+	// for RestartAPIServer.
+	apiserver     int
+	apiserverArgs []string
 }
 
 // UserConfig is a client config for LimitedUser, for tests of what RBAC
@@ -161,25 +165,27 @@ func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error
 		return nil, err
 	}
 
-	apiserver, err := c.run(filepath.Join(bin, "kube-apiserver"),
+	c.apiserver = len(c.procs)
+	c.apiserverArgs = []string{filepath.Join(bin, "kube-apiserver"),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--endpoint-reconciler-type=none",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(dir, "certs"),
-		"--tls-cert-file="+pki.certFile,
-		"--tls-private-key-file="+pki.keyFile,
-		"--client-ca-file="+pki.caFile,
-		"--token-auth-file="+pki.tokenFile,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + filepath.Join(dir, "certs"),
+		"--tls-cert-file=" + pki.certFile,
+		"--tls-private-key-file=" + pki.keyFile,
+		"--client-ca-file=" + pki.caFile,
+		"--token-auth-file=" + pki.tokenFile,
 		"--authorization-mode=RBAC",
-		"--etcd-servers="+etcdURL,
+		"--etcd-servers=" + etcdURL,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+pki.saPubFile,
-		"--service-account-signing-key-file="+pki.saKeyFile,
+		"--service-account-key-file=" + pki.saPubFile,
+		"--service-account-signing-key-file=" + pki.saKeyFile,
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--allow-privileged=true",
 		"--profiling=false",
-	)
+	}
+	apiserver, err := c.run(c.apiserverArgs[0], c.apiserverArgs[1:]...)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +204,7 @@ func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, apiserver, 60*time.Second, func() bool { return httpOK(httpClient, c.Config.Host+"/readyz") }); err != nil {
+	if err := c.waitReady(ctx, apiserver, httpClient); err != nil {
 		return nil, err
 	}
 	if opts.Workloads {
@@ -271,6 +277,31 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 		return fmt.Errorf("create fake node: %w", err)
 	}
 	return nil
+}
+
+// waitReady waits until the API server answers /readyz.
+func (c *Cluster) waitReady(ctx context.Context, apiserver *process, client *http.Client) error {
+	return waitFor(ctx, apiserver, 60*time.Second, func() bool { return httpOK(client, c.Config.Host+"/readyz") })
+}
+
+// RestartAPIServer kills kube-apiserver (SIGKILL, as a crash would) and
+// starts it again on the same port, certificates and etcd, whose data
+// stays: clients see their connections and watches break, then the same
+// objects at the same address. The controller manager, scheduler and kwok
+// keep running and reconnect by themselves. It returns once the new
+// process is ready.
+func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+	c.procs[c.apiserver].kill()
+	p, err := startProcess(c.Dir, c.apiserverArgs[0], c.apiserverArgs[1:]...)
+	if err != nil {
+		return err
+	}
+	c.procs[c.apiserver] = p // same place, so Stop still kills it before etcd
+	httpClient, err := rest.HTTPClientFor(c.Config)
+	if err != nil {
+		return err
+	}
+	return c.waitReady(ctx, p, httpClient)
 }
 
 // Stop kills every process, newest first, and removes the directory.

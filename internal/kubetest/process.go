@@ -22,11 +22,12 @@ type process struct {
 
 // startProcess runs bin with args in its own process group, killed by the
 // kernel if the test binary dies, and records its pid in <dir>/pids so a
-// later run can reap it should even that fail.
+// later run can reap it should even that fail. A restarted process appends
+// to its predecessor's log.
 func startProcess(dir, bin string, args ...string) (*process, error) {
 	name := filepath.Base(bin)
 	logPath := filepath.Join(dir, name+".log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,295 @@
+package convergecheck
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// DefaultConvergeWithin bounds the wait for convergence after a round. With
+// periodic resync off, what repairs a cluster is the stream (changes within
+// milliseconds of their commit, or the 100 ms hole grace of the test
+// ctrld), reconnects (agent backoff at most 500 ms here) and full syncs
+// (seconds for this pool of resources); on this 2-core machine a round
+// converges in a few seconds. 60 s leaves an order of magnitude of room for
+// a loaded machine, and anything longer is a resource that never arrives.
+const DefaultConvergeWithin = 60 * time.Second
+
+// Config sizes a run.
+type Config struct {
+	// Seed draws everything random; the same seed replays the same
+	// operations and faults.
+	Seed uint64
+	// Rounds to run (default 3), unless Duration is set.
+	Rounds int
+	// Duration, when set, runs rounds until it has passed.
+	Duration time.Duration
+	// RoundLength is how long operators run in a round (default 8s).
+	RoundLength time.Duration
+	// ConvergeWithin bounds the wait for convergence (default
+	// DefaultConvergeWithin).
+	ConvergeWithin time.Duration
+	// Faults are the kinds drawn from: nil means all that the setup can
+	// inject, empty means none.
+	Faults []string
+	// Logf reports progress (default: nothing).
+	Logf func(format string, args ...any)
+}
+
+// Report is what a run did.
+type Report struct {
+	Seed   uint64
+	Rounds int
+	// Ops counts operator calls by operation and outcome.
+	Ops map[string]OpStats
+	// Faults counts injected faults by kind.
+	Faults map[string]int
+	// Converge is each round's time from the end of its operations and
+	// faults until every region matched desired state.
+	Converge []time.Duration
+	// RetentionRows counts the change rows the retention fault deleted.
+	RetentionRows int64
+}
+
+// Median is the median time to converge.
+func (r Report) Median() time.Duration {
+	if len(r.Converge) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(r.Converge))
+	return s[len(s)/2]
+}
+
+// Max is the longest time to converge.
+func (r Report) Max() time.Duration {
+	if len(r.Converge) == 0 {
+		return 0
+	}
+	return slices.Max(r.Converge)
+}
+
+// String is the report for a test log.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d rounds; converged in median %s, max %s\n", r.Seed, r.Rounds,
+		r.Median().Round(time.Millisecond), r.Max().Round(time.Millisecond))
+	b.WriteString("operations (ok/rejected/failed):")
+	total := 0
+	for _, op := range slices.Sorted(maps.Keys(r.Ops)) {
+		s := r.Ops[op]
+		total += s.OK + s.Rejected + s.Failed
+		fmt.Fprintf(&b, " %s %d/%d/%d", op, s.OK, s.Rejected, s.Failed)
+	}
+	fmt.Fprintf(&b, " (%d calls)\nfaults:", total)
+	for _, f := range slices.Sorted(maps.Keys(r.Faults)) {
+		fmt.Fprintf(&b, " %s %d", f, r.Faults[f])
+	}
+	fmt.Fprintf(&b, " (retention deleted %d change rows)", r.RetentionRows)
+	return b.String()
+}
+
+// DivergenceError is a round that did not converge in time.
+type DivergenceError struct {
+	Seed   uint64
+	Round  int
+	Within time.Duration
+	// Problems lists, per region, what is missing, extra or wrong, and any
+	// agent that is not connected or not caught up.
+	Problems []string
+	// Schedule is the round's fault schedule, for the diagnosis.
+	Schedule []string
+}
+
+func (e *DivergenceError) Error() string {
+	return fmt.Sprintf("round %d (seed %d) did not converge within %s:\n  %s\nfault schedule of the round:\n  %s",
+		e.Round, e.Seed, e.Within, strings.Join(e.Problems, "\n  "), strings.Join(e.Schedule, "\n  "))
+}
+
+func (c *Config) defaults() {
+	if c.Rounds <= 0 {
+		c.Rounds = 3
+	}
+	if c.RoundLength <= 0 {
+		c.RoundLength = 8 * time.Second
+	}
+	if c.ConvergeWithin <= 0 {
+		c.ConvergeWithin = DefaultConvergeWithin
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+}
+
+// Run starts the system on setup and runs rounds until cfg says stop or a
+// round does not converge (a *DivergenceError). Call it from the test's
+// goroutine: the faults restart servers through t.
+func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
+	t.Helper()
+	cfg.defaults()
+	kinds := cfg.Faults
+	if kinds == nil {
+		for _, k := range AllFaults {
+			if k != FaultMariaDB || setup.MariaDB != nil {
+				kinds = append(kinds, k)
+			}
+		}
+	}
+	s := Start(t, setup)
+	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
+	ctx := context.Background()
+	began := time.Now()
+	for round := 1; ; round++ {
+		if cfg.Duration > 0 && time.Since(began) >= cfg.Duration || cfg.Duration <= 0 && round > cfg.Rounds {
+			break
+		}
+		took, err := s.round(ctx, round, rng.Uint64(), kinds, cfg, &rep)
+		rep.RetentionRows = s.retentionRows
+		if err != nil {
+			return rep, err
+		}
+		rep.Rounds = round
+		rep.Converge = append(rep.Converge, took)
+	}
+	return rep, nil
+}
+
+// round runs operators and the fault schedule concurrently, then waits for
+// convergence and returns how long that took.
+func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, cfg Config, rep *Report) (time.Duration, error) {
+	rng := rand.New(rand.NewPCG(seed, 0))
+	operators := 2 + rng.IntN(maxOperators-1)
+	var steps []step
+	if len(kinds) > 0 {
+		steps = s.schedule(rng, kinds, 2+rng.IntN(4), cfg.RoundLength)
+	}
+	var schedule []string
+	for _, st := range steps {
+		schedule = append(schedule, fmt.Sprintf("%6.2fs %s", st.at.Seconds(), st.what))
+	}
+	cfg.Logf("round %d: %d operators for %s, %d fault steps", n, operators, cfg.RoundLength, len(steps))
+
+	counts := &opCounter{}
+	opsCtx, stopOps := context.WithTimeout(ctx, cfg.RoundLength)
+	defer stopOps()
+	var wg sync.WaitGroup
+	for i := range operators {
+		o := &operator{client: s.operators[i], rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts}
+		wg.Go(func() { o.run(opsCtx) })
+	}
+	start := time.Now()
+	faultErr := s.runSchedule(ctx, start, steps, rep.Faults, cfg.Logf)
+	wg.Wait()
+	for op, c := range counts.ops {
+		sum := rep.Ops[op]
+		sum.OK, sum.Rejected, sum.Failed = sum.OK+c.OK, sum.Rejected+c.Rejected, sum.Failed+c.Failed
+		rep.Ops[op] = sum
+	}
+	if faultErr != nil {
+		return 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, faultErr)
+	}
+
+	// Operations and faults are over: from here the system must converge
+	// by itself.
+	took, problems := s.converge(ctx, cfg.ConvergeWithin)
+	if problems != nil {
+		return 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
+	}
+	cfg.Logf("round %d: converged %s after operations and faults ended", n, took.Round(time.Millisecond))
+	return took, nil
+}
+
+// settle is how long a converged state must hold before it counts: a
+// region that matches but then changes again had an apply still coming.
+const settle = time.Second
+
+// converge waits until no region diverges, and stays so for settle; it
+// returns how long that took, or the last divergence found when within
+// has passed.
+func (s *System) converge(ctx context.Context, within time.Duration) (time.Duration, []string) {
+	start := time.Now()
+	deadline := start.Add(within)
+	var matched time.Time // when the current run of matching checks began
+	for {
+		problems := s.divergence(ctx)
+		switch {
+		case len(problems) > 0:
+			matched = time.Time{}
+		case matched.IsZero():
+			matched = time.Now()
+		case time.Since(matched) >= settle:
+			return matched.Sub(start), nil
+		}
+		if time.Now().After(deadline) {
+			if len(problems) == 0 {
+				return matched.Sub(start), nil
+			}
+			return 0, problems
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// divergence lists how the regions differ from desired state, prefixed by
+// region; nil means none.
+func (s *System) divergence(ctx context.Context) []string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	want, err := s.desired(ctx)
+	if err != nil {
+		return []string{"cannot read desired state: " + err.Error()}
+	}
+	var problems []string
+	for _, name := range Regions {
+		r := s.regions[name]
+		got, err := r.actual(ctx)
+		if err != nil {
+			problems = append(problems, name+": cannot list the cluster: "+err.Error())
+			continue
+		}
+		for _, line := range diff(want[name], got) {
+			problems = append(problems, name+": "+line)
+		}
+		if r.agent == nil {
+			problems = append(problems, name+": no agent running")
+		} else if exited, err := r.agent.exited(); exited {
+			problems = append(problems, fmt.Sprintf("%s: the agent stopped by itself: %v", name, err))
+		}
+	}
+	// Matching objects are not enough: an agent with changes still to apply
+	// may yet move away from them.
+	regions, err := s.control.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		return append(problems, "cannot list regions: "+err.Error())
+	}
+	seen := 0
+	for _, o := range regions.GetRegions() {
+		if !slices.Contains(Regions, o.Region) {
+			continue
+		}
+		seen++
+		switch {
+		case !o.AgentConnected:
+			problems = append(problems, o.Region+": agent not connected")
+		case o.Paused:
+			problems = append(problems, o.Region+": paused")
+		case o.LagChanges > 0:
+			problems = append(problems, fmt.Sprintf("%s: agent lags %d changes (acked %d, head %d)", o.Region, o.LagChanges, o.AckedVersion, o.HeadVersion))
+		}
+		if len(problems) > 0 && o.LastError != "" {
+			problems = append(problems, o.Region+": agent's last error: "+o.LastError)
+		}
+	}
+	if seen < len(Regions) {
+		problems = append(problems, fmt.Sprintf("ctrld lists %d of the %d regions", seen, len(Regions)))
+	}
+	return problems
+}

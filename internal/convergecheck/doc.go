@@ -1,0 +1,36 @@
+// Package convergecheck is the end-to-end convergence checker: it runs the
+// whole system on real parts (ctrld in-process on a fresh MariaDB database,
+// one real kube-apiserver with kwok per region, one in-process agentd per
+// region with periodic resync off), drives it with concurrent random
+// operator actions while a seeded schedule injects faults, and after every
+// round checks that each cluster holds exactly the desired state in the
+// database, no more and no less, within a bound.
+//
+// What it owns:
+//
+//   - the round: operators (2–3 goroutines) issue operator-API calls on a
+//     small pool of IDs, so creates, deletes and re-creates of one ID (also
+//     in another environment, that is another namespace) collide; the fault
+//     schedule runs meanwhile (ctrld restart, an agent moved to a second
+//     ctrld replica, agent kill and restart, stream cut, region pause and
+//     resume, forced resync, retention deleting change rows past a stopped
+//     agent's cursor, kube-apiserver restart, and a MariaDB restart when the
+//     checker runs its own MariaDB server);
+//   - the verdict: desired state read from the database (running
+//     topologies, running sentinels, policies) against every object with the
+//     managed-by label of the kinds agentd applies (StatefulSet, Service,
+//     Deployment, CiliumNetworkPolicy) in any namespace of each region,
+//     compared by whole identity (kind, namespace, name) and by the fields
+//     agentd sets from desired state; plus every region's agent connected and
+//     caught up (no lag), and the state still equal a moment later;
+//   - the report: rounds, operations and faults by type, time to converge.
+//
+// Everything random comes from one seed (math/rand/v2 PCG): the same seed
+// replays the same operations and fault schedule, though not the same
+// interleaving, which the goroutines and real processes decide.
+//
+// Objects that other controllers derive from the managed ones (Pods,
+// ReplicaSets, ControllerRevisions, EndpointSlices) and the namespaces
+// agentd creates on demand and never deletes are not compared: they are not
+// desired state.
+package convergecheck

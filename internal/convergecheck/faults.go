@@ -1,0 +1,206 @@
+package convergecheck
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Fault kinds.
+const (
+	// FaultCtrldRestart stops ctrld and starts it again on the same
+	// address: every stream on it ends, every agent on it reconnects.
+	FaultCtrldRestart = "ctrld-restart"
+	// FaultReplica moves a region's agent to a second ctrld replica on the
+	// same database for a while, then back, stopping the replica.
+	FaultReplica = "ctrld-replica"
+	// FaultAgentKill stops a region's agent for a while and starts a new one
+	// with the same identity, from scratch (a full sync).
+	FaultAgentKill = "agent-kill"
+	// FaultStreamCut breaks a region's open stream; the agent resumes from
+	// its last bookmark.
+	FaultStreamCut = "stream-cut"
+	// FaultPause pauses a region for a while (operator API), then resumes it.
+	FaultPause = "region-pause"
+	// FaultResync forces a region's full sync (operator API).
+	FaultResync = "force-resync"
+	// FaultRetention stops a region's agent, then deletes every change row
+	// up to the safe watermark (retention with a TTL of ~0 and no agent
+	// holding rows) and starts the agent again: its cursor now lies below
+	// the retained rows, so it must be told resync_required.
+	FaultRetention = "retention"
+	// FaultAPIServer kills a region's kube-apiserver and starts it again on
+	// the same etcd.
+	FaultAPIServer = "apiserver-restart"
+	// FaultMariaDB kills the checker's own MariaDB server and starts it
+	// again (only with Setup.MariaDB).
+	FaultMariaDB = "mariadb-restart"
+)
+
+// AllFaults lists every fault kind.
+var AllFaults = []string{FaultCtrldRestart, FaultReplica, FaultAgentKill, FaultStreamCut, FaultPause,
+	FaultResync, FaultRetention, FaultAPIServer, FaultMariaDB}
+
+// step is one action of a round's fault schedule, at a time from the
+// round's start. A fault that lasts has two steps: its start (which names
+// the fault) and its end.
+type step struct {
+	at    time.Duration
+	fault string // the fault a start step injects; "" for an end step
+	what  string // for logs and the failure report
+	do    func(ctx context.Context) (injected bool, err error)
+}
+
+// schedule draws n faults of the given kinds within length. Faults may
+// overlap; a step that finds its fault already in place (an agent already
+// killed, say) does nothing and is not counted.
+func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Duration) []step {
+	var steps []step
+	for range n {
+		kind := pick(rng, kinds)
+		at := time.Duration(rng.Int64N(int64(length)))
+		hold := 300*time.Millisecond + time.Duration(rng.Int64N(int64(3*time.Second)))
+		r := s.regions[pick(rng, Regions)]
+		start := func(what string, do func(ctx context.Context) (bool, error)) {
+			steps = append(steps, step{at: at, fault: kind, what: what, do: do})
+		}
+		end := func(what string, do func(ctx context.Context) (bool, error)) {
+			steps = append(steps, step{at: at + hold, what: what, do: do})
+		}
+		switch kind {
+		case FaultCtrldRestart:
+			start("restart ctrld", func(context.Context) (bool, error) { s.env.Restart(); return true, nil })
+		case FaultReplica:
+			start("move agent "+r.name+" to a new ctrld replica", func(context.Context) (bool, error) { return s.toReplica(r), nil })
+			end("move agent "+r.name+" back, stop the replica", func(context.Context) (bool, error) { return s.fromReplica(r), nil })
+		case FaultAgentKill:
+			start("kill agent "+r.name, func(context.Context) (bool, error) { return r.stopAgent(), nil })
+			end("start agent "+r.name, func(context.Context) (bool, error) { return r.startAgent(), nil })
+		case FaultStreamCut:
+			start("cut agent "+r.name+"'s stream", func(context.Context) (bool, error) { r.link.cut(); return true, nil })
+		case FaultPause:
+			start("pause "+r.name, func(ctx context.Context) (bool, error) { return true, s.setPaused(ctx, r.name, true) })
+			end("resume "+r.name, func(ctx context.Context) (bool, error) { return false, s.setPaused(ctx, r.name, false) })
+		case FaultResync:
+			start("force resync of "+r.name, func(ctx context.Context) (bool, error) { return true, s.forceResync(ctx, r.name) })
+		case FaultRetention:
+			start("kill agent "+r.name+" for retention", func(context.Context) (bool, error) { return r.stopAgent(), nil })
+			end("delete change rows, start agent "+r.name, func(ctx context.Context) (bool, error) {
+				err := s.cleanChanges(ctx)
+				r.startAgent()
+				return false, err
+			})
+		case FaultAPIServer:
+			start("restart "+r.name+"'s kube-apiserver", func(ctx context.Context) (bool, error) {
+				return true, r.cluster.RestartAPIServer(ctx)
+			})
+		case FaultMariaDB:
+			down := hold / 3
+			start(fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond)), func(ctx context.Context) (bool, error) {
+				return true, s.mariadb.Restart(ctx, down)
+			})
+		}
+	}
+	slices.SortStableFunc(steps, func(a, b step) int { return int(a.at - b.at) })
+	return steps
+}
+
+// runSchedule runs the steps at their times from start (at once when
+// behind: a restart can take seconds) and counts the faults injected.
+func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step, faults map[string]int, logf func(string, ...any)) error {
+	for _, st := range steps {
+		if wait := time.Until(start.Add(st.at)); wait > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		}
+		began := time.Now()
+		injected, err := st.do(ctx)
+		if err != nil {
+			return fmt.Errorf("fault step %q: %w", st.what, err)
+		}
+		if st.fault != "" && injected {
+			faults[st.fault]++
+		}
+		note := ""
+		if st.fault != "" && !injected {
+			note = " (already in place, skipped)"
+		}
+		logf("  %6.2fs %s%s (%s)", time.Since(start).Seconds(), st.what, note, time.Since(began).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// toReplica starts a second ctrld on the same database and moves the
+// region's agent to it.
+func (s *System) toReplica(r *region) bool {
+	if r.replica != nil {
+		return false
+	}
+	r.replica = s.env.StartReplica()
+	r.link.moveTo(ctrlv1.NewClusterServiceClient(servertest.Dial(s.t, r.replica.Addr, r.token)))
+	return true
+}
+
+// fromReplica moves the agent back to the main ctrld and stops the replica.
+func (s *System) fromReplica(r *region) bool {
+	if r.replica == nil {
+		return false
+	}
+	r.link.moveTo(r.primary)
+	r.replica.Stop()
+	r.replica = nil
+	return true
+}
+
+// retryControl retries a control call through ctrld or database restarts:
+// a region left paused would never converge.
+func retryControl(ctx context.Context, call func(context.Context) error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := call(callCtx)
+		cancel()
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (s *System) setPaused(ctx context.Context, region string, paused bool) error {
+	return retryControl(ctx, func(ctx context.Context) error {
+		_, err := s.control.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: paused})
+		return err
+	})
+}
+
+func (s *System) forceResync(ctx context.Context, region string) error {
+	return retryControl(ctx, func(ctx context.Context) error {
+		_, err := s.control.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "convergecheck"})
+		return err
+	})
+}
+
+// cleanChanges runs retention once with a TTL of ~0 and no agent holding
+// rows: every change row up to the safe watermark goes.
+func (s *System) cleanChanges(ctx context.Context) error {
+	c := retention.New(s.env.DB.SQL, retention.Config{TTL: time.Nanosecond, MaxAge: time.Nanosecond, AgentWindow: time.Nanosecond},
+		servertest.Logger(), metrics.New(prometheus.NewRegistry()))
+	return retryControl(ctx, func(ctx context.Context) error {
+		n, err := c.RunOnce(ctx)
+		s.retentionRows += n
+		return err
+	})
+}

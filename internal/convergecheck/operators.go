@@ -1,0 +1,171 @@
+package convergecheck
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// The pools operators draw from: few enough that creates, deletes and
+// re-creates of one ID meet, also across environments (namespaces), and
+// sentinels and policies of one environment and region collide.
+var (
+	deploymentIDs = []string{"api", "web", "worker", "cron", "auth"}
+	sentinelIDs   = []string{"gw1", "gw2", "gw3"}
+	policyIDs     = []string{"pol1", "pol2", "pol3", "pol4"}
+	policyNames   = []string{"allow-dns", "deny-all"}
+	workspaces    = []string{"acme", "beta"}
+	environments  = []string{"prod", "dev"}
+	images        = []string{"ghcr.io/acme/app:v1", "ghcr.io/acme/app:v2", "ghcr.io/acme/app:v3"}
+)
+
+// OpStats counts one operation type's calls by outcome.
+type OpStats struct {
+	// OK calls changed desired state.
+	OK int
+	// Rejected calls were refused for what they asked (not found, already
+	// exists, invalid): the pools make many of them, on purpose.
+	Rejected int
+	// Failed calls did not get an answer (ctrld or the database down).
+	Failed int
+}
+
+// opCounter is OpStats by operation, shared by concurrent operators.
+type opCounter struct {
+	mu  sync.Mutex
+	ops map[string]*OpStats
+}
+
+func (c *opCounter) add(op string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ops == nil {
+		c.ops = map[string]*OpStats{}
+	}
+	s := c.ops[op]
+	if s == nil {
+		s = &OpStats{}
+		c.ops[op] = s
+	}
+	switch status.Code(err) {
+	case codes.OK:
+		s.OK++
+	case codes.NotFound, codes.AlreadyExists, codes.InvalidArgument, codes.FailedPrecondition:
+		s.Rejected++
+	default:
+		s.Failed++
+	}
+}
+
+// operator issues random operator-API calls, one at a time.
+type operator struct {
+	client ctrlv1.OperatorServiceClient
+	rng    *rand.Rand
+	count  *opCounter
+}
+
+// run calls until ctx ends, with short random pauses, as a busy console
+// and deploy pipeline would.
+func (o *operator) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		op, err := o.call(callCtx)
+		cancel()
+		o.count.add(op, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(20+o.rng.IntN(200)) * time.Millisecond):
+		}
+	}
+}
+
+func pick[T any](rng *rand.Rand, from []T) T { return from[rng.IntN(len(from))] }
+
+// region is one region, or (when all is allowed and drawn) "" for every
+// region of a deployment.
+func (o *operator) region(all bool) string {
+	if all && o.rng.IntN(3) == 0 {
+		return ""
+	}
+	return pick(o.rng, Regions)
+}
+
+// call makes one random call and names its operation.
+func (o *operator) call(ctx context.Context) (string, error) {
+	c, rng := o.client, o.rng
+	switch n := rng.IntN(100); {
+	case n < 18:
+		regions := []string{pick(rng, Regions)}
+		if rng.IntN(2) == 0 {
+			regions = Regions
+		}
+		_, err := c.Deploy(ctx, &ctrlv1.DeployRequest{
+			DeploymentId: pick(rng, deploymentIDs), WorkspaceId: pick(rng, workspaces), EnvironmentId: pick(rng, environments),
+			Image: pick(rng, images), CpuMillicores: 50, MemoryMib: 64, Regions: regions, Replicas: int32(rng.IntN(3)),
+		})
+		return "deploy", err
+	case n < 30:
+		_, err := c.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: pick(rng, deploymentIDs), Region: o.region(true), Replicas: int32(rng.IntN(4))})
+		return "scale", err
+	case n < 40:
+		_, err := c.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: pick(rng, deploymentIDs), Region: o.region(true),
+			Status: ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED})
+		return "stop", err
+	case n < 50:
+		_, err := c.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: pick(rng, deploymentIDs), Region: o.region(true),
+			Status: ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING})
+		return "start", err
+	case n < 60:
+		_, err := c.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: pick(rng, deploymentIDs)})
+		return "delete-deployment", err
+	case n < 75:
+		stopped := rng.IntN(4) == 0
+		_, err := c.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{
+			SentinelId: pick(rng, sentinelIDs), WorkspaceId: pick(rng, workspaces), EnvironmentId: pick(rng, environments),
+			Region: pick(rng, Regions), Image: pick(rng, images), Replicas: int32(rng.IntN(3)), CpuMillicores: 50, MemoryMib: 32,
+			Stopped: stopped,
+		})
+		if stopped {
+			return "stop-sentinel", err
+		}
+		return "ensure-sentinel", err
+	case n < 82:
+		_, err := c.DeleteSentinel(ctx, &ctrlv1.DeleteSentinelRequest{SentinelId: pick(rng, sentinelIDs)})
+		return "delete-sentinel", err
+	case n < 93:
+		req := &ctrlv1.PutCiliumNetworkPolicyRequest{
+			PolicyId: pick(rng, policyIDs), WorkspaceId: pick(rng, workspaces), EnvironmentId: pick(rng, environments),
+			Region: pick(rng, Regions), Name: pick(rng, policyNames), Spec: policySpec(rng),
+		}
+		if rng.IntN(2) == 0 {
+			req.DeploymentId = pick(rng, deploymentIDs) // ties it to the deployment's lifetime, if that exists
+		}
+		_, err := c.PutCiliumNetworkPolicy(ctx, req)
+		return "ensure-policy", err
+	default:
+		_, err := c.DeleteCiliumNetworkPolicy(ctx, &ctrlv1.DeleteCiliumNetworkPolicyRequest{PolicyId: pick(rng, policyIDs)})
+		return "delete-policy", err
+	}
+}
+
+// policySpec is a small Cilium spec; its port varies, so ensures update.
+func policySpec(rng *rand.Rand) *structpb.Struct {
+	spec, err := structpb.NewStruct(map[string]any{
+		"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "x"}},
+		"egress": []any{map[string]any{"toPorts": []any{map[string]any{"ports": []any{
+			map[string]any{"port": fmt.Sprint(53 + rng.IntN(3)), "protocol": "UDP"},
+		}}}}},
+	})
+	if err != nil {
+		panic(err) // a literal that is JSON-shaped by construction
+	}
+	return spec
+}

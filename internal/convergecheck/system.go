@@ -1,0 +1,252 @@
+package convergecheck
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/kube"
+	agentmetrics "github.com/deploysync/deploysync/agentd/metrics"
+	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/kubetest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Regions are the checker's regions: one cluster and one agent each.
+var Regions = []string{"eu", "us"}
+
+// Setup is what a System runs on.
+type Setup struct {
+	// Clusters has a control plane for every region in Regions. Start
+	// first removes the managed objects an earlier run left in them.
+	Clusters map[string]*kubetest.Cluster
+	// DropDeletes breaks the system on purpose: no delete event reaches an
+	// agent. Only the test that proves the checker can fail sets it.
+	DropDeletes bool
+	// MariaDB, when set, is a server of the checker's own that ctrld's
+	// database lives on, so a fault may restart it (the shared test server
+	// is never restarted: other test packages use it at the same time).
+	MariaDB *MariaDB
+}
+
+// System is the whole deployment pipeline under test.
+type System struct {
+	t         testing.TB
+	env       *servertest.Env
+	regions   map[string]*region
+	control   ctrlv1.OperatorServiceClient   // the fault schedule's: pause, resume, resync
+	operators []ctrlv1.OperatorServiceClient // one per concurrent operator
+	mariadb   *MariaDB
+
+	retentionRows int64 // change rows the retention fault deleted
+}
+
+// region is one region's cluster and agent, and how the agent reaches ctrld.
+type region struct {
+	name    string
+	cluster *kubetest.Cluster
+	kube    kubernetes.Interface
+	dyn     dynamic.Interface
+	clients agent.Clients
+	token   string
+	primary ctrlv1.ClusterServiceClient // the restartable main ctrld
+	link    *link
+	replica *server.Server // the second ctrld serving the agent, while moved
+	agent   *agentRun      // nil while killed
+}
+
+type agentRun struct {
+	cancel context.CancelFunc
+	done   chan struct{} // closed when agent.Run has returned, with err
+	err    error
+}
+
+// exited tells why the agent stopped by itself, if it did.
+func (a *agentRun) exited() (bool, error) {
+	select {
+	case <-a.done:
+		return true, a.err
+	default:
+		return false, nil
+	}
+}
+
+// maxOperators is how many operators may run at once.
+const maxOperators = 3
+
+// Start runs ctrld on a fresh database and one agent per region, on
+// clusters cleaned of managed objects. Everything stops when t ends.
+func Start(t testing.TB, setup Setup) *System {
+	t.Helper()
+	if setup.MariaDB != nil {
+		t.Setenv("DEPLOYSYNC_TEST_MYSQL_DSN", setup.MariaDB.DSN)
+	}
+	env := servertest.Start(t, server.Config{})
+	s := &System{t: t, env: env, regions: map[string]*region{}, control: env.Operator("faults"), mariadb: setup.MariaDB}
+	for i := range maxOperators {
+		s.operators = append(s.operators, env.Operator(fmt.Sprintf("operator-%d", i)))
+	}
+	ctx := context.Background()
+	for _, name := range Regions {
+		c := setup.Clusters[name]
+		if c == nil {
+			t.Fatalf("convergecheck: no cluster for region %s", name)
+		}
+		clients, err := agent.ClientsFor(c.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.InstallCiliumCRD(t)
+		if err := clean(ctx, clients); err != nil {
+			t.Fatalf("convergecheck: clean the %s cluster: %v", name, err)
+		}
+		token := env.AgentToken(name)
+		primary := ctrlv1.NewClusterServiceClient(servertest.Dial(t, env.Server.Addr, token))
+		r := &region{name: name, cluster: c, kube: clients.Kube, dyn: clients.Dynamic, clients: clients,
+			token: token, primary: primary, link: newLink(primary, setup.DropDeletes)}
+		s.regions[name] = r
+		r.startAgent()
+		t.Cleanup(func() { r.stopAgent() })
+	}
+	return s
+}
+
+// startAgent runs the region's agent with its one identity, as a restarted
+// agentd process would: same region, same identity, new process state.
+// Periodic resync is off, so only the stream and forced resyncs repair.
+// It reports false when the agent already runs.
+func (r *region) startAgent() bool {
+	if r.agent != nil {
+		return false
+	}
+	cfg := agent.Config{
+		Region: r.name, Identity: "agent-" + r.name,
+		ResyncInterval:    -1, // off
+		BackoffMin:        50 * time.Millisecond,
+		BackoffMax:        500 * time.Millisecond,
+		HeartbeatInterval: 500 * time.Millisecond,
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &agentRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(run.done)
+		run.err = agent.Run(ctx, cfg, r.clients, r.link, servertest.Logger(), agentmetrics.New(prometheus.NewRegistry()))
+	}()
+	r.agent = run
+	return true
+}
+
+// stopAgent kills the region's agent (cancels it, as SIGTERM would) and
+// waits until it has stopped. It reports false when no agent ran.
+func (r *region) stopAgent() bool {
+	if r.agent == nil {
+		return false
+	}
+	r.agent.cancel()
+	<-r.agent.done
+	r.agent = nil
+	return true
+}
+
+// managedKinds are the kinds agentd applies, with how to list its objects
+// of each in every namespace.
+var managedKinds = []struct {
+	kind string
+	list func(ctx context.Context, c agent.Clients) ([]metav1.Object, error)
+}{
+	{"StatefulSet", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
+		l, err := c.Kube.AppsV1().StatefulSets("").List(ctx, managedOnly)
+		if err != nil {
+			return nil, err
+		}
+		return objects(l.Items), nil
+	}},
+	{"Service", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
+		l, err := c.Kube.CoreV1().Services("").List(ctx, managedOnly)
+		if err != nil {
+			return nil, err
+		}
+		return objects(l.Items), nil
+	}},
+	{"Deployment", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
+		l, err := c.Kube.AppsV1().Deployments("").List(ctx, managedOnly)
+		if err != nil {
+			return nil, err
+		}
+		return objects(l.Items), nil
+	}},
+	{"CiliumNetworkPolicy", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
+		l, err := c.Dynamic.Resource(reconcile.PolicyResource).List(ctx, managedOnly)
+		if err != nil {
+			return nil, err
+		}
+		return objects(l.Items), nil
+	}},
+}
+
+var managedOnly = metav1.ListOptions{LabelSelector: kube.ManagedSelector}
+
+// objects takes a list's Items, values, to their metadata.
+func objects[T any, PT interface {
+	*T
+	metav1.Object
+}](items []T) []metav1.Object {
+	out := make([]metav1.Object, len(items))
+	for i := range items {
+		out[i] = PT(&items[i])
+	}
+	return out
+}
+
+// clean deletes every managed object, so a run starts from an empty
+// cluster whatever the clusters' earlier users left, and waits until they
+// are gone.
+func clean(ctx context.Context, c agent.Clients) error {
+	del := map[string]func(ctx context.Context, ns, name string) error{
+		"StatefulSet": func(ctx context.Context, ns, name string) error {
+			return c.Kube.AppsV1().StatefulSets(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+		"Service": func(ctx context.Context, ns, name string) error {
+			return c.Kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+		"Deployment": func(ctx context.Context, ns, name string) error {
+			return c.Kube.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+		"CiliumNetworkPolicy": func(ctx context.Context, ns, name string) error {
+			return c.Dynamic.Resource(reconcile.PolicyResource).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left := 0
+		for _, k := range managedKinds {
+			objs, err := k.list(ctx, c)
+			if err != nil {
+				return err
+			}
+			for _, o := range objs {
+				left++
+				if err := del[k.kind](ctx, o.GetNamespace(), o.GetName()); err != nil && !apierrors.IsNotFound(err) {
+					return fmt.Errorf("delete %s %s/%s: %w", k.kind, o.GetNamespace(), o.GetName(), err)
+				}
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d managed objects still there after 30s", left)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
