@@ -183,3 +183,19 @@ func nextEvent(t *testing.T, w watch.Interface) watch.Event {
 	}
 	return watch.Event{}
 }
+
+// A restarted API server serves the same objects at the same address: etcd
+// keeps them.
+func TestRestartAPIServerKeepsObjects(t *testing.T) {
+	cluster := kubetest.StartForTest(t, kubetest.Options{})
+	client := cluster.Client(t)
+	ns := cluster.Namespace(t)
+	ctx := context.Background()
+	applyService(t, client, ns)
+	if err := cluster.RestartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Services(ns).Get(ctx, "d1", metav1.GetOptions{}); err != nil {
+		t.Fatalf("the service after the restart: %v", err)
+	}
+}
