@@ -28,6 +28,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/agentd/status"
 	"github.com/deploysync/deploysync/agentd/watch"
+	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -183,7 +184,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	d := dispatch.New(router, log, func(acked uint64) {
 		m.AckedCursor.Set(float64(acked))
 		hb.poke()
-	})
+	}, dispatch.WithPanics(m.Panics))
 	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return router.present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, StatusChanged: hb.poke,
@@ -219,14 +220,17 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	if err := c.Start(ctx); err != nil {
 		return err
 	}
+	// A panic in one of these loops starts it again: none keeps anything
+	// between rounds that a panic could leave half-done. (Applies and
+	// streams recover on their own, in the dispatcher and the watcher.)
+	guard := recovery.Guard{Log: log, Panics: m.Panics}
 	var wg sync.WaitGroup
-	run := func(f func()) {
-		wg.Add(1)
-		go func() { defer wg.Done(); f() }()
+	run := func(where string, f func(context.Context)) {
+		wg.Go(func() { guard.Loop(ctx, where, f) })
 	}
-	run(func() { d.Run(ctx, cfg.Workers) })
-	run(func() { reporter.Run(ctx) })
-	run(func() { hb.run(ctx) })
+	run("dispatcher", func(ctx context.Context) { d.Run(ctx, cfg.Workers) })
+	run("status", reporter.Run)
+	run("heartbeat", hb.run)
 	err := w.Run(ctx)
 	cancel()
 	wg.Wait()

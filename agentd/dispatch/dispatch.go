@@ -31,6 +31,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -74,6 +75,7 @@ type Dispatcher struct {
 	handler Handler
 	queue   workqueue.TypedRateLimitingInterface[Key]
 	log     *slog.Logger
+	guard   recovery.Guard // turns a panic in handler into a failed apply
 
 	mu        sync.Mutex
 	seq       uint64         // sequence of the last event received
@@ -102,17 +104,22 @@ type bookmark struct {
 
 // New returns a dispatcher; onAck is called (outside locks) whenever the
 // acknowledged cursor moves.
-func New(handler Handler, log *slog.Logger, onAck func(uint64)) *Dispatcher {
+func New(handler Handler, log *slog.Logger, onAck func(uint64), opts ...Option) *Dispatcher {
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 2*time.Minute)
-	return &Dispatcher{
+	d := &Dispatcher{
 		handler:  handler,
 		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "agentd"}),
 		log:      log,
+		guard:    recovery.Guard{Log: log},
 		desired:  map[Key]Intent{},
 		pending:  map[Key]uint64{},
 		failures: map[Key]failure{},
 		onAck:    onAck,
 	}
+	for _, opt := range opts {
+		opt(d)
+	}
+	return d
 }
 
 // KeyOf names the resource an event is about.
@@ -294,12 +301,13 @@ func (d *Dispatcher) Run(ctx context.Context, workers int) {
 	}()
 	var wg sync.WaitGroup
 	for range max(1, workers) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for d.work(ctx) {
+		wg.Go(func() {
+			// The handler's panics are failed applies (handle); this is
+			// for the dispatcher's own, which end only the item at hand.
+			for more := true; more; {
+				d.guard.Run("dispatch-worker", func() error { more = d.work(ctx); return nil })
 			}
-		}()
+		})
 	}
 	wg.Wait()
 }
@@ -317,7 +325,7 @@ func (d *Dispatcher) work(ctx context.Context) bool {
 		d.queue.Forget(key)
 		return true
 	}
-	err := d.handler.Handle(ctx, key, in)
+	err := d.handle(ctx, key, in)
 	d.mu.Lock()
 	if err != nil {
 		f, failing := d.failures[key]

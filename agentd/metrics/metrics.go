@@ -20,6 +20,7 @@ type Metrics struct {
 	GCFailures     prometheus.Counter
 	Conflicts      *prometheus.CounterVec
 	Leader         prometheus.Gauge
+	Panics         *prometheus.CounterVec
 }
 
 // New registers agentd's metrics with reg.
@@ -63,5 +64,8 @@ func New(reg prometheus.Registerer) *Metrics {
 		Leader: f.NewGauge(prometheus.GaugeOpts{
 			Name: "agentd_leader", Help: "1 while this replica holds the region's lease and applies.",
 		}),
+		Panics: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentd_panics_total", Help: "Panics recovered, by where: one resource's apply (retried with backoff), a stream (reconnected) or a background loop (started again). The process lived on; each one is a bug, logged with its stack.",
+		}, []string{"where"}),
 	}
 }

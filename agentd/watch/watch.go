@@ -33,6 +33,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/metrics"
+	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -66,6 +67,7 @@ type Watcher struct {
 	cfg        Config
 	log        *slog.Logger
 	metrics    *metrics.Metrics
+	guard      recovery.Guard
 
 	mu           sync.Mutex
 	cursor       uint64
@@ -89,7 +91,8 @@ func New(client ctrlv1.ClusterServiceClient, d *dispatch.Dispatcher, present Pre
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = time.Minute
 	}
-	return &Watcher{client: client, dispatcher: d, present: present, cfg: cfg, log: log, metrics: m}
+	return &Watcher{client: client, dispatcher: d, present: present, cfg: cfg, log: log, metrics: m,
+		guard: recovery.Guard{Log: log, Panics: m.Panics}}
 }
 
 // errResync ends a stream to reconnect with cursor 0.
@@ -99,7 +102,16 @@ var errResync = errors.New("resync")
 func (w *Watcher) Run(ctx context.Context) error {
 	failures := 0
 	for ctx.Err() == nil {
-		healthy, err := w.stream(ctx)
+		// A panic while handling the stream (say, in garbage collection)
+		// ends that stream like an error the agent cannot handle: logged,
+		// counted, and reconnected from the last bookmark after a growing
+		// backoff. Events received before it are in the dispatcher, and
+		// the cursor only moves on bookmarks handled in full.
+		var healthy bool
+		err := w.guard.Run("watch", func() (err error) {
+			healthy, err = w.stream(ctx)
+			return err
+		})
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -169,18 +181,20 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	events := make(chan *ctrlv1.DeploymentChangeEvent)
 	recvErr := make(chan error, 1)
 	go func() {
-		for {
-			ev, err := s.Recv()
-			if err != nil {
-				recvErr <- err
-				return
+		// A panic here (a message that does not decode?) ends the stream.
+		recvErr <- w.guard.Run("watch-recv", func() error {
+			for {
+				ev, err := s.Recv()
+				if err != nil {
+					return err
+				}
+				select {
+				case events <- ev:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
-			select {
-			case events <- ev:
-			case <-ctx.Done():
-				return
-			}
-		}
+		})
 	}()
 	for {
 		select {

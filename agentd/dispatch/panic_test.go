@@ -1,0 +1,79 @@
+package dispatch
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// panicky panics on its first attempts at one key: a stand-in for any bug
+// in a controller. Other keys go to the recorder.
+type panicky struct {
+	*recorder
+	key  Key
+	left atomic.Int32
+}
+
+func (p *panicky) Handle(ctx context.Context, key Key, in Intent) error {
+	if key == p.key && p.left.Add(-1) >= 0 {
+		panic("injected: a bug applying " + key.String())
+	}
+	return p.recorder.Handle(ctx, key, in)
+}
+
+// A panic while applying one resource is a failed apply of that resource:
+// counted, shown as the last error, holding the cursor, and retried with
+// backoff until it succeeds; the other resources are applied meanwhile,
+// and the process lives on.
+func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
+	r := newRecorder()
+	bad := Key{KindDeployment, "bad"}
+	h := &panicky{recorder: r, key: bad}
+	h.left.Store(3) // retried after 200, 400 and 800ms
+	panics := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "panics_total"}, []string{"where"})
+	d := New(h, slog.New(slog.DiscardHandler), nil, WithPanics(panics))
+	start(t, d, 2)
+
+	must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
+	for i := range 5 {
+		must(t, d.Event(deployment(fmt.Sprintf("good-%d", i), ctrlv1.Action_ACTION_APPLY)))
+	}
+	d.Bookmark(10)
+	applied := func(id string) bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.final[Key{KindDeployment, id}]
+	}
+	eventually(t, func() bool {
+		for i := range 5 {
+			if !applied(fmt.Sprintf("good-%d", i)) {
+				return false
+			}
+		}
+		return true
+	}, "the other resources were not applied")
+	if d.Acked() != 0 {
+		t.Errorf("acked %d while a resource before the bookmark had not been applied", d.Acked())
+	}
+	if e := d.LastError(); !strings.Contains(e, "deployment/bad") || !strings.Contains(e, "panic") {
+		t.Errorf("last error %q does not show the panicking resource", e)
+	}
+
+	eventually(t, func() bool { return applied("bad") && d.Acked() == 10 }, "the panicking resource was not retried to success")
+	var m dto.Metric
+	panics.WithLabelValues("dispatch").Write(&m)
+	if got := m.GetCounter().GetValue(); got != 3 {
+		t.Errorf("counted %v panics, want 3", got)
+	}
+	if e := d.LastError(); e != "" {
+		t.Errorf("last error %q after the retry succeeded", e)
+	}
+}
