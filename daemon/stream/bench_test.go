@@ -32,7 +32,7 @@ func benchEnv(b *testing.B, algo string) (*servertest.Env, func() ctrlv1.Cluster
 	token := env.AgentToken("eu")
 	addr := env.Server.Addr
 	if algo == "seed" {
-		addr = serveWatcher(b, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})
+		addr = servertest.ServeWatcher(b, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})
 	}
 	return env, func() ctrlv1.ClusterServiceClient {
 		return ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, token))

@@ -3,21 +3,12 @@ package stream_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/deploysync/deploysync/daemon/auth"
-	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
-	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -196,7 +187,7 @@ func TestSeedAlgorithmMissesChanges(t *testing.T) {
 		// the workload lasts about two seconds, and at the design's pace it
 		// would span only two or three polls, each a chance to skip an
 		// open pk.
-		addr := serveWatcher(t, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent,
+		addr := servertest.ServeWatcher(t, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent,
 			MinPoll: 20 * time.Millisecond, MaxPoll: 60 * time.Millisecond})
 		client := ctrlv1.NewClusterServiceClient(servertest.Dial(t, addr, token))
 		if res := defaultGap.run(t, env.DB, client, 5*time.Second); len(res.missed) > 0 {
@@ -204,19 +195,4 @@ func TestSeedAlgorithmMissesChanges(t *testing.T) {
 		}
 	}
 	t.Fatalf("the seed algorithm missed nothing in %d runs; the gap scenario is too gentle to prove anything", attempts)
-}
-
-// serveWatcher runs the cluster service with another stream algorithm.
-func serveWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
-	t.Helper()
-	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
-	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
 }

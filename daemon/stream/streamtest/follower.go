@@ -48,6 +48,21 @@ func New(client ctrlv1.ClusterServiceClient, region, identity string) *Follower 
 	return &Follower{client: client, region: region, identity: identity, view: map[Key]*ctrlv1.DeploymentChangeEvent{}}
 }
 
+// Resume returns a follower that carries on from a snapshot another
+// follower of region took at a bookmark: its cursor and its view, as an
+// agent restarted with that saved state would.
+func Resume(client ctrlv1.ClusterServiceClient, region, identity string, from Snapshot) *Follower {
+	f := New(client, region, identity)
+	f.cursor = from.Cursor
+	for k, v := range from.View {
+		f.view[k] = v
+	}
+	return f
+}
+
+// Region is the region followed.
+func (f *Follower) Region() string { return f.region }
+
 // OnEvent registers a hook called (under the follower's lock) for every
 // event received, with its arrival time.
 func (f *Follower) OnEvent(fn func(*ctrlv1.DeploymentChangeEvent, time.Time)) {

@@ -1,0 +1,33 @@
+package servertest
+
+import (
+	"log/slog"
+	"net"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/store"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// ServeWatcher serves the cluster service on db with another stream
+// algorithm (the seed's, to show what a checker catches) until t ends, and
+// returns its address. Tokens are checked as ctrld checks them.
+func ServeWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
+	t.Helper()
+	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
+	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}

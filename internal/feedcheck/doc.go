@@ -1,0 +1,27 @@
+// Package feedcheck is a model-based, randomized checker of the change feed
+// (invariants I1, I2, I4 and I6) on a real database and a real stream.
+//
+// Many workers run random transactions against the desired-state tables:
+// every entity and every operation the desired-state layer (daemon/desired)
+// and the Ent client allow — creates, upserts, updates and deletes, one and
+// bulk, cascading deployment deletes, scale, stop and start, sentinels,
+// policies — several statements to a transaction, some rolled back, some
+// held open for a while before they commit, on a small pool of IDs so they
+// collide. Meanwhile one follower per region reads the region's
+// WatchDeploymentChanges stream from cursor 0 and is cut now and then, so
+// it resumes from its bookmarks, as an agent does.
+//
+// The invariant, checked once the workers are done: every follower's view
+// of a region equals the region's desired state in the database — every
+// resource present with the same content, nothing else. Besides the live
+// follower this holds for followers started afterwards from bookmarks the
+// live one passed (its cursor and view then), and for a new one from cursor
+// 0. A change row missing for a mutation (a hook that missed a cascaded or
+// concurrently added row) leaves a follower with something the database no
+// longer has, or without something it has.
+//
+// Runs are seeded: each worker draws its operations from a generator seeded
+// with (seed, worker), so a seed replays the same operations. The exact
+// interleaving of the workers is the scheduler's and the database's, so a
+// replay reproduces a failure often but not always.
+package feedcheck

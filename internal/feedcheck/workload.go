@@ -1,0 +1,186 @@
+package feedcheck
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/sentinel"
+)
+
+// The ID pools are small on purpose: operations collide on the same rows,
+// creates race deletes of the same IDs, and an ID comes back in another
+// environment (another namespace).
+var (
+	deploymentIDs = []string{"d0", "d1", "d2", "d3", "d4", "d5"}
+	workspaceIDs  = []string{"w0", "w1"}
+	environments  = []string{"e0", "e1", "e2"}
+	sentinelIDs   = []string{"s0", "s1", "s2", "s3"}
+	policyIDs     = []string{"p0", "p1", "p2", "p3", "p4"}
+	policyNames   = []string{"allow", "deny", "dns"}
+)
+
+// draw picks one element.
+func draw[T any](r *rand.Rand, from []T) T { return from[r.IntN(len(from))] }
+
+// txOp is one statement (or a few) inside a checker transaction, through
+// the Ent client with the change-feed hooks.
+type txOp struct {
+	name string
+	run  func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error
+}
+
+// storeOp is one call of the desired-state layer, which runs its own
+// transaction.
+type storeOp struct {
+	name string
+	run  func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error
+}
+
+func image(r *rand.Rand) string { return fmt.Sprintf("app:%d", r.IntN(4)) }
+
+func policySpec(r *rand.Rand) map[string]any {
+	return map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": draw(r, deploymentIDs)}}, "rev": r.IntN(5)}
+}
+
+var txOps = []txOp{
+	{"deployment.create", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.Deployment.Create().SetID(draw(r, deploymentIDs)).SetWorkspaceID(draw(r, workspaceIDs)).
+			SetEnvironmentID(draw(r, environments)).SetImage(image(r)).SetCPUMillicores(100).SetMemoryMib(64).Exec(ctx)
+	}},
+	{"deployment.upsert", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.Deployment.Create().SetID(draw(r, deploymentIDs)).SetWorkspaceID(draw(r, workspaceIDs)).
+			SetEnvironmentID(draw(r, environments)).SetImage(image(r)).SetCPUMillicores(100 + r.IntN(3)).SetMemoryMib(64).
+			OnConflictColumns(deployment.FieldID).
+			Update(func(u *ent.DeploymentUpsert) { u.UpdateImage().UpdateCPUMillicores() }).
+			Exec(ctx)
+	}},
+	{"deployment.update-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.Deployment.UpdateOneID(draw(r, deploymentIDs)).SetImage(image(r)).Exec(ctx)
+	}},
+	{"deployment.update-bulk", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.Deployment.Update().Where(deployment.EnvironmentID(draw(r, environments))).
+			SetMemoryMib(64 + r.IntN(3)).Exec(ctx)
+	}},
+	{"deployment.workflow", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		// Actual state: no change row, and no change to what agents run.
+		return tx.Deployment.Update().Where(deployment.ID(draw(r, deploymentIDs))).
+			SetWorkflowStatus(deployment.WorkflowStatusDeploying).Exec(changefeed.ActualState(ctx))
+	}},
+	{"deployment.delete-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.Deployment.DeleteOneID(draw(r, deploymentIDs)).Exec(ctx)
+	}},
+	{"deployment.delete-bulk", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		_, err := tx.Deployment.Delete().Where(deployment.EnvironmentID(draw(r, environments))).Exec(ctx)
+		return err
+	}},
+	{"topology.create", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		return tx.DeploymentTopology.Create().SetDeploymentID(draw(r, deploymentIDs)).SetRegion(draw(r, regions)).
+			SetReplicas(1 + r.IntN(4)).Exec(ctx)
+	}},
+	{"topology.update-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		id, err := tx.DeploymentTopology.Query().
+			Where(deploymenttopology.DeploymentID(draw(r, deploymentIDs)), deploymenttopology.Region(draw(r, regions))).OnlyID(ctx)
+		if err != nil {
+			return err
+		}
+		return tx.DeploymentTopology.UpdateOneID(id).SetReplicas(1 + r.IntN(4)).Exec(ctx)
+	}},
+	{"topology.stop-start-bulk", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		status := draw(r, []deploymenttopology.DesiredStatus{deploymenttopology.DesiredStatusRunning, deploymenttopology.DesiredStatusStopped})
+		return tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(draw(r, deploymentIDs))).
+			SetDesiredStatus(status).Exec(ctx)
+	}},
+	{"topology.delete", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		_, err := tx.DeploymentTopology.Delete().
+			Where(deploymenttopology.DeploymentID(draw(r, deploymentIDs)), deploymenttopology.Region(draw(r, regions))).Exec(ctx)
+		return err
+	}},
+	{"sentinel.upsert", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		return tx.Sentinel.Create().SetID(draw(r, sentinelIDs)).SetWorkspaceID("w0").SetEnvironmentID(draw(r, environments)).
+			SetRegion(draw(r, regions)).SetImage(image(r)).SetReplicas(1+r.IntN(3)).SetCPUMillicores(50).SetMemoryMib(32).
+			OnConflictColumns(sentinel.FieldEnvironmentID, sentinel.FieldRegion).
+			Update(func(u *ent.SentinelUpsert) { u.UpdateImage().UpdateReplicas() }).
+			Exec(ctx)
+	}},
+	{"sentinel.update-bulk", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		state := draw(r, []sentinel.DesiredState{sentinel.DesiredStateRunning, sentinel.DesiredStateStopped})
+		return tx.Sentinel.Update().Where(sentinel.Region(draw(r, regions))).SetDesiredState(state).Exec(ctx)
+	}},
+	{"sentinel.health", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.Sentinel.Update().Where(sentinel.ID(draw(r, sentinelIDs))).
+			SetAvailableReplicas(r.IntN(3)).Exec(changefeed.ActualState(ctx))
+	}},
+	{"sentinel.delete", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		_, err := tx.Sentinel.Delete().Where(sentinel.EnvironmentID(draw(r, environments))).Exec(ctx)
+		return err
+	}},
+	{"policy.upsert", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		create := tx.CiliumNetworkPolicy.Create().SetID(draw(r, policyIDs)).SetWorkspaceID("w0").
+			SetEnvironmentID(draw(r, environments)).SetRegion(draw(r, regions)).SetName(draw(r, policyNames)).SetSpec(policySpec(r))
+		if r.IntN(3) > 0 {
+			create.SetDeploymentID(draw(r, deploymentIDs))
+		}
+		return create.OnConflictColumns(ciliumnetworkpolicy.FieldRegion, ciliumnetworkpolicy.FieldEnvironmentID, ciliumnetworkpolicy.FieldName).
+			Update(func(u *ent.CiliumNetworkPolicyUpsert) { u.UpdateSpec() }).
+			Exec(ctx)
+	}},
+	{"policy.update-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.CiliumNetworkPolicy.UpdateOneID(draw(r, policyIDs)).SetSpec(policySpec(r)).Exec(ctx)
+	}},
+	{"policy.update-bulk", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.CiliumNetworkPolicy.Update().Where(ciliumnetworkpolicy.DeploymentID(draw(r, deploymentIDs))).
+			SetSpec(policySpec(r)).Exec(ctx)
+	}},
+	{"policy.delete-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, _ []string) error {
+		return tx.CiliumNetworkPolicy.DeleteOneID(draw(r, policyIDs)).Exec(ctx)
+	}},
+}
+
+var storeOps = []storeOp{
+	{"desired.deploy", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		in := regions[:1+r.IntN(len(regions))]
+		if r.IntN(2) == 0 {
+			in = regions[len(regions)-1:]
+		}
+		return s.Deploy(ctx, desired.DeploymentSpec{ID: draw(r, deploymentIDs), WorkspaceID: draw(r, workspaceIDs),
+			EnvironmentID: draw(r, environments), Image: image(r), CPUMillicores: 100, MemoryMiB: 64,
+			Env: map[string]string{"REV": image(r)}}, in, 1+r.IntN(3))
+	}},
+	{"desired.scale", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		return s.Scale(ctx, draw(r, deploymentIDs), draw(r, append([]string{""}, regions...)), 1+r.IntN(5))
+	}},
+	{"desired.stop-start", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		return s.SetDesiredStatus(ctx, draw(r, deploymentIDs), draw(r, regions), draw(r, []desired.Status{desired.Running, desired.Stopped}))
+	}},
+	{"desired.delete-deployment", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
+		return s.DeleteDeployment(ctx, draw(r, deploymentIDs))
+	}},
+	{"desired.ensure-sentinel", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		_, err := s.EnsureSentinel(ctx, desired.SentinelSpec{ID: draw(r, sentinelIDs), WorkspaceID: "w0",
+			EnvironmentID: draw(r, environments), Region: draw(r, regions), Image: image(r), Replicas: 1 + r.IntN(3),
+			CPUMillicores: 50, MemoryMiB: 32, Stopped: r.IntN(4) == 0})
+		return err
+	}},
+	{"desired.delete-sentinel", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
+		return s.DeleteSentinel(ctx, draw(r, sentinelIDs))
+	}},
+	{"desired.ensure-policy", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		spec := desired.PolicySpec{ID: draw(r, policyIDs), WorkspaceID: "w0", EnvironmentID: draw(r, environments),
+			Region: draw(r, regions), Name: draw(r, policyNames), Spec: policySpec(r)}
+		if r.IntN(3) > 0 {
+			spec.DeploymentID = draw(r, deploymentIDs)
+		}
+		_, err := s.EnsureCiliumPolicy(ctx, spec)
+		return err
+	}},
+	{"desired.delete-policy", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
+		return s.DeleteCiliumPolicy(ctx, draw(r, policyIDs))
+	}},
+}
