@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/internal/testdb"
 )
 
@@ -97,5 +100,58 @@ func TestWithTxRollsBackOnError(t *testing.T) {
 	}
 	if n := client.Region.Query().CountX(ctx); n != 0 {
 		t.Fatalf("failed transaction left %d rows", n)
+	}
+}
+
+// Two transactions that lock two rows in opposite orders deadlock; the
+// database rolls one back, and WithTx runs it again, so both commit.
+func TestWithTxRerunsADeadlockedTransaction(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	db2, err := store.Open(ctx, db.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	client := db2.Ent
+	if err := store.Migrate(ctx, client); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []string{"a", "b"} {
+		if err := client.Region.Create().SetID(r).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Both lock their first row, wait for the other to have its first,
+	// then ask for the other's: a deadlock on the first run only.
+	var firstRun sync.WaitGroup
+	firstRun.Add(2)
+	var runs atomic.Int32
+	lockBoth := func(first, second string) error {
+		run := 0
+		return store.WithTx(ctx, client, func(tx *ent.Tx) error {
+			run++
+			runs.Add(1)
+			if _, err := tx.Region.Query().Where(region.ID(first)).ForUpdate().IDs(ctx); err != nil {
+				return err
+			}
+			if run == 1 {
+				firstRun.Done()
+				firstRun.Wait()
+			}
+			_, err := tx.Region.Query().Where(region.ID(second)).ForUpdate().IDs(ctx)
+			return err
+		})
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- lockBoth("a", "b") }()
+	go func() { errs <- lockBoth("b", "a") }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("a transaction failed: %v", err)
+		}
+	}
+	if runs.Load() != 3 {
+		t.Fatalf("%d runs, want 3 (one transaction rolled back for the deadlock and run again)", runs.Load())
 	}
 }
