@@ -185,7 +185,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		m.AckedCursor.Set(float64(acked))
 		hb.poke()
 	}, dispatch.WithPanics(m.Panics))
-	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return router.present(ctx) }, watch.Config{
+	w := watch.New(cluster, d, func() ([]dispatch.Object, error) { return router.present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, StatusChanged: hb.poke,
 	}, log, m)
@@ -205,6 +205,24 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		}
 	}
 	drift := cache.ResourceEventHandlerFuncs{
+		// A new object re-applies its resource only when it is not where
+		// the resource now is: left behind by a move whose apply ran
+		// before the cache held it. (Every new object would re-apply each
+		// resource once per object, with writes while the others are not
+		// cached yet.)
+		AddFunc: func(obj any) {
+			o, ok := obj.(metav1.Object)
+			if !ok {
+				return
+			}
+			deployment, sentinel := kube.OwnerIDs(obj)
+			if deployment != "" {
+				d.Found(dispatch.Object{Key: dispatch.Key{Kind: dispatch.KindDeployment, ID: deployment}, Namespace: o.GetNamespace(), Name: o.GetName()})
+			}
+			if sentinel != "" {
+				d.Found(dispatch.Object{Key: dispatch.Key{Kind: dispatch.KindSentinel, ID: sentinel}, Namespace: o.GetNamespace(), Name: o.GetName()})
+			}
+		},
 		UpdateFunc: func(old, obj any) {
 			if !edited(old, obj) {
 				return // a status update (Pods moving along): nothing of ours changed
@@ -284,20 +302,20 @@ func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 	return fmt.Errorf("no controller for %s resources", key.Kind)
 }
 
-// present lists every managed resource in the cluster, for GC, kind by
+// present lists every managed object in the cluster, for GC, kind by
 // kind: a kind that cannot be listed (say, policies the agent may not
 // list) is reported in the error and left out, and must not keep the
 // other kinds' garbage, a stopped deployment still running, uncollected.
-func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
-	var keys []dispatch.Key
+func (r *router) present(ctx context.Context) ([]dispatch.Object, error) {
+	var objs []dispatch.Object
 	var errs []error
-	add := func(kind string, ids []string, err error) {
+	add := func(kind string, placed []reconcile.Placed, err error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("list managed %s objects: %w", kind, err))
 			return
 		}
-		for _, id := range ids {
-			keys = append(keys, dispatch.Key{Kind: kind, ID: id})
+		for _, p := range placed {
+			objs = append(objs, dispatch.Object{Key: dispatch.Key{Kind: kind, ID: p.ID}, Namespace: p.Namespace, Name: p.Name})
 		}
 	}
 	deployments, err := r.deployments.Present()
@@ -306,7 +324,7 @@ func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
 	add(dispatch.KindSentinel, sentinels, err)
 	policies, err := r.policies.Present(ctx)
 	add(dispatch.KindPolicy, policies, err)
-	return keys, errors.Join(errs...)
+	return objs, errors.Join(errs...)
 }
 
 // heartbeat reports the agent's status: when the cursor moves (acks within

@@ -12,6 +12,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -19,6 +20,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/internal/kubetest"
@@ -46,6 +48,17 @@ func isolate(t *testing.T) *kubetest.Cluster {
 		svcs, _ := admin.CoreV1().Services("").List(ctx, opts)
 		for _, o := range svcs.Items {
 			admin.CoreV1().Services(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+		deps, _ := admin.AppsV1().Deployments("").List(ctx, opts)
+		for _, o := range deps.Items {
+			admin.AppsV1().Deployments(o.Namespace).Delete(ctx, o.Name, metav1.DeleteOptions{})
+		}
+		// Fails harmlessly when no test installed the CRD.
+		policies := dynamic.NewForConfigOrDie(c.Config).Resource(reconcile.PolicyResource)
+		if list, err := policies.List(ctx, opts); err == nil {
+			for _, o := range list.Items {
+				policies.Namespace(o.GetNamespace()).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
+			}
 		}
 	})
 	return c

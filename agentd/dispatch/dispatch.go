@@ -31,6 +31,7 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -50,6 +51,16 @@ type Key struct {
 
 func (k Key) String() string { return k.Kind + "/" + k.ID }
 
+// Object is a managed object found in the cluster: the resource it belongs
+// to (by its ID label) and where it is. A resource's identity is whole
+// (invariant I7): an object of a listed resource is kept only where the
+// resource's apply puts its objects.
+type Object struct {
+	Key       Key
+	Namespace string
+	Name      string
+}
+
 // Intent is the latest desired state of one resource.
 type Intent struct {
 	// Delete is true for deletes; otherwise the state is in Event.
@@ -59,6 +70,31 @@ type Intent struct {
 	Event *ctrlv1.DeploymentChangeEvent
 	seq   uint64
 	gen   int
+}
+
+// places reports whether in is an apply that puts its resource's objects
+// where o is: the event's namespace, under the name the objects take
+// (deployments' are named by their ID, sentinels' by naming.Sentinel,
+// policies' by the user).
+func (in Intent) places(o Object) bool {
+	if in.Delete {
+		return false
+	}
+	var ns, name string
+	switch e := in.Event.GetEvent().(type) {
+	case *ctrlv1.DeploymentChangeEvent_Deployment:
+		s := e.Deployment.GetDeployment()
+		ns, name = s.GetNamespace(), s.GetDeploymentId()
+	case *ctrlv1.DeploymentChangeEvent_Sentinel:
+		s := e.Sentinel.GetSentinel()
+		ns, name = s.GetNamespace(), naming.Sentinel(s.GetSentinelId())
+	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
+		p := e.CiliumNetworkPolicy.GetCiliumNetworkPolicy()
+		ns, name = p.GetNamespace(), p.GetName()
+	default:
+		return false
+	}
+	return o.Namespace == ns && o.Name == name
 }
 
 // Handler applies one resource's intent to the cluster.
@@ -204,14 +240,22 @@ func (d *Dispatcher) BeginFullSync() {
 // sync did not list and no event since asked to keep: those present in the
 // cluster, and those still waiting in the queue from before the sync (an
 // apply queued or retrying when the resource was deleted upstream must not
-// run after all). Garbage collection after full_sync_done.
-func (d *Dispatcher) Collect(present []Key) int {
-	stale := map[Key]bool{}
+// run after all). A listed resource with objects somewhere else than the
+// sync puts it (deleted and deployed again under its ID in another
+// namespace while the agent missed the delete) is applied again: the apply
+// removes what it left behind, in the resource's turn on the queue, so it
+// never races the resource's own events. Garbage collection after
+// full_sync_done; it returns how many resources it acted on.
+func (d *Dispatcher) Collect(present []Object) int {
+	stale, moved := map[Key]bool{}, map[Key]bool{}
 	d.mu.Lock()
-	for _, k := range present {
-		in, ok := d.desired[k]
-		if !ok || in.gen != d.gen || in.Delete {
-			stale[k] = true
+	for _, o := range present {
+		in, ok := d.desired[o.Key]
+		switch {
+		case !ok || in.gen != d.gen || in.Delete:
+			stale[o.Key] = true
+		case !in.places(o):
+			moved[o.Key] = true
 		}
 	}
 	for k, in := range d.desired {
@@ -223,7 +267,24 @@ func (d *Dispatcher) Collect(present []Key) int {
 	for k := range stale {
 		d.enqueue(k, Intent{Delete: true})
 	}
-	return len(stale)
+	for k := range moved {
+		d.queue.Add(k)
+	}
+	return len(stale) + len(moved)
+}
+
+// Found re-applies the resource of an object that just appeared in the
+// cluster when its latest intent is an apply that puts its objects
+// elsewhere. An apply finds what a move left behind in the informer
+// cache, which may not yet hold an object created just before the move;
+// this catches it when it arrives.
+func (d *Dispatcher) Found(o Object) {
+	d.mu.Lock()
+	in, ok := d.desired[o.Key]
+	d.mu.Unlock()
+	if ok && !in.Delete && !in.places(o) {
+		d.queue.Add(o.Key)
+	}
 }
 
 // Requeue re-applies a resource's latest intent, e.g. after its objects

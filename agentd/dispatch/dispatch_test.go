@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ type recorder struct {
 	failLeft map[Key]int
 	overlap  atomic.Bool
 	calls    atomic.Int64
+	handled  []Key // in order
 }
 
 func (r *recorder) Handle(ctx context.Context, key Key, in Intent) error {
@@ -37,6 +39,7 @@ func (r *recorder) Handle(ctx context.Context, key Key, in Intent) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.busy[key] = false
+	r.handled = append(r.handled, key)
 	if r.failLeft[key] > 0 {
 		r.failLeft[key]--
 		return errors.New("injected failure")
@@ -179,7 +182,11 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 	must(t, d.Event(deployment("stuck", ctrlv1.Action_ACTION_APPLY)))
 	d.BeginFullSync()
 	must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
-	n := d.Collect([]Key{{KindDeployment, "old"}, {KindDeployment, "kept"}, {KindDeployment, "orphan"}})
+	n := d.Collect([]Object{
+		{Key: Key{KindDeployment, "old"}, Name: "old"},
+		{Key: Key{KindDeployment, "kept"}, Name: "kept"},
+		{Key: Key{KindDeployment, "orphan"}, Name: "orphan"},
+	})
 	if n != 3 {
 		t.Fatalf("collected %d, want old, orphan and stuck", n)
 	}
@@ -191,6 +198,52 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 		stuck, o3 := r.final[Key{KindDeployment, "stuck"}]
 		return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{KindDeployment, "kept"}]
 	}, "garbage collection did not delete exactly old, orphan and stuck")
+}
+
+// A resource the full sync lists in one namespace whose objects are also
+// found in another (deleted and deployed again there while the agent
+// missed the delete) is applied again, not kept as it is nor deleted: its
+// apply removes what was left behind. The same when such an object shows
+// up later in the informer cache (Found); an object where the resource is
+// changes nothing.
+func TestCollectReappliesAResourceFoundElsewhere(t *testing.T) {
+	r := newRecorder()
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	x, y := Key{KindDeployment, "x"}, Key{KindDeployment, "y"}
+	handled := func() []Key { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.handled) }
+	d.BeginFullSync()
+	must(t, d.Event(deploymentIn("x", "ns-b", ctrlv1.Action_ACTION_APPLY)))
+	must(t, d.Event(deploymentIn("y", "ns-b", ctrlv1.Action_ACTION_APPLY)))
+	eventually(t, func() bool { return len(handled()) == 2 }, "the full sync's applies did not run")
+
+	n := d.Collect([]Object{
+		{Key: x, Namespace: "ns-a", Name: "x"}, // left behind
+		{Key: x, Namespace: "ns-b", Name: "x"},
+		{Key: y, Namespace: "ns-b", Name: "y"},
+	})
+	if n != 1 {
+		t.Fatalf("collected %d, want x only", n)
+	}
+	eventually(t, func() bool { return len(handled()) == 3 }, "x was not applied again")
+	d.Found(Object{Key: y, Namespace: "ns-b", Name: "y"})
+	d.Found(Object{Key: y, Namespace: "ns-b", Name: "other-name"})
+	eventually(t, func() bool { return len(handled()) == 4 }, "y was not applied again for an object under another name")
+	time.Sleep(20 * time.Millisecond) // nothing else may follow
+	if got := handled(); !slices.Equal(got[2:], []Key{x, y}) {
+		t.Fatalf("handled %v after the full sync, want x, then y once", got[2:])
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.final[x] || !r.final[y] {
+		t.Fatalf("a listed resource was deleted: %v", r.final)
+	}
+}
+
+func deploymentIn(id, ns string, action ctrlv1.Action) *ctrlv1.DeploymentChangeEvent {
+	ev := deployment(id, action)
+	ev.GetDeployment().GetDeployment().Namespace = ns
+	return ev
 }
 
 // A full sync re-sends every resource whatever its version, so its event

@@ -46,10 +46,16 @@ func NewCache(client kubernetes.Interface, resync time.Duration) *Cache {
 	c.Deployments = f.Apps().V1().Deployments().Lister()
 	c.Services = f.Core().V1().Services().Lister()
 	c.Pods = f.Core().V1().Pods().Lister()
-	// The status reporter looks objects up by owner every second; an index
+	// The status reporter looks objects up by owner every second, and every
+	// apply looks for its resource's objects in other namespaces; an index
 	// saves a scan of the whole cache per owner.
 	c.PodInformer.AddIndexers(cache.Indexers{kube.DeploymentLabel: byLabel(kube.DeploymentLabel)})
+	c.StatefulSetInformer.AddIndexers(cache.Indexers{kube.DeploymentLabel: byLabel(kube.DeploymentLabel)})
 	c.DeploymentInformer.AddIndexers(cache.Indexers{kube.SentinelLabel: byLabel(kube.SentinelLabel)})
+	c.ServiceInformer.AddIndexers(cache.Indexers{
+		kube.DeploymentLabel: byLabel(kube.DeploymentLabel),
+		kube.SentinelLabel:   byLabel(kube.SentinelLabel),
+	})
 	return c
 }
 

@@ -51,13 +51,21 @@ func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructure
 	}}
 }
 
-// Apply makes the policy object match p; it writes nothing when it does.
-// Unlike the other controllers it reads the live object with a GET rather
-// than from the informer cache: the CRD may be missing (no informer could
-// list it), and a GET is a read, not a write.
+// Apply makes the policy object match p, and removes any other object of
+// the policy (left in another namespace, or under an older name); it writes
+// nothing when the object matches and there are none. Unlike the other
+// controllers it reads the live objects from the API server (a list and a
+// GET) rather than from the informer cache: the CRD may be missing (no
+// informer could list it), and reads are not writes.
 func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState) error {
 	if p.GetPolicyId() == "" || p.GetNamespace() == "" || p.GetName() == "" {
 		return fmt.Errorf("policy event without id, namespace or name: %v", p)
+	}
+	// What a move left behind goes first, so it goes even while this apply
+	// fails (see Deployments.removeLeftBehind).
+	keep := at{p.GetNamespace(), p.GetName()}
+	if err := relisting(func() error { return c.remove(ctx, p.GetPolicyId(), keep) }); err != nil {
+		return err
 	}
 	desired := desiredPolicy(p)
 	hash, err := kube.Hash(desired.Object)
@@ -102,10 +110,12 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 
 // Delete removes the policy's managed objects wherever they are.
 func (c *Policies) Delete(ctx context.Context, id string) error {
-	return relisting(func() error { return c.delete(ctx, id) })
+	return relisting(func() error { return c.remove(ctx, id, at{}) })
 }
 
-func (c *Policies) delete(ctx context.Context, id string) error {
+// remove deletes the policy's managed objects, in every namespace, except
+// the one at keep.
+func (c *Policies) remove(ctx context.Context, id string, keep at) error {
 	list, err := c.client.Resource(PolicyResource).List(ctx, metav1.ListOptions{
 		LabelSelector: kube.ManagedSelector + "," + kube.PolicyLabel + "=" + id,
 	})
@@ -115,14 +125,14 @@ func (c *Policies) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("list CiliumNetworkPolicies of policy %s: %w", id, err)
 	}
-	return deleteEach(ctx, "CiliumNetworkPolicy", list.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, "CiliumNetworkPolicy", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.Resource(PolicyResource).Namespace(ns).Delete(ctx, name, opts)
 	})
 }
 
-// Present lists the IDs of policies with managed objects in the cluster
-// (none when the CRD is not installed).
-func (c *Policies) Present(ctx context.Context) ([]string, error) {
+// Present lists the policies' managed objects in the cluster (by ID and
+// place; none when the CRD is not installed).
+func (c *Policies) Present(ctx context.Context) ([]Placed, error) {
 	list, err := c.client.Resource(PolicyResource).List(ctx, metav1.ListOptions{LabelSelector: kube.ManagedSelector})
 	if isNoCRD(err) {
 		return nil, nil
@@ -130,13 +140,13 @@ func (c *Policies) Present(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := map[string]bool{}
+	found := map[Placed]bool{}
 	for _, o := range list.Items {
 		if id := o.GetLabels()[kube.PolicyLabel]; id != "" {
-			ids[id] = true
+			found[Placed{ID: id, Namespace: o.GetNamespace(), Name: o.GetName()}] = true
 		}
 	}
-	return sortedIDs(ids), nil
+	return sortedPlaced(found), nil
 }
 
 // isNoCRD tells a missing resource type from a missing object.

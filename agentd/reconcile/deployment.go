@@ -78,11 +78,15 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 	return svc, sts
 }
 
-// Apply makes the deployment's objects match s; it writes nothing when
-// they already do.
+// Apply makes the deployment's objects match s, and removes any it has in
+// another namespace; it writes nothing when they already do and there are
+// none.
 func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) error {
 	if s.GetDeploymentId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("deployment event without id or namespace: %v", s)
+	}
+	if err := d.removeLeftBehind(ctx, s.GetDeploymentId(), at{s.GetNamespace(), s.GetDeploymentId()}); err != nil {
+		return err
 	}
 	svc, sts := desiredDeployment(s)
 	svcHash, err := stamp(svc, svc.WithAnnotations)
@@ -138,21 +142,45 @@ func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSet
 	return err == nil && kube.Same(owned, desired)
 }
 
+// removeLeftBehind removes the deployment's objects that are not at keep:
+// an ID deleted and deployed again in another namespace, the delete
+// missed (the agent stopped before applying it, or it was past retention
+// and only a full sync followed), leaves the old ones running. They go
+// before the apply, so they go even while it fails. The informer cache
+// says whether there are any, so a no-op apply stays free; one it does not
+// hold yet is caught when it arrives (dispatch.Dispatcher.Found).
+func (d *Deployments) removeLeftBehind(ctx context.Context, id string, keep at) error {
+	sets, err := Owned[*appsv1.StatefulSet](d.cache.StatefulSetInformer, kube.DeploymentLabel, id)
+	if err != nil {
+		return err
+	}
+	svcs, err := Owned[*corev1.Service](d.cache.ServiceInformer, kube.DeploymentLabel, id)
+	if err != nil {
+		return err
+	}
+	if !elsewhere(keep, sets) && !elsewhere(keep, svcs) {
+		return nil
+	}
+	return relisting(func() error { return d.remove(ctx, id, keep) })
+}
+
 // Delete removes the deployment's managed objects wherever they are. It
 // lists them from the API server, not the cache: objects an apply has just
 // created may not be in the cache yet, and a delete that missed them would
 // be acked while they keep running.
 func (d *Deployments) Delete(ctx context.Context, id string) error {
-	return relisting(func() error { return d.delete(ctx, id) })
+	return relisting(func() error { return d.remove(ctx, id, at{}) })
 }
 
-func (d *Deployments) delete(ctx context.Context, id string) error {
+// remove deletes the deployment's managed objects, in every namespace,
+// except those at keep.
+func (d *Deployments) remove(ctx context.Context, id string, keep at) error {
 	opts := metav1.ListOptions{LabelSelector: managedWith(kube.DeploymentLabel, id).String()}
 	sets, err := d.client.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("list StatefulSets of deployment %s: %w", id, err)
 	}
-	err = deleteEach(ctx, "StatefulSet", sets.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err = deleteEach(ctx, "StatefulSet", sets.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return d.client.AppsV1().StatefulSets(ns).Delete(ctx, name, opts)
 	})
 	if err != nil {
@@ -162,26 +190,26 @@ func (d *Deployments) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("list Services of deployment %s: %w", id, err)
 	}
-	return deleteEach(ctx, "Service", svcs.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, "Service", svcs.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return d.client.CoreV1().Services(ns).Delete(ctx, name, opts)
 	})
 }
 
-// Present lists the IDs of deployments with managed objects in the
-// cluster, for garbage collection after a full sync.
-func (d *Deployments) Present() ([]string, error) {
-	ids := map[string]bool{}
+// Present lists the deployments' managed objects in the cluster (by ID and
+// place), for garbage collection after a full sync.
+func (d *Deployments) Present() ([]Placed, error) {
+	found := map[Placed]bool{}
 	sets, err := d.cache.StatefulSets.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	collectIDs(ids, kube.DeploymentLabel, sets)
+	collectPlaced(found, kube.DeploymentLabel, sets)
 	svcs, err := d.cache.Services.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	collectIDs(ids, kube.DeploymentLabel, svcs)
-	return sortedIDs(ids), nil
+	collectPlaced(found, kube.DeploymentLabel, svcs)
+	return sortedPlaced(found), nil
 }
 
 // deleteOptions deletes exactly the object seen, in the version seen, and

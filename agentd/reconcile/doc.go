@@ -22,4 +22,15 @@
 // created. They delete exactly the object version listed (UID and
 // ResourceVersion preconditions) and list again when it changed meanwhile,
 // so an object relabelled for another resource in between is left alone.
+//
+// A resource's identity is whole: kind, namespace and name (invariant I7).
+// An ID deleted and applied again in another namespace (or, for a policy,
+// under another name) while the agent missed the delete would otherwise
+// leave its old objects running: every apply first removes the resource's
+// objects anywhere else, the same way a delete does. Deployments and
+// sentinels ask the informer cache whether there are any, so a no-op apply
+// stays free of API calls; an object created just before the move that the
+// cache did not hold yet is re-checked when it arrives (the agent's
+// informer handler calls dispatch.Dispatcher.Found), and garbage collection
+// after a full sync compares the whole identity as well.
 package reconcile

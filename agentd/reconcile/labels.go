@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -19,16 +20,41 @@ func managedWith(label, id string) labels.Selector {
 	return labels.SelectorFromSet(labels.Set{kube.ManagedByLabel: kube.ManagedByValue, label: id})
 }
 
-// collectIDs adds the values of label on objs to ids.
-func collectIDs[T metav1.Object](ids map[string]bool, label string, objs []T) {
+// Placed is one managed object of a resource, for garbage collection: the
+// resource's ID (from the object's label) and where the object is.
+type Placed struct {
+	ID, Namespace, Name string
+}
+
+// collectPlaced adds to found each of objs labelled with a resource ID.
+func collectPlaced[T metav1.Object](found map[Placed]bool, label string, objs []T) {
 	for _, o := range objs {
 		if id := o.GetLabels()[label]; id != "" {
-			ids[id] = true
+			found[Placed{ID: id, Namespace: o.GetNamespace(), Name: o.GetName()}] = true
 		}
 	}
 }
 
-func sortedIDs(ids map[string]bool) []string { return slices.Sorted(maps.Keys(ids)) }
+func sortedPlaced(found map[Placed]bool) []Placed {
+	return slices.SortedFunc(maps.Keys(found), func(a, b Placed) int {
+		return cmp.Or(cmp.Compare(a.ID, b.ID), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+}
+
+// at is where a resource's objects belong: its namespace, and the name
+// they take. Identity is whole (invariant I7): the resource's objects
+// anywhere else were left behind by a move. The zero at is nowhere, for a
+// delete.
+type at struct{ namespace, name string }
+
+func (a at) holds(o metav1.Object) bool {
+	return o.GetNamespace() == a.namespace && o.GetName() == a.name
+}
+
+// elsewhere reports whether any of objs is not at a.
+func elsewhere[T metav1.Object](a at, objs []T) bool {
+	return slices.ContainsFunc(objs, func(o T) bool { return !a.holds(o) })
+}
 
 // relisting runs a list-then-delete again while a delete finds its object
 // changed since it was listed (deleteOptions' preconditions fail with a
@@ -41,14 +67,17 @@ func relisting(listAndDelete func() error) error {
 }
 
 // deleteEach deletes objs (exactly the ones seen, by UID and version) with
-// del. It takes the Items of a list, hence values and a pointer type to
-// reach their metadata.
+// del, except the one at keep. It takes the Items of a list, hence values
+// and a pointer type to reach their metadata.
 func deleteEach[T any, PT interface {
 	*T
 	metav1.Object
-}](ctx context.Context, kind string, objs []T, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
+}](ctx context.Context, kind string, objs []T, keep at, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
 	for i := range objs {
 		o := PT(&objs[i])
+		if keep.holds(o) {
+			continue
+		}
 		err := del(ctx, o.GetNamespace(), o.GetName(), deleteOptions(o))
 		if err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("delete %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)

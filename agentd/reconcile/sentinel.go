@@ -63,11 +63,15 @@ func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfigurati
 	return svc, dep
 }
 
-// Apply makes the sentinel's objects match s; it writes nothing when they
-// already do.
+// Apply makes the sentinel's objects match s, and removes any it has in
+// another namespace (see Deployments.removeLeftBehind); it writes nothing
+// when they already do and there are none.
 func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	if s.GetSentinelId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("sentinel event without id or namespace: %v", s)
+	}
+	if err := c.removeLeftBehind(ctx, s.GetSentinelId(), at{s.GetNamespace(), naming.Sentinel(s.GetSentinelId())}); err != nil {
+		return err
 	}
 	svc, dep := desiredSentinel(s)
 	svcHash, err := stamp(svc, svc.WithAnnotations)
@@ -115,19 +119,38 @@ func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApp
 	return err == nil && kube.Same(owned, desired)
 }
 
+// removeLeftBehind removes the sentinel's objects that are not at keep,
+// when the informer cache holds any (see Deployments.removeLeftBehind).
+func (c *Sentinels) removeLeftBehind(ctx context.Context, id string, keep at) error {
+	deps, err := Owned[*appsv1.Deployment](c.cache.DeploymentInformer, kube.SentinelLabel, id)
+	if err != nil {
+		return err
+	}
+	svcs, err := Owned[*corev1.Service](c.cache.ServiceInformer, kube.SentinelLabel, id)
+	if err != nil {
+		return err
+	}
+	if !elsewhere(keep, deps) && !elsewhere(keep, svcs) {
+		return nil
+	}
+	return relisting(func() error { return c.remove(ctx, id, keep) })
+}
+
 // Delete removes the sentinel's managed objects wherever they are, listed
 // from the API server for the same reason as Deployments.Delete.
 func (c *Sentinels) Delete(ctx context.Context, id string) error {
-	return relisting(func() error { return c.delete(ctx, id) })
+	return relisting(func() error { return c.remove(ctx, id, at{}) })
 }
 
-func (c *Sentinels) delete(ctx context.Context, id string) error {
+// remove deletes the sentinel's managed objects, in every namespace,
+// except those at keep.
+func (c *Sentinels) remove(ctx context.Context, id string, keep at) error {
 	opts := metav1.ListOptions{LabelSelector: managedWith(kube.SentinelLabel, id).String()}
 	deps, err := c.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("list Deployments of sentinel %s: %w", id, err)
 	}
-	err = deleteEach(ctx, "Deployment", deps.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	err = deleteEach(ctx, "Deployment", deps.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.AppsV1().Deployments(ns).Delete(ctx, name, opts)
 	})
 	if err != nil {
@@ -137,23 +160,24 @@ func (c *Sentinels) delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("list Services of sentinel %s: %w", id, err)
 	}
-	return deleteEach(ctx, "Service", svcs.Items, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, "Service", svcs.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.CoreV1().Services(ns).Delete(ctx, name, opts)
 	})
 }
 
-// Present lists the IDs of sentinels with managed objects in the cluster.
-func (c *Sentinels) Present() ([]string, error) {
-	ids := map[string]bool{}
+// Present lists the sentinels' managed objects in the cluster (by ID and
+// place), for garbage collection after a full sync.
+func (c *Sentinels) Present() ([]Placed, error) {
+	found := map[Placed]bool{}
 	deps, err := c.cache.Deployments.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	collectIDs(ids, kube.SentinelLabel, deps)
+	collectPlaced(found, kube.SentinelLabel, deps)
 	svcs, err := c.cache.Services.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	collectIDs(ids, kube.SentinelLabel, svcs)
-	return sortedIDs(ids), nil
+	collectPlaced(found, kube.SentinelLabel, svcs)
+	return sortedPlaced(found), nil
 }

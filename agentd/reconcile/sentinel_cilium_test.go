@@ -92,9 +92,9 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	if n := e.counter.Writes() - before; n != 0 {
 		t.Fatalf("no-op policy apply made %d writes", n)
 	}
-	ids, err := policies.Present(ctx)
-	if err != nil || len(ids) != 1 || ids[0] != "pol" {
-		t.Fatalf("present: %v %v", ids, err)
+	present, err := policies.Present(ctx)
+	if want := (reconcile.Placed{ID: "pol", Namespace: e.ns, Name: "allow-api"}); err != nil || len(present) != 1 || present[0] != want {
+		t.Fatalf("present: %v %v", present, err)
 	}
 	if err := policies.Delete(ctx, "pol"); err != nil {
 		t.Fatal(err)
@@ -222,6 +222,55 @@ func TestDeleteLeavesAnObjectChangedSinceListed(t *testing.T) {
 	}
 	if got.GetLabels()[kube.PolicyLabel] != "p2" {
 		t.Fatalf("labels %v", got.GetLabels())
+	}
+}
+
+// A policy applied in another namespace leaves nothing in the old one,
+// and, its name being part of its identity too, a rename leaves nothing
+// under the old name (see move_test.go). After the tests that need the
+// CRD missing.
+func TestPolicyMovedOrRenamedLeavesNothingBehind(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cluster := shared.Get(t)
+	cluster.InstallCiliumCRD(t)
+	nsA, nsB := e.ns, cluster.Namespace(t)
+	dyn := dynamic.NewForConfigOrDie(cluster.Config)
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
+	exists := func(ns, name string) bool {
+		t.Helper()
+		_, err := dyn.Resource(reconcile.PolicyResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "mover", Namespace: nsA, Name: "allow", Spec: spec}
+	if err := policies.Apply(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+
+	state.Namespace = nsB
+	if err := policies.Apply(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	if exists(nsA, "allow") || !exists(nsB, "allow") {
+		t.Fatalf("after the move: in %s %v (want false), in %s %v (want true)", nsA, exists(nsA, "allow"), nsB, exists(nsB, "allow"))
+	}
+
+	state.Name = "allow-renamed"
+	if err := policies.Apply(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	if exists(nsB, "allow") || !exists(nsB, "allow-renamed") {
+		t.Fatalf("after the rename: old name %v (want false), new name %v (want true)", exists(nsB, "allow"), exists(nsB, "allow-renamed"))
+	}
+	if err := policies.Delete(ctx, "mover"); err != nil {
+		t.Fatal(err)
+	}
+	if exists(nsB, "allow-renamed") {
+		t.Fatal("the delete left the policy")
 	}
 }
 

@@ -5,7 +5,8 @@
 // last bookmark received: events before that bookmark sit in the
 // dispatcher until applied, so nothing is lost by resuming past work that
 // is still queued. After a full sync's full_sync_done bookmark it garbage
-// collects managed objects the sync did not list. It does a full resync
+// collects managed objects the sync did not list, or listed elsewhere
+// (another namespace or name: identity is whole). It does a full resync
 // every ResyncInterval as a safety net, at once when the server sends
 // resync_required, and reconnects after any stream end with jittered
 // exponential backoff. A paused region simply sends nothing.
@@ -53,11 +54,11 @@ type Config struct {
 	StatusChanged func()
 }
 
-// Present lists the managed resources in the cluster, for garbage
-// collection: every resource of each kind it could list, and an error for
-// the kinds it could not. Those are not collected this time (what is
-// present of them is unknown); the others are.
-type Present func() ([]dispatch.Key, error)
+// Present lists the managed objects in the cluster, for garbage
+// collection: whose and where each is, of every kind it could list, and an
+// error for the kinds it could not. Those are not collected this time
+// (what is present of them is unknown); the others are.
+type Present func() ([]dispatch.Object, error)
 
 // Watcher follows the region's stream.
 type Watcher struct {
