@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/region"
@@ -107,16 +108,7 @@ func TestWithTxRollsBackOnError(t *testing.T) {
 // database rolls one back, and WithTx runs it again, so both commit.
 func TestWithTxRerunsADeadlockedTransaction(t *testing.T) {
 	ctx := context.Background()
-	db := testdb.New(t)
-	db2, err := store.Open(ctx, db.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db2.Close()
-	client := db2.Ent
-	if err := store.Migrate(ctx, client); err != nil {
-		t.Fatal(err)
-	}
+	client := storetest.New(t).Ent
 	for _, r := range []string{"a", "b"} {
 		if err := client.Region.Create().SetID(r).Exec(ctx); err != nil {
 			t.Fatal(err)
