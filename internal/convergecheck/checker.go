@@ -40,8 +40,6 @@ type Config struct {
 	// Faults are the kinds drawn from: nil means all that the setup can
 	// inject, empty means none.
 	Faults []string
-	// Logf reports progress (default: nothing).
-	Logf func(format string, args ...any)
 }
 
 // Report is what a run did.
@@ -123,9 +121,6 @@ func (c *Config) defaults() {
 	if c.ConvergeWithin <= 0 {
 		c.ConvergeWithin = DefaultConvergeWithin
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
 }
 
 // Run starts the system on setup and runs rounds until cfg says stop or a
@@ -169,13 +164,16 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	operators := 2 + rng.IntN(maxOperators-1)
 	var steps []step
 	if len(kinds) > 0 {
-		steps = s.schedule(rng, kinds, 2+rng.IntN(4), cfg.RoundLength)
+		steps = s.schedule(rng, kinds, 3+rng.IntN(4), cfg.RoundLength)
 	}
-	var schedule []string
+	schedule := []string{"(no faults)"}
+	if len(steps) > 0 {
+		schedule = nil
+	}
 	for _, st := range steps {
 		schedule = append(schedule, fmt.Sprintf("%6.2fs %s", st.at.Seconds(), st.what))
 	}
-	cfg.Logf("round %d: %d operators for %s, %d fault steps", n, operators, cfg.RoundLength, len(steps))
+	s.logf("round %d: %d operators for %s, %d fault steps", n, operators, cfg.RoundLength, len(steps))
 
 	counts := &opCounter{}
 	opsCtx, stopOps := context.WithTimeout(ctx, cfg.RoundLength)
@@ -186,7 +184,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 		wg.Go(func() { o.run(opsCtx) })
 	}
 	start := time.Now()
-	faultErr := s.runSchedule(ctx, start, steps, rep.Faults, cfg.Logf)
+	faultErr := s.runSchedule(ctx, start, steps, rep.Faults)
 	wg.Wait()
 	for op, c := range counts.ops {
 		sum := rep.Ops[op]
@@ -203,7 +201,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	if problems != nil {
 		return 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
 	}
-	cfg.Logf("round %d: converged %s after operations and faults ended", n, took.Round(time.Millisecond))
+	s.logf("round %d: converged %s after operations and faults ended", n, took.Round(time.Millisecond))
 	return took, nil
 }
 

@@ -2,9 +2,11 @@ package convergecheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -100,13 +102,17 @@ func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Dur
 				return false, err
 			})
 		case FaultAPIServer:
-			start("restart "+r.name+"'s kube-apiserver", func(ctx context.Context) (bool, error) {
-				return true, r.cluster.RestartAPIServer(ctx)
+			what := "restart " + r.name + "'s kube-apiserver"
+			start(what, func(ctx context.Context) (bool, error) {
+				return s.background(ctx, &r.restarting, what, r.cluster.RestartAPIServer), nil
 			})
 		case FaultMariaDB:
 			down := hold / 3
-			start(fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond)), func(ctx context.Context) (bool, error) {
-				return true, s.mariadb.Restart(ctx, down)
+			what := fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond))
+			start(what, func(ctx context.Context) (bool, error) {
+				return s.background(ctx, &s.mariadbRestarting, what, func(ctx context.Context) error {
+					return s.mariadb.Restart(ctx, down)
+				}), nil
 			})
 		}
 	}
@@ -116,7 +122,7 @@ func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Dur
 
 // runSchedule runs the steps at their times from start (at once when
 // behind: a restart can take seconds) and counts the faults injected.
-func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step, faults map[string]int, logf func(string, ...any)) error {
+func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step, faults map[string]int) error {
 	for _, st := range steps {
 		if wait := time.Until(start.Add(st.at)); wait > 0 {
 			select {
@@ -125,7 +131,7 @@ func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step,
 			case <-time.After(wait):
 			}
 		}
-		began := time.Now()
+		began := time.Since(start)
 		injected, err := st.do(ctx)
 		if err != nil {
 			return fmt.Errorf("fault step %q: %w", st.what, err)
@@ -137,9 +143,34 @@ func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step,
 		if st.fault != "" && !injected {
 			note = " (already in place, skipped)"
 		}
-		logf("  %6.2fs %s%s (%s)", time.Since(start).Seconds(), st.what, note, time.Since(began).Round(time.Millisecond))
+		s.logf("  %6.2fs %s%s (took %s)", began.Seconds(), st.what, note, (time.Since(start) - began).Round(time.Millisecond))
 	}
-	return nil
+	s.slow.Wait()
+	err := s.slowErr
+	s.slowErr = nil
+	return err
+}
+
+// background runs a slow restart (seconds) beside the rest of the
+// schedule, so that other faults and the operators meet the component
+// while it is down. busy keeps one restart of a component at a time; it
+// reports false when one is already under way.
+func (s *System) background(ctx context.Context, busy *atomic.Bool, what string, restart func(context.Context) error) bool {
+	if !busy.CompareAndSwap(false, true) {
+		return false
+	}
+	began := time.Now()
+	s.slow.Go(func() {
+		defer busy.Store(false)
+		err := restart(ctx)
+		s.slowMu.Lock()
+		defer s.slowMu.Unlock()
+		if err != nil {
+			s.slowErr = errors.Join(s.slowErr, fmt.Errorf("fault %q: %w", what, err))
+		}
+		s.logf("  %s: done after %s", what, time.Since(began).Round(time.Millisecond))
+	})
+	return true
 }
 
 // toReplica starts a second ctrld on the same database and moves the

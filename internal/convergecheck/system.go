@@ -3,6 +3,8 @@ package convergecheck
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,6 +39,8 @@ type Setup struct {
 	// database lives on, so a fault may restart it (the shared test server
 	// is never restarted: other test packages use it at the same time).
 	MariaDB *MariaDB
+	// Logf reports progress (default: nothing).
+	Logf func(format string, args ...any)
 }
 
 // System is the whole deployment pipeline under test.
@@ -49,6 +53,13 @@ type System struct {
 	mariadb   *MariaDB
 
 	retentionRows int64 // change rows the retention fault deleted
+	logf          func(format string, args ...any)
+
+	// Slow restarts run beside the schedule; a round waits for them.
+	slow              sync.WaitGroup
+	slowMu            sync.Mutex
+	slowErr           error
+	mariadbRestarting atomic.Bool
 }
 
 // region is one region's cluster and agent, and how the agent reaches ctrld.
@@ -63,6 +74,8 @@ type region struct {
 	link    *link
 	replica *server.Server // the second ctrld serving the agent, while moved
 	agent   *agentRun      // nil while killed
+
+	restarting atomic.Bool // the API server is being restarted
 }
 
 type agentRun struct {
@@ -92,7 +105,11 @@ func Start(t testing.TB, setup Setup) *System {
 		t.Setenv("DEPLOYSYNC_TEST_MYSQL_DSN", setup.MariaDB.DSN)
 	}
 	env := servertest.Start(t, server.Config{})
-	s := &System{t: t, env: env, regions: map[string]*region{}, control: env.Operator("faults"), mariadb: setup.MariaDB}
+	s := &System{t: t, env: env, regions: map[string]*region{}, control: env.Operator("faults"), mariadb: setup.MariaDB,
+		logf: setup.Logf}
+	if s.logf == nil {
+		s.logf = func(string, ...any) {}
+	}
 	for i := range maxOperators {
 		s.operators = append(s.operators, env.Operator(fmt.Sprintf("operator-%d", i)))
 	}
