@@ -51,10 +51,19 @@ func TestConvergence(t *testing.T) {
 	if seed == 0 {
 		seed = rand.Uint64()
 	}
-	replay := fmt.Sprintf("replay: go test ./internal/convergecheck -run TestConvergence -convergecheck.seed=%d", seed)
+	// A failure in round R replays with the same seed and R rounds: the
+	// rounds before it made the state it started from.
+	failedRound := 0
+	replay := func() string {
+		cmd := fmt.Sprintf("replay: go test ./internal/convergecheck -run TestConvergence -convergecheck.seed=%d", seed)
+		if failedRound > 3 {
+			cmd += fmt.Sprintf(" -convergecheck.rounds=%d -timeout=%dm", failedRound, 2+failedRound/3)
+		}
+		return cmd
+	}
 	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(replay)
+		if t.Failed() && failedRound == 0 {
+			t.Log(replay()) // failed before the checker's verdict: setup, or a fault that could not be injected
 		}
 	})
 	setup := Setup{Clusters: clusters(t), Logf: t.Logf}
@@ -72,7 +81,8 @@ func TestConvergence(t *testing.T) {
 	rep, err := Run(t, setup, Config{Seed: seed, Rounds: *roundsFlag, Duration: *durationFlag})
 	t.Logf("report: %s", rep)
 	if err != nil {
-		t.Fatalf("%v\n%s", err, replay)
+		failedRound = rep.Rounds + 1
+		t.Fatalf("%v\n%s", err, replay())
 	}
 }
 
