@@ -1,7 +1,6 @@
 package changefeed_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/deploysync/deploysync/daemon/server"
@@ -17,19 +16,8 @@ import (
 // a few rounds to show it.
 func TestFeedCheckerCatchesHooksWithoutLockingReads(t *testing.T) {
 	changefeed.WithoutLockingReads(t)
-	const attempts = 5
-	for attempt := range attempts {
+	feedcheck.MustCatch(t, 5, func(attempt int) (feedcheck.System, feedcheck.Config) {
 		env := servertest.Start(t, server.Config{})
-		rep, err := feedcheck.Run(context.Background(), feedcheck.System{DB: env.DB, Watch: env.Agent},
-			feedcheck.Config{Seed: uint64(attempt + 1), Transactions: 600})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("attempt %d: %s", attempt, rep.Summary())
-		if len(rep.Violations) > 0 {
-			t.Logf("caught, e.g.: %s", rep.Violations[0])
-			return
-		}
-	}
-	t.Fatalf("the feed checker found nothing wrong with unlocked hooks in %d rounds", attempts)
+		return feedcheck.System{DB: env.DB, Watch: env.Agent}, feedcheck.Config{Seed: uint64(attempt + 1), Transactions: 600}
+	})
 }

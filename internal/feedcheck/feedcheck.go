@@ -7,7 +7,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -110,9 +109,10 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 		}
 	}
 
+	var followers sync.WaitGroup
+	defer followers.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var followers sync.WaitGroup
 	follow := func(f *streamtest.Follower) {
 		followers.Go(func() { f.Run(ctx) })
 	}
@@ -229,8 +229,6 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 			}
 		}
 	}
-	cancel()
-	followers.Wait()
 	return rep, nil
 }
 
@@ -317,22 +315,4 @@ func failedWith(err error) outcome {
 		return deadlocked
 	}
 	return failed
-}
-
-// keysOf lists a view's keys in order, for stable messages.
-func keysOf(views ...map[streamtest.Key]string) []streamtest.Key {
-	seen := map[streamtest.Key]bool{}
-	for _, v := range views {
-		for k := range v {
-			seen[k] = true
-		}
-	}
-	keys := slices.Collect(maps.Keys(seen))
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].Kind != keys[j].Kind {
-			return keys[i].Kind < keys[j].Kind
-		}
-		return keys[i].ID < keys[j].ID
-	})
-	return keys
 }

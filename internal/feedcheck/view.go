@@ -1,7 +1,9 @@
 package feedcheck
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -21,8 +23,15 @@ import (
 // everything it runs it with. The database's side is derived from the rows
 // here, not with the stream's own event builders, so a mistake there shows.
 
-// desiredView reads what region should run from the database.
-func desiredView(ctx context.Context, client *ent.Client, region string) (map[streamtest.Key]string, error) {
+// desiredView reads what region should run from the database, in one
+// snapshot so that every topology read has its deployment (I6).
+func desiredView(ctx context.Context, db *ent.Client, region string) (map[streamtest.Key]string, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	client := tx.Client()
 	view := map[streamtest.Key]string{}
 	topologies, err := client.DeploymentTopology.Query().
 		Where(deploymenttopology.Region(region), deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
@@ -121,4 +130,17 @@ func diff(want map[streamtest.Key]string, events map[streamtest.Key]*ctrlv1.Depl
 		}
 	}
 	return out
+}
+
+// keysOf lists a view's keys in order, for stable messages.
+func keysOf(views ...map[streamtest.Key]string) []streamtest.Key {
+	seen := map[streamtest.Key]bool{}
+	for _, v := range views {
+		for k := range v {
+			seen[k] = true
+		}
+	}
+	return slices.SortedFunc(maps.Keys(seen), func(a, b streamtest.Key) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.ID, b.ID))
+	})
 }
