@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/wantstate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -189,13 +190,13 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 		return rep, err
 	}
 
+	regions, err := wantstate.Read(ctx, sys.DB.Ent)
+	if err != nil {
+		return rep, err
+	}
 	want := map[string]map[streamtest.Key]string{}
 	for _, region := range cfg.Regions {
-		view, err := desiredView(ctx, sys.DB.Ent, region)
-		if err != nil {
-			return rep, err
-		}
-		want[region] = view
+		want[region] = desiredView(regions[region])
 	}
 
 	// Followers from saved bookmarks (a few, spread over the run) and a

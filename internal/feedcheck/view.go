@@ -2,8 +2,6 @@ package feedcheck
 
 import (
 	"cmp"
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -11,61 +9,31 @@ import (
 	"strings"
 
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
-	"github.com/deploysync/deploysync/ent"
-	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
-	"github.com/deploysync/deploysync/ent/deploymenttopology"
-	"github.com/deploysync/deploysync/ent/sentinel"
-	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/internal/wantstate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // A view maps each resource an agent of a region should run to a text of
-// everything it runs it with. The database's side is derived from the rows
-// here, not with the stream's own event builders, so a mistake there shows.
+// everything it runs it with. The database's side comes from wantstate, not
+// from the stream's own event builders, so a mistake there shows.
 
-// desiredView reads what region should run from the database, in one
-// snapshot so that every topology read has its deployment (I6).
-func desiredView(ctx context.Context, db *ent.Client, region string) (map[streamtest.Key]string, error) {
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return nil, err
-	}
-	defer tx.Rollback()
-	client := tx.Client()
+// desiredView is the texts of what a region should run.
+func desiredView(r *wantstate.Region) map[streamtest.Key]string {
 	view := map[streamtest.Key]string{}
-	topologies, err := client.DeploymentTopology.Query().
-		Where(deploymenttopology.Region(region), deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
-		WithDeployment().All(ctx)
-	if err != nil {
-		return nil, err
+	if r == nil {
+		return view
 	}
-	for _, t := range topologies {
-		d := t.Edges.Deployment
-		view[streamtest.Key{Kind: "deployment", ID: d.ID}] = deploymentText(naming.Namespace(d.WorkspaceID, d.EnvironmentID),
-			d.Image, t.Replicas, d.CPUMillicores, d.MemoryMib, d.Port, d.Command, d.Env)
+	for _, d := range r.Deployments {
+		view[streamtest.Key{Kind: "deployment", ID: d.ID}] = deploymentText(d.Namespace, d.Image, d.Replicas,
+			d.CPUMillicores, d.MemoryMiB, d.Port, d.Command, d.Env)
 	}
-	sentinels, err := client.Sentinel.Query().
-		Where(sentinel.Region(region), sentinel.DesiredStateEQ(sentinel.DesiredStateRunning)).All(ctx)
-	if err != nil {
-		return nil, err
+	for _, s := range r.Sentinels {
+		view[streamtest.Key{Kind: "sentinel", ID: s.ID}] = sentinelText(s.Namespace, s.Image, s.Replicas, s.CPUMillicores, s.MemoryMiB)
 	}
-	for _, s := range sentinels {
-		view[streamtest.Key{Kind: "sentinel", ID: s.ID}] = sentinelText(naming.Namespace(s.WorkspaceID, s.EnvironmentID),
-			s.Image, s.Replicas, s.CPUMillicores, s.MemoryMib)
+	for _, p := range r.Policies {
+		view[streamtest.Key{Kind: "cilium_network_policy", ID: p.ID}] = policyText(p.Namespace, p.Name, p.DeploymentID, p.Spec)
 	}
-	policies, err := client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(region)).All(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range policies {
-		owner := ""
-		if p.DeploymentID != nil {
-			owner = *p.DeploymentID
-		}
-		view[streamtest.Key{Kind: "cilium_network_policy", ID: p.ID}] = policyText(naming.Namespace(p.WorkspaceID, p.EnvironmentID),
-			p.Name, owner, p.Spec)
-	}
-	return view, nil
+	return view
 }
 
 // followerView turns a follower's applied events into the same texts.
