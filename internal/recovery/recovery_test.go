@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func guard() (Guard, *bytes.Buffer) {
@@ -20,12 +21,6 @@ func guard() (Guard, *bytes.Buffer) {
 		Log:    slog.New(slog.NewTextHandler(&buf, nil)),
 		Panics: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "panics_total"}, []string{"where"}),
 	}, &buf
-}
-
-func value(c prometheus.Counter) float64 {
-	var m dto.Metric
-	c.Write(&m)
-	return m.GetCounter().GetValue()
 }
 
 // A panic becomes a *Panic error with its stack, logged at error level and
@@ -40,7 +35,7 @@ func TestRunTurnsAPanicIntoAnErrorLoggedAndCounted(t *testing.T) {
 	if p.Where != "job" || !strings.Contains(p.Error(), "nil map") || !strings.Contains(string(p.Stack), "recovery_test.go") {
 		t.Errorf("panic = %q where %q, stack:\n%s", p.Error(), p.Where, p.Stack)
 	}
-	if got := value(g.Panics.WithLabelValues("job")); got != 1 {
+	if got := testutil.ToFloat64(g.Panics.WithLabelValues("job")); got != 1 {
 		t.Errorf("counted %v panics, want 1", got)
 	}
 	if out := log.String(); !strings.Contains(out, "level=ERROR") || !strings.Contains(out, "recovery_test.go") {
@@ -80,7 +75,44 @@ func TestLoopRestartsAfterAPanicUntilTheContextEnds(t *testing.T) {
 	}
 	cancel()
 	<-done
-	if got := value(g.Panics.WithLabelValues("loop")); got != 1 {
+	if got := testutil.ToFloat64(g.Panics.WithLabelValues("loop")); got != 1 {
 		t.Errorf("counted %v panics, want 1", got)
+	}
+}
+
+// The pause after a panic doubles while the loop keeps panicking, up to a
+// cap, so a loop that panics on every round (a poison row) starts again a
+// handful of times a minute, not every second; and reset runs after each
+// panic.
+func TestLoopBacksOffWhileItKeepsPanicking(t *testing.T) {
+	b := Backoff{Min: time.Second, Max: 5 * time.Second}
+	var got []time.Duration
+	for range 5 {
+		got = append(got, b.Next())
+	}
+	if want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second}; !slices.Equal(got, want) {
+		t.Fatalf("pauses %v, want %v", got, want)
+	}
+	b.Reset()
+	if d := b.Next(); d != time.Second {
+		t.Fatalf("after Reset the pause is %v, want %v", d, time.Second)
+	}
+
+	g, _ := guard()
+	g.RestartPause = 20 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	var rounds, resets atomic.Int32
+	g.LoopResetting(ctx, "poison", func(context.Context) {
+		rounds.Add(1)
+		panic("every round")
+	}, func() { resets.Add(1) })
+	// Pauses of 20, 40, 80, 160 ms fit 400 ms: at most 5 rounds. A fixed
+	// pause would give 20, none would give thousands.
+	if n := rounds.Load(); n < 2 || n > 5 {
+		t.Fatalf("%d rounds in 400ms with a doubling pause from 20ms, want 2 to 5", n)
+	}
+	if resets.Load() != rounds.Load() {
+		t.Fatalf("reset ran %d times for %d panics", resets.Load(), rounds.Load())
 	}
 }
