@@ -21,6 +21,7 @@ type Metrics struct {
 	StreamLag        *prometheus.GaugeVec
 	FullSyncs        *prometheus.CounterVec
 	SlowSubscribers  prometheus.Counter
+	Subscriptions    prometheus.Gauge
 	CleanupRows      prometheus.Counter
 	CleanupRuns      *prometheus.CounterVec
 	WorkflowsDecided *prometheus.CounterVec
@@ -63,6 +64,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		FullSyncs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_stream_full_syncs_total", Help: "Full syncs served, by region.",
 		}, []string{"region"}),
+		Subscriptions: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_tailer_subscriptions", Help: "Subscriptions the tailer delivers to (one per stream; more means leaked ones).",
+		}),
 		SlowSubscribers: f.NewCounter(prometheus.CounterOpts{
 			Name: "deploysync_stream_slow_subscribers_total", Help: "Streams ended because they fell too far behind the tailer.",
 		}),

@@ -150,9 +150,21 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		s.spawn("metrics-http", func() { s.http.Serve(mlis) })
 	}
 
+	// SERVING before the tailer starts, so that a tailer that dies at once
+	// leaves NOT_SERVING, not the other way round. Nothing can ask before
+	// grpc-serve runs anyway.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	// The tailer starts over by itself after a panic in a poll (see
 	// Tailer.Run); it cannot be run a second time from here.
 	s.spawn("tailer", func() {
+		// Run returns before shutdown only if its start failed or
+		// panicked: no stream can be served any more, so say so to the
+		// load balancer and the orchestrator rather than stay SERVING.
+		defer func() {
+			if runCtx.Err() == nil {
+				s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+			}
+		}()
 		if err := s.Tailer.Run(runCtx); err != nil && runCtx.Err() == nil {
 			log.Error("tailer stopped", "err", err)
 		}
@@ -171,7 +183,6 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 			log.Error("grpc server stopped", "err", err)
 		}
 	})
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	log.Info("ctrld serving", "grpc", s.Addr, "metrics", s.MetricsAddr, "instance", cfg.Instance, "tls", cfg.TLSCert != "")
 	return s, nil
 }

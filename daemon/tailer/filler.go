@@ -2,15 +2,18 @@ package tailer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/deploysync/deploysync/internal/recovery"
 )
 
 // fillOldHoles starts the filler for holes older than HoleGrace, one run
 // at a time; Run waits for it before returning. Called with mu held.
 func (t *Tailer) fillOldHoles(ctx context.Context, now time.Time) {
-	if t.filling || t.stopped {
+	if t.filling || t.stopped || now.Before(t.fillerHold) {
 		return
 	}
 	due := t.holes.due(now.Add(-t.cfg.HoleGrace), maxFill)
@@ -27,11 +30,18 @@ func (t *Tailer) fillOldHoles(ctx context.Context, now time.Time) {
 		// cleared, or no hole would ever be filled again and the watermark
 		// would stay where it is.
 		err := t.guard.Run("tailer-filler", func() error { return t.fill(runCtx, due) })
+		var p *recovery.Panic
+		panicked := errors.As(err, &p)
 		t.mu.Lock()
 		t.filling = false
+		if panicked {
+			t.fillerHold = time.Now().Add(t.fillerBackoff.Next())
+		} else {
+			t.fillerBackoff.Reset()
+		}
 		t.mu.Unlock()
-		if ctx.Err() != nil {
-			return // stopping
+		if ctx.Err() != nil || panicked {
+			return // stopping, or logged by the guard
 		}
 		if err != nil {
 			t.metrics.FillerRuns.WithLabelValues("error").Inc()

@@ -4,57 +4,59 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
 )
 
-// panicOnce is a counter that panics on its first Add once armed: it
+// panicOnce is a counter that panics on its first Inc once armed: it
 // stands in for any bug in the middle of a poll.
 type panicOnce struct {
 	prometheus.Counter
 	armed atomic.Bool
 }
 
-func (c *panicOnce) Add(v float64) {
+func (c *panicOnce) Inc() {
 	if c.armed.CompareAndSwap(true, false) {
 		panic("injected: a bug in a poll")
 	}
-	c.Counter.Add(v)
+	c.Counter.Inc()
 }
 
 // A panic in a poll neither ends the process nor leaves streams waiting
-// on a dead tailer: it is counted, every subscription ends with
-// ErrRestarted, and the tailer starts over and delivers what comes next.
-func TestAPanicInAPollRestartsTheTailer(t *testing.T) {
+// on a dead tailer, and loses nothing (I2): it is counted, every
+// subscription ends with ErrRestarted, and the tailer starts over from its
+// watermark. The panic strikes where it hurts most: after the poll moved
+// past a row above an open hole, before it handed that row on. A tailer
+// that went on from where the poll stopped would never deliver that row.
+func TestAPanicInAPollRestartsTheTailerAndLosesNothing(t *testing.T) {
 	db := storetest.New(t)
 	m := metrics.New(prometheus.NewRegistry())
-	rows := &panicOnce{Counter: m.PollRows}
-	m.PollRows = rows
-	tl := tailer.New(db.SQL, tailer.Config{PollInterval: 5 * time.Millisecond}, slog.New(slog.DiscardHandler), m)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); tl.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	holds := &panicOnce{Counter: m.WatermarkHolds} // counted once a poll found an open hole
+	m.WatermarkHolds = holds
+	tl := startTailerWith(t, db, tailer.Config{PollInterval: 5 * time.Millisecond}, m)
+	ctx := t.Context()
 
 	before, err := tl.Subscribe(ctx, "eu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer before.Close()
-	if err := openChange(t, db, "eu").Commit(); err != nil {
+	held := openChange(t, db, "eu") // takes a pk and holds it open
+	defer held.Rollback()
+	holds.armed.Store(true)
+	if err := openChange(t, db, "eu").Commit(); err != nil { // above the hole
 		t.Fatal(err)
 	}
-	collect(t, before, 1, 3*time.Second)
 
-	rows.armed.Store(true)
 	deadline := time.After(5 * time.Second)
 	for open := true; open; {
 		select {
@@ -66,9 +68,7 @@ func TestAPanicInAPollRestartsTheTailer(t *testing.T) {
 	if !errors.Is(before.Err(), tailer.ErrRestarted) {
 		t.Fatalf("subscription ended with %v, want ErrRestarted", before.Err())
 	}
-	var panics dto.Metric
-	m.Panics.WithLabelValues("tailer").Write(&panics)
-	if got := panics.GetCounter().GetValue(); got != 1 {
+	if got := testutil.ToFloat64(m.Panics.WithLabelValues("tailer")); got != 1 {
 		t.Errorf("counted %v panics, want 1", got)
 	}
 
@@ -77,10 +77,33 @@ func TestAPanicInAPollRestartsTheTailer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer after.Close()
-	if err := openChange(t, db, "eu").Commit(); err != nil {
+	if err := held.Commit(); err != nil {
 		t.Fatal(err)
 	}
-	if got := collect(t, after, 1, 5*time.Second); got[0].Version <= after.Watermark {
-		t.Fatalf("got %+v at or below the subscription's watermark %d", got, after.Watermark)
+	// Everything above the subscription's watermark reaches it, in Early
+	// or on C: the row committed before the panic and the held one.
+	got := slices.Clone(after.Early)
+	got = append(got, collect(t, after, 2-len(got), 5*time.Second)...)
+	for _, c := range got {
+		if c.Version <= after.Watermark {
+			t.Fatalf("got %+v at or below the subscription's watermark %d", c, after.Watermark)
+		}
+	}
+}
+
+// A tailer that ended before it ever started (its start failed, or
+// panicked) turns subscribers away instead of leaving every watch waiting
+// for it forever.
+func TestSubscribeToATailerThatNeverStartedFails(t *testing.T) {
+	db := storetest.New(t)
+	tl := tailer.New(db.SQL, tailer.Config{}, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // start gives up at once
+	tl.Run(ctx)
+	wait, stop := context.WithTimeout(t.Context(), 5*time.Second)
+	defer stop()
+	sub, err := tl.Subscribe(wait, "eu")
+	if !errors.Is(err, tailer.ErrStopped) {
+		t.Fatalf("Subscribe: %v, %v; want ErrStopped", sub, err)
 	}
 }

@@ -51,6 +51,7 @@ func (t *Tailer) Subscribe(ctx context.Context, region string) (*Subscription, e
 		}
 	}
 	t.subs[s] = struct{}{}
+	t.metrics.Subscriptions.Set(float64(len(t.subs)))
 	return s, nil
 }
 
@@ -69,6 +70,7 @@ func (s *Subscription) Close() {
 	s.tailer.mu.Lock()
 	defer s.tailer.mu.Unlock()
 	delete(s.tailer.subs, s)
+	s.tailer.metrics.Subscriptions.Set(float64(len(s.tailer.subs)))
 	s.closeWith(nil)
 }
 

@@ -130,7 +130,9 @@ type Tailer struct {
 	metrics *metrics.Metrics
 	guard   recovery.Guard // recovers panics in the poll loop and the filler
 	poke    chan struct{}
-	ready   chan struct{} // closed once the persisted watermark is loaded
+	ready   chan struct{} // closed once the persisted watermark is loaded, or on stop
+	// readyOnce closes ready.
+	readyOnce sync.Once
 	// controlMu orders reads of the regions table: a slow periodic read
 	// must not overwrite a newer one an operator action triggered.
 	controlMu sync.Mutex
@@ -144,23 +146,30 @@ type Tailer struct {
 	subs      map[*Subscription]struct{}
 	stopped   bool
 	filling   bool
-	fillers   sync.WaitGroup // the filler run in flight, if any
-	persisted uint64
+	// fillerHold, after a filler run panicked, is when the next may start
+	// (fillerBackoff spaces them out): a filler that panics every time
+	// must not run and log a stack every poll.
+	fillerHold    time.Time
+	fillerBackoff *recovery.Backoff
+	fillers       sync.WaitGroup // the filler run in flight, if any
+	persisted     uint64
 }
 
 // New returns a tailer reading through db.
 func New(db *sql.DB, cfg Config, log *slog.Logger, m *metrics.Metrics) *Tailer {
 	cfg.defaults()
+	guard := recovery.Guard{Log: log, Panics: m.Panics}
 	return &Tailer{
-		db:      db,
-		cfg:     cfg,
-		log:     log,
-		metrics: m,
-		guard:   recovery.Guard{Log: log, Panics: m.Panics},
-		poke:    make(chan struct{}, 1),
-		ready:   make(chan struct{}),
-		control: map[string]RegionControl{},
-		subs:    map[*Subscription]struct{}{},
+		db:            db,
+		cfg:           cfg,
+		log:           log,
+		metrics:       m,
+		guard:         guard,
+		fillerBackoff: guard.Backoff(),
+		poke:          make(chan struct{}, 1),
+		ready:         make(chan struct{}),
+		control:       map[string]RegionControl{},
+		subs:          map[*Subscription]struct{}{},
 	}
 }
 
@@ -187,26 +196,19 @@ func (t *Tailer) Watermark() uint64 {
 // It is logged and counted, and the tailer starts over (restart): every
 // subscription ends with ErrRestarted, so its agent reconnects from its
 // last bookmark, and what the tailer read above its watermark is read
-// again, because a poll cut short may have left it half-updated.
+// again, because a poll cut short may have left it half-updated. A panic
+// that comes back on every poll (a row that trips a bug) restarts it with
+// a growing pause, so the streams of every region start over a few times
+// a minute, not every second.
 func (t *Tailer) Run(ctx context.Context) error {
 	defer t.fillers.Wait()
 	defer t.stop()
 	if err := t.start(ctx); err != nil {
 		return err
 	}
-	close(t.ready)
-	for {
-		err := t.guard.Run("tailer", func() error { t.follow(ctx); return nil })
-		if err == nil || ctx.Err() != nil {
-			return nil
-		}
-		t.restart()
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(recovery.RestartPause):
-		}
-	}
+	t.readyOnce.Do(func() { close(t.ready) })
+	t.guard.LoopResetting(ctx, "tailer", t.follow, t.restart)
+	return nil
 }
 
 // follow polls until ctx ends.
@@ -230,12 +232,15 @@ func (t *Tailer) follow(ctx context.Context) {
 			return
 		case <-pollTick.C:
 		case <-t.poke:
+		// Neither touches what a poll updates, so a panic in one is that
+		// round's failure (logged and counted by the guard), not a reason
+		// to end every stream.
 		case <-controlTick.C:
-			if err := t.readControl(ctx); err != nil && ctx.Err() == nil {
+			if err := t.guard.Run("tailer-control", func() error { return t.readControl(ctx) }); err != nil && ctx.Err() == nil {
 				t.log.Warn("tailer: reading region control failed", "err", err)
 			}
 		case <-persistTick.C:
-			if err := t.persistWatermark(ctx); err != nil && ctx.Err() == nil {
+			if err := t.guard.Run("tailer-persist", func() error { return t.persistWatermark(ctx) }); err != nil && ctx.Err() == nil {
 				t.log.Warn("tailer: persisting the watermark failed", "err", err)
 			}
 		}
@@ -273,24 +278,31 @@ func (t *Tailer) start(ctx context.Context) error {
 func (t *Tailer) restart() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for s := range t.subs {
-		s.closeWith(ErrRestarted)
-	}
-	clear(t.subs)
+	t.closeAll(ErrRestarted)
 	t.maxSeen = t.watermark
 	t.holes = nil
 	t.early = nil
 	t.metrics.OpenHoles.Set(0)
 }
 
+// stop ends every subscription, and lets Subscribe return ErrStopped
+// even if the tailer never started (its start panicked, say): a watch
+// must not wait for it forever.
 func (t *Tailer) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.stopped = true
+	t.closeAll(ErrStopped)
+	t.readyOnce.Do(func() { close(t.ready) })
+}
+
+// closeAll ends every subscription with err. Called with mu held.
+func (t *Tailer) closeAll(err error) {
 	for s := range t.subs {
-		s.closeWith(ErrStopped)
+		s.closeWith(err)
 	}
 	clear(t.subs)
+	t.metrics.Subscriptions.Set(0)
 }
 
 // poll reads the rows above maxSeen and re-reads open holes, then updates
@@ -410,6 +422,7 @@ func (t *Tailer) send(s *Subscription, n Notice) {
 		t.metrics.SlowSubscribers.Inc()
 		s.closeWith(ErrSlowSubscriber)
 		delete(t.subs, s)
+		t.metrics.Subscriptions.Set(float64(len(t.subs)))
 	}
 }
 

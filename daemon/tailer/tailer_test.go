@@ -19,7 +19,13 @@ import (
 
 func startTailer(t testing.TB, db *store.DB, cfg tailer.Config) *tailer.Tailer {
 	t.Helper()
-	tl := tailer.New(db.SQL, cfg, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+	return startTailerWith(t, db, cfg, metrics.New(prometheus.NewRegistry()))
+}
+
+// startTailerWith runs a tailer reporting to m until t ends.
+func startTailerWith(t testing.TB, db *store.DB, cfg tailer.Config, m *metrics.Metrics) *tailer.Tailer {
+	t.Helper()
+	tl := tailer.New(db.SQL, cfg, slog.New(slog.DiscardHandler), m)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); tl.Run(ctx) }()
