@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,19 +43,24 @@ func (tr *trap) interceptor() ent.Interceptor {
 // panics reads deploysync_panics_total{where}.
 func panics(t *testing.T, reg *prometheus.Registry, where string) float64 {
 	t.Helper()
+	return gathered(t, reg, "deploysync_panics_total", "where", where)
+}
+
+// gathered reads the value of metric name (with label=value, if label is
+// set) from reg: 0 if it has none.
+func gathered(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range families {
-		if f.GetName() != "deploysync_panics_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "where" && l.GetValue() == where {
-					return m.GetCounter().GetValue()
-				}
+			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
+				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			}
 		}
 	}
@@ -145,6 +152,15 @@ func TestAPanickingStreamEndsWithInternalAndTheAgentResumes(t *testing.T) {
 	}
 	if n := panics(t, reg, tr.method); n != 1 {
 		t.Errorf("counted %v panics, want 1", n)
+	}
+	// The panicking stream released its tailer subscription: the tailer
+	// does not go on feeding a buffer nobody reads.
+	deadline := time.Now().Add(5 * time.Second)
+	for gathered(t, reg, "deploysync_tailer_subscriptions", "", "") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%v tailer subscriptions left after the only stream ended", gathered(t, reg, "deploysync_tailer_subscriptions", "", ""))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	s = watch(resume)

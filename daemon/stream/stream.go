@@ -92,12 +92,7 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 
 	st := &state{req: req, send: send, clientCursor: req.Cursor, bookmarked: req.Cursor}
 	for {
-		sub, err := s.tailer.Subscribe(ctx, req.Region)
-		if err != nil {
-			return err
-		}
-		result, err := s.serveOnce(ctx, sub, st)
-		sub.Close()
+		result, err := s.serveSubscribed(ctx, st)
 		if err != nil || result == outcomeDone {
 			return err
 		}
@@ -128,6 +123,18 @@ type state struct {
 	control tailer.RegionControl
 	// heldBack: a pause during the full sync held live changes back.
 	heldBack bool
+}
+
+// serveSubscribed serves st from one new subscription, released however
+// serving ends (a panic included, which the server recovers from: the
+// tailer must not keep feeding a subscription nobody reads, I8).
+func (s *Streamer) serveSubscribed(ctx context.Context, st *state) (outcome, error) {
+	sub, err := s.tailer.Subscribe(ctx, st.req.Region)
+	if err != nil {
+		return outcomeDone, err
+	}
+	defer sub.Close()
+	return s.serveOnce(ctx, sub, st)
 }
 
 // controlOutcome says whether the last seen control state stops the stream.
@@ -369,38 +376,37 @@ func (s *Streamer) bookmark(st *state, fullSyncDone bool) error {
 // waitUnpaused blocks until the region is no longer paused.
 func (s *Streamer) waitUnpaused(ctx context.Context, region string) error {
 	for {
-		sub, err := s.tailer.Subscribe(ctx, region)
-		if err != nil {
+		resumed, err := s.watchPause(ctx, region)
+		if resumed || err != nil {
 			return err
 		}
-		if !sub.Control.Paused {
-			sub.Close()
-			return nil
-		}
-		paused := true
-		for paused {
-			select {
-			case <-ctx.Done():
-				sub.Close()
-				return ctx.Err()
-			case n, ok := <-sub.C():
-				if !ok {
-					err := sub.Err()
-					sub.Close()
-					if errors.Is(err, tailer.ErrSlowSubscriber) {
-						paused = false // nobody reads while paused: just look again
-						continue
-					}
-					return err
+	}
+}
+
+// watchPause follows one subscription while the region stays paused. It
+// returns resumed=false, and no error, when the tailer dropped the
+// subscription for not reading (nobody reads while paused): look again.
+func (s *Streamer) watchPause(ctx context.Context, region string) (resumed bool, err error) {
+	sub, err := s.tailer.Subscribe(ctx, region)
+	if err != nil {
+		return false, err
+	}
+	defer sub.Close()
+	for paused := sub.Control.Paused; paused; {
+		select {
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case n, ok := <-sub.C():
+			if !ok {
+				if err := sub.Err(); !errors.Is(err, tailer.ErrSlowSubscriber) {
+					return true, err
 				}
-				paused = n.Control.Paused
+				return false, nil
 			}
-		}
-		sub.Close()
-		if !paused {
-			return nil
+			paused = n.Control.Paused
 		}
 	}
+	return true, nil
 }
 
 // connected records the agent's stream in the agents table (actual state:
