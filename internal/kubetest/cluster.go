@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,6 +23,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/deploysync/deploysync/internal/ci"
+	"github.com/deploysync/deploysync/internal/testproc"
 )
 
 // EnvBinDir names the environment variable that points at the built
@@ -56,13 +57,20 @@ type Cluster struct {
 	// Dir holds certificates, data and one log per process.
 	Dir string
 
-	procs     []*process // in start order
 	userToken string
-	// apiserver is kube-apiserver's index in procs and how it was started,
-	// for RestartAPIServer.
-	apiserver     int
+	http      *http.Client // for readiness checks, admin credentials
+	// apiserverArgs is how kube-apiserver was started, for RestartAPIServer.
 	apiserverArgs []string
+
+	// mu guards procs and stopped: a restart may run beside Stop.
+	mu        sync.Mutex
+	procs     []*testproc.Process // in start order
+	apiserver int                 // kube-apiserver's index in procs
+	stopped   bool
 }
+
+// ErrStopped means the control plane has been stopped: nothing restarts.
+var ErrStopped = errors.New("kubetest: control plane stopped")
 
 // UserConfig is a client config for LimitedUser, for tests of what RBAC
 // allows.
@@ -104,25 +112,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	reapStale()
-	if err := os.MkdirAll(stateRoot(), 0o755); err != nil {
-		return nil, err
-	}
-	// Ports are picked free and then handed over, so another process can
-	// take one in between; a retry with new ports settles that rare race.
-	var lastErr error
-	for range 3 {
-		c, err := start(ctx, bin, opts)
-		if err == nil {
-			return c, nil
-		}
-		lastErr = err
-	}
-	return nil, lastErr
+	testproc.ReapStale()
+	var c *Cluster
+	err = testproc.WithFreePorts(3, func(ports []int) (err error) {
+		c, err = start(ctx, bin, opts, ports)
+		return err
+	})
+	return c, err
 }
 
-func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error) {
-	dir, err := os.MkdirTemp(stateRoot(), "cp-")
+func start(ctx context.Context, bin string, opts Options, ports []int) (c *Cluster, err error) {
+	dir, err := testproc.NewDir("kube")
 	if err != nil {
 		return nil, err
 	}
@@ -132,14 +132,7 @@ func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error
 			c.Stop()
 		}
 	}()
-	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
-		return nil, err
-	}
 	pki, err := writePKI(dir)
-	if err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -161,7 +154,7 @@ func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error
 	if err != nil {
 		return nil, err
 	}
-	if err := waitFor(ctx, etcd, 30*time.Second, func() bool { return httpOK(http.DefaultClient, etcdURL+"/health") }); err != nil {
+	if err := waitFor(ctx, etcd, 30*time.Second, func(ctx context.Context) error { return httpOK(ctx, http.DefaultClient, etcdURL+"/health") }); err != nil {
 		return nil, err
 	}
 
@@ -200,11 +193,10 @@ func start(ctx context.Context, bin string, opts Options) (c *Cluster, err error
 	if err := writeKubeconfig(c.Kubeconfig, c.Config); err != nil {
 		return nil, err
 	}
-	httpClient, err := rest.HTTPClientFor(c.Config)
-	if err != nil {
+	if c.http, err = rest.HTTPClientFor(c.Config); err != nil {
 		return nil, err
 	}
-	if err := c.waitReady(ctx, apiserver, httpClient); err != nil {
+	if err := c.waitReady(ctx, apiserver); err != nil {
 		return nil, err
 	}
 	if opts.Workloads {
@@ -280,8 +272,8 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 }
 
 // waitReady waits until the API server answers /readyz.
-func (c *Cluster) waitReady(ctx context.Context, apiserver *process, client *http.Client) error {
-	return waitFor(ctx, apiserver, 60*time.Second, func() bool { return httpOK(client, c.Config.Host+"/readyz") })
+func (c *Cluster) waitReady(ctx context.Context, apiserver *testproc.Process) error {
+	return waitFor(ctx, apiserver, 60*time.Second, func(ctx context.Context) error { return httpOK(ctx, c.http, c.Config.Host+"/readyz") })
 }
 
 // RestartAPIServer kills kube-apiserver (SIGKILL, as a crash would) and
@@ -289,25 +281,48 @@ func (c *Cluster) waitReady(ctx context.Context, apiserver *process, client *htt
 // stays: clients see their connections and watches break, then the same
 // objects at the same address. The controller manager, scheduler and kwok
 // keep running and reconnect by themselves. It returns once the new
-// process is ready.
+// process is ready, or with ErrStopped once Stop has run (Stop may run
+// during the restart: it kills the new process too).
 func (c *Cluster) RestartAPIServer(ctx context.Context) error {
-	c.procs[c.apiserver].kill()
-	p, err := startProcess(c.Dir, c.apiserverArgs[0], c.apiserverArgs[1:]...)
+	p, err := c.relaunchAPIServer()
 	if err != nil {
 		return err
 	}
-	c.procs[c.apiserver] = p // same place, so Stop still kills it before etcd
-	httpClient, err := rest.HTTPClientFor(c.Config)
-	if err != nil {
-		return err
+	err = c.waitReady(ctx, p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil && c.stopped {
+		return ErrStopped // what killed it
 	}
-	return c.waitReady(ctx, p, httpClient)
+	return err
 }
 
-// Stop kills every process, newest first, and removes the directory.
+func (c *Cluster) relaunchAPIServer() (*testproc.Process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil, ErrStopped
+	}
+	c.procs[c.apiserver].Kill()
+	p, err := testproc.Start(c.Dir, c.apiserverArgs[0], c.apiserverArgs[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	c.procs[c.apiserver] = p // same place, so Stop still kills it before etcd
+	return p, nil
+}
+
+// Stop kills every process, newest first, and removes the directory. Later
+// calls do nothing.
 func (c *Cluster) Stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return
+	}
+	c.stopped = true
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		c.procs[i].kill()
+		c.procs[i].Kill()
 	}
 	c.procs = nil
 	if c.Dir != "" {
@@ -350,8 +365,13 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	return ns.Name
 }
 
-func (c *Cluster) run(bin string, args ...string) (*process, error) {
-	p, err := startProcess(c.Dir, bin, args...)
+func (c *Cluster) run(bin string, args ...string) (*testproc.Process, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return nil, ErrStopped
+	}
+	p, err := testproc.Start(c.Dir, bin, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -359,53 +379,27 @@ func (c *Cluster) run(bin string, args ...string) (*process, error) {
 	return p, nil
 }
 
-// waitFor polls ready until it holds, the process dies or time runs out.
-func waitFor(ctx context.Context, p *process, limit time.Duration, ready func() bool) error {
-	deadline := time.Now().Add(limit)
-	for {
-		if ready() {
-			return nil
-		}
-		if p.exited() {
-			return fmt.Errorf("kubetest: %s exited during start:\n%s", p.name, p.logTail())
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("kubetest: %s not ready after %s:\n%s", p.name, limit, p.logTail())
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
+func waitFor(ctx context.Context, p *testproc.Process, limit time.Duration, ready func(context.Context) error) error {
+	if err := testproc.WaitFor(ctx, p, limit, ready); err != nil {
+		return fmt.Errorf("kubetest: %w", err)
 	}
+	return nil
 }
 
-func httpOK(client *http.Client, url string) bool {
-	resp, err := client.Get(url)
+func httpOK(ctx context.Context, client *http.Client, url string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return false
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
 	}
 	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		listeners = append(listeners, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	return ports, nil
+	return nil
 }
 
 func writeKubeconfig(path string, cfg *rest.Config) error {

@@ -8,8 +8,9 @@
 // or through DEPLOYSYNC_KUBE_BIN. Without them a test fails in CI and skips
 // with the reason elsewhere.
 //
-// Nothing outlives the test binary: children run in their own process group
-// with a parent-death signal, Stop kills them newest first with SIGKILL (a
-// SIGTERM'd apiserver spends seconds retrying etcd), and Start first reaps
-// whatever a killed earlier run left behind under the shared state root.
+// Nothing outlives the test binary: children run through internal/testproc
+// (their own process group, a parent-death signal, a directory under its
+// reaped state root), Stop kills them newest first with SIGKILL (a SIGTERM'd
+// apiserver spends seconds retrying etcd), and Start first reaps whatever a
+// killed earlier run left behind.
 package kubetest

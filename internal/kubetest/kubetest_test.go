@@ -2,6 +2,7 @@ package kubetest_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -197,5 +198,12 @@ func TestRestartAPIServerKeepsObjects(t *testing.T) {
 	}
 	if _, err := client.CoreV1().Services(ns).Get(ctx, "d1", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the service after the restart: %v", err)
+	}
+
+	// A restart that comes after Stop (a fault still under way when its
+	// test ended) starts nothing and says so.
+	cluster.Stop()
+	if err := cluster.RestartAPIServer(ctx); !errors.Is(err, kubetest.ErrStopped) {
+		t.Fatalf("restart after Stop: %v, want ErrStopped", err)
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/deploysync/deploysync/internal/testproc"
 )
 
 const helperEnv = "KUBETEST_HELPER_START"
@@ -72,17 +74,17 @@ func TestKilledRunIsReapedByNextStart(t *testing.T) {
 	cmd.Process.Kill()
 	cmd.Wait()
 
-	reapStale()
+	testproc.ReapStale()
 
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("directory %s survived the reaping (stat: %v)", dir, err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
 	for _, pid := range pids {
-		for alive(pid) && belongsTo(pid, dir) && time.Now().Before(deadline) {
+		for testproc.Alive(pid) && testproc.BelongsTo(pid, dir) && time.Now().Before(deadline) {
 			time.Sleep(50 * time.Millisecond)
 		}
-		if alive(pid) && belongsTo(pid, dir) {
+		if testproc.Alive(pid) && testproc.BelongsTo(pid, dir) {
 			t.Errorf("process %d of the killed run is still running", pid)
 		}
 	}
