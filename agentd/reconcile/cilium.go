@@ -43,8 +43,8 @@ func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructure
 		"apiVersion": "cilium.io/v2",
 		"kind":       "CiliumNetworkPolicy",
 		"metadata": map[string]any{
-			"name":      p.GetName(),
-			"namespace": p.GetNamespace(),
+			"name":      policyAt(p).name,
+			"namespace": policyAt(p).namespace,
 			"labels":    objLabels,
 		},
 		"spec": p.GetSpec().AsMap(),
@@ -63,7 +63,7 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 	}
 	// What a move left behind goes first, so it goes even while this apply
 	// fails (see Deployments.removeLeftBehind).
-	keep := at{p.GetNamespace(), p.GetName()}
+	keep := policyAt(p)
 	if err := relisting(func() error { return c.remove(ctx, p.GetPolicyId(), keep) }); err != nil {
 		return err
 	}

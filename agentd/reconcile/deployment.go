@@ -37,6 +37,7 @@ func NewDeployments(client kubernetes.Interface, cache *Cache, ns *Namespaces) *
 // without the hash annotation.
 func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.StatefulSetApplyConfiguration) {
 	id, ns := s.GetDeploymentId(), s.GetNamespace()
+	name := deploymentAt(s).name
 	objLabels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: id}
 	selector := map[string]string{kube.DeploymentLabel: id}
 	port := s.GetPort()
@@ -44,7 +45,7 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 		port = 8080
 	}
 
-	svc := corev1ac.Service(id, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
+	svc := corev1ac.Service(name, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
 		WithClusterIP(corev1.ClusterIPNone).
 		WithPublishNotReadyAddresses(true).
 		WithSelector(selector).
@@ -65,9 +66,9 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 	for _, name := range slices.Sorted(maps.Keys(s.GetEnv())) {
 		container.WithEnv(corev1ac.EnvVar().WithName(name).WithValue(s.GetEnv()[name]))
 	}
-	sts := appsv1ac.StatefulSet(id, ns).WithLabels(objLabels).WithSpec(appsv1ac.StatefulSetSpec().
+	sts := appsv1ac.StatefulSet(name, ns).WithLabels(objLabels).WithSpec(appsv1ac.StatefulSetSpec().
 		WithReplicas(s.GetReplicas()).
-		WithServiceName(id).
+		WithServiceName(name).
 		WithPodManagementPolicy(appsv1.ParallelPodManagement).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
 		WithTemplate(corev1ac.PodTemplateSpec().
@@ -85,7 +86,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	if s.GetDeploymentId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("deployment event without id or namespace: %v", s)
 	}
-	if err := d.removeLeftBehind(ctx, s.GetDeploymentId(), at{s.GetNamespace(), s.GetDeploymentId()}); err != nil {
+	if err := d.removeLeftBehind(ctx, s.GetDeploymentId(), deploymentAt(s)); err != nil {
 		return err
 	}
 	svc, sts := desiredDeployment(s)
@@ -97,27 +98,28 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	if err != nil {
 		return err
 	}
-	id, ns := s.GetDeploymentId(), s.GetNamespace()
-	liveSvc, err := cachedOrNil(d.cache.Services.Services(ns).Get(id))
+	place := deploymentAt(s)
+	ns, name := place.namespace, place.name
+	liveSvc, err := cachedOrNil(d.cache.Services.Services(ns).Get(name))
 	if err != nil {
 		return err
 	}
-	liveSts, err := cachedOrNil(d.cache.StatefulSets.StatefulSets(ns).Get(id))
+	liveSts, err := cachedOrNil(d.cache.StatefulSets.StatefulSets(ns).Get(name))
 	if err != nil {
 		return err
 	}
 	return applyObjects(ctx, d.namespaces, ns,
-		object{kind: "Service", name: id, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil,
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil,
 			labels: func(ctx context.Context) (map[string]string, error) {
-				return labelsOf(d.client.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{}))
+				return labelsOf(d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
 			apply: func(ctx context.Context) error {
 				_, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "StatefulSet", name: id, upToDate: statefulSetUpToDate(liveSts, sts, stsHash), cached: liveSts != nil,
+		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(liveSts, sts, stsHash), cached: liveSts != nil,
 			labels: func(ctx context.Context) (map[string]string, error) {
-				return labelsOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, id, metav1.GetOptions{}))
+				return labelsOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
 			apply: func(ctx context.Context) error {
 				_, err := d.client.AppsV1().StatefulSets(ns).Apply(ctx, sts, applyOptions)
@@ -148,7 +150,7 @@ func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSet
 // and only a full sync followed), leaves the old ones running. They go
 // before the apply, so they go even while it fails. The informer cache
 // says whether there are any, so a no-op apply stays free; one it does not
-// hold yet is caught when it arrives (dispatch.Dispatcher.Found).
+// hold yet is caught when it arrives (see LeftBehind).
 func (d *Deployments) removeLeftBehind(ctx context.Context, id string, keep at) error {
 	sets, err := Owned[*appsv1.StatefulSet](d.cache.StatefulSetInformer, kube.DeploymentLabel, id)
 	if err != nil {

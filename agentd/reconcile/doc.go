@@ -27,10 +27,13 @@
 // An ID deleted and applied again in another namespace (or, for a policy,
 // under another name) while the agent missed the delete would otherwise
 // leave its old objects running: every apply first removes the resource's
-// objects anywhere else, the same way a delete does. Deployments and
-// sentinels ask the informer cache whether there are any, so a no-op apply
-// stays free of API calls; an object created just before the move that the
-// cache did not hold yet is re-checked when it arrives (the agent's
-// informer handler calls dispatch.Dispatcher.Found), and garbage collection
-// after a full sync compares the whole identity as well.
+// objects anywhere else, the same way a delete does. Where an apply puts a
+// resource's objects is known here alone (place.go): the applies and
+// LeftBehind, which the agent asks, cannot disagree. Deployments and
+// sentinels ask the informer cache whether there are objects elsewhere, so
+// a no-op apply stays free of API calls; an object created just before the
+// move that the cache did not hold yet is checked when it arrives (the
+// agent's informer handler re-applies the resource when LeftBehind says
+// so). A full sync applies every resource it lists, so an agent that
+// missed a move while it was away removes what it left behind then.
 package reconcile

@@ -41,21 +41,6 @@ func sortedPlaced(found map[Placed]bool) []Placed {
 	})
 }
 
-// at is where a resource's objects belong: its namespace, and the name
-// they take. Identity is whole (invariant I7): the resource's objects
-// anywhere else were left behind by a move. The zero at is nowhere, for a
-// delete.
-type at struct{ namespace, name string }
-
-func (a at) holds(o metav1.Object) bool {
-	return o.GetNamespace() == a.namespace && o.GetName() == a.name
-}
-
-// elsewhere reports whether any of objs is not at a.
-func elsewhere[T metav1.Object](a at, objs []T) bool {
-	return slices.ContainsFunc(objs, func(o T) bool { return !a.holds(o) })
-}
-
 // relisting runs a list-then-delete again while a delete finds its object
 // changed since it was listed (deleteOptions' preconditions fail with a
 // conflict): the new list says whether the object is still the resource's

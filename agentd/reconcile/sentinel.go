@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/kube"
-	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -37,7 +36,7 @@ func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Se
 }
 
 func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.DeploymentApplyConfiguration) {
-	name, ns := naming.Sentinel(s.GetSentinelId()), s.GetNamespace()
+	name, ns := sentinelAt(s).name, s.GetNamespace()
 	objLabels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: s.GetSentinelId()}
 	selector := map[string]string{kube.SentinelLabel: s.GetSentinelId()}
 	svc := corev1ac.Service(name, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
@@ -70,7 +69,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	if s.GetSentinelId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("sentinel event without id or namespace: %v", s)
 	}
-	if err := c.removeLeftBehind(ctx, s.GetSentinelId(), at{s.GetNamespace(), naming.Sentinel(s.GetSentinelId())}); err != nil {
+	if err := c.removeLeftBehind(ctx, s.GetSentinelId(), sentinelAt(s)); err != nil {
 		return err
 	}
 	svc, dep := desiredSentinel(s)
@@ -82,7 +81,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	if err != nil {
 		return err
 	}
-	name, ns := naming.Sentinel(s.GetSentinelId()), s.GetNamespace()
+	name, ns := sentinelAt(s).name, s.GetNamespace()
 	liveSvc, err := cachedOrNil(c.cache.Services.Services(ns).Get(name))
 	if err != nil {
 		return err
