@@ -185,7 +185,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		m.AckedCursor.Set(float64(acked))
 		hb.poke()
 	}, dispatch.WithPanics(m.Panics))
-	w := watch.New(cluster, d, func() ([]dispatch.Object, error) { return router.present(ctx) }, watch.Config{
+	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return router.present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, StatusChanged: hb.poke,
 	}, log, m)
@@ -196,12 +196,8 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 
 	// Drift: an edit or delete of a managed object re-applies its resource.
 	requeue := func(obj any) {
-		deployment, sentinel := kube.OwnerIDs(obj)
-		if deployment != "" {
-			d.Requeue(dispatch.Key{Kind: dispatch.KindDeployment, ID: deployment})
-		}
-		if sentinel != "" {
-			d.Requeue(dispatch.Key{Kind: dispatch.KindSentinel, ID: sentinel})
+		for _, key := range keysOf(obj) {
+			d.Requeue(key, nil)
 		}
 	}
 	drift := cache.ResourceEventHandlerFuncs{
@@ -215,12 +211,8 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 			if !ok {
 				return
 			}
-			deployment, sentinel := kube.OwnerIDs(obj)
-			if deployment != "" {
-				d.Found(dispatch.Object{Key: dispatch.Key{Kind: dispatch.KindDeployment, ID: deployment}, Namespace: o.GetNamespace(), Name: o.GetName()})
-			}
-			if sentinel != "" {
-				d.Found(dispatch.Object{Key: dispatch.Key{Kind: dispatch.KindSentinel, ID: sentinel}, Namespace: o.GetNamespace(), Name: o.GetName()})
+			for _, key := range keysOf(obj) {
+				d.Requeue(key, func(in dispatch.Intent) bool { return !in.Delete && reconcile.LeftBehind(in.Event, o) })
 			}
 		},
 		UpdateFunc: func(old, obj any) {
@@ -302,12 +294,13 @@ func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 	return fmt.Errorf("no controller for %s resources", key.Kind)
 }
 
-// present lists every managed object in the cluster, for GC, kind by
-// kind: a kind that cannot be listed (say, policies the agent may not
-// list) is reported in the error and left out, and must not keep the
-// other kinds' garbage, a stopped deployment still running, uncollected.
-func (r *router) present(ctx context.Context) ([]dispatch.Object, error) {
-	var objs []dispatch.Object
+// present lists the resources with managed objects in the cluster, for
+// GC, kind by kind: a kind that cannot be listed (say, policies the agent
+// may not list) is reported in the error and left out, and must not keep
+// the other kinds' garbage, a stopped deployment still running,
+// uncollected.
+func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
+	var keys []dispatch.Key
 	var errs []error
 	add := func(kind string, placed []reconcile.Placed, err error) {
 		if err != nil {
@@ -315,7 +308,7 @@ func (r *router) present(ctx context.Context) ([]dispatch.Object, error) {
 			return
 		}
 		for _, p := range placed {
-			objs = append(objs, dispatch.Object{Key: dispatch.Key{Kind: kind, ID: p.ID}, Namespace: p.Namespace, Name: p.Name})
+			keys = append(keys, dispatch.Key{Kind: kind, ID: p.ID})
 		}
 	}
 	deployments, err := r.deployments.Present()
@@ -324,7 +317,21 @@ func (r *router) present(ctx context.Context) ([]dispatch.Object, error) {
 	add(dispatch.KindSentinel, sentinels, err)
 	policies, err := r.policies.Present(ctx)
 	add(dispatch.KindPolicy, policies, err)
-	return objs, errors.Join(errs...)
+	return keys, errors.Join(errs...)
+}
+
+// keysOf names the resources a managed object belongs to, by its ID
+// labels.
+func keysOf(obj any) []dispatch.Key {
+	var keys []dispatch.Key
+	deployment, sentinel := kube.OwnerIDs(obj)
+	if deployment != "" {
+		keys = append(keys, dispatch.Key{Kind: dispatch.KindDeployment, ID: deployment})
+	}
+	if sentinel != "" {
+		keys = append(keys, dispatch.Key{Kind: dispatch.KindSentinel, ID: sentinel})
+	}
+	return keys
 }
 
 // heartbeat reports the agent's status: when the cursor moves (acks within

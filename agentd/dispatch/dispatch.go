@@ -31,7 +31,6 @@ import (
 
 	"k8s.io/client-go/util/workqueue"
 
-	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -51,16 +50,6 @@ type Key struct {
 
 func (k Key) String() string { return k.Kind + "/" + k.ID }
 
-// Object is a managed object found in the cluster: the resource it belongs
-// to (by its ID label) and where it is. A resource's identity is whole
-// (invariant I7): an object of a listed resource is kept only where the
-// resource's apply puts its objects.
-type Object struct {
-	Key       Key
-	Namespace string
-	Name      string
-}
-
 // Intent is the latest desired state of one resource.
 type Intent struct {
 	// Delete is true for deletes; otherwise the state is in Event.
@@ -70,31 +59,6 @@ type Intent struct {
 	Event *ctrlv1.DeploymentChangeEvent
 	seq   uint64
 	gen   int
-}
-
-// places reports whether in is an apply that puts its resource's objects
-// where o is: the event's namespace, under the name the objects take
-// (deployments' are named by their ID, sentinels' by naming.Sentinel,
-// policies' by the user).
-func (in Intent) places(o Object) bool {
-	if in.Delete {
-		return false
-	}
-	var ns, name string
-	switch e := in.Event.GetEvent().(type) {
-	case *ctrlv1.DeploymentChangeEvent_Deployment:
-		s := e.Deployment.GetDeployment()
-		ns, name = s.GetNamespace(), s.GetDeploymentId()
-	case *ctrlv1.DeploymentChangeEvent_Sentinel:
-		s := e.Sentinel.GetSentinel()
-		ns, name = s.GetNamespace(), naming.Sentinel(s.GetSentinelId())
-	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
-		p := e.CiliumNetworkPolicy.GetCiliumNetworkPolicy()
-		ns, name = p.GetNamespace(), p.GetName()
-	default:
-		return false
-	}
-	return o.Namespace == ns && o.Name == name
 }
 
 // Handler applies one resource's intent to the cluster.
@@ -111,7 +75,7 @@ type Dispatcher struct {
 	handler Handler
 	queue   workqueue.TypedRateLimitingInterface[Key]
 	log     *slog.Logger
-	guard   recovery.Guard // turns a panic in handler into a failed apply
+	guard   recovery.Guard // turns a panic while applying a resource into a failed apply
 
 	mu        sync.Mutex
 	seq       uint64         // sequence of the last event received
@@ -195,21 +159,35 @@ func (d *Dispatcher) Event(ev *ctrlv1.DeploymentChangeEvent) error {
 }
 
 func (d *Dispatcher) enqueue(key Key, in Intent) {
+	d.record(key, in)
+	d.queue.Add(key)
+}
+
+// record makes in key's latest intent.
+func (d *Dispatcher) record(key Key, in Intent) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.seq++
 	in.seq, in.gen = d.seq, d.gen
 	d.desired[key] = in
 	if _, held := d.pending[key]; !held || !d.syncing {
 		d.pending[key] = in.seq
 	}
-	d.mu.Unlock()
-	d.queue.Add(key)
 }
 
 // Bookmark records that every event before it was received; its version
 // becomes the acknowledged cursor once they are all applied.
 func (d *Dispatcher) Bookmark(version uint64) {
+	if acked, moved := d.bookmark(version); moved && d.onAck != nil {
+		d.onAck(acked)
+	}
+}
+
+// bookmark records a bookmark; it returns the acknowledged cursor and
+// whether it moved.
+func (d *Dispatcher) bookmark(version uint64) (uint64, bool) {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.syncing = false // no bookmark is passed on before a full sync's last
 	if n := len(d.bookmarks); n > 0 && d.bookmarks[n-1].seq == d.seq {
 		// No event since the last one: it stands for both (keep-alives and
@@ -219,11 +197,7 @@ func (d *Dispatcher) Bookmark(version uint64) {
 		d.bookmarks = append(d.bookmarks, bookmark{seq: d.seq, version: version})
 	}
 	moved := d.advance()
-	acked := d.acked
-	d.mu.Unlock()
-	if moved && d.onAck != nil {
-		d.onAck(acked)
-	}
+	return d.acked, moved
 }
 
 // BeginFullSync starts a new generation: what the coming full sync lists
@@ -231,31 +205,35 @@ func (d *Dispatcher) Bookmark(version uint64) {
 // sync's last (full_sync_done): it ends the sync.
 func (d *Dispatcher) BeginFullSync() {
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	d.gen++
 	d.syncing = true
-	d.mu.Unlock()
 }
 
 // Collect deletes (through the queue) every resource the current full
 // sync did not list and no event since asked to keep: those present in the
 // cluster, and those still waiting in the queue from before the sync (an
 // apply queued or retrying when the resource was deleted upstream must not
-// run after all). A listed resource with objects somewhere else than the
-// sync puts it (deleted and deployed again under its ID in another
-// namespace while the agent missed the delete) is applied again: the apply
-// removes what it left behind, in the resource's turn on the queue, so it
-// never races the resource's own events. Garbage collection after
-// full_sync_done; it returns how many resources it acted on.
-func (d *Dispatcher) Collect(present []Object) int {
-	stale, moved := map[Key]bool{}, map[Key]bool{}
+// run after all). A listed resource is kept by kind and ID alone: the full
+// sync applied it again, and its apply removes whatever it left elsewhere
+// (identity is whole, invariant I7). Garbage collection after
+// full_sync_done; it returns how many resources it deletes.
+func (d *Dispatcher) Collect(present []Key) int {
+	stale := d.stale(present)
+	for k := range stale {
+		d.enqueue(k, Intent{Delete: true})
+	}
+	return len(stale)
+}
+
+// stale is Collect's choice of resources to delete.
+func (d *Dispatcher) stale(present []Key) map[Key]bool {
 	d.mu.Lock()
-	for _, o := range present {
-		in, ok := d.desired[o.Key]
-		switch {
-		case !ok || in.gen != d.gen || in.Delete:
-			stale[o.Key] = true
-		case !in.places(o):
-			moved[o.Key] = true
+	defer d.mu.Unlock()
+	stale := map[Key]bool{}
+	for _, k := range present {
+		if in, ok := d.desired[k]; !ok || in.gen != d.gen || in.Delete {
+			stale[k] = true
 		}
 	}
 	for k, in := range d.desired {
@@ -263,39 +241,29 @@ func (d *Dispatcher) Collect(present []Object) int {
 			stale[k] = true
 		}
 	}
-	d.mu.Unlock()
-	for k := range stale {
-		d.enqueue(k, Intent{Delete: true})
-	}
-	for k := range moved {
-		d.queue.Add(k)
-	}
-	return len(stale) + len(moved)
+	return stale
 }
 
-// Found re-applies the resource of an object that just appeared in the
-// cluster when its latest intent is an apply that puts its objects
-// elsewhere. An apply finds what a move left behind in the informer
-// cache, which may not yet hold an object created just before the move;
-// this catches it when it arrives.
-func (d *Dispatcher) Found(o Object) {
-	d.mu.Lock()
-	in, ok := d.desired[o.Key]
-	d.mu.Unlock()
-	if ok && !in.Delete && !in.places(o) {
-		d.queue.Add(o.Key)
-	}
-}
-
-// Requeue re-applies a resource's latest intent, e.g. after its objects
-// were edited or deleted out of band.
-func (d *Dispatcher) Requeue(key Key) {
-	d.mu.Lock()
-	_, ok := d.desired[key]
-	d.mu.Unlock()
-	if ok {
+// Requeue applies a resource's latest intent again, e.g. after its objects
+// were edited or deleted out of band. When only is set, only if only
+// accepts that intent: an object that just appeared re-applies its
+// resource only when the intent puts the resource's objects elsewhere
+// (the object was left behind by a move whose apply ran before the
+// informer cache held it).
+func (d *Dispatcher) Requeue(key Key, only func(Intent) bool) {
+	if d.wants(key, only) {
 		d.queue.Add(key)
 	}
+}
+
+// wants reports whether key has an intent that only accepts (any intent
+// when only is nil). only runs under the lock, so it judges the latest
+// intent; the deferred unlock outlives a panic in it.
+func (d *Dispatcher) wants(key Key, only func(Intent) bool) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	in, ok := d.desired[key]
+	return ok && (only == nil || only(in))
 }
 
 // Acked returns the acknowledged cursor.
@@ -363,60 +331,93 @@ func (d *Dispatcher) Run(ctx context.Context, workers int) {
 	var wg sync.WaitGroup
 	for range max(1, workers) {
 		wg.Go(func() {
-			// The handler's panics are failed applies (handle); this is
-			// for the dispatcher's own, which end only the item at hand.
-			for more := true; more; {
-				d.guard.Run("dispatch-worker", func() error { more = d.work(ctx); return nil })
+			for d.work(ctx) {
 			}
 		})
 	}
 	wg.Wait()
 }
 
+// work applies one queued resource; it reports false once the queue is
+// shut down. A panic on the way, in the handler or in the dispatcher's own
+// code, is one failed apply of that resource: logged with its stack,
+// counted, and retried with backoff like any other failure (it shows as
+// the agent's last error meanwhile), while the worker goes on with other
+// resources. Every lock is released by then (each is taken in a small
+// method that defers its unlock), and the retry keeps the resource's
+// pending entry from holding the cursor for good.
 func (d *Dispatcher) work(ctx context.Context) bool {
 	key, shutdown := d.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer d.queue.Done(key)
-	d.mu.Lock()
-	in, ok := d.desired[key]
-	d.mu.Unlock()
+	if err := d.guard.Run("dispatch", func() error { return d.apply(ctx, key) }); err != nil {
+		d.retry(ctx, key, err)
+	}
+	return true
+}
+
+// apply hands key's latest intent to the handler and, if it succeeds,
+// records it as applied.
+func (d *Dispatcher) apply(ctx context.Context, key Key) error {
+	in, ok := d.intent(key)
 	if !ok {
 		d.queue.Forget(key)
-		return true
+		return nil
 	}
-	err := d.handle(ctx, key, in)
+	if err := d.handler.Handle(ctx, key, in); err != nil {
+		return err
+	}
+	acked, moved := d.applied(key, in)
+	d.queue.Forget(key)
+	if moved && d.onAck != nil {
+		d.onAck(acked)
+	}
+	return nil
+}
+
+func (d *Dispatcher) intent(key Key) (Intent, bool) {
 	d.mu.Lock()
-	if err != nil {
-		f, failing := d.failures[key]
-		if !failing {
-			f.since = time.Now()
-		}
-		f.err = err
-		d.failures[key] = f
-		d.mu.Unlock()
-		if ctx.Err() == nil {
-			d.log.Warn("apply failed; retrying with backoff", "resource", key.String(), "err", err)
-			d.queue.AddRateLimited(key)
-		}
-		return true
-	}
+	defer d.mu.Unlock()
+	in, ok := d.desired[key]
+	return in, ok
+}
+
+// applied records that in, key's intent, was applied; it returns the
+// acknowledged cursor and whether it moved.
+func (d *Dispatcher) applied(key Key, in Intent) (uint64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	delete(d.failures, key)
 	if d.desired[key].seq == in.seq {
 		// The latest intent is applied: whatever seq it held bookmarks
 		// with (its own, or an older one's during a full sync), it is done.
 		delete(d.pending, key)
-	}
-	if in.Delete && d.desired[key].seq == in.seq {
-		delete(d.desired, key) // nothing left to keep for it
+		if in.Delete {
+			delete(d.desired, key) // nothing left to keep for it
+		}
 	}
 	moved := d.advance()
-	acked := d.acked
-	d.mu.Unlock()
-	d.queue.Forget(key)
-	if moved && d.onAck != nil {
-		d.onAck(acked)
+	return d.acked, moved
+}
+
+// retry records key's failed apply and queues it again with backoff.
+func (d *Dispatcher) retry(ctx context.Context, key Key, err error) {
+	d.failed(key, err)
+	if ctx.Err() == nil {
+		d.log.Warn("apply failed; retrying with backoff", "resource", key.String(), "err", err)
+		d.queue.AddRateLimited(key)
 	}
-	return true
+}
+
+func (d *Dispatcher) failed(key Key, err error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	f, failing := d.failures[key]
+	if !failing {
+		f.since = time.Now()
+	}
+	f.err = err
+	d.failures[key] = f
 }

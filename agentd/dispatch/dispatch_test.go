@@ -182,11 +182,7 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 	must(t, d.Event(deployment("stuck", ctrlv1.Action_ACTION_APPLY)))
 	d.BeginFullSync()
 	must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
-	n := d.Collect([]Object{
-		{Key: Key{KindDeployment, "old"}, Name: "old"},
-		{Key: Key{KindDeployment, "kept"}, Name: "kept"},
-		{Key: Key{KindDeployment, "orphan"}, Name: "orphan"},
-	})
+	n := d.Collect([]Key{{KindDeployment, "old"}, {KindDeployment, "kept"}, {KindDeployment, "orphan"}})
 	if n != 3 {
 		t.Fatalf("collected %d, want old, orphan and stuck", n)
 	}
@@ -200,44 +196,68 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 	}, "garbage collection did not delete exactly old, orphan and stuck")
 }
 
-// A resource the full sync lists in one namespace whose objects are also
-// found in another (deleted and deployed again there while the agent
-// missed the delete) is applied again, not kept as it is nor deleted: its
-// apply removes what was left behind. The same when such an object shows
-// up later in the informer cache (Found); an object where the resource is
-// changes nothing.
-func TestCollectReappliesAResourceFoundElsewhere(t *testing.T) {
+// Requeue applies a resource's latest intent again only when the filter
+// accepts it (the agent's: an object showing up somewhere else than the
+// intent puts the resource's objects). Garbage collection keeps a resource
+// the full sync listed, wherever its objects are (the sync's own apply of
+// it removes what it left elsewhere), and counts only what it deletes.
+func TestRequeueAppliesAgainOnlyWhatTheFilterAccepts(t *testing.T) {
 	r := newRecorder()
-	d := New(r, slog.New(slog.DiscardHandler), nil)
-	start(t, d, 2)
-	x, y := Key{KindDeployment, "x"}, Key{KindDeployment, "y"}
+	busy := Key{KindDeployment, "busy"}
+	g := &gated{recorder: r, key: busy, entered: make(chan struct{}), open: make(chan struct{})}
+	d := New(g, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 1)
+	x := Key{KindDeployment, "x"}
 	handled := func() []Key { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.handled) }
 	d.BeginFullSync()
 	must(t, d.Event(deploymentIn("x", "ns-b", ctrlv1.Action_ACTION_APPLY)))
-	must(t, d.Event(deploymentIn("y", "ns-b", ctrlv1.Action_ACTION_APPLY)))
-	eventually(t, func() bool { return len(handled()) == 2 }, "the full sync's applies did not run")
-
-	n := d.Collect([]Object{
-		{Key: x, Namespace: "ns-a", Name: "x"}, // left behind
-		{Key: x, Namespace: "ns-b", Name: "x"},
-		{Key: y, Namespace: "ns-b", Name: "y"},
-	})
-	if n != 1 {
-		t.Fatalf("collected %d, want x only", n)
+	eventually(t, func() bool { return len(handled()) == 1 }, "the full sync's apply did not run")
+	if n := d.Collect([]Key{x}); n != 0 {
+		t.Fatalf("collected %d, want nothing: x is listed", n)
 	}
+
+	// The only worker is busy: whatever Requeue queues stays in the queue.
+	must(t, d.Event(deployment(busy.ID, ctrlv1.Action_ACTION_APPLY)))
+	<-g.entered
+	var seen Intent
+	d.Requeue(x, func(in Intent) bool { seen = in; return false })
+	if n := d.Depth(); n != 0 {
+		t.Fatalf("%d resources queued after a requeue the filter refused", n)
+	}
+	if ns := seen.Event.GetDeployment().GetDeployment().GetNamespace(); ns != "ns-b" {
+		t.Fatalf("the filter was given an intent for %q, want x's latest (ns-b)", ns)
+	}
+	d.Requeue(x, func(Intent) bool { return true })
+	if n := d.Depth(); n != 1 {
+		t.Fatalf("%d resources queued after a requeue the filter accepted, want x", n)
+	}
+	close(g.open)
 	eventually(t, func() bool { return len(handled()) == 3 }, "x was not applied again")
-	d.Found(Object{Key: y, Namespace: "ns-b", Name: "y"})
-	d.Found(Object{Key: y, Namespace: "ns-b", Name: "other-name"})
-	eventually(t, func() bool { return len(handled()) == 4 }, "y was not applied again for an object under another name")
-	time.Sleep(20 * time.Millisecond) // nothing else may follow
-	if got := handled(); !slices.Equal(got[2:], []Key{x, y}) {
-		t.Fatalf("handled %v after the full sync, want x, then y once", got[2:])
+	if got := handled(); !slices.Equal(got, []Key{x, busy, x}) {
+		t.Fatalf("handled %v, want x, busy, then x again", got)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.final[x] || !r.final[y] {
+	if !r.final[x] {
 		t.Fatalf("a listed resource was deleted: %v", r.final)
 	}
+}
+
+// gated holds the apply of one key until open is closed, telling entered
+// when it starts. Other keys go to the recorder.
+type gated struct {
+	*recorder
+	key     Key
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *gated) Handle(ctx context.Context, key Key, in Intent) error {
+	if key == g.key {
+		g.entered <- struct{}{}
+		<-g.open
+	}
+	return g.recorder.Handle(ctx, key, in)
 }
 
 func deploymentIn(id, ns string, action ctrlv1.Action) *ctrlv1.DeploymentChangeEvent {

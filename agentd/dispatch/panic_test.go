@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -76,4 +77,37 @@ func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
 	if e := d.LastError(); e != "" {
 		t.Errorf("last error %q after the retry succeeded", e)
 	}
+}
+
+// A panic under the dispatcher's lock (here in a Requeue filter, the
+// agent's placement check, which runs there) does not leave the lock held:
+// events, bookmarks and applies go on.
+func TestAPanicUnderTheLockLeavesTheDispatcherWorking(t *testing.T) {
+	r := newRecorder()
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	x := Key{KindDeployment, "x"}
+	must(t, d.Event(deployment(x.ID, ctrlv1.Action_ACTION_APPLY)))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the filter's panic did not reach the caller")
+			}
+		}()
+		d.Requeue(x, func(Intent) bool { panic("injected: a bug in a placement check") })
+	}()
+
+	done := make(chan error, 1)
+	go func() {
+		err := d.Event(deployment("y", ctrlv1.Action_ACTION_APPLY))
+		d.Bookmark(1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		must(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the dispatcher is stuck: its lock is still held after the panic")
+	}
+	eventually(t, func() bool { return d.Acked() == 1 }, "the events after the panic were not applied")
 }

@@ -5,8 +5,9 @@
 // last bookmark received: events before that bookmark sit in the
 // dispatcher until applied, so nothing is lost by resuming past work that
 // is still queued. After a full sync's full_sync_done bookmark it garbage
-// collects managed objects the sync did not list, or listed elsewhere
-// (another namespace or name: identity is whole). It does a full resync
+// collects managed objects of resources the sync did not list (what a
+// listed resource left in another namespace or under another name its
+// apply in the sync removes: identity is whole). It does a full resync
 // every ResyncInterval as a safety net, at once when the server sends
 // resync_required, and reconnects after any stream end with jittered
 // exponential backoff. A paused region simply sends nothing.
@@ -54,11 +55,11 @@ type Config struct {
 	StatusChanged func()
 }
 
-// Present lists the managed objects in the cluster, for garbage
-// collection: whose and where each is, of every kind it could list, and an
-// error for the kinds it could not. Those are not collected this time
+// Present lists the resources with managed objects in the cluster, for
+// garbage collection: of every kind it could list, and an error for the
+// kinds it could not. Those are not collected this time
 // (what is present of them is unknown); the others are.
-type Present func() ([]dispatch.Object, error)
+type Present func() ([]dispatch.Key, error)
 
 // Watcher follows the region's stream.
 type Watcher struct {

@@ -65,7 +65,7 @@ func TestUnhandledEventBacksOff(t *testing.T) {
 	const backoffMin = 10 * time.Millisecond
 	client := &newerCtrld{}
 	d := dispatch.New(nil, slog.New(slog.DiscardHandler), nil)
-	w := watch.New(client, d, func() ([]dispatch.Object, error) { return nil, nil },
+	w := watch.New(client, d, func() ([]dispatch.Key, error) { return nil, nil },
 		watch.Config{Region: "eu", Identity: "a", BackoffMin: backoffMin, BackoffMax: time.Minute},
 		slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -179,12 +179,12 @@ func TestIncompleteGarbageCollectionIsReportedAndRedone(t *testing.T) {
 	)
 	var calls atomic.Int32
 	listPolicies := make(chan struct{})
-	present := func() ([]dispatch.Object, error) {
+	present := func() ([]dispatch.Key, error) {
 		if calls.Add(1) == 1 {
-			return []dispatch.Object{{Key: kept, Namespace: "ns", Name: "kept"}, {Key: stopped}}, errors.New("list managed cilium_network_policy objects: forbidden")
+			return []dispatch.Key{kept, stopped}, errors.New("list managed cilium_network_policy objects: forbidden")
 		}
 		<-listPolicies
-		return []dispatch.Object{{Key: kept, Namespace: "ns", Name: "kept"}, {Key: oldPolicy}}, nil
+		return []dispatch.Key{kept, oldPolicy}, nil
 	}
 	client := &fullSyncCtrld{}
 	deleted := &deletions{keys: map[dispatch.Key]bool{}}
