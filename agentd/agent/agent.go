@@ -231,14 +231,15 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		return err
 	}
 	// A panic in one of these loops starts it again: none keeps anything
-	// between rounds that a panic could leave half-done. (Applies and
-	// streams recover on their own, in the dispatcher and the watcher.)
+	// between rounds that a panic could leave half-done. Applies and
+	// streams recover on their own, in the dispatcher (whose Run only
+	// starts workers that do) and the watcher.
 	guard := recovery.Guard{Log: log, Panics: m.Panics}
 	var wg sync.WaitGroup
 	run := func(where string, f func(context.Context)) {
 		wg.Go(func() { guard.Loop(ctx, where, f) })
 	}
-	run("dispatcher", func(ctx context.Context) { d.Run(ctx, cfg.Workers) })
+	wg.Go(func() { d.Run(ctx, cfg.Workers) })
 	run("status", reporter.Run)
 	run("heartbeat", hb.run)
 	err := w.Run(ctx)
