@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,11 +28,17 @@ var ErrNoCRD = errors.New("the cilium.io/v2 CiliumNetworkPolicy CRD is not insta
 type Policies struct {
 	client     dynamic.Interface
 	namespaces *Namespaces
+
+	mu sync.Mutex
+	// placed is where each policy was last applied by this controller,
+	// with nothing of it left anywhere else. A new controller (an agent
+	// starting, or starting its term) knows nothing.
+	placed map[string]at
 }
 
 // NewPolicies returns the policy controller.
 func NewPolicies(client dynamic.Interface, ns *Namespaces) *Policies {
-	return &Policies{client: client, namespaces: ns}
+	return &Policies{client: client, namespaces: ns, placed: map[string]at{}}
 }
 
 func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructured {
@@ -54,27 +61,46 @@ func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructure
 // Apply makes the policy object match p, and removes any other object of
 // the policy (left in another namespace, or under an older name); it writes
 // nothing when the object matches and there are none. Unlike the other
-// controllers it reads the live objects from the API server (a list and a
-// GET) rather than from the informer cache: the CRD may be missing (no
-// informer could list it), and reads are not writes.
+// controllers it reads the live objects from the API server (a GET, and a
+// list when the policy may have moved) rather than from the informer
+// cache: the CRD may be missing (no informer could list it), and reads are
+// not writes.
+//
+// What a move left behind goes only once the policy is in place: Cilium
+// allows what no policy selects, so removing the old object first would
+// open traffic, and leave it open for as long as this apply fails. The
+// cluster-wide list that finds those objects is made only when the policy
+// may have moved: nothing is known of it yet (the first apply since the
+// controller started), or it was last applied somewhere else. A resync of
+// an unchanged policy lists nothing.
 func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState) error {
 	if p.GetPolicyId() == "" || p.GetNamespace() == "" || p.GetName() == "" {
 		return fmt.Errorf("policy event without id, namespace or name: %v", p)
 	}
-	// What a move left behind goes first, so it goes even while this apply
-	// fails (see Deployments.removeLeftBehind).
-	keep := policyAt(p)
-	if err := relisting(func() error { return c.remove(ctx, p.GetPolicyId(), keep) }); err != nil {
+	if err := c.write(ctx, p); err != nil {
 		return err
 	}
+	id, keep := p.GetPolicyId(), policyAt(p)
+	if last, known := c.lastPlaced(id); !known || last != keep {
+		if err := relisting(func() error { return c.remove(ctx, id, keep) }); err != nil {
+			return err
+		}
+	}
+	c.remember(id, keep)
+	return nil
+}
+
+// write makes the policy's object at its place match p.
+func (c *Policies) write(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState) error {
 	desired := desiredPolicy(p)
 	hash, err := kube.Hash(desired.Object)
 	if err != nil {
 		return err
 	}
 	desired.SetAnnotations(map[string]string{kube.HashAnnotation: hash})
-	res := c.client.Resource(PolicyResource).Namespace(p.GetNamespace())
-	live, err := res.Get(ctx, p.GetName(), metav1.GetOptions{})
+	ns, name := policyAt(p).namespace, policyAt(p).name
+	res := c.client.Resource(PolicyResource).Namespace(ns)
+	live, err := res.Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case isNoCRD(err):
 		return ErrNoCRD
@@ -82,34 +108,57 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 	case err != nil:
 		return err
 	case !kube.Managed(live.GetLabels()):
-		return kube.Conflict("CiliumNetworkPolicy", p.GetNamespace(), p.GetName())
+		return kube.Conflict("CiliumNetworkPolicy", ns, name)
 	case live.GetLabels()[kube.PolicyLabel] != p.GetPolicyId():
 		// Policies are named by the user but owned by ID: a policy deleted
 		// and another created with its name are two keys applied in
 		// parallel. The old one's delete removes this object; taking it
 		// over now would hand it to that delete. Retry until it is gone.
-		return kube.OwnedByAnother("CiliumNetworkPolicy", p.GetNamespace(), p.GetName(), live.GetLabels()[kube.PolicyLabel])
+		return kube.OwnedByAnother("CiliumNetworkPolicy", ns, name, live.GetLabels()[kube.PolicyLabel])
 	case live.GetAnnotations()[kube.HashAnnotation] == hash && kube.Same(live.Object["spec"], desired.Object["spec"]):
 		// Compared as JSON: the desired spec holds float64 numbers (from
 		// structpb) and the live one int64 (from the dynamic client's
 		// decoder), which are equal only once encoded.
 		return nil // up to date, and not edited out of band
 	}
-	if err := c.namespaces.Ensure(ctx, p.GetNamespace()); err != nil {
+	if err := c.namespaces.Ensure(ctx, ns); err != nil {
 		return err
 	}
-	_, err = res.Apply(ctx, p.GetName(), desired, applyOptions)
+	_, err = res.Apply(ctx, name, desired, applyOptions)
 	if isNoCRD(err) {
 		return ErrNoCRD
 	}
 	if err != nil {
-		return c.namespaces.Check(p.GetNamespace(), fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", p.GetNamespace(), p.GetName(), err))
+		return c.namespaces.Check(ns, fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", ns, name, err))
 	}
 	return nil
 }
 
-// Delete removes the policy's managed objects wherever they are.
+// lastPlaced is where the policy was last applied, if known.
+func (c *Policies) lastPlaced(id string) (at, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.placed[id]
+	return a, ok
+}
+
+func (c *Policies) remember(id string, a at) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.placed[id] = a
+}
+
+func (c *Policies) forget(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.placed, id)
+}
+
+// Delete removes the policy's managed objects wherever they are. It
+// forgets where the policy was first: if the delete fails half-way, or an
+// apply follows, that apply lists again.
 func (c *Policies) Delete(ctx context.Context, id string) error {
+	c.forget(id)
 	return relisting(func() error { return c.remove(ctx, id, at{}) })
 }
 

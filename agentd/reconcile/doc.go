@@ -26,7 +26,7 @@
 // A resource's identity is whole: kind, namespace and name (invariant I7).
 // An ID deleted and applied again in another namespace (or, for a policy,
 // under another name) while the agent missed the delete would otherwise
-// leave its old objects running: every apply first removes the resource's
+// leave its old objects running: every apply also removes the resource's
 // objects anywhere else, the same way a delete does. Where an apply puts a
 // resource's objects is known here alone (place.go): the applies and
 // LeftBehind, which the agent asks, cannot disagree. Deployments and
@@ -34,6 +34,13 @@
 // a no-op apply stays free of API calls; an object created just before the
 // move that the cache did not hold yet is checked when it arrives (the
 // agent's informer handler re-applies the resource when LeftBehind says
-// so). A full sync applies every resource it lists, so an agent that
-// missed a move while it was away removes what it left behind then.
+// so). Deployments and sentinels remove those objects before they apply:
+// they belong to a resource deleted upstream, which must stop running even
+// while the new apply fails. Policies do it the other way round, as Cilium
+// allows what no policy selects: the old policy stays until the new one is
+// in place. Having no informer, a policy's apply lists its objects across
+// the cluster, but only when it may have moved (nothing known of it since
+// the controller started, or last applied elsewhere). A full sync applies
+// every resource it lists, so an agent that missed a move while it was
+// away removes what it left behind then.
 package reconcile

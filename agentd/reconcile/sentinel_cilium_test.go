@@ -238,14 +238,7 @@ func TestPolicyMovedOrRenamedLeavesNothingBehind(t *testing.T) {
 	dyn := dynamic.NewForConfigOrDie(cluster.Config)
 	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
-	exists := func(ns, name string) bool {
-		t.Helper()
-		_, err := dyn.Resource(reconcile.PolicyResource).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	}
+	exists := func(ns, name string) bool { t.Helper(); return policyExists(t, dyn, ns, name) }
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "mover", Namespace: nsA, Name: "allow", Spec: spec}
 	if err := policies.Apply(ctx, state); err != nil {
 		t.Fatal(err)
@@ -272,6 +265,108 @@ func TestPolicyMovedOrRenamedLeavesNothingBehind(t *testing.T) {
 	if exists(nsB, "allow-renamed") {
 		t.Fatal("the delete left the policy")
 	}
+}
+
+// A policy moving to where its apply fails (here an unmanaged namesake
+// is in the way) keeps its old object: Cilium allows what no policy
+// selects, so the old one goes only once the new one is in place.
+func TestPolicyMoveKeepsTheOldPolicyUntilTheNewOneIsApplied(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cluster := shared.Get(t)
+	cluster.InstallCiliumCRD(t)
+	nsA, nsB := e.ns, cluster.Namespace(t)
+	dyn := dynamic.NewForConfigOrDie(cluster.Config)
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
+	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "guarded", Namespace: nsA, Name: "deny", Spec: spec}
+	if err := policies.Apply(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	blocker := policyObject(nsB, "deny", "")
+	blocker.SetLabels(nil)
+	if _, err := dyn.Resource(reconcile.PolicyResource).Namespace(nsB).Create(ctx, blocker, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	state.Namespace = nsB
+	if err := policies.Apply(ctx, state); !errors.Is(err, kube.ErrConflict) {
+		t.Fatalf("apply over an unmanaged namesake: got %v, want ErrConflict", err)
+	}
+	if !policyExists(t, dyn, nsA, "deny") {
+		t.Fatal("the old policy was removed although the new one could not be applied")
+	}
+	if err := dyn.Resource(reconcile.PolicyResource).Namespace(nsB).Delete(ctx, "deny", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := policies.Apply(ctx, state); err != nil {
+		t.Fatal(err)
+	}
+	if policyExists(t, dyn, nsA, "deny") || !policyExists(t, dyn, nsB, "deny") {
+		t.Fatalf("after the move: in %s %v (want false), in %s %v (want true)", nsA, policyExists(t, dyn, nsA, "deny"), nsB, policyExists(t, dyn, nsB, "deny"))
+	}
+}
+
+// A policy's apply lists the policy's objects across the cluster only
+// when it may have moved: the first time a controller applies it (an
+// agent that just started knows nothing, and still removes what was left
+// behind while it was away) and when it moves, not on a resync.
+func TestPolicyApplyListsOnlyWhenThePolicyMayHaveMoved(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cluster := shared.Get(t)
+	cluster.InstallCiliumCRD(t)
+	nsA, nsB := e.ns, cluster.Namespace(t)
+	var lists atomic.Int32
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			if r.Method == http.MethodGet && r.URL.Path == "/apis/cilium.io/v2/ciliumnetworkpolicies" {
+				lists.Add(1)
+			}
+			return next.RoundTrip(r)
+		})
+	})
+	dyn := dynamic.NewForConfigOrDie(cfg)
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
+	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "listed", Namespace: nsA, Name: "allow", Spec: spec}
+	applyListing := func(what string, want int32) {
+		t.Helper()
+		before := lists.Load()
+		if err := policies.Apply(ctx, state); err != nil {
+			t.Fatal(err)
+		}
+		if n := lists.Load() - before; n != want {
+			t.Fatalf("%s: %d cluster-wide lists, want %d", what, n, want)
+		}
+	}
+	applyListing("first apply", 1)
+	applyListing("unchanged apply", 0)
+	applyListing("unchanged apply", 0)
+	state.Namespace = nsB
+	applyListing("move", 1)
+	if policyExists(t, dyn, nsA, "allow") {
+		t.Fatal("the move left the policy behind")
+	}
+	applyListing("unchanged apply after the move", 0)
+
+	// An agent starting anew, the policy moved back while it was away.
+	policies = reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	state.Namespace = nsA
+	applyListing("first apply of a new controller", 1)
+	if policyExists(t, dyn, nsB, "allow") || !policyExists(t, dyn, nsA, "allow") {
+		t.Fatal("a new controller's first apply left the policy behind")
+	}
+}
+
+func policyExists(t *testing.T, dyn dynamic.Interface, ns, name string) bool {
+	t.Helper()
+	_, err := dyn.Resource(reconcile.PolicyResource).Namespace(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
 }
 
 func policyObject(ns, name, id string) *unstructured.Unstructured {
