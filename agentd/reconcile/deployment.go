@@ -26,11 +26,15 @@ type Deployments struct {
 	client     kubernetes.Interface
 	cache      *Cache
 	namespaces *Namespaces
+	objects    workload
 }
 
 // NewDeployments returns the deployment controller.
 func NewDeployments(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Deployments {
-	return &Deployments{client: client, cache: cache, namespaces: ns}
+	return &Deployments{client: client, cache: cache, namespaces: ns, objects: workload{
+		resource: "deployment", label: kube.DeploymentLabel,
+		kinds: []objectKind{statefulSets(client, cache), services(client, cache)},
+	}}
 }
 
 // desiredDeployment builds the Service and StatefulSet for a deployment,
@@ -80,13 +84,17 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 }
 
 // Apply makes the deployment's objects match s, and removes any it has in
-// another namespace; it writes nothing when they already do and there are
-// none.
+// another namespace (see workload.removeLeftBehind); it writes nothing
+// when they already do and there are none.
 func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) error {
 	if s.GetDeploymentId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("deployment event without id or namespace: %v", s)
 	}
-	if err := d.removeLeftBehind(ctx, s.GetDeploymentId(), deploymentAt(s)); err != nil {
+	// What a move left behind goes first, so it goes even while this
+	// apply fails: it belongs to a deployment deleted upstream, which must
+	// not keep running (and, unlike a policy's, removing it opens
+	// nothing; see Policies.Apply).
+	if err := d.objects.removeLeftBehind(ctx, s.GetDeploymentId(), deploymentAt(s)); err != nil {
 		return err
 	}
 	svc, sts := desiredDeployment(s)
@@ -144,57 +152,10 @@ func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSet
 	return err == nil && kube.Same(owned, desired)
 }
 
-// removeLeftBehind removes the deployment's objects that are not at keep:
-// an ID deleted and deployed again in another namespace, the delete
-// missed (the agent stopped before applying it, or it was past retention
-// and only a full sync followed), leaves the old ones running. They go
-// before the apply, so they go even while it fails. The informer cache
-// says whether there are any, so a no-op apply stays free; one it does not
-// hold yet is caught when it arrives (see LeftBehind).
-func (d *Deployments) removeLeftBehind(ctx context.Context, id string, keep at) error {
-	sets, err := Owned[*appsv1.StatefulSet](d.cache.StatefulSetInformer, kube.DeploymentLabel, id)
-	if err != nil {
-		return err
-	}
-	svcs, err := Owned[*corev1.Service](d.cache.ServiceInformer, kube.DeploymentLabel, id)
-	if err != nil {
-		return err
-	}
-	if !elsewhere(keep, sets) && !elsewhere(keep, svcs) {
-		return nil
-	}
-	return relisting(func() error { return d.remove(ctx, id, keep) })
-}
-
-// Delete removes the deployment's managed objects wherever they are. It
-// lists them from the API server, not the cache: objects an apply has just
-// created may not be in the cache yet, and a delete that missed them would
-// be acked while they keep running.
+// Delete removes the deployment's managed objects wherever they are (see
+// workload.remove).
 func (d *Deployments) Delete(ctx context.Context, id string) error {
-	return relisting(func() error { return d.remove(ctx, id, at{}) })
-}
-
-// remove deletes the deployment's managed objects, in every namespace,
-// except those at keep.
-func (d *Deployments) remove(ctx context.Context, id string, keep at) error {
-	opts := metav1.ListOptions{LabelSelector: managedWith(kube.DeploymentLabel, id).String()}
-	sets, err := d.client.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("list StatefulSets of deployment %s: %w", id, err)
-	}
-	err = deleteEach(ctx, "StatefulSet", sets.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-		return d.client.AppsV1().StatefulSets(ns).Delete(ctx, name, opts)
-	})
-	if err != nil {
-		return err
-	}
-	svcs, err := d.client.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("list Services of deployment %s: %w", id, err)
-	}
-	return deleteEach(ctx, "Service", svcs.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-		return d.client.CoreV1().Services(ns).Delete(ctx, name, opts)
-	})
+	return d.objects.remove(ctx, id, at{})
 }
 
 // Present lists the deployments' managed objects in the cluster (by ID and

@@ -28,11 +28,15 @@ type Sentinels struct {
 	client     kubernetes.Interface
 	cache      *Cache
 	namespaces *Namespaces
+	objects    workload
 }
 
 // NewSentinels returns the sentinel controller.
 func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Sentinels {
-	return &Sentinels{client: client, cache: cache, namespaces: ns}
+	return &Sentinels{client: client, cache: cache, namespaces: ns, objects: workload{
+		resource: "sentinel", label: kube.SentinelLabel,
+		kinds: []objectKind{deployments(client, cache), services(client, cache)},
+	}}
 }
 
 func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.DeploymentApplyConfiguration) {
@@ -63,13 +67,15 @@ func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfigurati
 }
 
 // Apply makes the sentinel's objects match s, and removes any it has in
-// another namespace (see Deployments.removeLeftBehind); it writes nothing
+// another namespace (see workload.removeLeftBehind); it writes nothing
 // when they already do and there are none.
 func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	if s.GetSentinelId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("sentinel event without id or namespace: %v", s)
 	}
-	if err := c.removeLeftBehind(ctx, s.GetSentinelId(), sentinelAt(s)); err != nil {
+	// Left-behind objects go first, as a deployment's do (see
+	// Deployments.Apply).
+	if err := c.objects.removeLeftBehind(ctx, s.GetSentinelId(), sentinelAt(s)); err != nil {
 		return err
 	}
 	svc, dep := desiredSentinel(s)
@@ -118,50 +124,10 @@ func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApp
 	return err == nil && kube.Same(owned, desired)
 }
 
-// removeLeftBehind removes the sentinel's objects that are not at keep,
-// when the informer cache holds any (see Deployments.removeLeftBehind).
-func (c *Sentinels) removeLeftBehind(ctx context.Context, id string, keep at) error {
-	deps, err := Owned[*appsv1.Deployment](c.cache.DeploymentInformer, kube.SentinelLabel, id)
-	if err != nil {
-		return err
-	}
-	svcs, err := Owned[*corev1.Service](c.cache.ServiceInformer, kube.SentinelLabel, id)
-	if err != nil {
-		return err
-	}
-	if !elsewhere(keep, deps) && !elsewhere(keep, svcs) {
-		return nil
-	}
-	return relisting(func() error { return c.remove(ctx, id, keep) })
-}
-
-// Delete removes the sentinel's managed objects wherever they are, listed
-// from the API server for the same reason as Deployments.Delete.
+// Delete removes the sentinel's managed objects wherever they are (see
+// workload.remove).
 func (c *Sentinels) Delete(ctx context.Context, id string) error {
-	return relisting(func() error { return c.remove(ctx, id, at{}) })
-}
-
-// remove deletes the sentinel's managed objects, in every namespace,
-// except those at keep.
-func (c *Sentinels) remove(ctx context.Context, id string, keep at) error {
-	opts := metav1.ListOptions{LabelSelector: managedWith(kube.SentinelLabel, id).String()}
-	deps, err := c.client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("list Deployments of sentinel %s: %w", id, err)
-	}
-	err = deleteEach(ctx, "Deployment", deps.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-		return c.client.AppsV1().Deployments(ns).Delete(ctx, name, opts)
-	})
-	if err != nil {
-		return err
-	}
-	svcs, err := c.client.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
-	if err != nil {
-		return fmt.Errorf("list Services of sentinel %s: %w", id, err)
-	}
-	return deleteEach(ctx, "Service", svcs.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
-		return c.client.CoreV1().Services(ns).Delete(ctx, name, opts)
-	})
+	return c.objects.remove(ctx, id, at{})
 }
 
 // Present lists the sentinels' managed objects in the cluster (by ID and
