@@ -47,12 +47,10 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	mark := func(obj any) {
 		deployment, sentinel := kube.OwnerIDs(obj)
 		if deployment != "" {
-			r.markDirty(deployment)
+			r.mark(r.dirty, deployment)
 		}
 		if sentinel != "" {
-			r.mu.Lock()
-			r.sentinels[sentinel] = true
-			r.mu.Unlock()
+			r.mark(r.sentinels, sentinel)
 		}
 	}
 	handler := cache.ResourceEventHandlerFuncs{
@@ -66,10 +64,22 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	return r
 }
 
-func (r *Reporter) markDirty(id string) {
+// mark records ids (in dirty or sentinels) as to be reported.
+func (r *Reporter) mark(set map[string]bool, ids ...string) {
 	r.mu.Lock()
-	r.dirty[id] = true
-	r.mu.Unlock()
+	defer r.mu.Unlock()
+	for _, id := range ids {
+		set[id] = true
+	}
+}
+
+// take empties set (dirty or sentinels) and returns what it held, sorted.
+func (r *Reporter) take(set map[string]bool) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(set))
+	clear(set)
+	return ids
 }
 
 // Run reports until ctx ends.
@@ -97,7 +107,9 @@ func (r *Reporter) Run(ctx context.Context) {
 	}
 }
 
-// flush sends what changed; on failure it stays dirty.
+// flush sends what changed. What ctrld did not take stays to report,
+// whether the send failed or something on the way failed or panicked (the
+// status loop starts again after a panic).
 func (r *Reporter) flush(ctx context.Context) error {
 	if err := r.flushSentinels(ctx); err != nil {
 		return err
@@ -106,13 +118,16 @@ func (r *Reporter) flush(ctx context.Context) error {
 }
 
 func (r *Reporter) flushSentinels(ctx context.Context) error {
-	r.mu.Lock()
-	ids := slices.Sorted(maps.Keys(r.sentinels))
-	clear(r.sentinels)
-	r.mu.Unlock()
+	ids := r.take(r.sentinels)
 	if len(ids) == 0 {
 		return nil
 	}
+	sent := false
+	defer func() {
+		if !sent {
+			r.mark(r.sentinels, ids...)
+		}
+	}()
 	req := &ctrlv1.ReportSentinelStatusRequest{Region: r.region}
 	for _, id := range ids {
 		deps, err := reconcile.Owned[*appsv1.Deployment](r.cache.DeploymentInformer, kube.SentinelLabel, id)
@@ -129,23 +144,18 @@ func (r *Reporter) flushSentinels(ctx context.Context) error {
 		req.Sentinels = append(req.Sentinels, st)
 	}
 	if _, err := r.client.ReportSentinelStatus(ctx, req); err != nil {
-		r.mu.Lock()
-		for _, id := range ids {
-			r.sentinels[id] = true
-		}
-		r.mu.Unlock()
 		return err
 	}
+	sent = true
 	return nil
 }
 
 func (r *Reporter) flushDeployments(ctx context.Context) error {
-	r.mu.Lock()
-	ids := slices.Sorted(maps.Keys(r.dirty))
-	clear(r.dirty)
-	r.mu.Unlock()
-	for start := 0; start < len(ids); start += maxPerReport {
-		batch := ids[start:min(len(ids), start+maxPerReport)]
+	ids := r.take(r.dirty)
+	sent := 0 // ids[:sent] are reported
+	defer func() { r.mark(r.dirty, ids[sent:]...) }()
+	for sent < len(ids) {
+		batch := ids[sent:min(len(ids), sent+maxPerReport)]
 		req := &ctrlv1.ReportDeploymentStatusRequest{Region: r.region}
 		for _, id := range batch {
 			pods, err := reconcile.Owned[*corev1.Pod](r.cache.PodInformer, kube.DeploymentLabel, id)
@@ -159,11 +169,9 @@ func (r *Reporter) flushDeployments(ctx context.Context) error {
 			req.Deployments = append(req.Deployments, status)
 		}
 		if _, err := r.client.ReportDeploymentStatus(ctx, req); err != nil {
-			for _, id := range ids[start:] {
-				r.markDirty(id)
-			}
 			return err
 		}
+		sent += len(batch)
 	}
 	return nil
 }
