@@ -10,7 +10,8 @@
 #
 # A server that already answers (yours, or one in CI) is left as it is; only
 # the user is added, when this script can reach the server as root over its
-# local socket.
+# local socket. Either way it also makes sure mariadbd and mariadb-install-db
+# are installed, for the convergence checker's own server.
 set -euo pipefail
 
 host=${DEPLOYSYNC_MYSQL_HOST:-127.0.0.1}
@@ -81,3 +82,27 @@ GRANT ALL PRIVILEGES ON *.* TO '$user'@'localhost';
 SQL
 fi
 say "MariaDB answers on $host:$port (user $user)"
+
+# The convergence checker (internal/convergecheck) also runs a MariaDB server
+# of its own, to kill and restart as a fault, so it needs mariadbd and
+# mariadb-install-db even where the server above is someone else's. Debian
+# puts mariadbd in /usr/sbin, which a non-root PATH may lack (the checker
+# looks there too). Debian's mariadb-server-core has both and no service
+# that would start.
+has_server_binaries() {
+	local b
+	for b in mariadbd mariadb-install-db; do
+		command -v "$b" >/dev/null || [[ -x /usr/sbin/$b || -x /usr/local/sbin/$b ]] || return 1
+	done
+}
+if ! has_server_binaries; then
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+		say "installing mariadb-server-core (mariadbd, mariadb-install-db) for the convergence checker's own server"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null || die "apt-get update failed"
+		apt-get install -y -qq --no-install-recommends mariadb-server-core >/dev/null || die "apt-get install mariadb-server-core failed"
+		has_server_binaries || die "mariadb-server-core installed, but mariadbd or mariadb-install-db is still missing"
+	else
+		say "warning: no mariadbd or mariadb-install-db: the convergence checker cannot run its own MariaDB (with CI=true its tests fail); install mariadb-server-core"
+	fi
+fi

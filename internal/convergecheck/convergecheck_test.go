@@ -1,7 +1,6 @@
 package convergecheck
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -67,16 +66,9 @@ func TestConvergence(t *testing.T) {
 		}
 	})
 	setup := Setup{Clusters: clusters(t), Logf: t.Logf}
-	db, err := StartMariaDB(context.Background())
-	switch {
-	case errors.Is(err, ErrNoMariaDB):
-		t.Logf("%v: running on the shared test server, without the %s fault", err, FaultMariaDB)
-	case err != nil:
-		t.Fatal(err)
-	default:
-		t.Cleanup(db.Stop)
-		setup.MariaDB = db
-	}
+	// Without mariadbd (outside CI only): on the shared test server,
+	// without the MariaDB restart fault.
+	setup.MariaDB = ownMariaDB(t)
 	t.Logf("seed %d", seed)
 	rep, err := Run(t, setup, Config{Seed: seed, Rounds: *roundsFlag, Duration: *durationFlag})
 	t.Logf("report: %s", rep)

@@ -5,34 +5,49 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
+	"sync"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	"github.com/deploysync/deploysync/internal/testdb"
+	"github.com/deploysync/deploysync/internal/testproc"
 )
 
 // ErrNoMariaDB means mariadbd or mariadb-install-db is not installed, so
-// the checker cannot run a server of its own (and leaves the MariaDB
-// restart fault out).
-var ErrNoMariaDB = errors.New("convergecheck: mariadbd and mariadb-install-db not found")
+// the checker cannot run a server of its own (and cannot inject the
+// MariaDB restart fault).
+var ErrNoMariaDB = errors.New("convergecheck: mariadbd or mariadb-install-db not found; " +
+	"scripts/ensure-mariadb.sh (go tool task db:up) installs them, or install Debian's mariadb-server-core")
+
+// ErrMariaDBStopped means Stop has run: the server does not start again.
+var ErrMariaDBStopped = errors.New("convergecheck: own MariaDB stopped")
+
+// mariadbDirs are searched for the server binaries after PATH: Debian puts
+// mariadbd in /usr/sbin, which a non-root PATH often lacks.
+var mariadbDirs = []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"}
 
 // MariaDB is a MariaDB server of the checker's own on a free loopback
-// port, in a directory of its own: restarting it disturbs nobody, unlike
-// the shared test server on 127.0.0.1:3306, which other test packages use
-// at the same time.
+// port, in a directory of its own under internal/testproc's reaped state
+// root: restarting it disturbs nobody, unlike the shared test server on
+// 127.0.0.1:3306, which other test packages use at the same time, and a
+// killed test binary leaves neither the server nor its data behind.
 type MariaDB struct {
-	// DSN reaches the server (no database), as DEPLOYSYNC_TEST_MYSQL_DSN.
+	// DSN reaches the server (no database), as DEPLOYSYNC_TEST_MYSQL_DSN,
+	// as the user testdb.DefaultDSN names.
 	DSN string
 
 	dir  string
 	args []string
-	proc *exec.Cmd
-	done chan struct{}
+
+	// mu guards proc and stopped: a restart fault may run beside Stop.
+	mu      sync.Mutex
+	proc    *testproc.Process // nil while killed
+	stopped bool
 }
 
 // StartMariaDB initializes a data directory and starts mariadbd on it.
@@ -43,8 +58,8 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	if err1 != nil || err2 != nil {
 		return nil, ErrNoMariaDB
 	}
-	// A short path: the server's Unix socket path must fit in 108 bytes.
-	dir, err := os.MkdirTemp("", "convergecheck-db-")
+	testproc.ReapStale()
+	dir, err := testproc.NewDir("mariadb")
 	if err != nil {
 		return nil, err
 	}
@@ -62,49 +77,67 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	data := filepath.Join(dir, "data")
 	initArgs := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal",
 		"--skip-test-db", "--skip-name-resolve"}, asRoot...)
-	if out, err := exec.CommandContext(ctx, install, initArgs...).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mariadb-install-db: %v\n%s", err, out)
-	}
-	// Runs at every start: the user the tests connect as.
-	initFile := filepath.Join(dir, "init.sql")
-	if err := os.WriteFile(initFile, []byte(
-		"CREATE USER IF NOT EXISTS 'deploysync'@'%' IDENTIFIED BY 'deploysync';\n"+
-			"GRANT ALL PRIVILEGES ON *.* TO 'deploysync'@'%';\n"), 0o600); err != nil {
+	if err := testproc.Run(ctx, dir, install, initArgs...); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	// The user the tests connect as, as on the shared server: testdb's.
+	user, err := mysql.ParseDSN(testdb.DefaultDSN)
 	if err != nil {
 		return nil, err
 	}
-	m.args = append([]string{server, "--no-defaults",
-		"--datadir=" + data,
-		"--bind-address=127.0.0.1",
-		"--port=" + strconv.Itoa(port),
-		"--socket=" + filepath.Join(dir, "mysqld.sock"),
-		"--pid-file=" + filepath.Join(dir, "mysqld.pid"),
-		"--log-error=" + filepath.Join(dir, "mariadbd.log"),
-		"--init-file=" + initFile,
-		"--skip-name-resolve",
-		"--max-connections=1000",
-		"--innodb-buffer-pool-size=64M",
-		// Commits reach the OS at once, so they survive the process being
-		// killed, which is the fault; not fsynced, which only a machine
-		// crash would need.
-		"--innodb-flush-log-at-trx-commit=2",
-	}, asRoot...)
-	m.DSN = fmt.Sprintf("deploysync:deploysync@tcp(127.0.0.1:%d)/", port)
-	if err := m.start(ctx); err != nil {
+	initFile := filepath.Join(dir, "init.sql") // runs at every start
+	if err := os.WriteFile(initFile, []byte(userSQL(user.User, user.Passwd)), 0o600); err != nil {
+		return nil, err
+	}
+	err = testproc.WithFreePorts(1, func(ports []int) error {
+		m.args = append([]string{server, "--no-defaults",
+			"--datadir=" + data,
+			"--bind-address=127.0.0.1",
+			"--port=" + strconv.Itoa(ports[0]),
+			// A short path: the socket's must fit in 108 bytes.
+			"--socket=" + filepath.Join(dir, "mysqld.sock"),
+			"--pid-file=" + filepath.Join(dir, "mysqld.pid"),
+			"--init-file=" + initFile,
+			"--skip-name-resolve",
+			"--max-connections=1000",
+			"--innodb-buffer-pool-size=64M",
+			// Commits reach the OS at once, so they survive the process
+			// being killed, which is the fault; not fsynced, which only a
+			// machine crash would need.
+			"--innodb-flush-log-at-trx-commit=2",
+		}, asRoot...)
+		cfg := user.Clone()
+		cfg.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
+		m.DSN = cfg.FormatDSN()
+		err := m.start(ctx)
+		if err != nil {
+			m.kill() // a port taken in between: the next attempt has another
+		}
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	ok = true
 	return m, nil
 }
 
+// userSQL creates user on the server as scripts/ensure-mariadb.sh does on
+// the shared one.
+func userSQL(user, password string) string {
+	var out string
+	for _, host := range []string{"127.0.0.1", "localhost"} {
+		out += fmt.Sprintf("CREATE USER IF NOT EXISTS '%s'@'%s' IDENTIFIED BY '%s';\nGRANT ALL PRIVILEGES ON *.* TO '%s'@'%s';\n",
+			user, host, password, user, host)
+	}
+	return out
+}
+
 func findBinary(name string) (string, error) {
 	if p, err := exec.LookPath(name); err == nil {
 		return p, nil
 	}
-	for _, dir := range []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"} {
+	for _, dir := range mariadbDirs {
 		p := filepath.Join(dir, name)
 		if _, err := os.Stat(p); err == nil {
 			return p, nil
@@ -113,29 +146,12 @@ func findBinary(name string) (string, error) {
 	return "", fmt.Errorf("%s not found", name)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // start runs mariadbd and waits until it takes connections.
 func (m *MariaDB) start(ctx context.Context) error {
-	cmd := exec.Command(m.args[0], m.args[1:]...)
-	// Its own process group, killed with the test binary.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start mariadbd: %w", err)
+	p, err := m.launch()
+	if err != nil {
+		return err
 	}
-	m.proc, m.done = cmd, make(chan struct{})
-	done := m.done
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
 	cfg, err := mysql.ParseDSN(m.DSN)
 	if err != nil {
 		return err
@@ -146,55 +162,67 @@ func (m *MariaDB) start(ctx context.Context) error {
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		pingCtx, cancel := context.WithTimeout(ctx, time.Second)
-		err := db.PingContext(pingCtx)
-		cancel()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(m.dir, "mariadbd.log"))
-			return fmt.Errorf("mariadbd exited during start:\n%s", tail(string(log), 2000))
-		default:
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("mariadbd does not take connections after 60s: %w", err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	err = testproc.WaitFor(ctx, p, 60*time.Second, db.PingContext)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err != nil && m.stopped {
+		return ErrMariaDBStopped // what killed it
 	}
+	return err
 }
 
-func tail(s string, n int) string {
-	if len(s) > n {
-		return s[len(s)-n:]
+// launch starts the process, unless Stop has run.
+func (m *MariaDB) launch() (*testproc.Process, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped {
+		return nil, ErrMariaDBStopped
 	}
-	return s
+	if m.proc != nil {
+		return nil, errors.New("convergecheck: own MariaDB already running")
+	}
+	p, err := testproc.Start(m.dir, m.args[0], m.args[1:]...)
+	if err != nil {
+		return nil, err
+	}
+	m.proc = p
+	return p, nil
 }
 
 // kill ends the server at once, as a crash would: open transactions are
 // lost, committed ones stay (crash recovery replays them at the next start).
 func (m *MariaDB) kill() {
-	if m.proc == nil {
-		return
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.proc != nil {
+		m.proc.Kill()
+		m.proc = nil
 	}
-	syscall.Kill(-m.proc.Process.Pid, syscall.SIGKILL)
-	<-m.done
-	m.proc = nil
 }
 
 // Restart kills the server and starts it again on the same data and port.
-// down is how long it stays away.
+// down is how long it stays away; ctx ending cuts that short, or the wait
+// for the new server, with ctx's error (the server then stays down, or
+// runs until Stop).
 func (m *MariaDB) Restart(ctx context.Context, down time.Duration) error {
 	m.kill()
-	time.Sleep(down)
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(down):
+	}
 	return m.start(ctx)
 }
 
-// Stop kills the server and removes its directory.
+// Stop kills the server and removes its directory. A restart under way
+// ends with ErrMariaDBStopped; later ones start nothing.
 func (m *MariaDB) Stop() {
-	m.kill()
+	m.mu.Lock()
+	m.stopped = true
+	if m.proc != nil {
+		m.proc.Kill()
+		m.proc = nil
+	}
+	m.mu.Unlock()
 	os.RemoveAll(m.dir)
 }
