@@ -177,14 +177,20 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 
 	counts := &opCounter{}
 	opsCtx, stopOps := context.WithTimeout(ctx, cfg.RoundLength)
-	defer stopOps()
 	var wg sync.WaitGroup
+	defer func() { // also when a step ends the test
+		stopOps()
+		wg.Wait()
+	}()
 	for i := range operators {
 		o := &operator{client: s.operators[i], rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts}
 		wg.Go(func() { o.run(opsCtx) })
 	}
 	start := time.Now()
 	faultErr := s.runSchedule(ctx, start, steps, rep.Faults)
+	if faultErr != nil {
+		stopOps()
+	}
 	wg.Wait()
 	for op, c := range counts.ops {
 		sum := rep.Ops[op]

@@ -103,14 +103,14 @@ func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Dur
 			})
 		case FaultAPIServer:
 			what := "restart " + r.name + "'s kube-apiserver"
-			start(what, func(ctx context.Context) (bool, error) {
-				return s.background(ctx, &r.restarting, what, r.cluster.RestartAPIServer), nil
+			start(what, func(context.Context) (bool, error) {
+				return s.background(&r.restarting, what, r.cluster.RestartAPIServer), nil
 			})
 		case FaultMariaDB:
 			down := hold / 3
 			what := fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond))
-			start(what, func(ctx context.Context) (bool, error) {
-				return s.background(ctx, &s.mariadbRestarting, what, func(ctx context.Context) error {
+			start(what, func(context.Context) (bool, error) {
+				return s.background(&s.mariadbRestarting, what, func(ctx context.Context) error {
 					return s.mariadb.Restart(ctx, down)
 				}), nil
 			})
@@ -121,8 +121,12 @@ func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Dur
 }
 
 // runSchedule runs the steps at their times from start (at once when
-// behind: a restart can take seconds) and counts the faults injected.
-func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step, faults map[string]int) error {
+// behind: a restart can take seconds) and counts the faults injected. It
+// returns, whatever the way (a failed step, ctx, a step ending the test),
+// only once the slow restarts it began are over: one that outlived its
+// round would meet the next round's faults, or a stopped system.
+func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step, faults map[string]int) (err error) {
+	defer func() { err = errors.Join(err, s.waitSlow()) }()
 	for _, st := range steps {
 		if wait := time.Until(start.Add(st.at)); wait > 0 {
 			select {
@@ -145,7 +149,14 @@ func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step,
 		}
 		s.logf("  %6.2fs %s%s (took %s)", began.Seconds(), st.what, note, (time.Since(start) - began).Round(time.Millisecond))
 	}
+	return nil
+}
+
+// waitSlow waits for the slow restarts under way and returns their errors.
+func (s *System) waitSlow() error {
 	s.slow.Wait()
+	s.slowMu.Lock()
+	defer s.slowMu.Unlock()
 	err := s.slowErr
 	s.slowErr = nil
 	return err
@@ -154,15 +165,16 @@ func (s *System) runSchedule(ctx context.Context, start time.Time, steps []step,
 // background runs a slow restart (seconds) beside the rest of the
 // schedule, so that other faults and the operators meet the component
 // while it is down. busy keeps one restart of a component at a time; it
-// reports false when one is already under way.
-func (s *System) background(ctx context.Context, busy *atomic.Bool, what string, restart func(context.Context) error) bool {
+// reports false when one is already under way. The restart's context ends
+// with the system (Start's cleanup), not with the step.
+func (s *System) background(busy *atomic.Bool, what string, restart func(context.Context) error) bool {
 	if !busy.CompareAndSwap(false, true) {
 		return false
 	}
 	began := time.Now()
 	s.slow.Go(func() {
 		defer busy.Store(false)
-		err := restart(ctx)
+		err := restart(s.slowCtx)
 		s.slowMu.Lock()
 		defer s.slowMu.Unlock()
 		if err != nil {
@@ -180,7 +192,8 @@ func (s *System) toReplica(r *region) bool {
 		return false
 	}
 	r.replica = s.env.StartReplica()
-	r.link.moveTo(ctrlv1.NewClusterServiceClient(servertest.Dial(s.t, r.replica.Addr, r.token)))
+	r.replicaConn = servertest.Dial(s.t, r.replica.Addr, r.token)
+	r.link.moveTo(ctrlv1.NewClusterServiceClient(r.replicaConn))
 	return true
 }
 
@@ -190,8 +203,9 @@ func (s *System) fromReplica(r *region) bool {
 		return false
 	}
 	r.link.moveTo(r.primary)
+	r.replicaConn.Close()
 	r.replica.Stop()
-	r.replica = nil
+	r.replica, r.replicaConn = nil, nil
 	return true
 }
 
@@ -203,10 +217,14 @@ func retryControl(ctx context.Context, call func(context.Context) error) error {
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		err := call(callCtx)
 		cancel()
-		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 

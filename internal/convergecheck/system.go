@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/kube"
@@ -55,8 +58,12 @@ type System struct {
 	retentionRows int64 // change rows the retention fault deleted
 	logf          func(format string, args ...any)
 
-	// Slow restarts run beside the schedule; a round waits for them.
+	// Slow restarts run beside the schedule; a round waits for them, and
+	// so does Start's cleanup, after ending slowCtx, should a test end
+	// during one.
 	slow              sync.WaitGroup
+	slowCtx           context.Context
+	stopSlow          context.CancelFunc
 	slowMu            sync.Mutex
 	slowErr           error
 	mariadbRestarting atomic.Bool
@@ -64,16 +71,15 @@ type System struct {
 
 // region is one region's cluster and agent, and how the agent reaches ctrld.
 type region struct {
-	name    string
-	cluster *kubetest.Cluster
-	kube    kubernetes.Interface
-	dyn     dynamic.Interface
-	clients agent.Clients
-	token   string
-	primary ctrlv1.ClusterServiceClient // the restartable main ctrld
-	link    *link
-	replica *server.Server // the second ctrld serving the agent, while moved
-	agent   *agentRun      // nil while killed
+	name        string
+	cluster     *kubetest.Cluster
+	clients     agent.Clients
+	token       string
+	primary     ctrlv1.ClusterServiceClient // the restartable main ctrld
+	link        *link
+	replica     *server.Server   // the second ctrld serving the agent, while moved
+	replicaConn *grpc.ClientConn // the agent's connection to replica
+	agent       *agentRun        // nil while killed
 
 	restarting atomic.Bool // the API server is being restarted
 }
@@ -129,12 +135,19 @@ func Start(t testing.TB, setup Setup) *System {
 		}
 		token := env.AgentToken(name)
 		primary := ctrlv1.NewClusterServiceClient(servertest.Dial(t, env.Server.Addr, token))
-		r := &region{name: name, cluster: c, kube: clients.Kube, dyn: clients.Dynamic, clients: clients,
+		r := &region{name: name, cluster: c, clients: clients,
 			token: token, primary: primary, link: newLink(primary, setup.DropDeletes)}
 		s.regions[name] = r
 		r.startAgent()
 		t.Cleanup(func() { r.stopAgent() })
 	}
+	// Registered last, so it runs first: no restart may outlive the test,
+	// nor meet the database, ctrld or the clusters being stopped.
+	s.slowCtx, s.stopSlow = context.WithCancel(context.Background())
+	t.Cleanup(func() {
+		s.stopSlow()
+		s.slow.Wait()
+	})
 	return s
 }
 
@@ -175,40 +188,68 @@ func (r *region) stopAgent() bool {
 	return true
 }
 
-// managedKinds are the kinds agentd applies, with how to list its objects
-// of each in every namespace.
-var managedKinds = []struct {
-	kind string
-	list func(ctx context.Context, c agent.Clients) ([]metav1.Object, error)
-}{
-	{"StatefulSet", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
-		l, err := c.Kube.AppsV1().StatefulSets("").List(ctx, managedOnly)
-		if err != nil {
-			return nil, err
-		}
-		return objects(l.Items), nil
-	}},
-	{"Service", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
-		l, err := c.Kube.CoreV1().Services("").List(ctx, managedOnly)
-		if err != nil {
-			return nil, err
-		}
-		return objects(l.Items), nil
-	}},
-	{"Deployment", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
-		l, err := c.Kube.AppsV1().Deployments("").List(ctx, managedOnly)
-		if err != nil {
-			return nil, err
-		}
-		return objects(l.Items), nil
-	}},
-	{"CiliumNetworkPolicy", func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
-		l, err := c.Dynamic.Resource(reconcile.PolicyResource).List(ctx, managedOnly)
-		if err != nil {
-			return nil, err
-		}
-		return objects(l.Items), nil
-	}},
+// managedKind is a kind agentd applies: how to list its managed objects in
+// every namespace, and delete one.
+type managedKind struct {
+	kind   string
+	list   func(ctx context.Context, c agent.Clients) ([]metav1.Object, error)
+	delete func(ctx context.Context, c agent.Clients, ns, name string) error
+}
+
+// managedKinds are the kinds agentd applies.
+var managedKinds = []managedKind{
+	kindOf("StatefulSet",
+		func(c agent.Clients, ns string) resource[*appsv1.StatefulSetList] {
+			return c.Kube.AppsV1().StatefulSets(ns)
+		},
+		func(l *appsv1.StatefulSetList) []appsv1.StatefulSet { return l.Items }),
+	kindOf("Service",
+		func(c agent.Clients, ns string) resource[*corev1.ServiceList] { return c.Kube.CoreV1().Services(ns) },
+		func(l *corev1.ServiceList) []corev1.Service { return l.Items }),
+	kindOf("Deployment",
+		func(c agent.Clients, ns string) resource[*appsv1.DeploymentList] {
+			return c.Kube.AppsV1().Deployments(ns)
+		},
+		func(l *appsv1.DeploymentList) []appsv1.Deployment { return l.Items }),
+	kindOf("CiliumNetworkPolicy",
+		func(c agent.Clients, ns string) resource[*unstructured.UnstructuredList] {
+			return dynamicResource{c.Dynamic.Resource(reconcile.PolicyResource).Namespace(ns)}
+		},
+		func(l *unstructured.UnstructuredList) []unstructured.Unstructured { return l.Items }),
+}
+
+// resource is one kind's client in one namespace ("" lists in all).
+type resource[L any] interface {
+	List(ctx context.Context, opts metav1.ListOptions) (L, error)
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// dynamicResource is a dynamic client as a resource (its Delete also takes
+// subresources).
+type dynamicResource struct{ dynamic.ResourceInterface }
+
+func (r dynamicResource) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return r.ResourceInterface.Delete(ctx, name, opts)
+}
+
+// kindOf makes a managedKind of a client and how to take a list's items.
+func kindOf[L, T any, PT interface {
+	*T
+	metav1.Object
+}](kind string, client func(c agent.Clients, ns string) resource[L], items func(L) []T) managedKind {
+	return managedKind{
+		kind: kind,
+		list: func(ctx context.Context, c agent.Clients) ([]metav1.Object, error) {
+			l, err := client(c, "").List(ctx, managedOnly)
+			if err != nil {
+				return nil, err
+			}
+			return objects[T, PT](items(l)), nil
+		},
+		delete: func(ctx context.Context, c agent.Clients, ns, name string) error {
+			return client(c, ns).Delete(ctx, name, metav1.DeleteOptions{})
+		},
+	}
 }
 
 var managedOnly = metav1.ListOptions{LabelSelector: kube.ManagedSelector}
@@ -229,20 +270,6 @@ func objects[T any, PT interface {
 // cluster whatever the clusters' earlier users left, and waits until they
 // are gone.
 func clean(ctx context.Context, c agent.Clients) error {
-	del := map[string]func(ctx context.Context, ns, name string) error{
-		"StatefulSet": func(ctx context.Context, ns, name string) error {
-			return c.Kube.AppsV1().StatefulSets(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		},
-		"Service": func(ctx context.Context, ns, name string) error {
-			return c.Kube.CoreV1().Services(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		},
-		"Deployment": func(ctx context.Context, ns, name string) error {
-			return c.Kube.AppsV1().Deployments(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		},
-		"CiliumNetworkPolicy": func(ctx context.Context, ns, name string) error {
-			return c.Dynamic.Resource(reconcile.PolicyResource).Namespace(ns).Delete(ctx, name, metav1.DeleteOptions{})
-		},
-	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		left := 0
@@ -253,7 +280,7 @@ func clean(ctx context.Context, c agent.Clients) error {
 			}
 			for _, o := range objs {
 				left++
-				if err := del[k.kind](ctx, o.GetNamespace(), o.GetName()); err != nil && !apierrors.IsNotFound(err) {
+				if err := k.delete(ctx, c, o.GetNamespace(), o.GetName()); err != nil && !apierrors.IsNotFound(err) {
 					return fmt.Errorf("delete %s %s/%s: %w", k.kind, o.GetNamespace(), o.GetName(), err)
 				}
 			}
@@ -264,6 +291,10 @@ func clean(ctx context.Context, c agent.Clients) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%d managed objects still there after 30s", left)
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
