@@ -53,6 +53,9 @@ type Report struct {
 	// Converge is each round's time from the end of its operations and
 	// faults until every region matched desired state.
 	Converge []time.Duration
+	// Desired is each round's number of desired objects (all regions) at
+	// its verdict: a run whose desired state stayed empty compared nothing.
+	Desired []int
 	// RetentionRows counts the change rows the retention fault deleted.
 	RetentionRows int64
 }
@@ -90,8 +93,39 @@ func (r Report) String() string {
 	for _, f := range slices.Sorted(maps.Keys(r.Faults)) {
 		fmt.Fprintf(&b, " %s %d", f, r.Faults[f])
 	}
-	fmt.Fprintf(&b, " (retention deleted %d change rows)", r.RetentionRows)
+	fmt.Fprintf(&b, " (retention deleted %d change rows)\ndesired objects at the verdicts: %v", r.RetentionRows, r.Desired)
 	return b.String()
+}
+
+// minOKShare is the least share of operator calls that must change desired
+// state. The pools make many calls that are refused on purpose, and faults
+// fail some; a run that changed almost nothing proves little.
+const minOKShare = 5
+
+// ProvesLittle names what makes a run that converged prove little: no
+// fault injected (when faults were on) in some round, few operations that
+// changed desired state, or an empty desired state at every verdict.
+func (r Report) ProvesLittle(faultsOn bool) []string {
+	var weak []string
+	faults := 0
+	for _, n := range r.Faults {
+		faults += n
+	}
+	if faultsOn && faults < r.Rounds {
+		weak = append(weak, fmt.Sprintf("%d faults injected in %d rounds (every round's first fault finds nothing in place)", faults, r.Rounds))
+	}
+	ok, calls := 0, 0
+	for _, s := range r.Ops {
+		ok += s.OK
+		calls += s.OK + s.Rejected + s.Failed
+	}
+	if ok == 0 || ok < calls/minOKShare {
+		weak = append(weak, fmt.Sprintf("only %d of %d operator calls changed desired state (want at least 1 in %d)", ok, calls, minOKShare))
+	}
+	if len(r.Desired) == 0 || slices.Max(r.Desired) == 0 {
+		weak = append(weak, "desired state was empty at every verdict: nothing was compared")
+	}
+	return weak
 }
 
 // DivergenceError is a round that did not converge in time.
@@ -146,20 +180,22 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 		if cfg.Duration > 0 && time.Since(began) >= cfg.Duration || cfg.Duration <= 0 && round > cfg.Rounds {
 			break
 		}
-		took, err := s.round(ctx, round, rng.Uint64(), kinds, cfg, &rep)
+		took, desired, err := s.round(ctx, round, rng.Uint64(), kinds, cfg, &rep)
 		rep.RetentionRows = s.retentionRows
 		if err != nil {
 			return rep, err
 		}
 		rep.Rounds = round
 		rep.Converge = append(rep.Converge, took)
+		rep.Desired = append(rep.Desired, desired)
 	}
 	return rep, nil
 }
 
 // round runs operators and the fault schedule concurrently, then waits for
-// convergence and returns how long that took.
-func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, cfg Config, rep *Report) (time.Duration, error) {
+// convergence and returns how long that took and how many objects were
+// desired then.
+func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, cfg Config, rep *Report) (time.Duration, int, error) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	operators := 2 + rng.IntN(maxOperators-1)
 	var steps []step
@@ -198,59 +234,82 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 		rep.Ops[op] = sum
 	}
 	if faultErr != nil {
-		return 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, faultErr)
+		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, faultErr)
 	}
 
 	// Operations and faults are over: from here the system must converge
 	// by itself.
-	took, problems := s.converge(ctx, cfg.ConvergeWithin)
-	if problems != nil {
-		return 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
+	took, v := converge(ctx, cfg.ConvergeWithin, s.divergence)
+	if len(v.problems) > 0 {
+		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: v.problems, Schedule: schedule}
 	}
-	s.logf("round %d: converged %s after operations and faults ended", n, took.Round(time.Millisecond))
-	return took, nil
+	s.logf("round %d: converged %s after operations and faults ended (%d objects desired)", n, took.Round(time.Millisecond), v.desired)
+	return took, v.desired, nil
 }
 
 // settle is how long a converged state must hold before it counts: a
 // region that matches but then changes again had an apply still coming.
 const settle = time.Second
 
-// converge waits until no region diverges, and stays so for settle; it
-// returns how long that took, or the last divergence found when within
-// has passed.
-func (s *System) converge(ctx context.Context, within time.Duration) (time.Duration, []string) {
+// verdict is one comparison of every region with desired state.
+type verdict struct {
+	problems []string // how the regions differ; nil when they do not
+	desired  int      // objects desired, over all regions
+}
+
+// converge waits until check finds no problem, and keeps finding none for
+// settle; it returns how long that took with the last verdict, or a
+// verdict with problems when within has passed: the last divergence found,
+// or that the match had not held for settle yet.
+func converge(ctx context.Context, within time.Duration, check func(context.Context) verdict) (time.Duration, verdict) {
 	start := time.Now()
 	deadline := start.Add(within)
 	var matched time.Time // when the current run of matching checks began
 	for {
-		problems := s.divergence(ctx)
+		v := check(ctx)
 		switch {
-		case len(problems) > 0:
+		case len(v.problems) > 0:
 			matched = time.Time{}
 		case matched.IsZero():
 			matched = time.Now()
 		case time.Since(matched) >= settle:
-			return matched.Sub(start), nil
+			return matched.Sub(start), v
 		}
 		if time.Now().After(deadline) {
-			if len(problems) == 0 {
-				return matched.Sub(start), nil
+			if len(v.problems) == 0 {
+				v.problems = []string{fmt.Sprintf("every region matched, but only for the last %s, not the %s a convergence must hold",
+					time.Since(matched).Round(time.Millisecond), settle)}
 			}
-			return 0, problems
+			return 0, v
 		}
-		time.Sleep(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return 0, verdict{problems: append(v.problems, ctx.Err().Error())}
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 
 // divergence lists how the regions differ from desired state, prefixed by
-// region; nil means none.
-func (s *System) divergence(ctx context.Context) []string {
+// region, and counts the objects desired.
+func (s *System) divergence(ctx context.Context) verdict {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	want, err := s.desired(ctx)
 	if err != nil {
-		return []string{"cannot read desired state: " + err.Error()}
+		return verdict{problems: []string{"cannot read desired state: " + err.Error()}}
 	}
+	v := verdict{}
+	for _, w := range want {
+		v.desired += len(w)
+	}
+	v.problems = s.compare(ctx, want)
+	return v
+}
+
+// compare lists how the regions differ from want, and any agent that is
+// not running, connected and caught up.
+func (s *System) compare(ctx context.Context, want map[string]view) []string {
 	var problems []string
 	for _, name := range Regions {
 		r := s.regions[name]

@@ -4,10 +4,31 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
+
+// A match found just before the deadline has not held for settle: it is
+// no convergence.
+func TestConvergeDemandsTheMatchHeld(t *testing.T) {
+	const within = 1200 * time.Millisecond
+	start := time.Now()
+	lateMatch := func(context.Context) verdict {
+		if time.Since(start) < within-300*time.Millisecond {
+			return verdict{problems: []string{"eu: missing StatefulSet acme-prod/api"}}
+		}
+		return verdict{desired: 2}
+	}
+	took, v := converge(context.Background(), within, lateMatch)
+	if len(v.problems) == 0 || !strings.Contains(v.problems[0], "not the "+settle.String()) {
+		t.Fatalf("a match of the last few hundred milliseconds counted as converged after %s (problems %q)", took, v.problems)
+	}
+}
 
 // The schedule returns only once the slow restarts it began are over,
 // whether it ends normally, with a failed step, or with a step ending the
@@ -41,5 +62,33 @@ func TestScheduleWaitsForSlowRestarts(t *testing.T) {
 		if !restarted.Load() {
 			t.Errorf("ended %s: the schedule returned with a restart still under way", how)
 		}
+	}
+}
+
+// A run that converged but injected no fault, changed almost nothing or
+// compared an empty desired state is named as proving little.
+func TestReportThatProvesLittleIsNamed(t *testing.T) {
+	empty := Report{Rounds: 3, Ops: map[string]OpStats{"deploy": {Rejected: 40, Failed: 10}}, Desired: []int{0, 0, 0}}
+	if weak := empty.ProvesLittle(true); len(weak) != 3 {
+		t.Errorf("a run with no fault, no successful call and nothing desired: %q, want three complaints", weak)
+	}
+	if weak := empty.ProvesLittle(false); len(weak) != 2 {
+		t.Errorf("without faults asked for, their absence is no complaint: %q", weak)
+	}
+	good := Report{Rounds: 3, Faults: map[string]int{FaultAgentKill: 2, FaultMariaDB: 1},
+		Ops: map[string]OpStats{"deploy": {OK: 30, Rejected: 40, Failed: 10}}, Desired: []int{0, 6, 4}}
+	if weak := good.ProvesLittle(true); len(weak) != 0 {
+		t.Errorf("a run that did its work: %q", weak)
+	}
+}
+
+// The pools send only valid requests: one refused as invalid is a failure
+// of the system, not one of the refusals the pools make on purpose.
+func TestInvalidCallsCountAsFailed(t *testing.T) {
+	var c opCounter
+	c.add("deploy", status.Error(codes.InvalidArgument, "replicas must not be negative"))
+	c.add("deploy", status.Error(codes.NotFound, "no deployment api"))
+	if got := *c.ops["deploy"]; got != (OpStats{Rejected: 1, Failed: 1}) {
+		t.Errorf("one invalid, one not found: %+v, want 1 rejected and 1 failed", got)
 	}
 }

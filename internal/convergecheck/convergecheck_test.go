@@ -54,11 +54,7 @@ func TestConvergence(t *testing.T) {
 	// rounds before it made the state it started from.
 	failedRound := 0
 	replay := func() string {
-		cmd := fmt.Sprintf("replay: go test ./internal/convergecheck -run TestConvergence -convergecheck.seed=%d", seed)
-		if failedRound > 3 {
-			cmd += fmt.Sprintf(" -convergecheck.rounds=%d -timeout=%dm", failedRound, 2+failedRound/3)
-		}
-		return cmd
+		return replayLine(seed, failedRound)
 	}
 	t.Cleanup(func() {
 		if t.Failed() && failedRound == 0 {
@@ -76,6 +72,22 @@ func TestConvergence(t *testing.T) {
 		failedRound = rep.Rounds + 1
 		t.Fatalf("%v\n%s", err, replay())
 	}
+	if weak := rep.ProvesLittle(true); len(weak) > 0 {
+		t.Fatalf("converged, but the run proves little:\n  %s\n%s", strings.Join(weak, "\n  "), replay())
+	}
+}
+
+// replayLine is the command that replays a run of seed; a failure in round
+// R replays R rounds (the rounds before it made the state it started
+// from), without go test's time limit.
+func replayLine(seed uint64, failedRound int) string {
+	cmd := fmt.Sprintf("replay: go test ./internal/convergecheck -run '^TestConvergence$' -timeout=0 -convergecheck.seed=%d", seed)
+	also := fmt.Sprintf("go tool task chaos -- --converge-seed %d", seed)
+	if failedRound > 3 {
+		cmd += fmt.Sprintf(" -convergecheck.rounds=%d", failedRound)
+		also += fmt.Sprintf(" --converge-rounds %d", failedRound)
+	}
+	return cmd + "\n    (or: " + also + ")"
 }
 
 // The checker can fail: against a system whose agents never get a delete

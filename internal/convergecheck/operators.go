@@ -16,25 +16,34 @@ import (
 
 // The pools operators draw from: few enough that creates, deletes and
 // re-creates of one ID meet, also across environments (namespaces), and
-// sentinels and policies of one environment and region collide.
+// sentinels and policies of one environment and region collide. Every
+// call they make is valid whatever the state: ctrld may refuse it as not
+// found, already existing or not possible now, never as invalid.
 var (
 	deploymentIDs = []string{"api", "web", "worker", "cron", "auth"}
 	sentinelIDs   = []string{"gw1", "gw2", "gw3"}
 	policyIDs     = []string{"pol1", "pol2", "pol3", "pol4"}
-	policyNames   = []string{"allow-dns", "deny-all"}
-	workspaces    = []string{"acme", "beta"}
-	environments  = []string{"prod", "dev"}
 	images        = []string{"ghcr.io/acme/app:v1", "ghcr.io/acme/app:v2", "ghcr.io/acme/app:v3"}
+	// An environment belongs to one workspace: ctrld refuses a sentinel or
+	// policy of an environment under another workspace.
+	environments = []environment{{"acme", "prod"}, {"acme", "dev"}, {"beta", "prod2"}, {"beta", "dev2"}}
+	// A policy name's owner, a deployment or "" for its environment, is
+	// fixed: ctrld fixes it when the policy is created.
+	policies = []struct{ name, owner string }{{"allow-dns", ""}, {"deny-all", ""}, {"api-ingress", "api"}, {"web-egress", "web"}}
 )
+
+type environment struct{ workspace, id string }
 
 // OpStats counts one operation type's calls by outcome.
 type OpStats struct {
 	// OK calls changed desired state.
 	OK int
 	// Rejected calls were refused for what they asked (not found, already
-	// exists, invalid): the pools make many of them, on purpose.
+	// exists, not possible in the current state): the pools make many of
+	// them, on purpose.
 	Rejected int
-	// Failed calls did not get an answer (ctrld or the database down).
+	// Failed calls did not get an answer (ctrld or the database down), or
+	// were refused as invalid, which no call the pools make is.
 	Failed int
 }
 
@@ -58,7 +67,7 @@ func (c *opCounter) add(op string, err error) {
 	switch status.Code(err) {
 	case codes.OK:
 		s.OK++
-	case codes.NotFound, codes.AlreadyExists, codes.InvalidArgument, codes.FailedPrecondition:
+	case codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition:
 		s.Rejected++
 	default:
 		s.Failed++
@@ -107,8 +116,9 @@ func (o *operator) call(ctx context.Context) (string, error) {
 		if rng.IntN(2) == 0 {
 			regions = Regions
 		}
+		env := pick(rng, environments)
 		_, err := c.Deploy(ctx, &ctrlv1.DeployRequest{
-			DeploymentId: pick(rng, deploymentIDs), WorkspaceId: pick(rng, workspaces), EnvironmentId: pick(rng, environments),
+			DeploymentId: pick(rng, deploymentIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
 			Image: pick(rng, images), CpuMillicores: 50, MemoryMib: 64, Regions: regions, Replicas: int32(rng.IntN(3)),
 		})
 		return "deploy", err
@@ -128,8 +138,9 @@ func (o *operator) call(ctx context.Context) (string, error) {
 		return "delete-deployment", err
 	case n < 75:
 		stopped := rng.IntN(4) == 0
+		env := pick(rng, environments)
 		_, err := c.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{
-			SentinelId: pick(rng, sentinelIDs), WorkspaceId: pick(rng, workspaces), EnvironmentId: pick(rng, environments),
+			SentinelId: pick(rng, sentinelIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
 			Region: pick(rng, Regions), Image: pick(rng, images), Replicas: int32(rng.IntN(3)), CpuMillicores: 50, MemoryMib: 32,
 			Stopped: stopped,
 		})
@@ -141,14 +152,12 @@ func (o *operator) call(ctx context.Context) (string, error) {
 		_, err := c.DeleteSentinel(ctx, &ctrlv1.DeleteSentinelRequest{SentinelId: pick(rng, sentinelIDs)})
 		return "delete-sentinel", err
 	case n < 93:
-		req := &ctrlv1.PutCiliumNetworkPolicyRequest{
-			PolicyId: pick(rng, policyIDs), WorkspaceId: pick(rng, workspaces), EnvironmentId: pick(rng, environments),
-			Region: pick(rng, Regions), Name: pick(rng, policyNames), Spec: policySpec(rng),
-		}
-		if rng.IntN(2) == 0 {
-			req.DeploymentId = pick(rng, deploymentIDs) // ties it to the deployment's lifetime, if that exists
-		}
-		_, err := c.PutCiliumNetworkPolicy(ctx, req)
+		env, p := pick(rng, environments), pick(rng, policies)
+		_, err := c.PutCiliumNetworkPolicy(ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{
+			PolicyId: pick(rng, policyIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
+			Region: pick(rng, Regions), Name: p.name, Spec: policySpec(rng),
+			DeploymentId: p.owner, // ties it to the deployment's lifetime; not found while that does not exist
+		})
 		return "ensure-policy", err
 	default:
 		_, err := c.DeleteCiliumNetworkPolicy(ctx, &ctrlv1.DeleteCiliumNetworkPolicyRequest{PolicyId: pick(rng, policyIDs)})
