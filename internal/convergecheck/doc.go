@@ -16,14 +16,22 @@
 //     resume, forced resync, retention deleting change rows past a stopped
 //     agent's cursor, kube-apiserver restart, and a MariaDB restart when the
 //     checker runs its own MariaDB server);
-//   - the verdict: desired state read from the database (running
-//     topologies, running sentinels, policies) against every object with the
-//     managed-by label of the kinds agentd applies (StatefulSet, Service,
-//     Deployment, CiliumNetworkPolicy) in any namespace of each region,
-//     compared by whole identity (kind, namespace, name) and by the fields
-//     agentd sets from desired state; plus every region's agent connected and
-//     caught up (no lag), and the state still equal a moment later;
-//   - the report: rounds, operations and faults by type, time to converge.
+//   - the verdict: desired state read from the database in one snapshot
+//     (internal/wantstate: running topologies, running sentinels, policies)
+//     against every object with the managed-by label of the kinds agentd
+//     applies (StatefulSet, Service, Deployment, CiliumNetworkPolicy) in any
+//     namespace of each region, compared by whole identity (kind, namespace,
+//     name) and by the fields agentd sets from desired state; plus every
+//     region's agent connected and caught up (no lag); all of it holding for
+//     a second before the bound, else the round did not converge;
+//   - the report: rounds, operations and faults by type, time to converge,
+//     objects desired at each verdict, and whether the run proves little
+//     (no fault, few operations that changed desired state, nothing
+//     desired), which fails TestConvergence as a divergence would.
+//
+// No fault outlives its round: the schedule returns only once the
+// restarts it began are over, and a test that ends during one cancels it
+// and waits before anything is stopped.
 //
 // Everything random comes from one seed (math/rand/v2 PCG): the same seed
 // replays the same operations and fault schedule, though not the same

@@ -15,9 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/deploysync/deploysync/agentd/kube"
-	"github.com/deploysync/deploysync/ent/deploymenttopology"
-	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/internal/wantstate"
 )
 
 // object is a managed object's whole identity (invariant I7).
@@ -45,58 +44,58 @@ func labelFields(set map[string]string) fields {
 	return f
 }
 
-// desired reads from the database what every region must run: the
-// StatefulSet and Service of each running topology, the Deployment and
-// Service of each running sentinel, every policy.
+// desired reads from the database, in one snapshot, what every region
+// must run.
 func (s *System) desired(ctx context.Context) (map[string]view, error) {
+	regions, err := wantstate.Read(ctx, s.env.DB.Ent)
+	if err != nil {
+		return nil, err
+	}
+	return desiredViews(regions)
+}
+
+// desiredViews are the objects each region must hold: the StatefulSet and
+// Service of each running topology, the Deployment and Service of each
+// running sentinel, every policy.
+func desiredViews(regions map[string]*wantstate.Region) (map[string]view, error) {
 	want := map[string]view{}
-	for _, r := range Regions {
-		want[r] = view{}
+	for _, name := range Regions {
+		want[name] = view{}
 	}
-	client := s.env.DB.Ent
-	topologies, err := client.DeploymentTopology.Query().
-		Where(deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
-		WithDeployment().All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read topologies: %w", err)
-	}
-	for _, t := range topologies {
-		d := t.Edges.Deployment
-		ns := naming.Namespace(d.WorkspaceID, d.EnvironmentID)
-		labels := labelFields(map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: d.ID})
-		want[t.Region][object{"Service", ns, d.ID}] = labels
-		sts := maps.Clone(labels)
-		sts["replicas"], sts["image"] = strconv.Itoa(t.Replicas), d.Image
-		want[t.Region][object{"StatefulSet", ns, d.ID}] = sts
-	}
-	sentinels, err := client.Sentinel.Query().Where(sentinel.DesiredStateEQ(sentinel.DesiredStateRunning)).All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read sentinels: %w", err)
-	}
-	for _, sn := range sentinels {
-		ns, name := naming.Namespace(sn.WorkspaceID, sn.EnvironmentID), naming.Sentinel(sn.ID)
-		labels := labelFields(map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: sn.ID})
-		want[sn.Region][object{"Service", ns, name}] = labels
-		dep := maps.Clone(labels)
-		dep["replicas"], dep["image"] = strconv.Itoa(sn.Replicas), sn.Image
-		want[sn.Region][object{"Deployment", ns, name}] = dep
-	}
-	policies, err := client.CiliumNetworkPolicy.Query().All(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read policies: %w", err)
-	}
-	for _, p := range policies {
-		set := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: p.ID}
-		if p.DeploymentID != nil {
-			set[kube.DeploymentLabel] = *p.DeploymentID
+	for name, r := range regions {
+		v := want[name]
+		if v == nil { // a region without a cluster here: nothing compares it
+			v = view{}
+			want[name] = v
 		}
-		f := labelFields(set)
-		spec, err := json.Marshal(p.Spec)
-		if err != nil {
-			return nil, err
+		for _, d := range r.Deployments {
+			labels := labelFields(map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: d.ID})
+			v[object{"Service", d.Namespace, d.ID}] = labels
+			sts := maps.Clone(labels)
+			sts["replicas"], sts["image"] = strconv.Itoa(d.Replicas), d.Image
+			v[object{"StatefulSet", d.Namespace, d.ID}] = sts
 		}
-		f["spec"] = string(spec)
-		want[p.Region][object{"CiliumNetworkPolicy", naming.Namespace(p.WorkspaceID, p.EnvironmentID), p.Name}] = f
+		for _, sn := range r.Sentinels {
+			n := naming.Sentinel(sn.ID)
+			labels := labelFields(map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.SentinelLabel: sn.ID})
+			v[object{"Service", sn.Namespace, n}] = labels
+			dep := maps.Clone(labels)
+			dep["replicas"], dep["image"] = strconv.Itoa(sn.Replicas), sn.Image
+			v[object{"Deployment", sn.Namespace, n}] = dep
+		}
+		for _, p := range r.Policies {
+			set := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: p.ID}
+			if p.DeploymentID != "" {
+				set[kube.DeploymentLabel] = p.DeploymentID
+			}
+			f := labelFields(set)
+			spec, err := json.Marshal(p.Spec)
+			if err != nil {
+				return nil, fmt.Errorf("policy %s: %w", p.ID, err)
+			}
+			f["spec"] = string(spec)
+			v[object{"CiliumNetworkPolicy", p.Namespace, p.Name}] = f
+		}
 	}
 	return want, nil
 }

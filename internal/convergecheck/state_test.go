@@ -2,7 +2,11 @@ package convergecheck
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/internal/wantstate"
 )
 
 // The diff names every object by whole identity and says what is missing,
@@ -37,5 +41,38 @@ func TestDiff(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("diff:\n%q\nwant\n%q", got, want)
+	}
+}
+
+// The database's view becomes the objects agentd makes of it: a
+// StatefulSet and Service per running deployment, a Deployment and Service
+// per running sentinel, a policy by its name, each with its own ID label.
+func TestDesiredViews(t *testing.T) {
+	want, err := desiredViews(map[string]*wantstate.Region{"eu": {
+		Deployments: []wantstate.Deployment{{ID: "api", Namespace: "acme-prod", Image: "img:v1", Replicas: 2}},
+		Sentinels:   []wantstate.Sentinel{{ID: "gw1", Namespace: "acme-prod", Image: "gw:v1", Replicas: 1}},
+		Policies:    []wantstate.Policy{{ID: "pol1", Namespace: "acme-prod", Name: "deny-all", DeploymentID: "api", Spec: map[string]any{"a": 1}}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want["us"]) != 0 {
+		t.Errorf("us desires %v, want nothing", want["us"])
+	}
+	var got []string
+	for o, f := range want["eu"] {
+		got = append(got, o.String()+" "+describe(f))
+	}
+	slices.Sort(got)
+	sentinel := naming.Sentinel("gw1")
+	expect := []string{
+		`CiliumNetworkPolicy acme-prod/deny-all unkey.ciliumnetworkpolicy.id=pol1 unkey.deployment.id=api unkey.managed.by=krane spec={"a":1}`,
+		`Deployment acme-prod/` + sentinel + ` image=gw:v1 unkey.managed.by=krane unkey.sentinel.id=gw1 replicas=1`,
+		`Service acme-prod/api unkey.deployment.id=api unkey.managed.by=krane`,
+		`Service acme-prod/` + sentinel + ` unkey.managed.by=krane unkey.sentinel.id=gw1`,
+		`StatefulSet acme-prod/api image=img:v1 unkey.deployment.id=api unkey.managed.by=krane replicas=2`,
+	}
+	if !slices.Equal(got, expect) {
+		t.Errorf("desired objects:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(expect, "\n"))
 	}
 }
