@@ -92,17 +92,14 @@ func ackedVersion(t *testing.T, op ctrlv1.OperatorServiceClient, region string) 
 
 // A periodic full resync of unchanged state makes no API writes.
 func TestNoOpResyncWritesNothing(t *testing.T) {
-	c := isolate(t)
-	kcfg, counter := countedConfig(c)
+	e := newAgentEnv(t)
+	kcfg, counter := countedConfig(e.cluster)
 	client := kubernetes.NewForConfigOrDie(kcfg)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
 	for _, id := range []string{"a", "b", "c"} {
-		deploy(t, op, id, "noop", "eu")
+		deploy(t, e.op, id, "noop", "eu")
 	}
 	reg := prometheus.NewRegistry()
-	startMeteredAgent(t, env, "eu", "agent-0", kcfg, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond}, reg)
+	startMeteredAgent(t, e.ctrld, "eu", "agent-0", kcfg, agent.Config{LeaderElect: false, ResyncInterval: 500 * time.Millisecond}, reg)
 	ns := naming.Namespace("noop", "prod")
 	waitFor(t, 20*time.Second, "three statefulsets", func() bool {
 		return statefulSetExists(client, ns, "a") && statefulSetExists(client, ns, "b") && statefulSetExists(client, ns, "c")
@@ -139,28 +136,25 @@ func fullSyncs(t *testing.T, reg prometheus.Gatherer) float64 {
 // whole retained log shown as lag) while it is still in its first full
 // sync after a failover.
 func TestNewTermKeepsTheRegionsAckedCursor(t *testing.T) {
-	c := isolate(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
-	deploy(t, op, "one", "failover", "eu")
-	stopFirst := startAgent(t, env, "eu", "replica-a", c.Config, agent.Config{LeaderElect: false})
-	_, head := ackedVersion(t, op, "eu")
-	waitFor(t, 20*time.Second, "replica-a acked", func() bool { acked, _ := ackedVersion(t, op, "eu"); return acked >= head })
+	e := newAgentEnv(t)
+	deploy(t, e.op, "one", "failover", "eu")
+	stopFirst := e.start(t, "replica-a", agent.Config{LeaderElect: false})
+	_, head := ackedVersion(t, e.op, "eu")
+	waitFor(t, 20*time.Second, "replica-a acked", func() bool { acked, _ := ackedVersion(t, e.op, "eu"); return acked >= head })
 	stopFirst()
-	before, _ := ackedVersion(t, op, "eu")
+	before, _ := ackedVersion(t, e.op, "eu")
 
 	// replica-b's first full sync has a deployment to write, and its
 	// writes are slow: seconds before it acknowledges anything.
-	deploy(t, op, "two", "failover", "eu")
-	startAgent(t, env, "eu", "replica-b", slowWrites(c.Config, time.Second), agent.Config{LeaderElect: false})
+	deploy(t, e.op, "two", "failover", "eu")
+	startAgent(t, e.ctrld, "eu", "replica-b", slowWrites(e.cluster.Config, time.Second), agent.Config{LeaderElect: false})
 	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if acked, _ := ackedVersion(t, op, "eu"); acked < before {
+		if acked, _ := ackedVersion(t, e.op, "eu"); acked < before {
 			t.Fatalf("the region's acked cursor went back from %d to %d when replica-b started", before, acked)
 		}
 	}
-	_, head = ackedVersion(t, op, "eu")
-	waitFor(t, 20*time.Second, "replica-b acked", func() bool { acked, _ := ackedVersion(t, op, "eu"); return acked >= head })
+	_, head = ackedVersion(t, e.op, "eu")
+	waitFor(t, 20*time.Second, "replica-b acked", func() bool { acked, _ := ackedVersion(t, e.op, "eu"); return acked >= head })
 }
 
 // slowWrites is cfg with every request that changes state delayed.
@@ -189,34 +183,30 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 // StatefulSets) holds the acked cursor and is retried; once allowed, it
 // succeeds and the cursor moves on.
 func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
-	c := isolate(t)
-	admin := c.Client(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
+	e := newAgentEnv(t)
 	ns := naming.Namespace("rbac", "prod")
-	grant(t, admin, "agent-reads", []rbacv1.PolicyRule{
+	grant(t, e.admin, "agent-reads", []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "deployments"}, Verbs: []string{"get", "list", "watch"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
 		// A server-side apply that creates needs create as well as patch.
 		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch"}},
 	})
-	startAgent(t, env, "eu", "agent-0", c.UserConfig(), agent.Config{LeaderElect: false})
-	deploy(t, op, "blocked", "rbac", "eu")
-	_, head := ackedVersion(t, op, "eu")
+	startAgent(t, e.ctrld, "eu", "agent-0", e.cluster.UserConfig(), agent.Config{LeaderElect: false})
+	deploy(t, e.op, "blocked", "rbac", "eu")
+	_, head := ackedVersion(t, e.op, "eu")
 	time.Sleep(2 * time.Second) // several retries
-	if acked, _ := ackedVersion(t, op, "eu"); acked >= head {
+	if acked, _ := ackedVersion(t, e.op, "eu"); acked >= head {
 		t.Fatalf("cursor %d acked past a failing apply (head %d)", acked, head)
 	}
-	if lastError := regionLastError(t, op, "eu"); !strings.Contains(lastError, "blocked") {
+	if lastError := regionLastError(t, e.op, "eu"); !strings.Contains(lastError, "blocked") {
 		t.Errorf("the failing resource is not visible in the region's last error: %q", lastError)
 	}
-	grant(t, admin, "agent-writes-statefulsets", []rbacv1.PolicyRule{
+	grant(t, e.admin, "agent-writes-statefulsets", []rbacv1.PolicyRule{
 		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "patch"}},
 	})
-	waitFor(t, 30*time.Second, "apply retried once allowed", func() bool { return statefulSetExists(admin, ns, "blocked") })
-	waitFor(t, 10*time.Second, "cursor acked", func() bool { acked, _ := ackedVersion(t, op, "eu"); return acked >= head })
+	waitFor(t, 30*time.Second, "apply retried once allowed", func() bool { return statefulSetExists(e.admin, ns, "blocked") })
+	waitFor(t, 10*time.Second, "cursor acked", func() bool { acked, _ := ackedVersion(t, e.op, "eu"); return acked >= head })
 }
 
 // grant gives kubetest.LimitedUser the rules cluster-wide.
@@ -241,15 +231,10 @@ func grant(t *testing.T, admin kubernetes.Interface, name string, rules []rbacv1
 // After the full sync the agent deletes exactly the managed objects it
 // did not list; unmanaged ones stay.
 func TestGarbageCollectionAfterFullSync(t *testing.T) {
-	c := isolate(t)
-	admin := c.Client(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
-	ctx := context.Background()
+	e := newAgentEnv(t)
 	ns := naming.Namespace("gc", "prod")
-	deploy(t, op, "listed", "gc", "eu")
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	deploy(t, e.op, "listed", "gc", "eu")
+	if _, err := e.admin.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sts := func(name string, labels map[string]string) *appsv1.StatefulSet {
@@ -264,16 +249,16 @@ func TestGarbageCollectionAfterFullSync(t *testing.T) {
 		sts("orphan", map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "orphan"}),
 		sts("theirs", map[string]string{kube.DeploymentLabel: "theirs"}),
 	} {
-		if _, err := admin.AppsV1().StatefulSets(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+		if _, err := e.admin.AppsV1().StatefulSets(ns).Create(e.ctx, o, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false})
+	e.start(t, "agent-0", agent.Config{LeaderElect: false})
 	waitFor(t, 20*time.Second, "orphan collected, listed applied", func() bool {
-		_, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "orphan", metav1.GetOptions{})
-		return apierrors.IsNotFound(err) && statefulSetExists(admin, ns, "listed")
+		_, err := e.admin.AppsV1().StatefulSets(ns).Get(e.ctx, "orphan", metav1.GetOptions{})
+		return apierrors.IsNotFound(err) && statefulSetExists(e.admin, ns, "listed")
 	})
-	if !statefulSetExists(admin, ns, "theirs") {
+	if !statefulSetExists(e.admin, ns, "theirs") {
 		t.Fatal("garbage collection deleted an unmanaged object")
 	}
 }
@@ -281,34 +266,30 @@ func TestGarbageCollectionAfterFullSync(t *testing.T) {
 // Two replicas: only the lease holder applies; when it stops, the other
 // takes over.
 func TestLeaderElection(t *testing.T) {
-	c := isolate(t)
-	admin := c.Client(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
+	e := newAgentEnv(t)
 	ns := naming.Namespace("ha", "prod")
 	fast := agent.Config{LeaderElect: true, LeaseNamespace: "default",
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond}
-	stopFirst := startAgent(t, env, "eu", "replica-a", c.Config, fast)
-	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(admin) == "replica-a" })
+	stopFirst := e.start(t, "replica-a", fast)
+	waitFor(t, 10*time.Second, "replica-a leads", func() bool { return leaseHolder(e.admin) == "replica-a" })
 	standby := fast
 	standby.Readiness = &agent.Readiness{}
-	standbyConfig, standbyWrites := countedConfig(c)
-	startAgent(t, env, "eu", "replica-b", standbyConfig, standby)
+	standbyConfig, standbyWrites := countedConfig(e.cluster)
+	startAgent(t, e.ctrld, "eu", "replica-b", standbyConfig, standby)
 	waitFor(t, 5*time.Second, "the standby replica is ready (to take over)", func() bool { return standby.Readiness.Ready() == nil })
 
-	deploy(t, op, "one", "ha", "eu")
-	waitFor(t, 20*time.Second, "leader applied", func() bool { return statefulSetExists(admin, ns, "one") })
-	if leaseHolder(admin) != "replica-a" {
-		t.Fatalf("lease moved to %q while the leader was healthy", leaseHolder(admin))
+	deploy(t, e.op, "one", "ha", "eu")
+	waitFor(t, 20*time.Second, "leader applied", func() bool { return statefulSetExists(e.admin, ns, "one") })
+	if leaseHolder(e.admin) != "replica-a" {
+		t.Fatalf("lease moved to %q while the leader was healthy", leaseHolder(e.admin))
 	}
 	if n := standbyWrites.Writes(); n != 0 {
 		t.Fatalf("the standby replica made %d API writes while replica-a led", n)
 	}
 	stopFirst()
-	waitFor(t, 15*time.Second, "replica-b leads", func() bool { return leaseHolder(admin) == "replica-b" })
-	deploy(t, op, "two", "ha", "eu")
-	waitFor(t, 20*time.Second, "new leader applied", func() bool { return statefulSetExists(admin, ns, "two") })
+	waitFor(t, 15*time.Second, "replica-b leads", func() bool { return leaseHolder(e.admin) == "replica-b" })
+	deploy(t, e.op, "two", "ha", "eu")
+	waitFor(t, 20*time.Second, "new leader applied", func() bool { return statefulSetExists(e.admin, ns, "two") })
 	if standbyWrites.Writes() == 0 {
 		t.Fatal("replica-b's writes were not counted once it led")
 	}
@@ -340,19 +321,16 @@ func TestReadinessFollowsTheStream(t *testing.T) {
 // heartbeat: after a forced resync the console's last full sync moves
 // within seconds even with a heartbeat interval of a minute.
 func TestCompletedFullSyncIsReportedAtOnce(t *testing.T) {
-	c := isolate(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
-	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false, HeartbeatInterval: time.Minute})
-	waitFor(t, 10*time.Second, "the first full sync reported", func() bool { return regionOverview(t, op, "eu").LastFullSync != nil })
-	first := regionOverview(t, op, "eu").LastFullSync.AsTime()
+	e := newAgentEnv(t)
+	e.start(t, "agent-0", agent.Config{LeaderElect: false, HeartbeatInterval: time.Minute})
+	waitFor(t, 10*time.Second, "the first full sync reported", func() bool { return regionOverview(t, e.op, "eu").LastFullSync != nil })
+	first := regionOverview(t, e.op, "eu").LastFullSync.AsTime()
 
-	if _, err := op.ForceResync(context.Background(), &ctrlv1.ForceResyncRequest{Region: "eu"}); err != nil {
+	if _, err := e.op.ForceResync(e.ctx, &ctrlv1.ForceResyncRequest{Region: "eu"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the forced full sync reported", func() bool {
-		return regionOverview(t, op, "eu").LastFullSync.AsTime().After(first)
+		return regionOverview(t, e.op, "eu").LastFullSync.AsTime().After(first)
 	})
 }
 
@@ -367,33 +345,28 @@ func leaseHolder(client kubernetes.Interface) string {
 // Drift: a managed object deleted or edited out of band is put back, from
 // the informer event alone (no resync, no new change).
 func TestOutOfBandChangesArePutBack(t *testing.T) {
-	c := isolate(t)
-	admin := c.Client(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
-	ctx := context.Background()
+	e := newAgentEnv(t)
 	ns := naming.Namespace("drift", "prod")
-	deploy(t, op, "api", "drift", "eu")
-	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false, ResyncInterval: -1})
-	waitFor(t, 20*time.Second, "applied", func() bool { return statefulSetExists(admin, ns, "api") })
+	deploy(t, e.op, "api", "drift", "eu")
+	e.start(t, "agent-0", agent.Config{LeaderElect: false, ResyncInterval: -1})
+	waitFor(t, 20*time.Second, "applied", func() bool { return statefulSetExists(e.admin, ns, "api") })
 
-	if err := admin.AppsV1().StatefulSets(ns).Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
+	if err := e.admin.AppsV1().StatefulSets(ns).Delete(e.ctx, "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "deleted statefulset put back", func() bool { return statefulSetExists(admin, ns, "api") })
+	waitFor(t, 20*time.Second, "deleted statefulset put back", func() bool { return statefulSetExists(e.admin, ns, "api") })
 
-	sts, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "api", metav1.GetOptions{})
+	sts, err := e.admin.AppsV1().StatefulSets(ns).Get(e.ctx, "api", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	five := int32(5)
 	sts.Spec.Replicas = &five
-	if _, err := admin.AppsV1().StatefulSets(ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+	if _, err := e.admin.AppsV1().StatefulSets(ns).Update(e.ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 20*time.Second, "edited replicas put back", func() bool {
-		s, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "api", metav1.GetOptions{})
+		s, err := e.admin.AppsV1().StatefulSets(ns).Get(e.ctx, "api", metav1.GetOptions{})
 		return err == nil && *s.Spec.Replicas == 1
 	})
 }

@@ -32,6 +32,32 @@ var (
 
 func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &euCluster, &usCluster, &apiCluster)) }
 
+// agentEnv is where most agent tests start: the shared API-only cluster
+// (isolated), its admin client, ctrld with an operator client, and an
+// agent token for region eu.
+type agentEnv struct {
+	cluster *kubetest.Cluster
+	admin   kubernetes.Interface
+	ctrld   *servertest.Env
+	op      ctrlv1.OperatorServiceClient
+	ctx     context.Context
+}
+
+func newAgentEnv(t *testing.T) *agentEnv {
+	t.Helper()
+	c := isolate(t)
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	return &agentEnv{cluster: c, admin: c.Client(t), ctrld: env, op: env.Operator("t"), ctx: context.Background()}
+}
+
+// start runs an agent for region eu with the cluster's admin config (see
+// startAgent).
+func (e *agentEnv) start(t *testing.T, identity string, cfg agent.Config) context.CancelFunc {
+	t.Helper()
+	return startAgent(t, e.ctrld, "eu", identity, e.cluster.Config, cfg)
+}
+
 // startAgent runs an agent for region against the cluster behind kcfg
 // until the test ends (or the returned function is called).
 func startAgent(t *testing.T, env *servertest.Env, region, identity string, kcfg *rest.Config, cfg agent.Config) context.CancelFunc {

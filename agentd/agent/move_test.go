@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -15,8 +14,6 @@ import (
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
-	"github.com/deploysync/deploysync/daemon/server"
-	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -25,59 +22,54 @@ import (
 // their IDs in another workspace while the agent was away (so it never saw
 // the deletes): the next agent's full sync lists them in the new namespace
 // only, and nothing of theirs is left running in the old one. Identity is
-// whole (invariant I7): neither garbage collection nor the apply may
-// settle for kind and ID.
+// whole (invariant I7): garbage collection keeps them (listed by kind and
+// ID), so their applies in the sync must remove what the moves left.
 func TestFullSyncRemovesWhatAMissedMoveLeftBehind(t *testing.T) {
-	c := isolate(t)
-	c.InstallCiliumCRD(t)
-	admin := c.Client(t)
-	dyn := dynamic.NewForConfigOrDie(c.Config)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
-	ctx := context.Background()
+	e := newAgentEnv(t)
+	e.cluster.InstallCiliumCRD(t)
+	dyn := dynamic.NewForConfigOrDie(e.cluster.Config)
 
 	put := func(workspace string) {
 		t.Helper()
-		deploy(t, op, "mover", workspace, "eu")
-		if _, err := op.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw", WorkspaceId: workspace, EnvironmentId: "prod",
+		deploy(t, e.op, "mover", workspace, "eu")
+		if _, err := e.op.PutSentinel(e.ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw", WorkspaceId: workspace, EnvironmentId: "prod",
 			Region: "eu", Image: "sentinel:1", Replicas: 1, CpuMillicores: 10, MemoryMib: 16}); err != nil {
 			t.Fatal(err)
 		}
 		spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
-		if _, err := op.PutCiliumNetworkPolicy(ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "pol", WorkspaceId: workspace,
+		if _, err := e.op.PutCiliumNetworkPolicy(e.ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "pol", WorkspaceId: workspace,
 			EnvironmentId: "prod", Region: "eu", Name: "allow", Spec: spec}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// found tells, for ns, which of the five objects exist.
 	found := func(ns string) []bool {
-		_, svc := admin.CoreV1().Services(ns).Get(ctx, "mover", metav1.GetOptions{})
-		_, sentinel := admin.AppsV1().Deployments(ns).Get(ctx, naming.Sentinel("gw"), metav1.GetOptions{})
-		_, sentinelSvc := admin.CoreV1().Services(ns).Get(ctx, naming.Sentinel("gw"), metav1.GetOptions{})
-		_, policy := dyn.Resource(reconcile.PolicyResource).Namespace(ns).Get(ctx, "allow", metav1.GetOptions{})
-		return []bool{statefulSetExists(admin, ns, "mover"), svc == nil, sentinel == nil, sentinelSvc == nil, policy == nil}
+		_, svc := e.admin.CoreV1().Services(ns).Get(e.ctx, "mover", metav1.GetOptions{})
+		_, sentinel := e.admin.AppsV1().Deployments(ns).Get(e.ctx, naming.Sentinel("gw"), metav1.GetOptions{})
+		_, sentinelSvc := e.admin.CoreV1().Services(ns).Get(e.ctx, naming.Sentinel("gw"), metav1.GetOptions{})
+		_, policy := dyn.Resource(reconcile.PolicyResource).Namespace(ns).Get(e.ctx, "allow", metav1.GetOptions{})
+		return []bool{statefulSetExists(e.admin, ns, "mover"), svc == nil, sentinel == nil, sentinelSvc == nil, policy == nil}
 	}
 	all := func(ns string) bool { return !slices.Contains(found(ns), false) }
 	none := func(ns string) bool { return !slices.Contains(found(ns), true) }
 
 	nsA, nsB := naming.Namespace("move-a", "prod"), naming.Namespace("move-b", "prod")
 	put("move-a")
-	stop := startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false})
+	stop := e.start(t, "agent-0", agent.Config{LeaderElect: false})
 	waitFor(t, 30*time.Second, "everything applied in "+nsA, func() bool { return all(nsA) })
 	stop()
 
-	if _, err := op.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: "mover"}); err != nil {
+	if _, err := e.op.DeleteDeployment(e.ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: "mover"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.DeleteSentinel(ctx, &ctrlv1.DeleteSentinelRequest{SentinelId: "gw"}); err != nil {
+	if _, err := e.op.DeleteSentinel(e.ctx, &ctrlv1.DeleteSentinelRequest{SentinelId: "gw"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := op.DeleteCiliumNetworkPolicy(ctx, &ctrlv1.DeleteCiliumNetworkPolicyRequest{PolicyId: "pol"}); err != nil {
+	if _, err := e.op.DeleteCiliumNetworkPolicy(e.ctx, &ctrlv1.DeleteCiliumNetworkPolicyRequest{PolicyId: "pol"}); err != nil {
 		t.Fatal(err)
 	}
 	put("move-b")
-	startAgent(t, env, "eu", "agent-1", c.Config, agent.Config{LeaderElect: false, ResyncInterval: -1})
+	e.start(t, "agent-1", agent.Config{LeaderElect: false, ResyncInterval: -1})
 	waitFor(t, 30*time.Second, "everything applied in "+nsB+" and nothing left in "+nsA, func() bool {
 		return all(nsB) && none(nsA)
 	})
@@ -88,16 +80,11 @@ func TestFullSyncRemovesWhatAMissedMoveLeftBehind(t *testing.T) {
 // applied; here it is created by hand) is removed when the cache sees it:
 // no resync, no new change.
 func TestObjectLeftBehindIsRemovedWhenItShowsUp(t *testing.T) {
-	c := isolate(t)
-	admin := c.Client(t)
-	env := servertest.Start(t, server.Config{})
-	op := env.Operator("t")
-	env.AgentToken("eu")
-	ctx := context.Background()
-	deploy(t, op, "api", "found-b", "eu")
-	startAgent(t, env, "eu", "agent-0", c.Config, agent.Config{LeaderElect: false, ResyncInterval: -1})
-	nsA, nsB := c.Namespace(t), naming.Namespace("found-b", "prod")
-	waitFor(t, 20*time.Second, "applied in "+nsB, func() bool { return statefulSetExists(admin, nsB, "api") })
+	e := newAgentEnv(t)
+	deploy(t, e.op, "api", "found-b", "eu")
+	e.start(t, "agent-0", agent.Config{LeaderElect: false, ResyncInterval: -1})
+	nsA, nsB := e.cluster.Namespace(t), naming.Namespace("found-b", "prod")
+	waitFor(t, 20*time.Second, "applied in "+nsB, func() bool { return statefulSetExists(e.admin, nsB, "api") })
 
 	labels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "api"}
 	left := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: nsA, Labels: labels},
@@ -106,11 +93,11 @@ func TestObjectLeftBehindIsRemovedWhenItShowsUp(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "app:1"}}}},
 		}}
-	if _, err := admin.AppsV1().StatefulSets(nsA).Create(ctx, left, metav1.CreateOptions{}); err != nil {
+	if _, err := e.admin.AppsV1().StatefulSets(nsA).Create(e.ctx, left, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 20*time.Second, "the object in "+nsA+" removed", func() bool { return !statefulSetExists(admin, nsA, "api") })
-	if !statefulSetExists(admin, nsB, "api") {
+	waitFor(t, 20*time.Second, "the object in "+nsA+" removed", func() bool { return !statefulSetExists(e.admin, nsA, "api") })
+	if !statefulSetExists(e.admin, nsB, "api") {
 		t.Fatal("the deployment's own StatefulSet was removed")
 	}
 }
