@@ -61,23 +61,44 @@ func (e *env) state(id string, replicas int32) *ctrlv1.DeploymentState {
 		CpuMillicores: 250, MemoryMib: 256, Port: 8080, Command: []string{"/api"}, Env: map[string]string{"B": "2", "A": "1"}}
 }
 
-// waitCached waits until the informer cache holds the StatefulSet with the
-// given replicas, so the next apply sees what the last one wrote.
-func (e *env) waitCached(t *testing.T, id string, replicas int32) {
+// waitCached waits until the informer cache holds a workload's objects
+// named name in ns: its Service, and its workload object (a deployment's
+// StatefulSet, a sentinel's Deployment) with the given replicas, so the
+// next apply sees what the last one wrote.
+func (e *env) waitCached(t *testing.T, workload cachedReplicas, ns, name string, replicas int32) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		s, err := e.cache.StatefulSets.StatefulSets(e.ns).Get(id)
-		if err == nil && *s.Spec.Replicas == replicas {
-			if _, err := e.cache.Services.Services(e.ns).Get(id); err == nil {
+		n, err := workload(e.cache, ns, name)
+		if err == nil && n == replicas {
+			if _, err := e.cache.Services.Services(ns).Get(name); err == nil {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("cache never showed %s with %d replicas", id, replicas)
+			t.Fatalf("cache never showed %s/%s with %d replicas", ns, name, replicas)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// cachedReplicas reads a workload object's replicas from the cache.
+type cachedReplicas func(c *reconcile.Cache, ns, name string) (int32, error)
+
+func cachedStatefulSet(c *reconcile.Cache, ns, name string) (int32, error) {
+	s, err := c.StatefulSets.StatefulSets(ns).Get(name)
+	if err != nil {
+		return 0, err
+	}
+	return *s.Spec.Replicas, nil
+}
+
+func cachedDeployment(c *reconcile.Cache, ns, name string) (int32, error) {
+	d, err := c.Deployments.Deployments(ns).Get(name)
+	if err != nil {
+		return 0, err
+	}
+	return *d.Spec.Replicas, nil
 }
 
 func TestDeploymentApplyCreatesServiceAndStatefulSet(t *testing.T) {
@@ -127,7 +148,7 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 	if err := e.deps.Apply(ctx, e.state("api", 2)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCached(t, "api", 2)
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 2)
 	before := e.counter.Writes()
 	for range 5 {
 		if err := e.deps.Apply(ctx, e.state("api", 2)); err != nil {
@@ -141,7 +162,7 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 	if err := e.deps.Apply(ctx, e.state("api", 4)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCached(t, "api", 4)
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 4)
 	if n := e.counter.Writes() - before; n == 0 {
 		t.Fatal("a replica change made no write")
 	}
@@ -153,7 +174,7 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 	if _, err := e.admin.AppsV1().StatefulSets(e.ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCached(t, "api", 1)
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 1)
 	if err := e.deps.Apply(ctx, e.state("api", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +190,7 @@ func TestDeploymentDeleteRemovesOnlyManagedObjects(t *testing.T) {
 	if err := e.deps.Apply(ctx, e.state("api", 1)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCached(t, "api", 1)
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 1)
 	// A namesake-labeled but unmanaged Service must survive.
 	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "foreign", Namespace: e.ns,
 		Labels: map[string]string{kube.DeploymentLabel: "api"}},
@@ -247,7 +268,7 @@ func TestApplyRecreatesADeletedNamespace(t *testing.T) {
 	if err := e.deps.Apply(ctx, e.state("api", 1)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCached(t, "api", 1)
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 1)
 
 	// Delete the namespace as the namespace controller (not running in
 	// this control plane) would: its content, then its finalizer, then it.

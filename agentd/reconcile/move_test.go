@@ -29,7 +29,7 @@ func TestDeploymentMovedToAnotherNamespaceLeavesNothingBehind(t *testing.T) {
 	if err := e.deps.Apply(ctx, e.state("mover", 1)); err != nil {
 		t.Fatal(err)
 	}
-	e.waitCached(t, "mover", 1)
+	e.waitCached(t, cachedStatefulSet, nsA, "mover", 1)
 
 	moved := e.state("mover", 1)
 	moved.Namespace = nsB
@@ -72,11 +72,7 @@ func TestSentinelMovedToAnotherNamespaceLeavesNothingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := naming.Sentinel("mover")
-	waitFor(t, func() bool {
-		_, err := e.cache.Deployments.Deployments(nsA).Get(name)
-		_, serr := e.cache.Services.Services(nsA).Get(name)
-		return err == nil && serr == nil
-	})
+	e.waitCached(t, cachedDeployment, nsA, name, 1)
 
 	state.Namespace = nsB
 	if err := sentinels.Apply(ctx, state); err != nil {

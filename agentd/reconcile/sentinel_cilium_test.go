@@ -43,11 +43,7 @@ func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 		t.Fatalf("service %+v %v", svc, err)
 	}
 	// The no-op apply below reads both objects from the cache.
-	waitFor(t, func() bool {
-		d, err := e.cache.Deployments.Deployments(e.ns).Get(name)
-		s, serr := e.cache.Services.Services(e.ns).Get(name)
-		return err == nil && d.Annotations[kube.HashAnnotation] != "" && serr == nil && s.Annotations[kube.HashAnnotation] != ""
-	})
+	e.waitCached(t, cachedDeployment, e.ns, name, 2)
 	before := e.counter.Writes()
 	if err := sentinels.Apply(ctx, state); err != nil {
 		t.Fatal(err)
