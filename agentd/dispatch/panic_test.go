@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -69,9 +69,7 @@ func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
 	}
 
 	eventually(t, func() bool { return applied("bad") && d.Acked() == 10 }, "the panicking resource was not retried to success")
-	var m dto.Metric
-	panics.WithLabelValues("dispatch").Write(&m)
-	if got := m.GetCounter().GetValue(); got != 3 {
+	if got := testutil.ToFloat64(panics.WithLabelValues("dispatch")); got != 3 {
 		t.Errorf("counted %v panics, want 3", got)
 	}
 	if e := d.LastError(); e != "" {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
@@ -63,11 +63,7 @@ func TestAPanicEndsTheStreamAndTheWatcherReconnects(t *testing.T) {
 	go func() { defer close(done); w.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	panics := func(where string) float64 {
-		var v dto.Metric
-		m.Panics.WithLabelValues(where).Write(&v)
-		return v.GetCounter().GetValue()
-	}
+	panics := func(where string) float64 { return testutil.ToFloat64(m.Panics.WithLabelValues(where)) }
 	deadline := time.Now().Add(10 * time.Second)
 	for client.connects.Load() < 3 || panics("watch") < 1 {
 		if time.Now().After(deadline) {
