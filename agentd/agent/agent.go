@@ -194,19 +194,27 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	defer cfg.Readiness.deactivate(cfg.LeaderElect)
 	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
 
+	guard := recovery.Guard{Log: log, Panics: m.Panics}
+	// Informer handlers run on client-go's goroutines, whose crash handler
+	// ends the process on a panic. A panic here loses only this notice:
+	// the next edit, or the next full sync, re-applies the resource.
+	guarded := func(f func(obj any)) func(obj any) {
+		return func(obj any) { guard.Run("drift", func() error { f(obj); return nil }) }
+	}
+
 	// Drift: an edit or delete of a managed object re-applies its resource.
-	requeue := func(obj any) {
+	requeue := guarded(func(obj any) {
 		for _, key := range keysOf(obj) {
 			d.Requeue(key, nil)
 		}
-	}
+	})
 	drift := cache.ResourceEventHandlerFuncs{
 		// A new object re-applies its resource only when it is not where
 		// the resource now is: left behind by a move whose apply ran
 		// before the cache held it. (Every new object would re-apply each
 		// resource once per object, with writes while the others are not
 		// cached yet.)
-		AddFunc: func(obj any) {
+		AddFunc: guarded(func(obj any) {
 			o, ok := obj.(metav1.Object)
 			if !ok {
 				return
@@ -214,7 +222,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 			for _, key := range keysOf(obj) {
 				d.Requeue(key, func(in dispatch.Intent) bool { return !in.Delete && reconcile.LeftBehind(in.Event, o) })
 			}
-		},
+		}),
 		UpdateFunc: func(old, obj any) {
 			if !edited(old, obj) {
 				return // a status update (Pods moving along): nothing of ours changed
@@ -234,7 +242,6 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	// between rounds that a panic could leave half-done. Applies and
 	// streams recover on their own, in the dispatcher (whose Run only
 	// starts workers that do) and the watcher.
-	guard := recovery.Guard{Log: log, Panics: m.Panics}
 	var wg sync.WaitGroup
 	run := func(where string, f func(context.Context)) {
 		wg.Go(func() { guard.Loop(ctx, where, f) })
