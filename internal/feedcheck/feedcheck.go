@@ -76,6 +76,9 @@ type Report struct {
 	// refused (a duplicate, a missing row or parent, an invalid owner),
 	// Deadlocks those still deadlocked after store.WithTx's retries.
 	Error, Deadlocks int
+	// FirstError is the first refusal's text, to tell expected refusals
+	// (a duplicate, a missing row) from a sick database.
+	FirstError error
 	// Ops counts committed operations by name.
 	Ops map[string]int
 	// Followers is how many followers were checked, Reconnects how often
@@ -164,8 +167,11 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 			r := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
 			s := desired.New(sys.DB.Ent)
 			for range perWorker {
-				names, outcome := runOne(ctx, sys.DB.Ent, s, r, cfg)
+				names, outcome, err := runOne(ctx, sys.DB.Ent, s, r, cfg)
 				mu.Lock()
+				if err != nil && rep.FirstError == nil {
+					rep.FirstError = err
+				}
 				switch outcome {
 				case committed:
 					rep.Committed++
@@ -263,14 +269,15 @@ const (
 var errRollback = errors.New("feedcheck: rolled back on purpose")
 
 // runOne runs one random transaction of one to three statements, or one
-// desired-state call, and returns the names of its operations.
-func runOne(ctx context.Context, client *ent.Client, s *desired.Store, r *rand.Rand, cfg Config) ([]string, outcome) {
+// desired-state call, and returns the names of its operations, or why it
+// failed.
+func runOne(ctx context.Context, client *ent.Client, s *desired.Store, r *rand.Rand, cfg Config) ([]string, outcome, error) {
 	if r.IntN(3) == 0 {
 		op := draw(r, storeOps)
 		if err := op.run(ctx, s, r, cfg.Regions); err != nil {
-			return nil, failedWith(err)
+			return nil, failedWith(err), err
 		}
-		return []string{op.name}, committed
+		return []string{op.name}, committed, nil
 	}
 	var ops []txOp
 	for range 1 + r.IntN(3) {
@@ -303,11 +310,11 @@ func runOne(ctx context.Context, client *ent.Client, s *desired.Store, r *rand.R
 	}
 	switch {
 	case err == nil:
-		return names, committed
+		return names, committed, nil
 	case errors.Is(err, errRollback):
-		return nil, rolledBack
+		return nil, rolledBack, nil
 	default:
-		return nil, failedWith(err)
+		return nil, failedWith(err), err
 	}
 }
 
