@@ -1,0 +1,22 @@
+// Package limits holds the sizes ctrld and its clients must agree on: the
+// largest gRPC message either side sends or accepts, and the largest single
+// resource ctrld accepts, chosen well under the message limit so that every
+// accepted resource fits in one stream event with room to spare.
+//
+// ctrld sets its send and receive limits from MaxMessageBytes, and agentd
+// and unkey-tui set their receive limits from it, so a resource that ctrld
+// accepted can never be one that an agent refuses to receive (a poison
+// message that would fail every full sync of its region).
+package limits
+
+const (
+	// MaxMessageBytes is the largest gRPC message ctrld sends or receives,
+	// and the largest its clients receive.
+	MaxMessageBytes = 4 << 20
+
+	// MaxResourceBytes is the largest desired-state resource ctrld accepts:
+	// a deployment's image, command and env together, or a policy's spec,
+	// as stored. A quarter of the message limit leaves room for the event's
+	// other fields and any future growth of them.
+	MaxResourceBytes = 1 << 20
+)
