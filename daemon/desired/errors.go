@@ -11,4 +11,8 @@ var (
 	ErrAlreadyExists = errors.New("already exists")
 	// ErrInvalid: a value breaks a rule the schema cannot express.
 	ErrInvalid = errors.New("invalid")
+	// ErrConflict: the request is well-formed but contradicts state that
+	// exists already (a sentinel of another workspace, a policy's owner
+	// changing); retrying the same request cannot succeed.
+	ErrConflict = errors.New("conflicts with existing state")
 )
