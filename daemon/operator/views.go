@@ -13,7 +13,6 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
-	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
@@ -37,7 +36,7 @@ func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	agents, err := s.client.Agent.Query().All(ctx)
+	agents, err := s.agents(ctx, "")
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -72,7 +71,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err := s.sql.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes WHERE region = ?", r.ID).Scan(&head); err != nil {
 		return nil, toStatus(err)
 	}
-	agents, err := s.client.Agent.Query().Where(entagent.Region(r.ID)).All(ctx)
+	agents, err := s.agents(ctx, r.ID)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -246,7 +245,7 @@ func (s *Service) heads(ctx context.Context) (map[string]uint64, error) {
 // ackedCursor is what the agent that speaks for the region (see pickAgent)
 // has applied up to; 0 without one.
 func (s *Service) ackedCursor(ctx context.Context, region string) (uint64, error) {
-	agents, err := s.client.Agent.Query().Where(entagent.Region(region)).All(ctx)
+	agents, err := s.agents(ctx, region)
 	if err != nil {
 		return 0, err
 	}
@@ -254,6 +253,43 @@ func (s *Service) ackedCursor(ctx context.Context, region string) (uint64, error
 		return a.AckedCursor, nil
 	}
 	return 0, nil
+}
+
+// agents reads the agent records of one region, or (region "") all, with
+// what the views show of them. Not through Ent: Ent scans an unsigned
+// column through int64, so a single acked_cursor at or above 2^63 (intake
+// refuses one, but a row written before that, or by hand, may hold it)
+// would fail every view for everyone.
+func (s *Service) agents(ctx context.Context, region string) ([]*ent.Agent, error) {
+	q := "SELECT region, identity, acked_cursor, last_heartbeat, last_full_sync, last_error, connected_to, connected_since FROM agents"
+	var args []any
+	if region != "" {
+		q += " WHERE region = ?"
+		args = append(args, region)
+	}
+	rows, err := s.sql.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read agent records: %w", err)
+	}
+	defer rows.Close()
+	var out []*ent.Agent
+	for rows.Next() {
+		a := &ent.Agent{}
+		var heartbeat, fullSync, connectedSince sql.NullTime
+		if err := rows.Scan(&a.Region, &a.Identity, &a.AckedCursor, &heartbeat, &fullSync, &a.LastError, &a.ConnectedTo, &connectedSince); err != nil {
+			return nil, fmt.Errorf("read agent records: %w", err)
+		}
+		a.LastHeartbeat, a.LastFullSync, a.ConnectedSince = timeOrNil(heartbeat), timeOrNil(fullSync), timeOrNil(connectedSince)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func timeOrNil(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
 }
 
 func pickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
