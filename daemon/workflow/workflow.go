@@ -1,6 +1,6 @@
 // Package workflow drives each deployment's deploy workflow status from
-// what agents report: pending (created) → deploying (an instance exists
-// somewhere) → ready (in every region where it should run, as many
+// what agents report: pending (created) → deploying (an instance exists in
+// a region where it should run) → ready (in every region where it should run, as many
 // instances are running and ready as it has replicas) or failed (not ready
 // within Timeout of its creation). The status is derived from the database
 // alone, so any ctrld replica may evaluate it, and a restart loses nothing.
@@ -104,8 +104,19 @@ func (d *Driver) Evaluate(ctx context.Context) error {
 }
 
 func (d *Driver) decide(dep *ent.Deployment, now time.Time) (deployment.WorkflowStatus, string) {
-	ready := map[string]int{}
+	// Only instances in regions where the deployment should run count: an
+	// instance stored anywhere else (by an agent of another region, before
+	// intake checked that) says nothing about this deployment's progress.
+	runsIn := map[string]bool{}
+	for _, t := range dep.Edges.Topologies {
+		runsIn[t.Region] = true
+	}
+	instances, ready := 0, map[string]int{}
 	for _, in := range dep.Edges.Instances {
+		if !runsIn[in.Region] {
+			continue
+		}
+		instances++
 		if in.Ready && in.Status == instance.StatusRunning {
 			ready[in.Region]++
 		}
@@ -121,7 +132,7 @@ func (d *Driver) decide(dep *ent.Deployment, now time.Time) (deployment.Workflow
 		return deployment.WorkflowStatusReady, ""
 	case now.Sub(dep.CreatedAt) > d.cfg.Timeout:
 		return deployment.WorkflowStatusFailed, fmt.Sprintf("not ready after %s: %s", d.cfg.Timeout, strings.Join(short, ", "))
-	case len(dep.Edges.Instances) > 0:
+	case instances > 0:
 		return deployment.WorkflowStatusDeploying, ""
 	}
 	return dep.WorkflowStatus, ""
