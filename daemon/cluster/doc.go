@@ -2,4 +2,22 @@
 // stream (served by package stream) and status intake. Status is actual
 // state: it is written without change rows (changefeed.ActualState), each
 // report in one transaction, and only for the caller's own region.
+//
+// Intake trusts nothing an agent sends. Every field is checked before
+// anything is written, and a bad one refuses the whole report with
+// InvalidArgument naming it:
+//   - acked_version is at most the newest version this database issued
+//     (the newest change row or the persisted safe watermark) and so below
+//     2^63: a cursor no ctrld sent would hide the region's lag and, stored,
+//     break whatever reads agent records through Ent's signed scan;
+//   - last_full_sync is a valid timestamp in [2000-01-01, now + 5 minutes]
+//     (an agent's clock may run a little ahead of ctrld's, not more);
+//   - instance sizes and sentinel replica counts are not negative, and
+//     strings and lists have bounds.
+//
+// Region binding: a deployment report is applied only to deployments with a
+// topology in the reporting agent's region, and a sentinel report only to
+// sentinels of that region. Reports for anything else (deleted meanwhile,
+// or desired elsewhere) are ignored, not refused, so an agent whose desired
+// state just changed does not lose the rest of its report.
 package cluster

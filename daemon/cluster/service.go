@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
+	entsql "entgo.io/ent/dialect/sql"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/metrics"
@@ -35,6 +38,15 @@ const (
 	maxSentinelsPerReport   = 5000
 	maxErrorLength          = 2048
 )
+
+// Times an agent reports (last_full_sync) must lie in [earliestTime,
+// ctrld's now + maxClockSkew]: nothing synced before 2000, and an agent's
+// clock may run a little ahead of ctrld's, but a time further ahead is a
+// broken clock or a made-up value, and would show as a sync that has not
+// happened yet.
+var earliestTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const maxClockSkew = 5 * time.Minute
 
 // Watcher serves one watch stream (stream.Streamer; benchmarks swap in the
 // seed algorithm to compare).
@@ -94,40 +106,40 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 	}
 	ids := make([]string, 0, len(req.GetDeployments()))
 	for i, d := range req.GetDeployments() {
-		if err := validate.ID(d.GetDeploymentId()); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].deployment_id: %v", i, err)
-		}
-		if len(d.GetInstances()) > maxInstancesPerReport {
-			return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances: at most %d", i, maxInstancesPerReport)
-		}
-		for j, in := range d.GetInstances() {
-			if n := len(in.GetPodName()); n == 0 || n > 253 {
-				return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances[%d].pod_name: must be 1 to 253 characters", i, j)
-			}
-			if len(in.GetAddress()) > 255 {
-				return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].instances[%d].address: at most 255 characters", i, j)
-			}
+		if err := checkDeploymentStatus(d); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].%v", i, err)
 		}
 		ids = append(ids, d.GetDeploymentId())
 	}
 	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		actual := changefeed.ActualState(ctx)
-		// Reports for deployments deleted meanwhile are dropped: their
-		// instances went with them.
-		known, err := tx.Deployment.Query().Where(deployment.IDIn(ids...)).IDs(ctx)
+		// Shared locks on the deployments first, as every writer of their
+		// children takes them (ent/changefeed): a deployment deleted from
+		// now on waits for this report, rather than failing its instance
+		// inserts' foreign keys.
+		if _, err := tx.Deployment.Query().Where(deployment.IDIn(ids...)).
+			ForShare(entsql.WithLockClause("LOCK IN SHARE MODE")).IDs(ctx); err != nil {
+			return err
+		}
+		// An agent speaks for its own cluster: only deployments with a
+		// topology in its region take its report. The others (deleted
+		// meanwhile, or never desired here) are ignored rather than
+		// refused, so an agent whose desired state just changed does not
+		// lose the rest of its report.
+		topologies, err := tx.DeploymentTopology.Query().
+			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...)).All(ctx)
 		if err != nil {
 			return err
 		}
-		exists := map[string]bool{}
-		for _, id := range known {
-			exists[id] = true
+		here := map[string]*ent.DeploymentTopology{}
+		for _, t := range topologies {
+			here[t.DeploymentID] = t
 		}
 		for _, d := range req.GetDeployments() {
-			if !exists[d.GetDeploymentId()] {
-				continue
-			}
-			if err := s.replaceInstances(actual, tx, region, d); err != nil {
-				return err
+			if topo := here[d.GetDeploymentId()]; topo != nil {
+				if err := s.replaceInstances(actual, tx, topo, d); err != nil {
+					return err
+				}
 			}
 		}
 		return nil
@@ -138,8 +150,34 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 	return &ctrlv1.ReportDeploymentStatusResponse{}, nil
 }
 
-func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, region string, d *ctrlv1.DeploymentStatus) error {
-	depID := d.GetDeploymentId()
+// checkDeploymentStatus validates one deployment's report; the error
+// starts with the field's path below it.
+func checkDeploymentStatus(d *ctrlv1.DeploymentStatus) error {
+	if err := validate.ID(d.GetDeploymentId()); err != nil {
+		return fmt.Errorf("deployment_id: %w", err)
+	}
+	if len(d.GetInstances()) > maxInstancesPerReport {
+		return fmt.Errorf("instances: at most %d", maxInstancesPerReport)
+	}
+	for j, in := range d.GetInstances() {
+		switch {
+		case len(in.GetPodName()) == 0 || len(in.GetPodName()) > 253:
+			return fmt.Errorf("instances[%d].pod_name: must be 1 to 253 characters", j)
+		case len(in.GetAddress()) > 255:
+			return fmt.Errorf("instances[%d].address: at most 255 characters", j)
+		case in.GetCpuMillicores() < 0:
+			return fmt.Errorf("instances[%d].cpu_millicores: %d must not be negative", j, in.GetCpuMillicores())
+		case in.GetMemoryMib() < 0:
+			return fmt.Errorf("instances[%d].memory_mib: %d must not be negative", j, in.GetMemoryMib())
+		}
+	}
+	return nil
+}
+
+// replaceInstances stores d's instances in topo's region and moves topo's
+// actual status to match.
+func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, topo *ent.DeploymentTopology, d *ctrlv1.DeploymentStatus) error {
+	depID, region := topo.DeploymentID, topo.Region
 	names := make([]string, 0, len(d.GetInstances()))
 	upserts := make([]*ent.InstanceCreate, 0, len(d.GetInstances()))
 	ready, failed := 0, false
@@ -152,7 +190,7 @@ func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, region strin
 		upserts = append(upserts, tx.Instance.Create().
 			SetDeploymentID(depID).SetRegion(region).SetPodName(in.GetPodName()).
 			SetAddress(in.GetAddress()).SetStatus(instanceStatus(in.GetStatus())).SetReady(in.GetReady()).
-			SetCPUMillicores(max(0, int(in.GetCpuMillicores()))).SetMemoryMib(max(0, int(in.GetMemoryMib()))))
+			SetCPUMillicores(int(in.GetCpuMillicores())).SetMemoryMib(int(in.GetMemoryMib())))
 	}
 	// One statement for the whole set, not one per Pod: agents report often.
 	if len(upserts) > 0 {
@@ -168,14 +206,6 @@ func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, region strin
 		Where(instance.DeploymentID(depID), instance.Region(region), instance.PodNameNotIn(names...)).
 		Exec(ctx); err != nil {
 		return fmt.Errorf("remove unreported instances: %w", err)
-	}
-	topo, err := tx.DeploymentTopology.Query().
-		Where(deploymenttopology.DeploymentID(depID), deploymenttopology.Region(region)).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
 	}
 	actual := deploymenttopology.ActualStatusProgressing
 	switch {
@@ -261,9 +291,14 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	if len(req.GetAgentVersion()) > 128 {
 		return nil, status.Error(codes.InvalidArgument, "agent_version: at most 128 characters")
 	}
-	lastError := req.GetLastError()
-	lastError = validate.Clip(lastError, maxErrorLength)
 	now := time.Now().UTC()
+	if err := checkTime(req.GetLastFullSync(), now); err != nil {
+		return nil, status.Errorf(codes.InvalidArgument, "last_full_sync: %v", err)
+	}
+	if err := s.checkAcked(ctx, req.GetAckedVersion()); err != nil {
+		return nil, err
+	}
+	lastError := validate.Clip(req.GetLastError(), maxErrorLength)
 	create := s.client.Agent.Create().
 		SetRegion(region).SetIdentity(identity).
 		SetAckedCursor(req.GetAckedVersion()).SetLastHeartbeat(now).
@@ -287,6 +322,61 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		s.metrics.StreamLag.WithLabelValues(region).Set(float64(lag))
 	}
 	return &ctrlv1.ReportAgentStatusResponse{}, nil
+}
+
+// checkAcked refuses an acked version that no ctrld can have sent: above
+// the newest version this database issued, or at or above 2^63, which Ent
+// reads back through a signed integer (every agent record listing would
+// fail on it).
+func (s *Service) checkAcked(ctx context.Context, acked uint64) error {
+	if acked > math.MaxInt64 {
+		return status.Errorf(codes.InvalidArgument, "acked_version: %d is not below 2^63", acked)
+	}
+	newest, err := s.newestVersion(ctx)
+	if err != nil {
+		return internal(s.log, "report agent status", err)
+	}
+	if acked > newest {
+		return status.Errorf(codes.InvalidArgument, "acked_version: %d is ahead of the newest version issued, %d", acked, newest)
+	}
+	return nil
+}
+
+// newestVersion is the highest version this database has issued: its
+// newest change row, or the persisted safe watermark once retention has
+// deleted the rows up to it. Every cursor a ctrld hands out is at most
+// this; package stream refuses a resuming cursor above it by the same
+// rule (Streamer.newestVersion, which this service cannot reach).
+func (s *Service) newestVersion(ctx context.Context) (uint64, error) {
+	newest, err := s.client.DeploymentChange.Query().Order(ent.Desc(deploymentchange.FieldID)).FirstID(ctx)
+	if err != nil && !ent.IsNotFound(err) {
+		return 0, fmt.Errorf("read the newest version: %w", err)
+	}
+	mark, err := s.client.StreamMark.Get(ctx, tailer.MarkSafeWatermark)
+	switch {
+	case ent.IsNotFound(err):
+		return newest, nil
+	case err != nil:
+		return 0, fmt.Errorf("read the safe watermark: %w", err)
+	}
+	return max(newest, mark.Value), nil
+}
+
+// checkTime validates a time an agent reports (nil is "not reported").
+func checkTime(ts *timestamppb.Timestamp, now time.Time) error {
+	if ts == nil {
+		return nil
+	}
+	if err := ts.CheckValid(); err != nil {
+		return err
+	}
+	switch t := ts.AsTime(); {
+	case t.Before(earliestTime):
+		return fmt.Errorf("%s is before %s", t.Format(time.RFC3339), earliestTime.Format(time.RFC3339))
+	case t.After(now.Add(maxClockSkew)):
+		return fmt.Errorf("%s is more than %s ahead of ctrld's clock (%s)", t.Format(time.RFC3339), maxClockSkew, now.Format(time.RFC3339))
+	}
+	return nil
 }
 
 // checkIdentity validates an agent's identity (its Pod or host name).

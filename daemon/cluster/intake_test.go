@@ -1,0 +1,183 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/instance"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// wantInvalid fails unless err is InvalidArgument naming field.
+func wantInvalid(t *testing.T, what string, err error, field string) {
+	t.Helper()
+	if status.Code(err) != codes.InvalidArgument {
+		t.Errorf("%s: got %v, want InvalidArgument", what, err)
+		return
+	}
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, field) {
+		t.Errorf("%s: message %q does not name %s", what, msg, field)
+	}
+}
+
+// deploy creates deployment id running in regions.
+func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id string, regions ...string) {
+	t.Helper()
+	if _, err := op.Deploy(context.Background(), &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "ws", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: regions, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An acked version ctrld never issued is refused and stored nowhere: one
+// agent token cannot plant a cursor that breaks the console or hides its
+// region's lag. Up to the newest version is taken.
+func TestAckedVersionBeyondWhatCtrldIssuedIsRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	op := env.Operator("alice")
+	deploy(t, op, "api", "eu")
+	regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := regions.Regions[0].HeadVersion
+
+	for _, v := range []uint64{1 << 63, math.MaxUint64, head + 1} {
+		_, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "hostile", AckedVersion: v})
+		wantInvalid(t, fmt.Sprintf("acked_version %d", v), err, "acked_version")
+	}
+	if n := env.DB.Ent.Agent.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused heartbeats left %d agent records", n)
+	}
+	if _, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); err != nil {
+		t.Errorf("ListRegions after the refused heartbeats: %v", err)
+	}
+
+	if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0", AckedVersion: head}); err != nil {
+		t.Fatalf("heartbeat acking the head version %d: %v", head, err)
+	}
+}
+
+// last_full_sync must be a valid timestamp no earlier than 2000 and not
+// ahead of ctrld's clock by more than the allowed skew; otherwise the
+// heartbeat is refused naming it (the database refused a year-10000 time,
+// which came back as Unavailable).
+func TestLastFullSyncOutsideTheSaneWindowIsRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	report := func(ts *timestamppb.Timestamp) error {
+		_, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0", LastFullSync: ts})
+		return err
+	}
+	now := time.Now()
+	for what, ts := range map[string]*timestamppb.Timestamp{
+		"year 10000":      timestamppb.New(time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)),
+		"nanos too large": {Seconds: now.Unix(), Nanos: 1e9},
+		"before 2000":     timestamppb.New(time.Date(1999, 12, 31, 0, 0, 0, 0, time.UTC)),
+		"an hour ahead":   timestamppb.New(now.Add(time.Hour)),
+	} {
+		wantInvalid(t, what, report(ts), "last_full_sync")
+	}
+	if n := env.DB.Ent.Agent.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused heartbeats left %d agent records", n)
+	}
+	// A clock a little ahead of ctrld's is no reason to refuse.
+	if err := report(timestamppb.New(now.Add(time.Minute))); err != nil {
+		t.Errorf("last full sync a minute ahead: %v", err)
+	}
+}
+
+// Instances carry sizes an agent read from its Pods; negative ones are no
+// Pod's and are refused naming the field, with nothing stored.
+func TestNegativeInstanceSizesAreRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	deploy(t, env.Operator("alice"), "api", "eu")
+	for field, in := range map[string]*ctrlv1.Instance{
+		"cpu_millicores": {PodName: "api-0", CpuMillicores: -1},
+		"memory_mib":     {PodName: "api-0", MemoryMib: math.MinInt32},
+	} {
+		_, err := agent.ReportDeploymentStatus(ctx, &ctrlv1.ReportDeploymentStatusRequest{Region: "eu",
+			Deployments: []*ctrlv1.DeploymentStatus{{DeploymentId: "api", Instances: []*ctrlv1.Instance{in}}}})
+		wantInvalid(t, field, err, "deployments[0].instances[0]."+field)
+	}
+	if n := env.DB.Ent.Instance.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused reports stored %d instances", n)
+	}
+}
+
+// An agent speaks only for what is desired in its own region: its report
+// for a deployment that runs only elsewhere stores no instance and leaves
+// that deployment's workflow pending, while the rest of the same report is
+// applied.
+func TestDeploymentReportsCountOnlyInTheAgentsRegion(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	eu := env.Agent("eu")
+	env.AgentToken("us")
+	op := env.Operator("alice")
+	deploy(t, op, "us-only", "us")
+	deploy(t, op, "eu-only", "eu")
+	running := []*ctrlv1.Instance{{PodName: "x-0", Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true}}
+	_, err := eu.ReportDeploymentStatus(ctx, &ctrlv1.ReportDeploymentStatusRequest{Region: "eu", Deployments: []*ctrlv1.DeploymentStatus{
+		{DeploymentId: "us-only", Instances: running},
+		{DeploymentId: "eu-only", Instances: running},
+	}})
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if n := env.DB.Ent.Instance.Query().Where(instance.DeploymentID("us-only")).CountX(ctx); n != 0 {
+		t.Errorf("eu's report stored %d instances of a deployment that runs only in us", n)
+	}
+	if n := env.DB.Ent.Instance.Query().Where(instance.DeploymentID("eu-only"), instance.Region("eu")).CountX(ctx); n != 1 {
+		t.Errorf("eu's own deployment has %d instances, want the 1 reported", n)
+	}
+	driver := workflow.New(env.DB.Ent, workflow.Config{}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
+	if err := driver.Evaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := env.DB.Ent.Deployment.GetX(ctx, "us-only").WorkflowStatus; got != deployment.WorkflowStatusPending {
+		t.Errorf("us-only workflow %s after eu's report, want pending", got)
+	}
+	if got := env.DB.Ent.Deployment.GetX(ctx, "eu-only").WorkflowStatus; got != deployment.WorkflowStatusReady {
+		t.Errorf("eu-only workflow %s after its report, want ready", got)
+	}
+}
+
+// Sentinel reports are bound to the region too: eu's report for a us
+// sentinel changes nothing.
+func TestSentinelReportsCountOnlyInTheAgentsRegion(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	eu := env.Agent("eu")
+	env.AgentToken("us")
+	if _, err := env.Operator("alice").PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw", WorkspaceId: "ws",
+		EnvironmentId: "prod", Region: "us", Image: "gw:1", Replicas: 1, CpuMillicores: 1, MemoryMib: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eu.ReportSentinelStatus(ctx, &ctrlv1.ReportSentinelStatusRequest{Region: "eu", Sentinels: []*ctrlv1.SentinelStatus{
+		{SentinelId: "gw", AvailableReplicas: 5, Health: ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY}}}); err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	if s := env.DB.Ent.Sentinel.GetX(ctx, "gw"); s.AvailableReplicas != 0 || s.Health == "healthy" {
+		t.Errorf("eu's report changed the us sentinel: %d available, %s", s.AvailableReplicas, s.Health)
+	}
+}
