@@ -42,32 +42,92 @@ func New(client *ent.Client, db *sql.DB, notifier Notifier, log *slog.Logger) *S
 	return &Service{client: client, desired: desired.New(client), sql: db, notifier: notifier, log: log}
 }
 
-// act runs an operator action: audit-logs it with its outcome, maps its
-// error to a status, and pokes the tailer after success.
+// Sizes of the audit log's columns (ent/schema/auditlog.go): actor, action
+// and target are VARCHAR(255), Ent's default string size; detail and error
+// are MaxLen(4096).
+const (
+	auditNameLen = 255
+	auditTextLen = 4096
+)
+
+// act runs an operator action and audits it with its outcome, maps its
+// error to a status, and pokes the tailer after success. run holds every
+// check of the request as well as the action, so a call refused by any
+// check is on the record too.
 func (s *Service) act(ctx context.Context, action, target string, req proto.Message, run func() error) error {
-	err := run()
 	actor := "unknown"
 	if p, ok := auth.FromContext(ctx); ok {
 		actor = p.Name
 	}
-	detail, _ := protojson.Marshal(req)
-	errText := ""
+	// The record must not fail for what the caller sent: a 1 MiB target
+	// is clipped to fit, not refused by the database.
+	record := auditRecord{actor: validate.Clip(actor, auditNameLen), action: validate.Clip(action, auditNameLen),
+		target: validate.Clip(target, auditNameLen), detail: auditDetail(req)}
+	defer func() {
+		// A panic is a bug below the handler (the server's recovery turns
+		// it into Internal); the attempt is still audited, without the
+		// panic's value, which may carry request data.
+		if p := recover(); p != nil {
+			record.error = "the action panicked; ctrld's log has the details"
+			s.audit(ctx, record)
+			panic(p)
+		}
+	}()
+	err := run()
 	if err != nil {
-		errText = validate.Clip(err.Error(), 4096)
+		record.error = validate.Clip(err.Error(), auditTextLen)
 	}
-	// The audit record must not depend on the caller staying connected.
-	auditCtx := context.WithoutCancel(ctx)
-	if aerr := s.client.AuditLog.Create().SetActor(actor).SetAction(action).SetTarget(target).
-		SetDetail(validate.Clip(string(detail), 4096)).SetError(errText).Exec(auditCtx); aerr != nil {
-		s.log.Error("operator: writing the audit log failed", "action", action, "actor", actor, "err", aerr)
-	}
+	s.audit(ctx, record)
 	if err != nil {
-		s.log.Info("operator: action failed", "action", action, "target", target, "actor", actor, "err", err)
+		s.log.Info("operator: action failed", "action", record.action, "target", record.target, "actor", record.actor, "err", record.error)
 		return toStatus(err)
 	}
-	s.log.Info("operator: action done", "action", action, "target", target, "actor", actor)
+	s.log.Info("operator: action done", "action", record.action, "target", record.target, "actor", record.actor)
 	s.notifier.Poke()
 	return nil
+}
+
+// auditRecord is one row of the audit log, each field clipped to its
+// column.
+type auditRecord struct{ actor, action, target, detail, error string }
+
+// audit writes the record. When the database refuses it, the record is
+// logged in full at error level instead, so it is not lost silently and can
+// be written by hand.
+func (s *Service) audit(ctx context.Context, r auditRecord) {
+	// The record must not depend on the caller staying connected.
+	err := s.client.AuditLog.Create().SetActor(r.actor).SetAction(r.action).SetTarget(r.target).
+		SetDetail(r.detail).SetError(r.error).Exec(context.WithoutCancel(ctx))
+	if err != nil {
+		s.log.Error("operator: AUDIT RECORD LOST: the database refused it; it is logged here in full",
+			"actor", r.actor, "action", r.action, "target", r.target, "detail", r.detail, "error", r.error, "err", err)
+	}
+}
+
+// auditDetail is the request as JSON for the audit log, clipped to its
+// column, with what may be a credential replaced by its size: env values
+// and command arguments (a "--token=..." flag is as common as a secret in
+// the environment). Env names stay, so the record still says what changed.
+func auditDetail(req proto.Message) string {
+	if d, ok := req.(*ctrlv1.DeployRequest); ok {
+		d = proto.Clone(d).(*ctrlv1.DeployRequest)
+		for name, value := range d.Env {
+			d.Env[name] = redacted(value)
+		}
+		for i, arg := range d.Command {
+			d.Command[i] = redacted(arg)
+		}
+		req = d
+	}
+	detail, err := protojson.Marshal(req)
+	if err != nil {
+		return "request not recorded: " + err.Error()
+	}
+	return validate.Clip(string(detail), auditTextLen)
+}
+
+func redacted(secret string) string {
+	return fmt.Sprintf("<redacted, %d bytes>", len(secret))
 }
 
 // toStatus maps domain errors to gRPC codes with their message intact.
@@ -95,22 +155,24 @@ func invalid(format string, args ...any) error {
 
 // Deploy implements ctrlv1.OperatorServiceServer.
 func (s *Service) Deploy(ctx context.Context, req *ctrlv1.DeployRequest) (*ctrlv1.DeployResponse, error) {
-	if len(req.GetCommand()) > 64 || len(req.GetEnv()) > 256 {
-		return nil, invalid("command/env: at most 64 arguments and 256 variables")
-	}
-	spec := desired.DeploymentSpec{
-		ID:            req.GetDeploymentId(),
-		WorkspaceID:   req.GetWorkspaceId(),
-		EnvironmentID: req.GetEnvironmentId(),
-		Image:         req.GetImage(),
-		CPUMillicores: int(req.GetCpuMillicores()),
-		MemoryMiB:     int(req.GetMemoryMib()),
-		Port:          int(req.GetPort()),
-		Command:       req.GetCommand(),
-		Env:           req.GetEnv(),
-	}
 	err := s.act(ctx, "deploy", req.GetDeploymentId(), req, func() error {
-		return s.desired.Deploy(ctx, spec, req.GetRegions(), int(req.GetReplicas()))
+		if n := len(req.GetCommand()); n > 64 {
+			return fmt.Errorf("command: %w: at most 64 arguments, got %d", desired.ErrInvalid, n)
+		}
+		if n := len(req.GetEnv()); n > 256 {
+			return fmt.Errorf("env: %w: at most 256 variables, got %d", desired.ErrInvalid, n)
+		}
+		return s.desired.Deploy(ctx, desired.DeploymentSpec{
+			ID:            req.GetDeploymentId(),
+			WorkspaceID:   req.GetWorkspaceId(),
+			EnvironmentID: req.GetEnvironmentId(),
+			Image:         req.GetImage(),
+			CPUMillicores: int(req.GetCpuMillicores()),
+			MemoryMiB:     int(req.GetMemoryMib()),
+			Port:          int(req.GetPort()),
+			Command:       req.GetCommand(),
+			Env:           req.GetEnv(),
+		}, req.GetRegions(), int(req.GetReplicas()))
 	})
 	if err != nil {
 		return nil, err
@@ -120,22 +182,19 @@ func (s *Service) Deploy(ctx context.Context, req *ctrlv1.DeployRequest) (*ctrlv
 
 // SetDesiredStatus implements ctrlv1.OperatorServiceServer.
 func (s *Service) SetDesiredStatus(ctx context.Context, req *ctrlv1.SetDesiredStatusRequest) (*ctrlv1.SetDesiredStatusResponse, error) {
-	var want desired.Status
+	action, want := "set-desired-status", desired.Status("")
 	switch req.GetStatus() {
 	case ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING:
-		want = desired.Running
+		action, want = "start", desired.Running
 	case ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED:
-		want = desired.Stopped
-	default:
-		return nil, invalid("status: must be RUNNING or STOPPED")
-	}
-	action := "start"
-	if want == desired.Stopped {
-		action = "stop"
+		action, want = "stop", desired.Stopped
 	}
 	err := s.act(ctx, action, target(req.GetDeploymentId(), req.GetRegion()), req, func() error {
-		if err := validate.ID(req.GetDeploymentId()); err != nil {
-			return fmt.Errorf("deployment_id: %w: %v", desired.ErrInvalid, err)
+		if want == "" {
+			return fmt.Errorf("status: %w: must be RUNNING or STOPPED", desired.ErrInvalid)
+		}
+		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
+			return err
 		}
 		return s.desired.SetDesiredStatus(ctx, req.GetDeploymentId(), req.GetRegion(), want)
 	})
@@ -148,8 +207,8 @@ func (s *Service) SetDesiredStatus(ctx context.Context, req *ctrlv1.SetDesiredSt
 // Scale implements ctrlv1.OperatorServiceServer.
 func (s *Service) Scale(ctx context.Context, req *ctrlv1.ScaleRequest) (*ctrlv1.ScaleResponse, error) {
 	err := s.act(ctx, "scale", target(req.GetDeploymentId(), req.GetRegion()), req, func() error {
-		if err := validate.ID(req.GetDeploymentId()); err != nil {
-			return fmt.Errorf("deployment_id: %w: %v", desired.ErrInvalid, err)
+		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
+			return err
 		}
 		return s.desired.Scale(ctx, req.GetDeploymentId(), req.GetRegion(), int(req.GetReplicas()))
 	})
@@ -162,8 +221,8 @@ func (s *Service) Scale(ctx context.Context, req *ctrlv1.ScaleRequest) (*ctrlv1.
 // DeleteDeployment implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteDeployment(ctx context.Context, req *ctrlv1.DeleteDeploymentRequest) (*ctrlv1.DeleteDeploymentResponse, error) {
 	err := s.act(ctx, "delete-deployment", req.GetDeploymentId(), req, func() error {
-		if err := validate.ID(req.GetDeploymentId()); err != nil {
-			return fmt.Errorf("deployment_id: %w: %v", desired.ErrInvalid, err)
+		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
+			return err
 		}
 		return s.desired.DeleteDeployment(ctx, req.GetDeploymentId())
 	})
@@ -193,6 +252,9 @@ func (s *Service) PutSentinel(ctx context.Context, req *ctrlv1.PutSentinelReques
 // DeleteSentinel implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteSentinel(ctx context.Context, req *ctrlv1.DeleteSentinelRequest) (*ctrlv1.DeleteSentinelResponse, error) {
 	err := s.act(ctx, "delete-sentinel", req.GetSentinelId(), req, func() error {
+		if err := checkID("sentinel_id", req.GetSentinelId()); err != nil {
+			return err
+		}
 		return s.desired.DeleteSentinel(ctx, req.GetSentinelId())
 	})
 	if err != nil {
@@ -221,6 +283,9 @@ func (s *Service) PutCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.PutCil
 // DeleteCiliumNetworkPolicy implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.DeleteCiliumNetworkPolicyRequest) (*ctrlv1.DeleteCiliumNetworkPolicyResponse, error) {
 	err := s.act(ctx, "delete-cilium-policy", req.GetPolicyId(), req, func() error {
+		if err := checkID("policy_id", req.GetPolicyId()); err != nil {
+			return err
+		}
 		return s.desired.DeleteCiliumPolicy(ctx, req.GetPolicyId())
 	})
 	if err != nil {
@@ -231,10 +296,10 @@ func (s *Service) DeleteCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.Del
 
 // ForceResync implements ctrlv1.OperatorServiceServer.
 func (s *Service) ForceResync(ctx context.Context, req *ctrlv1.ForceResyncRequest) (*ctrlv1.ForceResyncResponse, error) {
-	if len(req.GetReason()) > 1024 {
-		return nil, invalid("reason: at most 1024 characters")
-	}
 	err := s.act(ctx, "force-resync", req.GetRegion(), req, func() error {
+		if n := len(req.GetReason()); n > 1024 {
+			return fmt.Errorf("reason: %w: at most 1024 bytes, got %d", desired.ErrInvalid, n)
+		}
 		return s.updateRegion(ctx, req.GetRegion(), func(u *ent.RegionUpdateOne) { u.AddResyncGeneration(1) })
 	})
 	if err != nil {
@@ -278,6 +343,18 @@ func (s *Service) updateRegion(ctx context.Context, region string, set func(*ent
 	return nil
 }
 
+// checkID fails with ErrInvalid naming field unless id is a well-formed
+// ID: a malformed one is the caller's mistake, not a resource that is
+// missing.
+func checkID(field, id string) error {
+	if err := validate.ID(id); err != nil {
+		return fmt.Errorf("%s: %w: %v", field, desired.ErrInvalid, err)
+	}
+	return nil
+}
+
+// target names what an action is on in the audit log: an ID, with its
+// region when the action is limited to one.
 func target(id, region string) string {
 	if region == "" {
 		return id
