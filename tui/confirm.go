@@ -11,7 +11,8 @@ import (
 )
 
 // confirmation is an action waiting for the operator's yes: what it will
-// change, in words, and the command that does it.
+// change, in words, and the command that does it. The words show IDs
+// cleaned (see Clean); the command sends them as the server gave them.
 type confirmation struct {
 	what   string // short, for the status line
 	detail string // exactly what will change
@@ -27,10 +28,10 @@ func (m Model) act(what string, call func(ctx context.Context) error) tea.Cmd {
 }
 
 func (m Model) resyncConfirmation(region string) *confirmation {
-	what := "force resync of " + region
+	what := "force resync of " + Clean(region)
 	return &confirmation{
 		what:   what,
-		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", region),
+		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", Clean(region)),
 		run: m.act(what, func(ctx context.Context) error {
 			_, err := m.op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "forced from unkey-tui"})
 			return err
@@ -43,10 +44,10 @@ func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
 	if pause {
 		verb, effect = "pause", "Its agent gets no changes until resumed; nothing is lost."
 	}
-	what := verb + " region " + region
+	what := verb + " region " + Clean(region)
 	return &confirmation{
 		what:   what,
-		detail: fmt.Sprintf("%s streaming to region %s?\n%s", capitalize(verb), region, effect),
+		detail: fmt.Sprintf("%s streaming to region %s?\n%s", capitalize(verb), Clean(region), effect),
 		run: m.act(what, func(ctx context.Context) error {
 			_, err := m.op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: pause})
 			return err
@@ -55,14 +56,15 @@ func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
 }
 
 func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, want ctrlv1.DesiredStatus) *confirmation {
-	verb, effect := "stop", fmt.Sprintf("Its StatefulSet and Service in %s are deleted (%d replicas now).", region, d.GetReplicas())
+	shownID, shownRegion := Clean(d.GetDeploymentId()), Clean(region)
+	verb, effect := "stop", fmt.Sprintf("Its StatefulSet and Service in %s are deleted (%d replicas now).", shownRegion, d.GetReplicas())
 	if want == ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING {
-		verb, effect = "start", fmt.Sprintf("It runs again in %s with %d replicas.", region, d.GetReplicas())
+		verb, effect = "start", fmt.Sprintf("It runs again in %s with %d replicas.", shownRegion, d.GetReplicas())
 	}
-	what := fmt.Sprintf("%s %s in %s", verb, d.GetDeploymentId(), region)
+	what := fmt.Sprintf("%s %s in %s", verb, shownID, shownRegion)
 	return &confirmation{
 		what:   what,
-		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), d.GetDeploymentId(), region, effect),
+		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect),
 		run: m.act(what, func(ctx context.Context) error {
 			_, err := m.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
 			return err
@@ -77,10 +79,11 @@ func capitalize(s string) string {
 	return string(s[0]-'a'+'A') + s[1:]
 }
 func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to int32) *confirmation {
-	what := fmt.Sprintf("scale %s in %s to %d", d.GetDeploymentId(), region, to)
+	shownID, shownRegion := Clean(d.GetDeploymentId()), Clean(region)
+	what := fmt.Sprintf("scale %s in %s to %d", shownID, shownRegion, to)
 	return &confirmation{
 		what:   what,
-		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", d.GetDeploymentId(), region, d.GetReplicas(), to),
+		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to),
 		run: m.act(what, func(ctx context.Context) error {
 			_, err := m.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})
 			return err

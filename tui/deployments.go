@@ -42,7 +42,7 @@ func (m Model) renderDeployments() string {
 	}
 	for i, r := range m.deployments.rows {
 		line := fmt.Sprintf("  %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", clip(r.deployment.DeploymentId, 18), clip(r.name, 10),
-			r.region.DesiredStatus, r.region.Replicas, r.region.ReadyInstances, r.region.Instances, r.region.ActualStatus, r.deployment.WorkflowStatus)
+			Clean(r.region.DesiredStatus), r.region.Replicas, r.region.ReadyInstances, r.region.Instances, Clean(r.region.ActualStatus), Clean(r.deployment.WorkflowStatus))
 		line = clip(line, m.width)
 		if i == m.deployments.cursor {
 			line = s.Selected.Render(line)

@@ -44,15 +44,15 @@ func (m Model) renderDetail() string {
 		state = strings.Join(p, ",")
 	}
 	fmt.Fprintf(&b, "  head %d  acked %d  lag %d changes / %.1fs  agent %s  state %s\n\n",
-		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(o.GetAgentIdentity()), state)
+		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(Clean(o.GetAgentIdentity())), state)
 
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %-20s %-9s %8s %9s %-11s %-9s", "DEPLOYMENT", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW")) + "\n")
 	if len(d.rows) == 0 {
 		b.WriteString(s.Dim.Render("  no deployments in this region") + "\n")
 	}
 	for i, dep := range d.rows {
-		line := fmt.Sprintf("  %-20s %-9s %8d %4d/%-4d %-11s %-9s", clip(dep.DeploymentId, 20), dep.DesiredStatus, dep.Replicas,
-			dep.ReadyInstances, dep.Instances, dep.ActualStatus, dep.WorkflowStatus)
+		line := fmt.Sprintf("  %-20s %-9s %8d %4d/%-4d %-11s %-9s", clip(dep.DeploymentId, 20), Clean(dep.DesiredStatus), dep.Replicas,
+			dep.ReadyInstances, dep.Instances, Clean(dep.ActualStatus), Clean(dep.WorkflowStatus))
 		line = clip(line, m.width)
 		if i == d.cursor {
 			line = s.Selected.Render(line)
@@ -60,13 +60,13 @@ func (m Model) renderDetail() string {
 		b.WriteString(line + "\n")
 	}
 	for _, sen := range d.region.GetSentinels() {
-		fmt.Fprintf(&b, "  sentinel %-14s %-8s %d/%d available  %s\n", clip(sen.SentinelId, 14), sen.DesiredState,
-			sen.AvailableReplicas, sen.Replicas, sen.Health)
+		fmt.Fprintf(&b, "  sentinel %-14s %-8s %d/%d available  %s\n", clip(sen.SentinelId, 14), Clean(sen.DesiredState),
+			sen.AvailableReplicas, sen.Replicas, Clean(sen.Health))
 	}
 	for _, p := range d.region.GetPolicies() {
-		owner := "environment " + p.EnvironmentId
+		owner := "environment " + Clean(p.EnvironmentId)
 		if p.DeploymentId != "" {
-			owner = "deployment " + p.DeploymentId
+			owner = "deployment " + Clean(p.DeploymentId)
 		}
 		fmt.Fprintf(&b, "  policy   %-14s (%s)\n", clip(p.Name, 14), owner)
 	}
@@ -76,7 +76,7 @@ func (m Model) renderDetail() string {
 	now := m.opts.Now()
 	changes := d.pending.GetChanges() // the oldest pendingShown
 	for _, c := range changes {
-		fmt.Fprintf(&b, "  %8d %-22s %-20s %s\n", c.Version, c.ResourceType, clip(c.ResourceId, 20), ago(now, c.CreatedAt.AsTime()))
+		fmt.Fprintf(&b, "  %8d %-22s %-20s %s\n", c.Version, Clean(c.ResourceType), clip(c.ResourceId, 20), ago(now, c.CreatedAt.AsTime()))
 	}
 	if more := total - int64(len(changes)); more > 0 {
 		fmt.Fprintf(&b, s.Dim.Render("  ... %d more")+"\n", more)

@@ -9,4 +9,10 @@
 // shows a banner while ctrld is unreachable instead of failing. Pages and
 // components are small models; styles and key bindings are one struct
 // each, built per program (no package-global mutable state).
+//
+// No text from the server reaches the terminal as it came: agents write
+// some of it, and an escape sequence in an agent's last error must not
+// retitle, clear or recolour the operator's terminal. Every string from
+// the server is shown through Clean (clip cleans too), also by the script
+// commands, which share Clean and ErrorText.
 package tui

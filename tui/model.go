@@ -322,12 +322,13 @@ func (m Model) View() tea.View {
 func (m Model) Content() string { return m.render() }
 
 // ErrorText is how the console (and the script commands) show an error:
-// a gRPC error as its code and the server's own message.
+// a gRPC error as its code and the server's own message, cleaned (see
+// Clean).
 func ErrorText(err error) string {
 	if s, ok := status.FromError(err); ok {
-		return s.Code().String() + ": " + s.Message()
+		return s.Code().String() + ": " + Clean(s.Message())
 	}
-	return err.Error()
+	return Clean(err.Error())
 }
 
 func ago(now, t time.Time) string {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/charmbracelet/x/ansi"
+
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -83,14 +85,16 @@ func (m Model) renderRegions() string {
 		b.WriteString(line + "\n")
 	}
 	if r := m.regions.selected(); r != nil && r.LastError != "" {
-		b.WriteString("\n" + s.Bad.Render("last error ("+r.Region+"): ") + clip(r.LastError, m.width-20) + "\n")
+		b.WriteString("\n" + s.Bad.Render("last error ("+Clean(r.Region)+"): ") + clip(r.LastError, m.width-20) + "\n")
 	}
 	return b.String()
 }
 
+// clip cleans s (see Clean) and shortens it to n cells, "…" last.
 func clip(s string, n int) string {
-	if n <= 1 || len(s) <= n {
+	s = Clean(s)
+	if n <= 1 || ansi.StringWidth(s) <= n {
 		return s
 	}
-	return s[:n-1] + "…"
+	return ansi.Truncate(s, n, "…")
 }

@@ -13,7 +13,7 @@ func (m Model) render() string {
 	title := "unkey-tui · regions"
 	switch m.page {
 	case pageRegion:
-		title = "unkey-tui · region " + m.detail.name + "  (esc: back)"
+		title = "unkey-tui · region " + Clean(m.detail.name) + "  (esc: back)"
 	case pageDeployments:
 		title = "unkey-tui · deployments"
 	}
@@ -23,7 +23,7 @@ func (m Model) render() string {
 		if m.filtering {
 			cursor = "▏ (enter: keep, esc: clear)"
 		}
-		b.WriteString("filter: " + m.filter + cursor + "\n")
+		b.WriteString("filter: " + Clean(m.filter) + cursor + "\n")
 	}
 	if m.err != nil {
 		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+ErrorText(m.err)+" ", m.width)) + "\n")

@@ -1,0 +1,34 @@
+package tui
+
+import (
+	"strings"
+	"unicode"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// Clean makes text that came from the server safe to show on one line of an
+// operator's terminal. Agents write some of it (an agent's last error is
+// whatever its token holder reported), so it may carry escape sequences
+// that retitle the terminal, clear the screen, fake colours or move the
+// cursor over what the console drew. Clean drops every ANSI escape sequence
+// (CSI, OSC, DCS, ...), every remaining C0 and C1 control character and the
+// Unicode bidirectional controls (which reorder what is shown), turns tabs
+// and line breaks into spaces (every place that shows server text is one
+// line or one table cell) and replaces invalid UTF-8 with U+FFFD.
+//
+// It is for display only: requests carry the server's own IDs, not their
+// cleaned form.
+func Clean(s string) string {
+	// Invalid bytes first: a lone 0x9b would otherwise start a sequence.
+	s = ansi.Strip(strings.ToValidUTF8(s, "\uFFFD"))
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+			return ' '
+		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r):
+			return -1
+		}
+		return r
+	}, s)
+}
