@@ -60,7 +60,8 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
 			&cli.StringFlag{Name: "token", Usage: "agent token, from: ctrld token create --region R (prefer --token-file)", EnvVars: env("token")},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the agent token", EnvVars: env("token-file")},
-			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS (loopback and development only)", EnvVars: env("insecure")},
+			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS: to a loopback --ctrld-address only (127.0.0.1, ::1, localhost), unless --insecure-non-loopback", EnvVars: env("insecure")},
+			&cli.BoolFlag{Name: "insecure-non-loopback", Usage: "with --insecure: allow any --ctrld-address, so the token crosses the network in the clear (only on a network you trust)", EnvVars: env("insecure-non-loopback")},
 			&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},
 			&cli.StringFlag{Name: "tls-cert", Usage: "client certificate `file` for mutual TLS", EnvVars: env("tls-cert")},
 			&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
@@ -92,7 +93,7 @@ func run(c *cli.Context) error {
 	if token == "" {
 		return errors.New("an agent token is required: --token or --token-file (create one with `ctrld token create --region R`)")
 	}
-	conn, err := dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"),
+	conn, err := dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"), InsecureNonLoopback: c.Bool("insecure-non-loopback"),
 		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
 	if err != nil {
 		return err

@@ -1,6 +1,13 @@
 // Package dial connects the command-line clients (agentd, unkey-tui) to
 // ctrld: TLS (optionally mutual) or, for loopback development, plaintext,
 // with the bearer token on every call.
+//
+// Plaintext is refused to an address that is not loopback (see Loopback)
+// unless the caller says so explicitly (InsecureNonLoopback): a token sent
+// in the clear across a network is a token given away. ctrld's listener
+// follows the same rule with the same Loopback. Every connection accepts
+// messages up to limits.MaxMessageBytes, the size ctrld sends at most, so a
+// resource ctrld accepted can never be one its clients refuse to receive.
 package dial
 
 import (
@@ -17,14 +24,19 @@ import (
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/internal/limits"
 )
 
 // Options say how to reach ctrld.
 type Options struct {
 	Address string
 	Token   string
-	// Insecure sends the token without TLS (loopback only).
+	// Insecure sends the token without TLS; to a loopback address only,
+	// unless InsecureNonLoopback is set too.
 	Insecure bool
+	// InsecureNonLoopback lets Insecure reach a non-loopback address: the
+	// token crosses the network in the clear.
+	InsecureNonLoopback bool
 	// CA verifies ctrld (default: system roots); Cert and Key are a client
 	// certificate for mutual TLS.
 	CA, Cert, Key string
@@ -34,8 +46,16 @@ type Options struct {
 func Ctrld(o Options) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes)),
+	}
+	if o.InsecureNonLoopback && !o.Insecure {
+		return nil, fmt.Errorf("--insecure-non-loopback only goes with --insecure")
 	}
 	if o.Insecure {
+		if !o.InsecureNonLoopback && !Loopback(o.Address) {
+			return nil, fmt.Errorf("%w: %q is not a loopback address; use TLS (drop --insecure), or add --insecure-non-loopback if the network to ctrld is trusted",
+				ErrPlaintextNonLoopback, o.Address)
+		}
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token, Insecure: true}))
 		return grpc.NewClient(o.Address, opts...)

@@ -1,0 +1,7 @@
+package dial
+
+import "errors"
+
+// ErrPlaintextNonLoopback is Ctrld's answer to Insecure towards an address
+// that is not loopback, without InsecureNonLoopback.
+var ErrPlaintextNonLoopback = errors.New("refusing to send the token without TLS")
