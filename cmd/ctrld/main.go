@@ -20,6 +20,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent/apitoken"
+	"github.com/deploysync/deploysync/internal/dial"
 )
 
 func main() {
@@ -87,7 +88,8 @@ func serveCommand() *cli.Command {
 		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",
 		Flags: []cli.Flag{
 			databaseFlag, logLevelFlag, logFormatFlag,
-			&cli.StringFlag{Name: "listen", Value: ":7070", Usage: "gRPC listen address", EnvVars: env("listen")},
+			&cli.StringFlag{Name: "listen", Value: ":7070", Usage: "gRPC listen address; without --tls-cert a loopback one (127.0.0.1:7070, [::1]:7070, localhost:7070) unless --insecure-listen", EnvVars: env("listen")},
+			&cli.BoolFlag{Name: "insecure-listen", Usage: "serve without TLS on a non-loopback --listen address: tokens cross the network in the clear (only behind a TLS-terminating proxy or on a network you trust)", EnvVars: env("insecure-listen")},
 			&cli.StringFlag{Name: "metrics-listen", Value: ":9090", Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `file` (PEM); with --tls-key enables TLS", EnvVars: env("tls-cert")},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `file` (PEM)", EnvVars: env("tls-key")},
@@ -111,6 +113,15 @@ func serveCommand() *cli.Command {
 			}
 			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
 				return fmt.Errorf("--tls-cert and --tls-key go together")
+			}
+			// The clients' rule (internal/dial): plaintext stays on this
+			// machine unless someone said otherwise.
+			if listen := c.String("listen"); c.String("tls-cert") == "" && !dial.Loopback(listen) {
+				if !c.Bool("insecure-listen") {
+					return fmt.Errorf("--listen %q is not a loopback address, and without TLS every token would cross the network in the clear: "+
+						"give --tls-cert and --tls-key, listen on loopback (--listen 127.0.0.1:7070), or accept it with --insecure-listen", listen)
+				}
+				log.Warn("serving without TLS on a non-loopback address (--insecure-listen): tokens cross the network in the clear", "listen", listen)
 			}
 			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 			if err != nil {
