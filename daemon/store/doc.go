@@ -3,4 +3,8 @@
 // is always registered — without the ent/runtime import the change-feed
 // hooks would silently not run. It also owns schema migration and the
 // transaction helper every desired-state write goes through.
+//
+// The database is opened as two pools (see DB): one for the watch streams
+// and one for everything else, so that no number of streams can take the
+// connections unary calls need (invariant I8).
 package store

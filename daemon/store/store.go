@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"time"
@@ -17,14 +18,35 @@ import (
 
 // DB is ctrld's database: the Ent client for state, with every schema hook
 // registered, and the same pool for the few statements Ent cannot express
-// (the stream's filler inserts, retention deletes, advisory locks).
+// (the tailer's filler inserts, retention deletes, advisory locks); and a
+// second, smaller pool on the same database for the watch streams alone.
+//
+// The split keeps invariant I8: unary calls always keep capacity of their
+// own. Streams are many and long-lived; however many there are and however
+// they behave, they queue for StreamConns connections and never for the
+// MainConns that operator calls, status reports, token checks, the tailer,
+// retention and the workflow share.
 type DB struct {
 	Ent *ent.Client
 	SQL *sql.DB
+	// StreamEnt and StreamSQL are the watch streams' pool.
+	StreamEnt *ent.Client
+	StreamSQL *sql.DB
 }
 
-// Close closes the pool.
-func (db *DB) Close() error { return db.Ent.Close() }
+// Pool sizes: together the 64 connections ctrld has always opened at most.
+const (
+	// MainConns bounds the pool of everything but the streams.
+	MainConns = 48
+	// StreamConns bounds the streams' pool: a stream uses a connection
+	// only for one short read or write at a time (a full sync page, the
+	// state of a batch of changes, its connection record), never while it
+	// waits on its client.
+	StreamConns = 16
+)
+
+// Close closes both pools.
+func (db *DB) Close() error { return errors.Join(db.Ent.Close(), db.StreamEnt.Close()) }
 
 // Open connects to MySQL/MariaDB at dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/deploysync"). Times are read and written
@@ -49,17 +71,31 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(64)
-	db.SetMaxIdleConns(16)
-	db.SetConnMaxLifetime(30 * time.Minute)
+	db := openPool(connector, MainConns)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
 	}
-	return &DB{Ent: ent.NewClient(ent.Driver(entsql.OpenDB("mysql", db))), SQL: db}, nil
+	streams := openPool(connector, StreamConns)
+	return &DB{
+		Ent: entClient(db), SQL: db,
+		StreamEnt: entClient(streams), StreamSQL: streams,
+	}, nil
+}
+
+// openPool opens a pool of at most size connections through connector.
+func openPool(connector driver.Connector, size int) *sql.DB {
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(size)
+	db.SetMaxIdleConns(size / 3)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return db
+}
+
+func entClient(db *sql.DB) *ent.Client {
+	return ent.NewClient(ent.Driver(entsql.OpenDB("mysql", db)))
 }
 
 // Migrate brings the schema up to date (Ent auto-migration: creates and

@@ -147,3 +147,25 @@ func TestWithTxRerunsADeadlockedTransaction(t *testing.T) {
 		t.Fatalf("%d runs, want 3 (one transaction rolled back for the deadlock and run again)", runs.Load())
 	}
 }
+
+// Streams holding every connection of their pool leave the rest of ctrld
+// its own: the main pool still answers (invariant I8).
+func TestStreamsCannotTakeTheMainPool(t *testing.T) {
+	ctx := context.Background()
+	db := storetest.New(t)
+	if n := db.StreamSQL.Stats().MaxOpenConnections; n != store.StreamConns {
+		t.Fatalf("the streams' pool allows %d connections, want %d", n, store.StreamConns)
+	}
+	for range store.StreamConns {
+		conn, err := db.StreamSQL.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := db.Ent.Region.Query().Count(ctx); err != nil {
+		t.Fatalf("with the streams' pool taken, the main pool did not answer: %v", err)
+	}
+}
