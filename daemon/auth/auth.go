@@ -135,12 +135,7 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (co
 		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	var token string
-	for _, v := range md.Get("authorization") {
-		if t, ok := strings.CutPrefix(v, "Bearer "); ok {
-			token = strings.TrimSpace(t)
-		}
-	}
+	token := bearerToken(md)
 	if token == "" {
 		return nil, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
 	}
@@ -155,6 +150,19 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (co
 		return nil, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
 	}
 	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region, tokenHash: t.Hash}), nil
+}
+
+// bearerToken returns the token of an "authorization: Bearer <token>"
+// header, or "". The scheme is case-insensitive (RFC 7235 section 2.1, on
+// which RFC 6750 builds), and one or more spaces may follow it.
+func bearerToken(md metadata.MD) string {
+	var token string
+	for _, v := range md.Get("authorization") {
+		if scheme, t, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
+			token = strings.TrimSpace(t)
+		}
+	}
+	return token
 }
 
 // Unary is the unary-call interceptor.
