@@ -35,6 +35,10 @@ const (
 	operatorPrefix = "dso_"
 )
 
+// ErrNameTaken is returned by Create for an operator token named like one
+// that is live: the audit log could not tell their holders apart.
+var ErrNameTaken = errors.New("taken by a live operator token")
+
 // Principal is who a request comes from.
 type Principal struct {
 	Kind   apitoken.Kind
@@ -45,7 +49,12 @@ type Principal struct {
 }
 
 // Create issues a token and returns it; only its hash is stored. Agent
-// tokens need a region, which is registered if new.
+// tokens need a region, which is registered if new. An operator token's
+// name must not be taken by a live operator token (ErrNameTaken): the audit
+// log names operators by it. Agent tokens may share a name, in a region or
+// across regions: the audit log does not name them, and a cluster's agent
+// replicas, or an old and a new token during a rotation, may well carry the
+// same one ("agent-<region>" is the CLI's default).
 func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("name: must not be empty")
@@ -70,6 +79,11 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 				return fmt.Errorf("register region: %w", err)
 			}
 		}
+		if kind == Operator {
+			if err := operatorNameFree(ctx, tx, name); err != nil {
+				return err
+			}
+		}
 		if err := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).Exec(ctx); err != nil {
 			return fmt.Errorf("store token: %w", err)
 		}
@@ -79,6 +93,29 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 		return "", err
 	}
 	return token, nil
+}
+
+// operatorNameFree fails with ErrNameTaken when a live operator token is
+// named name. Its read locks, so two transactions creating one name cannot
+// both find it free: under REPEATABLE READ (InnoDB's default, which the
+// change-feed hooks' locking reads rely on too) the read takes next-key
+// locks on every row it scans and the gap after the last, so the later
+// creator waits for the earlier one to commit and then sees its row, or,
+// when there is no row to wait on, the two inserts deadlock and
+// store.WithTx runs the loser again, which then sees the winner's row. A
+// unique index cannot say "among live tokens" without a generated column
+// in the schema.
+func operatorNameFree(ctx context.Context, tx *ent.Tx, name string) error {
+	taken, err := tx.APIToken.Query().
+		Where(apitoken.KindEQ(Operator), apitoken.Name(name), apitoken.RevokedAtIsNil()).
+		ForUpdate().Exist(ctx)
+	if err != nil {
+		return fmt.Errorf("check the name: %w", err)
+	}
+	if taken {
+		return fmt.Errorf("name %q: %w; revoke it first (ctrld token revoke --operator %s) or pick another name", name, ErrNameTaken, name)
+	}
+	return nil
 }
 
 // Revoke revokes every live token with the given name and kind; it returns
