@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/kubetest"
 )
 
@@ -85,4 +86,46 @@ func decode(t *testing.T, file string) []*unstructured.Unstructured {
 			out = append(out, obj)
 		}
 	}
+}
+
+// The manifests send no token in the clear: agentd reaches ctrld across
+// the network, so both sides talk TLS. (Plaintext would need the explicit
+// overrides ctrld and agentd demand off loopback, see internal/dial.)
+func TestManifestsNeverSendTokensInTheClear(t *testing.T) {
+	ctrld := containerEnv(t, "ctrld.yaml", "ctrld")
+	if ctrld["CTRLD_TLS_CERT"] == "" || ctrld["CTRLD_TLS_KEY"] == "" || ctrld["CTRLD_INSECURE_LISTEN"] != "" {
+		t.Errorf("ctrld.yaml: ctrld does not serve TLS only: %v", ctrld)
+	}
+	agentd := containerEnv(t, "agentd.yaml", "agentd")
+	if agentd["AGENTD_INSECURE"] != "" || agentd["AGENTD_INSECURE_NON_LOOPBACK"] != "" || dial.Loopback(agentd["AGENTD_CTRLD_ADDRESS"]) {
+		t.Errorf("agentd.yaml: agentd does not talk TLS to ctrld's network address: %v", agentd)
+	}
+}
+
+// containerEnv is the literal environment of the named container of the
+// Deployment in file.
+func containerEnv(t *testing.T, file, container string) map[string]string {
+	t.Helper()
+	for _, obj := range decode(t, file) {
+		if obj.GetKind() != "Deployment" {
+			continue
+		}
+		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		for _, c := range containers {
+			c := c.(map[string]any)
+			if c["name"] != container {
+				continue
+			}
+			env := map[string]string{}
+			for _, e := range c["env"].([]any) {
+				e := e.(map[string]any)
+				if v, ok := e["value"].(string); ok {
+					env[e["name"].(string)] = v
+				}
+			}
+			return env
+		}
+	}
+	t.Fatalf("%s: no Deployment with a container %s", file, container)
+	return nil
 }

@@ -26,12 +26,7 @@ func TestUnitsVerifyAndNameRealSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := t.TempDir()
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := build(t, root)
 
 	// A root for the verifier: the units where systemd looks for them, the
 	// binaries where they say, and the system's own targets they depend on.
@@ -69,6 +64,54 @@ func TestUnitsVerifyAndNameRealSettings(t *testing.T) {
 			t.Errorf("%s.service does not run as its own unprivileged user", daemon)
 		}
 	}
+}
+
+// The unit starts `ctrld serve` with whatever ctrld.env holds. With only
+// the database DSN there, ctrld would listen on every interface: without
+// TLS it refuses to start, naming the ways out, before it touches the
+// database, instead of handing every token to the network in the clear.
+// CTRLD_INSECURE_LISTEN=true is the explicit way out, and it is logged.
+func TestCtrldRefusesPlaintextOnTheNetwork(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrld := filepath.Join(build(t, root), "ctrld")
+	serve := func(env ...string) string {
+		cmd := exec.Command(ctrld, "serve")
+		// Port 1 refuses connections: getting there means the listen
+		// check let ctrld through.
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "CTRLD_DATABASE_DSN=ctrld:pw@tcp(127.0.0.1:1)/ctrld"}, env...)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("ctrld serve %v started:\n%s", env, out)
+		}
+		return string(out)
+	}
+	out := serve()
+	if !strings.Contains(out, `--listen ":7070" is not a loopback address`) || !strings.Contains(out, "--insecure-listen") || strings.Contains(out, "database") {
+		t.Fatalf("plaintext on every interface: want a refusal before the database, got:\n%s", out)
+	}
+	out = serve("CTRLD_INSECURE_LISTEN=true")
+	if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "tokens cross the network in the clear") || !strings.Contains(out, "database") {
+		t.Fatalf("with CTRLD_INSECURE_LISTEN: want a warning, then the database, got:\n%s", out)
+	}
+	out = serve("CTRLD_LISTEN=127.0.0.1:7070")
+	if strings.Contains(out, "loopback") || strings.Contains(out, "WARN") || !strings.Contains(out, "database") {
+		t.Fatalf("on loopback: want no refusal and no warning, got:\n%s", out)
+	}
+}
+
+// build builds both daemons from the repository at root.
+func build(t *testing.T, root string) string {
+	t.Helper()
+	bin := t.TempDir()
+	cmd := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
 }
 
 // helpText is the --help of the binary and of its subcommands.
