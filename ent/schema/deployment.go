@@ -24,8 +24,8 @@ func (Deployment) Fields() []ent.Field {
 		// The spec agents apply: a change to any of these emits a change
 		// row for every region the deployment runs in.
 		field.String("image").Validate(validate.Image),
-		field.Int("cpu_millicores").Validate(validate.Positive),
-		field.Int("memory_mib").Validate(validate.Positive),
+		field.Int("cpu_millicores").Validate(validate.CPUMillicores),
+		field.Int("memory_mib").Validate(validate.MemoryMiB),
 		field.Int("port").Default(8080).Range(1, 65535),
 		field.JSON("command", []string{}).Optional(),
 		field.JSON("env", map[string]string{}).Optional(),

@@ -23,8 +23,8 @@ func (Sentinel) Fields() []ent.Field {
 		field.String("region").Immutable().Validate(validate.Region),
 		field.String("image").Validate(validate.Image),
 		field.Int("replicas").Validate(validate.Replicas),
-		field.Int("cpu_millicores").Validate(validate.Positive),
-		field.Int("memory_mib").Validate(validate.Positive),
+		field.Int("cpu_millicores").Validate(validate.CPUMillicores),
+		field.Int("memory_mib").Validate(validate.MemoryMiB),
 		field.Enum("desired_state").Values("running", "stopped").Default("running"),
 		// Actual state.
 		field.Int("available_replicas").Default(0).NonNegative(),

@@ -1,5 +1,6 @@
-// Package validate holds the syntax rules for values that end up as
-// Kubernetes object names, labels or container specs: IDs, regions, image
-// references and resource sizes. The Ent schema and the gRPC API both use
-// these, so a value is judged the same way wherever it enters.
+// Package validate holds the rules for values that end up as Kubernetes
+// object names, labels or container specs: IDs, regions, image references,
+// resource sizes, command arguments and environment values, and Cilium
+// policy specs. The Ent schema and the gRPC API both use these, so a value
+// is judged the same way wherever it enters.
 package validate

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -91,10 +92,67 @@ func Replicas(n int) error {
 	return nil
 }
 
-// Positive checks a resource size such as CPU millicores or memory MiB.
-func Positive(n int) error {
-	if n <= 0 {
-		return fmt.Errorf("%d must be greater than 0", n)
+// Container resources. Kubernetes takes quantities of any size, but no node
+// has them: a request beyond every node's capacity leaves the Pod pending
+// forever. The bounds are generous (no machine has 1,000 cores or 16 TiB
+// for one container today) but finite, and keep every value well inside the
+// stream's int32 fields.
+const (
+	MaxCPUMillicores = 1_000_000 // 1,000 cores
+	MaxMemoryMiB     = 16 << 20  // 16 TiB
+)
+
+// CPUMillicores checks a container's CPU in millicores: 1..MaxCPUMillicores.
+func CPUMillicores(n int) error { return inRange(n, 1, MaxCPUMillicores) }
+
+// MemoryMiB checks a container's memory in MiB: 1..MaxMemoryMiB.
+func MemoryMiB(n int) error { return inRange(n, 1, MaxMemoryMiB) }
+
+func inRange(n, min, max int) error {
+	if n < min || n > max {
+		return fmt.Errorf("%d is out of range %d..%d", n, min, max)
+	}
+	return nil
+}
+
+// MaxArgBytes is the longest command argument or NAME=value environment
+// string a process can receive: Linux's MAX_ARG_STRLEN (32 pages of 4 KiB)
+// less the terminating NUL. execve refuses a longer one, so a container
+// holding it could never start.
+const MaxArgBytes = 32*4096 - 1
+
+// Arg checks one command argument.
+func Arg(arg string) error {
+	if len(arg) > MaxArgBytes {
+		return fmt.Errorf("argument is %d bytes long, at most %d allowed", len(arg), MaxArgBytes)
+	}
+	return processString(arg)
+}
+
+// EnvValue checks the value of the environment variable name. Every byte
+// but NUL is allowed: values such as PEM blocks carry newlines, and
+// Kubernetes and execve pass other control characters through unchanged.
+func EnvValue(name, value string) error {
+	if n := len(name) + 1 + len(value); n > MaxArgBytes {
+		return fmt.Errorf("%.64s=<value> is %d bytes long, at most %d allowed", name, n, MaxArgBytes)
+	}
+	if err := processString(value); err != nil {
+		return fmt.Errorf("value of %.64s %w", name, err)
+	}
+	return nil
+}
+
+// processString checks what a string must be to reach a process through
+// Kubernetes: a process gets C strings, which end at the first NUL, and the
+// Kubernetes API speaks JSON, which holds only valid UTF-8 (Go's encoder
+// would replace the invalid bytes, so the container would get another
+// string than the one accepted).
+func processString(s string) error {
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return fmt.Errorf("contains a NUL byte (at byte %d), which no process can receive", i)
+	}
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8")
 	}
 	return nil
 }

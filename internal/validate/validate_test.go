@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -40,14 +41,48 @@ func TestIDAndRegion(t *testing.T) {
 	}
 }
 
-func TestReplicasAndPositive(t *testing.T) {
-	for n, ok := range map[int]bool{-1: false, 0: true, 1000: true, 1001: false} {
-		if (Replicas(n) == nil) != ok {
-			t.Errorf("Replicas(%d) ok=%v, want %v", n, Replicas(n) == nil, ok)
+func TestReplicasAndResources(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		check func(int) error
+		ok    map[int]bool
+	}{
+		{"Replicas", Replicas, map[int]bool{-1: false, 0: true, 1000: true, 1001: false}},
+		{"CPUMillicores", CPUMillicores, map[int]bool{-5: false, 0: false, 1: true, 1_000_000: true, 1_000_001: false, 1<<31 - 1: false}},
+		{"MemoryMiB", MemoryMiB, map[int]bool{0: false, 1: true, 16 << 20: true, 16<<20 + 1: false, 1<<31 - 1: false}},
+	} {
+		for n, ok := range c.ok {
+			if err := c.check(n); (err == nil) != ok {
+				t.Errorf("%s(%d) = %v, want ok=%v", c.name, n, err, ok)
+			}
 		}
 	}
-	if Positive(0) == nil || Positive(-5) == nil || Positive(1) != nil {
-		t.Error("Positive must accept only n > 0")
+}
+
+// What a process receives: no NUL (C strings end there), valid UTF-8, and
+// no longer than Linux lets one argument or NAME=value string be.
+func TestArgAndEnvValue(t *testing.T) {
+	long := strings.Repeat("x", MaxArgBytes)
+	for _, ok := range []string{"", "serve", "line1\nline2\ttab", "\x1b[0m", "€", long} {
+		if err := Arg(ok); err != nil {
+			t.Errorf("Arg(%.20q) = %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"a\x00b", "\xff", long + "x"} {
+		if Arg(bad) == nil {
+			t.Errorf("Arg(%.20q) accepted", bad)
+		}
+	}
+	if err := EnvValue("CERT", "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"); err != nil {
+		t.Errorf("EnvValue with newlines = %v", err)
+	}
+	if err := EnvValue("AB", long[:MaxArgBytes-3]); err != nil { // "AB=" + value is exactly MaxArgBytes
+		t.Errorf("EnvValue at the limit = %v", err)
+	}
+	for _, bad := range []string{"a\x00", "\xc3", long[:MaxArgBytes-2]} {
+		if EnvValue("AB", bad) == nil {
+			t.Errorf("EnvValue(AB, %.20q) accepted", bad)
+		}
 	}
 }
 
