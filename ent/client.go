@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
@@ -51,6 +52,8 @@ type Client struct {
 	DeploymentTopology *DeploymentTopologyClient
 	// Instance is the client for interacting with the Instance builders.
 	Instance *InstanceClient
+	// Namespace is the client for interacting with the Namespace builders.
+	Namespace *NamespaceClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
 	// Sentinel is the client for interacting with the Sentinel builders.
@@ -76,6 +79,7 @@ func (c *Client) init() {
 	c.DeploymentChange = NewDeploymentChangeClient(c.config)
 	c.DeploymentTopology = NewDeploymentTopologyClient(c.config)
 	c.Instance = NewInstanceClient(c.config)
+	c.Namespace = NewNamespaceClient(c.config)
 	c.Region = NewRegionClient(c.config)
 	c.Sentinel = NewSentinelClient(c.config)
 	c.StreamMark = NewStreamMarkClient(c.config)
@@ -179,6 +183,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
 		Instance:            NewInstanceClient(cfg),
+		Namespace:           NewNamespaceClient(cfg),
 		Region:              NewRegionClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
 		StreamMark:          NewStreamMarkClient(cfg),
@@ -209,6 +214,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
 		Instance:            NewInstanceClient(cfg),
+		Namespace:           NewNamespaceClient(cfg),
 		Region:              NewRegionClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
 		StreamMark:          NewStreamMarkClient(cfg),
@@ -242,8 +248,8 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
-		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Region, c.Sentinel,
-		c.StreamMark,
+		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Namespace, c.Region,
+		c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -254,8 +260,8 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
-		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Region, c.Sentinel,
-		c.StreamMark,
+		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Namespace, c.Region,
+		c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -280,6 +286,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DeploymentTopology.mutate(ctx, m)
 	case *InstanceMutation:
 		return c.Instance.mutate(ctx, m)
+	case *NamespaceMutation:
+		return c.Namespace.mutate(ctx, m)
 	case *RegionMutation:
 		return c.Region.mutate(ctx, m)
 	case *SentinelMutation:
@@ -1454,6 +1462,139 @@ func (c *InstanceClient) mutate(ctx context.Context, m *InstanceMutation) (Value
 	}
 }
 
+// NamespaceClient is a client for the Namespace schema.
+type NamespaceClient struct {
+	config
+}
+
+// NewNamespaceClient returns a client for the Namespace from the given config.
+func NewNamespaceClient(c config) *NamespaceClient {
+	return &NamespaceClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `namespace.Hooks(f(g(h())))`.
+func (c *NamespaceClient) Use(hooks ...Hook) {
+	c.hooks.Namespace = append(c.hooks.Namespace, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `namespace.Intercept(f(g(h())))`.
+func (c *NamespaceClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Namespace = append(c.inters.Namespace, interceptors...)
+}
+
+// Create returns a builder for creating a Namespace entity.
+func (c *NamespaceClient) Create() *NamespaceCreate {
+	mutation := newNamespaceMutation(c.config, OpCreate)
+	return &NamespaceCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Namespace entities.
+func (c *NamespaceClient) CreateBulk(builders ...*NamespaceCreate) *NamespaceCreateBulk {
+	return &NamespaceCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *NamespaceClient) MapCreateBulk(slice any, setFunc func(*NamespaceCreate, int)) *NamespaceCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &NamespaceCreateBulk{err: fmt.Errorf("calling to NamespaceClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*NamespaceCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &NamespaceCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Namespace.
+func (c *NamespaceClient) Update() *NamespaceUpdate {
+	mutation := newNamespaceMutation(c.config, OpUpdate)
+	return &NamespaceUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *NamespaceClient) UpdateOne(_m *Namespace) *NamespaceUpdateOne {
+	mutation := newNamespaceMutation(c.config, OpUpdateOne, withNamespace(_m))
+	return &NamespaceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *NamespaceClient) UpdateOneID(id string) *NamespaceUpdateOne {
+	mutation := newNamespaceMutation(c.config, OpUpdateOne, withNamespaceID(id))
+	return &NamespaceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Namespace.
+func (c *NamespaceClient) Delete() *NamespaceDelete {
+	mutation := newNamespaceMutation(c.config, OpDelete)
+	return &NamespaceDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *NamespaceClient) DeleteOne(_m *Namespace) *NamespaceDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *NamespaceClient) DeleteOneID(id string) *NamespaceDeleteOne {
+	builder := c.Delete().Where(namespace.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &NamespaceDeleteOne{builder}
+}
+
+// Query returns a query builder for Namespace.
+func (c *NamespaceClient) Query() *NamespaceQuery {
+	return &NamespaceQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeNamespace},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Namespace entity by its id.
+func (c *NamespaceClient) Get(ctx context.Context, id string) (*Namespace, error) {
+	return c.Query().Where(namespace.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *NamespaceClient) GetX(ctx context.Context, id string) *Namespace {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *NamespaceClient) Hooks() []Hook {
+	return c.hooks.Namespace
+}
+
+// Interceptors returns the client interceptors.
+func (c *NamespaceClient) Interceptors() []Interceptor {
+	return c.inters.Namespace
+}
+
+func (c *NamespaceClient) mutate(ctx context.Context, m *NamespaceMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&NamespaceCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&NamespaceUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&NamespaceUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&NamespaceDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Namespace mutation op: %q", m.Op())
+	}
+}
+
 // RegionClient is a client for the Region schema.
 type RegionClient struct {
 	config
@@ -1858,11 +1999,13 @@ func (c *StreamMarkClient) mutate(ctx context.Context, m *StreamMarkMutation) (V
 type (
 	hooks struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentTopology, Instance, Region, Sentinel, StreamMark []ent.Hook
+		DeploymentTopology, Instance, Namespace, Region, Sentinel,
+		StreamMark []ent.Hook
 	}
 	inters struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentTopology, Instance, Region, Sentinel, StreamMark []ent.Interceptor
+		DeploymentTopology, Instance, Namespace, Region, Sentinel,
+		StreamMark []ent.Interceptor
 	}
 )
 

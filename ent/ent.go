@@ -20,6 +20,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
@@ -91,6 +92,7 @@ func checkColumn(t, c string) error {
 			deploymentchange.Table:    deploymentchange.ValidColumn,
 			deploymenttopology.Table:  deploymenttopology.ValidColumn,
 			instance.Table:            instance.ValidColumn,
+			namespace.Table:           namespace.ValidColumn,
 			region.Table:              region.ValidColumn,
 			sentinel.Table:            sentinel.ValidColumn,
 			streammark.Table:          streammark.ValidColumn,

@@ -30,6 +30,8 @@ type Tx struct {
 	DeploymentTopology *DeploymentTopologyClient
 	// Instance is the client for interacting with the Instance builders.
 	Instance *InstanceClient
+	// Namespace is the client for interacting with the Namespace builders.
+	Namespace *NamespaceClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
 	// Sentinel is the client for interacting with the Sentinel builders.
@@ -175,6 +177,7 @@ func (tx *Tx) init() {
 	tx.DeploymentChange = NewDeploymentChangeClient(tx.config)
 	tx.DeploymentTopology = NewDeploymentTopologyClient(tx.config)
 	tx.Instance = NewInstanceClient(tx.config)
+	tx.Namespace = NewNamespaceClient(tx.config)
 	tx.Region = NewRegionClient(tx.config)
 	tx.Sentinel = NewSentinelClient(tx.config)
 	tx.StreamMark = NewStreamMarkClient(tx.config)

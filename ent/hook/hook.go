@@ -105,6 +105,18 @@ func (f InstanceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.InstanceMutation", m)
 }
 
+// The NamespaceFunc type is an adapter to allow the use of ordinary
+// function as Namespace mutator.
+type NamespaceFunc func(context.Context, *ent.NamespaceMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f NamespaceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.NamespaceMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NamespaceMutation", m)
+}
+
 // The RegionFunc type is an adapter to allow the use of ordinary
 // function as Region mutator.
 type RegionFunc func(context.Context, *ent.RegionMutation) (ent.Value, error)

@@ -259,6 +259,19 @@ var (
 			},
 		},
 	}
+	// NamespacesColumns holds the columns for the "namespaces" table.
+	NamespacesColumns = []*schema.Column{
+		{Name: "name", Type: field.TypeString, Size: 63},
+		{Name: "workspace_id", Type: field.TypeString},
+		{Name: "environment_id", Type: field.TypeString},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// NamespacesTable holds the schema information for the "namespaces" table.
+	NamespacesTable = &schema.Table{
+		Name:       "namespaces",
+		Columns:    NamespacesColumns,
+		PrimaryKey: []*schema.Column{NamespacesColumns[0]},
+	}
 	// RegionsColumns holds the columns for the "regions" table.
 	RegionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString},
@@ -328,6 +341,7 @@ var (
 		DeploymentChangesTable,
 		DeploymentTopologyTable,
 		InstancesTable,
+		NamespacesTable,
 		RegionsTable,
 		SentinelsTable,
 		StreamMarksTable,

@@ -30,6 +30,9 @@ type DeploymentTopology func(*sql.Selector)
 // Instance is the predicate function for instance builders.
 type Instance func(*sql.Selector)
 
+// Namespace is the predicate function for namespace builders.
+type Namespace func(*sql.Selector)
+
 // Region is the predicate function for region builders.
 type Region func(*sql.Selector)
 

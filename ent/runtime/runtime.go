@@ -13,6 +13,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/schema"
 	"github.com/deploysync/deploysync/ent/sentinel"
@@ -356,6 +357,38 @@ func init() {
 	instanceDescReady := instanceFields[7].Descriptor()
 	// instance.DefaultReady holds the default value on creation for the ready field.
 	instance.DefaultReady = instanceDescReady.Default.(bool)
+	namespaceFields := schema.Namespace{}.Fields()
+	_ = namespaceFields
+	// namespaceDescWorkspaceID is the schema descriptor for workspace_id field.
+	namespaceDescWorkspaceID := namespaceFields[1].Descriptor()
+	// namespace.WorkspaceIDValidator is a validator for the "workspace_id" field. It is called by the builders before save.
+	namespace.WorkspaceIDValidator = namespaceDescWorkspaceID.Validators[0].(func(string) error)
+	// namespaceDescEnvironmentID is the schema descriptor for environment_id field.
+	namespaceDescEnvironmentID := namespaceFields[2].Descriptor()
+	// namespace.EnvironmentIDValidator is a validator for the "environment_id" field. It is called by the builders before save.
+	namespace.EnvironmentIDValidator = namespaceDescEnvironmentID.Validators[0].(func(string) error)
+	// namespaceDescCreatedAt is the schema descriptor for created_at field.
+	namespaceDescCreatedAt := namespaceFields[3].Descriptor()
+	// namespace.DefaultCreatedAt holds the default value on creation for the created_at field.
+	namespace.DefaultCreatedAt = namespaceDescCreatedAt.Default.(func() time.Time)
+	// namespaceDescID is the schema descriptor for id field.
+	namespaceDescID := namespaceFields[0].Descriptor()
+	// namespace.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	namespace.IDValidator = func() func(string) error {
+		validators := namespaceDescID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(id string) error {
+			for _, fn := range fns {
+				if err := fn(id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
 	regionMixin := schema.Region{}.Mixin()
 	regionMixinFields0 := regionMixin[0].Fields()
 	_ = regionMixinFields0
