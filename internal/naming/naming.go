@@ -15,6 +15,12 @@ const maxLabel = 63
 // Namespace is the namespace of a workspace's environment: "<ws>-<env>",
 // shortened with a hash suffix when that would exceed 63 characters. IDs
 // are already DNS labels (internal/validate), so the result is one too.
+//
+// It is not injective: ("acme-prod", "x") and ("acme", "prod-x") both give
+// "acme-prod-x", and two shortened names can share a hash. daemon/desired
+// therefore registers which pair owns each name and refuses the others. The
+// result must never change for an existing pair: running clusters hold
+// their objects under it.
 func Namespace(workspaceID, environmentID string) string {
 	name := workspaceID + "-" + environmentID
 	if len(name) <= maxLabel {

@@ -22,3 +22,18 @@ func TestNamespace(t *testing.T) {
 		t.Error("different long IDs must give different namespaces")
 	}
 }
+
+// Names already in clusters must stay what they are: a changed result would
+// move every object of the pair to another namespace.
+func TestNamespaceIsStable(t *testing.T) {
+	for _, c := range []struct{ ws, env, want string }{
+		{"acme", "prod", "acme-prod"},
+		{"acme-prod", "x", "acme-prod-x"},
+		{"acme", "prod-x", "acme-prod-x"}, // the collision daemon/desired refuses
+		{strings.Repeat("a", 48), strings.Repeat("b", 48), strings.Repeat("a", 48) + "-bbb-0251810010"},
+	} {
+		if got := Namespace(c.ws, c.env); got != c.want {
+			t.Errorf("Namespace(%q, %q) = %q, want %q", c.ws, c.env, got, c.want)
+		}
+	}
+}
