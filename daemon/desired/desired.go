@@ -2,8 +2,10 @@ package desired
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/deploysync/deploysync/daemon/store"
@@ -14,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/validate"
 )
@@ -57,13 +60,14 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 	if !naming.DeploymentIDFree(spec.ID) {
 		return fmt.Errorf("deployment_id: %w: %q starts like a sentinel's objects (%q); pick another ID", ErrInvalid, spec.ID, naming.Sentinel("<id>"))
 	}
-	for name := range spec.Env {
-		if err := validate.EnvName(name); err != nil {
-			return fmt.Errorf("env: %w: %v", ErrInvalid, err)
-		}
+	if err := checkCommandAndEnv(spec); err != nil {
+		return err
 	}
-	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+	return invalidField(store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		if err := knownRegions(ctx, tx, regions...); err != nil {
+			return err
+		}
+		if err := claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID); err != nil {
 			return err
 		}
 		create := tx.Deployment.Create().
@@ -92,7 +96,41 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 				SetReplicas(replicas))
 		}
 		return tx.DeploymentTopology.CreateBulk(topologies...).Exec(ctx)
-	})
+	}))
+}
+
+// checkCommandAndEnv checks what the schema cannot: each argument and
+// variable can reach a process, and together with the image they fit
+// limits.MaxResourceBytes as stored, so every stream event carrying the
+// deployment fits a message. (The event is no bigger than the stored JSON
+// plus a few bytes of framing per argument and variable.)
+func checkCommandAndEnv(spec DeploymentSpec) error {
+	for i, arg := range spec.Command {
+		if err := validate.Arg(arg); err != nil {
+			return fmt.Errorf("command: %w: argument %d: %v", ErrInvalid, i, err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(spec.Env)) {
+		err := validate.EnvName(name)
+		if err == nil {
+			err = validate.EnvValue(name, spec.Env[name])
+		}
+		if err != nil {
+			return fmt.Errorf("env: %w: %v", ErrInvalid, err)
+		}
+	}
+	// Both encode: a []string and a map[string]string of valid UTF-8.
+	command, _ := json.Marshal(spec.Command)
+	env, _ := json.Marshal(spec.Env)
+	if total := len(spec.Image) + len(command) + len(env); total > limits.MaxResourceBytes {
+		field := "command"
+		if len(env) > len(command) {
+			field = "env"
+		}
+		return fmt.Errorf("%s: %w: image, command and env are %d bytes as stored (command %d, env %d), at most %d allowed",
+			field, ErrInvalid, total, len(command), len(env), limits.MaxResourceBytes)
+	}
+	return nil
 }
 
 // Status is a topology's desired status.
@@ -179,6 +217,10 @@ type SentinelSpec struct {
 // EnsureSentinel creates the environment's sentinel in the region or
 // updates its desired fields, leaving the reported actual state alone. It
 // returns the sentinel's ID.
+//
+// A sentinel's stored size is its IDs and image, all bounded by their
+// validators (validate.MaxIDLength, validate.MaxImageLength) to well under
+// limits.MaxResourceBytes, so it needs no size check of its own.
 func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id string, err error) {
 	state := sentinel.DesiredStateRunning
 	if spec.Stopped {
@@ -186,6 +228,9 @@ func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id strin
 	}
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		if err := knownRegions(ctx, tx, spec.Region); err != nil {
+			return err
+		}
+		if err := claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID); err != nil {
 			return err
 		}
 		err := tx.Sentinel.Create().
@@ -216,12 +261,12 @@ func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id strin
 			return err
 		}
 		if row.WorkspaceID != spec.WorkspaceID {
-			return fmt.Errorf("workspace_id: %w: the sentinel of environment %s in %s belongs to workspace %s", ErrInvalid, spec.EnvironmentID, spec.Region, row.WorkspaceID)
+			return fmt.Errorf("workspace_id: %w: the sentinel of environment %s in %s belongs to workspace %s", ErrConflict, spec.EnvironmentID, spec.Region, row.WorkspaceID)
 		}
 		id = row.ID
 		return nil
 	})
-	return id, err
+	return id, invalidField(err)
 }
 
 // DeleteSentinel removes a sentinel; its agent deletes the workload.
@@ -250,12 +295,25 @@ type PolicySpec struct {
 // EnsureCiliumPolicy creates or updates the policy named Name in the
 // environment and region, and returns its ID.
 func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id string, err error) {
-	if len(spec.Spec) == 0 {
-		return "", fmt.Errorf("spec: %w: a policy needs a non-empty spec", ErrInvalid)
+	if err := validate.CiliumPolicySpec(spec.Spec); err != nil {
+		return "", fmt.Errorf("spec: %w: %v", ErrInvalid, err)
+	}
+	if spec.DeploymentID != "" {
+		if err := validate.ID(spec.DeploymentID); err != nil {
+			return "", fmt.Errorf("deployment_id: %w: %v", ErrInvalid, err)
+		}
 	}
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		if err := knownRegions(ctx, tx, spec.Region); err != nil {
 			return err
+		}
+		if err := claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID); err != nil {
+			return err
+		}
+		if spec.DeploymentID != "" {
+			if err := ownerRunsThere(ctx, tx, spec); err != nil {
+				return err
+			}
 		}
 		create := tx.CiliumNetworkPolicy.Create().
 			SetID(spec.ID).
@@ -274,8 +332,6 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 		switch {
 		case errors.Is(err, changefeed.ErrIDInUse):
 			return fmt.Errorf("policy_id %q: %w: %v", spec.ID, ErrAlreadyExists, err)
-		case ent.IsConstraintError(err):
-			return fmt.Errorf("policy %q: %w (does deployment %q exist?)", spec.Name, ErrNotFound, spec.DeploymentID)
 		case err != nil:
 			return err
 		}
@@ -289,12 +345,61 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 		// deployment's policies away with it, so a silent change of owner
 		// would delete the policy with the wrong deployment.
 		if owner := deref(row.DeploymentID); owner != spec.DeploymentID || row.WorkspaceID != spec.WorkspaceID {
-			return fmt.Errorf("deployment_id: %w: policy %q in %s belongs to deployment %q of workspace %s; delete it to give it another owner", ErrInvalid, spec.Name, spec.Region, owner, row.WorkspaceID)
+			return fmt.Errorf("deployment_id: %w: policy %q in %s belongs to deployment %q of workspace %s; delete it to give it another owner", ErrConflict, spec.Name, spec.Region, owner, row.WorkspaceID)
 		}
 		id = row.ID
 		return nil
 	})
-	return id, err
+	return id, invalidField(err)
+}
+
+// ownerRunsThere checks that the deployment owning a policy runs where the
+// policy goes: in its workspace and environment (so, its namespace) and in
+// its region. The stream hands the owner's ID to the policy's region and
+// namespace; an owner from elsewhere would put a deployment's ID into a
+// stream or namespace that has nothing of it. The share locks keep the
+// deployment and its topology there until this transaction ends (the API
+// removes a topology only with its deployment, whose delete cascades the
+// policy away too).
+func ownerRunsThere(ctx context.Context, tx *ent.Tx, spec PolicySpec) error {
+	owner, err := tx.Deployment.Query().Where(deployment.ID(spec.DeploymentID)).ForShare(shareLock).Only(ctx)
+	if ent.IsNotFound(err) {
+		return fmt.Errorf("deployment_id: deployment %q: %w", spec.DeploymentID, ErrNotFound)
+	}
+	if err != nil {
+		return err
+	}
+	if owner.WorkspaceID != spec.WorkspaceID || owner.EnvironmentID != spec.EnvironmentID {
+		return fmt.Errorf("deployment_id: %w: deployment %q is workspace %s environment %s's, not the policy's workspace %s environment %s",
+			ErrConflict, owner.ID, owner.WorkspaceID, owner.EnvironmentID, spec.WorkspaceID, spec.EnvironmentID)
+	}
+	there, err := tx.DeploymentTopology.Query().
+		Where(deploymenttopology.DeploymentID(spec.DeploymentID), deploymenttopology.Region(spec.Region)).
+		ForShare(shareLock).
+		IDs(ctx)
+	if err != nil {
+		return err
+	}
+	if len(there) == 0 {
+		return fmt.Errorf("deployment_id: %w: deployment %q does not run in region %s, so it cannot own a policy there (leave deployment_id empty for a policy of the environment)",
+			ErrConflict, spec.DeploymentID, spec.Region)
+	}
+	return nil
+}
+
+// invalidField turns an Ent validation error into ErrInvalid named by its
+// field, the way this package names bad input, so callers need to know one
+// error for it.
+func invalidField(err error) error {
+	var verr *ent.ValidationError
+	if !errors.As(err, &verr) {
+		return err
+	}
+	reason := verr.Unwrap() // `ent: validator failed for field "Type.field": <reason>`
+	if inner := errors.Unwrap(reason); inner != nil {
+		reason = inner
+	}
+	return fmt.Errorf("%s: %w: %v", verr.Name, ErrInvalid, reason)
 }
 
 func deref(s *string) string {

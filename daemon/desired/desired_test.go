@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/validate"
 )
 
 func setup(t *testing.T) (*desired.Store, *ent.Client) {
@@ -231,8 +233,8 @@ func TestEnsureRefusesAnIDOfAnotherResourceAndAnOwnerChange(t *testing.T) {
 	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-1", "api-1", "other-name")); !errors.Is(err, desired.ErrAlreadyExists) {
 		t.Errorf("policy under another policy's ID: got %v, want ErrAlreadyExists", err)
 	}
-	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-9", "api-2", "allow-api")); !errors.Is(err, desired.ErrInvalid) || !strings.Contains(err.Error(), "deployment_id") {
-		t.Errorf("policy moved to another deployment by a put: got %v, want ErrInvalid naming deployment_id", err)
+	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-9", "api-2", "allow-api")); !errors.Is(err, desired.ErrConflict) || !strings.Contains(err.Error(), "deployment_id") {
+		t.Errorf("policy moved to another deployment by a put: got %v, want ErrConflict naming deployment_id", err)
 	}
 	if got := client.Sentinel.GetX(ctx, "sen-1"); got.EnvironmentID != "e1" || got.Image != "sentinel:1" {
 		t.Errorf("refused put changed sen-1: %+v", got)
@@ -245,8 +247,9 @@ func TestEnsureRefusesAnIDOfAnotherResourceAndAnOwnerChange(t *testing.T) {
 	}
 }
 
-// Every invalid value is rejected with an error naming the field, and
-// nothing is written.
+// Every invalid value is rejected with ErrInvalid (or ErrUnknownRegion)
+// naming the field, and nothing is written: among them the values
+// Kubernetes, a process or the database cannot hold.
 func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 	s, client := setup(t)
 	ctx := context.Background()
@@ -266,7 +269,7 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 	}
 	policyWith := func(mut func(*desired.PolicySpec)) error {
 		sp := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west",
-			Name: "allow", Spec: map[string]any{"a": 1}}
+			Name: "allow", Spec: map[string]any{"endpointSelector": map[string]any{}}}
 		mut(&sp)
 		_, err := s.EnsureCiliumPolicy(ctx, sp)
 		return err
@@ -284,8 +287,16 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 		{"image", deployWith(func(d *desired.DeploymentSpec) { d.Image = "Not An Image!" }, ok, 1)},
 		{"cpu_millicores", deployWith(func(d *desired.DeploymentSpec) { d.CPUMillicores = 0 }, ok, 1)},
 		{"memory_mib", deployWith(func(d *desired.DeploymentSpec) { d.MemoryMiB = -1 }, ok, 1)},
+		{"cpu_millicores", deployWith(func(d *desired.DeploymentSpec) { d.CPUMillicores = math.MaxInt32 }, ok, 1)},
+		{"memory_mib", deployWith(func(d *desired.DeploymentSpec) { d.MemoryMiB = math.MaxInt32 }, ok, 1)},
 		{"port", deployWith(func(d *desired.DeploymentSpec) { d.Port = 70000 }, ok, 1)},
+		{"port", deployWith(func(d *desired.DeploymentSpec) { d.Port = -1 }, ok, 1)},
 		{"env", deployWith(func(d *desired.DeploymentSpec) { d.Env = map[string]string{"A=B": "x"} }, ok, 1)},
+		{"env", deployWith(func(d *desired.DeploymentSpec) { d.Env = map[string]string{"TOKEN": "abc\x00def"} }, ok, 1)},
+		{"env", deployWith(func(d *desired.DeploymentSpec) { d.Env = map[string]string{"TOKEN": "\xff\xfe"} }, ok, 1)},
+		{"env", deployWith(func(d *desired.DeploymentSpec) { d.Env = map[string]string{"BIG": strings.Repeat("x", 3<<20)} }, ok, 1)},
+		{"command", deployWith(func(d *desired.DeploymentSpec) { d.Command = []string{"/api", "--name=\x00"} }, ok, 1)},
+		{"command", deployWith(func(d *desired.DeploymentSpec) { d.Command = []string{strings.Repeat("x", 200<<10)} }, ok, 1)},
 		{"replicas", deployWith(same, ok, 1001)},
 		{"replicas", deployWith(same, ok, -1)},
 		{"region", deployWith(same, []string{""}, 1)},
@@ -298,11 +309,18 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 		{"image", sentinelWith(func(sp *desired.SentinelSpec) { sp.Image = "UPPER:case" })},
 		{"replicas", sentinelWith(func(sp *desired.SentinelSpec) { sp.Replicas = 1001 })},
 		{"cpu_millicores", sentinelWith(func(sp *desired.SentinelSpec) { sp.CPUMillicores = 0 })},
+		{"cpu_millicores", sentinelWith(func(sp *desired.SentinelSpec) { sp.CPUMillicores = math.MaxInt32 })},
 		{"memory_mib", sentinelWith(func(sp *desired.SentinelSpec) { sp.MemoryMiB = 0 })},
+		{"memory_mib", sentinelWith(func(sp *desired.SentinelSpec) { sp.MemoryMiB = math.MaxInt32 })},
 		{"id", sentinelWith(func(sp *desired.SentinelSpec) { sp.ID = "" })},
 		{"region", sentinelWith(func(sp *desired.SentinelSpec) { sp.Region = "" })},
 		{"name", policyWith(func(sp *desired.PolicySpec) { sp.Name = "Not/Valid" })},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nil })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"x": 1} })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"description": math.NaN()} })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"labels": []any{math.Inf(1)}} })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nestedSpec(90) })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nestedSpec(validate.MaxJSONDepth + 1) })},
 		{"deployment_id", policyWith(func(sp *desired.PolicySpec) { sp.DeploymentID = "Bad_ID" })},
 	}
 	for i, c := range cases {
@@ -316,12 +334,76 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 		if !named {
 			t.Errorf("case %d: error %q does not name field %q", i, c.err, c.field)
 		}
+		if !errors.Is(c.err, desired.ErrInvalid) && !errors.Is(c.err, desired.ErrUnknownRegion) {
+			t.Errorf("case %d (%s): got %v, want ErrInvalid (InvalidArgument)", i, c.field, c.err)
+		}
 	}
-	if n := client.Deployment.Query().CountX(ctx) + client.Sentinel.Query().CountX(ctx) +
-		client.CiliumNetworkPolicy.Query().CountX(ctx) + client.DeploymentTopology.Query().CountX(ctx); n != 0 {
-		t.Errorf("rejected writes left %d state rows", n)
+	if got, want := written(t, client), "0 deployments, 0 topologies, 0 sentinels, 0 policies, 0 namespaces; changes []"; got != want {
+		t.Errorf("rejected writes left %s", got)
 	}
-	if c := changes(t, client); len(c) != 0 {
-		t.Errorf("rejected writes left change rows %v", c)
+}
+
+// written sums up what the database holds: state rows, namespace claims and
+// change rows. A refused call leaves it as it was.
+func written(t *testing.T, client *ent.Client) string {
+	t.Helper()
+	ctx := context.Background()
+	return fmt.Sprintf("%d deployments, %d topologies, %d sentinels, %d policies, %d namespaces; changes %v",
+		client.Deployment.Query().CountX(ctx), client.DeploymentTopology.Query().CountX(ctx),
+		client.Sentinel.Query().CountX(ctx), client.CiliumNetworkPolicy.Query().CountX(ctx),
+		client.Namespace.Query().CountX(ctx), changes(t, client))
+}
+
+// nestedSpec is a policy spec whose objects nest depth levels deep,
+// counting the spec itself.
+func nestedSpec(depth int) map[string]any {
+	var v any = map[string]any{}
+	for range depth - 2 {
+		v = map[string]any{"a": v}
+	}
+	return map[string]any{"endpointSelector": v}
+}
+
+// A policy owned by a deployment goes only where that deployment runs: its
+// region (else the deployment's ID reaches a region's stream that has
+// nothing of it) and its workspace and environment. Anything else is
+// refused with ErrConflict, or ErrNotFound for no such deployment, and
+// writes nothing.
+func TestPolicyOwnerMustRunWhereThePolicyGoes(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api-1"), []string{"us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	other := spec("api-2")
+	other.EnvironmentID = "staging"
+	if err := s.Deploy(ctx, other, []string{"eu-west"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	before := written(t, client)
+	pol := func(dep, region string) desired.PolicySpec {
+		return desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", DeploymentID: dep,
+			Region: region, Name: "allow-api", Spec: map[string]any{"endpointSelector": map[string]any{}}}
+	}
+	for _, c := range []struct {
+		name string
+		in   desired.PolicySpec
+		want error
+		says string
+	}{
+		{"in a region the deployment does not run in", pol("api-1", "eu-west"), desired.ErrConflict, "does not run in region eu-west"},
+		{"in another environment than the deployment's", pol("api-2", "eu-west"), desired.ErrConflict, "workspace ws1 environment staging's"},
+		{"of a deployment that does not exist", pol("api-9", "us-east"), desired.ErrNotFound, `"api-9"`},
+	} {
+		_, err := s.EnsureCiliumPolicy(ctx, c.in)
+		if !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "deployment_id:") || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("policy %s: got %v, want %v naming deployment_id and saying %q", c.name, err, c.want, c.says)
+		}
+	}
+	if after := written(t, client); after != before {
+		t.Errorf("refused policies changed the database:\n before %s\n after  %s", before, after)
+	}
+	if _, err := s.EnsureCiliumPolicy(ctx, pol("api-1", "us-east")); err != nil {
+		t.Errorf("policy where its deployment runs: %v", err)
 	}
 }

@@ -2,6 +2,26 @@
 // that change what agents must run (deploy, start/stop, scale, sentinels,
 // Cilium policies), each one transaction. The change rows themselves are
 // written by the Ent hooks in ent/changefeed, so nothing here can forget
-// them; this package owns the rules about what a valid change is (known
-// regions, existing resources) and turns them into clear errors.
+// them; this package owns the rules about what a valid change is and turns
+// them into clear errors: ErrInvalid for bad input (naming the field),
+// ErrConflict for a well-formed request that contradicts existing state.
+//
+// The rules that keep every accepted resource one that agents and
+// Kubernetes can hold:
+//
+//   - Size: a deployment's image, command and env together, and a policy's
+//     spec (as stored and as the stream sends it), are at most
+//     limits.MaxResourceBytes, so every stream event fits a message an
+//     agent receives. Values are ones Kubernetes and a process can carry
+//     (internal/validate).
+//   - Namespaces: naming.Namespace maps different (workspace, environment)
+//     pairs to one name now and then. The first pair to put a resource in a
+//     namespace claims it (the namespaces table, in the same transaction);
+//     every other pair gets ErrConflict. Claims stay after their resources
+//     are gone, since agents may still hold objects there.
+//     ClaimExistingNamespaces claims the namespaces of a database written
+//     before claims existed; ctrld runs it after migrating the schema.
+//   - Ownership: a policy owned by a deployment goes only to a region,
+//     workspace and environment that deployment runs in, and keeps its
+//     owner for life (the database cascades it away with the deployment).
 package desired

@@ -1,0 +1,155 @@
+package desired
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"time"
+
+	"entgo.io/ent/dialect/sql"
+
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/namespace"
+	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/naming"
+)
+
+// shareLock is a locking read that lets other readers lock the same rows.
+// MariaDB has no FOR SHARE; LOCK IN SHARE MODE is its (and MySQL's) name.
+var shareLock = sql.WithLockClause("LOCK IN SHARE MODE")
+
+// claimNamespace makes the namespace of (workspaceID, environmentID) theirs,
+// or fails with ErrConflict when another pair holds it: naming.Namespace
+// maps different pairs to one name ("acme-prod"+"x", "acme"+"prod-x"), and
+// agents would then overwrite one pair's objects with the other's. It runs
+// in the transaction that puts a resource there, so the claim commits or
+// rolls back with it.
+func claimNamespace(ctx context.Context, tx *ent.Tx, workspaceID, environmentID string) error {
+	name := naming.Namespace(workspaceID, environmentID)
+	// Claims never change, so one in this transaction's snapshot is
+	// current. One committed since is not in it: the insert then fails on
+	// the primary key (after waiting for a claim still in flight), and a
+	// locking read, which sees the newest committed rows, finds it. (A
+	// locking first read would take a gap lock, and two first claims of a
+	// name would deadlock on it.)
+	owner, err := tx.Namespace.Query().Where(namespace.ID(name)).Only(ctx)
+	if ent.IsNotFound(err) {
+		err = tx.Namespace.Create().SetID(name).SetWorkspaceID(workspaceID).SetEnvironmentID(environmentID).Exec(ctx)
+		if !ent.IsConstraintError(err) {
+			return err
+		}
+		owner, err = tx.Namespace.Query().Where(namespace.ID(name)).ForShare(shareLock).Only(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if owner.WorkspaceID != workspaceID || owner.EnvironmentID != environmentID {
+		return fmt.Errorf("namespace %q: %w: it is workspace %s environment %s's, and workspace %s environment %s would share it (their IDs join to the same name); use other IDs",
+			name, ErrConflict, owner.WorkspaceID, owner.EnvironmentID, workspaceID, environmentID)
+	}
+	return nil
+}
+
+// Pair is a workspace's environment: what a namespace belongs to.
+type Pair struct {
+	WorkspaceID, EnvironmentID string
+}
+
+// NamespaceCollision is a namespace that existing resources of several pairs
+// share, written before namespaces were claimed. Owner holds the claim (it
+// had claimed it already, or has the oldest resource there); the Others
+// cannot add resources, but what they have there stays, mixed with the
+// Owner's objects, until an operator deletes it and recreates it under other
+// IDs.
+type NamespaceCollision struct {
+	Namespace string
+	Owner     Pair
+	Others    []Pair
+}
+
+// ClaimExistingNamespaces claims the namespace of every pair that has a
+// deployment, sentinel or policy, for databases written before namespaces
+// were claimed. ctrld runs it at start, after the schema migration; it is
+// idempotent and changes no namespace name. A namespace several pairs
+// already share is not merged: one pair keeps it, each collision is logged
+// as an error and returned.
+func ClaimExistingNamespaces(ctx context.Context, client *ent.Client, log *slog.Logger) ([]NamespaceCollision, error) {
+	pairs, err := existingPairs(ctx, client)
+	if err != nil {
+		return nil, fmt.Errorf("list the workspaces and environments in use: %w", err)
+	}
+	byName := map[string][]Pair{}
+	for _, p := range pairs { // oldest first: the first pair of a name is its owner unless one claimed it already
+		name := naming.Namespace(p.WorkspaceID, p.EnvironmentID)
+		byName[name] = append(byName[name], p)
+	}
+	names := slices.Sorted(maps.Keys(byName))
+	var collisions []NamespaceCollision
+	for chunk := range slices.Chunk(names, 500) {
+		creates := make([]*ent.NamespaceCreate, 0, len(chunk))
+		for _, name := range chunk {
+			first := byName[name][0]
+			creates = append(creates, client.Namespace.Create().SetID(name).SetWorkspaceID(first.WorkspaceID).SetEnvironmentID(first.EnvironmentID))
+		}
+		if err := client.Namespace.CreateBulk(creates...).OnConflict().Ignore().Exec(ctx); err != nil {
+			return nil, fmt.Errorf("claim namespaces: %w", err)
+		}
+		claims, err := client.Namespace.Query().Where(namespace.IDIn(chunk...)).All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read namespace claims: %w", err)
+		}
+		for _, c := range claims {
+			owner := Pair{c.WorkspaceID, c.EnvironmentID}
+			others := slices.DeleteFunc(slices.Clone(byName[c.ID]), func(p Pair) bool { return p == owner })
+			if len(others) == 0 {
+				continue
+			}
+			collisions = append(collisions, NamespaceCollision{Namespace: c.ID, Owner: owner, Others: others})
+			log.Error("namespace shared by several workspaces/environments: their agents overwrite each other's objects there; "+
+				"only the owner may add resources now, and an operator must delete the others' and recreate them under other IDs",
+				"namespace", c.ID, "owner", owner, "others", others)
+		}
+	}
+	return collisions, nil
+}
+
+// existingPairs lists every pair with a deployment, sentinel or policy,
+// oldest first (by its oldest resource; ties by IDs, so runs agree).
+func existingPairs(ctx context.Context, client *ent.Client) ([]Pair, error) {
+	type row struct {
+		WorkspaceID   string    `json:"workspace_id"`
+		EnvironmentID string    `json:"environment_id"`
+		Oldest        time.Time `json:"min"`
+	}
+	var deployments, sentinels, policies []row
+	err := client.Deployment.Query().GroupBy(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID).
+		Aggregate(ent.Min(deployment.FieldCreatedAt)).Scan(ctx, &deployments)
+	if err == nil {
+		err = client.Sentinel.Query().GroupBy(sentinel.FieldWorkspaceID, sentinel.FieldEnvironmentID).
+			Aggregate(ent.Min(sentinel.FieldCreatedAt)).Scan(ctx, &sentinels)
+	}
+	if err == nil {
+		err = client.CiliumNetworkPolicy.Query().GroupBy(ciliumnetworkpolicy.FieldWorkspaceID, ciliumnetworkpolicy.FieldEnvironmentID).
+			Aggregate(ent.Min(ciliumnetworkpolicy.FieldCreatedAt)).Scan(ctx, &policies)
+	}
+	if err != nil {
+		return nil, err
+	}
+	oldest := map[Pair]time.Time{}
+	for _, r := range slices.Concat(deployments, sentinels, policies) {
+		p := Pair{r.WorkspaceID, r.EnvironmentID}
+		if t, ok := oldest[p]; !ok || r.Oldest.Before(t) {
+			oldest[p] = r.Oldest
+		}
+	}
+	pairs := slices.Collect(maps.Keys(oldest))
+	slices.SortFunc(pairs, func(a, b Pair) int {
+		return cmp.Or(oldest[a].Compare(oldest[b]), cmp.Compare(a.WorkspaceID, b.WorkspaceID), cmp.Compare(a.EnvironmentID, b.EnvironmentID))
+	})
+	return pairs, nil
+}
