@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -37,7 +38,10 @@ func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.Operato
 }
 
 func scriptCommands() []*cli.Command {
-	region := &cli.StringFlag{Name: "region", Usage: "the region (empty: every region of the deployment, where allowed)"}
+	regionFlags := []cli.Flag{
+		&cli.StringFlag{Name: "region", Usage: "the region to act in"},
+		&cli.BoolFlag{Name: "all-regions", Usage: "act in every region of the deployment (instead of --region)"},
+	}
 	return []*cli.Command{
 		{
 			Name:  "regions",
@@ -54,8 +58,8 @@ func scriptCommands() []*cli.Command {
 					if o.AgentConnected {
 						agent = "up"
 					}
-					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%v\t%s\n", o.Region, agent, o.HeadVersion, o.AckedVersion,
-						o.LagChanges, o.LagSeconds, o.Paused, o.LastError)
+					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%v\t%s\n", tui.Clean(o.Region), agent, o.HeadVersion, o.AckedVersion,
+						o.LagChanges, o.LagSeconds, o.Paused, tui.Clean(o.LastError))
 				}
 				return w.Flush()
 			}),
@@ -116,13 +120,13 @@ func scriptCommands() []*cli.Command {
 				return err
 			}),
 		},
-		desiredStatusCommand("stop", ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED, region),
-		desiredStatusCommand("start", ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING, region),
+		desiredStatusCommand("stop", ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED, regionFlags),
+		desiredStatusCommand("start", ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING, regionFlags),
 		{
 			Name:      "scale",
-			Usage:     "set a deployment's replicas in a region (or all of its regions)",
+			Usage:     "set a deployment's replicas in a region (or, with --all-regions, in all of its regions)",
 			ArgsUsage: "DEPLOYMENT_ID REPLICAS",
-			Flags:     []cli.Flag{region},
+			Flags:     regionFlags,
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 2 {
 					return fmt.Errorf("want DEPLOYMENT_ID REPLICAS")
@@ -132,7 +136,11 @@ func scriptCommands() []*cli.Command {
 				if err != nil || validate.Replicas(replicas) != nil {
 					return fmt.Errorf("REPLICAS %q: want a whole number 0..%d", c.Args().Get(1), validate.MaxReplicas)
 				}
-				_, err = op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: c.Args().First(), Region: c.String("region"), Replicas: int32(replicas)})
+				region, err := targetRegion(c)
+				if err != nil {
+					return err
+				}
+				_, err = op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: c.Args().First(), Region: region, Replicas: int32(replicas)})
 				return done(c, err, "scaled %s to %d", c.Args().First(), replicas)
 			}),
 		},
@@ -151,20 +159,38 @@ func scriptCommands() []*cli.Command {
 	}
 }
 
-func desiredStatusCommand(name string, want ctrlv1.DesiredStatus, region cli.Flag) *cli.Command {
+func desiredStatusCommand(name string, want ctrlv1.DesiredStatus, regionFlags []cli.Flag) *cli.Command {
 	return &cli.Command{
 		Name:      name,
-		Usage:     name + " a deployment in a region (or all of its regions)",
+		Usage:     name + " a deployment in a region (or, with --all-regions, in all of its regions)",
 		ArgsUsage: "DEPLOYMENT_ID",
-		Flags:     []cli.Flag{region},
+		Flags:     regionFlags,
 		Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("want exactly one DEPLOYMENT_ID")
 			}
-			_, err := op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: c.Args().First(), Region: c.String("region"), Status: want})
+			region, err := targetRegion(c)
+			if err != nil {
+				return err
+			}
+			_, err = op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: c.Args().First(), Region: region, Status: want})
 			return done(c, err, "%s %s", name, c.Args().First())
 		}),
 	}
+}
+
+// targetRegion is the region a command acts in: --region, or "" (every
+// region of the deployment, to the server) only when --all-regions says so:
+// a forgotten --region must not stop a deployment everywhere.
+func targetRegion(c *cli.Context) (string, error) {
+	region, all := c.String("region"), c.Bool("all-regions")
+	switch {
+	case region != "" && all:
+		return "", errors.New("--region and --all-regions: give one of them")
+	case region == "" && !all:
+		return "", errors.New("--region is required (or --all-regions, to act in every region of the deployment)")
+	}
+	return region, nil
 }
 
 func regionCommand(name, usage string, call func(ctx context.Context, op ctrlv1.OperatorServiceClient, region string) error) *cli.Command {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // The script commands drive the real operator API and print the server's
@@ -22,7 +25,7 @@ func TestScriptCommands(t *testing.T) {
 		a := app()
 		a.Writer = &out
 		a.ExitErrHandler = func(*cli.Context, error) {} // return errors, do not exit the test
-		err := a.Run(append([]string{"unkey-tui", "--ctrld-address", env.Server.Addr, "--insecure", "--token", token}, args...))
+		err := run(a, append([]string{"unkey-tui", "--ctrld-address", env.Server.Addr, "--insecure", "--token", token}, args...))
 		return out.String(), err
 	}
 	steps := []struct {
@@ -73,13 +76,171 @@ func TestScriptCommandsRejectBadNumbers(t *testing.T) {
 		{deploy("--memory", "-256"), "--memory"},
 		{deploy("--port", "4294975488"), "--port"}, // 8192 as int32
 		{deploy("--port", "65536"), "--port"},
+		{[]string{"scale", "--region", "eu", "--", "api", "-1"}, `REPLICAS "-1"`},
 	} {
 		a := app()
 		a.Writer = &bytes.Buffer{}
 		a.ExitErrHandler = func(*cli.Context, error) {}
-		err := a.Run(append([]string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t"}, c.args...))
+		err := run(a, append([]string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t"}, c.args...))
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "Unavailable") {
 			t.Errorf("%v: got %v, want a local error naming %s", c.args, err, c.want)
 		}
+	}
+}
+
+// cliEnv is a real ctrld with deployment api running in regions eu and us,
+// and a runner for the script commands against it (global flags first).
+type cliEnv struct {
+	env   *servertest.Env
+	token string
+	op    ctrlv1.OperatorServiceClient // to read what the commands did
+}
+
+func newCLIEnv(t *testing.T) *cliEnv {
+	t.Helper()
+	e := &cliEnv{env: servertest.Start(t, server.Config{})}
+	e.env.AgentToken("eu")
+	e.env.AgentToken("us")
+	e.token = e.env.OperatorToken("ci-bot")
+	e.op = e.env.Operator("reader")
+	if out, err := e.run("deploy", "--image", "app:1", "--region", "eu", "--region", "us", "--workspace", "ws", "--environment", "prod", "api"); err != nil {
+		t.Fatalf("deploy: %v\n%s", err, out)
+	}
+	return e
+}
+
+// run runs the command line (after the program name) as main would.
+func (e *cliEnv) run(args ...string) (string, error) {
+	return e.runLine(append([]string{"--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token}, args...)...)
+}
+
+// runLine runs args exactly as given after the program name; stdout and
+// stderr together.
+func (e *cliEnv) runLine(args ...string) (string, error) {
+	var out bytes.Buffer
+	a := app()
+	a.Writer, a.ErrWriter = &out, &out
+	a.ExitErrHandler = func(*cli.Context, error) {}
+	err := run(a, append([]string{"unkey-tui"}, args...))
+	return out.String(), err
+}
+
+// desired is api's desired status per region, as ctrld holds it.
+func (e *cliEnv) desired(t *testing.T) map[string]string {
+	t.Helper()
+	r, err := e.op.ListDeployments(t.Context(), &ctrlv1.ListDeploymentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, d := range r.Deployments {
+		for _, in := range d.Regions {
+			got[in.Region] = in.DesiredStatus
+		}
+	}
+	return got
+}
+
+// stop, start and scale act in every region of a deployment only when
+// asked to with --all-regions: without --region they change nothing.
+func TestCommandsActInEveryRegionOnlyWithAllRegions(t *testing.T) {
+	e := newCLIEnv(t)
+	running := map[string]string{"eu": "running", "us": "running"}
+	for _, args := range [][]string{
+		{"stop", "api"},
+		{"start", "api"},
+		{"scale", "api", "0"},
+		{"stop", "--region", "", "api"},
+	} {
+		out, err := e.run(args...)
+		if err == nil || !strings.Contains(err.Error(), "--region is required (or --all-regions") {
+			t.Fatalf("%v: output %q, error %v; want a refusal naming --region and --all-regions", args, out, err)
+		}
+		if got := e.desired(t); !maps.Equal(got, running) {
+			t.Fatalf("%v changed desired state: %v", args, got)
+		}
+	}
+	if _, err := e.run("stop", "--region", "eu", "--all-regions", "api"); err == nil || !strings.Contains(err.Error(), "give one of them") {
+		t.Fatalf("--region with --all-regions: got %v", err)
+	}
+	if out, err := e.run("stop", "--all-regions", "api"); err != nil || !strings.Contains(out, "done: stop api") {
+		t.Fatalf("stop --all-regions: output %q, error %v", out, err)
+	}
+	if got := e.desired(t); !maps.Equal(got, map[string]string{"eu": "stopped", "us": "stopped"}) {
+		t.Fatalf("stop --all-regions left %v", got)
+	}
+}
+
+// Flags work wherever they stand: after the positional arguments, global
+// flags after the command, and "--" keeps what follows it an argument.
+func TestFlagsAnywhereOnTheCommandLine(t *testing.T) {
+	e := newCLIEnv(t)
+	global := []string{"--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token}
+	with := func(parts ...[]string) []string { return slices.Concat(parts...) }
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{with(global, []string{"stop", "api", "--region", "eu"}), "done: stop api"},
+		{with(global, []string{"scale", "api", "--region=us", "4"}), "done: scaled api to 4"},
+		{with([]string{"start", "api", "--region", "eu"}, global), "done: start api"},
+		{with([]string{"stop"}, global, []string{"--region", "us", "--", "api"}), "done: stop api"},
+	} {
+		out, err := e.runLine(c.args...)
+		if err != nil || !strings.Contains(out, c.want) {
+			t.Fatalf("%v: output %q, error %v; want %q", c.args, out, err, c.want)
+		}
+	}
+	if got := e.desired(t); !maps.Equal(got, map[string]string{"eu": "running", "us": "stopped"}) {
+		t.Fatalf("desired state %v, want eu running (stopped, then started) and us stopped", got)
+	}
+	r, err := e.op.GetRegion(t.Context(), &ctrlv1.GetRegionRequest{Region: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Deployments[0].Replicas; n != 4 {
+		t.Fatalf("us replicas %d, want 4", n)
+	}
+	// A mistyped flag after the arguments is named, not taken for an
+	// argument.
+	if _, err := e.run("stop", "api", "--regoin", "eu"); err == nil || !strings.Contains(err.Error(), "regoin") {
+		t.Fatalf("mistyped flag: got %v", err)
+	}
+	// deploy's required flags count after the ID too.
+	if out, err := e.run("deploy", "web", "--image", "app:2", "--region", "eu", "--workspace", "ws", "--environment", "prod"); err != nil || !strings.Contains(out, "deployed web") {
+		t.Fatalf("deploy with flags after the ID: output %q, error %v", out, err)
+	}
+}
+
+// An unknown command fails with the usage instead of opening the console.
+func TestUnknownCommandFailsWithUsage(t *testing.T) {
+	var out bytes.Buffer
+	a := app()
+	a.Writer, a.ErrWriter = &out, &out
+	a.ExitErrHandler = func(*cli.Context, error) {}
+	err := run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t", "stpo", "api"})
+	if err == nil || !strings.Contains(err.Error(), `unknown command "stpo"`) || !strings.Contains(out.String(), "COMMANDS:") {
+		t.Fatalf("error %v, output %q; want an unknown-command error and the usage", err, out.String())
+	}
+}
+
+// An agent's last error with escape sequences is printed as plain text:
+// it must not retitle, clear or recolour the operator's terminal.
+func TestRegionsPrintsNoControlSequences(t *testing.T) {
+	e := newCLIEnv(t)
+	hostile := "\x1b]0;pwned\x07\x1b[2Jboom \x1b[31mred\x1b[0m\r\nnext\tcol\u009b2J"
+	if _, err := e.env.Agent("eu").ReportAgentStatus(t.Context(), &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0",
+		LastError: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.run("regions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.IndexFunc(out, func(r rune) bool { return r < ' ' && r != '\n' || r >= 0x7f && r <= 0x9f }); i >= 0 {
+		t.Fatalf("control character %q in the output:\n%q", out[i:i+1], out)
+	}
+	if !strings.Contains(out, "boom red  next col2J") {
+		t.Fatalf("the last error is not shown:\n%s", out)
 	}
 }

@@ -19,7 +19,7 @@ import (
 )
 
 func main() {
-	if err := app().Run(os.Args); err != nil {
+	if err := run(app(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "unkey-tui:", err)
 		os.Exit(1)
 	}
@@ -50,6 +50,11 @@ func app() *cli.App {
 		},
 		Commands: scriptCommands(),
 		Action: func(c *cli.Context) error {
+			if c.Args().Present() {
+				// A mistyped command must fail, not open the console.
+				cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
+				return fmt.Errorf("unknown command %q (the commands are listed above)", c.Args().First())
+			}
 			conn, err := connect(c)
 			if err != nil {
 				return err

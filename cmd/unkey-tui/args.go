@@ -1,0 +1,103 @@
+package main
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// run runs a on a command line as the shell gave it.
+func run(a *cli.App, args []string) error { return a.Run(flagsFirst(a, args)) }
+
+// flagsFirst returns args (os.Args form) with every flag in front of the
+// positional arguments of its command, so that `stop api --region eu`
+// means what it says: urfave/cli v2 stops reading flags at the first
+// positional argument, and would take "--region" and "eu" for two more
+// arguments. A global flag given after the command moves in front of the
+// command. "--" ends the flags, as usual; the positional arguments follow
+// one "--", so that one starting with "-" (a negative number) stays an
+// argument. A line without a known command is left as it is.
+func flagsFirst(a *cli.App, args []string) []string {
+	if len(args) < 2 {
+		return args
+	}
+	global, rest := leadingFlags(a.Flags, args[1:])
+	if len(rest) == 0 || rest[0] == "--" {
+		return args
+	}
+	cmd := a.Command(rest[0])
+	if cmd == nil {
+		return args
+	}
+	var own, positional []string
+	for i := 1; i < len(rest); i++ {
+		arg := rest[i]
+		if arg == "--" {
+			positional = append(positional, rest[i+1:]...)
+			break
+		}
+		if !isFlag(arg) {
+			positional = append(positional, arg)
+			continue
+		}
+		// Unknown flags stay with the command, whose parser names them.
+		to, flags := &own, cmd.Flags
+		if lookup(cmd.Flags, arg) == nil && lookup(a.Flags, arg) != nil {
+			to, flags = &global, a.Flags
+		}
+		*to = append(*to, arg)
+		if takesValue(flags, arg) && i+1 < len(rest) {
+			i++
+			*to = append(*to, rest[i])
+		}
+	}
+	out := append([]string{args[0]}, global...)
+	out = append(append(out, rest[0]), own...)
+	if len(positional) > 0 {
+		out = append(append(out, "--"), positional...)
+	}
+	return out
+}
+
+// leadingFlags splits args into the flags (with their values) before the
+// first positional argument or "--", and the rest.
+func leadingFlags(flags []cli.Flag, args []string) (lead, rest []string) {
+	i := 0
+	for i < len(args) && isFlag(args[i]) {
+		if takesValue(flags, args[i]) && i+1 < len(args) {
+			i++
+		}
+		i++
+	}
+	return slices.Clone(args[:i]), args[i:]
+}
+
+// isFlag tells a flag ("-x", "--name", "--name=value") from an argument;
+// a negative number is an argument.
+func isFlag(arg string) bool {
+	if len(arg) < 2 || arg[0] != '-' || arg == "--" {
+		return false
+	}
+	_, err := strconv.ParseFloat(arg, 64)
+	return err != nil
+}
+
+// lookup finds the flag arg names, nil when none of flags has that name.
+func lookup(flags []cli.Flag, arg string) cli.Flag {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	for _, f := range flags {
+		if slices.Contains(f.Names(), name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// takesValue tells whether arg is a known flag whose value is the next
+// argument (not a boolean, not written --name=value).
+func takesValue(flags []cli.Flag, arg string) bool {
+	f, ok := lookup(flags, arg).(cli.DocGenerationFlag)
+	return ok && f.TakesValue() && !strings.Contains(arg, "=")
+}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestFlagsFirst(t *testing.T) {
+	for in, want := range map[string]string{
+		// Nothing to move.
+		"unkey-tui":                              "unkey-tui",
+		"unkey-tui --insecure":                   "unkey-tui --insecure",
+		"unkey-tui --insecure regions":           "unkey-tui --insecure regions",
+		"unkey-tui stop --region eu -- api":      "unkey-tui stop --region eu -- api",
+		"unkey-tui --token t stop --all-regions": "unkey-tui --token t stop --all-regions",
+		// Command flags after arguments, with and without "=".
+		"unkey-tui stop api --region eu":           "unkey-tui stop --region eu -- api",
+		"unkey-tui scale api --region=eu 3":        "unkey-tui scale --region=eu -- api 3",
+		"unkey-tui stop api --all-regions":         "unkey-tui stop --all-regions -- api",
+		"unkey-tui deploy api --env A=1 --image x": "unkey-tui deploy --env A=1 --image x -- api",
+		// Global flags after the command go in front of it.
+		"unkey-tui stop api --ctrld-address h:1 --insecure --region eu": "unkey-tui --ctrld-address h:1 --insecure stop --region eu -- api",
+		// A negative number is an argument; "--" keeps what follows.
+		"unkey-tui scale api -1 --region eu":     "unkey-tui scale --region eu -- api -1",
+		"unkey-tui scale --region eu -- api --x": "unkey-tui scale --region eu -- api --x",
+		// Unknown flags stay with the command, whose parser names them.
+		"unkey-tui stop api --regoin eu": "unkey-tui stop --regoin -- api eu",
+		// An unknown command is left for the app to refuse.
+		"unkey-tui stpo api --region eu": "unkey-tui stpo api --region eu",
+	} {
+		got := strings.Join(flagsFirst(app(), strings.Fields(in)), " ")
+		if got != want {
+			t.Errorf("flagsFirst(%s)\n got %s\nwant %s", in, got, want)
+		}
+	}
+	args := []string{"unkey-tui", "stop", "api", "--region", "eu"}
+	flagsFirst(app(), args)
+	if !slices.Equal(args, []string{"unkey-tui", "stop", "api", "--region", "eu"}) {
+		t.Fatalf("flagsFirst changed its input: %v", args)
+	}
+}
