@@ -73,6 +73,34 @@ func CiliumPolicySpec(spec map[string]any) error {
 	return nil
 }
 
+// StructMap is s as a JSON-shaped map, for CiliumPolicySpec. It differs
+// from structpb's AsMap in one way: a NaN or infinite number stays a number,
+// which CiliumPolicySpec refuses, where AsMap turns it into the string "NaN"
+// or "Infinity" that would be stored as if the client had sent it.
+func StructMap(s *structpb.Struct) map[string]any {
+	m := make(map[string]any, len(s.GetFields()))
+	for k, v := range s.GetFields() {
+		m[k] = structValue(v)
+	}
+	return m
+}
+
+func structValue(v *structpb.Value) any {
+	switch v := v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		return v.NumberValue
+	case *structpb.Value_StructValue:
+		return StructMap(v.StructValue)
+	case *structpb.Value_ListValue:
+		list := make([]any, len(v.ListValue.GetValues()))
+		for i, e := range v.ListValue.GetValues() {
+			list[i] = structValue(e)
+		}
+		return list
+	}
+	return v.AsInterface() // null, string, bool
+}
+
 // jsonValue checks v, which sits at nesting level depth, and everything in
 // it. On a problem it returns where it is (".a[2].b") and what it is; the
 // path is built only then, on the way back up, so a valid spec costs no

@@ -2,8 +2,11 @@ package validate
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
+
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/deploysync/deploysync/internal/limits"
 )
@@ -64,6 +67,32 @@ func TestCiliumPolicySpec(t *testing.T) {
 		err := CiliumPolicySpec(c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A spec arrives as a protobuf Struct, whose numbers may be NaN or infinite.
+// structpb's AsMap turns those into strings that pass every check and are
+// stored as if sent; StructMap keeps them numbers, so they are refused.
+func TestStructMapKeepsNonFiniteNumbersForTheCheck(t *testing.T) {
+	spec := &structpb.Struct{Fields: map[string]*structpb.Value{
+		"endpointSelector": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
+			"matchLabels": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"app": structpb.NewStringValue("api")}}),
+		}}),
+		"ingress": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{
+			structpb.NewNullValue(), structpb.NewBoolValue(true), structpb.NewNumberValue(80),
+		}}),
+	}}
+	if got, want := StructMap(spec), spec.AsMap(); !reflect.DeepEqual(got, want) {
+		t.Errorf("StructMap = %v, want AsMap's %v", got, want)
+	}
+	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+		spec.Fields["ingress"].GetListValue().Values[2] = structpb.NewNumberValue(bad)
+		if err := CiliumPolicySpec(spec.AsMap()); err != nil {
+			t.Fatalf("AsMap no longer hides %v (%v): StructMap may be unneeded", bad, err)
+		}
+		if err := CiliumPolicySpec(StructMap(spec)); err == nil || !strings.Contains(err.Error(), "ingress[2] is") {
+			t.Errorf("%v: got %v, want ingress[2] refused", bad, err)
 		}
 	}
 }
