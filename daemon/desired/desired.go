@@ -67,9 +67,6 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		if err := knownRegions(ctx, tx, regions...); err != nil {
 			return err
 		}
-		if err := claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID); err != nil {
-			return err
-		}
 		create := tx.Deployment.Create().
 			SetID(spec.ID).
 			SetWorkspaceID(spec.WorkspaceID).
@@ -95,7 +92,10 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 				SetRegion(r).
 				SetReplicas(replicas))
 		}
-		return tx.DeploymentTopology.CreateBulk(topologies...).Exec(ctx)
+		if err := tx.DeploymentTopology.CreateBulk(topologies...).Exec(ctx); err != nil {
+			return err
+		}
+		return claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID)
 	}))
 }
 
@@ -230,9 +230,6 @@ func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id strin
 		if err := knownRegions(ctx, tx, spec.Region); err != nil {
 			return err
 		}
-		if err := claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID); err != nil {
-			return err
-		}
 		err := tx.Sentinel.Create().
 			SetID(spec.ID).
 			SetWorkspaceID(spec.WorkspaceID).
@@ -264,7 +261,7 @@ func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id strin
 			return fmt.Errorf("workspace_id: %w: the sentinel of environment %s in %s belongs to workspace %s", ErrConflict, spec.EnvironmentID, spec.Region, row.WorkspaceID)
 		}
 		id = row.ID
-		return nil
+		return claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID)
 	})
 	return id, invalidField(err)
 }
@@ -298,22 +295,9 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 	if err := validate.CiliumPolicySpec(spec.Spec); err != nil {
 		return "", fmt.Errorf("spec: %w: %v", ErrInvalid, err)
 	}
-	if spec.DeploymentID != "" {
-		if err := validate.ID(spec.DeploymentID); err != nil {
-			return "", fmt.Errorf("deployment_id: %w: %v", ErrInvalid, err)
-		}
-	}
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		if err := knownRegions(ctx, tx, spec.Region); err != nil {
 			return err
-		}
-		if err := claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID); err != nil {
-			return err
-		}
-		if spec.DeploymentID != "" {
-			if err := ownerRunsThere(ctx, tx, spec); err != nil {
-				return err
-			}
 		}
 		create := tx.CiliumNetworkPolicy.Create().
 			SetID(spec.ID).
@@ -332,6 +316,8 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 		switch {
 		case errors.Is(err, changefeed.ErrIDInUse):
 			return fmt.Errorf("policy_id %q: %w: %v", spec.ID, ErrAlreadyExists, err)
+		case ent.IsConstraintError(err): // the deployment_id foreign key
+			return fmt.Errorf("deployment_id: deployment %q: %w", spec.DeploymentID, ErrNotFound)
 		case err != nil:
 			return err
 		}
@@ -347,8 +333,13 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 		if owner := deref(row.DeploymentID); owner != spec.DeploymentID || row.WorkspaceID != spec.WorkspaceID {
 			return fmt.Errorf("deployment_id: %w: policy %q in %s belongs to deployment %q of workspace %s; delete it to give it another owner", ErrConflict, spec.Name, spec.Region, owner, row.WorkspaceID)
 		}
+		if spec.DeploymentID != "" {
+			if err := ownerRunsThere(ctx, tx, spec); err != nil {
+				return err
+			}
+		}
 		id = row.ID
-		return nil
+		return claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID)
 	})
 	return id, invalidField(err)
 }
@@ -363,9 +354,6 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 // policy away too).
 func ownerRunsThere(ctx context.Context, tx *ent.Tx, spec PolicySpec) error {
 	owner, err := tx.Deployment.Query().Where(deployment.ID(spec.DeploymentID)).ForShare(shareLock).Only(ctx)
-	if ent.IsNotFound(err) {
-		return fmt.Errorf("deployment_id: deployment %q: %w", spec.DeploymentID, ErrNotFound)
-	}
 	if err != nil {
 		return err
 	}

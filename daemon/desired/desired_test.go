@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent"
@@ -319,6 +321,9 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"x": 1} })},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"description": math.NaN()} })},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"labels": []any{math.Inf(1)}} })},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { // as the API receives it
+			sp.Spec = validate.StructMap(&structpb.Struct{Fields: map[string]*structpb.Value{"description": structpb.NewNumberValue(math.NaN())}})
+		})},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nestedSpec(90) })},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nestedSpec(validate.MaxJSONDepth + 1) })},
 		{"deployment_id", policyWith(func(sp *desired.PolicySpec) { sp.DeploymentID = "Bad_ID" })},

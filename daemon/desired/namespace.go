@@ -27,8 +27,9 @@ var shareLock = sql.WithLockClause("LOCK IN SHARE MODE")
 // or fails with ErrConflict when another pair holds it: naming.Namespace
 // maps different pairs to one name ("acme-prod"+"x", "acme"+"prod-x"), and
 // agents would then overwrite one pair's objects with the other's. It runs
-// in the transaction that puts a resource there, so the claim commits or
-// rolls back with it.
+// last in the transaction that puts a resource there: the claim commits or
+// rolls back with it, and bad input, which that transaction's statements
+// judge first, is answered as bad input whoever owns the namespace.
 func claimNamespace(ctx context.Context, tx *ent.Tx, workspaceID, environmentID string) error {
 	name := naming.Namespace(workspaceID, environmentID)
 	// Claims never change, so one in this transaction's snapshot is

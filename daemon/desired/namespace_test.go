@@ -61,6 +61,12 @@ func TestNamespaceOfAnotherPairIsRefused(t *testing.T) {
 					t.Errorf("%s by the second pair: got %v, want ErrConflict naming acme-prod-x and %s", name, err, owner)
 				}
 			}
+			// Bad input is answered as bad input, whoever owns the namespace.
+			bad := pairSpec("api-2", second.WorkspaceID, second.EnvironmentID)
+			bad.MemoryMiB = 0
+			if err := s.Deploy(ctx, bad, []string{"us-east"}, 1); !errors.Is(err, desired.ErrInvalid) {
+				t.Errorf("bad deploy by the second pair: got %v, want ErrInvalid", err)
+			}
 			if after := written(t, client); after != before {
 				t.Errorf("refused writes changed the database:\n before %s\n after  %s", before, after)
 			}
