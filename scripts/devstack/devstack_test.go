@@ -126,6 +126,21 @@ func TestDevStackRefusesATakenPort(t *testing.T) {
 	}
 }
 
+// The stack runs without TLS, so a --ctrld address off loopback is refused
+// up front (ctrld would refuse to listen there, the clients to dial it).
+func TestDevStackRefusesANonLoopbackCtrld(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command("go", "run", "./scripts/devstack", "up", "--dir", dir, "--ctrld", ":7070")
+	cmd.Dir = mustAbs(t, "../..")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--ctrld :7070") || !strings.Contains(string(out), "loopback") {
+		t.Fatalf("want a refusal naming --ctrld and loopback, got %v:\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "logs")); !os.IsNotExist(err) {
+		t.Errorf("devstack started something before refusing: %s/logs exists", dir)
+	}
+}
+
 // --dir is deleted by down (and by up, which starts with down) only when
 // devstack made it: a directory passed by mistake is refused, untouched.
 func TestDevStackNeverDeletesAForeignDirectory(t *testing.T) {

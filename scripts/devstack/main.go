@@ -48,7 +48,7 @@ func main() {
 	}
 	fs := flag.NewFlagSet("devstack "+cmd, flag.ExitOnError)
 	fs.StringVar(&stateDir, "dir", stateDir, "state directory (binaries, logs, tokens, pids)")
-	fs.StringVar(&ctrldAddr, "ctrld", ctrldAddr, "ctrld's listen address")
+	fs.StringVar(&ctrldAddr, "ctrld", ctrldAddr, "ctrld's listen address, on loopback (the stack runs without TLS)")
 	fs.StringVar(&database, "database", database, "database to (re)create for the stack")
 	fs.IntVar(&metricsBase, "metrics-port", metricsBase, "ctrld's metrics port; agents use the next ones (0: off)")
 	fs.StringVar(&clusterMode, "mode", clusterMode, "how each region gets its cluster: auto (kind when a Docker engine answers, else local), kind or local")
@@ -147,6 +147,10 @@ func up() error {
 	start := time.Now()
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
+	if !dial.Loopback(ctrldAddr) {
+		// ctrld and the clients would refuse plaintext there anyway.
+		return fmt.Errorf("--ctrld %s: the stack runs without TLS, so ctrld listens on a loopback address (e.g. 127.0.0.1:7070)", ctrldAddr)
+	}
 	if err := down(); err != nil { // whatever a crashed run left
 		return err
 	}
