@@ -39,7 +39,7 @@ var envName = regexp.MustCompile(`^[-._a-zA-Z][-._a-zA-Z0-9]*$`)
 // EnvName checks an environment variable name.
 func EnvName(name string) error {
 	if !envName.MatchString(name) || len(name) > 256 {
-		return fmt.Errorf("%q is not a valid environment variable name (letters, digits, '_', '-', '.'; not starting with a digit)", name)
+		return fmt.Errorf("%s is not a valid environment variable name (letters, digits, '_', '-', '.'; not starting with a digit)", Quote(name))
 	}
 	return nil
 }
@@ -63,9 +63,9 @@ func label(s string, max int) error {
 	case s == "":
 		return ErrEmpty
 	case len(s) > max:
-		return fmt.Errorf("%q is %d characters long, at most %d allowed", s, len(s), max)
+		return fmt.Errorf("%s is %d characters long, at most %d allowed", Quote(s), len(s), max)
 	case !dnsLabel.MatchString(s):
-		return fmt.Errorf("%q must be lowercase letters, digits and '-', starting and ending with a letter or digit", s)
+		return fmt.Errorf("%s must be lowercase letters, digits and '-', starting and ending with a letter or digit", Quote(s))
 	}
 	return nil
 }
@@ -79,7 +79,7 @@ func Image(image string) error {
 	case len(image) > MaxImageLength:
 		return fmt.Errorf("image reference is %d characters long, at most %d allowed", len(image), MaxImageLength)
 	case !imageRef.MatchString(image):
-		return fmt.Errorf("%q is not a valid image reference (want [registry/]name[:tag][@digest])", image)
+		return fmt.Errorf("%s is not a valid image reference (want [registry/]name[:tag][@digest])", Quote(image))
 	}
 	return nil
 }
@@ -168,4 +168,17 @@ func Clip(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// quoteLimit bounds how much of a refused value an error message repeats.
+const quoteLimit = 64
+
+// Quote quotes a value for an error message, shortened to its first
+// quoteLimit bytes: a 1 MiB ID must not come back as a 1 MiB error (to the
+// caller, into the log and into the audit record).
+func Quote(s string) string {
+	if len(s) <= quoteLimit {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", Clip(s, quoteLimit), len(s))
 }

@@ -119,3 +119,23 @@ func TestClipKeepsWholeCharacters(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusedValuesAreQuotedShort(t *testing.T) {
+	long := strings.Repeat("A", 1<<20)
+	for name, err := range map[string]error{
+		"ID":      ID(long),
+		"Region":  Region(long),
+		"EnvName": EnvName(long),
+		"Image":   Image(long + ":"),
+	} {
+		if err == nil {
+			t.Fatalf("%s accepted a 1 MiB value", name)
+		}
+		if len(err.Error()) > 512 {
+			t.Errorf("%s: the error repeats the value: %d bytes", name, len(err.Error()))
+		}
+	}
+	if got := Quote("api"); got != `"api"` {
+		t.Errorf(`Quote("api") = %s`, got)
+	}
+}
