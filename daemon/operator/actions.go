@@ -270,7 +270,7 @@ func (s *Service) PutCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.PutCil
 		id, err = s.desired.EnsureCiliumPolicy(ctx, desired.PolicySpec{
 			ID: req.GetPolicyId(), WorkspaceID: req.GetWorkspaceId(), EnvironmentID: req.GetEnvironmentId(),
 			DeploymentID: req.GetDeploymentId(), Region: req.GetRegion(), Name: req.GetName(),
-			Spec: req.GetSpec().AsMap(),
+			Spec: validate.StructMap(req.GetSpec()),
 		})
 		return err
 	})
