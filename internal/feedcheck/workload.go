@@ -46,7 +46,7 @@ type storeOp struct {
 func image(r *rand.Rand) string { return fmt.Sprintf("app:%d", r.IntN(4)) }
 
 func policySpec(r *rand.Rand) map[string]any {
-	return map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": draw(r, deploymentIDs)}}, "rev": r.IntN(5)}
+	return map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": draw(r, deploymentIDs)}}, "description": fmt.Sprint(r.IntN(5))}
 }
 
 var txOps = []txOp{
