@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -70,13 +71,28 @@ func migrateCommand() *cli.Command {
 				return err
 			}
 			defer db.Close()
-			if err := store.Migrate(c.Context, db.Ent); err != nil {
+			if err := migrate(c.Context, db, slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))); err != nil {
 				return err
 			}
 			fmt.Fprintln(c.App.Writer, "schema is up to date")
 			return nil
 		},
 	}
+}
+
+// migrate brings the schema up to date, then claims the namespace of every
+// workspace and environment already in use (databases written before
+// namespaces were claimed). Pairs that already share a namespace are logged
+// as errors by ClaimExistingNamespaces; they need an operator, not a refusal
+// to start.
+func migrate(ctx context.Context, db *store.DB, log *slog.Logger) error {
+	if err := store.Migrate(ctx, db.Ent); err != nil {
+		return err
+	}
+	if _, err := desired.ClaimExistingNamespaces(ctx, db.Ent, log); err != nil {
+		return fmt.Errorf("claim the namespaces in use: %w", err)
+	}
+	return nil
 }
 
 func serveCommand() *cli.Command {
@@ -129,9 +145,13 @@ func serveCommand() *cli.Command {
 			}
 			defer db.Close()
 			if c.Bool("migrate") {
-				if err := store.Migrate(c.Context, db.Ent); err != nil {
+				if err := migrate(c.Context, db, log); err != nil {
 					return err
 				}
+			} else if _, err := desired.ClaimExistingNamespaces(c.Context, db.Ent, log); err != nil {
+				// Replicas of an older ctrld may have written resources
+				// without claiming their namespace; claim them now.
+				return err
 			}
 			srv, err := server.Start(c.Context, db, server.Config{
 				ListenAddr:      c.String("listen"),
