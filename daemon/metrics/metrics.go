@@ -20,10 +20,14 @@ type Metrics struct {
 	EventsSent       *prometheus.CounterVec
 	StreamLag        *prometheus.GaugeVec
 	FullSyncs        *prometheus.CounterVec
+	FullSyncsWaiting prometheus.Gauge
 	SlowSubscribers  prometheus.Counter
+	StalledStreams   *prometheus.CounterVec
+	StreamsRefused   *prometheus.CounterVec
 	Subscriptions    prometheus.Gauge
 	CleanupRows      prometheus.Counter
 	CleanupRuns      *prometheus.CounterVec
+	AgentsPruned     prometheus.Counter
 	WorkflowsDecided *prometheus.CounterVec
 	Panics           *prometheus.CounterVec
 }
@@ -64,18 +68,30 @@ func New(reg prometheus.Registerer) *Metrics {
 		FullSyncs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_stream_full_syncs_total", Help: "Full syncs served, by region.",
 		}, []string{"region"}),
+		FullSyncsWaiting: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_stream_full_syncs_waiting", Help: "Streams waiting for one of the full sync slots (stream.Config.MaxFullSyncs).",
+		}),
 		Subscriptions: f.NewGauge(prometheus.GaugeOpts{
 			Name: "deploysync_tailer_subscriptions", Help: "Subscriptions the tailer delivers to (one per stream; more means leaked ones).",
 		}),
 		SlowSubscribers: f.NewCounter(prometheus.CounterOpts{
 			Name: "deploysync_stream_slow_subscribers_total", Help: "Streams ended because they fell too far behind the tailer.",
 		}),
+		StalledStreams: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_stream_stalled_total", Help: "Streams ended because their client read nothing for the send timeout while events waited for it.",
+		}, []string{"region"}),
+		StreamsRefused: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_streams_refused_total", Help: "Streams refused with ResourceExhausted, by the limit they would have exceeded (per_token, total).",
+		}, []string{"limit"}),
 		CleanupRows: f.NewCounter(prometheus.CounterOpts{
 			Name: "deploysync_cleanup_rows_deleted_total", Help: "deployment_changes rows deleted by retention.",
 		}),
 		CleanupRuns: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_cleanup_runs_total", Help: "Retention runs, by result (done, locked elsewhere, error).",
 		}, []string{"result"}),
+		AgentsPruned: f.NewCounter(prometheus.CounterOpts{
+			Name: "deploysync_cleanup_agents_deleted_total", Help: "Agent records deleted by retention because nothing was heard of their agent for the agent TTL.",
+		}),
 		WorkflowsDecided: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_deploy_workflows_total", Help: "Deploy workflows that reached a final status.",
 		}, []string{"status"}),

@@ -48,7 +48,7 @@ func panics(t *testing.T, reg *prometheus.Registry, where string) float64 {
 
 // gathered reads the value of metric name (with label=value, if label is
 // set) from reg: 0 if it has none.
-func gathered(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+func gathered(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -106,7 +106,7 @@ func TestAPanickingCallEndsWithInternalAndCtrldServesOn(t *testing.T) {
 func TestAPanickingStreamEndsWithInternalAndTheAgentResumes(t *testing.T) {
 	db := storetest.New(t)
 	tr := &trap{method: ctrlv1.ClusterService_WatchDeploymentChanges_FullMethodName}
-	db.Ent.DeploymentTopology.Intercept(tr.interceptor())
+	db.StreamEnt.DeploymentTopology.Intercept(tr.interceptor()) // the streams' own pool
 	reg := prometheus.NewRegistry()
 	env := servertest.StartOn(t, db, server.Config{Registry: reg})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -37,6 +37,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -53,8 +54,10 @@ type Config struct {
 	// TLSCert and TLSKey enable TLS; TLSClientCA also requires client
 	// certificates signed by it.
 	TLSCert, TLSKey, TLSClientCA string
-	// MaxMessageBytes caps a received message (default 4 MiB); larger
-	// requests fail with ResourceExhausted.
+	// MaxMessageBytes caps a received message (default
+	// limits.MaxMessageBytes); larger requests fail with ResourceExhausted.
+	// Sent messages are always capped at limits.MaxMessageBytes, what
+	// agents and the console accept, whatever this says.
 	MaxMessageBytes int
 	// Instance names this process in agents' connection records.
 	Instance string
@@ -95,7 +98,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		cfg.Instance = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	if cfg.MaxMessageBytes <= 0 {
-		cfg.MaxMessageBytes = 4 << 20
+		cfg.MaxMessageBytes = limits.MaxMessageBytes
 	}
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
@@ -107,6 +110,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
+		grpc.MaxSendMsgSize(limits.MaxMessageBytes),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
@@ -129,7 +133,11 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: lis.Addr().String(), guard: guard, cancel: cancel, stopped: make(chan struct{})}
 	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
-	streamer := stream.New(db.SQL, db.Ent, s.Tailer, cfg.Stream, log, m)
+	// Streams use their own pool: however many there are, unary calls keep
+	// the main one (invariant I8). The tailer stays on the main pool: one
+	// poller with a bounded filler, which every stream depends on, so the
+	// streams must not be able to starve it either.
+	streamer := stream.New(db.StreamSQL, db.StreamEnt, s.Tailer, cfg.Stream, log, m)
 
 	s.grpc = grpc.NewServer(opts...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, log, m))

@@ -24,18 +24,19 @@ import (
 
 var productionTailer = tailer.Config{PollInterval: 100 * time.Millisecond, HoleGrace: 500 * time.Millisecond, ControlInterval: time.Second}
 
-// benchEnv starts ctrld and returns a cluster client for region "eu"
-// served by algo ("stream" or "seed").
+// benchEnv starts ctrld and returns a dialer of cluster clients for region
+// "eu" served by algo ("stream" or "seed"), each with a token of its own,
+// as each agent has.
 func benchEnv(b *testing.B, algo string) (*servertest.Env, func() ctrlv1.ClusterServiceClient) {
 	b.Helper()
 	env := servertest.Start(b, server.Config{Tailer: productionTailer})
-	token := env.AgentToken("eu")
+	env.AgentToken("eu") // registers the region
 	addr := env.Server.Addr
 	if algo == "seed" {
 		addr = servertest.ServeWatcher(b, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})
 	}
 	return env, func() ctrlv1.ClusterServiceClient {
-		return ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, token))
+		return ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, env.AgentToken("eu")))
 	}
 }
 
@@ -160,10 +161,9 @@ func BenchmarkIdleQueries(b *testing.B) {
 				env, dial := benchEnv(b, algo)
 				ctx, stop := context.WithCancel(context.Background())
 				defer stop()
-				client := dial()
 				followers := make([]*streamtest.Follower, streams)
 				for i := range followers {
-					followers[i] = streamtest.New(client, "eu", fmt.Sprintf("agent-%d", i))
+					followers[i] = streamtest.New(dial(), "eu", fmt.Sprintf("agent-%d", i))
 					go followers[i].Run(ctx)
 				}
 				for _, f := range followers {

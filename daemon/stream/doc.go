@@ -5,13 +5,15 @@
 //
 //   - Full sync (invariant I3): subscribe to the tailer first, which fixes
 //     the safe watermark W; then read every topology, sentinel and policy
-//     of the region in one consistent snapshot (a REPEATABLE READ read-only
-//     transaction, keyset pages) and send them; then a bookmark
-//     {resume_version: W, full_sync_done: true}. Changes that commit while
-//     the snapshot streams are sent in between pages, with fresh state, and
-//     their resources are skipped when the snapshot reaches them: a large
-//     full sync never holds realtime events back, and never overwrites them
-//     with older snapshot state.
+//     of the region in keyset pages, each page in a short read-only
+//     snapshot of its own, and send them; then a bookmark
+//     {resume_version: W, full_sync_done: true}. Every page is read after
+//     W was fixed, so it shows state at least as new as W, and every change
+//     after W reaches the stream live (see fullSync for the whole
+//     argument). Changes that commit while the pages stream are sent in
+//     between pages, with fresh state, and their resources are skipped when
+//     a page reaches them: a large full sync never holds realtime events
+//     back, and never overwrites them with older page state.
 //   - Resume: changes in (cursor, W] are read from the database (every pk
 //     there is settled), then the tailer's early changes above W, then the
 //     live notices. A cursor below the retention floor gets resync_required
@@ -21,4 +23,20 @@
 // that resumes from its last bookmark misses nothing (I2). Pause ends the
 // delivery of changes until resume, then the stream catches up from its last
 // bookmark; forced resync sends resync_required.
+//
+// No client holds shared capacity while it waits (I8):
+//
+//   - Database work is short and done before sending: a page, the state of
+//     a batch of changes, a read of (cursor, W] each end before their
+//     events are sent, on the streams' own connection pool (store.DB), so
+//     streams can never take the connections unary calls need.
+//   - Events go to the client through a small queue drained by a goroutine
+//     of the stream's own (outbox). A client that reads nothing for
+//     SendTimeout while events wait is ended (ErrFellBehind), logged with
+//     what was pending, and counted; it resumes from its last bookmark.
+//   - At most MaxFullSyncs full syncs run at once; a stream waits for a
+//     slot before it subscribes, holding nothing. At most
+//     MaxStreamsPerToken streams per token and MaxStreams in all are
+//     served; more are refused with ResourceExhausted before any database
+//     work.
 package stream

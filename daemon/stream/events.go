@@ -49,9 +49,9 @@ func loadEvents(ctx context.Context, db *ent.Client, region string, changes []ta
 	if len(order) == 0 {
 		return nil, nil
 	}
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	tx, err := beginSnapshot(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("load events: begin snapshot: %w", err)
+		return nil, fmt.Errorf("load events: %w", err)
 	}
 	defer tx.Rollback()
 	client := tx.Client()
@@ -135,6 +135,18 @@ func loadEvents(ctx context.Context, db *ent.Client, region string, changes []ta
 		events = append(events, ev)
 	}
 	return events, nil
+}
+
+// beginSnapshot begins a read-only REPEATABLE READ transaction: its reads
+// share one snapshot. Callers keep it short and end it before they send
+// what they read, so no stream holds a connection while it waits on its
+// client (invariant I8).
+func beginSnapshot(ctx context.Context, client *ent.Client) (*ent.Tx, error) {
+	tx, err := client.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("begin snapshot: %w", err)
+	}
+	return tx, nil
 }
 
 // deploymentEvent is the apply (or, when stopped, delete) of a deployment

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
@@ -13,6 +14,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -24,7 +26,7 @@ var (
 	ErrFellBehind = tailer.ErrSlowSubscriber
 )
 
-// Config tunes streams.
+// Config tunes streams. Zero values take the defaults.
 type Config struct {
 	// PageSize is the full sync's keyset page size (default 500).
 	PageSize int
@@ -32,6 +34,54 @@ type Config struct {
 	KeepAlive time.Duration
 	// Instance names this ctrld process in agents' connected_to.
 	Instance string
+	// SendTimeout ends a stream whose client reads nothing for this long
+	// while events wait for it (default 30s). The client resumes from its
+	// last bookmark when it reconnects.
+	SendTimeout time.Duration
+	// MaxFullSyncs bounds the full syncs in progress at once; a stream
+	// that needs one waits for a slot, holding no database connection
+	// (default 8, half the streams' database pool).
+	MaxFullSyncs int
+	// MaxStreamsPerToken bounds the streams one token may have open; more
+	// are refused with ResourceExhausted (default 4: an agent has one, two
+	// while it rolls over, and a stream whose end the server has not
+	// noticed yet may linger beside them).
+	MaxStreamsPerToken int
+	// MaxStreams bounds the streams this process serves; more are refused
+	// with ResourceExhausted (default 1000).
+	MaxStreams int
+}
+
+// Defaults are the production settings zero Config fields take (ctrld's
+// flags show them).
+var Defaults = Config{
+	PageSize:           500,
+	KeepAlive:          10 * time.Second,
+	SendTimeout:        30 * time.Second,
+	MaxFullSyncs:       8,
+	MaxStreamsPerToken: 4,
+	MaxStreams:         1000,
+}
+
+func (c *Config) defaults() {
+	if c.PageSize <= 0 {
+		c.PageSize = Defaults.PageSize
+	}
+	if c.KeepAlive <= 0 {
+		c.KeepAlive = Defaults.KeepAlive
+	}
+	if c.SendTimeout <= 0 {
+		c.SendTimeout = Defaults.SendTimeout
+	}
+	if c.MaxFullSyncs <= 0 {
+		c.MaxFullSyncs = Defaults.MaxFullSyncs
+	}
+	if c.MaxStreamsPerToken <= 0 {
+		c.MaxStreamsPerToken = Defaults.MaxStreamsPerToken
+	}
+	if c.MaxStreams <= 0 {
+		c.MaxStreams = Defaults.MaxStreams
+	}
 }
 
 // Streamer serves WatchDeploymentChanges streams.
@@ -42,17 +92,24 @@ type Streamer struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics.Metrics
+	guard   recovery.Guard
+	// admission bounds the streams per token and in total.
+	admission *admission
+	// fullSyncSlots holds one entry per full sync in progress.
+	fullSyncSlots chan struct{}
 }
 
-// New returns a Streamer.
+// New returns a Streamer. db and client should be a pool of the streams'
+// own (store.DB's StreamSQL and StreamEnt), so that streams never take the
+// connections unary calls need.
 func New(db *sql.DB, client *ent.Client, t *tailer.Tailer, cfg Config, log *slog.Logger, m *metrics.Metrics) *Streamer {
-	if cfg.PageSize <= 0 {
-		cfg.PageSize = 500
+	cfg.defaults()
+	return &Streamer{
+		db: db, client: client, tailer: t, cfg: cfg, log: log, metrics: m,
+		guard:         recovery.Guard{Log: log, Panics: m.Panics},
+		admission:     newAdmission(cfg.MaxStreamsPerToken, cfg.MaxStreams, m.StreamsRefused),
+		fullSyncSlots: make(chan struct{}, cfg.MaxFullSyncs),
 	}
-	if cfg.KeepAlive <= 0 {
-		cfg.KeepAlive = 10 * time.Second
-	}
-	return &Streamer{db: db, client: client, tailer: t, cfg: cfg, log: log, metrics: m}
 }
 
 // Request is one stream's parameters.
@@ -75,8 +132,15 @@ const (
 )
 
 // Serve streams the region's changes until ctx ends, the client must
-// resync, or an error occurs.
+// resync, or an error occurs. Streams beyond the limits are refused with
+// ResourceExhausted before any database work; a client that reads nothing
+// for the send timeout gets an ErrFellBehind.
 func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
+	release, err := s.admission.admit(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
 		return err
 	} else if !exists {
@@ -90,16 +154,37 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 	}
 	defer s.disconnected(req, since)
 
-	st := &state{req: req, send: send, clientCursor: req.Cursor, bookmarked: req.Cursor}
+	out := startOutbox(ctx, send, s.cfg.SendTimeout, s.guard)
+	defer out.close() // however serving ends, a panic included
+	st := &state{req: req, send: out.send, clientCursor: req.Cursor, bookmarked: req.Cursor}
+	err = s.serve(ctx, st)
+	var stall *stallError
+	if !errors.As(err, &stall) {
+		// What is queued still goes out before the handler returns: the
+		// last event may be a resync_required.
+		if ferr := out.flush(); err == nil {
+			err = ferr
+		}
+	}
+	if errors.As(err, &stall) {
+		s.metrics.StalledStreams.WithLabelValues(req.Region).Inc()
+		s.log.Warn("stream: ending a stream whose client does not read",
+			"region", req.Region, "agent", req.Identity, "send_timeout", stall.timeout, "pending_events", stall.pending)
+	}
+	return err
+}
+
+// serve runs st's stream until it ends.
+func (s *Streamer) serve(ctx context.Context, st *state) error {
 	for {
 		result, err := s.serveSubscribed(ctx, st)
 		if err != nil || result == outcomeDone {
 			return err
 		}
 		if result == outcomeResync {
-			return send(resyncRequired("an operator forced a resync of region " + req.Region))
+			return st.send(resyncRequired("an operator forced a resync of region " + st.req.Region))
 		}
-		if err := s.waitUnpaused(ctx, req.Region); err != nil {
+		if err := s.waitUnpaused(ctx, st.req.Region); err != nil {
 			return err
 		}
 		// Resume from the last bookmark: everything after it is sent again.
@@ -129,12 +214,42 @@ type state struct {
 // serving ends (a panic included, which the server recovers from: the
 // tailer must not keep feeding a subscription nobody reads, I8).
 func (s *Streamer) serveSubscribed(ctx context.Context, st *state) (outcome, error) {
+	fullSyncDone := func() {}
+	if st.clientCursor == 0 {
+		// The slot is taken before subscribing: a subscription nobody
+		// reads while its stream waits for a slot would fall behind.
+		release, err := s.takeFullSyncSlot(ctx)
+		if err != nil {
+			return outcomeDone, nil // ctx ended
+		}
+		defer release()
+		fullSyncDone = release
+	}
 	sub, err := s.tailer.Subscribe(ctx, st.req.Region)
 	if err != nil {
 		return outcomeDone, err
 	}
 	defer sub.Close()
-	return s.serveOnce(ctx, sub, st)
+	return s.serveOnce(ctx, sub, st, fullSyncDone)
+}
+
+// takeFullSyncSlot waits for one of the MaxFullSyncs slots and returns its
+// release, which may be called more than once.
+func (s *Streamer) takeFullSyncSlot(ctx context.Context) (release func(), err error) {
+	release = sync.OnceFunc(func() { <-s.fullSyncSlots })
+	select {
+	case s.fullSyncSlots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	s.metrics.FullSyncsWaiting.Inc()
+	defer s.metrics.FullSyncsWaiting.Dec()
+	select {
+	case s.fullSyncSlots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // controlOutcome says whether the last seen control state stops the stream.
@@ -148,13 +263,16 @@ func (st *state) controlOutcome() outcome {
 	return outcomeDone
 }
 
-func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *state) (outcome, error) {
+// serveOnce serves st from sub; fullSyncDone releases the full sync's slot.
+func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *state, fullSyncDone func()) (outcome, error) {
 	if sub.Control.Paused {
 		return outcomePaused, nil
 	}
 	st.control = sub.Control
 	if st.clientCursor == 0 {
-		if err := s.fullSync(ctx, sub, st); err != nil {
+		err := s.fullSync(ctx, sub, st)
+		fullSyncDone()
+		if err != nil {
 			return outcomeDone, err
 		}
 		// Control may have changed while the snapshot streamed; changes

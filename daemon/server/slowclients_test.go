@@ -1,0 +1,365 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/limits"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// fillRegion deploys n deployments to region through the operator API,
+// each carrying an env value of size bytes.
+func fillRegion(t testing.TB, op ctrlv1.OperatorServiceClient, region string, n, size int) {
+	t.Helper()
+	payload := strings.Repeat("x", size)
+	for i := range n {
+		_, err := op.Deploy(context.Background(), &ctrlv1.DeployRequest{
+			DeploymentId: fmt.Sprintf("app-%03d", i), WorkspaceId: "ws", EnvironmentId: "prod",
+			Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{region}, Replicas: 1,
+			Env: map[string]string{"PAYLOAD": payload},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// silentStream is a stream whose client does not read; end cancels it.
+type silentStream struct {
+	ctrlv1.ClusterService_WatchDeploymentChangesClient
+	end context.CancelFunc
+}
+
+// slowStreams opens n full-sync streams of region that never read, four
+// per agent token (the default limit per token), spread over connections
+// of 20 streams with 64 KiB flow-control windows: clients that fall
+// silent after their first request. It returns once ctrld has taken up
+// them all (reg's metrics count each as open or as ended for not reading);
+// they end when t does.
+func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, region string, n int) []silentStream {
+	t.Helper()
+	const perConn, perToken = 20, 4
+	tokens := make([]string, (n+perToken-1)/perToken)
+	for i := range tokens {
+		tokens[i] = env.AgentToken(region)
+	}
+	takenUp := func() float64 {
+		return gathered(t, reg, "deploysync_streams", "region", region) + gathered(t, reg, "deploysync_stream_stalled_total", "region", region)
+	}
+	before := takenUp()
+	var client ctrlv1.ClusterServiceClient
+	streams := make([]silentStream, n)
+	for i := range streams {
+		if i%perConn == 0 {
+			conn, err := grpc.NewClient(env.Server.Addr,
+				grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { conn.Close() })
+			client = ctrlv1.NewClusterServiceClient(conn)
+		}
+		ctx, end := context.WithCancel(context.Background())
+		t.Cleanup(end)
+		s, err := client.WatchDeploymentChanges(ctx,
+			&ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: fmt.Sprintf("silent-%d", i)},
+			grpc.PerRPCCredentials(auth.BearerCredentials{Token: tokens[i/perToken], Insecure: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		streams[i] = silentStream{s, end}
+	}
+	for deadline := time.Now().Add(time.Minute); takenUp() != before+float64(n); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("ctrld took up %v of the %d silent streams", takenUp()-before, n)
+		}
+	}
+	return streams
+}
+
+// Two hundred full-sync streams whose clients never read, with about
+// 1 MiB of desired state in their region: while they are open, operator
+// views and writes and agent status reports still answer, a healthy agent
+// still gets every change, and each of the silent streams is ended once
+// its client has read nothing for the send timeout.
+func TestNonReadingStreamsNeitherStallCtrldNorStayOpen(t *testing.T) {
+	const silent = 200
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg, Stream: stream.Config{SendTimeout: time.Second}})
+	agent := env.Agent("eu") // registers the region
+	op := env.Operator("alice")
+	fillRegion(t, op, "eu", 200, 5<<10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healthy := streamtest.New(agent, "eu", "healthy")
+	go healthy.Run(ctx)
+	if _, ok := healthy.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+		t.Fatal("the healthy agent did not sync")
+	}
+
+	streams := slowStreams(t, env, reg, "eu", silent)
+	for round := range 5 {
+		open := int(gathered(t, reg, "deploysync_streams", "region", "eu")) - 1
+		call := func(what string, f func(ctx context.Context) error) {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			if err := f(ctx); err != nil {
+				t.Fatalf("round %d, %d silent streams open: %s: %v", round, open, what, err)
+			}
+		}
+		call("ListRegions", func(ctx context.Context) error {
+			_, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+			return err
+		})
+		replicas := int32(2 + round)
+		call("Scale", func(ctx context.Context) error {
+			_, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "app-000", Region: "eu", Replicas: replicas})
+			return err
+		})
+		call("ReportAgentStatus", func(ctx context.Context) error {
+			_, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "healthy"})
+			return err
+		})
+		if _, ok := healthy.WaitFor(5*time.Second, func(s streamtest.Snapshot) bool {
+			return s.View[streamtest.Key{Kind: "deployment", ID: "app-000"}].GetDeployment().GetDeployment().GetReplicas() == replicas
+		}); !ok {
+			t.Fatalf("round %d, %d silent streams open: the healthy agent did not get the scale to %d", round, open, replicas)
+		}
+	}
+
+	// Every silent stream is ended: none is left open on ctrld, nor
+	// subscribed to the tailer, and each was counted as stalled.
+	waitFor(t, 2*time.Minute, func() bool {
+		return gathered(t, reg, "deploysync_stream_stalled_total", "region", "eu") == silent &&
+			gathered(t, reg, "deploysync_streams", "region", "eu") == 1 &&
+			gathered(t, reg, "deploysync_tailer_subscriptions", "", "") == 1
+	}, "the silent streams were not all ended")
+	// A client that reads at last gets what was under way, then the end.
+	for {
+		_, err := streams[0].Recv()
+		if err != nil {
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "read nothing") {
+				t.Fatalf("the silent stream ended with %v, want Unavailable saying the client read nothing", err)
+			}
+			break
+		}
+	}
+}
+
+// Full syncs whose clients do not read hold no database connection while
+// they wait: more of them than the streams' pool has connections leave it
+// idle, and a healthy agent's stream still gets its changes.
+func TestFullSyncsBlockedOnTheirClientsHoldNoConnection(t *testing.T) {
+	const silent = 2 * store.StreamConns
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg, Stream: stream.Config{MaxFullSyncs: silent}})
+	agent := env.Agent("eu") // registers the region
+	op := env.Operator("alice")
+	fillRegion(t, op, "eu", 200, 5<<10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	healthy := streamtest.New(agent, "eu", "healthy")
+	go healthy.Run(ctx)
+	if _, ok := healthy.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+		t.Fatal("the healthy agent did not sync")
+	}
+
+	slowStreams(t, env, reg, "eu", silent)
+	waitFor(t, time.Minute, func() bool {
+		return gathered(t, reg, "deploysync_stream_full_syncs_total", "region", "eu") == silent+1 &&
+			env.DB.StreamSQL.Stats().InUse == 0
+	}, "full syncs waiting on their clients hold connections of the streams' pool")
+	if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "app-000", Region: "eu", Replicas: 7}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := healthy.WaitFor(5*time.Second, func(s streamtest.Snapshot) bool {
+		return s.View[streamtest.Key{Kind: "deployment", ID: "app-000"}].GetDeployment().GetDeployment().GetReplicas() == 7
+	}); !ok {
+		t.Fatal("the healthy agent did not get the scale")
+	}
+	if n := gathered(t, reg, "deploysync_streams", "region", "eu"); n != silent+1 {
+		t.Fatalf("%v streams open, want the %d silent ones still waiting and the healthy one", n, silent)
+	}
+}
+
+// A stream that needs a full sync while all full sync slots are taken
+// waits, holding no subscription, and syncs once a slot is free.
+func TestFullSyncsBeyondTheLimitWaitForASlot(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg, Stream: stream.Config{MaxFullSyncs: 2}})
+	agent := env.Agent("eu") // registers the region
+	fillRegion(t, env.Operator("alice"), "eu", 200, 5<<10)
+	streams := slowStreams(t, env, reg, "eu", 2)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := streamtest.New(agent, "eu", "waiting")
+	go waiting.Run(ctx)
+	waitFor(t, 30*time.Second, func() bool {
+		return gathered(t, reg, "deploysync_stream_full_syncs_waiting", "", "") == 1 &&
+			gathered(t, reg, "deploysync_tailer_subscriptions", "", "") == 2
+	}, "the third full sync did not wait for a slot")
+
+	streams[0].end()
+	if _, ok := waiting.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 && len(s.View) == 200 }); !ok {
+		t.Fatal("the waiting agent did not sync once a slot was free")
+	}
+}
+
+// Streams beyond the limit per token, or beyond the process's limit, are
+// refused with ResourceExhausted naming the limit, and leave nothing
+// behind; the streams already open serve on, and a stream that ends makes
+// room for another.
+func TestStreamsBeyondTheLimitsAreRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{Stream: stream.Config{MaxStreamsPerToken: 2, MaxStreams: 3}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agent := env.Agent("eu")
+	open := func(client ctrlv1.ClusterServiceClient, identity string) (ctrlv1.ClusterService_WatchDeploymentChangesClient, context.CancelFunc, error) {
+		sctx, end := context.WithCancel(ctx)
+		s, err := client.WatchDeploymentChanges(sctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: identity})
+		if err == nil {
+			_, err = s.Recv() // the full sync's bookmark of an empty region, or the refusal
+		}
+		return s, end, err
+	}
+	first, endFirst, err := open(agent, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := open(agent, "b"); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = open(agent, "refused")
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "2 open streams, the limit per token") {
+		t.Fatalf("a third stream of the token: got %v, want ResourceExhausted naming the limit of 2", err)
+	}
+	if _, _, err := open(env.Agent("eu"), "c"); err != nil {
+		t.Fatalf("another token's stream: %v", err)
+	}
+	_, _, err = open(env.Agent("eu"), "refused-too")
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "already serves 3 streams, its limit") {
+		t.Fatalf("a fourth stream: got %v, want ResourceExhausted naming the limit of 3", err)
+	}
+
+	// The refused streams left nothing behind: no agent record.
+	identities, err := env.DB.Ent.Agent.Query().Select("identity").Strings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(identities)
+	if want := []string{"a", "b", "c"}; !slices.Equal(identities, want) {
+		t.Errorf("agent records %v, want %v", identities, want)
+	}
+
+	// The token's first stream still serves: a deploy reaches it.
+	if _, err := env.Operator("alice").Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "ws", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := first.Recv()
+		if err != nil {
+			t.Fatalf("the token's first stream: %v", err)
+		}
+		if ev.GetDeployment().GetDeployment().GetDeploymentId() == "api" {
+			break
+		}
+	}
+	// Once it ends, the token may open another, within both limits.
+	endFirst()
+	waitFor(t, 10*time.Second, func() bool {
+		_, end, err := open(agent, "d")
+		if err == nil {
+			end()
+		}
+		return err == nil
+	}, "the token's ended stream still counts")
+}
+
+// BenchmarkUnaryLatencyWithSlowStreams reports the p99 latency of an
+// operator view (ListRegions) with no streams open and with 200 streams
+// whose clients never read full-syncing a region of about 1 MiB.
+func BenchmarkUnaryLatencyWithSlowStreams(b *testing.B) {
+	for _, silent := range []int{0, 200} {
+		b.Run(fmt.Sprintf("silent-streams=%d", silent), func(b *testing.B) {
+			reg := prometheus.NewRegistry()
+			env := servertest.Start(b, server.Config{Registry: reg})
+			env.AgentToken("eu") // registers the region
+			op := env.Operator("bench")
+			fillRegion(b, op, "eu", 200, 5<<10)
+			slowStreams(b, env, reg, "eu", silent)
+			latencies := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				start := time.Now()
+				if _, err := op.ListRegions(context.Background(), &ctrlv1.ListRegionsRequest{}); err != nil {
+					b.Fatal(err)
+				}
+				latencies = append(latencies, time.Since(start))
+			}
+			b.StopTimer()
+			slices.Sort(latencies)
+			b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "p99-ms")
+		})
+	}
+}
+
+// ctrld sends no message larger than limits.MaxMessageBytes, what its
+// clients accept: a resource too large for it (written before the limit
+// on resources, or by hand) ends the stream with ResourceExhausted on
+// ctrld's side, even for a client that would accept more.
+func TestCtrldSendsNoMessageAboveTheLimit(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu") // registers the region
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	huge := map[string]string{"PAYLOAD": strings.Repeat("x", limits.MaxMessageBytes)}
+	err := store.WithTx(ctx, env.DB.Ent, func(tx *ent.Tx) error {
+		if err := tx.Deployment.Create().SetID("huge").SetWorkspaceID("ws").SetEnvironmentID("prod").
+			SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetEnv(huge).Exec(ctx); err != nil {
+			return err
+		}
+		return tx.DeploymentTopology.Create().SetDeploymentID("huge").SetRegion("eu").SetReplicas(1).Exec(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := env.Agent("eu").WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "a"},
+		grpc.MaxCallRecvMsgSize(4*limits.MaxMessageBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("got %v, want ResourceExhausted", err)
+			}
+			break
+		}
+		if ev.GetDeployment() != nil {
+			t.Fatalf("ctrld sent a message of %d bytes", proto.Size(ev))
+		}
+	}
+}
