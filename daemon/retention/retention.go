@@ -10,6 +10,14 @@
 // skip. Rows above the oldest recently-heard agent's acked cursor are kept
 // past the TTL (up to MaxAge), so a briefly lagging agent resumes instead of
 // resyncing.
+//
+// Under the same lock it deletes agent records nothing was heard of for
+// AgentTTL: no heartbeat, no stream connection, no update. Any identity an
+// agent token names gets a record when it opens a stream, so without this
+// an abusive or careless client would grow the agents table (and every
+// console view, which reads it) without end. A live agent heartbeats every
+// few seconds and is never that old; its record, if deleted in a race, is
+// written again whole by its next heartbeat.
 package retention
 
 import (
@@ -23,8 +31,12 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 )
 
-// lockName is the advisory lock that makes one replica the cleaner.
-const lockName = "deploysync.retention"
+// lockName is the advisory lock that makes one replica the cleaner. Such
+// locks are server-wide, so the name carries the database's, hashed to fit
+// the 64 characters a lock name may have: the ctrlds of another database
+// on the same server (another deployment, a test running alongside) clean
+// their own.
+const lockName = "CONCAT('deploysync.retention.', SHA1(DATABASE()))"
 
 // BatchSize is how many rows one DELETE removes.
 const BatchSize = 10000
@@ -39,11 +51,15 @@ type Config struct {
 	Interval time.Duration
 	// AgentWindow: agents heard from within it hold rows (default 10m).
 	AgentWindow time.Duration
+	// AgentTTL: an agent record nothing was heard of for this long is
+	// deleted (default 72h: a weekend's outage stays on the console; at
+	// least AgentWindow, so no record that holds rows goes).
+	AgentTTL time.Duration
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
 // flags show them).
-var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute}
+var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute, AgentTTL: 72 * time.Hour}
 
 func (c *Config) defaults() {
 	if c.TTL <= 0 {
@@ -58,6 +74,10 @@ func (c *Config) defaults() {
 	if c.AgentWindow <= 0 {
 		c.AgentWindow = Defaults.AgentWindow
 	}
+	if c.AgentTTL <= 0 {
+		c.AgentTTL = Defaults.AgentTTL
+	}
+	c.AgentTTL = max(c.AgentTTL, c.AgentWindow)
 }
 
 // Cleaner runs retention.
@@ -91,9 +111,9 @@ func (c *Cleaner) Run(ctx context.Context) {
 	}
 }
 
-// RunOnce deletes what is due if this replica gets the lock. It returns
-// the number of rows deleted (0 and no error when another replica holds
-// the lock).
+// RunOnce deletes what is due if this replica gets the lock: stale agent
+// records, then old change rows. It returns the number of change rows
+// deleted (0 and no error when another replica holds the lock).
 func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 	conn, err := c.db.Conn(ctx)
 	if err != nil {
@@ -101,7 +121,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 	}
 	defer conn.Close()
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK(?, 0)", lockName).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK("+lockName+", 0)").Scan(&got); err != nil {
 		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
 		return 0, fmt.Errorf("take the retention lock: %w", err)
 	}
@@ -109,8 +129,12 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 		c.metrics.CleanupRuns.WithLabelValues("locked").Inc()
 		return 0, nil
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK(?)", lockName)
+	defer conn.ExecContext(context.WithoutCancel(ctx), "SELECT RELEASE_LOCK("+lockName+")")
 
+	if err := c.pruneAgents(ctx, conn); err != nil {
+		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+		return 0, err
+	}
 	upTo, err := c.deletableUpTo(ctx, conn)
 	if err != nil || upTo == 0 {
 		if err != nil {
@@ -141,6 +165,35 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 		c.log.Info("retention: deleted old changes", "rows", total, "up_to", upTo)
 	}
 	return total, nil
+}
+
+// pruneAgents deletes the agent records nothing was heard of for AgentTTL,
+// in batches. updated_at moves with every write through Ent (a heartbeat,
+// a stream's connect and disconnect); the heartbeat and connection times
+// are checked too, so a write that bypassed Ent cannot make a live agent
+// look stale.
+func (c *Cleaner) pruneAgents(ctx context.Context, conn *sql.Conn) error {
+	cutoff := c.now().UTC().Add(-c.cfg.AgentTTL)
+	var total int64
+	for {
+		res, err := conn.ExecContext(ctx, `DELETE FROM agents WHERE updated_at < ?
+			AND (last_heartbeat IS NULL OR last_heartbeat < ?)
+			AND (connected_since IS NULL OR connected_since < ?) LIMIT ?`,
+			cutoff, cutoff, cutoff, BatchSize)
+		if err != nil {
+			return fmt.Errorf("delete stale agent records: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		c.metrics.AgentsPruned.Add(float64(n))
+		if n < BatchSize {
+			break
+		}
+	}
+	if total > 0 {
+		c.log.Info("retention: deleted stale agent records", "records", total, "silent_for", c.cfg.AgentTTL)
+	}
+	return nil
 }
 
 // deletableUpTo is the highest pk that may go: older than the TTL, not

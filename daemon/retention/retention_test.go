@@ -3,6 +3,7 @@ package retention_test
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,8 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/agent"
 )
 
 // writeChanges inserts n change rows (retention only looks at the rows,
@@ -120,5 +123,63 @@ func TestRetentionKeepsWhatIsStillNeeded(t *testing.T) {
 	}
 	if n := count(t, db); n != 100 {
 		t.Fatalf("TTL 1h deleted young rows: %d left", n)
+	}
+}
+
+// Agent records nothing was heard of for the agent TTL go, however they
+// came about; a record with a recent heartbeat, stream connection or
+// update stays, however old it is.
+func TestRetentionPrunesStaleAgentRecordsOnly(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	long := now.Add(-2 * time.Hour)
+	records := map[string]*ent.AgentCreate{
+		// An agent that went away two hours ago.
+		"gone": db.Ent.Agent.Create().SetLastHeartbeat(long).SetUpdatedAt(long),
+		// An identity that opened a stream once and never reported.
+		"one-stream": db.Ent.Agent.Create().SetConnectedSince(long).SetUpdatedAt(long),
+		// A long-lived agent heartbeating now.
+		"live": db.Ent.Agent.Create().SetCreatedAt(now.Add(-30 * 24 * time.Hour)).SetLastHeartbeat(now),
+		// Heartbeating, with updated_at left behind by a write outside Ent.
+		"live-stale-update": db.Ent.Agent.Create().SetLastHeartbeat(now).SetUpdatedAt(long),
+		// Streaming since just now, no heartbeat yet.
+		"connecting": db.Ent.Agent.Create().SetConnectedTo("ctrld-1").SetConnectedSince(now).SetUpdatedAt(long),
+	}
+	for identity, create := range records {
+		if err := create.SetRegion("eu").SetIdentity(identity).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cleaner(db, retention.Config{AgentTTL: time.Hour, AgentWindow: time.Minute}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := db.Ent.Agent.Query().Order(ent.Asc(agent.FieldIdentity)).Select(agent.FieldIdentity).Strings(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"connecting", "live", "live-stale-update"}; !slices.Equal(kept, want) {
+		t.Fatalf("kept %v, want %v", kept, want)
+	}
+}
+
+// The cleaner of one database runs while the cleaner of another database
+// on the same server holds its lock: advisory locks are server-wide, the
+// lock's name is per database.
+func TestRetentionRunsBesideAnotherDatabasesCleaner(t *testing.T) {
+	ctx := context.Background()
+	other, db := storetest.New(t), storetest.New(t)
+	conn, err := other.SQL.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var got int
+	if err := conn.QueryRowContext(ctx, "SELECT GET_LOCK("+retention.LockName+", 0)").Scan(&got); err != nil || got != 1 {
+		t.Fatalf("take the other database's lock: %v, %v", got, err)
+	}
+	writeChanges(t, db, 10)
+	if n, err := cleaner(db, retention.Config{TTL: time.Nanosecond}).RunOnce(ctx); err != nil || n != 10 {
+		t.Fatalf("deleted %d rows (%v), want all 10", n, err)
 	}
 }

@@ -1,0 +1,4 @@
+package retention
+
+// LockName is lockName, for tests that hold the lock as a cleaner would.
+const LockName = lockName
