@@ -210,17 +210,19 @@ func (c *Cleaner) deletableUpTo(ctx context.Context, conn *sql.Conn) (uint64, er
 	if err != nil || upTo == 0 {
 		return 0, err
 	}
-	var minAcked sql.NullInt64
+	// Unsigned, like the column: a signed scan fails on a cursor at or
+	// above 2^63, and retention would stop for as long as one is stored.
+	var minAcked sql.Null[uint64]
 	err = conn.QueryRowContext(ctx, "SELECT MIN(acked_cursor) FROM agents WHERE last_heartbeat > ?", now.Add(-c.cfg.AgentWindow)).Scan(&minAcked)
 	if err != nil {
 		return 0, err
 	}
-	if minAcked.Valid && uint64(minAcked.Int64) < upTo {
+	if minAcked.Valid && minAcked.V < upTo {
 		hard, err := maxPkBefore(now.Add(-c.cfg.MaxAge))
 		if err != nil {
 			return 0, err
 		}
-		upTo = max(uint64(minAcked.Int64), hard)
+		upTo = max(minAcked.V, hard)
 	}
 	w, err := tailer.ReadMark(ctx, c.db, tailer.MarkSafeWatermark)
 	if err != nil {

@@ -183,3 +183,19 @@ func TestRetentionRunsBesideAnotherDatabasesCleaner(t *testing.T) {
 		t.Fatalf("deleted %d rows (%v), want all 10", n, err)
 	}
 }
+
+// A cursor no agent can honestly hold (at or above 2^63; ctrld refuses such
+// reports now, but a record may predate that) neither stops retention nor
+// holds rows back.
+func TestRetentionSurvivesAHostileStoredCursor(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	writeChanges(t, db, 100)
+	if _, err := db.SQL.ExecContext(ctx, "INSERT INTO agents (region, identity, acked_cursor, last_heartbeat, version, last_error, synced_generation, created_at, updated_at) VALUES ('eu', 'x', 18446744073709551615, NOW(6), '', '', 0, NOW(6), NOW(6))"); err != nil {
+		t.Fatal(err)
+	}
+	n, err := cleaner(db, retention.Config{TTL: time.Nanosecond}).RunOnce(ctx)
+	if err != nil || n != 100 {
+		t.Fatalf("deleted %d (%v), want all 100", n, err)
+	}
+}
