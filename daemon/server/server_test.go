@@ -68,7 +68,7 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 			t.Errorf("%s: got %v, want %s", name, c.err, c.want)
 		}
 	}
-	if _, err := eu.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "a", AckedVersion: 1}); err != nil {
+	if _, err := eu.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "a"}); err != nil {
 		t.Errorf("eu token reporting for eu: %v", err)
 	}
 	liveCtx, cancelLive := context.WithTimeout(ctx, 10*time.Second)
@@ -136,7 +136,7 @@ func TestLongTextsAreClippedWithoutSplittingCharacters(t *testing.T) {
 	env.AgentToken("eu")
 	long := strings.Repeat("a", 2047) + strings.Repeat("€", 2000)
 	_, err := env.Agent("eu").ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{
-		Region: "eu", AgentIdentity: "a", AckedVersion: 1, LastError: long})
+		Region: "eu", AgentIdentity: "a", LastError: long})
 	if err != nil {
 		t.Fatalf("heartbeat with a long multi-byte error: %v", err)
 	}
