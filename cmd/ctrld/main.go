@@ -110,7 +110,10 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `file` (PEM); with --tls-key enables TLS", EnvVars: env("tls-cert")},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `file` (PEM)", EnvVars: env("tls-key")},
 			&cli.StringFlag{Name: "tls-client-ca", Usage: "CA `file` (PEM): require client certificates signed by it", EnvVars: env("tls-client-ca")},
-			&cli.IntFlag{Name: "max-message-bytes", Value: 4 << 20, Usage: "largest request accepted; larger ones fail with ResourceExhausted", EnvVars: env("max-message-bytes")},
+			&cli.DurationFlag{Name: "stream-send-timeout", Value: stream.Defaults.SendTimeout, Usage: "a stream whose client reads nothing for this long while events wait is ended (logged, counted in deploysync_stream_stalled_total); the agent resumes from its last bookmark", EnvVars: env("stream-send-timeout")},
+			&cli.IntFlag{Name: "max-full-syncs", Value: stream.Defaults.MaxFullSyncs, Usage: "full syncs in progress at once; more wait for a slot, holding nothing", EnvVars: env("max-full-syncs")},
+			&cli.IntFlag{Name: "max-streams-per-token", Value: stream.Defaults.MaxStreamsPerToken, Usage: "open streams one agent token may have; more are refused with ResourceExhausted", EnvVars: env("max-streams-per-token")},
+			&cli.IntFlag{Name: "max-streams", Value: stream.Defaults.MaxStreams, Usage: "open streams this replica serves; more are refused with ResourceExhausted (agents retry, or reach another replica)", EnvVars: env("max-streams")},
 			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
 			&cli.DurationFlag{Name: "poll-interval", Value: tailer.Defaults.PollInterval, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
 			&cli.DurationFlag{Name: "token-recheck", Value: server.DefaultTokenRecheck, Usage: "how often the tokens of running streams are checked again: a revoked agent token's stream ends within this", EnvVars: env("token-recheck")},
@@ -118,6 +121,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "filler-lock-wait", Value: tailer.Defaults.FillerLockWait, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
 			&cli.DurationFlag{Name: "change-ttl", Value: retention.Defaults.TTL, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
 			&cli.DurationFlag{Name: "change-max-age", Value: retention.Defaults.MaxAge, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
+			&cli.DurationFlag{Name: "agent-ttl", Value: retention.Defaults.AgentTTL, Usage: "an agent record nothing was heard of (heartbeat, stream, update) for this long is deleted", EnvVars: env("agent-ttl")},
 			&cli.DurationFlag{Name: "cleanup-interval", Value: retention.Defaults.Interval, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
 			&cli.DurationFlag{Name: "deploy-timeout", Value: workflow.Defaults.Timeout, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
 			&cli.BoolFlag{Name: "migrate", Value: true, Usage: "migrate the schema before serving", EnvVars: env("migrate")},
@@ -154,22 +158,27 @@ func serveCommand() *cli.Command {
 				return err
 			}
 			srv, err := server.Start(c.Context, db, server.Config{
-				ListenAddr:      c.String("listen"),
-				MetricsAddr:     c.String("metrics-listen"),
-				TLSCert:         c.String("tls-cert"),
-				TLSKey:          c.String("tls-key"),
-				TLSClientCA:     c.String("tls-client-ca"),
-				MaxMessageBytes: c.Int("max-message-bytes"),
-				Instance:        c.String("instance"),
-				TokenRecheck:    c.Duration("token-recheck"),
+				ListenAddr:   c.String("listen"),
+				MetricsAddr:  c.String("metrics-listen"),
+				TLSCert:      c.String("tls-cert"),
+				TLSKey:       c.String("tls-key"),
+				TLSClientCA:  c.String("tls-client-ca"),
+				Instance:     c.String("instance"),
+				TokenRecheck: c.Duration("token-recheck"),
 				Tailer: tailer.Config{
 					PollInterval:   c.Duration("poll-interval"),
 					HoleGrace:      c.Duration("hole-grace"),
 					FillerLockWait: c.Duration("filler-lock-wait"),
 				},
-				Stream:    stream.Config{},
-				Retention: retention.Config{TTL: c.Duration("change-ttl"), MaxAge: c.Duration("change-max-age"), Interval: c.Duration("cleanup-interval")},
-				Workflow:  workflow.Config{Timeout: c.Duration("deploy-timeout")},
+				Stream: stream.Config{
+					SendTimeout:        c.Duration("stream-send-timeout"),
+					MaxFullSyncs:       c.Int("max-full-syncs"),
+					MaxStreamsPerToken: c.Int("max-streams-per-token"),
+					MaxStreams:         c.Int("max-streams"),
+				},
+				Retention: retention.Config{TTL: c.Duration("change-ttl"), MaxAge: c.Duration("change-max-age"), Interval: c.Duration("cleanup-interval"),
+					AgentTTL: c.Duration("agent-ttl")},
+				Workflow: workflow.Config{Timeout: c.Duration("deploy-timeout")},
 			}, log)
 			if err != nil {
 				return err
