@@ -136,7 +136,10 @@ func IsDeadlock(err error) bool {
 }
 
 func withTxOnce(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {
-	tx, err := client.Tx(ctx)
+	// REPEATABLE READ whatever the server's default (READ COMMITTED is a
+	// common choice for MySQL replication): the change feed's locking reads
+	// and the check-then-insert of unique names rely on its gap locks.
+	tx, err := client.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return fmt.Errorf("begin transaction: %w", err)
 	}

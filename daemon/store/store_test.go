@@ -169,3 +169,41 @@ func TestStreamsCannotTakeTheMainPool(t *testing.T) {
 		t.Fatalf("with the streams' pool taken, the main pool did not answer: %v", err)
 	}
 }
+
+// WithTx transactions are REPEATABLE READ even on a server whose default is
+// READ COMMITTED (common for MySQL replication): the change feed's locking
+// reads and unique-name checks rely on it. Here a second read inside the
+// transaction must not see a commit made in between.
+func TestWithTxIsRepeatableReadWhateverTheServerDefault(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	sep := "?"
+	if strings.Contains(db.DSN, "?") {
+		sep = "&"
+	}
+	readCommitted, err := store.Open(ctx, db.DSN+sep+"tx_isolation=%27READ-COMMITTED%27")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer readCommitted.Close()
+	if err := store.Migrate(ctx, readCommitted.Ent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readCommitted.SQL.ExecContext(ctx, "INSERT INTO regions (id, paused, resync_generation, created_at, updated_at) VALUES ('eu', false, 0, NOW(), NOW())"); err != nil {
+		t.Fatal(err)
+	}
+	err = store.WithTx(ctx, readCommitted.Ent, func(tx *ent.Tx) error {
+		before := tx.Region.Query().Where(region.ID("eu")).OnlyX(ctx)
+		if _, err := readCommitted.SQL.ExecContext(ctx, "UPDATE regions SET paused = true WHERE id = 'eu'"); err != nil {
+			return err
+		}
+		after := tx.Region.Query().Where(region.ID("eu")).OnlyX(ctx)
+		if before.Paused != after.Paused {
+			t.Errorf("the transaction saw a commit made after its first read: not REPEATABLE READ")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
