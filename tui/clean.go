@@ -12,10 +12,13 @@ import (
 // whatever its token holder reported), so it may carry escape sequences
 // that retitle the terminal, clear the screen, fake colours or move the
 // cursor over what the console drew. Clean drops every ANSI escape sequence
-// (CSI, OSC, DCS, ...), every remaining C0 and C1 control character and the
-// Unicode bidirectional controls (which reorder what is shown), turns tabs
-// and line breaks into spaces (every place that shows server text is one
-// line or one table cell) and replaces invalid UTF-8 with U+FFFD.
+// (CSI, OSC, DCS, ...), every remaining C0 and C1 control character and
+// every Unicode format character (category Cf: the bidirectional controls,
+// which reorder what is shown, zero-width spaces and joiners, the BOM, soft
+// hyphens, tag characters; all of them hide or disguise text), turns tabs
+// and line breaks, Unicode's U+2028 and U+2029 included, into spaces (every
+// place that shows server text is one line or one table cell) and replaces
+// invalid UTF-8 with U+FFFD.
 //
 // It is for display only: requests carry the server's own IDs, not their
 // cleaned form.
@@ -24,9 +27,9 @@ func Clean(s string) string {
 	s = ansi.Strip(strings.ToValidUTF8(s, "\uFFFD"))
 	return strings.Map(func(r rune) rune {
 		switch {
-		case r == '\t' || r == '\n' || r == '\r':
+		case r == '\t' || r == '\n' || r == '\r' || unicode.In(r, unicode.Zl, unicode.Zp):
 			return ' '
-		case unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r):
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
 			return -1
 		}
 		return r

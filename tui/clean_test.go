@@ -29,10 +29,12 @@ const hostileShown = "boom red  next col2Jc1 evil"
 func TestCleanDropsControlText(t *testing.T) {
 	for in, want := range map[string]string{
 		hostileText: hostileShown,
-		"\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\": "link", // OSC 8 hyperlink, ST-terminated
-		"\x1bP+q544e\x1b\\dcs":                        "dcs",  // DCS query
-		"bad \xff\x9b[2J utf-8":                       "bad \uFFFD[2J utf-8",
-		"plain text, ünïcode ✓":                       "plain text, ünïcode ✓",
+		"\x1b]8;;http://evil\x1b\\link\x1b]8;;\x1b\\":    "link", // OSC 8 hyperlink, ST-terminated
+		"\x1bP+q544e\x1b\\dcs":                           "dcs",  // DCS query
+		"bad \xff\x9b[2J utf-8":                          "bad \uFFFD[2J utf-8",
+		"plain text, ünïcode ✓":                          "plain text, ünïcode ✓",
+		"line\u2028sep\u2029para":                        "line sep para",
+		"zero\u200bwidth\ufeffbom\u00adshy\U000E0041tag": "zerowidthbomshytag", // invisible format characters hide text
 	} {
 		if got := tui.Clean(in); got != want {
 			t.Errorf("Clean(%q) = %q, want %q", in, got, want)
