@@ -39,6 +39,7 @@ func TestLoopback(t *testing.T) {
 		"ctrld.deploysync.example:7070":  false,
 		"dns:///ctrld.example:7070":      false,
 		"localhost.attacker.example:443": false,
+		"dns://8.8.8.8/localhost:7070":   false, // that server says where localhost is
 		"127.0.0.1.nip.io:7070":          false, // a name, not resolved
 		"":                               false,
 	} {

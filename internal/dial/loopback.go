@@ -11,7 +11,9 @@ import (
 // listen address or a gRPC target, with or without a port:
 //
 //   - a literal loopback IP (127.0.0.0/8, ::1) or the name "localhost" is
-//     loopback, also behind gRPC's "dns:///" or "passthrough:///";
+//     loopback, also behind gRPC's "dns:///" or "passthrough:///"; behind
+//     "dns://SERVER/" only the IP is, since that server, not this machine,
+//     would say where "localhost" is;
 //   - a unix socket target ("unix:", "unix-abstract:") is loopback;
 //   - an empty host (":7070", every interface), 0.0.0.0, :: and every other
 //     IP or name is not.
@@ -20,10 +22,13 @@ import (
 // can change after the check, and a name that resolves to loopback here is
 // a habit that fails on the next machine. Write the IP instead.
 func Loopback(address string) bool {
+	namedServer := false
 	for _, scheme := range []string{"dns:", "passthrough:"} {
 		if rest, ok := strings.CutPrefix(address, scheme); ok {
 			if rest, ok = strings.CutPrefix(rest, "//"); ok {
-				_, rest, _ = strings.Cut(rest, "/") // past the authority (a DNS server)
+				var authority string
+				authority, rest, _ = strings.Cut(rest, "/") // the authority names a DNS server
+				namedServer = authority != ""
 			}
 			address = rest
 		}
@@ -37,7 +42,7 @@ func Loopback(address string) bool {
 	}
 	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
 	if strings.EqualFold(host, "localhost") {
-		return true
+		return !namedServer
 	}
 	ip, err := netip.ParseAddr(host)
 	return err == nil && ip.IsLoopback()
