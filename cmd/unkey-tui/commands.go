@@ -23,6 +23,11 @@ import (
 // withOperator runs fn with an operator client built from the global flags.
 func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error) cli.ActionFunc {
 	return func(c *cli.Context) error {
+		// A command that takes no arguments says so rather than
+		// ignoring them: "regions eu" does not filter by region.
+		if c.Command.ArgsUsage == "" && c.NArg() > 0 {
+			return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice()), 1)
+		}
 		conn, err := connect(c)
 		if err != nil {
 			return err

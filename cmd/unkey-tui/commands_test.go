@@ -244,3 +244,20 @@ func TestRegionsPrintsNoControlSequences(t *testing.T) {
 		t.Fatalf("the last error is not shown:\n%s", out)
 	}
 }
+
+// An env value with commas is one variable (a DSN, say), not several; and a
+// command that takes no arguments refuses them instead of ignoring them.
+func TestValuesAreTakenAsTyped(t *testing.T) {
+	e := newCLIEnv(t)
+	if out, err := e.run("deploy", "db", "--image", "app:1", "--region", "eu", "--workspace", "ws", "--environment", "prod",
+		"--env", "DSN=host=db,user=app", "--env", "B=2"); err != nil {
+		t.Fatalf("deploy: output %q, error %v", out, err)
+	}
+	d := e.env.DB.Ent.Deployment.GetX(t.Context(), "db")
+	if !maps.Equal(d.Env, map[string]string{"DSN": "host=db,user=app", "B": "2"}) {
+		t.Fatalf("env %v, want DSN with its commas and B", d.Env)
+	}
+	if _, err := e.run("regions", "eu"); err == nil || !strings.Contains(err.Error(), "takes no arguments") {
+		t.Fatalf("regions with an argument: got %v", err)
+	}
+}

@@ -31,8 +31,11 @@ func env(name string) []string {
 
 func app() *cli.App {
 	return &cli.App{
-		Name:  "unkey-tui",
-		Usage: "the deploysync operator console (no command) and script commands on the same operator API",
+		// A value is never split at commas: --env DSN=host=db,user=app
+		// is one variable. Repeat a flag for several values.
+		DisableSliceFlagSeparator: true,
+		Name:                      "unkey-tui",
+		Usage:                     "the deploysync operator console (no command) and script commands on the same operator API",
 		Description: "Shows every region's agent, cursor and lag (worst first), a region's pending changes and\n" +
 			"deployments, and lets you force a resync, pause/resume a region and stop/start a deployment,\n" +
 			"each after a confirmation. Keyboard only; ? shows all keys; q quits. Every flag can also be\n" +
