@@ -80,6 +80,9 @@ func startLocal(ctx context.Context, s *stack) ([]regionCluster, error) {
 	os.Setenv(kubetest.EnvBinDir, strings.TrimSpace(string(kubeBin)))
 
 	say("starting one Kubernetes control plane per region (%s)", strings.Join(regions, ", "))
+	if err := os.MkdirAll(filepath.Join(stateDir, "kube"), 0o755); err != nil {
+		return nil, err
+	}
 	var clusters []regionCluster
 	for _, r := range regions {
 		c, err := kubetest.Start(ctx, kubetest.Options{Workloads: true})
@@ -87,10 +90,31 @@ func startLocal(ctx context.Context, s *stack) ([]regionCluster, error) {
 			return nil, fmt.Errorf("region %s: %w", r, err)
 		}
 		s.onStop(c.Stop)
-		clusters = append(clusters, regionCluster{region: r, kubeconfig: c.Kubeconfig, config: c.Config})
-		say("  %s: kubeconfig %s", r, c.Kubeconfig)
+		// The same paths as in kind mode, for the README to name.
+		kubeconfig, err := filepath.Abs(regionKubeconfig(r))
+		if err != nil {
+			return nil, err
+		}
+		data, err := os.ReadFile(c.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(kubeconfig, data, 0o600); err != nil {
+			return nil, err
+		}
+		logs := filepath.Join(stateDir, "logs", "kube-"+r)
+		if err := os.Symlink(c.Dir, logs); err != nil {
+			return nil, err
+		}
+		clusters = append(clusters, regionCluster{region: r, kubeconfig: kubeconfig, config: c.Config})
+		say("  %s: kubeconfig %s, control-plane logs %s/", r, kubeconfig, logs)
 	}
 	return clusters, nil
+}
+
+// regionKubeconfig is where a region's admin kubeconfig is, in either mode.
+func regionKubeconfig(region string) string {
+	return filepath.Join(stateDir, "kube", region+".kubeconfig")
 }
 
 // kindClustersFile lists the kind clusters up created ("<kind binary>\t<name>"
@@ -122,7 +146,7 @@ func startKind(ctx context.Context, s *stack) ([]regionCluster, error) {
 			return nil, err
 		}
 		s.onStop(func() { deleteKindCluster(kind, name) })
-		kubeconfig, _ := filepath.Abs(filepath.Join(stateDir, "kube", r+".kubeconfig"))
+		kubeconfig, _ := filepath.Abs(regionKubeconfig(r))
 		clusters[i] = regionCluster{region: r, kubeconfig: kubeconfig}
 		wg.Go(func() {
 			errs[i] = createKindCluster(ctx, kind, name, config, kubeconfig, filepath.Join(stateDir, "logs", "kind-"+r+".log"))

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -36,6 +37,7 @@ var (
 	noConsole   bool
 	clusterMode = modeAuto
 	kindPath    string // "" : kind on PATH, else the pinned one
+	consoleBin  string // "" : the unkey-tui just built
 )
 
 var regions = []string{"eu-west", "us-east"}
@@ -54,15 +56,18 @@ func main() {
 	fs.StringVar(&clusterMode, "mode", clusterMode, "how each region gets its cluster: auto (kind when a Docker engine answers, else local), kind or local")
 	fs.StringVar(&kindPath, "kind", "", "kind binary (default: kind on PATH, else the version pinned in tools/kind)")
 	fs.BoolVar(&noConsole, "no-console", false, "stop once the demo runs instead of opening the console (for tests)")
+	fs.StringVar(&consoleBin, "console", "", "console binary to run in the foreground (default: the unkey-tui just built; tests pass a stand-in)")
 	fs.Parse(args)
 	var err error
-	switch cmd {
-	case "up":
+	switch {
+	case cmd == "up":
 		err = up()
-	case "down":
+	case cmd == "down":
 		err = down()
+	case cmd == "restart" && fs.NArg() == 1:
+		err = restart(fs.Arg(0))
 	default:
-		err = fmt.Errorf("usage: devstack [up|down]")
+		err = fmt.Errorf("usage: devstack up | down | restart COMPONENT (components: the names of %s/pids/*.json)", stateDir)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "devstack:", err)
@@ -70,17 +75,38 @@ func main() {
 	}
 }
 
-func say(format string, args ...any) { fmt.Printf("devstack: "+format+"\n", args...) }
+// say tells the user, and .dev/devstack.log, what devstack does.
+func say(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	fmt.Println("devstack: " + msg)
+	logLine(msg)
+}
+
+// logLine appends msg to .dev/devstack.log, the record of what devstack
+// did and saw, also while the console has the screen.
+func logLine(msg string) {
+	f, err := os.OpenFile(filepath.Join(stateDir, "devstack.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return // no state directory (yet, or any more): the screen is the record
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "%s %s\n", time.Now().Format(time.RFC3339), msg)
+}
 
 // stack is what up started: daemons, stopped newest first, then the
 // clusters they ran against.
 type stack struct {
 	daemons  []*daemon
 	teardown []func()
+
+	mu       sync.Mutex
+	stopping bool
+	deaths   []string // daemons that exited on their own, as reported
 }
 
 // daemon is one background process of the stack.
 type daemon struct {
+	name string // its pid file's and log's name
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{} // closed once it exited
@@ -90,6 +116,9 @@ type daemon struct {
 func (s *stack) onStop(f func()) { s.teardown = append(s.teardown, f) }
 
 func (s *stack) stop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 	for i := len(s.daemons) - 1; i >= 0; i-- {
 		syscall.Kill(-s.daemons[i].cmd.Process.Pid, syscall.SIGTERM)
 	}
@@ -110,37 +139,78 @@ func (s *stack) stop() {
 	for _, d := range s.daemons {
 		<-d.done
 	}
+	// What `devstack restart` started is no child of ours.
+	var restarted []component
+	for _, c := range recordedAll() {
+		if c.PID != os.Getpid() {
+			restarted = append(restarted, c)
+		}
+	}
+	stopComponents(restarted)
 	for i := len(s.teardown) - 1; i >= 0; i-- {
 		s.teardown[i]()
 	}
-	os.Remove(filepath.Join(stateDir, "pids"))
+	os.RemoveAll(pidsDir())
 	os.Remove(kindClustersFile())
 }
 
-// start runs a daemon in the background, logging to .dev/logs/<log>; env
-// nil inherits ours.
-func (s *stack) start(env []string, log, name string, args ...string) error {
-	f, err := os.Create(filepath.Join(stateDir, "logs", log))
+// start runs the daemon called name in the background, with env added to
+// ours, logging to .dev/logs/<name>.log, and records it in
+// .dev/pids/<name>.json.
+func (s *stack) start(env []string, name, bin string, args ...string) error {
+	f, err := os.Create(filepath.Join(stateDir, "logs", name+".log"))
 	if err != nil {
 		return err
 	}
-	c := exec.Command(name, args...)
-	c.Env = env
+	c := exec.Command(bin, args...)
+	c.Env = append(os.Environ(), env...)
 	c.Stdout, c.Stderr = f, f
 	// Own process group, and gone with us however we die.
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", filepath.Base(name), err)
+		f.Close()
+		return fmt.Errorf("start %s: %w", name, err)
 	}
-	d := &daemon{cmd: c, log: f.Name(), done: make(chan struct{})}
-	go func() { c.Wait(); f.Close(); close(d.done) }()
+	d := &daemon{name: name, cmd: c, log: f.Name(), done: make(chan struct{})}
 	s.daemons = append(s.daemons, d)
-	pids, err := os.OpenFile(filepath.Join(stateDir, "pids"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-	if err == nil {
-		fmt.Fprintln(pids, c.Process.Pid)
-		pids.Close()
+	go func() {
+		c.Wait()
+		f.Close()
+		close(d.done)
+		s.noticeExit(d)
+	}()
+	return record(component{Name: name, PID: c.Process.Pid, Command: c.Args, Env: env, Log: d.log})
+}
+
+// noticeExit records a daemon that exited while the stack was not
+// stopping, in .dev/devstack.log at once (the console has the screen) and
+// for up to print once the console is gone. An exit caused by `devstack
+// restart` is no death.
+func (s *stack) noticeExit(d *daemon) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
 	}
-	return nil
+	if c, err := recorded(d.name); err == nil && (c.Restarting || c.PID != d.cmd.Process.Pid) {
+		logLine(fmt.Sprintf("%s (pid %d) stopped by `devstack restart`", d.name, d.cmd.Process.Pid))
+		return
+	}
+	msg := d.exitReport() + "\n  restart it: go run ./scripts/devstack restart " + d.name
+	if stateDir != ".dev" {
+		msg += " --dir " + stateDir
+	}
+	logLine(msg)
+	s.deaths = append(s.deaths, msg)
+}
+
+// exitReport says that the daemon exited, how, and what its log ends with.
+func (d *daemon) exitReport() string {
+	tail, _ := os.ReadFile(d.log)
+	lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
+	lines = lines[max(0, len(lines)-5):]
+	return fmt.Sprintf("%s (pid %d) exited (%s) at %s; the end of %s:\n  %s", d.name, d.cmd.Process.Pid, d.cmd.ProcessState,
+		time.Now().Format(time.TimeOnly), d.log, strings.Join(lines, "\n  "))
 }
 
 func up() error {
@@ -163,6 +233,19 @@ func up() error {
 	if err := os.WriteFile(filepath.Join(stateDir, stateMarker), []byte("state of scripts/devstack; `devstack down` deletes this directory\n"), 0o644); err != nil {
 		return err
 	}
+	if err := record(component{Name: "devstack", PID: os.Getpid(), Command: os.Args, Terminal: true, Log: filepath.Join(stateDir, "devstack.log")}); err != nil {
+		return err
+	}
+	// The local control planes keep their data (etcd's alone is tens of
+	// megabytes) in the state directory, where down finds it after a crash.
+	tmp, err := filepath.Abs(tmpDir())
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return err
+	}
+	os.Setenv("TMPDIR", tmp)
 	mode, why, err := chooseMode(clusterMode)
 	if err != nil {
 		return err
@@ -194,10 +277,10 @@ func up() error {
 	if err != nil {
 		return err
 	}
-	env := append(os.Environ(), "CTRLD_DATABASE_DSN="+dsn)
+	env := []string{"CTRLD_DATABASE_DSN=" + dsn}
 	run := func(args ...string) (string, error) {
 		c := exec.Command(filepath.Join(bin, "ctrld"), args...)
-		c.Env = env
+		c.Env = append(os.Environ(), env...)
 		out, err := c.Output()
 		if ee := new(exec.ExitError); errors.As(err, &ee) {
 			return "", fmt.Errorf("ctrld %s: %s", strings.Join(args, " "), ee.Stderr)
@@ -207,14 +290,15 @@ func up() error {
 	if _, err := run("migrate"); err != nil {
 		return err
 	}
-	opToken, err := run("token", "create", "--operator", os.Getenv("USER")+"-dev")
+	operator := operatorName(user.Current, os.Getenv)
+	opToken, err := run("token", "create", "--operator", operator)
 	if err != nil {
 		return err
 	}
 	os.WriteFile(filepath.Join(stateDir, "operator.token"), []byte(opToken+"\n"), 0o600)
 
 	say("starting ctrld on %s (metrics %s)", ctrldAddr, orOff(metricsAddr(0)))
-	if err := s.start(env, "ctrld.log", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0)); err != nil {
+	if err := s.start(env, "ctrld", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0)); err != nil {
 		return err
 	}
 	for i, c := range clusters {
@@ -226,7 +310,7 @@ func up() error {
 		tokenFile := filepath.Join(stateDir, r+".token")
 		os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
 		say("starting agentd for %s (metrics %s)", r, orOff(metricsAddr(1+i)))
-		if err := s.start(nil, "agentd-"+r+".log", filepath.Join(bin, "agentd"), "--region", r, "--identity", "agentd-"+r+"-0",
+		if err := s.start(nil, "agentd-"+r, filepath.Join(bin, "agentd"), "--region", r, "--identity", "agentd-"+r+"-0",
 			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", c.kubeconfig,
 			"--metrics-listen", metricsAddr(1+i)); err != nil {
 			return err
@@ -273,17 +357,64 @@ func up() error {
 		say("stack is up; stopping it (--no-console)")
 		return nil
 	}
-	say("logs in %s/logs; operator token in %s/operator.token; starting the console (q quits and stops the stack)", stateDir, stateDir)
+	say("operator token (actions audited as %q) in %s/operator.token; logs in %s/logs; pid files in %s/pids; kubeconfigs in %s/kube", operator, stateDir, stateDir, pidsDir(), stateDir)
+	say("a component that dies is logged to %s/devstack.log and listed when the console exits; `go run ./scripts/devstack restart NAME` restarts it", stateDir)
+	say("starting the console (q quits and stops the stack)")
 	time.Sleep(time.Second)
 
-	tui := exec.CommandContext(ctx, filepath.Join(bin, "unkey-tui"), "--ctrld-address", ctrldAddr, "--insecure",
-		"--token-file", filepath.Join(stateDir, "operator.token"))
-	tui.Stdin, tui.Stdout, tui.Stderr = os.Stdin, os.Stdout, os.Stderr
-	if err := tui.Run(); err != nil && ctx.Err() == nil {
+	if consoleBin == "" {
+		consoleBin = filepath.Join(bin, "unkey-tui")
+	}
+	if err := s.runConsole(ctx, consoleBin, "--ctrld-address", ctrldAddr, "--insecure",
+		"--token-file", filepath.Join(stateDir, "operator.token")); err != nil && ctx.Err() == nil {
 		say("console exited: %v", err)
+	}
+	for _, death := range s.deathsSoFar() {
+		say("while the stack ran, %s", death)
 	}
 	say("stopping the stack")
 	return nil
+}
+
+// runConsole runs the console in the foreground on our terminal (stdin,
+// stdout and stderr as they are: devstack neither hides nor replaces them)
+// until it exits. It gets SIGTERM, on which it restores the terminal,
+// when ctx ends and when devstack dies, however it dies.
+func (s *stack) runConsole(ctx context.Context, bin string, args ...string) error {
+	tui := exec.CommandContext(ctx, bin, args...)
+	tui.Stdin, tui.Stdout, tui.Stderr = os.Stdin, os.Stdout, os.Stderr
+	tui.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	tui.Cancel = func() error { return tui.Process.Signal(syscall.SIGTERM) }
+	tui.WaitDelay = stopPatience
+	if err := tui.Start(); err != nil {
+		return err
+	}
+	// Recorded, so that down finds a console a crash left behind.
+	if err := record(component{Name: "unkey-tui", PID: tui.Process.Pid, Command: tui.Args, Terminal: true}); err != nil {
+		tui.Process.Signal(syscall.SIGTERM)
+		tui.Wait()
+		return err
+	}
+	return tui.Wait()
+}
+
+// deathsSoFar is what noticeExit recorded.
+func (s *stack) deathsSoFar() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deaths
+}
+
+// operatorName is who the dev stack's operator token is for, so that the
+// audit log names a person: the OS user, else $USER, else "dev".
+func operatorName(current func() (*user.User, error), getenv func(string) string) string {
+	if u, err := current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	if name := getenv("USER"); name != "" {
+		return name
+	}
+	return "dev"
 }
 
 // devDatabase makes sure MariaDB runs and gives the stack a fresh database.
@@ -293,19 +424,22 @@ func devDatabase(ctx context.Context) (string, error) {
 	if err := ensure.Run(); err != nil {
 		return "", fmt.Errorf("MariaDB: %w", err)
 	}
-	cfg, err := mysql.ParseDSN(testdb.DefaultDSN)
-	if err != nil {
+	if err := os.WriteFile(databaseFile(), []byte(database+"\n"), 0o644); err != nil {
 		return "", err
 	}
-	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	admin, err := adminDB()
 	if err != nil {
 		return "", err
 	}
 	defer admin.Close()
-	for _, stmt := range []string{"DROP DATABASE IF EXISTS " + database, "CREATE DATABASE " + database} {
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS " + quoteIdent(database), "CREATE DATABASE " + quoteIdent(database)} {
 		if _, err := admin.ExecContext(ctx, stmt); err != nil {
 			return "", fmt.Errorf("%s: %w", stmt, err)
 		}
+	}
+	cfg, err := mysql.ParseDSN(testdb.DefaultDSN)
+	if err != nil {
+		return "", err
 	}
 	cfg.DBName = database
 	return cfg.FormatDSN(), nil
@@ -365,10 +499,7 @@ func (s *stack) exited() error {
 	for _, d := range s.daemons {
 		select {
 		case <-d.done:
-			tail, _ := os.ReadFile(d.log)
-			lines := strings.Split(strings.TrimSpace(string(tail)), "\n")
-			lines = lines[max(0, len(lines)-5):]
-			return fmt.Errorf("%s exited (%s); the end of %s:\n  %s", filepath.Base(d.cmd.Path), d.cmd.ProcessState, d.log, strings.Join(lines, "\n  "))
+			return errors.New(d.exitReport())
 		default:
 		}
 	}
@@ -393,34 +524,3 @@ func portsFree() error {
 	}
 	return nil
 }
-
-// down stops whatever a previous up left running, deletes the kind
-// clusters it created, and removes its state.
-func down() error {
-	entries, err := os.ReadDir(stateDir)
-	if os.IsNotExist(err) || (err == nil && len(entries) == 0) {
-		return nil
-	}
-	if _, err := os.Stat(filepath.Join(stateDir, stateMarker)); err != nil {
-		return fmt.Errorf("%s exists but was not made by devstack (no %s in it); refusing to delete it: pass a new --dir (or delete it yourself if it is an old stack's)", stateDir, stateMarker)
-	}
-	data, err := os.ReadFile(filepath.Join(stateDir, "pids"))
-	if err == nil {
-		bin, _ := filepath.Abs(filepath.Join(stateDir, "bin"))
-		for _, f := range strings.Fields(string(data)) {
-			// A pid left by a crash may belong to something else by now:
-			// only kill what still runs one of our binaries.
-			pid, err := strconv.Atoi(f)
-			exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
-			if err == nil && strings.HasPrefix(exe, bin+string(filepath.Separator)) {
-				syscall.Kill(-pid, syscall.SIGKILL)
-			}
-		}
-	}
-	deleteRecordedKindClusters()
-	return os.RemoveAll(stateDir)
-}
-
-// stateMarker marks a state directory as devstack's, so that down never
-// deletes a directory a user passed by mistake.
-const stateMarker = ".devstack"
