@@ -8,8 +8,16 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// run runs a on a command line as the shell gave it.
-func run(a *cli.App, args []string) error { return a.Run(flagsFirst(a, args)) }
+// run runs a on a command line as the shell gave it. With --output json, a
+// command that fails also prints its error document on stdout; the caller
+// prints the error on stderr.
+func run(a *cli.App, args []string) error {
+	err := a.Run(flagsFirst(a, args))
+	if err != nil && a.Metadata["output"] == outputJSON {
+		_ = writeJSON(a.Writer, errorDocument(err)) // stderr has it anyway
+	}
+	return err
+}
 
 // flagsFirst returns args (os.Args form) with every flag in front of the
 // positional arguments of its command, so that `stop api --region eu`

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -17,8 +19,9 @@ import (
 	"github.com/deploysync/deploysync/tui"
 )
 
-// The script commands: the same operator API as the console, one call each,
-// the server's error text on failure (exit status 1).
+// The script commands: the same operator API as the console, one call each
+// (and a read, to name the regions of --all-regions), the result or the
+// server's error text on failure (exit status 1).
 
 // withOperator runs fn with an operator client built from the global flags.
 func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error) cli.ActionFunc {
@@ -26,7 +29,7 @@ func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.Operato
 		// A command that takes no arguments says so rather than
 		// ignoring them: "regions eu" does not filter by region.
 		if c.Command.ArgsUsage == "" && c.NArg() > 0 {
-			return cli.Exit(fmt.Sprintf("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice()), 1)
+			return fmt.Errorf("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
 		}
 		conn, err := connect(c)
 		if err != nil {
@@ -35,10 +38,7 @@ func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.Operato
 		defer conn.Close()
 		ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
 		defer cancel()
-		if err := fn(ctx, c, ctrlv1.NewOperatorServiceClient(conn)); err != nil {
-			return cli.Exit(tui.ErrorText(err), 1)
-		}
-		return nil
+		return asCallError(fn(ctx, c, ctrlv1.NewOperatorServiceClient(conn)))
 	}
 }
 
@@ -56,17 +56,35 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(w, "REGION\tAGENT\tHEAD\tACKED\tLAG\tLAG(s)\tPAUSED\tLAST ERROR")
-				for _, o := range r.Regions {
-					agent := "down"
-					if o.AgentConnected {
-						agent = "up"
+				return printList(c, r, func(out io.Writer) error {
+					w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+					fmt.Fprintln(w, "REGION\tAGENT\tHEAD\tACKED\tLAG\tLAG(s)\tPAUSED\tLAST ERROR")
+					for _, o := range r.Regions {
+						agent := "down"
+						if o.AgentConnected {
+							agent = "up"
+						}
+						fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%v\t%s\n", tui.Clean(o.Region), agent, o.HeadVersion, o.AckedVersion,
+							o.LagChanges, o.LagSeconds, o.Paused, tui.Clean(o.LastError))
 					}
-					fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.1f\t%v\t%s\n", tui.Clean(o.Region), agent, o.HeadVersion, o.AckedVersion,
-						o.LagChanges, o.LagSeconds, o.Paused, tui.Clean(o.LastError))
+					return w.Flush()
+				})
+			}),
+		},
+		{
+			Name:  "deployments",
+			Usage: "print every deployment with its desired and actual state per region, newest first",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "region", Usage: "only this region (filtered here: the API lists all)"},
+				&cli.StringFlag{Name: "workspace", Usage: "only this workspace ID (filtered here: the API lists all)"},
+			},
+			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
+				r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+				if err != nil {
+					return err
 				}
-				return w.Flush()
+				r.Deployments = filterDeployments(r.Deployments, c.String("region"), c.String("workspace"))
+				return printList(c, r, func(out io.Writer) error { return deploymentsTable(out, r.Deployments) })
 			}),
 		},
 		{
@@ -118,15 +136,15 @@ func scriptCommands() []*cli.Command {
 					}
 					*f.to = int32(n)
 				}
-				_, err := op.Deploy(ctx, req)
-				if err == nil {
-					fmt.Fprintln(c.App.Writer, "deployed", c.Args().First())
+				if _, err := op.Deploy(ctx, req); err != nil {
+					return err
 				}
-				return err
+				return printResult(c, result{Action: "deploy", DeploymentID: req.DeploymentId, Regions: req.Regions, Replicas: &req.Replicas,
+					Message: fmt.Sprintf("deployed %s in %s", req.DeploymentId, where(req.Regions, false))})
 			}),
 		},
-		desiredStatusCommand("stop", ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED, regionFlags),
-		desiredStatusCommand("start", ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING, regionFlags),
+		desiredStatusCommand("stop", "stopped", ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED, regionFlags),
+		desiredStatusCommand("start", "started", ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING, regionFlags),
 		{
 			Name:      "scale",
 			Usage:     "set a deployment's replicas in a region (or, with --all-regions, in all of its regions)",
@@ -137,34 +155,78 @@ func scriptCommands() []*cli.Command {
 					return fmt.Errorf("want DEPLOYMENT_ID REPLICAS")
 				}
 				// The whole argument or nothing: "5x" is not 5, "3.9" not 3.
-				replicas, err := strconv.Atoi(c.Args().Get(1))
-				if err != nil || validate.Replicas(replicas) != nil {
+				n, err := strconv.Atoi(c.Args().Get(1))
+				if err != nil || validate.Replicas(n) != nil {
 					return fmt.Errorf("REPLICAS %q: want a whole number 0..%d", c.Args().Get(1), validate.MaxReplicas)
 				}
-				region, err := targetRegion(c)
+				replicas := int32(n)
+				id := c.Args().First()
+				t, err := target(ctx, c, op, id)
 				if err != nil {
 					return err
 				}
-				_, err = op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: c.Args().First(), Region: region, Replicas: int32(replicas)})
-				return done(c, err, "scaled %s to %d", c.Args().First(), replicas)
+				if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: id, Region: t.region, Replicas: replicas}); err != nil {
+					return err
+				}
+				return printResult(c, result{Action: "scale", DeploymentID: id, Regions: t.regions, AllRegions: t.all, Replicas: &replicas,
+					Message: fmt.Sprintf("scaled %s to %d in %s", id, replicas, where(t.regions, t.all))})
 			}),
 		},
-		regionCommand("resync", "force a full resync of a region", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
+		regionCommand("resync", "force a full resync of a region", "requested a full resync of %s", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
 			_, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: r, Reason: "unkey-tui resync"})
 			return err
 		}),
-		regionCommand("pause", "stop streaming changes to a region (nothing is lost)", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
+		regionCommand("pause", "stop streaming changes to a region (nothing is lost)", "paused %s", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
 			_, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: r, Paused: true})
 			return err
 		}),
-		regionCommand("resume", "resume streaming changes to a region", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
+		regionCommand("resume", "resume streaming changes to a region", "resumed %s", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
 			_, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: r, Paused: false})
 			return err
 		}),
 	}
 }
 
-func desiredStatusCommand(name string, want ctrlv1.DesiredStatus, regionFlags []cli.Flag) *cli.Command {
+// filterDeployments keeps the deployments of workspace (any when empty)
+// and, when region is set, only their rows in that region (and only the
+// deployments that have one).
+func filterDeployments(deps []*ctrlv1.DeploymentSummary, region, workspace string) []*ctrlv1.DeploymentSummary {
+	var kept []*ctrlv1.DeploymentSummary
+	for _, d := range deps {
+		if workspace != "" && d.WorkspaceId != workspace {
+			continue
+		}
+		if region != "" {
+			d.Regions = slices.DeleteFunc(d.Regions, func(r *ctrlv1.DeploymentInRegion) bool { return r.Region != region })
+			if len(d.Regions) == 0 {
+				continue
+			}
+		}
+		kept = append(kept, d)
+	}
+	return kept
+}
+
+// deploymentsTable writes one row per deployment and region, as the
+// console's deployments page does (a deployment in no region gets one row
+// of dashes, so that it is not hidden).
+func deploymentsTable(out io.Writer, deps []*ctrlv1.DeploymentSummary) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "DEPLOYMENT\tWORKSPACE/ENV\tIMAGE\tREGION\tDESIRED\tREPLICAS\tREADY\tACTUAL\tWORKFLOW")
+	for _, d := range deps {
+		head := fmt.Sprintf("%s\t%s/%s\t%s", tui.Clean(d.DeploymentId), tui.Clean(d.WorkspaceId), tui.Clean(d.EnvironmentId), tui.Clean(d.Image))
+		if len(d.Regions) == 0 {
+			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t%s\n", head, tui.Clean(d.WorkflowStatus))
+		}
+		for _, r := range d.Regions {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", head, tui.Clean(r.Region), tui.Clean(r.DesiredStatus), r.Replicas,
+				r.ReadyInstances, r.Instances, tui.Clean(r.ActualStatus), tui.Clean(d.WorkflowStatus))
+		}
+	}
+	return w.Flush()
+}
+
+func desiredStatusCommand(name, done string, want ctrlv1.DesiredStatus, regionFlags []cli.Flag) *cli.Command {
 	return &cli.Command{
 		Name:      name,
 		Usage:     name + " a deployment in a region (or, with --all-regions, in all of its regions)",
@@ -174,31 +236,60 @@ func desiredStatusCommand(name string, want ctrlv1.DesiredStatus, regionFlags []
 			if c.NArg() != 1 {
 				return fmt.Errorf("want exactly one DEPLOYMENT_ID")
 			}
-			region, err := targetRegion(c)
+			id := c.Args().First()
+			t, err := target(ctx, c, op, id)
 			if err != nil {
 				return err
 			}
-			_, err = op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: c.Args().First(), Region: region, Status: want})
-			return done(c, err, "%s %s", name, c.Args().First())
+			if _, err := op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: id, Region: t.region, Status: want}); err != nil {
+				return err
+			}
+			return printResult(c, result{Action: name, DeploymentID: id, Regions: t.regions, AllRegions: t.all,
+				Message: fmt.Sprintf("%s %s in %s", done, id, where(t.regions, t.all))})
 		}),
 	}
 }
 
-// targetRegion is the region a command acts in: --region, or "" (every
-// region of the deployment, to the server) only when --all-regions says so:
-// a forgotten --region must not stop a deployment everywhere.
-func targetRegion(c *cli.Context) (string, error) {
+// targetRegions is where a command acts: region for the request ("" means
+// every region of the deployment, to the server) and the regions to name
+// in the result.
+type targetRegions struct {
+	region  string
+	regions []string
+	all     bool
+}
+
+// target is where a command on deployment id acts: --region, or every
+// region of the deployment only when --all-regions says so: a forgotten
+// --region must not stop a deployment everywhere. For --all-regions it
+// reads the deployment's regions first, so that the result names them
+// (none when the deployment is not among the newest ListDeployments gives).
+func target(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient, id string) (targetRegions, error) {
 	region, all := c.String("region"), c.Bool("all-regions")
 	switch {
 	case region != "" && all:
-		return "", errors.New("--region and --all-regions: give one of them")
+		return targetRegions{}, errors.New("--region and --all-regions: give one of them")
 	case region == "" && !all:
-		return "", errors.New("--region is required (or --all-regions, to act in every region of the deployment)")
+		return targetRegions{}, errors.New("--region is required (or --all-regions, to act in every region of the deployment)")
+	case !all:
+		return targetRegions{region: region, regions: []string{region}}, nil
 	}
-	return region, nil
+	r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+	if err != nil {
+		return targetRegions{}, err
+	}
+	t := targetRegions{all: true, regions: []string{}}
+	for _, d := range r.Deployments {
+		if d.DeploymentId == id {
+			for _, in := range d.Regions {
+				t.regions = append(t.regions, in.Region)
+			}
+		}
+	}
+	return t, nil
 }
 
-func regionCommand(name, usage string, call func(ctx context.Context, op ctrlv1.OperatorServiceClient, region string) error) *cli.Command {
+func regionCommand(name, usage, done string, call func(ctx context.Context, op ctrlv1.OperatorServiceClient, region string) error) *cli.Command {
 	return &cli.Command{
 		Name:      name,
 		Usage:     usage,
@@ -207,14 +298,11 @@ func regionCommand(name, usage string, call func(ctx context.Context, op ctrlv1.
 			if c.NArg() != 1 {
 				return fmt.Errorf("want exactly one REGION")
 			}
-			return done(c, call(ctx, op, c.Args().First()), "%s %s", name, c.Args().First())
+			region := c.Args().First()
+			if err := call(ctx, op, region); err != nil {
+				return err
+			}
+			return printResult(c, result{Action: name, Regions: []string{region}, Message: fmt.Sprintf(done, region)})
 		}),
 	}
-}
-
-func done(c *cli.Context, err error, format string, args ...any) error {
-	if err == nil {
-		fmt.Fprintf(c.App.Writer, "done: "+format+"\n", args...)
-	}
-	return err
 }

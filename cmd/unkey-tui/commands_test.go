@@ -32,11 +32,13 @@ func TestScriptCommands(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"deploy", "--image", "app:1", "--region", "eu", "--workspace", "ws", "--environment", "prod", "--replicas", "2", "--env", "A=1", "api"}, "deployed api"},
-		{[]string{"scale", "--region", "eu", "api", "3"}, "done: scaled api to 3"},
-		{[]string{"stop", "--region", "eu", "api"}, "done: stop api"},
-		{[]string{"pause", "eu"}, "done: pause eu"},
-		{[]string{"resync", "eu"}, "done: resync eu"},
+		{[]string{"deploy", "--image", "app:1", "--region", "eu", "--workspace", "ws", "--environment", "prod", "--replicas", "2", "--env", "A=1", "api"}, "deployed api in eu\n"},
+		{[]string{"scale", "--region", "eu", "api", "3"}, "scaled api to 3 in eu\n"},
+		{[]string{"stop", "--region", "eu", "api"}, "stopped api in eu\n"},
+		{[]string{"start", "--region", "eu", "api"}, "started api in eu\n"},
+		{[]string{"pause", "eu"}, "paused eu\n"},
+		{[]string{"resume", "eu"}, "resumed eu\n"},
+		{[]string{"resync", "eu"}, "requested a full resync of eu\n"},
 		{[]string{"regions"}, "eu "},
 	}
 	for _, s := range steps {
@@ -48,8 +50,8 @@ func TestScriptCommands(t *testing.T) {
 	if _, err := run("resync", "mars"); err == nil || !strings.Contains(err.Error(), "mars") {
 		t.Fatalf("unknown region: got %v", err)
 	}
-	if n := env.DB.Ent.AuditLog.Query().CountX(t.Context()); n != 6 {
-		t.Fatalf("want every action audited (6), got %d", n)
+	if n := env.DB.Ent.AuditLog.Query().CountX(t.Context()); n != 8 {
+		t.Fatalf("want every action audited (8), got %d", n)
 	}
 }
 
@@ -163,7 +165,7 @@ func TestCommandsActInEveryRegionOnlyWithAllRegions(t *testing.T) {
 	if _, err := e.run("stop", "--region", "eu", "--all-regions", "api"); err == nil || !strings.Contains(err.Error(), "give one of them") {
 		t.Fatalf("--region with --all-regions: got %v", err)
 	}
-	if out, err := e.run("stop", "--all-regions", "api"); err != nil || !strings.Contains(out, "done: stop api") {
+	if out, err := e.run("stop", "--all-regions", "api"); err != nil || out != "stopped api in every region (eu, us)\n" {
 		t.Fatalf("stop --all-regions: output %q, error %v", out, err)
 	}
 	if got := e.desired(t); !maps.Equal(got, map[string]string{"eu": "stopped", "us": "stopped"}) {
@@ -181,10 +183,10 @@ func TestFlagsAnywhereOnTheCommandLine(t *testing.T) {
 		args []string
 		want string
 	}{
-		{with(global, []string{"stop", "api", "--region", "eu"}), "done: stop api"},
-		{with(global, []string{"scale", "api", "--region=us", "4"}), "done: scaled api to 4"},
-		{with([]string{"start", "api", "--region", "eu"}, global), "done: start api"},
-		{with([]string{"stop"}, global, []string{"--region", "us", "--", "api"}), "done: stop api"},
+		{with(global, []string{"stop", "api", "--region", "eu"}), "stopped api in eu"},
+		{with(global, []string{"scale", "api", "--region=us", "4"}), "scaled api to 4 in us"},
+		{with([]string{"start", "api", "--region", "eu"}, global), "started api in eu"},
+		{with([]string{"stop"}, global, []string{"--region", "us", "--", "api"}), "stopped api in us"},
 	} {
 		out, err := e.runLine(c.args...)
 		if err != nil || !strings.Contains(out, c.want) {
@@ -207,7 +209,7 @@ func TestFlagsAnywhereOnTheCommandLine(t *testing.T) {
 		t.Fatalf("mistyped flag: got %v", err)
 	}
 	// deploy's required flags count after the ID too.
-	if out, err := e.run("deploy", "web", "--image", "app:2", "--region", "eu", "--workspace", "ws", "--environment", "prod"); err != nil || !strings.Contains(out, "deployed web") {
+	if out, err := e.run("deploy", "web", "--image", "app:2", "--region", "eu", "--workspace", "ws", "--environment", "prod"); err != nil || !strings.Contains(out, "deployed web in eu") {
 		t.Fatalf("deploy with flags after the ID: output %q, error %v", out, err)
 	}
 }
@@ -242,6 +244,22 @@ func TestRegionsPrintsNoControlSequences(t *testing.T) {
 	}
 	if !strings.Contains(out, "boom red  next col2J") {
 		t.Fatalf("the last error is not shown:\n%s", out)
+	}
+	// JSON carries the raw text: its escaping makes it harmless, and a
+	// script gets what the agent said.
+	var doc struct {
+		Regions []struct {
+			Region    string `json:"region"`
+			LastError string `json:"last_error"`
+		} `json:"regions"`
+	}
+	if err := e.runJSON(t, &doc, "regions"); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range doc.Regions {
+		if r.Region == "eu" && r.LastError != hostile {
+			t.Fatalf("JSON last_error %q, want the raw %q", r.LastError, hostile)
+		}
 	}
 }
 

@@ -50,7 +50,9 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "tls-cert", Usage: "client certificate `file` for mutual TLS", EnvVars: env("tls-cert")},
 			&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
 			&cli.DurationFlag{Name: "refresh", Value: time.Second, Usage: "how often views refresh", EnvVars: env("refresh")},
+			outputFlag(),
 		},
+		Before:   checkOutput,
 		Commands: scriptCommands(),
 		Action: func(c *cli.Context) error {
 			if c.Args().Present() {

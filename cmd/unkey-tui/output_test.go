@@ -1,0 +1,258 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// runJSON runs the command line with --output json and decodes stdout,
+// which must hold exactly one JSON document, into v. Stderr is kept apart,
+// as a script sees it.
+func (e *cliEnv) runJSON(t *testing.T, v any, args ...string) error {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	a := app()
+	a.Writer, a.ErrWriter = &stdout, &stderr
+	err := run(a, append([]string{"unkey-tui", "--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token, "--output", "json"}, args...))
+	text := stdout.String()
+	dec := json.NewDecoder(&stdout)
+	if derr := dec.Decode(v); derr != nil {
+		t.Fatalf("%v: stdout is not a JSON document (%v):\n%s", args, derr, text)
+	}
+	if derr := dec.Decode(new(any)); derr != io.EOF {
+		t.Fatalf("%v: stdout holds more than one JSON document:\n%s", args, text)
+	}
+	return err
+}
+
+// deploymentsJSON is `deployments --output json` with the field names
+// docs/cli-json.md gives.
+type deploymentsJSON struct {
+	Deployments []struct {
+		DeploymentID   string `json:"deployment_id"`
+		WorkspaceID    string `json:"workspace_id"`
+		EnvironmentID  string `json:"environment_id"`
+		Image          string `json:"image"`
+		WorkflowStatus string `json:"workflow_status"`
+		CreatedAt      string `json:"created_at"`
+		Regions        []struct {
+			Region         string `json:"region"`
+			DesiredStatus  string `json:"desired_status"`
+			Replicas       int    `json:"replicas"`
+			ReadyInstances int    `json:"ready_instances"`
+			Instances      int    `json:"instances"`
+		} `json:"regions"`
+	} `json:"deployments"`
+}
+
+// rows flattens the document to "id ws/env image region desired replicas".
+func (d deploymentsJSON) rows() []string {
+	var rows []string
+	for _, dep := range d.Deployments {
+		for _, r := range dep.Regions {
+			rows = append(rows, strings.Join([]string{dep.DeploymentID, dep.WorkspaceID + "/" + dep.EnvironmentID, dep.Image,
+				r.Region, r.DesiredStatus, strconv.Itoa(r.Replicas)}, " "))
+		}
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// tableRows gives the table's rows cut to their first six columns (those
+// never empty), sorted, after checking the header.
+func tableRows(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if h := strings.Fields(lines[0]); !slices.Equal(h, []string{"DEPLOYMENT", "WORKSPACE/ENV", "IMAGE", "REGION", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW"}) {
+		t.Fatalf("header %q", lines[0])
+	}
+	var rows []string
+	for _, l := range lines[1:] {
+		rows = append(rows, strings.Join(strings.Fields(l)[:6], " "))
+	}
+	slices.Sort(rows)
+	return rows
+}
+
+// `deployments` lists every deployment per region, as ctrld holds it, in a
+// table and as JSON; --region and --workspace narrow the list.
+func TestDeploymentsCommand(t *testing.T) {
+	e := newCLIEnv(t)
+	for _, args := range [][]string{
+		{"deploy", "web", "--image", "web:2", "--region", "us", "--workspace", "other", "--environment", "dev", "--replicas", "2"},
+		{"scale", "--region", "us", "api", "3"},
+		{"stop", "--region", "eu", "api"},
+	} {
+		if out, err := e.run(args...); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+	}
+	all := []string{"api ws/prod app:1 eu stopped 1", "api ws/prod app:1 us running 3", "web other/dev web:2 us running 2"}
+	for _, c := range []struct {
+		filter []string
+		want   []string
+	}{
+		{nil, all},
+		{[]string{"--region", "us"}, []string{"api ws/prod app:1 us running 3", "web other/dev web:2 us running 2"}},
+		{[]string{"--workspace", "other"}, []string{"web other/dev web:2 us running 2"}},
+		{[]string{"--workspace", "ws", "--region", "eu"}, []string{"api ws/prod app:1 eu stopped 1"}},
+	} {
+		args := append([]string{"deployments"}, c.filter...)
+		out, err := e.run(args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		if got := tableRows(t, out); !slices.Equal(got, c.want) {
+			t.Errorf("%v table rows\n got %q\nwant %q\n%s", args, got, c.want, out)
+		}
+		var doc deploymentsJSON
+		if err := e.runJSON(t, &doc, args...); err != nil {
+			t.Fatalf("%v --output json: %v", args, err)
+		}
+		if got := doc.rows(); !slices.Equal(got, c.want) {
+			t.Errorf("%v JSON rows\n got %q\nwant %q", args, got, c.want)
+		}
+		for _, d := range doc.Deployments {
+			if d.WorkflowStatus == "" || d.CreatedAt == "" {
+				t.Errorf("%v: %s has no workflow_status or created_at", args, d.DeploymentID)
+			}
+		}
+	}
+	var none deploymentsJSON
+	if err := e.runJSON(t, &none, "deployments", "--region", "mars"); err != nil || len(none.Deployments) != 0 {
+		t.Fatalf("deployments in a region with none: %+v, %v", none, err)
+	}
+}
+
+// resultJSON is a write command's --output json document.
+type resultJSON struct {
+	Action       string   `json:"action"`
+	DeploymentID string   `json:"deployment_id"`
+	Regions      []string `json:"regions"`
+	AllRegions   bool     `json:"all_regions"`
+	Replicas     *int     `json:"replicas"`
+	Message      string   `json:"message"`
+}
+
+// A write command's JSON names the action, the deployment and the regions
+// it acted in (those of the deployment for --all-regions); its message is
+// the line the table output prints.
+func TestWriteCommandsJSON(t *testing.T) {
+	e := newCLIEnv(t)
+	three := 3
+	for _, c := range []struct {
+		args []string
+		want resultJSON
+	}{
+		{[]string{"scale", "--region", "eu", "api", "3"},
+			resultJSON{Action: "scale", DeploymentID: "api", Regions: []string{"eu"}, Replicas: &three, Message: "scaled api to 3 in eu"}},
+		{[]string{"scale", "--all-regions", "api", "3"},
+			resultJSON{Action: "scale", DeploymentID: "api", Regions: []string{"eu", "us"}, AllRegions: true, Replicas: &three, Message: "scaled api to 3 in every region (eu, us)"}},
+		{[]string{"stop", "--all-regions", "api"},
+			resultJSON{Action: "stop", DeploymentID: "api", Regions: []string{"eu", "us"}, AllRegions: true, Message: "stopped api in every region (eu, us)"}},
+		{[]string{"start", "--region", "us", "api"},
+			resultJSON{Action: "start", DeploymentID: "api", Regions: []string{"us"}, Message: "started api in us"}},
+		{[]string{"deploy", "web", "--image", "web:1", "--region", "eu", "--region", "us", "--workspace", "ws", "--environment", "prod", "--replicas", "3"},
+			resultJSON{Action: "deploy", DeploymentID: "web", Regions: []string{"eu", "us"}, Replicas: &three, Message: "deployed web in eu, us"}},
+		{[]string{"pause", "us"}, resultJSON{Action: "pause", Regions: []string{"us"}, Message: "paused us"}},
+		{[]string{"resume", "us"}, resultJSON{Action: "resume", Regions: []string{"us"}, Message: "resumed us"}},
+		{[]string{"resync", "eu"}, resultJSON{Action: "resync", Regions: []string{"eu"}, Message: "requested a full resync of eu"}},
+	} {
+		var got resultJSON
+		if err := e.runJSON(t, &got, c.args...); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if g, w := mustJSON(t, got), mustJSON(t, c.want); g != w {
+			t.Errorf("%v\n got %s\nwant %s", c.args, g, w)
+		}
+	}
+	if got := e.desired(t); got["eu"] != "stopped" || got["us"] != "running" {
+		t.Fatalf("desired state %v, want eu stopped and us started again", got)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// `regions --output json` carries ListRegions with its proto field names;
+// 64-bit numbers are strings (the proto JSON mapping).
+func TestRegionsJSON(t *testing.T) {
+	e := newCLIEnv(t)
+	if out, err := e.run("pause", "us"); err != nil {
+		t.Fatalf("pause: %v\n%s", err, out)
+	}
+	var doc struct {
+		Regions []struct {
+			Region         string  `json:"region"`
+			HeadVersion    string  `json:"head_version"`
+			AckedVersion   string  `json:"acked_version"`
+			LagChanges     string  `json:"lag_changes"`
+			LagSeconds     float64 `json:"lag_seconds"`
+			AgentConnected bool    `json:"agent_connected"`
+			Paused         bool    `json:"paused"`
+			LastError      *string `json:"last_error"`
+			LastHeartbeat  any     `json:"last_heartbeat"`
+		} `json:"regions"`
+	}
+	if err := e.runJSON(t, &doc, "regions"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range doc.Regions {
+		if n, err := strconv.ParseUint(r.HeadVersion, 10, 64); err != nil || n == 0 {
+			t.Errorf("%s: head_version %q, want a version", r.Region, r.HeadVersion)
+		}
+		if r.LastError == nil {
+			t.Errorf("%s: no last_error field", r.Region)
+		}
+		got[r.Region] = strings.Join([]string{r.AckedVersion, r.LagChanges, strconv.FormatBool(r.AgentConnected), strconv.FormatBool(r.Paused)}, " ")
+	}
+	// One change per region (api's topology row), none acked: no agent ran.
+	if want := map[string]string{"eu": "0 1 false false", "us": "0 1 false true"}; !maps.Equal(got, want) {
+		t.Fatalf("acked lag connected paused per region\n got %v\nwant %v", got, want)
+	}
+}
+
+// With --output json a failure is still an error (exit 1, the text on
+// stderr) and stdout holds one error document: ctrld's code and message,
+// or InvalidArgument for a command line refused before any call.
+func TestErrorsJSON(t *testing.T) {
+	e := newCLIEnv(t)
+	type errorJSON struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	for _, c := range []struct {
+		args        []string
+		code, words string
+	}{
+		{[]string{"resync", "mars"}, "InvalidArgument", "mars"},
+		{[]string{"stop", "--region", "eu", "nope"}, "NotFound", "nope"},
+		{[]string{"scale", "--region", "eu", "api", "5x"}, "InvalidArgument", `REPLICAS "5x"`},
+		{[]string{"stop", "api"}, "InvalidArgument", "--region is required"},
+		{[]string{"deploy", "web"}, "InvalidArgument", "image"},
+	} {
+		var doc errorJSON
+		err := e.runJSON(t, &doc, c.args...)
+		if err == nil {
+			t.Fatalf("%v: no error", c.args)
+		}
+		if doc.Error.Code != c.code || !strings.Contains(doc.Error.Message, c.words) {
+			t.Errorf("%v: error document %+v, want code %s and a message naming %s", c.args, doc.Error, c.code, c.words)
+		}
+	}
+}
