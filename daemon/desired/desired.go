@@ -44,12 +44,23 @@ type DeploymentSpec struct {
 	Env           map[string]string
 }
 
+// MaxDeployRegions bounds the regions of one Deploy. A region is a
+// cluster with its own agent; the largest clouds have a few dozen regions
+// each, and a deployment spread over more than a hundred clusters is not
+// one operator call. The bound keeps a deploy one short transaction (a
+// topology and a change row per region) and its statements far below the
+// database's 65,535 placeholders.
+const MaxDeployRegions = 100
+
 // Deploy creates a deployment and its topology in every region (the source
 // design's createTopologies), all in one transaction: agents see all of it
-// or none.
+// or none. Deploys run one at a time (oneDeployAtATime).
 func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []string, replicas int) error {
 	if len(regions) == 0 {
 		return fmt.Errorf("regions: %w: at least one region is required", ErrInvalid)
+	}
+	if len(regions) > MaxDeployRegions {
+		return fmt.Errorf("regions: %w: at most %d regions per deploy, got %d", ErrInvalid, MaxDeployRegions, len(regions))
 	}
 	if i := firstDuplicate(regions); i >= 0 {
 		return fmt.Errorf("regions: %w: %q listed twice", ErrInvalid, regions[i])
@@ -64,6 +75,9 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		return err
 	}
 	return invalidField(store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		if err := oneDeployAtATime(ctx, tx); err != nil {
+			return err
+		}
 		if err := knownRegions(ctx, tx, regions...); err != nil {
 			return err
 		}
@@ -97,6 +111,21 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		}
 		return claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID)
 	}))
+}
+
+// oneDeployAtATime makes concurrent Deploys run one after the other, by
+// locking every region's row (in ID order, so they queue on the first)
+// until the transaction ends. Run together, they deadlock: the change
+// feed's locking read of a new deployment's topologies (ent/changefeed,
+// Deployment) gap-locks the range of the deployment_topology index
+// (deployment_id, region) where the new ID falls; new IDs often share one
+// range (on an empty table, all do), and each deploy's topology insert
+// then waits for the others' gap locks, whatever their regions. A deploy
+// is one short transaction, and region rows change rarely (pause, resync,
+// a new agent token's region), so the queue costs little.
+func oneDeployAtATime(ctx context.Context, tx *ent.Tx) error {
+	_, err := tx.Region.Query().Order(region.ByID()).ForUpdate().IDs(ctx)
+	return err
 }
 
 // checkCommandAndEnv checks what the schema cannot: each argument and

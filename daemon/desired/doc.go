@@ -24,4 +24,11 @@
 //   - Ownership: a policy owned by a deployment goes only to a region,
 //     workspace and environment that deployment runs in, and keeps its
 //     owner for life (the database cascades it away with the deployment).
+//   - Regions: a deploy names at most MaxDeployRegions, so it stays one
+//     short transaction whatever the caller sends.
+//
+// Deploys run one at a time (they lock every region's row first): run
+// together, the change feed's locking reads make them deadlock on the
+// topology index whatever their regions (see oneDeployAtATime). Every other
+// write here is one transaction that store.WithTx reruns after a deadlock.
 package desired
