@@ -359,14 +359,14 @@ func written(t *testing.T, client *ent.Client) string {
 		client.Namespace.Query().CountX(ctx), changes(t, client))
 }
 
-// nestedSpec is a policy spec whose objects nest depth levels deep,
-// counting the spec itself.
+// nestedSpec is a policy spec whose ingress rule holds objects depth levels
+// deep, counting the spec itself (level 1) and the ingress list (level 2).
 func nestedSpec(depth int) map[string]any {
 	var v any = map[string]any{}
-	for range depth - 2 {
+	for range depth - 3 {
 		v = map[string]any{"a": v}
 	}
-	return map[string]any{"endpointSelector": v}
+	return map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{v}}
 }
 
 // A policy owned by a deployment goes only where that deployment runs: its

@@ -25,10 +25,12 @@ func TestOversizeResourcesAreRefusedAndTheLargestAccepted(t *testing.T) {
 	policy := func(id, name string, spec map[string]any) desired.PolicySpec {
 		return desired.PolicySpec{ID: id, WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west", Name: name, Spec: spec}
 	}
-	description := func(n int) map[string]any { return map[string]any{"description": strings.Repeat("x", n)} }
+	description := func(n int) map[string]any {
+		return map[string]any{"endpointSelector": map[string]any{}, "description": strings.Repeat("x", n)}
+	}
 
 	// The largest: a little under the limit as stored, and as sent.
-	largest := description(limits.MaxResourceBytes - 32)
+	largest := description(limits.MaxResourceBytes - 128)
 	if _, err := s.EnsureCiliumPolicy(ctx, policy("pol-1", "big", largest)); err != nil {
 		t.Fatalf("a policy just under the limit: %v", err)
 	}
@@ -55,19 +57,21 @@ func TestOversizeResourcesAreRefusedAndTheLargestAccepted(t *testing.T) {
 	for i := range 9 {
 		overEnv.Env[fmt.Sprintf("V%d", i)] = strings.Repeat("x", 120<<10)
 	}
-	// Numbers are 9 bytes each in the stream's protobuf and 2 in JSON: this
-	// fits as stored but not as sent.
-	numbers := make([]any, limits.MaxResourceBytes/4)
-	for i := range numbers {
-		numbers[i] = 1.0
+	// ICMP types are numbers, 9 bytes each in the stream's protobuf and 1
+	// in JSON: this fits as stored but not as sent.
+	icmpFields := make([]any, limits.MaxResourceBytes/16)
+	for i := range icmpFields {
+		icmpFields[i] = map[string]any{"type": 8.0}
 	}
+	numbers := map[string]any{"endpointSelector": map[string]any{},
+		"ingress": []any{map[string]any{"icmps": []any{map[string]any{"fields": icmpFields}}}}}
 	for _, c := range []struct {
 		name, field, size string
 		err               error
 	}{
-		{"policy too big as stored", "spec", "1048595 bytes as stored", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-2", "huge", description(tooBig))))},
-		{"policy too big as sent", "spec", "as the stream sends it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-3", "numbers", map[string]any{"labels": numbers})))},
-		{"update of a stored policy", "spec", "1048595 bytes as stored", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-1", "big", description(tooBig))))},
+		{"policy too big as stored", "spec", "1048667 bytes as Kubernetes stores it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-2", "huge", description(tooBig))))},
+		{"policy too big as sent", "spec", "as the stream sends it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-3", "numbers", numbers)))},
+		{"update of a stored policy", "spec", "1048667 bytes as Kubernetes stores it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-1", "big", description(tooBig))))},
 		{"command", "command", "bytes as stored (command", s.Deploy(ctx, overCommand, []string{"eu-west"}, 1)},
 		{"env", "env", "bytes as stored (command", s.Deploy(ctx, overEnv, []string{"eu-west"}, 1)},
 	} {
@@ -80,7 +84,7 @@ func TestOversizeResourcesAreRefusedAndTheLargestAccepted(t *testing.T) {
 	if after := written(t, client); after != before {
 		t.Errorf("refused writes changed the database:\n before %s\n after  %s", before, after)
 	}
-	if got := client.CiliumNetworkPolicy.GetX(ctx, "pol-1"); len(got.Spec["description"].(string)) != limits.MaxResourceBytes-32 {
+	if got := client.CiliumNetworkPolicy.GetX(ctx, "pol-1"); len(got.Spec["description"].(string)) != limits.MaxResourceBytes-128 {
 		t.Errorf("a refused update changed the stored policy")
 	}
 }

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -23,40 +24,74 @@ import (
 const MaxJSONDepth = 24
 
 // ciliumSpecFields are the top-level fields of a CiliumNetworkPolicy's spec
-// (cilium.io/v2; the Rule type of Cilium's pkg/policy/api). Cilium's CRD
-// prunes or refuses any other, so a spec with another field would not be
-// applied as it was accepted.
-var ciliumSpecFields = []string{
-	"endpointSelector", "nodeSelector",
-	"ingress", "ingressDeny", "egress", "egressDeny",
-	"labels", "description", "enableDefaultDeny", "log",
+// (cilium.io/v2; the Rule type of Cilium's pkg/policy/api), each with the
+// check of the type Cilium's CRD gives it. The API server refuses any other
+// field or type (and drops a null, which the agent would then re-apply
+// forever), so a spec with one would be accepted but never applied.
+var ciliumSpecFields = map[string]func(path string, v any) error{
+	"endpointSelector":  labelSelector,
+	"nodeSelector":      labelSelector,
+	"ingress":           listOf("rule"),
+	"ingressDeny":       listOf("rule"),
+	"egress":            listOf("rule"),
+	"egressDeny":        listOf("rule"),
+	"labels":            listOf("label"),
+	"description":       isString,
+	"enableDefaultDeny": isObject,
+	"log":               isObject,
 }
 
 // CiliumPolicySpec checks a CiliumNetworkPolicy's .spec as the API hands it
 // over (JSON-shaped: maps, slices, strings, numbers, booleans, nil): only
-// Cilium's top-level fields, nesting within MaxJSONDepth, no NaN or
-// infinity (a protobuf Struct holds them, JSON cannot), valid UTF-8, and at
-// most limits.MaxResourceBytes both as stored (JSON) and as the stream
-// sends it (a protobuf Struct, which is the bigger of the two for numbers:
-// eight bytes each, plus framing).
+// Cilium's top-level fields, each of the type Cilium's CRD declares, exactly
+// one of endpointSelector and nodeSelector, nesting within MaxJSONDepth, no
+// NaN or infinity (a protobuf Struct holds them, JSON cannot), valid UTF-8,
+// and at most limits.MaxResourceBytes both as Kubernetes stores it (its
+// JSON plus server-side apply's record of its fields) and as the stream
+// sends it (a protobuf Struct, bigger than the JSON for numbers: eight bytes
+// each, plus framing).
 func CiliumPolicySpec(spec map[string]any) error {
 	if len(spec) == 0 {
 		return ErrEmpty
 	}
-	for _, k := range slices.Sorted(maps.Keys(spec)) {
-		if !slices.Contains(ciliumSpecFields, k) {
-			return fmt.Errorf("%.64q is not a field of a CiliumNetworkPolicy spec (%s)", k, strings.Join(ciliumSpecFields, ", "))
+	fields := slices.Sorted(maps.Keys(spec))
+	for _, k := range fields {
+		if ciliumSpecFields[k] == nil {
+			return fmt.Errorf("%.64q is not a field of a CiliumNetworkPolicy spec (%s)", k, strings.Join(slices.Sorted(maps.Keys(ciliumSpecFields)), ", "))
 		}
 	}
 	if path, err := jsonValue(spec, 1); err != nil {
 		return fmt.Errorf("%s %w", strings.TrimPrefix(path, "."), err)
 	}
+	for _, k := range fields {
+		if err := ciliumSpecFields[k](k, spec[k]); err != nil {
+			return err
+		}
+	}
+	_, endpoints := spec["endpointSelector"]
+	_, nodes := spec["nodeSelector"]
+	switch {
+	case !endpoints && !nodes:
+		return errors.New("needs endpointSelector or nodeSelector: Cilium requires one, to know what the policy applies to")
+	case endpoints && nodes:
+		return errors.New("has both endpointSelector and nodeSelector: Cilium takes exactly one")
+	}
 	stored, err := json.Marshal(spec)
 	if err != nil {
 		return fmt.Errorf("cannot be stored as JSON: %v", err)
 	}
-	if len(stored) > limits.MaxResourceBytes {
-		return fmt.Errorf("%d bytes as stored (JSON), at most %d allowed", len(stored), limits.MaxResourceBytes)
+	// The API server writes the policy's object to etcd as JSON, in one
+	// request of at most 1.5 MiB, and the object holds more than the spec:
+	// server-side apply's record of the fields the agent set repeats every
+	// key of every object in it, which about doubles a map-heavy spec (a
+	// spec of 909 KB as JSON, 70,000 matchLabels, made an object etcd
+	// refused). Within MaxResourceBytes (1 MiB) with that record counted,
+	// the object is that plus its metadata (names, labels, the agent's hash
+	// annotation and their record: about 1 KiB), half a MiB under the limit.
+	record := fieldRecordBytes(spec)
+	if n := len(stored) + record; n > limits.MaxResourceBytes {
+		return fmt.Errorf("%d bytes as Kubernetes stores it (%d as JSON, plus %d for server-side apply's record of its fields), at most %d allowed",
+			n, len(stored), record, limits.MaxResourceBytes)
 	}
 	// The stream builds its Struct from what the database returns.
 	var read map[string]any
@@ -71,6 +106,110 @@ func CiliumPolicySpec(spec map[string]any) error {
 		return fmt.Errorf("%d bytes as the stream sends it (%d as stored), at most %d allowed", n, len(stored), limits.MaxResourceBytes)
 	}
 	return nil
+}
+
+// fieldRecordBytes is the size of server-side apply's record of v's fields
+// (FieldsV1 in metadata.managedFields) as a real API server writes it: for
+// an object with keys, `".":{},` and, per key, `"f:<key>":<record of the
+// value>,` where the record of anything but an object with keys is `{}`.
+// So a key costs its name as a JSON string plus 6 bytes (its bare name
+// plus 8: measured so on 1,000 and 5,000 matchLabels), and an object 7. A list is recorded as `{}`, nothing of its items: a
+// CRD's lists are atomic unless it declares them a map or a set, which
+// Cilium's does not, and a schemaless CRD cannot.
+func fieldRecordBytes(v any) int {
+	m, ok := v.(map[string]any)
+	if !ok || len(m) == 0 {
+		return 0
+	}
+	n := len(`".":{},`)
+	for k, e := range m {
+		name, _ := json.Marshal(k) // quoted and escaped as the API server writes it
+		n += len("f:") + len(name) + len(":{},") + fieldRecordBytes(e)
+	}
+	return n
+}
+
+// labelSelector checks a Kubernetes label selector, which is how Cilium
+// selects endpoints and nodes.
+func labelSelector(path string, v any) error {
+	selector, ok := v.(map[string]any)
+	if !ok {
+		return mustBe(path, "a label selector (an object)", v)
+	}
+	for _, k := range slices.Sorted(maps.Keys(selector)) {
+		switch k {
+		case "matchLabels":
+			labels, ok := selector[k].(map[string]any)
+			if !ok {
+				return mustBe(path+".matchLabels", "an object of strings", selector[k])
+			}
+			for _, name := range slices.Sorted(maps.Keys(labels)) {
+				if err := isString(path+".matchLabels."+Clip(name, 64), labels[name]); err != nil {
+					return err
+				}
+			}
+		case "matchExpressions":
+			if err := listOf("requirement")(path+".matchExpressions", selector[k]); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("%s: %.64q is not a field of a label selector (matchLabels, matchExpressions)", path, k)
+		}
+	}
+	return nil
+}
+
+// listOf checks a list of objects, each a what.
+func listOf(what string) func(path string, v any) error {
+	return func(path string, v any) error {
+		list, ok := v.([]any)
+		if !ok {
+			return mustBe(path, "a list of "+what+"s", v)
+		}
+		for i, e := range list {
+			if _, ok := e.(map[string]any); !ok {
+				return mustBe(fmt.Sprintf("%s[%d]", path, i), "a "+what+" (an object)", e)
+			}
+		}
+		return nil
+	}
+}
+
+func isString(path string, v any) error {
+	if _, ok := v.(string); !ok {
+		return mustBe(path, "a string", v)
+	}
+	return nil
+}
+
+func isObject(path string, v any) error {
+	if _, ok := v.(map[string]any); !ok {
+		return mustBe(path, "an object", v)
+	}
+	return nil
+}
+
+func mustBe(path, want string, got any) error {
+	return fmt.Errorf("%s must be %s, got %s", path, want, jsonType(got))
+}
+
+// jsonType names the JSON type of v, a JSON-shaped value.
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	case float64, float32, int, int64, int32:
+		return "a number"
+	}
+	return fmt.Sprintf("a Go %T", v)
 }
 
 // StructMap is s as a JSON-shaped map, for CiliumPolicySpec. It differs

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"math"
 	"reflect"
 	"strings"
@@ -11,14 +12,24 @@ import (
 	"github.com/deploysync/deploysync/internal/limits"
 )
 
-// nested is a spec whose endpointSelector holds objects depth levels deep,
-// counting the spec itself.
+// nested is a spec whose ingress rule holds objects depth levels deep,
+// counting the spec itself (level 1) and the ingress list (level 2).
 func nested(depth int) map[string]any {
 	var v any = map[string]any{}
-	for range depth - 2 {
+	for range depth - 3 {
 		v = map[string]any{"a": v}
 	}
-	return map[string]any{"endpointSelector": v}
+	return map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{v}}
+}
+
+// matchLabels is a spec selecting endpoints by n labels, "k00000": "v" on:
+// 13 bytes each as JSON, 27 as Kubernetes stores them.
+func matchLabels(n int) map[string]any {
+	labels := make(map[string]any, n)
+	for i := range n {
+		labels[fmt.Sprintf("k%05d", i)] = "v"
+	}
+	return map[string]any{"endpointSelector": map[string]any{"matchLabels": labels}}
 }
 
 func TestCiliumPolicySpec(t *testing.T) {
@@ -33,22 +44,28 @@ func TestCiliumPolicySpec(t *testing.T) {
 	for name, spec := range map[string]map[string]any{
 		"a real policy":   allowDNS,
 		"deepest allowed": nested(MaxJSONDepth),
-		"node selector":   {"nodeSelector": map[string]any{}, "ingressDeny": []any{}, "egressDeny": []any{}, "labels": []any{}, "log": map[string]any{}},
-		// A long string's protobuf framing is a few bytes bigger than its
-		// JSON's (18 bytes), so this is about as big as a spec can get.
-		"nearly the limit": {"description": strings.Repeat("x", limits.MaxResourceBytes-32)},
+		"node selector": {"nodeSelector": map[string]any{"matchExpressions": []any{map[string]any{"key": "zone", "operator": "Exists"}}},
+			"ingressDeny": []any{}, "egressDeny": []any{}, "labels": []any{map[string]any{"key": "team"}}, "log": map[string]any{}},
+		// A long string costs a few bytes more as the stream sends it (its
+		// protobuf framing) and as Kubernetes stores it (the record of two
+		// keys and the spec's object: 50 bytes) than as JSON (60 bytes).
+		"nearly the limit": {"endpointSelector": map[string]any{}, "description": strings.Repeat("x", limits.MaxResourceBytes-128)},
+		// 27 bytes a label: 38,000 of them nearly fill the limit.
+		"map-heavy within the limit": matchLabels(38_000),
 	} {
 		if err := CiliumPolicySpec(spec); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
 
-	// Numbers take 9 bytes in a protobuf Struct and 2 in JSON ("1,"): a
-	// list of them fits as stored but not as the stream sends it.
-	ones := make([]any, limits.MaxResourceBytes/4)
-	for i := range ones {
-		ones[i] = 1.0
+	// An ICMP type is a number, 9 bytes in a protobuf Struct and 1 in
+	// JSON: a rule with enough of them fits as stored but not as sent.
+	icmpFields := make([]any, limits.MaxResourceBytes/16)
+	for i := range icmpFields {
+		icmpFields[i] = map[string]any{"type": 8.0}
 	}
+	icmps := []any{map[string]any{"icmps": []any{map[string]any{"fields": icmpFields}}}}
+	anySelector := map[string]any{}
 	for _, c := range []struct {
 		name string
 		spec map[string]any
@@ -56,13 +73,37 @@ func TestCiliumPolicySpec(t *testing.T) {
 	}{
 		{"empty", map[string]any{}, "empty"},
 		{"not a Cilium field", map[string]any{"x": 1}, `"x" is not a field`},
-		{"NaN", map[string]any{"endpointSelector": map[string]any{"a": []any{1.0, math.NaN()}}}, "endpointSelector.a[1] is NaN"},
-		{"infinity", map[string]any{"description": math.Inf(-1)}, "description is -Inf"},
+		{"NaN", map[string]any{"endpointSelector": anySelector, "ingress": []any{map[string]any{"a": []any{1.0, math.NaN()}}}}, "ingress[0].a[1] is NaN"},
+		{"infinity", map[string]any{"endpointSelector": anySelector, "description": math.Inf(-1)}, "description is -Inf"},
 		{"too deep", nested(MaxJSONDepth + 1), "deeper than 24 levels"},
 		{"90 deep", nested(90), "deeper than 24 levels"},
-		{"invalid UTF-8", map[string]any{"labels": []any{"\xff"}}, "labels[0] is not valid UTF-8"},
-		{"too big as stored", map[string]any{"description": strings.Repeat("x", limits.MaxResourceBytes)}, "1048594 bytes as stored (JSON)"},
-		{"too big as sent", map[string]any{"labels": ones}, "as the stream sends it"},
+		{"invalid UTF-8", map[string]any{"endpointSelector": anySelector, "description": "\xff"}, "description is not valid UTF-8"},
+
+		// Types Cilium's CRD refuses, so the agent's apply would fail.
+		{"ingress a string", map[string]any{"ingress": "notalist"}, "ingress must be a list of rules, got a string"},
+		{"selector a number", map[string]any{"endpointSelector": 5.0}, "endpointSelector must be a label selector (an object), got a number"},
+		{"selector null", map[string]any{"endpointSelector": nil}, "endpointSelector must be a label selector (an object), got null"},
+		{"no selector", map[string]any{"description": "x"}, "needs endpointSelector or nodeSelector"},
+		{"both selectors", map[string]any{"endpointSelector": anySelector, "nodeSelector": anySelector}, "has both endpointSelector and nodeSelector"},
+		{"a rule not an object", map[string]any{"endpointSelector": anySelector, "egress": []any{map[string]any{}, "x"}}, "egress[1] must be a rule (an object), got a string"},
+		{"deny rules null", map[string]any{"endpointSelector": anySelector, "ingressDeny": nil}, "ingressDeny must be a list of rules, got null"},
+		{"deny rules an object", map[string]any{"endpointSelector": anySelector, "egressDeny": map[string]any{}}, "egressDeny must be a list of rules, got an object"},
+		{"labels a string", map[string]any{"endpointSelector": anySelector, "labels": "team=a"}, "labels must be a list of labels, got a string"},
+		{"description an object", map[string]any{"endpointSelector": anySelector, "description": map[string]any{}}, "description must be a string, got an object"},
+		{"default deny a boolean", map[string]any{"endpointSelector": anySelector, "enableDefaultDeny": true}, "enableDefaultDeny must be an object, got a boolean"},
+		{"log a list", map[string]any{"endpointSelector": anySelector, "log": []any{}}, "log must be an object, got a list"},
+		{"labels at the selector's top", map[string]any{"endpointSelector": map[string]any{"app": "api"}}, `endpointSelector: "app" is not a field of a label selector`},
+		{"matchLabels a list", map[string]any{"nodeSelector": map[string]any{"matchLabels": []any{}}}, "nodeSelector.matchLabels must be an object of strings, got a list"},
+		{"a label value a number", map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"port": 80.0}}}, "endpointSelector.matchLabels.port must be a string, got a number"},
+		{"an expression a string", map[string]any{"endpointSelector": map[string]any{"matchExpressions": []any{"app in (api)"}}}, "endpointSelector.matchExpressions[0] must be a requirement (an object), got a string"},
+
+		// Sizes.
+		{"too big as JSON", map[string]any{"endpointSelector": anySelector, "description": strings.Repeat("x", limits.MaxResourceBytes)}, "1048666 bytes as Kubernetes stores it (1048616 as JSON, plus 50 for"},
+		{"too big as sent", map[string]any{"endpointSelector": anySelector, "ingress": icmps}, "as the stream sends it"},
+		// 909 KB as JSON, accepted once: server-side apply's record of
+		// its keys made the object bigger than etcd takes, and the agent's
+		// apply failed for as long as it was there.
+		{"map-heavy", matchLabels(69_901), "as Kubernetes stores it (908751 as JSON, plus 978678 for server-side apply's record"},
 	} {
 		err := CiliumPolicySpec(c.spec)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -75,24 +116,28 @@ func TestCiliumPolicySpec(t *testing.T) {
 // structpb's AsMap turns those into strings that pass every check and are
 // stored as if sent; StructMap keeps them numbers, so they are refused.
 func TestStructMapKeepsNonFiniteNumbersForTheCheck(t *testing.T) {
+	object := func(fields map[string]*structpb.Value) *structpb.Value {
+		return structpb.NewStructValue(&structpb.Struct{Fields: fields})
+	}
+	list := func(values ...*structpb.Value) *structpb.Value {
+		return structpb.NewListValue(&structpb.ListValue{Values: values})
+	}
+	icmp := map[string]*structpb.Value{"type": structpb.NewNumberValue(8), "family": structpb.NewNullValue()}
 	spec := &structpb.Struct{Fields: map[string]*structpb.Value{
-		"endpointSelector": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{
-			"matchLabels": structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"app": structpb.NewStringValue("api")}}),
-		}}),
-		"ingress": structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{
-			structpb.NewNullValue(), structpb.NewBoolValue(true), structpb.NewNumberValue(80),
-		}}),
+		"endpointSelector":  object(map[string]*structpb.Value{"matchLabels": object(map[string]*structpb.Value{"app": structpb.NewStringValue("api")})}),
+		"enableDefaultDeny": object(map[string]*structpb.Value{"ingress": structpb.NewBoolValue(true)}),
+		"ingress":           list(object(map[string]*structpb.Value{"icmps": list(object(map[string]*structpb.Value{"fields": list(object(icmp))}))})),
 	}}
 	if got, want := StructMap(spec), spec.AsMap(); !reflect.DeepEqual(got, want) {
 		t.Errorf("StructMap = %v, want AsMap's %v", got, want)
 	}
 	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
-		spec.Fields["ingress"].GetListValue().Values[2] = structpb.NewNumberValue(bad)
+		icmp["type"] = structpb.NewNumberValue(bad)
 		if err := CiliumPolicySpec(spec.AsMap()); err != nil {
 			t.Fatalf("AsMap no longer hides %v (%v): StructMap may be unneeded", bad, err)
 		}
-		if err := CiliumPolicySpec(StructMap(spec)); err == nil || !strings.Contains(err.Error(), "ingress[2] is") {
-			t.Errorf("%v: got %v, want ingress[2] refused", bad, err)
+		if err := CiliumPolicySpec(StructMap(spec)); err == nil || !strings.Contains(err.Error(), "ingress[0].icmps[0].fields[0].type is") {
+			t.Errorf("%v: got %v, want ingress[0].icmps[0].fields[0].type refused", bad, err)
 		}
 	}
 }
