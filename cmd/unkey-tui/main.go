@@ -30,7 +30,7 @@ func env(name string) []string {
 }
 
 func app() *cli.App {
-	return &cli.App{
+	a := &cli.App{
 		// A value is never split at commas: --env DSN=host=db,user=app
 		// is one variable. Repeat a flag for several values.
 		DisableSliceFlagSeparator: true,
@@ -71,6 +71,11 @@ func app() *cli.App {
 			return err
 		},
 	}
+	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
+	for _, cmd := range a.Commands {
+		cmd.OnUsageError = usageOnStderr(cli.CommandHelpTemplate, cmd)
+	}
+	return a
 }
 
 // connect dials ctrld with the global flags' token and TLS settings.

@@ -111,6 +111,18 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
+// usageOnStderr is the OnUsageError of the app (template and data: its
+// help) and of each command: urfave/cli would print a refused command
+// line's usage on stdout, where a script reads the result (with --output
+// json, the error document), so it goes to stderr, after the reason.
+func usageOnStderr(template string, data any) cli.OnUsageErrorFunc {
+	return func(c *cli.Context, err error, _ bool) error {
+		fmt.Fprintf(c.App.ErrWriter, "Incorrect Usage: %v\n\n", err)
+		cli.HelpPrinter(c.App.ErrWriter, template, data)
+		return err
+	}
+}
+
 // callError is ctrld's answer to a failed call. Its text is what the
 // console shows (the code and ctrld's message, cleaned for a terminal);
 // the JSON error document carries the code and the raw message.

@@ -245,6 +245,8 @@ func TestErrorsJSON(t *testing.T) {
 		{[]string{"scale", "--region", "eu", "api", "5x"}, "InvalidArgument", `REPLICAS "5x"`},
 		{[]string{"stop", "api"}, "InvalidArgument", "--region is required"},
 		{[]string{"deploy", "web"}, "InvalidArgument", "image"},
+		// The usage goes to stderr: stdout holds the document alone.
+		{[]string{"stop", "--regoin", "eu", "api"}, "InvalidArgument", "regoin"},
 	} {
 		var doc errorJSON
 		err := e.runJSON(t, &doc, c.args...)
