@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -17,17 +16,15 @@ import (
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// largestPolicySpec is a valid CiliumNetworkPolicy spec, about as big as
-// ctrld accepts: one ingress rule per client address (10.x.y.z/32 on port
-// 8443, from offset on), as many as keep it within size both as ctrld
-// stores it (JSON) and as the stream sends it (a protobuf Struct, the
-// bigger of the two here).
-func largestPolicySpec(t *testing.T, size, offset int) map[string]any {
-	t.Helper()
-	spec := func(rules int) map[string]any {
+// clientRules makes list-heavy specs: one ingress rule per client address
+// (10.x.y.z/32 on port 8443, from offset on). Server-side apply records a
+// list as one field, so the object is about as big as the spec.
+func clientRules(offset int) func(rules int) map[string]any {
+	return func(rules int) map[string]any {
 		ingress := make([]any, rules)
 		for i := range ingress {
 			n := offset + i
@@ -42,59 +39,92 @@ func largestPolicySpec(t *testing.T, size, offset int) map[string]any {
 			"ingress":          ingress,
 		}
 	}
-	bytes := func(s map[string]any) int {
-		stored, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
+}
+
+// podLabels makes map-heavy specs: an endpoint selector of as many labels,
+// "k00000": "v<offset>" on. Server-side apply records every key again in
+// the object's managedFields, so the object is about twice the spec.
+func podLabels(offset int) func(labels int) map[string]any {
+	return func(labels int) map[string]any {
+		match := make(map[string]any, labels)
+		for i := range labels {
+			match[fmt.Sprintf("k%05d", i)] = fmt.Sprintf("v%d", offset)
 		}
-		sent, err := structpb.NewStruct(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return max(len(stored), proto.Size(sent))
+		return map[string]any{"endpointSelector": map[string]any{"matchLabels": match}}
 	}
-	// Every rule takes well over 64 bytes, so size/64 rules are too many.
-	rules := sort.Search(size/64, func(n int) bool { return bytes(spec(n)) > size }) - 1
-	s := spec(rules)
-	t.Logf("%d ingress rules, %d bytes (limit %d)", rules, bytes(s), limits.MaxResourceBytes)
+}
+
+// largestAccepted is the biggest spec(n) that ctrld accepts (it checks
+// every spec with validate.CiliumPolicySpec). An entry of either shape
+// costs well over 16 bytes, so spec(MaxResourceBytes/16) is too big.
+func largestAccepted(t *testing.T, spec func(n int) map[string]any) map[string]any {
+	t.Helper()
+	n := sort.Search(limits.MaxResourceBytes/16, func(n int) bool { return validate.CiliumPolicySpec(spec(n)) != nil }) - 1
+	if n < 1 {
+		t.Fatalf("ctrld accepts no spec of this shape: %v", validate.CiliumPolicySpec(spec(1)))
+	}
+	s := spec(n)
+	stored, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d entries, %d bytes as JSON (limit %d)", n, len(stored), limits.MaxResourceBytes)
 	return s
 }
 
-// The largest resource ctrld accepts goes all the way: through the
-// operator API into the database, through a full sync's stream to a real
-// agent, and through server-side apply into a real Kubernetes API server
-// (whose etcd takes requests up to 1.5 MiB); then a change of the same
-// size through the incremental stream. A resource ctrld accepts but the
-// stream or Kubernetes cannot carry would fail its region's every sync.
+// The largest resources ctrld accepts go all the way: through the operator
+// API into the database, through a full sync's stream to a real agent, and
+// through server-side apply into a real Kubernetes API server (whose etcd
+// takes requests up to 1.5 MiB); then a change of the same size through
+// the incremental stream. A resource ctrld accepts but the stream or
+// Kubernetes cannot carry would fail its region's every sync. Both shapes:
+// many rules (lists, which cost Kubernetes what they cost as JSON) and many
+// labels (keys, which server-side apply records again: a 909 KB spec of
+// them was once accepted and never applied, "etcdserver: request is too
+// large").
 func TestLargestAcceptedResourceReachesKubernetes(t *testing.T) {
 	e := newAgentEnv(t)
 	e.cluster.InstallCiliumCRD(t)
-	dyn := dynamic.NewForConfigOrDie(e.cluster.Config)
-	ns := naming.Namespace("big", "prod")
-	put := func(spec map[string]any) {
+	policies := dynamic.NewForConfigOrDie(e.cluster.Config).Resource(reconcile.PolicyResource).Namespace(naming.Namespace("big", "prod"))
+	shapes := map[string]func(offset int) func(n int) map[string]any{"clients": clientRules, "selector": podLabels}
+	put := func(name string, spec map[string]any) {
 		t.Helper()
 		s, err := structpb.NewStruct(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.op.PutCiliumNetworkPolicy(e.ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "big", WorkspaceId: "big",
-			EnvironmentId: "prod", Region: "eu", Name: "clients", Spec: s}); err != nil {
-			t.Fatalf("ctrld refused a spec within limits.MaxResourceBytes: %v", err)
+		if _, err := e.op.PutCiliumNetworkPolicy(e.ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: name, WorkspaceId: "big",
+			EnvironmentId: "prod", Region: "eu", Name: name, Spec: s}); err != nil {
+			t.Fatalf("ctrld refused the spec validate.CiliumPolicySpec accepts: %v", err)
 		}
 	}
-	applied := func(spec map[string]any) func() bool {
-		return func() bool {
-			live, err := dyn.Resource(reconcile.PolicyResource).Namespace(ns).Get(e.ctx, "clients", metav1.GetOptions{})
+	waitApplied := func(how, name string, spec map[string]any) {
+		t.Helper()
+		waitFor(t, time.Minute, fmt.Sprintf("the largest %s policy applied by %s", name, how), func() bool {
+			live, err := policies.Get(e.ctx, name, metav1.GetOptions{})
 			return err == nil && kube.Same(live.Object["spec"], spec)
+		})
+		live, err := policies.Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
+		stored, _ := json.Marshal(live.Object)
+		t.Logf("%s: %d bytes in the API server", name, len(stored))
 	}
 
-	first := largestPolicySpec(t, limits.MaxResourceBytes-1024, 0)
-	put(first)
+	first := map[string]map[string]any{}
+	for name, shape := range shapes {
+		first[name] = largestAccepted(t, shape(0))
+		put(name, first[name])
+	}
 	e.start(t, "agent-0", agent.Config{LeaderElect: false, ResyncInterval: -1})
-	waitFor(t, time.Minute, "the largest policy applied by the full sync", applied(first))
+	for name, spec := range first {
+		waitApplied("the full sync", name, spec)
+	}
 
-	second := largestPolicySpec(t, limits.MaxResourceBytes-1024, 1) // every rule changed
-	put(second)
-	waitFor(t, time.Minute, "the largest policy's change applied from the stream", applied(second))
+	for name, shape := range shapes {
+		second := largestAccepted(t, shape(1)) // every rule or label changed
+		put(name, second)
+		waitApplied("the stream", name, second)
+	}
 }
