@@ -17,6 +17,10 @@ const (
 	// MaxResourceBytes is the largest desired-state resource ctrld accepts:
 	// a deployment's image, command and env together, or a policy's spec,
 	// as stored. A quarter of the message limit leaves room for the event's
-	// other fields and any future growth of them.
+	// other fields and any future growth of them. A policy's spec is also
+	// counted as Kubernetes stores it, its JSON plus server-side apply's
+	// record of its keys (managedFields, about as big again for a spec of
+	// many labels): within this limit, its object fits etcd's 1.5 MiB
+	// request limit with half a MiB to spare.
 	MaxResourceBytes = 1 << 20
 )
