@@ -28,8 +28,10 @@ type APIToken struct {
 	// CreatedAt holds the value of the "created_at" field.
 	CreatedAt time.Time `json:"created_at,omitempty"`
 	// RevokedAt holds the value of the "revoked_at" field.
-	RevokedAt    *time.Time `json:"revoked_at,omitempty"`
-	selectValues sql.SelectValues
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// LiveOperatorName holds the value of the "live_operator_name" field.
+	LiveOperatorName *string `json:"live_operator_name,omitempty"`
+	selectValues     sql.SelectValues
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -39,7 +41,7 @@ func (*APIToken) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case apitoken.FieldID:
 			values[i] = new(sql.NullInt64)
-		case apitoken.FieldKind, apitoken.FieldName, apitoken.FieldRegion, apitoken.FieldHash:
+		case apitoken.FieldKind, apitoken.FieldName, apitoken.FieldRegion, apitoken.FieldHash, apitoken.FieldLiveOperatorName:
 			values[i] = new(sql.NullString)
 		case apitoken.FieldCreatedAt, apitoken.FieldRevokedAt:
 			values[i] = new(sql.NullTime)
@@ -101,6 +103,13 @@ func (_m *APIToken) assignValues(columns []string, values []any) error {
 				_m.RevokedAt = new(time.Time)
 				*_m.RevokedAt = value.Time
 			}
+		case apitoken.FieldLiveOperatorName:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field live_operator_name", values[i])
+			} else if value.Valid {
+				_m.LiveOperatorName = new(string)
+				*_m.LiveOperatorName = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -154,6 +163,11 @@ func (_m *APIToken) String() string {
 	if v := _m.RevokedAt; v != nil {
 		builder.WriteString("revoked_at=")
 		builder.WriteString(v.Format(time.ANSIC))
+	}
+	builder.WriteString(", ")
+	if v := _m.LiveOperatorName; v != nil {
+		builder.WriteString("live_operator_name=")
+		builder.WriteString(*v)
 	}
 	builder.WriteByte(')')
 	return builder.String()

@@ -82,6 +82,20 @@ func (_c *APITokenCreate) SetNillableRevokedAt(v *time.Time) *APITokenCreate {
 	return _c
 }
 
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (_c *APITokenCreate) SetLiveOperatorName(v string) *APITokenCreate {
+	_c.mutation.SetLiveOperatorName(v)
+	return _c
+}
+
+// SetNillableLiveOperatorName sets the "live_operator_name" field if the given value is not nil.
+func (_c *APITokenCreate) SetNillableLiveOperatorName(v *string) *APITokenCreate {
+	if v != nil {
+		_c.SetLiveOperatorName(*v)
+	}
+	return _c
+}
+
 // Mutation returns the APITokenMutation object of the builder.
 func (_c *APITokenCreate) Mutation() *APITokenMutation {
 	return _c.mutation
@@ -164,6 +178,11 @@ func (_c *APITokenCreate) check() error {
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		return &ValidationError{Name: "created_at", err: errors.New(`ent: missing required field "APIToken.created_at"`)}
 	}
+	if v, ok := _c.mutation.LiveOperatorName(); ok {
+		if err := apitoken.LiveOperatorNameValidator(v); err != nil {
+			return &ValidationError{Name: "live_operator_name", err: fmt.Errorf(`ent: validator failed for field "APIToken.live_operator_name": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -214,6 +233,10 @@ func (_c *APITokenCreate) createSpec() (*APIToken, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.RevokedAt(); ok {
 		_spec.SetField(apitoken.FieldRevokedAt, field.TypeTime, value)
 		_node.RevokedAt = &value
+	}
+	if value, ok := _c.mutation.LiveOperatorName(); ok {
+		_spec.SetField(apitoken.FieldLiveOperatorName, field.TypeString, value)
+		_node.LiveOperatorName = &value
 	}
 	return _node, _spec
 }
@@ -282,6 +305,24 @@ func (u *APITokenUpsert) UpdateRevokedAt() *APITokenUpsert {
 // ClearRevokedAt clears the value of the "revoked_at" field.
 func (u *APITokenUpsert) ClearRevokedAt() *APITokenUpsert {
 	u.SetNull(apitoken.FieldRevokedAt)
+	return u
+}
+
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (u *APITokenUpsert) SetLiveOperatorName(v string) *APITokenUpsert {
+	u.Set(apitoken.FieldLiveOperatorName, v)
+	return u
+}
+
+// UpdateLiveOperatorName sets the "live_operator_name" field to the value that was provided on create.
+func (u *APITokenUpsert) UpdateLiveOperatorName() *APITokenUpsert {
+	u.SetExcluded(apitoken.FieldLiveOperatorName)
+	return u
+}
+
+// ClearLiveOperatorName clears the value of the "live_operator_name" field.
+func (u *APITokenUpsert) ClearLiveOperatorName() *APITokenUpsert {
+	u.SetNull(apitoken.FieldLiveOperatorName)
 	return u
 }
 
@@ -360,6 +401,27 @@ func (u *APITokenUpsertOne) UpdateRevokedAt() *APITokenUpsertOne {
 func (u *APITokenUpsertOne) ClearRevokedAt() *APITokenUpsertOne {
 	return u.Update(func(s *APITokenUpsert) {
 		s.ClearRevokedAt()
+	})
+}
+
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (u *APITokenUpsertOne) SetLiveOperatorName(v string) *APITokenUpsertOne {
+	return u.Update(func(s *APITokenUpsert) {
+		s.SetLiveOperatorName(v)
+	})
+}
+
+// UpdateLiveOperatorName sets the "live_operator_name" field to the value that was provided on create.
+func (u *APITokenUpsertOne) UpdateLiveOperatorName() *APITokenUpsertOne {
+	return u.Update(func(s *APITokenUpsert) {
+		s.UpdateLiveOperatorName()
+	})
+}
+
+// ClearLiveOperatorName clears the value of the "live_operator_name" field.
+func (u *APITokenUpsertOne) ClearLiveOperatorName() *APITokenUpsertOne {
+	return u.Update(func(s *APITokenUpsert) {
+		s.ClearLiveOperatorName()
 	})
 }
 
@@ -604,6 +666,27 @@ func (u *APITokenUpsertBulk) UpdateRevokedAt() *APITokenUpsertBulk {
 func (u *APITokenUpsertBulk) ClearRevokedAt() *APITokenUpsertBulk {
 	return u.Update(func(s *APITokenUpsert) {
 		s.ClearRevokedAt()
+	})
+}
+
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (u *APITokenUpsertBulk) SetLiveOperatorName(v string) *APITokenUpsertBulk {
+	return u.Update(func(s *APITokenUpsert) {
+		s.SetLiveOperatorName(v)
+	})
+}
+
+// UpdateLiveOperatorName sets the "live_operator_name" field to the value that was provided on create.
+func (u *APITokenUpsertBulk) UpdateLiveOperatorName() *APITokenUpsertBulk {
+	return u.Update(func(s *APITokenUpsert) {
+		s.UpdateLiveOperatorName()
+	})
+}
+
+// ClearLiveOperatorName clears the value of the "live_operator_name" field.
+func (u *APITokenUpsertBulk) ClearLiveOperatorName() *APITokenUpsertBulk {
+	return u.Update(func(s *APITokenUpsert) {
+		s.ClearLiveOperatorName()
 	})
 }
 

@@ -49,6 +49,26 @@ func (_u *APITokenUpdate) ClearRevokedAt() *APITokenUpdate {
 	return _u
 }
 
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (_u *APITokenUpdate) SetLiveOperatorName(v string) *APITokenUpdate {
+	_u.mutation.SetLiveOperatorName(v)
+	return _u
+}
+
+// SetNillableLiveOperatorName sets the "live_operator_name" field if the given value is not nil.
+func (_u *APITokenUpdate) SetNillableLiveOperatorName(v *string) *APITokenUpdate {
+	if v != nil {
+		_u.SetLiveOperatorName(*v)
+	}
+	return _u
+}
+
+// ClearLiveOperatorName clears the value of the "live_operator_name" field.
+func (_u *APITokenUpdate) ClearLiveOperatorName() *APITokenUpdate {
+	_u.mutation.ClearLiveOperatorName()
+	return _u
+}
+
 // Mutation returns the APITokenMutation object of the builder.
 func (_u *APITokenUpdate) Mutation() *APITokenMutation {
 	return _u.mutation
@@ -81,6 +101,16 @@ func (_u *APITokenUpdate) ExecX(ctx context.Context) {
 	}
 }
 
+// check runs all checks and user-defined validators on the builder.
+func (_u *APITokenUpdate) check() error {
+	if v, ok := _u.mutation.LiveOperatorName(); ok {
+		if err := apitoken.LiveOperatorNameValidator(v); err != nil {
+			return &ValidationError{Name: "live_operator_name", err: fmt.Errorf(`ent: validator failed for field "APIToken.live_operator_name": %w`, err)}
+		}
+	}
+	return nil
+}
+
 // Modify adds a statement modifier for attaching custom logic to the UPDATE statement.
 func (_u *APITokenUpdate) Modify(modifiers ...func(u *sql.UpdateBuilder)) *APITokenUpdate {
 	_u.modifiers = append(_u.modifiers, modifiers...)
@@ -88,6 +118,9 @@ func (_u *APITokenUpdate) Modify(modifiers ...func(u *sql.UpdateBuilder)) *APITo
 }
 
 func (_u *APITokenUpdate) sqlSave(ctx context.Context) (_node int, err error) {
+	if err := _u.check(); err != nil {
+		return _node, err
+	}
 	_spec := sqlgraph.NewUpdateSpec(apitoken.Table, apitoken.Columns, sqlgraph.NewFieldSpec(apitoken.FieldID, field.TypeInt))
 	if ps := _u.mutation.predicates; len(ps) > 0 {
 		_spec.Predicate = func(selector *sql.Selector) {
@@ -101,6 +134,12 @@ func (_u *APITokenUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if _u.mutation.RevokedAtCleared() {
 		_spec.ClearField(apitoken.FieldRevokedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.LiveOperatorName(); ok {
+		_spec.SetField(apitoken.FieldLiveOperatorName, field.TypeString, value)
+	}
+	if _u.mutation.LiveOperatorNameCleared() {
+		_spec.ClearField(apitoken.FieldLiveOperatorName, field.TypeString)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
@@ -141,6 +180,26 @@ func (_u *APITokenUpdateOne) SetNillableRevokedAt(v *time.Time) *APITokenUpdateO
 // ClearRevokedAt clears the value of the "revoked_at" field.
 func (_u *APITokenUpdateOne) ClearRevokedAt() *APITokenUpdateOne {
 	_u.mutation.ClearRevokedAt()
+	return _u
+}
+
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (_u *APITokenUpdateOne) SetLiveOperatorName(v string) *APITokenUpdateOne {
+	_u.mutation.SetLiveOperatorName(v)
+	return _u
+}
+
+// SetNillableLiveOperatorName sets the "live_operator_name" field if the given value is not nil.
+func (_u *APITokenUpdateOne) SetNillableLiveOperatorName(v *string) *APITokenUpdateOne {
+	if v != nil {
+		_u.SetLiveOperatorName(*v)
+	}
+	return _u
+}
+
+// ClearLiveOperatorName clears the value of the "live_operator_name" field.
+func (_u *APITokenUpdateOne) ClearLiveOperatorName() *APITokenUpdateOne {
+	_u.mutation.ClearLiveOperatorName()
 	return _u
 }
 
@@ -189,6 +248,16 @@ func (_u *APITokenUpdateOne) ExecX(ctx context.Context) {
 	}
 }
 
+// check runs all checks and user-defined validators on the builder.
+func (_u *APITokenUpdateOne) check() error {
+	if v, ok := _u.mutation.LiveOperatorName(); ok {
+		if err := apitoken.LiveOperatorNameValidator(v); err != nil {
+			return &ValidationError{Name: "live_operator_name", err: fmt.Errorf(`ent: validator failed for field "APIToken.live_operator_name": %w`, err)}
+		}
+	}
+	return nil
+}
+
 // Modify adds a statement modifier for attaching custom logic to the UPDATE statement.
 func (_u *APITokenUpdateOne) Modify(modifiers ...func(u *sql.UpdateBuilder)) *APITokenUpdateOne {
 	_u.modifiers = append(_u.modifiers, modifiers...)
@@ -196,6 +265,9 @@ func (_u *APITokenUpdateOne) Modify(modifiers ...func(u *sql.UpdateBuilder)) *AP
 }
 
 func (_u *APITokenUpdateOne) sqlSave(ctx context.Context) (_node *APIToken, err error) {
+	if err := _u.check(); err != nil {
+		return _node, err
+	}
 	_spec := sqlgraph.NewUpdateSpec(apitoken.Table, apitoken.Columns, sqlgraph.NewFieldSpec(apitoken.FieldID, field.TypeInt))
 	id, ok := _u.mutation.ID()
 	if !ok {
@@ -226,6 +298,12 @@ func (_u *APITokenUpdateOne) sqlSave(ctx context.Context) (_node *APIToken, err 
 	}
 	if _u.mutation.RevokedAtCleared() {
 		_spec.ClearField(apitoken.FieldRevokedAt, field.TypeTime)
+	}
+	if value, ok := _u.mutation.LiveOperatorName(); ok {
+		_spec.SetField(apitoken.FieldLiveOperatorName, field.TypeString, value)
+	}
+	if _u.mutation.LiveOperatorNameCleared() {
+		_spec.ClearField(apitoken.FieldLiveOperatorName, field.TypeString)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &APIToken{config: _u.config}

@@ -52,19 +52,20 @@ const (
 // APITokenMutation represents an operation that mutates the APIToken nodes in the graph.
 type APITokenMutation struct {
 	config
-	op            Op
-	typ           string
-	id            *int
-	kind          *apitoken.Kind
-	name          *string
-	region        *string
-	hash          *string
-	created_at    *time.Time
-	revoked_at    *time.Time
-	clearedFields map[string]struct{}
-	done          bool
-	oldValue      func(context.Context) (*APIToken, error)
-	predicates    []predicate.APIToken
+	op                 Op
+	typ                string
+	id                 *int
+	kind               *apitoken.Kind
+	name               *string
+	region             *string
+	hash               *string
+	created_at         *time.Time
+	revoked_at         *time.Time
+	live_operator_name *string
+	clearedFields      map[string]struct{}
+	done               bool
+	oldValue           func(context.Context) (*APIToken, error)
+	predicates         []predicate.APIToken
 }
 
 var _ ent.Mutation = (*APITokenMutation)(nil)
@@ -394,6 +395,55 @@ func (m *APITokenMutation) ResetRevokedAt() {
 	delete(m.clearedFields, apitoken.FieldRevokedAt)
 }
 
+// SetLiveOperatorName sets the "live_operator_name" field.
+func (m *APITokenMutation) SetLiveOperatorName(s string) {
+	m.live_operator_name = &s
+}
+
+// LiveOperatorName returns the value of the "live_operator_name" field in the mutation.
+func (m *APITokenMutation) LiveOperatorName() (r string, exists bool) {
+	v := m.live_operator_name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLiveOperatorName returns the old "live_operator_name" field's value of the APIToken entity.
+// If the APIToken object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *APITokenMutation) OldLiveOperatorName(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLiveOperatorName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLiveOperatorName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLiveOperatorName: %w", err)
+	}
+	return oldValue.LiveOperatorName, nil
+}
+
+// ClearLiveOperatorName clears the value of the "live_operator_name" field.
+func (m *APITokenMutation) ClearLiveOperatorName() {
+	m.live_operator_name = nil
+	m.clearedFields[apitoken.FieldLiveOperatorName] = struct{}{}
+}
+
+// LiveOperatorNameCleared returns if the "live_operator_name" field was cleared in this mutation.
+func (m *APITokenMutation) LiveOperatorNameCleared() bool {
+	_, ok := m.clearedFields[apitoken.FieldLiveOperatorName]
+	return ok
+}
+
+// ResetLiveOperatorName resets all changes to the "live_operator_name" field.
+func (m *APITokenMutation) ResetLiveOperatorName() {
+	m.live_operator_name = nil
+	delete(m.clearedFields, apitoken.FieldLiveOperatorName)
+}
+
 // Where appends a list predicates to the APITokenMutation builder.
 func (m *APITokenMutation) Where(ps ...predicate.APIToken) {
 	m.predicates = append(m.predicates, ps...)
@@ -428,7 +478,7 @@ func (m *APITokenMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *APITokenMutation) Fields() []string {
-	fields := make([]string, 0, 6)
+	fields := make([]string, 0, 7)
 	if m.kind != nil {
 		fields = append(fields, apitoken.FieldKind)
 	}
@@ -446,6 +496,9 @@ func (m *APITokenMutation) Fields() []string {
 	}
 	if m.revoked_at != nil {
 		fields = append(fields, apitoken.FieldRevokedAt)
+	}
+	if m.live_operator_name != nil {
+		fields = append(fields, apitoken.FieldLiveOperatorName)
 	}
 	return fields
 }
@@ -467,6 +520,8 @@ func (m *APITokenMutation) Field(name string) (ent.Value, bool) {
 		return m.CreatedAt()
 	case apitoken.FieldRevokedAt:
 		return m.RevokedAt()
+	case apitoken.FieldLiveOperatorName:
+		return m.LiveOperatorName()
 	}
 	return nil, false
 }
@@ -488,6 +543,8 @@ func (m *APITokenMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldCreatedAt(ctx)
 	case apitoken.FieldRevokedAt:
 		return m.OldRevokedAt(ctx)
+	case apitoken.FieldLiveOperatorName:
+		return m.OldLiveOperatorName(ctx)
 	}
 	return nil, fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -539,6 +596,13 @@ func (m *APITokenMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetRevokedAt(v)
 		return nil
+	case apitoken.FieldLiveOperatorName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLiveOperatorName(v)
+		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -572,6 +636,9 @@ func (m *APITokenMutation) ClearedFields() []string {
 	if m.FieldCleared(apitoken.FieldRevokedAt) {
 		fields = append(fields, apitoken.FieldRevokedAt)
 	}
+	if m.FieldCleared(apitoken.FieldLiveOperatorName) {
+		fields = append(fields, apitoken.FieldLiveOperatorName)
+	}
 	return fields
 }
 
@@ -588,6 +655,9 @@ func (m *APITokenMutation) ClearField(name string) error {
 	switch name {
 	case apitoken.FieldRevokedAt:
 		m.ClearRevokedAt()
+		return nil
+	case apitoken.FieldLiveOperatorName:
+		m.ClearLiveOperatorName()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken nullable field %s", name)
@@ -614,6 +684,9 @@ func (m *APITokenMutation) ResetField(name string) error {
 		return nil
 	case apitoken.FieldRevokedAt:
 		m.ResetRevokedAt()
+		return nil
+	case apitoken.FieldLiveOperatorName:
+		m.ResetLiveOperatorName()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)

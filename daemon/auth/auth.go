@@ -55,6 +55,14 @@ type Principal struct {
 // across regions: the audit log does not name them, and a cluster's agent
 // replicas, or an old and a new token during a rotation, may well carry the
 // same one ("agent-<region>" is the CLI's default).
+//
+// The database decides who gets a name: an operator token stores it in
+// live_operator_name, which has a unique index. Of concurrent creators of
+// one name, the first insert wins and the others wait for it, then fail on
+// the index; creators of different names never wait for each other. (A
+// locking read checking the name first locked the gap the name falls in,
+// which on a sparse table is the gap of every new name, and concurrent
+// creators deadlocked inserting into each other's locked gap.)
 func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("name: must not be empty")
@@ -79,12 +87,15 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 				return fmt.Errorf("register region: %w", err)
 			}
 		}
+		create := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token))
 		if kind == Operator {
-			if err := operatorNameFree(ctx, tx, name); err != nil {
-				return err
-			}
+			create.SetLiveOperatorName(name)
 		}
-		if err := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).Exec(ctx); err != nil {
+		err := create.Exec(ctx)
+		if kind == Operator && ent.IsConstraintError(err) {
+			return fmt.Errorf("name %q: %w; revoke it first (ctrld token revoke --operator %s) or pick another name", name, ErrNameTaken, name)
+		}
+		if err != nil {
 			return fmt.Errorf("store token: %w", err)
 		}
 		return nil
@@ -95,35 +106,12 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 	return token, nil
 }
 
-// operatorNameFree fails with ErrNameTaken when a live operator token is
-// named name. Its read locks, so two transactions creating one name cannot
-// both find it free: under REPEATABLE READ (InnoDB's default, which the
-// change-feed hooks' locking reads rely on too) the read takes next-key
-// locks on every row it scans and the gap after the last, so the later
-// creator waits for the earlier one to commit and then sees its row, or,
-// when there is no row to wait on, the two inserts deadlock and
-// store.WithTx runs the loser again, which then sees the winner's row. A
-// unique index cannot say "among live tokens" without a generated column
-// in the schema.
-func operatorNameFree(ctx context.Context, tx *ent.Tx, name string) error {
-	taken, err := tx.APIToken.Query().
-		Where(apitoken.KindEQ(Operator), apitoken.Name(name), apitoken.RevokedAtIsNil()).
-		ForUpdate().Exist(ctx)
-	if err != nil {
-		return fmt.Errorf("check the name: %w", err)
-	}
-	if taken {
-		return fmt.Errorf("name %q: %w; revoke it first (ctrld token revoke --operator %s) or pick another name", name, ErrNameTaken, name)
-	}
-	return nil
-}
-
 // Revoke revokes every live token with the given name and kind; it returns
-// how many.
+// how many. A revoked operator token's name is free again.
 func Revoke(ctx context.Context, client *ent.Client, kind apitoken.Kind, name string) (int, error) {
 	return client.APIToken.Update().
 		Where(apitoken.KindEQ(kind), apitoken.Name(name), apitoken.RevokedAtIsNil()).
-		SetRevokedAt(time.Now().UTC()).Save(ctx)
+		SetRevokedAt(time.Now().UTC()).ClearLiveOperatorName().Save(ctx)
 }
 
 func hash(token string) string {

@@ -3,9 +3,11 @@ package auth_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -16,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -84,47 +87,104 @@ func TestOperatorNamesAreUniqueAmongLiveTokens(t *testing.T) {
 	}
 }
 
-// Operators issuing tokens of one name at the same moment (ctrld token
-// create run twice) get one token between them; the others are told the
-// name is taken. On a table that holds tokens, the name check's locking read
-// queues them; on an empty one, two creators' inserts deadlock and
-// store.WithTx runs the loser again.
-func TestConcurrentOperatorTokensOfOneNameAdmitOne(t *testing.T) {
+// Operators issuing tokens at the same moment (ctrld token create run by
+// several people or scripts): of the creators of one name, exactly one gets
+// a token and the others are told the name is taken; creators of different
+// names all get theirs. None fails with a deadlock, on an empty table
+// (where every new name falls into one gap of an index) or beside existing
+// tokens. Before the name had a unique index, a locking read checked it:
+// most creators of one name on an empty table, and several creators of
+// different names, failed with "Deadlock found".
+func TestConcurrentOperatorTokens(t *testing.T) {
+	const creators, rounds = 16, 20
 	for _, c := range []struct {
 		name      string
-		creators  int
+		oneName   bool
 		preloaded bool
-	}{{"tokens exist", 8, true}, {"first token", 2, false}} {
+	}{
+		{"one name, first tokens", true, false},
+		{"one name, tokens exist", true, true},
+		{"a name each, first tokens", false, false},
+	} {
 		t.Run(c.name, func(t *testing.T) {
-			db := storetest.New(t)
-			ctx := context.Background()
-			if c.preloaded {
-				if _, err := auth.Create(ctx, db.Ent, auth.Agent, "agent-eu", "eu"); err != nil {
-					t.Fatal(err)
+			for round := range rounds {
+				db := storetest.New(t)
+				ctx := context.Background()
+				if c.preloaded {
+					for _, name := range []string{"alice", "carol"} {
+						if _, err := auth.Create(ctx, db.Ent, auth.Operator, name, ""); err != nil {
+							t.Fatal(err)
+						}
+					}
 				}
-			}
-			errs := make([]error, c.creators)
-			var wg sync.WaitGroup
-			for i := range c.creators {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, errs[i] = auth.Create(ctx, db.Ent, auth.Operator, "bob", "")
-				}()
-			}
-			wg.Wait()
-			created := 0
-			for _, err := range errs {
-				switch {
-				case err == nil:
-					created++
-				case !errors.Is(err, auth.ErrNameTaken):
-					t.Errorf("concurrent create: %v, want success or ErrNameTaken", err)
+				names := make([]string, creators)
+				for i := range names {
+					names[i] = "bob"
+					if !c.oneName {
+						names[i] = fmt.Sprintf("bob-%d", i)
+					}
 				}
-			}
-			if n := db.Ent.APIToken.Query().Where(apitoken.Name("bob"), apitoken.RevokedAtIsNil()).CountX(ctx); created != 1 || n != 1 {
-				t.Errorf("%d concurrent creates succeeded and %d live tokens are named bob, want 1 and 1", created, n)
+				errs := make([]error, creators)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i, name := range names {
+					wg.Go(func() {
+						<-start
+						_, errs[i] = auth.Create(ctx, db.Ent, auth.Operator, name, "")
+					})
+				}
+				close(start)
+				wg.Wait()
+				created := 0
+				for i, err := range errs {
+					switch {
+					case err == nil:
+						created++
+					case !c.oneName || !errors.Is(err, auth.ErrNameTaken):
+						t.Fatalf("round %d: create %q: %v", round, names[i], err)
+					}
+				}
+				live := db.Ent.APIToken.Query().Where(apitoken.NameHasPrefix("bob"), apitoken.RevokedAtIsNil()).CountX(ctx)
+				want := creators
+				if c.oneName {
+					want = 1
+				}
+				if created != want || live != want {
+					t.Fatalf("round %d: %d creates succeeded and %d live tokens are named bob…, want %d and %d", round, created, live, want, want)
+				}
 			}
 		})
+	}
+}
+
+// Databases written before live_operator_name existed hold live operator
+// tokens without it; migrating gives them their names, so those names stay
+// taken. Where an older version let two live tokens share a name, the
+// migration keeps both and the name stays taken until both are revoked.
+func TestMigrationKeepsOlderOperatorNamesTaken(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	// Written as an older ctrld did: no live_operator_name.
+	for i, name := range []string{"alice", "alice", "bob"} {
+		create := db.Ent.APIToken.Create().SetKind(auth.Operator).SetName(name).SetHash(fmt.Sprintf("old-%d", i))
+		if name == "bob" {
+			create.SetRevokedAt(time.Now())
+		}
+		create.ExecX(ctx)
+	}
+	if err := store.Migrate(ctx, db.Ent); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := auth.Create(ctx, db.Ent, auth.Operator, "alice", ""); !errors.Is(err, auth.ErrNameTaken) {
+		t.Errorf("new token named like two older live ones: got %v, want ErrNameTaken", err)
+	}
+	if _, err := auth.Create(ctx, db.Ent, auth.Operator, "bob", ""); err != nil {
+		t.Errorf("new token named like an older revoked one: %v", err)
+	}
+	if n, err := auth.Revoke(ctx, db.Ent, auth.Operator, "alice"); err != nil || n != 2 {
+		t.Fatalf("revoke alice: %d, %v; want both older tokens revoked", n, err)
+	}
+	if _, err := auth.Create(ctx, db.Ent, auth.Operator, "alice", ""); err != nil {
+		t.Errorf("new token named alice once the older ones are revoked: %v", err)
 	}
 }

@@ -100,10 +100,20 @@ func entClient(db *sql.DB) *ent.Client {
 }
 
 // Migrate brings the schema up to date (Ent auto-migration: creates and
-// extends tables and indexes, never drops).
+// extends tables and indexes, never drops), then fills the columns added
+// since with what older versions wrote.
 func Migrate(ctx context.Context, client *ent.Client) error {
 	if err := client.Schema.Create(ctx); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
+	}
+	// Live operator tokens from before api_tokens.live_operator_name
+	// existed take their names, so new tokens cannot reuse them. IGNORE:
+	// where older versions let two live tokens share a name, one takes it
+	// (the name stays taken) and the other is left as it was.
+	_, err := client.ExecContext(ctx, "UPDATE IGNORE api_tokens SET live_operator_name = name "+
+		"WHERE kind = 'operator' AND revoked_at IS NULL AND live_operator_name IS NULL")
+	if err != nil {
+		return fmt.Errorf("migrate api_tokens.live_operator_name: %w", err)
 	}
 	return nil
 }

@@ -26,6 +26,8 @@ const (
 	FieldCreatedAt = "created_at"
 	// FieldRevokedAt holds the string denoting the revoked_at field in the database.
 	FieldRevokedAt = "revoked_at"
+	// FieldLiveOperatorName holds the string denoting the live_operator_name field in the database.
+	FieldLiveOperatorName = "live_operator_name"
 	// Table holds the table name of the apitoken in the database.
 	Table = "api_tokens"
 )
@@ -39,6 +41,7 @@ var Columns = []string{
 	FieldHash,
 	FieldCreatedAt,
 	FieldRevokedAt,
+	FieldLiveOperatorName,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -62,6 +65,8 @@ var (
 	HashValidator func(string) error
 	// DefaultCreatedAt holds the default value on creation for the "created_at" field.
 	DefaultCreatedAt func() time.Time
+	// LiveOperatorNameValidator is a validator for the "live_operator_name" field. It is called by the builders before save.
+	LiveOperatorNameValidator func(string) error
 )
 
 // Kind defines the type for the "kind" enum field.
@@ -123,4 +128,9 @@ func ByCreatedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByRevokedAt orders the results by the revoked_at field.
 func ByRevokedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRevokedAt, opts...).ToFunc()
+}
+
+// ByLiveOperatorName orders the results by the live_operator_name field.
+func ByLiveOperatorName(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLiveOperatorName, opts...).ToFunc()
 }

@@ -79,6 +79,11 @@ func RevokedAt(v time.Time) predicate.APIToken {
 	return predicate.APIToken(sql.FieldEQ(FieldRevokedAt, v))
 }
 
+// LiveOperatorName applies equality check predicate on the "live_operator_name" field. It's identical to LiveOperatorNameEQ.
+func LiveOperatorName(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEQ(FieldLiveOperatorName, v))
+}
+
 // KindEQ applies the EQ predicate on the "kind" field.
 func KindEQ(v Kind) predicate.APIToken {
 	return predicate.APIToken(sql.FieldEQ(FieldKind, v))
@@ -382,6 +387,81 @@ func RevokedAtIsNil() predicate.APIToken {
 // RevokedAtNotNil applies the NotNil predicate on the "revoked_at" field.
 func RevokedAtNotNil() predicate.APIToken {
 	return predicate.APIToken(sql.FieldNotNull(FieldRevokedAt))
+}
+
+// LiveOperatorNameEQ applies the EQ predicate on the "live_operator_name" field.
+func LiveOperatorNameEQ(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEQ(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameNEQ applies the NEQ predicate on the "live_operator_name" field.
+func LiveOperatorNameNEQ(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldNEQ(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameIn applies the In predicate on the "live_operator_name" field.
+func LiveOperatorNameIn(vs ...string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldIn(FieldLiveOperatorName, vs...))
+}
+
+// LiveOperatorNameNotIn applies the NotIn predicate on the "live_operator_name" field.
+func LiveOperatorNameNotIn(vs ...string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldNotIn(FieldLiveOperatorName, vs...))
+}
+
+// LiveOperatorNameGT applies the GT predicate on the "live_operator_name" field.
+func LiveOperatorNameGT(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldGT(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameGTE applies the GTE predicate on the "live_operator_name" field.
+func LiveOperatorNameGTE(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldGTE(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameLT applies the LT predicate on the "live_operator_name" field.
+func LiveOperatorNameLT(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldLT(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameLTE applies the LTE predicate on the "live_operator_name" field.
+func LiveOperatorNameLTE(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldLTE(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameContains applies the Contains predicate on the "live_operator_name" field.
+func LiveOperatorNameContains(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldContains(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameHasPrefix applies the HasPrefix predicate on the "live_operator_name" field.
+func LiveOperatorNameHasPrefix(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldHasPrefix(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameHasSuffix applies the HasSuffix predicate on the "live_operator_name" field.
+func LiveOperatorNameHasSuffix(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldHasSuffix(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameIsNil applies the IsNil predicate on the "live_operator_name" field.
+func LiveOperatorNameIsNil() predicate.APIToken {
+	return predicate.APIToken(sql.FieldIsNull(FieldLiveOperatorName))
+}
+
+// LiveOperatorNameNotNil applies the NotNil predicate on the "live_operator_name" field.
+func LiveOperatorNameNotNil() predicate.APIToken {
+	return predicate.APIToken(sql.FieldNotNull(FieldLiveOperatorName))
+}
+
+// LiveOperatorNameEqualFold applies the EqualFold predicate on the "live_operator_name" field.
+func LiveOperatorNameEqualFold(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEqualFold(FieldLiveOperatorName, v))
+}
+
+// LiveOperatorNameContainsFold applies the ContainsFold predicate on the "live_operator_name" field.
+func LiveOperatorNameContainsFold(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldContainsFold(FieldLiveOperatorName, v))
 }
 
 // And groups predicates with the AND operator between them.

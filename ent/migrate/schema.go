@@ -18,6 +18,7 @@ var (
 		{Name: "hash", Type: field.TypeString, Size: 64},
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "revoked_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "live_operator_name", Type: field.TypeString, Nullable: true, Size: 128},
 	}
 	// APITokensTable holds the schema information for the "api_tokens" table.
 	APITokensTable = &schema.Table{
@@ -29,6 +30,16 @@ var (
 				Name:    "apitoken_hash",
 				Unique:  true,
 				Columns: []*schema.Column{APITokensColumns[4]},
+			},
+			{
+				Name:    "apitoken_live_operator_name",
+				Unique:  true,
+				Columns: []*schema.Column{APITokensColumns[7]},
+			},
+			{
+				Name:    "apitoken_kind_name",
+				Unique:  false,
+				Columns: []*schema.Column{APITokensColumns[1], APITokensColumns[2]},
 			},
 		},
 	}

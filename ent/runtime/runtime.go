@@ -72,6 +72,10 @@ func init() {
 	apitokenDescCreatedAt := apitokenFields[4].Descriptor()
 	// apitoken.DefaultCreatedAt holds the default value on creation for the created_at field.
 	apitoken.DefaultCreatedAt = apitokenDescCreatedAt.Default.(func() time.Time)
+	// apitokenDescLiveOperatorName is the schema descriptor for live_operator_name field.
+	apitokenDescLiveOperatorName := apitokenFields[6].Descriptor()
+	// apitoken.LiveOperatorNameValidator is a validator for the "live_operator_name" field. It is called by the builders before save.
+	apitoken.LiveOperatorNameValidator = apitokenDescLiveOperatorName.Validators[0].(func(string) error)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0

@@ -30,10 +30,21 @@ func (APIToken) Fields() []ent.Field {
 		field.String("hash").Immutable().NotEmpty().MaxLen(64).Sensitive(),
 		field.Time("created_at").Default(now).Immutable().SchemaType(microseconds),
 		field.Time("revoked_at").Optional().Nillable().SchemaType(microseconds),
+		// live_operator_name is name while the token is a live operator
+		// token, and NULL for agent tokens and revoked ones. Its unique
+		// index is how the database keeps two live operator tokens from
+		// sharing a name, which the audit log could not tell apart (see
+		// daemon/auth.Create).
+		field.String("live_operator_name").Optional().Nillable().MaxLen(128),
 	}
 }
 
-// Indexes of the APIToken.
+// Indexes of the APIToken. (kind, name) serves revocation by name, whose
+// locking scan then covers that name's tokens, not the whole table.
 func (APIToken) Indexes() []ent.Index {
-	return []ent.Index{index.Fields("hash").Unique()}
+	return []ent.Index{
+		index.Fields("hash").Unique(),
+		index.Fields("live_operator_name").Unique(),
+		index.Fields("kind", "name"),
+	}
 }
