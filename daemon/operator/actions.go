@@ -14,6 +14,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -131,6 +132,9 @@ func redacted(secret string) string {
 }
 
 // toStatus maps domain errors to gRPC codes with their message intact.
+// Other errors come from below (the database, its driver): their text can
+// name tables, columns and values, so the client gets a generic message;
+// act logs the cause with the action and keeps it in the audit record.
 func toStatus(err error) error {
 	switch {
 	case errors.Is(err, desired.ErrInvalid), errors.Is(err, desired.ErrUnknownRegion), ent.IsValidationError(err):
@@ -143,10 +147,14 @@ func toStatus(err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
+	case store.IsDeadlock(err):
+		// Concurrent writes collided through every rerun store.WithTx gave
+		// them; the same request can succeed a moment later.
+		return status.Error(codes.Aborted, "the action collided with concurrent changes; nothing was changed; retry")
 	case status.Code(err) != codes.Unknown:
 		return err
 	}
-	return status.Error(codes.Unavailable, "the action failed (database unavailable?); nothing was changed: "+err.Error())
+	return status.Error(codes.Unavailable, "the action failed; nothing was changed; retry (ctrld logged the cause)")
 }
 
 func invalid(format string, args ...any) error {
