@@ -14,6 +14,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // A deploy to 70,000 regions (valid, distinct names, well within a gRPC
@@ -82,5 +83,21 @@ func TestDeadlockedActionIsAborted(t *testing.T) {
 	_, err := p.svc.Deploy(p.ctx, deployRequest())
 	if status.Code(err) != codes.Aborted || strings.Contains(status.Convert(err).Message(), "Deadlock found") {
 		t.Errorf("deploy deadlocked on every run: got %v, want Aborted without driver text", err)
+	}
+}
+
+// A view that fails for a reason not the caller's tells the client only
+// that ctrld logged the cause, and ctrld did.
+func TestFailedViewsLogTheirCause(t *testing.T) {
+	p := newInProcess(t)
+	if _, err := p.db.SQL.ExecContext(p.ctx, "DROP TABLE agents"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := p.svc.ListRegions(p.ctx, &ctrlv1.ListRegionsRequest{})
+	if status.Code(err) != codes.Unavailable || strings.Contains(status.Convert(err).Message(), "Error ") {
+		t.Errorf("ListRegions without its agents table: got %v, want Unavailable without driver text", err)
+	}
+	if !strings.Contains(p.log.String(), "agents' doesn't exist") {
+		t.Errorf("ctrld's log lacks the cause:\n%s", p.log.String())
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/tailer"
@@ -30,15 +32,15 @@ const heartbeatTimeout = 30 * time.Second
 func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest) (*ctrlv1.ListRegionsResponse, error) {
 	regions, err := s.client.Region.Query().All(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	heads, err := s.heads(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	agents, err := s.agents(ctx, "")
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	now := time.Now()
 	out := &ctrlv1.ListRegionsResponse{}
@@ -46,7 +48,7 @@ func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest)
 		out.Regions = append(out.Regions, overview(r, heads[r.ID], agents, now))
 	}
 	if err := s.fillLag(ctx, now, out.Regions...); err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	slices.SortFunc(out.Regions, func(a, b *ctrlv1.RegionOverview) int {
 		return cmp.Or(
@@ -65,20 +67,20 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	}
 	r, err := s.client.Region.Get(ctx, req.GetRegion())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	var head uint64
 	if err := s.sql.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes WHERE region = ?", r.ID).Scan(&head); err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	agents, err := s.agents(ctx, r.ID)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	now := time.Now()
 	o := overview(r, head, agents, now)
 	if err := s.fillLag(ctx, now, o); err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	out := &ctrlv1.GetRegionResponse{Overview: o}
 
@@ -86,18 +88,18 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 		Where(deploymenttopology.Region(r.ID)).
 		WithDeployment().Order(ent.Asc(deploymenttopology.FieldDeploymentID)).All(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	counts, err := s.instanceCounts(ctx, r.ID)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	for _, t := range topologies {
 		out.Deployments = append(out.Deployments, inRegion(t, counts[countKey{t.DeploymentID, r.ID}]))
 	}
 	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.ID)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	for _, x := range sentinels {
 		out.Sentinels = append(out.Sentinels, &ctrlv1.SentinelInRegion{
@@ -109,7 +111,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	policies, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(r.ID)).
 		Order(ent.Asc(ciliumnetworkpolicy.FieldID)).All(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	for _, p := range policies {
 		pr := &ctrlv1.PolicyInRegion{PolicyId: p.ID, Name: p.Name, EnvironmentId: p.EnvironmentID}
@@ -134,15 +136,15 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 		limit = 100
 	}
 	if _, err := s.client.Region.Get(ctx, req.GetRegion()); err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	acked, err := s.ackedCursor(ctx, req.GetRegion())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	changes, err := tailer.ReadChanges(ctx, s.sql, "WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?", req.GetRegion(), acked, limit)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	out := &ctrlv1.ListPendingChangesResponse{}
 	for _, c := range changes {
@@ -151,7 +153,7 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 	}
 	err = s.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM deployment_changes WHERE region = ? AND pk > ?", req.GetRegion(), acked).Scan(&out.Total)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	return out, nil
 }
@@ -163,11 +165,11 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 		Order(ent.Desc(deployment.FieldCreatedAt), ent.Asc(deployment.FieldID)).
 		Limit(1000).All(ctx)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	counts, err := s.instanceCounts(ctx, "")
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, s.viewError(err)
 	}
 	out := &ctrlv1.ListDeploymentsResponse{}
 	for _, d := range deps {
@@ -387,4 +389,15 @@ func (s *Service) fillLag(ctx context.Context, now time.Time, overviews ...*ctrl
 		}
 	}
 	return rows.Err()
+}
+
+// viewError answers a failed read like toStatus does, and logs a failure
+// that is not the caller's (the database's, say): the caller is told ctrld
+// logged the cause, so it must have.
+func (s *Service) viewError(err error) error {
+	st := toStatus(err)
+	if c := status.Code(st); c == codes.Unavailable || c == codes.Aborted {
+		s.log.Error("operator: a view failed", "err", err)
+	}
+	return st
 }
