@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/deploysync/deploysync/internal/kubetest"
 )
@@ -29,6 +34,182 @@ func TestDevStackComesUpAndRunsTheDemo(t *testing.T) {
 		}
 	}
 	t.Logf("%s", out)
+}
+
+// A component that dies while the console has the screen is logged to
+// .dev/devstack.log at once and listed, with the end of its log and the
+// command that restarts it, once the console exits. The console runs on
+// devstack's own stdout. The console here is a stand-in that kills
+// us-east's agent through its pid file and quits once devstack noticed.
+func TestDevStackReportsAComponentThatDiedUnderTheConsole(t *testing.T) {
+	if testing.Short() {
+		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "state")
+	console := filepath.Join(root, "console")
+	writeScript(t, console, `echo "stand-in console on devstack's stdout"
+pid=$(sed -n 's/^ *"pid": \([0-9]*\),$/\1/p' `+dir+`/pids/agentd-us-east.json)
+kill -9 -$pid
+for i in $(seq 600); do
+  grep -q "agentd-us-east (pid $pid) exited" `+dir+`/devstack.log && exit 0
+  sleep 0.1
+done
+echo "stand-in console: devstack did not log the death of pid $pid"; exit 1`)
+	out := runDevstack(t, nil, "up", "--mode", "local", "--dir", dir, "--console", console,
+		"--ctrld", freeAddr(t), "--database", "deploysync_devstack_test", "--metrics-port", "0")
+	for _, want := range []string{
+		"stand-in console on devstack's stdout",
+		"while the stack ran, agentd-us-east (pid ",
+		") exited (signal: killed)",
+		"restart it: go run ./scripts/devstack restart agentd-us-east --dir " + dir,
+		"stopping the stack",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("devstack output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "agentd-eu-west (pid") {
+		t.Errorf("devstack reports eu-west's agent, which ran until the stack stopped:\n%s", out)
+	}
+}
+
+// After `kill -9` of devstack under a console, `down` leaves nothing: the
+// console quit on its own (SIGTERM when devstack died, so it restores the
+// terminal), the daemons and control planes died with devstack, and down
+// stops what outlives it (an agent restarted by hand), deletes the control
+// planes' data, drops the database and says so. Before the crash: every
+// component has a labelled pid file, each region a kubeconfig at
+// .dev/kube/REGION.kubeconfig, the operator token is named for the OS
+// user, and `restart` brings a killed agent back.
+func TestDownCleansUpAfterAKilledDevStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
+	}
+	root := t.TempDir()
+	dir := filepath.Join(root, "state")
+	console := filepath.Join(root, "console")
+	writeScript(t, console, `trap 'touch `+root+`/console-terminated; exit 0' TERM
+touch `+root+`/console-started
+while :; do sleep 0.1; done`)
+	const db = "deploysync_devstack_crash_test"
+	up := devstackCommand(t, "up", "--mode", "local", "--dir", dir, "--console", console,
+		"--ctrld", freeAddr(t), "--database", db, "--metrics-port", "0")
+	upOut, err := os.Create(filepath.Join(root, "up.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	up.Stdout, up.Stderr = upOut, upOut
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	upDone := make(chan struct{})
+	go func() { up.Wait(); close(upDone) }()
+	t.Cleanup(func() { up.Process.Kill(); <-upDone; runDevstack(t, nil, "down", "--dir", dir) })
+	waitUntil(t, upDone, root, 10*time.Minute, "the console started", func() bool { return exists(filepath.Join(root, "console-started")) })
+
+	pids := map[string]map[string]any{}
+	for _, name := range []string{"devstack", "ctrld", "agentd-eu-west", "agentd-us-east", "unkey-tui"} {
+		var c map[string]any
+		if err := json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "pids", name+".json"))), &c); err != nil {
+			t.Fatalf("pid file of %s: %v", name, err)
+		}
+		if c["name"] != name || c["pid"].(float64) <= 0 || len(c["command"].([]any)) == 0 {
+			t.Errorf("pid file of %s lacks its name, pid or command: %v", name, c)
+		}
+		if log, _ := c["log"].(string); name != "unkey-tui" && !exists(log) {
+			t.Errorf("pid file of %s names no log that exists: %v", name, c)
+		}
+		pids[name] = c
+	}
+	for _, r := range regions {
+		if !exists(filepath.Join(dir, "kube", r+".kubeconfig")) {
+			t.Errorf("no kubeconfig for %s at %s/kube/%s.kubeconfig", r, dir, r)
+		}
+	}
+	if got, want := operatorTokenName(t, db), operatorName(user.Current, os.Getenv); got != want || got == "" {
+		t.Errorf("the operator token is named %q, want %q", got, want)
+	}
+
+	agent := int(pids["agentd-us-east"]["pid"].(float64))
+	syscall.Kill(-agent, syscall.SIGKILL)
+	waitUntil(t, upDone, root, time.Minute, "devstack logged the agent's death", func() bool {
+		log, _ := os.ReadFile(filepath.Join(dir, "devstack.log"))
+		return strings.Contains(string(log), fmt.Sprintf("agentd-us-east (pid %d) exited", agent))
+	})
+	restarted := runDevstack(t, nil, "restart", "agentd-us-east", "--dir", dir)
+	if !strings.Contains(restarted, fmt.Sprintf("was %d", agent)) {
+		t.Errorf("restart did not say it replaced pid %d:\n%s", agent, restarted)
+	}
+	var again component
+	json.Unmarshal([]byte(readFile(t, filepath.Join(dir, "pids", "agentd-us-east.json"))), &again)
+	if again.PID == agent || !again.running() {
+		t.Fatalf("restart left no new agent running: %+v", again)
+	}
+
+	syscall.Kill(int(pids["devstack"]["pid"].(float64)), syscall.SIGKILL)
+	<-upDone
+	waitUntil(t, nil, root, time.Minute, "the console got SIGTERM", func() bool { return exists(filepath.Join(root, "console-terminated")) })
+	if !again.running() {
+		t.Fatalf("control: the restarted agent (no child of devstack) should outlive it")
+	}
+
+	out := runDevstack(t, nil, "down", "--dir", dir)
+	t.Logf("%s", out)
+	for _, want := range []string{
+		fmt.Sprintf("stopped agentd-us-east (pid %d)", again.PID),
+		"removed control-plane data " + filepath.Join(dir, "tmp", "deploysync-testproc", "kube-"),
+		"dropped database " + db,
+		"removed " + dir,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("down's output lacks %q:\n%s", want, out)
+		}
+	}
+	if again.running() {
+		t.Errorf("the restarted agent still runs after down")
+	}
+	if exists(dir) {
+		t.Errorf("down left %s behind", dir)
+	}
+}
+
+// waitUntil polls cond until it holds, failing with the output of up (in
+// root/up.out) when up exits first or within runs out.
+func waitUntil(t *testing.T, upDone chan struct{}, root string, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		select {
+		case <-upDone:
+			t.Fatalf("devstack exited before %s:\n%s", what, readFile(t, filepath.Join(root, "up.out")))
+		default:
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(filepath.Join(root, "up.out"))
+			t.Fatalf("%s: not within %s; devstack said:\n%s", what, within, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func operatorTokenName(t *testing.T, db string) string {
+	t.Helper()
+	admin, err := adminDB()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	var name string
+	if err := admin.QueryRow("SELECT name FROM " + quoteIdent(db) + ".api_tokens WHERE kind = 'operator'").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // Where a Docker engine answers, devstack creates one kind cluster per
@@ -114,9 +295,8 @@ func TestDevStackRefusesATakenPort(t *testing.T) {
 	}
 	defer l.Close()
 	dir := t.TempDir()
-	cmd := exec.Command("go", "run", "./scripts/devstack", "up", "--dir", dir, "--ctrld", freeAddr(t),
+	cmd := devstackCommand(t, "up", "--dir", dir, "--ctrld", freeAddr(t),
 		"--metrics-port", strings.TrimPrefix(l.Addr().String(), "127.0.0.1:"))
-	cmd.Dir = mustAbs(t, "../..")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), l.Addr().String()+" is taken") || !strings.Contains(string(out), "--metrics-port") {
 		t.Fatalf("want a refusal naming %s and --metrics-port, got %v:\n%s", l.Addr(), err, out)
@@ -130,8 +310,7 @@ func TestDevStackRefusesATakenPort(t *testing.T) {
 // up front (ctrld would refuse to listen there, the clients to dial it).
 func TestDevStackRefusesANonLoopbackCtrld(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command("go", "run", "./scripts/devstack", "up", "--dir", dir, "--ctrld", ":7070")
-	cmd.Dir = mustAbs(t, "../..")
+	cmd := devstackCommand(t, "up", "--dir", dir, "--ctrld", ":7070")
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--ctrld :7070") || !strings.Contains(string(out), "loopback") {
 		t.Fatalf("want a refusal naming --ctrld and loopback, got %v:\n%s", err, out)
@@ -148,8 +327,7 @@ func TestDevStackNeverDeletesAForeignDirectory(t *testing.T) {
 	precious := filepath.Join(dir, "precious.txt")
 	os.WriteFile(precious, []byte("keep me"), 0o600)
 	for _, cmd := range []string{"down", "up"} {
-		c := exec.Command("go", "run", "./scripts/devstack", cmd, "--dir", dir)
-		c.Dir = mustAbs(t, "../..")
+		c := devstackCommand(t, cmd, "--dir", dir)
 		out, err := c.CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "was not made by devstack") {
 			t.Errorf("devstack %s --dir <foreign>: want a refusal, got %v:\n%s", cmd, err, out)
@@ -232,14 +410,43 @@ esac`)
 
 func runDevstack(t *testing.T, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("go", append([]string{"run", "./scripts/devstack"}, args...)...)
-	cmd.Dir = mustAbs(t, "../..")
+	cmd := devstackCommand(t, args...)
 	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("devstack %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// devstackBin is devstack built once for the tests, run directly (not
+// through `go run`) so that it gets the signal when the test binary dies.
+var devstackBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "devstack-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	devstackBin = filepath.Join(dir, "devstack")
+	if out, err := exec.Command("go", "build", "-o", devstackBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build devstack: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// devstackCommand runs devstack from the repository's root, as the task
+// does. A test that dies (a timeout) takes the stack down with it: SIGTERM
+// makes devstack stop everything it started.
+func devstackCommand(t *testing.T, args ...string) *exec.Cmd {
+	cmd := exec.Command(devstackBin, args...)
+	cmd.Dir = mustAbs(t, "../..")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
+	return cmd
 }
 
 func freeAddr(t *testing.T) string {

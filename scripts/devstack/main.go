@@ -57,15 +57,23 @@ func main() {
 	fs.StringVar(&kindPath, "kind", "", "kind binary (default: kind on PATH, else the version pinned in tools/kind)")
 	fs.BoolVar(&noConsole, "no-console", false, "stop once the demo runs instead of opening the console (for tests)")
 	fs.StringVar(&consoleBin, "console", "", "console binary to run in the foreground (default: the unkey-tui just built; tests pass a stand-in)")
+	// `restart NAME --dir D` as well as `restart --dir D NAME`.
+	var component string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		component, args = args[0], args[1:]
+	}
 	fs.Parse(args)
+	if fs.NArg() == 1 && component == "" {
+		component = fs.Arg(0)
+	}
 	var err error
 	switch {
 	case cmd == "up":
 		err = up()
 	case cmd == "down":
 		err = down()
-	case cmd == "restart" && fs.NArg() == 1:
-		err = restart(fs.Arg(0))
+	case cmd == "restart" && component != "" && fs.NArg() <= 1:
+		err = restart(component)
 	default:
 		err = fmt.Errorf("usage: devstack up | down | restart COMPONENT (components: the names of %s/pids/*.json)", stateDir)
 	}
@@ -357,7 +365,7 @@ func up() error {
 		say("stack is up; stopping it (--no-console)")
 		return nil
 	}
-	say("operator token (actions audited as %q) in %s/operator.token; logs in %s/logs; pid files in %s/pids; kubeconfigs in %s/kube", operator, stateDir, stateDir, pidsDir(), stateDir)
+	say("operator token (actions audited as %q) in %s/operator.token; logs in %s/logs; pid files in %s; kubeconfigs in %s/kube", operator, stateDir, stateDir, pidsDir(), stateDir)
 	say("a component that dies is logged to %s/devstack.log and listed when the console exits; `go run ./scripts/devstack restart NAME` restarts it", stateDir)
 	say("starting the console (q quits and stops the stack)")
 	time.Sleep(time.Second)
