@@ -95,11 +95,13 @@ func componentNames() []string {
 }
 
 // running reports whether the recorded process still runs: its pid runs
-// exactly the recorded command line. A pid left by a crash may belong to
+// exactly the recorded command line, or (a script) its #! interpreter
+// with that command line after it. A pid left by a crash may belong to
 // something else by now, and an exited child not yet waited for has none.
 func (c component) running() bool {
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c.PID))
-	return err == nil && c.PID > 0 && string(cmdline) == strings.Join(c.Command, "\x00")+"\x00"
+	want := strings.Join(c.Command, "\x00") + "\x00"
+	return err == nil && c.PID > 0 && (string(cmdline) == want || strings.HasSuffix(string(cmdline), "\x00"+want))
 }
 
 // stopPatience is how long a component gets to exit on SIGTERM (the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -33,8 +34,11 @@ func TestDownCleansUpAfterACrash(t *testing.T) {
 	createDatabase(t, db)
 	os.WriteFile(filepath.Join(dir, "database"), []byte(db+"\n"), 0o644)
 
+	// A script, as the stand-in consoles of the other tests are: its
+	// command line starts with the #! interpreter.
 	restored := filepath.Join(root, "console-restored")
-	console := startProcess(t, false, "/bin/sh", "-c", `trap 'echo restored > `+restored+`; exit 0' TERM; while :; do sleep 0.1; done`)
+	writeScript(t, filepath.Join(root, "console"), `trap 'echo restored > `+restored+`; exit 0' TERM; while :; do sleep 0.1; done`)
+	console := startProcess(t, false, filepath.Join(root, "console"), "--ctrld-address", "127.0.0.1:7070")
 	writePidFile(t, dir, "unkey-tui", console, true)
 	agent := startProcess(t, true, "/bin/sh", "-c", "sleep 1000 & wait")
 	writePidFile(t, dir, "agentd-eu-west", agent, false)
@@ -49,7 +53,6 @@ func TestDownCleansUpAfterACrash(t *testing.T) {
 	os.WriteFile(filepath.Join(plane, "etcd-data"), make([]byte, 5_000_000), 0o600)
 
 	out := runDevstack(t, nil, "down", "--dir", dir)
-	t.Logf("%s", out)
 	for _, want := range []string{
 		fmt.Sprintf("stopped unkey-tui (pid %d)", console.cmd.Process.Pid),
 		fmt.Sprintf("stopped agentd-eu-west (pid %d)", agent.cmd.Process.Pid),
@@ -142,9 +145,12 @@ func startProcess(t *testing.T, ownGroup bool, argv ...string) *process {
 // documents.
 func writePidFile(t *testing.T, dir, name string, p *process, terminal bool) {
 	t.Helper()
-	data := fmt.Sprintf(`{"name": %q, "pid": %d, "command": [%q, %q, %q], "log": %q, "terminal": %t}`,
-		name, p.cmd.Process.Pid, p.cmd.Args[0], p.cmd.Args[1], p.cmd.Args[2], filepath.Join(dir, "logs", name+".log"), terminal)
-	if err := os.WriteFile(filepath.Join(dir, "pids", name+".json"), []byte(data), 0o600); err != nil {
+	data, err := json.Marshal(map[string]any{"name": name, "pid": p.cmd.Process.Pid, "command": p.cmd.Args,
+		"log": filepath.Join(dir, "logs", name+".log"), "terminal": terminal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "pids", name+".json"), data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
