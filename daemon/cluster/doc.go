@@ -19,5 +19,8 @@
 // topology in the reporting agent's region, and a sentinel report only to
 // sentinels of that region. Reports for anything else (deleted meanwhile,
 // or desired elsewhere) are ignored, not refused, so an agent whose desired
-// state just changed does not lose the rest of its report.
+// state just changed does not lose the rest of its report. A deployment
+// report locks only the deployments it applies to, each by its primary key,
+// so it neither waits for nor holds up writers of other regions'
+// deployments.
 package cluster

@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/instance"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -159,6 +160,50 @@ func TestDeploymentReportsCountOnlyInTheAgentsRegion(t *testing.T) {
 	}
 	if got := env.DB.Ent.Deployment.GetX(ctx, "eu-only").WorkflowStatus; got != deployment.WorkflowStatusReady {
 		t.Errorf("eu-only workflow %s after its report, want ready", got)
+	}
+}
+
+// A report locks only the deployments it touches, those of the agent's
+// region: eu's report, even one listing a us deployment, does not wait for
+// a transaction writing that us deployment. (It did: it share-locked every
+// listed deployment, and through the workflow status index, which the
+// database scans for such a lock on a small table, every deployment.)
+func TestADeploymentReportDoesNotWaitForAnotherRegionsWriters(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	eu := env.Agent("eu")
+	env.AgentToken("us")
+	op := env.Operator("alice")
+	deploy(t, op, "us-only", "us")
+	deploy(t, op, "eu-a", "eu")
+	deploy(t, op, "eu-b", "eu")
+
+	// A transaction moving us-only's workflow on, as the workflow driver
+	// does, held open.
+	tx, err := env.DB.Ent.Tx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if err := tx.Deployment.UpdateOneID("us-only").SetWorkflowStatus(deployment.WorkflowStatusDeploying).
+		Exec(changefeed.ActualState(ctx)); err != nil {
+		t.Fatal(err)
+	}
+
+	// Generous: the database's lock wait timeout is 50 seconds.
+	rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	running := []*ctrlv1.Instance{{PodName: "x-0", Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true}}
+	_, err = eu.ReportDeploymentStatus(rctx, &ctrlv1.ReportDeploymentStatusRequest{Region: "eu", Deployments: []*ctrlv1.DeploymentStatus{
+		{DeploymentId: "us-only", Instances: running},
+		{DeploymentId: "eu-a", Instances: running},
+		{DeploymentId: "eu-b", Instances: running},
+	}})
+	if err != nil {
+		t.Fatalf("eu's report while a transaction writes us-only: %v", err)
+	}
+	if n := env.DB.Ent.Instance.Query().Where(instance.Region("eu")).CountX(ctx); n != 2 {
+		t.Errorf("eu's deployments have %d instances, want the 2 reported", n)
 	}
 }
 

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 
-	entsql "entgo.io/ent/dialect/sql"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,7 +23,6 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/changefeed"
-	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
@@ -113,19 +114,12 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 	}
 	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		actual := changefeed.ActualState(ctx)
-		// Shared locks on the deployments first, as every writer of their
-		// children takes them (ent/changefeed): a deployment deleted from
-		// now on waits for this report, rather than failing its instance
-		// inserts' foreign keys.
-		if _, err := tx.Deployment.Query().Where(deployment.IDIn(ids...)).
-			ForShare(entsql.WithLockClause("LOCK IN SHARE MODE")).IDs(ctx); err != nil {
-			return err
-		}
 		// An agent speaks for its own cluster: only deployments with a
 		// topology in its region take its report. The others (deleted
 		// meanwhile, or never desired here) are ignored rather than
 		// refused, so an agent whose desired state just changed does not
-		// lose the rest of its report.
+		// lose the rest of its report. This read locks nothing: it waits
+		// for no writer, and the lock order below stays as it was.
 		topologies, err := tx.DeploymentTopology.Query().
 			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...)).All(ctx)
 		if err != nil {
@@ -135,8 +129,26 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 		for _, t := range topologies {
 			here[t.DeploymentID] = t
 		}
+		// Then shared locks on those deployments, before any lock on their
+		// children (instances, the topology): every writer of a
+		// deployment's children locks the deployment first
+		// (ent/changefeed), so the same order here cannot deadlock with
+		// them, and a deployment deleted from now on waits for this report
+		// rather than failing its instance inserts' foreign keys. Only the
+		// region's deployments are locked: a report neither waits for nor
+		// holds up writers of deployments it does not touch (another
+		// region's). One deleted since the read above is not returned,
+		// and is skipped.
+		locked, err := shareLockDeployments(ctx, tx, slices.Sorted(maps.Keys(here)))
+		if err != nil {
+			return err
+		}
+		takes := make(map[string]*ent.DeploymentTopology, len(locked))
+		for _, id := range locked {
+			takes[id] = here[id]
+		}
 		for _, d := range req.GetDeployments() {
-			if topo := here[d.GetDeploymentId()]; topo != nil {
+			if topo := takes[d.GetDeploymentId()]; topo != nil {
 				if err := s.replaceInstances(actual, tx, topo, d); err != nil {
 					return err
 				}
@@ -148,6 +160,49 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 		return nil, internal(s.log, "report deployment status", err)
 	}
 	return &ctrlv1.ReportDeploymentStatusResponse{}, nil
+}
+
+// lockBatch bounds the lookups of one shareLockDeployments statement: the
+// database parses a union of thousands far more slowly than many of a
+// hundred.
+const lockBatch = 100
+
+// shareLockDeployments takes shared locks on the deployments ids, in the
+// order given (callers sort them: key order, in which locking scans take
+// theirs), and returns those that exist. It locks those rows and no other:
+// each id is a point lookup of its own on the primary key, which the
+// database always plans as such and which locks only the row it finds. A
+// locking IN (...) read would not do: it is planned by cost, on a small
+// table as a scan of the workflow status index (which holds every id), and
+// a locking scan locks every entry it passes, as a range read locks the
+// entry after its range; other regions' deployment deletes, status changes
+// and inserts would wait for the report. Ent cannot say this, hence the
+// SQL.
+func shareLockDeployments(ctx context.Context, tx *ent.Tx, ids []string) ([]string, error) {
+	const lookup = "(SELECT id FROM deployments WHERE id = ? LOCK IN SHARE MODE)"
+	var locked []string
+	for batch := range slices.Chunk(ids, lockBatch) {
+		args := make([]any, len(batch))
+		for i, id := range batch {
+			args[i] = id
+		}
+		rows, err := tx.QueryContext(ctx, strings.Join(slices.Repeat([]string{lookup}, len(batch)), " UNION ALL "), args...)
+		if err != nil {
+			return nil, fmt.Errorf("lock deployments: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("lock deployments: %w", err)
+			}
+			locked = append(locked, id)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, fmt.Errorf("lock deployments: %w", err)
+		}
+	}
+	return locked, nil
 }
 
 // checkDeploymentStatus validates one deployment's report; the error
