@@ -23,4 +23,14 @@
 // report locks only the deployments it applies to, each by its primary key,
 // so it neither waits for nor holds up writers of other regions'
 // deployments.
+//
+// Agent records: an agent token may name any identity, and every heartbeat
+// and stream of a new identity creates a record, which every console reads
+// each second. So a region holds at most Config.MaxAgentsPerRegion records
+// (admitAgent, the one check for heartbeats and streams alike): a known
+// identity always gets through; a new one gets a free place, or the place
+// of a record silent for ten minutes (a gone agent's: agents report every
+// ten seconds), or ResourceExhausted. Calls racing for the last place may
+// leave a region a few records over. Retention deletes records silent for
+// --agent-ttl, which frees their places too.
 package cluster

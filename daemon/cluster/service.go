@@ -60,13 +60,20 @@ type Service struct {
 	ctrlv1.UnimplementedClusterServiceServer
 	client   *ent.Client
 	streamer Watcher
+	cfg      Config
 	log      *slog.Logger
 	metrics  *metrics.Metrics
 }
 
-// New returns the cluster service.
+// New returns the cluster service with the Defaults.
 func New(client *ent.Client, streamer Watcher, log *slog.Logger, m *metrics.Metrics) *Service {
-	return &Service{client: client, streamer: streamer, log: log, metrics: m}
+	return NewWithConfig(client, streamer, Config{}, log, m)
+}
+
+// NewWithConfig returns the cluster service tuned by cfg.
+func NewWithConfig(client *ent.Client, streamer Watcher, cfg Config, log *slog.Logger, m *metrics.Metrics) *Service {
+	cfg.defaults()
+	return &Service{client: client, streamer: streamer, cfg: cfg, log: log, metrics: m}
 }
 
 // WatchDeploymentChanges implements ctrlv1.ClusterServiceServer.
@@ -77,6 +84,10 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 	}
 	identity := req.GetAgentIdentity()
 	if err := checkIdentity(identity); err != nil {
+		return err
+	}
+	// Before the stream records the agent's connection.
+	if err := s.admitAgent(ctx, req.GetRegion(), identity); err != nil {
 		return err
 	}
 	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen()}, srv.Send)
@@ -351,6 +362,9 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		return nil, status.Errorf(codes.InvalidArgument, "last_full_sync: %v", err)
 	}
 	if err := s.checkAcked(ctx, req.GetAckedVersion()); err != nil {
+		return nil, err
+	}
+	if err := s.admitAgent(ctx, region, identity); err != nil {
 		return nil, err
 	}
 	lastError := validate.Clip(req.GetLastError(), maxErrorLength)

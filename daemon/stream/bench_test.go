@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream/seed"
@@ -163,7 +164,11 @@ func BenchmarkIdleQueries(b *testing.B) {
 				defer stop()
 				followers := make([]*streamtest.Follower, streams)
 				for i := range followers {
-					followers[i] = streamtest.New(dial(), "eu", fmt.Sprintf("agent-%d", i))
+					// Identities repeat: a region admits only so many
+					// agents (cluster.Config), and streams are what
+					// this counts.
+					identity := fmt.Sprintf("agent-%d", i%cluster.Defaults.MaxAgentsPerRegion)
+					followers[i] = streamtest.New(dial(), "eu", identity)
 					go followers[i].Run(ctx)
 				}
 				for _, f := range followers {

@@ -1,0 +1,105 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/ent"
+	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/predicate"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// Config tunes the cluster service. Zero values take the defaults.
+type Config struct {
+	// MaxAgentsPerRegion bounds the agent records of one region (default
+	// 16). Every console reads them all each second, and an agent token
+	// may name any identity, so without a bound one token could make
+	// every console slow.
+	MaxAgentsPerRegion int
+}
+
+// Defaults are the production settings zero Config fields take.
+var Defaults = Config{
+	// An HA pair needs two; each rollout of agentd's Deployment names two
+	// new Pods, whose predecessors' records make room once silent for
+	// agentGoneAfter. Sixteen leaves room for several rollouts at once.
+	MaxAgentsPerRegion: 16,
+}
+
+func (c *Config) defaults() {
+	if c.MaxAgentsPerRegion <= 0 {
+		c.MaxAgentsPerRegion = Defaults.MaxAgentsPerRegion
+	}
+}
+
+// agentGoneAfter is how long an agent record must be silent before a new
+// identity may take its place in a full region. agentd reports every 10
+// seconds, so a live agent is never silent this long unless it is cut off,
+// and then its next heartbeat writes its record again whole.
+const agentGoneAfter = 10 * time.Minute
+
+// admitAgent decides whether identity may have an agent record in region,
+// before a heartbeat or a stream writes one. A known identity always may.
+// A new one may while the region has fewer than MaxAgentsPerRegion
+// records, or by taking the place of the region's longest-silent record
+// once that has been silent for agentGoneAfter; otherwise it is refused
+// with ResourceExhausted.
+//
+// The count and the write that follows are not atomic: calls racing for
+// the last place may all get it, so a region can end up a few records over
+// the limit (at most one per call in flight at that moment). The limit
+// bounds the table; it need not be exact for that.
+func (s *Service) admitAgent(ctx context.Context, region, identity string) error {
+	inRegion := entagent.Region(region)
+	known, err := s.client.Agent.Query().Where(inRegion, entagent.Identity(identity)).Exist(ctx)
+	if err != nil {
+		return internal(s.log, "admit agent", err)
+	}
+	if known {
+		return nil
+	}
+	// The unique index on (region, identity) answers both reads.
+	records, err := s.client.Agent.Query().Where(inRegion).Count(ctx)
+	if err != nil {
+		return internal(s.log, "admit agent", err)
+	}
+	if records < s.cfg.MaxAgentsPerRegion {
+		return nil
+	}
+	gone := entagent.And(inRegion, silentSince(time.Now().UTC().Add(-agentGoneAfter)))
+	stalest, err := s.client.Agent.Query().Where(gone).Order(ent.Asc(entagent.FieldUpdatedAt)).FirstID(ctx)
+	if err != nil && !ent.IsNotFound(err) {
+		return internal(s.log, "admit agent", err)
+	}
+	if err == nil {
+		// gone is checked again as the row is deleted: an agent heard
+		// from since the read above keeps its record.
+		deleted, err := s.client.Agent.Delete().Where(entagent.ID(stalest), gone).Exec(ctx)
+		if err != nil {
+			return internal(s.log, "admit agent", err)
+		}
+		if deleted > 0 {
+			s.log.Info("cluster: a new agent took the place of a silent one", "region", region, "agent", identity, "silent_for", agentGoneAfter)
+			return nil
+		}
+	}
+	return status.Errorf(codes.ResourceExhausted,
+		"agent_identity: %s is new, and region %s already has %d agent records, the limit per region, none of them silent for %s; "+
+			"a new identity takes the place of a record silent that long, so stop the agents that should not run (or revoke their token) and retry, or raise the limit",
+		validate.Quote(identity), region, records, agentGoneAfter)
+}
+
+// silentSince matches the agent records nothing was heard of since cutoff:
+// no heartbeat, no stream connection, no update (retention's rule for
+// stale records, with a shorter time).
+func silentSince(cutoff time.Time) predicate.Agent {
+	return entagent.And(
+		entagent.UpdatedAtLT(cutoff),
+		entagent.Or(entagent.LastHeartbeatIsNil(), entagent.LastHeartbeatLT(cutoff)),
+		entagent.Or(entagent.ConnectedSinceIsNil(), entagent.ConnectedSinceLT(cutoff)),
+	)
+}

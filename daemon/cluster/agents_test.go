@@ -1,0 +1,156 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	entagent "github.com/deploysync/deploysync/ent/agent"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// maxAgents is the production limit these tests run with.
+var maxAgents = cluster.Defaults.MaxAgentsPerRegion
+
+// heartbeat reports identity's status in region.
+func heartbeat(agent ctrlv1.ClusterServiceClient, region, identity string) error {
+	_, err := agent.ReportAgentStatus(context.Background(), &ctrlv1.ReportAgentStatusRequest{Region: region, AgentIdentity: identity})
+	return err
+}
+
+// watch opens identity's stream in region and returns its first event's
+// error: nil once the full sync's bookmark arrives, or the refusal.
+func watch(t *testing.T, agent ctrlv1.ClusterServiceClient, region, identity string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := agent.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: identity})
+	if err != nil {
+		return err
+	}
+	_, err = s.Recv()
+	return err
+}
+
+// fillRegion gives region the limit's worth of agent records, krane-0 on.
+func fillRegion(t *testing.T, agent ctrlv1.ClusterServiceClient, region string) {
+	t.Helper()
+	for i := range maxAgents {
+		if err := heartbeat(agent, region, fmt.Sprintf("krane-%d", i)); err != nil {
+			t.Fatalf("heartbeat %d of %d: %v", i+1, maxAgents, err)
+		}
+	}
+}
+
+// wantRefused fails unless err refuses a new identity for the limit.
+func wantRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	msg := status.Convert(err).Message()
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(msg, "agent_identity") ||
+		!strings.Contains(msg, fmt.Sprintf("%d agent records, the limit per region", maxAgents)) {
+		t.Errorf("%s: got %v, want ResourceExhausted naming agent_identity and the limit of %d", what, err, maxAgents)
+	}
+}
+
+// identities lists region's agent records.
+func identities(t *testing.T, env *servertest.Env, region string) []string {
+	t.Helper()
+	ids, err := env.DB.Ent.Agent.Query().Where(entagent.Region(region)).Select(entagent.FieldIdentity).Strings(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// silence makes identity's record look as if nothing was heard of it for
+// d, as when its agent went away that long ago.
+func silence(t *testing.T, env *servertest.Env, region, identity string, d time.Duration) {
+	t.Helper()
+	then := time.Now().UTC().Add(-d)
+	n, err := env.DB.Ent.Agent.Update().Where(entagent.Region(region), entagent.Identity(identity)).
+		SetUpdatedAt(then).SetLastHeartbeat(then).ClearConnectedSince().SetConnectedTo("").Save(context.Background())
+	if err != nil || n != 1 {
+		t.Fatalf("silence %s: %d records, %v", identity, n, err)
+	}
+}
+
+// One agent token cannot fill the agents table (which every console reads
+// each second) by inventing identities: once its region has the limit's
+// worth of records, a new identity's heartbeat and stream are refused with
+// ResourceExhausted and leave no record, while the known identities report
+// and stream on, and other regions are not affected.
+func TestNewAgentIdentitiesBeyondTheLimitAreRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	fillRegion(t, agent, "eu")
+
+	wantRefused(t, "heartbeat of a new identity", heartbeat(agent, "eu", "invented"))
+	wantRefused(t, "stream of a new identity", watch(t, agent, "eu", "invented-too"))
+	if ids := identities(t, env, "eu"); len(ids) != maxAgents {
+		t.Errorf("region eu has %d agent records after the refusals, want %d: %v", len(ids), maxAgents, ids)
+	}
+
+	if err := heartbeat(agent, "eu", "krane-0"); err != nil {
+		t.Errorf("heartbeat of a known identity: %v", err)
+	}
+	if err := watch(t, agent, "eu", "krane-1"); err != nil {
+		t.Errorf("stream of a known identity: %v", err)
+	}
+	if err := heartbeat(env.Agent("us"), "us", "invented"); err != nil {
+		t.Errorf("heartbeat of a new identity in another region: %v", err)
+	}
+}
+
+// A region's records do not lock out the agents of its next rollout: the
+// record of an agent silent for ten minutes (agents report every ten
+// seconds) gives its place to a new identity. One silent for less keeps it.
+func TestASilentAgentsRecordMakesRoomForANewOne(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	fillRegion(t, agent, "eu")
+
+	silence(t, env, "eu", "krane-0", 5*time.Minute)
+	wantRefused(t, "heartbeat of a new identity beside one silent for 5 minutes", heartbeat(agent, "eu", "krane-new"))
+
+	silence(t, env, "eu", "krane-0", 11*time.Minute)
+	if err := watch(t, agent, "eu", "krane-new"); err != nil {
+		t.Fatalf("stream of a new identity beside one silent for 11 minutes: %v", err)
+	}
+	ids := identities(t, env, "eu")
+	if len(ids) != maxAgents || !slices.Contains(ids, "krane-new") || slices.Contains(ids, "krane-0") {
+		t.Errorf("agent records %v, want krane-new in krane-0's place, %d in all", ids, maxAgents)
+	}
+}
+
+// A record retention deleted (nothing heard of it for --agent-ttl) frees
+// its place.
+func TestAnAgentRecordRetentionDeletedMakesRoom(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	fillRegion(t, agent, "eu")
+	wantRefused(t, "heartbeat of a new identity in a full region", heartbeat(agent, "eu", "krane-new"))
+
+	silence(t, env, "eu", "krane-0", retention.Defaults.AgentTTL+time.Hour)
+	cleaner := retention.New(env.DB.SQL, retention.Config{}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
+	if _, err := cleaner.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if ids := identities(t, env, "eu"); len(ids) != maxAgents-1 {
+		t.Fatalf("retention left %d agent records, want %d", len(ids), maxAgents-1)
+	}
+	if err := heartbeat(agent, "eu", "krane-new"); err != nil {
+		t.Errorf("heartbeat of a new identity once retention deleted a record: %v", err)
+	}
+}
