@@ -82,7 +82,9 @@ func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, re
 		ctx, end := context.WithCancel(context.Background())
 		t.Cleanup(end)
 		s, err := client.WatchDeploymentChanges(ctx,
-			&ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: fmt.Sprintf("silent-%d", i)},
+			// Eight identities: a region admits only so many agents
+			// (cluster.Config), and streams are what these tests count.
+			&ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: fmt.Sprintf("silent-%d", i%8)},
 			grpc.PerRPCCredentials(auth.BearerCredentials{Token: tokens[i/perToken], Insecure: true}))
 		if err != nil {
 			t.Fatal(err)
