@@ -1,12 +1,22 @@
 // Command devstack brings up deploysync's whole stack on this machine for
 // `go tool task dev`: MariaDB, ctrld, two regions each with its own
 // Kubernetes cluster and agent, a demo deployment, and the console in the
-// foreground.
+// foreground, on devstack's own stdin, stdout and stderr.
 //
 // Each region's cluster is a kind cluster (scripts/kind/cluster.yaml) where
 // a Docker engine answers, else a locally built control plane (apiserver,
 // controller manager, scheduler) with kwok, so Pods reach Running without
 // Docker; --mode picks one explicitly. Quitting the console (q) or Ctrl+C
-// stops everything it started and deletes the kind clusters; `devstack down`
-// cleans up after a crash.
+// stops everything it started and deletes the kind clusters.
+//
+// Everything the stack creates lives in the state directory (.dev): a pid
+// file per component (pids/NAME.json: name, pid, argv, added environment,
+// log), so that `devstack restart NAME` can start one again and `devstack
+// down` can stop what a crash left; the database name and the kind
+// clusters it made; the control planes' data (TMPDIR points there). A pid
+// is only ever signalled while it still runs the recorded command line.
+// When devstack dies, however it dies, its daemons get SIGKILL and the
+// console SIGTERM (on which it restores the terminal). A daemon that dies
+// while the console has the screen is logged to devstack.log and listed
+// once the console exits.
 package main
