@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
@@ -113,6 +114,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "stream-send-timeout", Value: stream.Defaults.SendTimeout, Usage: "a stream whose client reads nothing for this long while events wait is ended (logged, counted in deploysync_stream_stalled_total); the agent resumes from its last bookmark", EnvVars: env("stream-send-timeout")},
 			&cli.IntFlag{Name: "max-full-syncs", Value: stream.Defaults.MaxFullSyncs, Usage: "full syncs in progress at once; more wait for a slot, holding nothing", EnvVars: env("max-full-syncs")},
 			&cli.IntFlag{Name: "max-streams-per-token", Value: stream.Defaults.MaxStreamsPerToken, Usage: "open streams one agent token may have; more are refused with ResourceExhausted", EnvVars: env("max-streams-per-token")},
+			&cli.IntFlag{Name: "max-agents-per-region", Value: cluster.Defaults.MaxAgentsPerRegion, Usage: "agent records (identities) one region may have; a new identity beyond it takes the place of a record silent for 10m, or is refused with ResourceExhausted", EnvVars: env("max-agents-per-region")},
 			&cli.IntFlag{Name: "max-streams", Value: stream.Defaults.MaxStreams, Usage: "open streams this replica serves; more are refused with ResourceExhausted (agents retry, or reach another replica)", EnvVars: env("max-streams")},
 			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
 			&cli.DurationFlag{Name: "poll-interval", Value: tailer.Defaults.PollInterval, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
@@ -170,6 +172,7 @@ func serveCommand() *cli.Command {
 					HoleGrace:      c.Duration("hole-grace"),
 					FillerLockWait: c.Duration("filler-lock-wait"),
 				},
+				Cluster: cluster.Config{MaxAgentsPerRegion: c.Int("max-agents-per-region")},
 				Stream: stream.Config{
 					SendTimeout:        c.Duration("stream-send-timeout"),
 					MaxFullSyncs:       c.Int("max-full-syncs"),

@@ -65,13 +65,8 @@ type Service struct {
 	metrics  *metrics.Metrics
 }
 
-// New returns the cluster service with the Defaults.
-func New(client *ent.Client, streamer Watcher, log *slog.Logger, m *metrics.Metrics) *Service {
-	return NewWithConfig(client, streamer, Config{}, log, m)
-}
-
-// NewWithConfig returns the cluster service tuned by cfg.
-func NewWithConfig(client *ent.Client, streamer Watcher, cfg Config, log *slog.Logger, m *metrics.Metrics) *Service {
+// New returns the cluster service tuned by cfg (zero fields take Defaults).
+func New(client *ent.Client, streamer Watcher, cfg Config, log *slog.Logger, m *metrics.Metrics) *Service {
 	cfg.defaults()
 	return &Service{client: client, streamer: streamer, cfg: cfg, log: log, metrics: m}
 }

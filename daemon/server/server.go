@@ -141,7 +141,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	streamer := stream.New(db.StreamSQL, db.StreamEnt, s.Tailer, cfg.Stream, log, m)
 
 	s.grpc = grpc.NewServer(opts...)
-	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.NewWithConfig(db.Ent, streamer, cfg.Cluster, log, m))
+	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, cfg.Cluster, log, m))
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, operator.New(db.Ent, db.SQL, s.Tailer, log))
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

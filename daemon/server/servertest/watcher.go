@@ -22,7 +22,7 @@ func ServeWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
 	t.Helper()
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
-	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
+	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, cluster.Config{}, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
