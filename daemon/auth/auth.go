@@ -126,6 +126,9 @@ type Authenticator struct {
 	// services maps a full gRPC service name to the token kind it admits.
 	services map[string]apitoken.Kind
 	streams  liveStreams
+	// OnOperatorRefusal, if set, hears of every operator call refused
+	// here (the operator service audits them).
+	OnOperatorRefusal func(context.Context, Refusal)
 }
 
 // NewAuthenticator admits agent tokens to agentService and operator tokens
@@ -150,31 +153,39 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
-	service := fullMethod
-	if i := strings.LastIndex(fullMethod, "/"); i > 0 {
-		service = strings.TrimPrefix(fullMethod[:i], "/")
-	}
+// authenticate admits the caller of fullMethod, or refuses it; the name of
+// a known token of the wrong kind is returned with its refusal.
+func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ context.Context, tokenName string, _ error) {
+	service := serviceOf(fullMethod)
 	kind, guarded := a.services[service]
 	if !guarded {
-		return ctx, nil
+		return ctx, "", nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	token := bearerToken(md)
 	if token == "" {
-		return nil, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
+		return nil, "", status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
 	}
 	t, err := a.client.APIToken.Query().Where(apitoken.Hash(hash(token)), apitoken.RevokedAtIsNil()).Only(ctx)
 	if ent.IsNotFound(err) {
-		return nil, status.Error(codes.Unauthenticated, "unknown or revoked token")
+		return nil, "", status.Error(codes.Unauthenticated, "unknown or revoked token")
 	}
 	if err != nil {
-		return nil, status.Error(codes.Unavailable, "checking the token failed: database unavailable")
+		return nil, "", status.Error(codes.Unavailable, "checking the token failed: database unavailable")
 	}
 	if t.Kind != kind {
-		return nil, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
+		return nil, t.Name, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
 	}
-	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region, tokenHash: t.Hash}), nil
+	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region, tokenHash: t.Hash}), "", nil
+}
+
+// serviceOf returns the service of a full gRPC method name
+// ("/pkg.Service/Method").
+func serviceOf(fullMethod string) string {
+	if i := strings.LastIndex(fullMethod, "/"); i > 0 {
+		return strings.TrimPrefix(fullMethod[:i], "/")
+	}
+	return fullMethod
 }
 
 // bearerToken returns the token of an "authorization: Bearer <token>"
@@ -190,18 +201,32 @@ func bearerToken(md metadata.MD) string {
 	return token
 }
 
-// Unary is the unary-call interceptor.
+// Refusal is an operator call refused before it reached the operator
+// service: by a token of another kind (the caller is known: TokenName) or
+// by no valid token at all.
+type Refusal struct {
+	Method    string // the full gRPC method
+	TokenName string // the token's name when the token is known, else ""
+	Request   any
+	Err       error
+}
+
+// Unary is the unary-call interceptor. An operator call it refuses is
+// handed to OnOperatorRefusal, if set, so that the attempt is on record.
 func (a *Authenticator) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	ctx, err := a.authenticate(ctx, info.FullMethod)
+	authed, tokenName, err := a.authenticate(ctx, info.FullMethod)
 	if err != nil {
+		if a.services[serviceOf(info.FullMethod)] == Operator && a.OnOperatorRefusal != nil {
+			a.OnOperatorRefusal(ctx, Refusal{Method: info.FullMethod, TokenName: tokenName, Request: req, Err: err})
+		}
 		return nil, err
 	}
-	return handler(ctx, req)
+	return handler(authed, req)
 }
 
 // Stream is the streaming-call interceptor.
 func (a *Authenticator) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx, err := a.authenticate(ss.Context(), info.FullMethod)
+	ctx, _, err := a.authenticate(ss.Context(), info.FullMethod)
 	if err != nil {
 		return err
 	}

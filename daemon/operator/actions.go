@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -86,6 +87,30 @@ func (s *Service) act(ctx context.Context, action, target string, req proto.Mess
 	s.log.Info("operator: action done", "action", record.action, "target", record.target, "actor", record.actor)
 	s.notifier.Poke()
 	return nil
+}
+
+// AuditRefusal puts on record an operator write that authentication
+// refused before it reached the service (auth.Authenticator's
+// OnOperatorRefusal). A known token of another kind (an agent's) leaves an
+// audit record under its name. A call with no valid token is only logged:
+// anyone who can reach the port could send those, and must not be able to
+// fill the database with them.
+func (s *Service) AuditRefusal(ctx context.Context, r auth.Refusal) {
+	method := r.Method[strings.LastIndex(r.Method, "/")+1:]
+	if strings.HasPrefix(method, "List") || strings.HasPrefix(method, "Get") {
+		return // reads are not audited
+	}
+	if r.TokenName == "" {
+		s.log.Warn("operator: refused a write without a valid token", "method", method, "err", r.Err)
+		return
+	}
+	record := auditRecord{actor: validate.Clip(r.TokenName, auditNameLen), action: validate.Clip(method, auditNameLen),
+		error: validate.Clip(status.Convert(r.Err).Message(), auditTextLen)}
+	if req, ok := r.Request.(proto.Message); ok {
+		record.detail = auditDetail(req)
+	}
+	s.audit(ctx, record)
+	s.log.Warn("operator: refused a write by a token of another kind", "method", method, "token", record.actor, "err", r.Err)
 }
 
 // auditRecord is one row of the audit log, each field clipped to its

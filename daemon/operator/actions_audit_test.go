@@ -304,3 +304,35 @@ func clip(err error) string {
 	}
 	return s
 }
+
+// A write refused before it reached the service is on record too when the
+// caller is known: an agent's token calling Deploy leaves an audit record
+// under the token's name, with its secrets redacted. A call without a valid
+// token is refused and not written down (anyone reaching the port could
+// fill the database with those).
+func TestWritesRefusedByAuthenticationAreAudited(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agentAsOperator := ctrlv1.NewOperatorServiceClient(env.Dial(env.AgentToken("eu")))
+	r := deployRequest()
+	r.Env = map[string]string{"API_KEY": "s3cr3t-value"}
+	if _, err := agentAsOperator.Deploy(ctx, r); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("deploy with an agent token: got %v, want PermissionDenied", err)
+	}
+	if _, err := agentAsOperator.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("a read with an agent token: got %v, want PermissionDenied", err)
+	}
+	anonymous := ctrlv1.NewOperatorServiceClient(env.Dial("not-a-token"))
+	if _, err := anonymous.Deploy(ctx, deployRequest()); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("deploy without a valid token: got %v, want Unauthenticated", err)
+	}
+	logs := auditLog(t, env)
+	if len(logs) != 1 {
+		t.Fatalf("want one audit record (the agent token's deploy), got %+v", logs)
+	}
+	got := logs[0]
+	if got.Actor != "agent-eu" || got.Action != "Deploy" || !strings.Contains(got.Error, "cannot call") ||
+		!strings.Contains(got.Detail, "API_KEY") || strings.Contains(got.Detail, "s3cr3t") {
+		t.Errorf("audit record %+v: want the agent token's name, the method, the refusal and the env name without its value", got)
+	}
+}

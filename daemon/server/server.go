@@ -142,7 +142,9 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 
 	s.grpc = grpc.NewServer(opts...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, cfg.Cluster, log, m))
-	ctrlv1.RegisterOperatorServiceServer(s.grpc, operator.New(db.Ent, db.SQL, s.Tailer, log))
+	operatorService := operator.New(db.Ent, db.SQL, s.Tailer, log)
+	authn.OnOperatorRefusal = operatorService.AuditRefusal
+	ctrlv1.RegisterOperatorServiceServer(s.grpc, operatorService)
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
