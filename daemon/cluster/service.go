@@ -379,12 +379,6 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	if err != nil {
 		return nil, internal(s.log, "report agent status", err)
 	}
-	// The heartbeat is the natural moment to refresh the lag gauge: one
-	// indexed count per agent every ten seconds.
-	if lag, err := s.client.DeploymentChange.Query().
-		Where(deploymentchange.Region(region), deploymentchange.IDGT(req.GetAckedVersion())).Count(ctx); err == nil {
-		s.metrics.StreamLag.WithLabelValues(region).Set(float64(lag))
-	}
 	return &ctrlv1.ReportAgentStatusResponse{}, nil
 }
 

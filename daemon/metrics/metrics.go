@@ -8,6 +8,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
+// sameOnEveryReplica ends the help of the region gauges, which every
+// replica computes from the same database (package regionhealth): summed
+// across replicas they would count each region once per replica.
+const sameOnEveryReplica = "Computed from the database every few seconds by every ctrld replica alike: aggregate with max by (region)."
+
 // Metrics are ctrld's metrics. Create one set per process with New.
 type Metrics struct {
 	PollDuration     prometheus.Histogram
@@ -19,6 +24,11 @@ type Metrics struct {
 	Streams          *prometheus.GaugeVec
 	EventsSent       *prometheus.CounterVec
 	StreamLag        *prometheus.GaugeVec
+	RegionLagSeconds *prometheus.GaugeVec
+	AgentConnected   *prometheus.GaugeVec
+	HeartbeatAge     *prometheus.GaugeVec
+	FullSyncAge      *prometheus.GaugeVec
+	RegionPaused     *prometheus.GaugeVec
 	FullSyncs        *prometheus.CounterVec
 	FullSyncsWaiting prometheus.Gauge
 	SlowSubscribers  prometheus.Counter
@@ -63,7 +73,22 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "deploysync_stream_events_sent_total", Help: "Events sent to agents, by region and kind.",
 		}, []string{"region", "kind"}),
 		StreamLag: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "deploysync_stream_lag_changes", Help: "Changes for the region above its agent's acked cursor.",
+			Name: "deploysync_stream_lag_changes", Help: "Changes for the region above the acked cursor of the agent that speaks for it (all of them without an agent), paused and disconnected regions included; the console's lag. " + sameOnEveryReplica,
+		}, []string{"region"}),
+		RegionLagSeconds: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_region_lag_seconds", Help: "Age of the region's oldest change its agent has not acked; 0 when none waits. " + sameOnEveryReplica,
+		}, []string{"region"}),
+		AgentConnected: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_region_agent_connected", Help: "1 while the region's agent holds a stream and heartbeats (within 30s), else 0 (no agent at all included). " + sameOnEveryReplica,
+		}, []string{"region"}),
+		HeartbeatAge: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_region_heartbeat_age_seconds", Help: "Seconds since the region's agent last reported; absent for a region no agent ever reported for. " + sameOnEveryReplica,
+		}, []string{"region"}),
+		FullSyncAge: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_region_full_sync_age_seconds", Help: "Seconds since the region's agent last completed a full sync (agents redo one every 5m by default); absent until its first. " + sameOnEveryReplica,
+		}, []string{"region"}),
+		RegionPaused: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_region_paused", Help: "1 while an operator has paused the region's stream, else 0. " + sameOnEveryReplica,
 		}, []string{"region"}),
 		FullSyncs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_stream_full_syncs_total", Help: "Full syncs served, by region.",

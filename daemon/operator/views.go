@@ -3,16 +3,15 @@ package operator
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
@@ -23,32 +22,16 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// heartbeatTimeout: an agent that has not reported for this long counts
-// as disconnected even if a ctrld still lists its stream (that ctrld may
-// have died without recording the disconnect). Agents report every 10s.
-const heartbeatTimeout = 30 * time.Second
-
 // ListRegions implements ctrlv1.OperatorServiceServer.
 func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest) (*ctrlv1.ListRegionsResponse, error) {
-	regions, err := s.client.Region.Query().All(ctx)
-	if err != nil {
-		return nil, s.viewError(err)
-	}
-	heads, err := s.heads(ctx)
-	if err != nil {
-		return nil, s.viewError(err)
-	}
-	agents, err := s.agents(ctx, "")
-	if err != nil {
-		return nil, s.viewError(err)
-	}
 	now := time.Now()
-	out := &ctrlv1.ListRegionsResponse{}
-	for _, r := range regions {
-		out.Regions = append(out.Regions, overview(r, heads[r.ID], agents, now))
-	}
-	if err := s.fillLag(ctx, now, out.Regions...); err != nil {
+	regions, err := regionhealth.Read(ctx, s.client, s.sql, "", now)
+	if err != nil {
 		return nil, s.viewError(err)
+	}
+	out := &ctrlv1.ListRegionsResponse{}
+	for _, h := range regions {
+		out.Regions = append(out.Regions, overview(h, now))
 	}
 	slices.SortFunc(out.Regions, func(a, b *ctrlv1.RegionOverview) int {
 		return cmp.Or(
@@ -65,39 +48,28 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err := validate.Region(req.GetRegion()); err != nil {
 		return nil, invalid("region: %v", err)
 	}
-	r, err := s.client.Region.Get(ctx, req.GetRegion())
-	if err != nil {
-		return nil, s.viewError(err)
-	}
-	var head uint64
-	if err := s.sql.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes WHERE region = ?", r.ID).Scan(&head); err != nil {
-		return nil, s.viewError(err)
-	}
-	agents, err := s.agents(ctx, r.ID)
-	if err != nil {
-		return nil, s.viewError(err)
-	}
 	now := time.Now()
-	o := overview(r, head, agents, now)
-	if err := s.fillLag(ctx, now, o); err != nil {
+	health, err := regionhealth.Read(ctx, s.client, s.sql, req.GetRegion(), now)
+	if err != nil {
 		return nil, s.viewError(err)
 	}
-	out := &ctrlv1.GetRegionResponse{Overview: o}
+	r := health[0]
+	out := &ctrlv1.GetRegionResponse{Overview: overview(r, now)}
 
 	topologies, err := s.client.DeploymentTopology.Query().
-		Where(deploymenttopology.Region(r.ID)).
+		Where(deploymenttopology.Region(r.Region)).
 		WithDeployment().Order(ent.Asc(deploymenttopology.FieldDeploymentID)).All(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	counts, err := s.instanceCounts(ctx, r.ID)
+	counts, err := s.instanceCounts(ctx, r.Region)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
 	for _, t := range topologies {
-		out.Deployments = append(out.Deployments, inRegion(t, counts[countKey{t.DeploymentID, r.ID}]))
+		out.Deployments = append(out.Deployments, inRegion(t, counts[countKey{t.DeploymentID, r.Region}]))
 	}
-	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.ID)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
+	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.Region)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -108,7 +80,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 			AvailableReplicas: int32(x.AvailableReplicas), Health: string(x.Health),
 		})
 	}
-	policies, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(r.ID)).
+	policies, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(r.Region)).
 		Order(ent.Asc(ciliumnetworkpolicy.FieldID)).All(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
@@ -225,116 +197,31 @@ func inRegion(t *ent.DeploymentTopology, c instanceCount) *ctrlv1.DeploymentInRe
 	}
 }
 
-// heads returns each region's newest change version.
-func (s *Service) heads(ctx context.Context) (map[string]uint64, error) {
-	rows, err := s.sql.QueryContext(ctx, "SELECT region, MAX(pk) FROM deployment_changes WHERE region <> '' GROUP BY region")
-	if err != nil {
-		return nil, fmt.Errorf("read head versions: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]uint64{}
-	for rows.Next() {
-		var region string
-		var head uint64
-		if err := rows.Scan(&region, &head); err != nil {
-			return nil, err
-		}
-		out[region] = head
-	}
-	return out, rows.Err()
-}
-
-// ackedCursor is what the agent that speaks for the region (see pickAgent)
-// has applied up to; 0 without one.
+// ackedCursor is what the agent that speaks for the region
+// (regionhealth.PickAgent) has applied up to; 0 without one.
 func (s *Service) ackedCursor(ctx context.Context, region string) (uint64, error) {
-	agents, err := s.agents(ctx, region)
+	agents, err := regionhealth.Agents(ctx, s.sql, region)
 	if err != nil {
 		return 0, err
 	}
-	if a := pickAgent(agents, region, time.Now()); a != nil {
+	if a := regionhealth.PickAgent(agents, region, time.Now()); a != nil {
 		return a.AckedCursor, nil
 	}
 	return 0, nil
 }
 
-// agents reads the agent records of one region, or (region "") all, with
-// what the views show of them. Not through Ent: Ent scans an unsigned
-// column through int64, so a single acked_cursor at or above 2^63 (intake
-// refuses one, but a row written before that, or by hand, may hold it)
-// would fail every view for everyone.
-func (s *Service) agents(ctx context.Context, region string) ([]*ent.Agent, error) {
-	q := "SELECT region, identity, acked_cursor, last_heartbeat, last_full_sync, last_error, connected_to, connected_since FROM agents"
-	var args []any
-	if region != "" {
-		q += " WHERE region = ?"
-		args = append(args, region)
+// overview is one region's sync health as the console shows it.
+func overview(h *regionhealth.Health, now time.Time) *ctrlv1.RegionOverview {
+	o := &ctrlv1.RegionOverview{
+		Region: h.Region, HeadVersion: h.Head, AckedVersion: h.Acked(), Paused: h.Paused,
+		LagChanges: h.LagChanges, PendingResources: h.PendingResources, LagSeconds: h.LagSeconds(now),
 	}
-	rows, err := s.sql.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read agent records: %w", err)
-	}
-	defer rows.Close()
-	var out []*ent.Agent
-	for rows.Next() {
-		a := &ent.Agent{}
-		var heartbeat, fullSync, connectedSince sql.NullTime
-		if err := rows.Scan(&a.Region, &a.Identity, &a.AckedCursor, &heartbeat, &fullSync, &a.LastError, &a.ConnectedTo, &connectedSince); err != nil {
-			return nil, fmt.Errorf("read agent records: %w", err)
-		}
-		a.LastHeartbeat, a.LastFullSync, a.ConnectedSince = timeOrNil(heartbeat), timeOrNil(fullSync), timeOrNil(connectedSince)
-		out = append(out, a)
-	}
-	return out, rows.Err()
-}
-
-func timeOrNil(t sql.NullTime) *time.Time {
-	if !t.Valid {
-		return nil
-	}
-	return &t.Time
-}
-
-func pickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
-	var best *ent.Agent
-	score := func(a *ent.Agent) (bool, time.Time) {
-		var hb time.Time
-		if a.LastHeartbeat != nil {
-			hb = *a.LastHeartbeat
-		}
-		return connected(a, now), hb
-	}
-	for _, a := range agents {
-		if a.Region != region {
-			continue
-		}
-		if best == nil {
-			best = a
-			continue
-		}
-		ac, ah := score(a)
-		bc, bh := score(best)
-		if (ac && !bc) || (ac == bc && ah.After(bh)) {
-			best = a
-		}
-	}
-	return best
-}
-
-func connected(a *ent.Agent, now time.Time) bool {
-	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < heartbeatTimeout
-}
-
-// overview is one region's sync health as its agent records tell it;
-// fillLag adds the lag.
-func overview(r *ent.Region, head uint64, agents []*ent.Agent, now time.Time) *ctrlv1.RegionOverview {
-	o := &ctrlv1.RegionOverview{Region: r.ID, HeadVersion: head, Paused: r.Paused}
-	a := pickAgent(agents, r.ID, now)
+	a := h.Agent
 	if a == nil {
 		return o
 	}
-	o.AckedVersion = a.AckedCursor
 	o.AgentIdentity = a.Identity
-	o.AgentConnected = connected(a, now)
+	o.AgentConnected = h.Connected
 	o.LastError = a.LastError
 	if a.ConnectedSince != nil && o.AgentConnected {
 		o.ConnectedSince = timestamppb.New(*a.ConnectedSince)
@@ -346,49 +233,6 @@ func overview(r *ent.Region, head uint64, agents []*ent.Agent, now time.Time) *c
 		o.LastFullSync = timestamppb.New(*a.LastFullSync)
 	}
 	return o
-}
-
-// fillLag counts the unacked changes, distinct pending resources and the
-// oldest change's age of every region behind its head, in one query (an
-// index range per region) however many regions there are.
-func (s *Service) fillLag(ctx context.Context, now time.Time, overviews ...*ctrlv1.RegionOverview) error {
-	behind := map[string]*ctrlv1.RegionOverview{}
-	var where []string
-	var args []any
-	for _, o := range overviews {
-		if o.HeadVersion > o.AckedVersion {
-			behind[o.Region] = o
-			where = append(where, "(region = ? AND pk > ?)")
-			args = append(args, o.Region, o.AckedVersion)
-		}
-	}
-	if len(behind) == 0 {
-		return nil
-	}
-	rows, err := s.sql.QueryContext(ctx,
-		"SELECT region, COUNT(*), COUNT(DISTINCT resource_type, resource_id), MIN(created_at) FROM deployment_changes WHERE "+
-			strings.Join(where, " OR ")+" GROUP BY region", args...)
-	if err != nil {
-		return fmt.Errorf("compute lag: %w", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var region string
-		var changes, resources int64
-		var oldest sql.NullTime
-		if err := rows.Scan(&region, &changes, &resources, &oldest); err != nil {
-			return err
-		}
-		o := behind[region]
-		if o == nil {
-			continue
-		}
-		o.LagChanges, o.PendingResources = changes, resources
-		if oldest.Valid {
-			o.LagSeconds = max(0, now.Sub(oldest.Time).Seconds())
-		}
-	}
-	return rows.Err()
 }
 
 // viewError answers a failed read like toStatus does, and logs a failure

@@ -32,6 +32,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/operator"
+	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream"
@@ -69,6 +70,7 @@ type Config struct {
 	Cluster      cluster.Config
 	Retention    retention.Config
 	Workflow     workflow.Config
+	RegionHealth regionhealth.Config
 	// Registry receives the metrics (default: a new registry with Go and
 	// process collectors).
 	Registry *prometheus.Registry
@@ -189,6 +191,9 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	})
 	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
 	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
+	s.wg.Go(func() {
+		guard.Loop(runCtx, "region-health", regionhealth.NewPublisher(db.Ent, db.SQL, cfg.RegionHealth, log, m).Run)
+	})
 	s.spawn("grpc-serve", func() {
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("grpc server stopped", "err", err)

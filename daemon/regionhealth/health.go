@@ -1,0 +1,224 @@
+package regionhealth
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/deploysync/deploysync/ent"
+)
+
+// HeartbeatTimeout: an agent that has not reported for this long counts
+// as disconnected even if a ctrld still lists its stream (that ctrld may
+// have died without recording the disconnect). Agents report every 10s.
+const HeartbeatTimeout = 30 * time.Second
+
+// Health is one region's sync health at one moment.
+type Health struct {
+	Region string
+	Paused bool
+	// Head is the region's newest change version (0 without changes).
+	Head uint64
+	// Agent is the record of the agent that speaks for the region (see
+	// PickAgent), nil when no agent ever reported or streamed.
+	Agent *ent.Agent
+	// Connected tells whether Agent is connected now.
+	Connected bool
+	// LagChanges counts the change rows above Agent's acked cursor (all
+	// of the region's rows without an agent); PendingResources the
+	// distinct resources they name.
+	LagChanges, PendingResources int64
+	// OldestPending is the oldest of those rows' creation time; zero
+	// when none is pending.
+	OldestPending time.Time
+}
+
+// Acked is the acked cursor of the agent that speaks for the region; 0
+// without one.
+func (h *Health) Acked() uint64 {
+	if h.Agent == nil {
+		return 0
+	}
+	return h.Agent.AckedCursor
+}
+
+// LagSeconds is how long the oldest pending change has waited at now; 0
+// when none waits.
+func (h *Health) LagSeconds(now time.Time) float64 {
+	if h.OldestPending.IsZero() {
+		return 0
+	}
+	return max(0, now.Sub(h.OldestPending).Seconds())
+}
+
+// Read returns the health of every registered region, or (name not "")
+// of that one region: ent's not-found error when it is not registered.
+func Read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now time.Time) ([]*Health, error) {
+	var regions []*ent.Region
+	if name != "" {
+		r, err := client.Region.Get(ctx, name)
+		if err != nil {
+			return nil, err // as it is: the views answer not-found with its text
+		}
+		regions = append(regions, r)
+	} else {
+		var err error
+		if regions, err = client.Region.Query().All(ctx); err != nil {
+			return nil, fmt.Errorf("read regions: %w", err)
+		}
+	}
+	heads, err := heads(ctx, db, name)
+	if err != nil {
+		return nil, err
+	}
+	agents, err := Agents(ctx, db, name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Health, 0, len(regions))
+	for _, r := range regions {
+		h := &Health{Region: r.ID, Paused: r.Paused, Head: heads[r.ID], Agent: PickAgent(agents, r.ID, now)}
+		h.Connected = h.Agent != nil && Connected(h.Agent, now)
+		out = append(out, h)
+	}
+	return out, fillLag(ctx, db, out)
+}
+
+// heads returns the newest change version of one region or (name "") of
+// every region: one loose scan of the (region, pk) index.
+func heads(ctx context.Context, db *sql.DB, name string) (map[string]uint64, error) {
+	q, args := "SELECT region, MAX(pk) FROM deployment_changes WHERE region <> ''", []any(nil)
+	if name != "" {
+		q, args = "SELECT region, MAX(pk) FROM deployment_changes WHERE region = ?", []any{name}
+	}
+	rows, err := db.QueryContext(ctx, q+" GROUP BY region", args...)
+	if err != nil {
+		return nil, fmt.Errorf("read head versions: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]uint64{}
+	for rows.Next() {
+		var region string
+		var head uint64
+		if err := rows.Scan(&region, &head); err != nil {
+			return nil, fmt.Errorf("read head versions: %w", err)
+		}
+		out[region] = head
+	}
+	return out, rows.Err()
+}
+
+// fillLag counts the unacked changes, distinct pending resources and the
+// oldest change's age of every region behind its head, in one query (an
+// index range per region) however many regions there are.
+func fillLag(ctx context.Context, db *sql.DB, regions []*Health) error {
+	behind := map[string]*Health{}
+	var where []string
+	var args []any
+	for _, h := range regions {
+		if h.Head > h.Acked() {
+			behind[h.Region] = h
+			where = append(where, "(region = ? AND pk > ?)")
+			args = append(args, h.Region, h.Acked())
+		}
+	}
+	if len(behind) == 0 {
+		return nil
+	}
+	rows, err := db.QueryContext(ctx,
+		"SELECT region, COUNT(*), COUNT(DISTINCT resource_type, resource_id), MIN(created_at) FROM deployment_changes WHERE "+
+			strings.Join(where, " OR ")+" GROUP BY region", args...)
+	if err != nil {
+		return fmt.Errorf("compute lag: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var region string
+		var changes, resources int64
+		var oldest sql.NullTime
+		if err := rows.Scan(&region, &changes, &resources, &oldest); err != nil {
+			return fmt.Errorf("compute lag: %w", err)
+		}
+		if h := behind[region]; h != nil {
+			h.LagChanges, h.PendingResources = changes, resources
+			if oldest.Valid {
+				h.OldestPending = oldest.Time
+			}
+		}
+	}
+	return rows.Err()
+}
+
+// Agents reads the agent records of one region, or (region "") all, with
+// what the views show of them. Not through Ent: Ent scans an unsigned
+// column through int64, so a single acked_cursor at or above 2^63 (intake
+// refuses one, but a row written before that, or by hand, may hold it)
+// would fail every view for everyone.
+func Agents(ctx context.Context, db *sql.DB, region string) ([]*ent.Agent, error) {
+	q := "SELECT region, identity, acked_cursor, last_heartbeat, last_full_sync, last_error, connected_to, connected_since FROM agents"
+	var args []any
+	if region != "" {
+		q += " WHERE region = ?"
+		args = append(args, region)
+	}
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read agent records: %w", err)
+	}
+	defer rows.Close()
+	var out []*ent.Agent
+	for rows.Next() {
+		a := &ent.Agent{}
+		var heartbeat, fullSync, connectedSince sql.NullTime
+		if err := rows.Scan(&a.Region, &a.Identity, &a.AckedCursor, &heartbeat, &fullSync, &a.LastError, &a.ConnectedTo, &connectedSince); err != nil {
+			return nil, fmt.Errorf("read agent records: %w", err)
+		}
+		a.LastHeartbeat, a.LastFullSync, a.ConnectedSince = timeOrNil(heartbeat), timeOrNil(fullSync), timeOrNil(connectedSince)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+func timeOrNil(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
+}
+
+// PickAgent returns the agent that speaks for region among agents: a
+// connected one before others, then the one heard from last. Nil when
+// none of them serves region.
+func PickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
+	var best *ent.Agent
+	score := func(a *ent.Agent) (bool, time.Time) {
+		var hb time.Time
+		if a.LastHeartbeat != nil {
+			hb = *a.LastHeartbeat
+		}
+		return Connected(a, now), hb
+	}
+	for _, a := range agents {
+		if a.Region != region {
+			continue
+		}
+		if best == nil {
+			best = a
+			continue
+		}
+		ac, ah := score(a)
+		bc, bh := score(best)
+		if (ac && !bc) || (ac == bc && ah.After(bh)) {
+			best = a
+		}
+	}
+	return best
+}
+
+// Connected tells whether a holds a stream to some ctrld and reported
+// within HeartbeatTimeout.
+func Connected(a *ent.Agent, now time.Time) bool {
+	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < HeartbeatTimeout
+}

@@ -1,0 +1,175 @@
+package regionhealth_test
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/regionhealth"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// gauge reads one region's series of the gauge named name; ok is false
+// when the series does not exist.
+func gauge(t *testing.T, reg *prometheus.Registry, name, region string) (value float64, ok bool) {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "region" && l.GetValue() == region {
+					return m.GetGauge().GetValue(), true
+				}
+			}
+		}
+	}
+	return 0, false
+}
+
+func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id, region string) {
+	t.Helper()
+	if _, err := op.Deploy(context.Background(), &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "ws", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{region}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// What the alert rules read moves when a region is paused with changes
+// pending and its agent gone, though no agent heartbeats any more: ctrld
+// computes the gauges from the database, and they say what the console says.
+func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg, RegionHealth: regionhealth.Config{Interval: 50 * time.Millisecond}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	agent := env.Agent("us-east")
+	op := env.Operator("alice")
+	deploy(t, op, "api", "us-east")
+
+	// A live agent: streaming, caught up after its full sync, reporting.
+	streamCtx, kill := context.WithCancel(ctx)
+	s, err := agent.WatchDeploymentChanges(streamCtx, &ctrlv1.WatchDeploymentChangesRequest{Region: "us-east", AgentIdentity: "krane-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resume uint64
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := ev.GetBookmark(); b.GetFullSyncDone() {
+			resume = b.GetResumeVersion()
+			break
+		}
+	}
+	if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "us-east", AgentIdentity: "krane-0",
+		AckedVersion: resume, LastFullSync: timestamppb.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a connected, caught-up agent", func() bool {
+		connected, _ := gauge(t, reg, "deploysync_region_agent_connected", "us-east")
+		lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "us-east")
+		paused, _ := gauge(t, reg, "deploysync_region_paused", "us-east")
+		_, heartbeat := gauge(t, reg, "deploysync_region_heartbeat_age_seconds", "us-east")
+		_, fullSync := gauge(t, reg, "deploysync_region_full_sync_age_seconds", "us-east")
+		return connected == 1 && lag == 0 && paused == 0 && heartbeat && fullSync
+	})
+
+	// The agent dies, an operator pauses the region, and a change waits.
+	kill()
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "us-east", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	deploy(t, op, "web", "us-east")
+	waitFor(t, "the paused region with its agent gone and a change pending", func() bool {
+		connected, _ := gauge(t, reg, "deploysync_region_agent_connected", "us-east")
+		lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "us-east")
+		lagSeconds, _ := gauge(t, reg, "deploysync_region_lag_seconds", "us-east")
+		paused, _ := gauge(t, reg, "deploysync_region_paused", "us-east")
+		return connected == 0 && lag == 1 && lagSeconds > 0 && paused == 1
+	})
+	if age, ok := gauge(t, reg, "deploysync_region_heartbeat_age_seconds", "us-east"); !ok || age < 0 {
+		t.Errorf("heartbeat age %v (present %v), want the time since the dead agent's last report", age, ok)
+	}
+
+	regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := regions.GetRegions()[0]
+	if lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "us-east"); float64(o.GetLagChanges()) != lag || o.GetAgentConnected() || !o.GetPaused() {
+		t.Errorf("the console says lag %d, connected %v, paused %v; the gauge says lag %v", o.GetLagChanges(), o.GetAgentConnected(), o.GetPaused(), lag)
+	}
+}
+
+// A region without any agent counts every change as pending and has no
+// heartbeat age (there is no last heartbeat to be old); a region no longer
+// registered loses its series.
+func TestGaugesOfRegionsWithoutAgentAndOfRemovedRegions(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	env.AgentToken("eu")
+	env.AgentToken("gone")
+	op := env.Operator("alice")
+	deploy(t, op, "api", "eu")
+	deploy(t, op, "web", "eu")
+
+	reg := prometheus.NewRegistry()
+	p := regionhealth.NewPublisher(env.DB.Ent, env.DB.SQL, regionhealth.Config{}, slog.New(slog.DiscardHandler), metrics.New(reg))
+	if err := p.PublishOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "eu"); lag != 2 {
+		t.Errorf("eu lag %v, want 2 (no agent ever acked)", lag)
+	}
+	if connected, ok := gauge(t, reg, "deploysync_region_agent_connected", "eu"); !ok || connected != 0 {
+		t.Errorf("eu agent connected %v (present %v), want 0", connected, ok)
+	}
+	if _, ok := gauge(t, reg, "deploysync_region_heartbeat_age_seconds", "eu"); ok {
+		t.Error("eu has a heartbeat age without any agent")
+	}
+	if _, ok := gauge(t, reg, "deploysync_region_paused", "gone"); !ok {
+		t.Fatal("no series for the registered region gone")
+	}
+
+	if err := env.DB.Ent.Region.DeleteOneID("gone").Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.PublishOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"deploysync_stream_lag_changes", "deploysync_region_lag_seconds",
+		"deploysync_region_agent_connected", "deploysync_region_paused"} {
+		if _, ok := gauge(t, reg, name, "gone"); ok {
+			t.Errorf("%s still has a series for the removed region", name)
+		}
+	}
+	if _, ok := gauge(t, reg, "deploysync_region_paused", "eu"); !ok {
+		t.Error("eu lost its series with the other region")
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for the gauges to show %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
