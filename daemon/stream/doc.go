@@ -34,9 +34,10 @@
 //     of the stream's own (outbox). A client that reads nothing for
 //     SendTimeout while events wait is ended (ErrFellBehind), logged with
 //     what was pending, and counted; it resumes from its last bookmark.
-//   - At most MaxFullSyncs full syncs run at once; a stream waits for a
-//     slot before it subscribes, holding nothing. At most
+//   - At most MaxFullSyncs full syncs read a page at once; a full sync
+//     holds its slot only while it reads, never while its client reads (a
+//     slow reader would otherwise keep every other region from syncing).
+//     At most
 //     MaxStreamsPerToken streams per token and MaxStreams in all are
-//     served; more are refused with ResourceExhausted before any database
-//     work.
+//     served; more are refused with ResourceExhausted.
 package stream

@@ -167,9 +167,17 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 type pageReader[K any] func(c *ent.Client, after K, limit int) (K, int, []*ctrlv1.DeploymentChangeEvent, error)
 
 // inSnapshot reads one page in a short snapshot of its own, which has ended
-// when it returns (a panic included).
-func (read pageReader[K]) inSnapshot(ctx context.Context, client *ent.Client, after K, limit int) (K, int, []*ctrlv1.DeploymentChangeEvent, error) {
-	tx, err := beginSnapshot(ctx, client)
+// when it returns (a panic included), holding one of the MaxFullSyncs
+// slots meanwhile. The slot bounds the full syncs reading at once; it is
+// never held while the page is sent, so a client that reads slowly (or
+// not at all) keeps no other stream from syncing.
+func (read pageReader[K]) inSnapshot(ctx context.Context, s *Streamer, after K, limit int) (K, int, []*ctrlv1.DeploymentChangeEvent, error) {
+	release, err := s.takeFullSyncSlot(ctx)
+	if err != nil {
+		return after, 0, nil, err
+	}
+	defer release()
+	tx, err := beginSnapshot(ctx, s.client)
 	if err != nil {
 		return after, 0, nil, err
 	}
@@ -184,7 +192,7 @@ func (read pageReader[K]) inSnapshot(ctx context.Context, client *ent.Client, af
 func pages[K any](ctx context.Context, s *Streamer, st *state, between func() error, read pageReader[K]) error {
 	var after K
 	for {
-		last, n, events, err := read.inSnapshot(ctx, s.client, after, s.cfg.PageSize)
+		last, n, events, err := read.inSnapshot(ctx, s, after, s.cfg.PageSize)
 		if err != nil || n == 0 {
 			return err
 		}

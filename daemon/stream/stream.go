@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
@@ -38,9 +37,10 @@ type Config struct {
 	// while events wait for it (default 30s). The client resumes from its
 	// last bookmark when it reconnects.
 	SendTimeout time.Duration
-	// MaxFullSyncs bounds the full syncs in progress at once; a stream
-	// that needs one waits for a slot, holding no database connection
-	// (default 8, half the streams' database pool).
+	// MaxFullSyncs bounds the full syncs reading a page at once (default
+	// 8, half the streams' database pool). A full sync holds its slot only
+	// while it reads, never while it waits for its client to read what it
+	// sent, so slow clients cannot keep others from syncing.
 	MaxFullSyncs int
 	// MaxStreamsPerToken bounds the streams one token may have open; more
 	// are refused with ResourceExhausted (default 4: an agent has one, two
@@ -214,29 +214,18 @@ type state struct {
 // serving ends (a panic included, which the server recovers from: the
 // tailer must not keep feeding a subscription nobody reads, I8).
 func (s *Streamer) serveSubscribed(ctx context.Context, st *state) (outcome, error) {
-	fullSyncDone := func() {}
-	if st.clientCursor == 0 {
-		// The slot is taken before subscribing: a subscription nobody
-		// reads while its stream waits for a slot would fall behind.
-		release, err := s.takeFullSyncSlot(ctx)
-		if err != nil {
-			return outcomeDone, nil // ctx ended
-		}
-		defer release()
-		fullSyncDone = release
-	}
 	sub, err := s.tailer.Subscribe(ctx, st.req.Region)
 	if err != nil {
 		return outcomeDone, err
 	}
 	defer sub.Close()
-	return s.serveOnce(ctx, sub, st, fullSyncDone)
+	return s.serveOnce(ctx, sub, st)
 }
 
-// takeFullSyncSlot waits for one of the MaxFullSyncs slots and returns its
-// release, which may be called more than once.
+// takeFullSyncSlot waits for one of the MaxFullSyncs slots, for reading
+// one page, and returns its release.
 func (s *Streamer) takeFullSyncSlot(ctx context.Context) (release func(), err error) {
-	release = sync.OnceFunc(func() { <-s.fullSyncSlots })
+	release = func() { <-s.fullSyncSlots }
 	select {
 	case s.fullSyncSlots <- struct{}{}:
 		return release, nil
@@ -263,16 +252,14 @@ func (st *state) controlOutcome() outcome {
 	return outcomeDone
 }
 
-// serveOnce serves st from sub; fullSyncDone releases the full sync's slot.
-func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *state, fullSyncDone func()) (outcome, error) {
+// serveOnce serves st from sub.
+func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *state) (outcome, error) {
 	if sub.Control.Paused {
 		return outcomePaused, nil
 	}
 	st.control = sub.Control
 	if st.clientCursor == 0 {
-		err := s.fullSync(ctx, sub, st)
-		fullSyncDone()
-		if err != nil {
+		if err := s.fullSync(ctx, sub, st); err != nil {
 			return outcomeDone, err
 		}
 		// Control may have changed while the snapshot streamed; changes
