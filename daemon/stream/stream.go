@@ -50,6 +50,13 @@ type Config struct {
 	// MaxStreams bounds the streams this process serves; more are refused
 	// with ResourceExhausted (default 1000).
 	MaxStreams int
+	// ConnectionRefresh is how often a stream marks its agent's record as
+	// heard from (default 2m). An agent's heartbeats do that too, but an
+	// agent sends none before its first full sync is applied, which may
+	// take long, and a record nothing refreshed for ten minutes may be
+	// given to a new identity in a full region
+	// (cluster.Config.MaxAgentsPerRegion).
+	ConnectionRefresh time.Duration
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
@@ -61,6 +68,7 @@ var Defaults = Config{
 	MaxFullSyncs:       8,
 	MaxStreamsPerToken: 4,
 	MaxStreams:         1000,
+	ConnectionRefresh:  2 * time.Minute,
 }
 
 func (c *Config) defaults() {
@@ -81,6 +89,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxStreams <= 0 {
 		c.MaxStreams = Defaults.MaxStreams
+	}
+	if c.ConnectionRefresh <= 0 {
+		c.ConnectionRefresh = Defaults.ConnectionRefresh
 	}
 }
 
@@ -153,6 +164,9 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 		return err
 	}
 	defer s.disconnected(req, since)
+	refreshing, stopRefreshing := context.WithCancel(ctx)
+	defer stopRefreshing()
+	go s.refreshConnection(refreshing, req, since)
 
 	out := startOutbox(ctx, send, s.cfg.SendTimeout, s.guard)
 	defer out.close() // however serving ends, a panic included
@@ -530,6 +544,28 @@ func (s *Streamer) connected(ctx context.Context, req Request) (time.Time, error
 		return time.Time{}, fmt.Errorf("record agent connection: %w", err)
 	}
 	return now, nil
+}
+
+// refreshConnection marks the agent's record as heard from every
+// Config.ConnectionRefresh, until ctx ends, while the record is still this
+// stream's.
+func (s *Streamer) refreshConnection(ctx context.Context, req Request, since time.Time) {
+	tick := time.NewTicker(s.cfg.ConnectionRefresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		err := s.client.Agent.Update().
+			Where(entagent.Region(req.Region), entagent.Identity(req.Identity),
+				entagent.ConnectedTo(s.cfg.Instance), entagent.ConnectedSince(since)).
+			SetUpdatedAt(time.Now().UTC()).Exec(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("stream: refreshing the agent's record failed", "region", req.Region, "agent", req.Identity, "err", err)
+		}
+	}
 }
 
 // disconnected clears the connection record if it is still this stream's:

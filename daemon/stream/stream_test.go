@@ -8,6 +8,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -93,5 +94,34 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A stream keeps its agent's record fresh while it lives, heartbeats or
+// not: a record nothing refreshed for ten minutes may be given to a new
+// identity, and a first full sync may take that long before the agent's
+// first heartbeat.
+func TestAStreamKeepsItsAgentsRecordFresh(t *testing.T) {
+	env := servertest.Start(t, server.Config{Stream: stream.Config{ConnectionRefresh: 50 * time.Millisecond}})
+	f := follow(t, env, "eu")
+	if _, ok := f.WaitFor(10*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+		t.Fatal("no full sync")
+	}
+	if _, err := env.DB.SQL.Exec("UPDATE agents SET updated_at = NOW(6) - INTERVAL 1 HOUR"); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var staleSeconds float64
+		if err := env.DB.SQL.QueryRow("SELECT TIMESTAMPDIFF(SECOND, updated_at, NOW(6)) FROM agents WHERE identity = 'agent-eu-0'").Scan(&staleSeconds); err != nil {
+			t.Fatal(err)
+		}
+		if staleSeconds < 60 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the streaming agent's record stays %v s old", staleSeconds)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
