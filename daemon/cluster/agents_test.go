@@ -154,3 +154,28 @@ func TestAnAgentRecordRetentionDeletedMakesRoom(t *testing.T) {
 		t.Errorf("heartbeat of a new identity once retention deleted a record: %v", err)
 	}
 }
+
+// New identities arriving all at once are counted one at a time: a burst
+// does not leave the region over its limit.
+func TestABurstOfNewIdentitiesStaysWithinTheLimit(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	const burst = 100
+	errs := make(chan error, burst)
+	for i := range burst {
+		go func() { errs <- heartbeat(agent, "eu", fmt.Sprintf("burst-%d", i)) }()
+	}
+	admitted := 0
+	for range burst {
+		err := <-errs
+		switch {
+		case err == nil:
+			admitted++
+		case status.Code(err) != codes.ResourceExhausted:
+			t.Errorf("heartbeat: %v", err)
+		}
+	}
+	if ids := identities(t, env, "eu"); len(ids) != maxAgents || admitted != maxAgents {
+		t.Fatalf("%d heartbeats admitted, %d records; want exactly the limit, %d", admitted, len(ids), maxAgents)
+	}
+}

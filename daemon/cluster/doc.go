@@ -30,7 +30,9 @@
 // (admitAgent, the one check for heartbeats and streams alike): a known
 // identity always gets through; a new one gets a free place, or the place
 // of a record silent for ten minutes (a gone agent's: agents report every
-// ten seconds), or ResourceExhausted. Calls racing for the last place may
-// leave a region a few records over. Retention deletes records silent for
-// --agent-ttl, which frees their places too.
+// ten seconds and streams refresh their record), or ResourceExhausted. New
+// identities are admitted one at a time per region (a lock on the region's
+// row, the record written in the same transaction), so a burst cannot
+// overshoot. Retention deletes records silent for --agent-ttl, which frees
+// their places too.
 package cluster
