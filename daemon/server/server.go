@@ -43,6 +43,10 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
+// maxStreamsPerConnection bounds the concurrent streams of one client
+// connection.
+const maxStreamsPerConnection = 64
+
 // DefaultTokenRecheck is Config.TokenRecheck's default.
 const DefaultTokenRecheck = 30 * time.Second
 
@@ -114,6 +118,11 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(limits.MaxMessageBytes),
+		// A stream ctrld ended for not reading stays on its connection,
+		// with what gRPC had buffered for it, until its client reads or
+		// closes the connection; this bounds how many one connection can
+		// pile up (an agent needs one stream, a console none).
+		grpc.MaxConcurrentStreams(maxStreamsPerConnection),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 	}
