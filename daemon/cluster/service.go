@@ -81,11 +81,10 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 	if err := checkIdentity(identity); err != nil {
 		return err
 	}
-	// Before the stream records the agent's connection.
-	if err := s.admitAgent(ctx, req.GetRegion(), identity); err != nil {
-		return err
-	}
-	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen()}, srv.Send)
+	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen(),
+		// After the stream's own limits, before it records the agent's
+		// connection: a refused stream leaves no record.
+		AdmitAgent: func(ctx context.Context) error { return s.admitAgent(ctx, req.GetRegion(), identity) }}, srv.Send)
 	switch {
 	case err == nil, ctx.Err() != nil:
 		return nil

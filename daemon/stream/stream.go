@@ -128,6 +128,10 @@ type Request struct {
 	Region   string
 	Identity string
 	Cursor   uint64 // last bookmark's resume_version; 0 for a full sync
+	// AdmitAgent, if set, decides whether the agent may have a record,
+	// once the stream itself is admitted and before its record is
+	// written; its error ends the stream.
+	AdmitAgent func(context.Context) error
 }
 
 // Send delivers one event to the client.
@@ -156,6 +160,11 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 		return err
 	} else if !exists {
 		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+	}
+	if req.AdmitAgent != nil {
+		if err := req.AdmitAgent(ctx); err != nil {
+			return err
+		}
 	}
 	s.metrics.Streams.WithLabelValues(req.Region).Inc()
 	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
