@@ -15,10 +15,10 @@ import (
 // and stack are for the log, not for clients.
 var errInternal = status.Error(codes.Internal, "internal error: the call failed on the server and was logged; retry, or reconnect from the last bookmark")
 
-// recoverUnary is the outermost unary interceptor: a panic anywhere below
+// RecoverUnary is the outermost unary interceptor: a panic anywhere below
 // it, authentication included, ends that call with Internal, never the
 // process (invariant I6).
-func recoverUnary(g recovery.Guard) grpc.UnaryServerInterceptor {
+func RecoverUnary(g recovery.Guard) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		var resp any
 		err := g.Run(info.FullMethod, func() (err error) {
@@ -32,11 +32,11 @@ func recoverUnary(g recovery.Guard) grpc.UnaryServerInterceptor {
 	}
 }
 
-// recoverStream is recoverUnary for streams: the stream ends with
+// RecoverStream is RecoverUnary for streams: the stream ends with
 // Internal and its agent reconnects from its last bookmark. What the
 // handler held (its subscription, its connection record) is released by
 // the handler's own defers as the panic unwinds.
-func recoverStream(g recovery.Guard) grpc.StreamServerInterceptor {
+func RecoverStream(g recovery.Guard) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		err := g.Run(info.FullMethod, func() error { return handler(srv, ss) })
 		if isPanic(err) {

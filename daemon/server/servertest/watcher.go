@@ -11,17 +11,23 @@ import (
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // ServeWatcher serves the cluster service on db with another stream
 // algorithm (the seed's, to show what a checker catches) until t ends, and
-// returns its address. Tokens are checked as ctrld checks them.
+// returns its address. Tokens are checked as ctrld checks them, and a
+// panicking call ends that call, as in ctrld (the seed algorithm
+// dereferences a deployment deleted under it).
 func ServeWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
 	t.Helper()
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
-	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(authn.Unary), grpc.ChainStreamInterceptor(authn.Stream))
+	guard := recovery.Guard{Log: slog.New(slog.DiscardHandler)}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(server.RecoverUnary(guard), authn.Unary),
+		grpc.ChainStreamInterceptor(server.RecoverStream(guard), authn.Stream))
 	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, cluster.Config{}, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
