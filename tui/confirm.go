@@ -14,25 +14,27 @@ import (
 // change, in words, and the command that does it. The words show IDs
 // cleaned (see Clean); the command sends them as the server gave them.
 type confirmation struct {
-	what   string // short, for the status line
+	what   string // short, for the status line while it runs, if cancelled or if it fails
+	done   string // the result once it succeeded, in the script commands' words
 	detail string // exactly what will change
 	run    tea.Cmd
 }
 
-func (m Model) act(what string, call func(ctx context.Context) error) tea.Cmd {
+func (m Model) act(what, done string, call func(ctx context.Context) error) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return actionMsg{what: what, err: call(ctx)}
+		return actionMsg{what: what, done: done, err: call(ctx)}
 	}
 }
 
 func (m Model) resyncConfirmation(region string) *confirmation {
-	what := "force resync of " + Clean(region)
+	what, done := "force resync of "+Clean(region), "requested a full resync of "+Clean(region)
 	return &confirmation{
 		what:   what,
+		done:   done,
 		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", Clean(region)),
-		run: m.act(what, func(ctx context.Context) error {
+		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "forced from unkey-tui"})
 			return err
 		}),
@@ -40,15 +42,17 @@ func (m Model) resyncConfirmation(region string) *confirmation {
 }
 
 func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
-	verb, effect := "resume", "Changes held back since the pause are delivered."
+	verb, done, effect := "resume", "resumed", "Changes held back since the pause are delivered."
 	if pause {
-		verb, effect = "pause", "Its agent gets no changes until resumed; nothing is lost."
+		verb, done, effect = "pause", "paused", "Its agent gets no changes until resumed; nothing is lost."
 	}
 	what := verb + " region " + Clean(region)
+	done += " " + Clean(region)
 	return &confirmation{
 		what:   what,
+		done:   done,
 		detail: fmt.Sprintf("%s streaming to region %s?\n%s", capitalize(verb), Clean(region), effect),
-		run: m.act(what, func(ctx context.Context) error {
+		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: pause})
 			return err
 		}),
@@ -57,15 +61,17 @@ func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
 
 func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, want ctrlv1.DesiredStatus) *confirmation {
 	shownID, shownRegion := Clean(d.GetDeploymentId()), Clean(region)
-	verb, effect := "stop", fmt.Sprintf("Its StatefulSet and Service in %s are deleted (%d replicas now).", shownRegion, d.GetReplicas())
+	verb, past, effect := "stop", "stopped", fmt.Sprintf("Its StatefulSet and Service in %s are deleted (%d replicas now).", shownRegion, d.GetReplicas())
 	if want == ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING {
-		verb, effect = "start", fmt.Sprintf("It runs again in %s with %d replicas.", shownRegion, d.GetReplicas())
+		verb, past, effect = "start", "started", fmt.Sprintf("It runs again in %s with %d replicas.", shownRegion, d.GetReplicas())
 	}
 	what := fmt.Sprintf("%s %s in %s", verb, shownID, shownRegion)
+	done := fmt.Sprintf("%s %s in %s", past, shownID, shownRegion)
 	return &confirmation{
 		what:   what,
+		done:   done,
 		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect),
-		run: m.act(what, func(ctx context.Context) error {
+		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
 			return err
 		}),
@@ -81,10 +87,12 @@ func capitalize(s string) string {
 func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to int32) *confirmation {
 	shownID, shownRegion := Clean(d.GetDeploymentId()), Clean(region)
 	what := fmt.Sprintf("scale %s in %s to %d", shownID, shownRegion, to)
+	done := fmt.Sprintf("scaled %s to %d in %s", shownID, to, shownRegion)
 	return &confirmation{
 		what:   what,
+		done:   done,
 		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to),
-		run: m.act(what, func(ctx context.Context) error {
+		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})
 			return err
 		}),

@@ -83,8 +83,8 @@ type (
 	}
 	errMsg    struct{ err error }
 	actionMsg struct {
-		what string
-		err  error
+		what, done string // see confirmation
+		err        error
 	}
 )
 
@@ -166,7 +166,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err != nil {
 			m.status = "FAILED: " + msg.what + ": " + ErrorText(msg.err)
 		} else {
-			m.status = "done: " + msg.what
+			m.status = msg.done
 		}
 		return m, m.fetch()
 	case tea.KeyPressMsg:

@@ -201,12 +201,12 @@ func TestForceResyncWithConfirmation(t *testing.T) {
 		t.Fatal("an action ran before the confirmation")
 	}
 	keys(tm, press('y'))
-	waitFor(t, tm, "done: force resync of us-east")
+	waitFor(t, tm, "requested a full resync of us-east")
 	calls := op.calls()
 	if len(calls) != 1 || calls[0].(*ctrlv1.ForceResyncRequest).GetRegion() != "us-east" {
 		t.Fatalf("operator service received %v", calls)
 	}
-	if got := finalContent(t, tm); !strings.Contains(got, "done: force resync of us-east") {
+	if got := finalContent(t, tm); !strings.Contains(got, "requested a full resync of us-east") {
 		t.Fatalf("final view lacks the result:\n%s", got)
 	}
 }
@@ -225,6 +225,18 @@ func TestCancelledConfirmationSendsNothing(t *testing.T) {
 	}
 }
 
+// Pausing and resuming report their result in the script commands' words,
+// naming the region.
+func TestPauseAndResumeResults(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, press('p'), press('y')) // ap-south, running
+	waitFor(t, tm, "paused ap-south")
+	keys(tm, down, down, press('p'), press('y')) // eu-west, paused
+	waitFor(t, tm, "resumed eu-west")
+}
+
 // Open a region, stop a deployment; a server error is shown in its words.
 func TestStopDeploymentFromRegionDetail(t *testing.T) {
 	op := &fakeOperator{}
@@ -235,7 +247,7 @@ func TestStopDeploymentFromRegionDetail(t *testing.T) {
 	keys(tm, press('s'))
 	waitFor(t, tm, "Stop deployment api in region us-east?")
 	keys(tm, press('y'))
-	waitFor(t, tm, "done: stop api in us-east")
+	waitFor(t, tm, "stopped api in us-east")
 	keys(tm, down, press('s'), press('y'))
 	waitFor(t, tm, "FAILED: stop worker in us-east: NotFound")
 	calls := op.calls()
@@ -276,7 +288,7 @@ func TestStartDeploymentFromDeploymentsView(t *testing.T) {
 	keys(tm, down, press('S'))
 	waitFor(t, tm, "Start deployment api in region us-east?")
 	keys(tm, press('y'))
-	waitFor(t, tm, "done: start api in us-east")
+	waitFor(t, tm, "started api in us-east")
 	calls := op.calls()
 	if len(calls) != 1 {
 		t.Fatalf("calls %v", calls)
@@ -302,7 +314,7 @@ func TestFilterThenScale(t *testing.T) {
 	keys(tm, press('+'))
 	waitFor(t, tm, "Scale deployment worker in region us-east from 2 to 3 replicas?")
 	keys(tm, press('y'))
-	waitFor(t, tm, "done: scale worker in us-east to 3")
+	waitFor(t, tm, "scaled worker to 3 in us-east")
 	calls := op.calls()
 	if len(calls) != 1 {
 		t.Fatalf("calls %v", calls)
