@@ -108,10 +108,17 @@ func TestServerTextCannotControlTheTerminal(t *testing.T) {
 	update := func(msg tea.Msg) {
 		next, cmd := m.Update(msg)
 		m = next.(tui.Model)
-		if cmd != nil { // the page's read or the action, answered at once
-			next, _ = m.Update(cmd())
-			m = next.(tui.Model)
+		if cmd == nil {
+			return
 		}
+		// The page's read or the action, answered at once; the expiry of
+		// the status line, batched after an action, is not waited for.
+		reply := cmd()
+		if batch, ok := reply.(tea.BatchMsg); ok {
+			reply = batch[0]()
+		}
+		next, _ = m.Update(reply)
+		m = next.(tui.Model)
 	}
 	check("regions")
 	update(enter)

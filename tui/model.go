@@ -22,6 +22,9 @@ type Options struct {
 	NoColor bool
 	// Now is the clock (tests pin it for stable output).
 	Now func() time.Time
+	// StatusFor is how long an action's outcome stays on the status line
+	// (default 5s): long enough to read, gone before it is taken for news.
+	StatusFor time.Duration
 }
 
 type page int
@@ -51,7 +54,10 @@ type Model struct {
 	filter    string
 	filtering bool
 	status    string // outcome of the last action
-	err       error  // why ctrld is not answering, if it is not
+	// statusSeq numbers each status shown, so that the expiry of an older
+	// one does not clear a newer one.
+	statusSeq int
+	err       error // why ctrld is not answering, if it is not
 }
 
 // New returns the console on an operator client.
@@ -61,6 +67,9 @@ func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
+	}
+	if opts.StatusFor <= 0 {
+		opts.StatusFor = 5 * time.Second
 	}
 	h := help.New()
 	if opts.NoColor {
@@ -81,8 +90,10 @@ type (
 		region  *ctrlv1.GetRegionResponse
 		pending *ctrlv1.ListPendingChangesResponse
 	}
-	errMsg    struct{ err error }
-	actionMsg struct {
+	errMsg struct{ err error }
+	// statusExpiredMsg clears the status line if it still shows status seq.
+	statusExpiredMsg struct{ seq int }
+	actionMsg        struct {
 		what, done string // see confirmation
 		err        error
 	}
@@ -90,6 +101,15 @@ type (
 
 // Init implements tea.Model.
 func (m Model) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick()) }
+
+// showStatus puts s on the status line and returns the command that
+// clears it after Options.StatusFor.
+func (m *Model) showStatus(s string) tea.Cmd {
+	m.status = s
+	m.statusSeq++
+	seq := m.statusSeq
+	return tea.Tick(m.opts.StatusFor, func(time.Time) tea.Msg { return statusExpiredMsg{seq} })
+}
 
 func (m Model) tick() tea.Cmd {
 	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{} })
@@ -162,13 +182,17 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
 		return m, nil
-	case actionMsg:
-		if msg.err != nil {
-			m.status = "FAILED: " + msg.what + ": " + ErrorText(msg.err)
-		} else {
-			m.status = msg.done
+	case statusExpiredMsg:
+		if msg.seq == m.statusSeq {
+			m.status = ""
 		}
-		return m, m.fetch()
+		return m, nil
+	case actionMsg:
+		outcome := msg.done
+		if msg.err != nil {
+			outcome = "FAILED: " + msg.what + ": " + ErrorText(msg.err)
+		}
+		return m, tea.Batch(m.fetch(), m.showStatus(outcome))
 	case tea.KeyPressMsg:
 		return m.key(msg)
 	}
@@ -200,11 +224,11 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		case key.Matches(msg, m.keys.Yes):
 			c := m.confirm
 			m.confirm = nil
-			m.status = "running: " + c.what + " ..."
-			return m, c.run
+			return m, tea.Batch(c.run, m.showStatus("running: "+c.what+" ..."))
 		case key.Matches(msg, m.keys.No):
-			m.status = "cancelled: " + m.confirm.what
+			c := m.confirm
 			m.confirm = nil
+			return m, m.showStatus("cancelled: " + c.what)
 		}
 		return m, nil
 	}
@@ -220,13 +244,9 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case key.Matches(msg, m.keys.Switch):
 		if m.page == pageDeployments {
-			m.page = pageRegions
-		} else {
-			m.page = pageDeployments
+			return m.turnTo(pageRegions)
 		}
-		m.filter = "" // a filter belongs to the list it was typed on
-		m.applyFilter()
-		return m, m.fetch()
+		return m.turnTo(pageDeployments)
 	}
 	switch m.page {
 	case pageRegions:
@@ -264,9 +284,8 @@ func (m Model) regionsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Down):
 		m.regions.move(1)
 	case key.Matches(msg, m.keys.Open) && r != nil:
-		m.page, m.detail, m.filter = pageRegion, detailPage{name: r.Region}, ""
-		m.applyFilter()
-		return m, m.fetch()
+		m.detail = detailPage{name: r.Region}
+		return m.turnTo(pageRegion)
 	case key.Matches(msg, m.keys.Resync) && r != nil:
 		m.confirm = m.resyncConfirmation(r.Region)
 	case key.Matches(msg, m.keys.Pause) && r != nil:
@@ -279,9 +298,7 @@ func (m Model) detailKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	d := m.detail.selected()
 	switch {
 	case key.Matches(msg, m.keys.Back):
-		m.page, m.filter = pageRegions, ""
-		m.applyFilter()
-		return m, m.fetch()
+		return m.turnTo(pageRegions)
 	case key.Matches(msg, m.keys.Up):
 		m.detail.move(-1)
 	case key.Matches(msg, m.keys.Down):
@@ -300,6 +317,14 @@ func (m Model) detailKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.confirm = m.scaleConfirmation(d, m.detail.name, d.GetReplicas()-1)
 	}
 	return m, nil
+}
+
+// turnTo shows page p. The filter and the status line belong to the page
+// they were typed or shown on, so both are cleared.
+func (m Model) turnTo(p page) (tea.Model, tea.Cmd) {
+	m.page, m.filter, m.status = p, "", ""
+	m.applyFilter()
+	return m, m.fetch()
 }
 
 // applyFilter re-filters every list after the filter changed.

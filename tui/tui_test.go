@@ -351,6 +351,68 @@ func TestLateRegionReplyDoesNotReplaceShownRegion(t *testing.T) {
 	}
 }
 
+// results runs cmd as the program loop would and returns the messages it
+// produces, batches flattened.
+func results(cmd tea.Cmd) []tea.Msg {
+	if cmd == nil {
+		return nil
+	}
+	msg := cmd()
+	batch, ok := msg.(tea.BatchMsg)
+	if !ok {
+		return []tea.Msg{msg}
+	}
+	var out []tea.Msg
+	for _, c := range batch {
+		out = append(out, results(c)...)
+	}
+	return out
+}
+
+// An action's outcome leaves the status line after a while, and only its
+// own expiry clears it: an older action's expiry leaves a newer outcome.
+// Turning to another page clears it too.
+func TestStatusLineClearsAfterAWhileAndOnPageChange(t *testing.T) {
+	m := refresh(t, tui.New(&fakeOperator{}, tui.Options{Refresh: time.Millisecond, StatusFor: time.Millisecond,
+		NoColor: true, Now: func() time.Time { return now }}))
+	update := func(msg tea.Msg) tea.Cmd {
+		next, cmd := m.Update(msg)
+		m = next.(tui.Model)
+		return cmd
+	}
+	shows := func(text string) bool { return strings.Contains(m.Content(), text) }
+
+	update(press('r')) // ap-south
+	var older []tea.Msg
+	for _, msg := range results(update(press('y'))) { // the action's reply and the expiry of "running"
+		older = append(older, results(update(msg))...) // the refresh and the expiry of the result
+	}
+	if !shows("requested a full resync of ap-south") {
+		t.Fatalf("no result shown:\n%s", m.Content())
+	}
+	update(press('p'))
+	newer := results(update(press('n')))
+	for _, msg := range older {
+		update(msg)
+	}
+	if !shows("cancelled: pause region ap-south") {
+		t.Fatalf("the resync's expiry cleared the newer status:\n%s", m.Content())
+	}
+	for _, msg := range newer {
+		update(msg)
+	}
+	if shows("cancelled") {
+		t.Fatalf("status not cleared after its time:\n%s", m.Content())
+	}
+
+	update(press('p'))
+	update(press('n'))
+	update(tea.KeyPressMsg{Code: tea.KeyTab})
+	if shows("cancelled") {
+		t.Fatalf("status kept on another page:\n%s", m.Content())
+	}
+}
+
 // Ctrl+C quits from anywhere, even while typing a filter or answering a
 // confirmation: the dev stack is stopped with it.
 func TestCtrlCQuitsFromAnywhere(t *testing.T) {
