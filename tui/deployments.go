@@ -38,7 +38,7 @@ func (m Model) renderDeployments() string {
 	var b strings.Builder
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %-18s %-10s %-8s %4s %7s %-11s %s", "DEPLOYMENT", "REGION", "DESIRED", "REPL", "READY", "ACTUAL", "WORKFLOW")) + "\n")
 	if len(m.deployments.rows) == 0 {
-		b.WriteString(s.Dim.Render("  no deployments yet") + "\n")
+		b.WriteString(s.Dim.Render("  "+emptyText("deployments", m.filter, len(m.deployments.all), "no deployments yet")) + "\n")
 	}
 	for i, r := range m.deployments.rows {
 		line := fmt.Sprintf("  %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", clip(r.deployment.DeploymentId, 18), clip(r.name, 10),

@@ -48,7 +48,7 @@ func (m Model) renderDetail() string {
 
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %-20s %-9s %8s %9s %-11s %-9s", "DEPLOYMENT", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW")) + "\n")
 	if len(d.rows) == 0 {
-		b.WriteString(s.Dim.Render("  no deployments in this region") + "\n")
+		b.WriteString(s.Dim.Render("  "+emptyText("deployments", m.filter, len(d.region.GetDeployments()), "no deployments in this region")) + "\n")
 	}
 	for i, dep := range d.rows {
 		line := fmt.Sprintf("  %-20s %-9s %8d %4d/%-4d %-11s %-9s", clip(dep.DeploymentId, 20), Clean(dep.DesiredStatus), dep.Replicas,

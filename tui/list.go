@@ -24,6 +24,16 @@ func (l *list[T]) show(rows []T, key func(T) string) {
 	}
 }
 
+// emptyText says why a list shows no rows: nothing matches the filter
+// (named, so the operator sees what to clear), or there is nothing at all
+// (ifNone, which may hint how to create some).
+func emptyText(things, filter string, total int, ifNone string) string {
+	if total > 0 {
+		return "no " + things + ` match "` + Clean(filter) + `"`
+	}
+	return ifNone
+}
+
 func (l *list[T]) move(d int) { l.cursor = max(0, min(len(l.rows)-1, l.cursor+d)) }
 
 // selected is the selected row; the zero T (nil for pointers) when empty.

@@ -52,7 +52,7 @@ func (m Model) renderRegions() string {
 	header := fmt.Sprintf("  %-12s %-10s %7s %7s %5s %6s %4s %-8s %s", "REGION", "AGENT", "HEAD", "ACKED", "LAG", "LAG(s)", "PEND", "FULLSYNC", "STATE")
 	b.WriteString(s.Header.Render(header) + "\n")
 	if len(m.regions.rows) == 0 {
-		b.WriteString(s.Dim.Render("  no regions yet (ctrld token create --region R registers one)") + "\n")
+		b.WriteString(s.Dim.Render("  "+emptyText("regions", m.filter, len(m.regions.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
 	}
 	for i, r := range m.regions.rows {
 		agent := "down"

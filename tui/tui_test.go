@@ -327,6 +327,33 @@ func TestFilterThenScale(t *testing.T) {
 	}
 }
 
+// A filter that matches nothing says so, naming the filter, on every list;
+// the hint for an empty list is not shown then.
+func TestFilterMatchingNothingSaysSo(t *testing.T) {
+	m := refresh(t, tui.New(&fakeOperator{}, tui.Options{Refresh: time.Millisecond, NoColor: true, Now: func() time.Time { return now }}))
+	update := func(msg tea.Msg) tea.Cmd {
+		next, cmd := m.Update(msg)
+		m = next.(tui.Model)
+		return cmd
+	}
+	turn := func(k tea.KeyPressMsg) { update(update(k)()) } // to a page, its read answered at once
+	filterShows := func(want string) {
+		t.Helper()
+		for _, k := range []tea.KeyPressMsg{press('/'), press('z'), press('z'), enter} {
+			update(k)
+		}
+		if got := m.Content(); !strings.Contains(got, want) || strings.Contains(got, " yet") || strings.Contains(got, "in this region") {
+			t.Fatalf("want %q:\n%s", want, got)
+		}
+	}
+	filterShows(`no regions match "zz"`)
+	turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	filterShows(`no deployments match "zz"`)
+	turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	turn(enter) // ap-south's page
+	filterShows(`no deployments match "zz"`)
+}
+
 // A region's reply that arrives after the operator moved on to another
 // region is dropped: applied, it would show the first region's rows under
 // the second's name, and actions would act on those rows while sending the
