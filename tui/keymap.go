@@ -33,12 +33,28 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
-// ShortHelp implements help.KeyMap.
-func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Switch, k.Open, k.Filter, k.Help, k.Quit}
+// pageHelp is the help of one page: only the keys that do something there.
+type pageHelp struct {
+	short []key.Binding
+	full  [][]key.Binding
 }
 
+// ShortHelp implements help.KeyMap.
+func (h pageHelp) ShortHelp() []key.Binding { return h.short }
+
 // FullHelp implements help.KeyMap.
-func (k KeyMap) FullHelp() [][]key.Binding {
-	return [][]key.Binding{{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Filter}, {k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}
+func (h pageHelp) FullHelp() [][]key.Binding { return h.full }
+
+// helpFor is the help of page p.
+func (k KeyMap) helpFor(p page) pageHelp {
+	switch p {
+	case pageRegion:
+		return pageHelp{[]key.Binding{k.Back, k.Switch, k.Filter, k.Help, k.Quit},
+			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch, k.Filter}, {k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}}
+	case pageDeployments:
+		return pageHelp{[]key.Binding{k.Switch, k.Filter, k.Help, k.Quit},
+			[][]key.Binding{{k.Up, k.Down, k.Switch, k.Filter}, {k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}}
+	}
+	return pageHelp{[]key.Binding{k.Switch, k.Open, k.Filter, k.Help, k.Quit},
+		[][]key.Binding{{k.Up, k.Down, k.Open, k.Switch, k.Filter}, {k.Resync, k.Pause}, {k.Help, k.Quit}}}
 }

@@ -45,6 +45,6 @@ func (m Model) render() string {
 	if m.status != "" {
 		b.WriteString("\n" + clip(m.status, m.width) + "\n")
 	}
-	b.WriteString("\n" + s.Help.Render(m.help.View(m.keys)))
+	b.WriteString("\n" + s.Help.Render(m.help.View(m.keys.helpFor(m.page))))
 	return b.String()
 }

@@ -354,6 +354,38 @@ func TestFilterMatchingNothingSaysSo(t *testing.T) {
 	filterShows(`no deployments match "zz"`)
 }
 
+// Help ("?") lists only the keys that do something on the page shown.
+func TestHelpListsThePageKeys(t *testing.T) {
+	m := refresh(t, tui.New(&fakeOperator{}, tui.Options{Refresh: time.Millisecond, NoColor: true, Now: func() time.Time { return now }}))
+	update := func(msg tea.Msg) tea.Cmd {
+		next, cmd := m.Update(msg)
+		m = next.(tui.Model)
+		return cmd
+	}
+	turn := func(k tea.KeyPressMsg) { update(update(k)()) } // to a page, its read answered at once
+	check := func(page string, want, not []string) {
+		t.Helper()
+		got := m.Content()
+		for _, w := range want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: help lacks %q:\n%s", page, w, got)
+			}
+		}
+		for _, n := range not {
+			if strings.Contains(got, n) {
+				t.Errorf("%s: help lists %q, which does nothing there:\n%s", page, n, got)
+			}
+		}
+	}
+	update(press('?'))
+	check("regions", []string{"open region", "force resync", "pause/resume"}, []string{"back", "stop deployment", "scale"})
+	turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	check("deployments", []string{"stop deployment", "start deployment", "scale"}, []string{"open region", "force resync", "pause/resume", "back"})
+	turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	turn(enter)
+	check("region", []string{"back", "force resync", "pause/resume", "stop deployment", "scale"}, []string{"open region"})
+}
+
 // A region's reply that arrives after the operator moved on to another
 // region is dropped: applied, it would show the first region's rows under
 // the second's name, and actions would act on those rows while sending the
