@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,14 +17,12 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/auth"
-	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/changefeed"
-	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/sentinel"
@@ -59,16 +58,16 @@ type Watcher interface {
 type Service struct {
 	ctrlv1.UnimplementedClusterServiceServer
 	client   *ent.Client
+	db       *sql.DB // for the reads Ent cannot express (tailer.NewestVersion)
 	streamer Watcher
 	cfg      Config
 	log      *slog.Logger
-	metrics  *metrics.Metrics
 }
 
 // New returns the cluster service tuned by cfg (zero fields take Defaults).
-func New(client *ent.Client, streamer Watcher, cfg Config, log *slog.Logger, m *metrics.Metrics) *Service {
+func New(client *ent.Client, db *sql.DB, streamer Watcher, cfg Config, log *slog.Logger) *Service {
 	cfg.defaults()
-	return &Service{client: client, streamer: streamer, cfg: cfg, log: log, metrics: m}
+	return &Service{client: client, db: db, streamer: streamer, cfg: cfg, log: log}
 }
 
 // WatchDeploymentChanges implements ctrlv1.ClusterServiceServer.
@@ -389,7 +388,7 @@ func (s *Service) checkAcked(ctx context.Context, acked uint64) error {
 	if acked > math.MaxInt64 {
 		return status.Errorf(codes.InvalidArgument, "acked_version: %d is not below 2^63", acked)
 	}
-	newest, err := s.newestVersion(ctx)
+	newest, err := tailer.NewestVersion(ctx, s.db)
 	if err != nil {
 		return internal(s.log, "report agent status", err)
 	}
@@ -397,26 +396,6 @@ func (s *Service) checkAcked(ctx context.Context, acked uint64) error {
 		return status.Errorf(codes.InvalidArgument, "acked_version: %d is ahead of the newest version issued, %d", acked, newest)
 	}
 	return nil
-}
-
-// newestVersion is the highest version this database has issued: its
-// newest change row, or the persisted safe watermark once retention has
-// deleted the rows up to it. Every cursor a ctrld hands out is at most
-// this; package stream refuses a resuming cursor above it by the same
-// rule (Streamer.newestVersion, which this service cannot reach).
-func (s *Service) newestVersion(ctx context.Context) (uint64, error) {
-	newest, err := s.client.DeploymentChange.Query().Order(ent.Desc(deploymentchange.FieldID)).FirstID(ctx)
-	if err != nil && !ent.IsNotFound(err) {
-		return 0, fmt.Errorf("read the newest version: %w", err)
-	}
-	mark, err := s.client.StreamMark.Get(ctx, tailer.MarkSafeWatermark)
-	switch {
-	case ent.IsNotFound(err):
-		return newest, nil
-	case err != nil:
-		return 0, fmt.Errorf("read the safe watermark: %w", err)
-	}
-	return max(newest, mark.Value), nil
 }
 
 // checkTime validates a time an agent reports (nil is "not reported").

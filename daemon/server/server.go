@@ -152,7 +152,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	streamer := stream.New(db.StreamSQL, db.StreamEnt, s.Tailer, cfg.Stream, log, m)
 
 	s.grpc = grpc.NewServer(opts...)
-	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, streamer, cfg.Cluster, log, m))
+	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))
 	operatorService := operator.New(db.Ent, db.SQL, s.Tailer, log)
 	authn.OnOperatorRefusal = operatorService.AuditRefusal
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, operatorService)

@@ -328,7 +328,7 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 	// the changes written since then have lower versions and would be
 	// filtered out as already seen. Every cursor a replica sent is at most
 	// its watermark, whose row retention keeps or whose value is persisted.
-	newest, err := s.newestVersion(ctx)
+	newest, err := tailer.NewestVersion(ctx, s.db)
 	if err != nil {
 		return "", err
 	}
@@ -350,19 +350,6 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 		return "an operator forced a resync of region " + st.req.Region, nil
 	}
 	return "", nil
-}
-
-// newestVersion is the highest version this database has issued.
-func (s *Streamer) newestVersion(ctx context.Context) (uint64, error) {
-	var newest uint64
-	if err := s.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes").Scan(&newest); err != nil {
-		return 0, fmt.Errorf("read the newest version: %w", err)
-	}
-	persisted, err := tailer.ReadMark(ctx, s.db, tailer.MarkSafeWatermark)
-	if err != nil {
-		return 0, err
-	}
-	return max(newest, persisted), nil
 }
 
 // catchUp sends the region's changes in (clientCursor, W] from the

@@ -30,6 +30,23 @@ func ReadMark(ctx context.Context, db *sql.DB, name string) (uint64, error) {
 	return v, nil
 }
 
+// NewestVersion is the highest version this database has issued: its
+// newest change row, or the persisted safe watermark once retention has
+// deleted the rows up to it. Every cursor a ctrld hands out is at most this,
+// so a cursor or an acked version above it comes from another history (a
+// restore, a failover that lost transactions) or from a lying client.
+func NewestVersion(ctx context.Context, db *sql.DB) (uint64, error) {
+	var newest uint64
+	if err := db.QueryRowContext(ctx, "SELECT COALESCE(MAX(pk), 0) FROM deployment_changes").Scan(&newest); err != nil {
+		return 0, fmt.Errorf("read the newest version: %w", err)
+	}
+	persisted, err := ReadMark(ctx, db, MarkSafeWatermark)
+	if err != nil {
+		return 0, err
+	}
+	return max(newest, persisted), nil
+}
+
 // RaiseMark sets a stream mark to v unless it is already higher: marks
 // only grow, whichever replica writes last.
 func RaiseMark(ctx context.Context, db *sql.DB, name string, v uint64) error {

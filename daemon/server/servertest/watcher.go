@@ -5,12 +5,10 @@ import (
 	"net"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
-	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/internal/recovery"
@@ -28,7 +26,7 @@ func ServeWatcher(t testing.TB, db *store.DB, w cluster.Watcher) string {
 	guard := recovery.Guard{Log: slog.New(slog.DiscardHandler)}
 	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(server.RecoverUnary(guard), authn.Unary),
 		grpc.ChainStreamInterceptor(server.RecoverStream(guard), authn.Stream))
-	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, w, cluster.Config{}, slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry())))
+	ctrlv1.RegisterClusterServiceServer(srv, cluster.New(db.Ent, db.SQL, w, cluster.Config{}, slog.New(slog.DiscardHandler)))
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
