@@ -107,25 +107,19 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 	case limit == 0:
 		limit = 100
 	}
-	if _, err := s.client.Region.Get(ctx, req.GetRegion()); err != nil {
-		return nil, s.viewError(err)
-	}
-	acked, err := s.ackedCursor(ctx, req.GetRegion())
+	health, err := regionhealth.Read(ctx, s.client, s.sql, req.GetRegion(), time.Now())
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	changes, err := tailer.ReadChanges(ctx, s.sql, "WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?", req.GetRegion(), acked, limit)
+	h := health[0]
+	changes, err := tailer.ReadChanges(ctx, s.sql, "WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?", req.GetRegion(), h.Acked(), limit)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	out := &ctrlv1.ListPendingChangesResponse{}
+	out := &ctrlv1.ListPendingChangesResponse{Total: h.LagChanges}
 	for _, c := range changes {
 		out.Changes = append(out.Changes, &ctrlv1.PendingChange{
 			Version: c.Version, ResourceType: c.Type, ResourceId: c.ResourceID, CreatedAt: timestamppb.New(c.CreatedAt)})
-	}
-	err = s.sql.QueryRowContext(ctx, "SELECT COUNT(*) FROM deployment_changes WHERE region = ? AND pk > ?", req.GetRegion(), acked).Scan(&out.Total)
-	if err != nil {
-		return nil, s.viewError(err)
 	}
 	return out, nil
 }
@@ -195,19 +189,6 @@ func inRegion(t *ent.DeploymentTopology, c instanceCount) *ctrlv1.DeploymentInRe
 		Replicas: int32(t.Replicas), ReadyInstances: c.ready, Instances: c.total,
 		ActualStatus: string(t.ActualStatus), WorkflowStatus: string(d.WorkflowStatus),
 	}
-}
-
-// ackedCursor is what the agent that speaks for the region
-// (regionhealth.PickAgent) has applied up to; 0 without one.
-func (s *Service) ackedCursor(ctx context.Context, region string) (uint64, error) {
-	agents, err := regionhealth.Agents(ctx, s.sql, region)
-	if err != nil {
-		return 0, err
-	}
-	if a := regionhealth.PickAgent(agents, region, time.Now()); a != nil {
-		return a.AckedCursor, nil
-	}
-	return 0, nil
 }
 
 // overview is one region's sync health as the console shows it.

@@ -10,10 +10,10 @@ import (
 	"github.com/deploysync/deploysync/ent"
 )
 
-// HeartbeatTimeout: an agent that has not reported for this long counts
+// heartbeatTimeout: an agent that has not reported for this long counts
 // as disconnected even if a ctrld still lists its stream (that ctrld may
 // have died without recording the disconnect). Agents report every 10s.
-const HeartbeatTimeout = 30 * time.Second
+const heartbeatTimeout = 30 * time.Second
 
 // Health is one region's sync health at one moment.
 type Health struct {
@@ -22,7 +22,7 @@ type Health struct {
 	// Head is the region's newest change version (0 without changes).
 	Head uint64
 	// Agent is the record of the agent that speaks for the region (see
-	// PickAgent), nil when no agent ever reported or streamed.
+	// pickAgent), nil when no agent ever reported or streamed.
 	Agent *ent.Agent
 	// Connected tells whether Agent is connected now.
 	Connected bool
@@ -56,6 +56,14 @@ func (h *Health) LagSeconds(now time.Time) float64 {
 // Read returns the health of every registered region, or (name not "")
 // of that one region: ent's not-found error when it is not registered.
 func Read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now time.Time) ([]*Health, error) {
+	return read(ctx, client, db, name, now, true)
+}
+
+// read is Read; countResources says whether PendingResources is wanted
+// (the views show it; the gauges do not, and counting distinct resources
+// reads every pending row of a region paused for days, on every replica
+// every few seconds).
+func read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now time.Time, countResources bool) ([]*Health, error) {
 	var regions []*ent.Region
 	if name != "" {
 		r, err := client.Region.Get(ctx, name)
@@ -73,17 +81,17 @@ func Read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 	if err != nil {
 		return nil, err
 	}
-	agents, err := Agents(ctx, db, name)
+	agents, err := readAgents(ctx, db, name)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]*Health, 0, len(regions))
 	for _, r := range regions {
-		h := &Health{Region: r.ID, Paused: r.Paused, Head: heads[r.ID], Agent: PickAgent(agents, r.ID, now)}
-		h.Connected = h.Agent != nil && Connected(h.Agent, now)
+		h := &Health{Region: r.ID, Paused: r.Paused, Head: heads[r.ID], Agent: pickAgent(agents, r.ID, now)}
+		h.Connected = h.Agent != nil && connected(h.Agent, now)
 		out = append(out, h)
 	}
-	return out, fillLag(ctx, db, out)
+	return out, fillLag(ctx, db, out, countResources)
 }
 
 // heads returns the newest change version of one region or (name "") of
@@ -110,10 +118,11 @@ func heads(ctx context.Context, db *sql.DB, name string) (map[string]uint64, err
 	return out, rows.Err()
 }
 
-// fillLag counts the unacked changes, distinct pending resources and the
-// oldest change's age of every region behind its head, in one query (an
-// index range per region) however many regions there are.
-func fillLag(ctx context.Context, db *sql.DB, regions []*Health) error {
+// fillLag counts the unacked changes, the distinct pending resources (if
+// countResources) and the oldest change's age of every region behind its
+// head, in one query (an index range per region) however many regions
+// there are.
+func fillLag(ctx context.Context, db *sql.DB, regions []*Health, countResources bool) error {
 	behind := map[string]*Health{}
 	var where []string
 	var args []any
@@ -127,8 +136,12 @@ func fillLag(ctx context.Context, db *sql.DB, regions []*Health) error {
 	if len(behind) == 0 {
 		return nil
 	}
+	resources := "0"
+	if countResources {
+		resources = "COUNT(DISTINCT resource_type, resource_id)"
+	}
 	rows, err := db.QueryContext(ctx,
-		"SELECT region, COUNT(*), COUNT(DISTINCT resource_type, resource_id), MIN(created_at) FROM deployment_changes WHERE "+
+		"SELECT region, COUNT(*), "+resources+", MIN(created_at) FROM deployment_changes WHERE "+
 			strings.Join(where, " OR ")+" GROUP BY region", args...)
 	if err != nil {
 		return fmt.Errorf("compute lag: %w", err)
@@ -151,12 +164,12 @@ func fillLag(ctx context.Context, db *sql.DB, regions []*Health) error {
 	return rows.Err()
 }
 
-// Agents reads the agent records of one region, or (region "") all, with
+// readAgents reads the agent records of one region, or (region "") all, with
 // what the views show of them. Not through Ent: Ent scans an unsigned
 // column through int64, so a single acked_cursor at or above 2^63 (intake
 // refuses one, but a row written before that, or by hand, may hold it)
 // would fail every view for everyone.
-func Agents(ctx context.Context, db *sql.DB, region string) ([]*ent.Agent, error) {
+func readAgents(ctx context.Context, db *sql.DB, region string) ([]*ent.Agent, error) {
 	q := "SELECT region, identity, acked_cursor, last_heartbeat, last_full_sync, last_error, connected_to, connected_since FROM agents"
 	var args []any
 	if region != "" {
@@ -188,17 +201,17 @@ func timeOrNil(t sql.NullTime) *time.Time {
 	return &t.Time
 }
 
-// PickAgent returns the agent that speaks for region among agents: a
+// pickAgent returns the agent that speaks for region among agents: a
 // connected one before others, then the one heard from last. Nil when
 // none of them serves region.
-func PickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
+func pickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
 	var best *ent.Agent
 	score := func(a *ent.Agent) (bool, time.Time) {
 		var hb time.Time
 		if a.LastHeartbeat != nil {
 			hb = *a.LastHeartbeat
 		}
-		return Connected(a, now), hb
+		return connected(a, now), hb
 	}
 	for _, a := range agents {
 		if a.Region != region {
@@ -217,8 +230,8 @@ func PickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
 	return best
 }
 
-// Connected tells whether a holds a stream to some ctrld and reported
-// within HeartbeatTimeout.
-func Connected(a *ent.Agent, now time.Time) bool {
-	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < HeartbeatTimeout
+// connected tells whether a holds a stream to some ctrld and reported
+// within heartbeatTimeout.
+func connected(a *ent.Agent, now time.Time) bool {
+	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < heartbeatTimeout
 }

@@ -64,7 +64,7 @@ func (p *Publisher) Run(ctx context.Context) {
 // PublishOnce computes every region's health and sets the gauges.
 func (p *Publisher) PublishOnce(ctx context.Context) error {
 	now := time.Now()
-	regions, err := Read(ctx, p.client, p.db, "", now)
+	regions, err := read(ctx, p.client, p.db, "", now, false)
 	if err != nil {
 		return err
 	}
