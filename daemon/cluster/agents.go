@@ -78,22 +78,26 @@ func (s *Service) admitAgent(ctx context.Context, region, identity string) error
 		}
 		if records >= s.cfg.MaxAgentsPerRegion {
 			gone := entagent.And(inRegion, silentSince(time.Now().UTC().Add(-agentGoneAfter)))
-			stalest, err := tx.Agent.Query().Where(gone).Order(ent.Asc(entagent.FieldUpdatedAt)).First(ctx)
-			if ent.IsNotFound(err) {
+			// The identity only: Ent reads acked_cursor through a signed
+			// integer, and one stored value at or above 2^63 must not
+			// stop a full region from admitting.
+			stalest, err := tx.Agent.Query().Where(gone).Order(ent.Asc(entagent.FieldUpdatedAt)).Limit(1).
+				Select(entagent.FieldIdentity).Strings(ctx)
+			if err != nil {
+				return err
+			}
+			if len(stalest) == 0 {
 				refusal = status.Errorf(codes.ResourceExhausted,
 					"agent_identity: %s is new, and region %s already has %d agent records, the limit per region, none of them silent for %s; "+
 						"a new identity takes the place of a record silent that long, so stop the agents that should not run (or revoke their token) and retry, or raise the limit",
 					validate.Quote(identity), region, records, agentGoneAfter)
 				return nil
 			}
-			if err != nil {
-				return err
-			}
-			if err := tx.Agent.DeleteOne(stalest).Exec(ctx); err != nil {
+			if _, err := tx.Agent.Delete().Where(inRegion, entagent.Identity(stalest[0])).Exec(ctx); err != nil {
 				return err
 			}
 			s.log.Info("cluster: a new agent took the place of a silent one", "region", region, "agent", identity,
-				"replaced", stalest.Identity, "silent_for", agentGoneAfter)
+				"replaced", stalest[0], "silent_for", agentGoneAfter)
 		}
 		return tx.Agent.Create().SetRegion(region).SetIdentity(identity).
 			OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).Ignore().Exec(ctx)

@@ -179,3 +179,33 @@ func TestABurstOfNewIdentitiesStaysWithinTheLimit(t *testing.T) {
 		t.Fatalf("%d heartbeats admitted, %d records; want exactly the limit, %d", admitted, len(ids), maxAgents)
 	}
 }
+
+// A stored cursor no agent can honestly hold (at or above 2^63; intake
+// refuses one now, but a record may predate that) neither stops a full
+// region from admitting a new identity nor fails that agent's resume.
+func TestAHostileStoredCursorBlocksNoAdmissionAndNoResume(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	fillRegion(t, agent, "eu")
+	silence(t, env, "eu", "krane-0", 11*time.Minute)
+	if _, err := env.DB.SQL.Exec("UPDATE agents SET acked_cursor = 18446744073709551615 WHERE identity IN ('krane-0', 'krane-1')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := heartbeat(agent, "eu", "newcomer"); err != nil {
+		t.Fatalf("a new identity in place of the silent record: %v", err)
+	}
+	// A resume (cursor above 0, within the versions issued) reads the
+	// agent's record.
+	if _, err := env.DB.SQL.Exec("INSERT INTO deployment_changes (resource_type, resource_id, region, created_at) VALUES ('sentinel', 's', 'eu', NOW(6))"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := agent.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "krane-1", VersionLastSeen: 1})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if err != nil {
+		t.Fatalf("krane-1's stream: %v", err)
+	}
+}

@@ -335,14 +335,17 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 	if st.clientCursor > newest {
 		return fmt.Sprintf("cursor %d is ahead of this database's newest version %d (restored or failed over?)", st.clientCursor, newest), nil
 	}
-	a, err := s.client.Agent.Query().
-		Where(entagent.Region(st.req.Region), entagent.Identity(st.req.Identity)).Only(ctx)
-	if err != nil && !ent.IsNotFound(err) {
+	// Only the column needed: Ent reads acked_cursor through a signed
+	// integer, and a stored value at or above 2^63 must not fail resumes.
+	generations, err := s.client.Agent.Query().
+		Where(entagent.Region(st.req.Region), entagent.Identity(st.req.Identity)).
+		Select(entagent.FieldSyncedGeneration).Ints(ctx)
+	if err != nil {
 		return "", err
 	}
 	var synced int64
-	if a != nil {
-		synced = a.SyncedGeneration
+	if len(generations) > 0 {
+		synced = int64(generations[0])
 	}
 	// The subscription's copy of the region's control: a resync forced
 	// after the tailer read it reaches this stream as the next notice.
