@@ -8,6 +8,8 @@ import (
 	"maps"
 	"slices"
 
+	"entgo.io/ent/dialect/sql/sqlgraph"
+
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/changefeed"
@@ -345,7 +347,7 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 		switch {
 		case errors.Is(err, changefeed.ErrIDInUse):
 			return fmt.Errorf("policy_id %q: %w: %v", spec.ID, ErrAlreadyExists, err)
-		case ent.IsConstraintError(err): // the deployment_id foreign key
+		case sqlgraph.IsForeignKeyConstraintError(err): // the deployment_id foreign key; a duplicate key is not "not found"
 			return fmt.Errorf("deployment_id: deployment %q: %w", spec.DeploymentID, ErrNotFound)
 		case err != nil:
 			return err
