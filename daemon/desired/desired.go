@@ -130,12 +130,27 @@ func oneDeployAtATime(ctx context.Context, tx *ent.Tx) error {
 	return err
 }
 
+// Limits on a deployment's command and environment.
+const (
+	MaxCommandArgs = 64
+	MaxEnvVars     = 256
+)
+
 // checkCommandAndEnv checks what the schema cannot: each argument and
 // variable can reach a process, and together with the image they fit
 // limits.MaxResourceBytes as stored, so every stream event carrying the
 // deployment fits a message. (The event is no bigger than the stored JSON
 // plus a few bytes of framing per argument and variable.)
 func checkCommandAndEnv(spec DeploymentSpec) error {
+	// Counted as well as sized: every variable becomes an object of its
+	// own in the Pod spec, so 1 MiB of tiny variables would make a
+	// StatefulSet several times that size, more than etcd takes.
+	if n := len(spec.Command); n > MaxCommandArgs {
+		return fmt.Errorf("command: %w: at most %d arguments, got %d", ErrInvalid, MaxCommandArgs, n)
+	}
+	if n := len(spec.Env); n > MaxEnvVars {
+		return fmt.Errorf("env: %w: at most %d variables, got %d", ErrInvalid, MaxEnvVars, n)
+	}
 	for i, arg := range spec.Command {
 		if err := validate.Arg(arg); err != nil {
 			return fmt.Errorf("command: %w: argument %d: %v", ErrInvalid, i, err)

@@ -189,12 +189,6 @@ func invalid(format string, args ...any) error {
 // Deploy implements ctrlv1.OperatorServiceServer.
 func (s *Service) Deploy(ctx context.Context, req *ctrlv1.DeployRequest) (*ctrlv1.DeployResponse, error) {
 	err := s.act(ctx, "deploy", req.GetDeploymentId(), req, func() error {
-		if n := len(req.GetCommand()); n > 64 {
-			return fmt.Errorf("command: %w: at most 64 arguments, got %d", desired.ErrInvalid, n)
-		}
-		if n := len(req.GetEnv()); n > 256 {
-			return fmt.Errorf("env: %w: at most 256 variables, got %d", desired.ErrInvalid, n)
-		}
 		return s.desired.Deploy(ctx, desired.DeploymentSpec{
 			ID:            req.GetDeploymentId(),
 			WorkspaceID:   req.GetWorkspaceId(),
