@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -54,17 +55,12 @@ func app() *cli.App {
 			"server-side apply: a headless Service and a StatefulSet per deployment. It reports Pods and\n" +
 			"its applied cursor back to ctrld. Run two replicas with --leader-elect: one applies, the\n" +
 			"other stands by. Every flag can also be set through the environment variable shown.",
-		Flags: []cli.Flag{
+		Flags: slices.Concat([]cli.Flag{
 			&cli.StringFlag{Name: "region", Required: true, Usage: "the region (cluster) this agent serves; must match its token", EnvVars: env("region")},
 			&cli.StringFlag{Name: "identity", Value: host, Usage: "name of this replica (default: the host name, i.e. the Pod name)", EnvVars: append(env("identity"), "POD_NAME")},
-			&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
 			&cli.StringFlag{Name: "token", Usage: "agent token, from: ctrld token create --region R (prefer --token-file)", EnvVars: env("token")},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the agent token", EnvVars: env("token-file")},
-			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS: to a loopback --ctrld-address only (127.0.0.1, ::1, localhost), unless --insecure-non-loopback", EnvVars: env("insecure")},
-			&cli.BoolFlag{Name: "insecure-non-loopback", Usage: "with --insecure: allow any --ctrld-address, so the token crosses the network in the clear (only on a network you trust)", EnvVars: env("insecure-non-loopback")},
-			&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},
-			&cli.StringFlag{Name: "tls-cert", Usage: "client certificate `file` for mutual TLS", EnvVars: env("tls-cert")},
-			&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
+		}, dial.Flags(env), []cli.Flag{
 			&cli.StringFlag{Name: "kubeconfig", Usage: "kubeconfig `file` (default: $KUBECONFIG, then in-cluster)", EnvVars: append(env("kubeconfig"), "KUBECONFIG")},
 			&cli.Float64Flag{Name: "kube-qps", Value: 50, Usage: "Kubernetes API requests per second", EnvVars: env("kube-qps")},
 			&cli.IntFlag{Name: "kube-burst", Value: 100, Usage: "Kubernetes API burst", EnvVars: env("kube-burst")},
@@ -74,7 +70,7 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "namespace of the leader-election Lease (usually the agent's own)", EnvVars: append(env("namespace"), "POD_NAMESPACE")},
 			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz (alive) and /readyz (standing by for the lease, or streaming with a full sync done) (empty: off)", EnvVars: env("metrics-listen")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},
-		},
+		}),
 		Action: run,
 	}
 }
@@ -93,8 +89,7 @@ func run(c *cli.Context) error {
 	if token == "" {
 		return errors.New("an agent token is required: --token or --token-file (create one with `ctrld token create --region R`)")
 	}
-	conn, err := dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"), InsecureNonLoopback: c.Bool("insecure-non-loopback"),
-		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
+	conn, err := dial.Ctrld(dial.FromFlags(c, token))
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,18 +41,12 @@ func app() *cli.App {
 			"deployments, and lets you force a resync, pause/resume a region and stop/start a deployment,\n" +
 			"each after a confirmation. Keyboard only; ? shows all keys; q quits. Every flag can also be\n" +
 			"set through the environment variable shown; NO_COLOR turns colors off.",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
+		Flags: slices.Concat(dial.Flags(env), []cli.Flag{
 			&cli.StringFlag{Name: "token", Usage: "operator token, from: ctrld token create --operator NAME (prefer --token-file)", EnvVars: env("token")},
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the operator token", EnvVars: env("token-file")},
-			&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS: to a loopback --ctrld-address only (127.0.0.1, ::1, localhost), unless --insecure-non-loopback", EnvVars: env("insecure")},
-			&cli.BoolFlag{Name: "insecure-non-loopback", Usage: "with --insecure: allow any --ctrld-address, so the token crosses the network in the clear (only on a network you trust)", EnvVars: env("insecure-non-loopback")},
-			&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},
-			&cli.StringFlag{Name: "tls-cert", Usage: "client certificate `file` for mutual TLS", EnvVars: env("tls-cert")},
-			&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
 			&cli.DurationFlag{Name: "refresh", Value: time.Second, Usage: "how often views refresh", EnvVars: env("refresh")},
 			outputFlag(),
-		},
+		}),
 		Before:   checkOutput,
 		Commands: scriptCommands(),
 		Action: func(c *cli.Context) error {
@@ -87,6 +82,5 @@ func connect(c *cli.Context) (*grpc.ClientConn, error) {
 	if token == "" {
 		return nil, errors.New("an operator token is required: --token or --token-file (create one with `ctrld token create --operator NAME`)")
 	}
-	return dial.Ctrld(dial.Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"), InsecureNonLoopback: c.Bool("insecure-non-loopback"),
-		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")})
+	return dial.Ctrld(dial.FromFlags(c, token))
 }

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
@@ -81,6 +82,25 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 	opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
 		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token}))
 	return grpc.NewClient(o.Address, opts...)
+}
+
+// Flags are the flags that say how to reach ctrld, the same in every
+// client; env names a flag's environment variables.
+func Flags(env func(flag string) []string) []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "ctrld-address", Value: "localhost:7070", Usage: "ctrld's gRPC address", EnvVars: env("ctrld-address")},
+		&cli.BoolFlag{Name: "insecure", Usage: "talk to ctrld without TLS: to a loopback --ctrld-address only (127.0.0.1, ::1, localhost), unless --insecure-non-loopback", EnvVars: env("insecure")},
+		&cli.BoolFlag{Name: "insecure-non-loopback", Usage: "with --insecure: allow any --ctrld-address, so the token crosses the network in the clear (only on a network you trust)", EnvVars: env("insecure-non-loopback")},
+		&cli.StringFlag{Name: "tls-ca", Usage: "CA `file` to verify ctrld (default: system roots)", EnvVars: env("tls-ca")},
+		&cli.StringFlag{Name: "tls-cert", Usage: "client certificate `file` for mutual TLS", EnvVars: env("tls-cert")},
+		&cli.StringFlag{Name: "tls-key", Usage: "client key `file` for mutual TLS", EnvVars: env("tls-key")},
+	}
+}
+
+// FromFlags is the Options that Flags set, with token.
+func FromFlags(c *cli.Context, token string) Options {
+	return Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"), InsecureNonLoopback: c.Bool("insecure-non-loopback"),
+		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")}
 }
 
 // Token reads the token from file when given, else returns flag.
