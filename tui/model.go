@@ -111,6 +111,14 @@ func (m *Model) showStatus(s string) tea.Cmd {
 	return tea.Tick(m.opts.StatusFor, func(time.Time) tea.Msg { return statusExpiredMsg{seq} })
 }
 
+// showRunning puts an action in progress on the status line until its
+// outcome replaces it: an action may take longer than Options.StatusFor,
+// and a blank line would look as if it had ended.
+func (m *Model) showRunning(what string) {
+	m.status = "running: " + what + " ..."
+	m.statusSeq++ // an older status's expiry must not clear it
+}
+
 func (m Model) tick() tea.Cmd {
 	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{} })
 }
@@ -224,7 +232,8 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		case key.Matches(msg, m.keys.Yes):
 			c := m.confirm
 			m.confirm = nil
-			return m, tea.Batch(c.run, m.showStatus("running: "+c.what+" ..."))
+			m.showRunning(c.what)
+			return m, c.run
 		case key.Matches(msg, m.keys.No):
 			c := m.confirm
 			m.confirm = nil

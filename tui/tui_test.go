@@ -3,6 +3,7 @@ package tui_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -524,4 +525,28 @@ func TestViewGoldens(t *testing.T) {
 
 func itoa(n int) string {
 	return strings.TrimSpace(strings.Replace(time.Duration(n).String(), "ns", "", 1))
+}
+
+// An action in progress stays on the status line until its outcome
+// replaces it, however long it takes: a blank line would look as if it had
+// ended.
+func TestRunningActionStaysShown(t *testing.T) {
+	m := refresh(t, tui.New(&fakeOperator{}, tui.Options{Refresh: time.Millisecond, StatusFor: time.Millisecond,
+		NoColor: true, Now: func() time.Time { return now }}))
+	update := func(msg tea.Msg) tea.Cmd {
+		next, cmd := m.Update(msg)
+		m = next.(tui.Model)
+		return cmd
+	}
+	update(press('r'))
+	for _, msg := range results(update(press('y'))) {
+		// Everything but the action's own reply: a slow ctrld has not
+		// answered yet when the status's time is up.
+		if strings.Contains(fmt.Sprintf("%T", msg), "Expired") {
+			update(msg)
+		}
+	}
+	if !strings.Contains(m.Content(), "running: ") {
+		t.Fatalf("the action in progress left the status line:\n%s", m.Content())
+	}
 }
