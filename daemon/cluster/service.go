@@ -357,23 +357,22 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	if err := s.checkAcked(ctx, req.GetAckedVersion()); err != nil {
 		return nil, err
 	}
-	if err := s.admitAgent(ctx, region, identity); err != nil {
-		return nil, err
-	}
-	lastError := validate.Clip(req.GetLastError(), maxErrorLength)
-	create := s.client.Agent.Create().
-		SetRegion(region).SetIdentity(identity).
+	update := s.client.Agent.Update().Where(entagent.Region(region), entagent.Identity(identity)).
 		SetAckedCursor(req.GetAckedVersion()).SetLastHeartbeat(now).
-		SetVersion(req.GetAgentVersion()).SetLastError(lastError)
-	fields := func(u *ent.AgentUpsert) {
-		u.UpdateAckedCursor().UpdateLastHeartbeat().UpdateVersion().UpdateLastError().UpdateUpdatedAt()
-	}
+		SetVersion(req.GetAgentVersion()).SetLastError(validate.Clip(req.GetLastError(), maxErrorLength))
 	if ts := req.GetLastFullSync(); ts != nil {
-		create.SetLastFullSync(ts.AsTime().UTC())
-		prev := fields
-		fields = func(u *ent.AgentUpsert) { prev(u); u.UpdateLastFullSync() }
+		update.SetLastFullSync(ts.AsTime().UTC())
 	}
-	err := create.OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).Update(fields).Exec(ctx)
+	// A known agent's heartbeat is this one statement (the heartbeat time
+	// always changes, so a record that exists is always counted). Only a
+	// new identity goes through admission, which writes its record.
+	n, err := update.Save(ctx)
+	if err == nil && n == 0 {
+		if err := s.admitAgent(ctx, region, identity); err != nil {
+			return nil, err
+		}
+		_, err = update.Save(ctx)
+	}
 	if err != nil {
 		return nil, internal(s.log, "report agent status", err)
 	}
