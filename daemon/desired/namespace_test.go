@@ -96,7 +96,14 @@ func TestConcurrentClaimsLetOnePairIn(t *testing.T) {
 		p := pairs[i%2]
 		wg.Go(func() {
 			<-start
-			errs[i] = s.Deploy(ctx, pairSpec(fmt.Sprintf("api-%d", i), p.WorkspaceID, p.EnvironmentID), []string{"eu-west"}, 1)
+			// Deploys run one at a time (they lock the regions); sentinels
+			// do not, so their claims race each other and the deploys'.
+			if i%4 < 2 {
+				errs[i] = s.Deploy(ctx, pairSpec(fmt.Sprintf("api-%d", i), p.WorkspaceID, p.EnvironmentID), []string{"eu-west"}, 1)
+				return
+			}
+			_, errs[i] = s.EnsureSentinel(ctx, desired.SentinelSpec{ID: fmt.Sprintf("gw-%d", i), WorkspaceID: p.WorkspaceID,
+				EnvironmentID: p.EnvironmentID, Region: "eu-west", Image: "gw:1", Replicas: 1, CPUMillicores: 100, MemoryMiB: 64})
 		})
 	}
 	close(start)
@@ -110,15 +117,18 @@ func TestConcurrentClaimsLetOnePairIn(t *testing.T) {
 	for _, d := range client.Deployment.Query().AllX(ctx) {
 		in[desired.Pair{WorkspaceID: d.WorkspaceID, EnvironmentID: d.EnvironmentID}]++
 	}
+	for _, g := range client.Sentinel.Query().AllX(ctx) {
+		in[desired.Pair{WorkspaceID: g.WorkspaceID, EnvironmentID: g.EnvironmentID}]++
+	}
 	if len(in) != 1 {
-		t.Fatalf("deployments per pair in namespace acme-prod-x: %v; want one pair only", in)
+		t.Fatalf("deployments and sentinels per pair in namespace acme-prod-x: %v; want one pair only", in)
 	}
 	claim, err := client.Namespace.Get(ctx, "acme-prod-x")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if owner := (desired.Pair{WorkspaceID: claim.WorkspaceID, EnvironmentID: claim.EnvironmentID}); in[owner] == 0 {
-		t.Errorf("deployments per pair in namespace acme-prod-x: %v; want the claim's owner %v", in, owner)
+		t.Errorf("resources per pair in namespace acme-prod-x: %v; want the claim's owner %v", in, owner)
 	}
 }
 
