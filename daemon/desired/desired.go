@@ -116,8 +116,9 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 }
 
 // oneDeployAtATime makes concurrent Deploys run one after the other, by
-// locking every region's row (in ID order, so they queue on the first)
-// until the transaction ends. Run together, they deadlock: the change
+// locking the first region's row (the same row for every deploy) until the
+// transaction ends; the other regions' rows stay free for the admission of
+// agents, pauses and resyncs. Run together, they deadlock: the change
 // feed's locking read of a new deployment's topologies (ent/changefeed,
 // Deployment) gap-locks the range of the deployment_topology index
 // (deployment_id, region) where the new ID falls; new IDs often share one
@@ -126,7 +127,7 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 // is one short transaction, and region rows change rarely (pause, resync,
 // a new agent token's region), so the queue costs little.
 func oneDeployAtATime(ctx context.Context, tx *ent.Tx) error {
-	_, err := tx.Region.Query().Order(region.ByID()).ForUpdate().IDs(ctx)
+	_, err := tx.Region.Query().Order(region.ByID()).Limit(1).ForUpdate().IDs(ctx)
 	return err
 }
 
