@@ -400,7 +400,7 @@ func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id str
 // removes a topology only with its deployment, whose delete cascades the
 // policy away too).
 func ownerRunsThere(ctx context.Context, tx *ent.Tx, spec PolicySpec) error {
-	owner, err := tx.Deployment.Query().Where(deployment.ID(spec.DeploymentID)).ForShare(shareLock).Only(ctx)
+	owner, err := tx.Deployment.Query().Where(deployment.ID(spec.DeploymentID)).ForShare(changefeed.ShareLock).Only(ctx)
 	if err != nil {
 		return err
 	}
@@ -410,7 +410,7 @@ func ownerRunsThere(ctx context.Context, tx *ent.Tx, spec PolicySpec) error {
 	}
 	there, err := tx.DeploymentTopology.Query().
 		Where(deploymenttopology.DeploymentID(spec.DeploymentID), deploymenttopology.Region(spec.Region)).
-		ForShare(shareLock).
+		ForShare(changefeed.ShareLock).
 		IDs(ctx)
 	if err != nil {
 		return err

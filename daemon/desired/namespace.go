@@ -9,19 +9,14 @@ import (
 	"slices"
 	"time"
 
-	"entgo.io/ent/dialect/sql"
-
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/naming"
 )
-
-// shareLock is a locking read that lets other readers lock the same rows.
-// MariaDB has no FOR SHARE; LOCK IN SHARE MODE is its (and MySQL's) name.
-var shareLock = sql.WithLockClause("LOCK IN SHARE MODE")
 
 // claimNamespace makes the namespace of (workspaceID, environmentID) theirs,
 // or fails with ErrConflict when another pair holds it: naming.Namespace
@@ -44,7 +39,7 @@ func claimNamespace(ctx context.Context, tx *ent.Tx, workspaceID, environmentID 
 		if !ent.IsConstraintError(err) {
 			return err
 		}
-		owner, err = tx.Namespace.Query().Where(namespace.ID(name)).ForShare(shareLock).Only(ctx)
+		owner, err = tx.Namespace.Query().Where(namespace.ID(name)).ForShare(changefeed.ShareLock).Only(ctx)
 	}
 	if err != nil {
 		return err

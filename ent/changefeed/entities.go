@@ -233,6 +233,11 @@ func children(ctx context.Context, client *gen.Client, ids []string, withPolicie
 	return append(topologyTargets(topologies), policyTargets(policies)...), err
 }
 
+// ShareLock makes a query a locking read that lets other readers lock the
+// same rows: MariaDB has no FOR SHARE; LOCK IN SHARE MODE is its (and
+// MySQL's) name for it.
+var ShareLock = sql.WithLockClause("LOCK IN SHARE MODE")
+
 // lockParent takes a shared lock on the deployment a child row is about to
 // reference, before the insert. The insert's foreign key check would take
 // the same lock; taking it first makes the order explicit: a transaction
@@ -246,7 +251,7 @@ func lockParent(ctx context.Context, client *gen.Client, deploymentID string) er
 	}
 	_, err := client.Deployment.Query().
 		Where(deployment.ID(deploymentID)).
-		ForShare(sql.WithLockClause("LOCK IN SHARE MODE")).
+		ForShare(ShareLock).
 		IDs(ctx)
 	return err
 }
