@@ -55,18 +55,25 @@ func ReapStale() {
 			continue
 		}
 		dir := filepath.Join(Root(), e.Name())
-		if data, err := os.ReadFile(filepath.Join(dir, "pids")); err == nil {
-			for _, field := range strings.Fields(string(data)) {
-				pid, err := strconv.Atoi(field)
-				if err != nil || !BelongsTo(pid, dir) {
-					continue // gone, or the pid was reused by something else
-				}
-				syscall.Kill(-pid, syscall.SIGKILL)
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
+		for _, pid := range Recorded(dir) {
+			syscall.Kill(-pid, syscall.SIGKILL)
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 		os.RemoveAll(dir)
 	}
+}
+
+// Recorded returns the processes dir's pids file lists that still run and
+// belong to dir (a pid reused by something else does not).
+func Recorded(dir string) []int {
+	data, _ := os.ReadFile(filepath.Join(dir, "pids"))
+	var pids []int
+	for _, field := range strings.Fields(string(data)) {
+		if pid, err := strconv.Atoi(field); err == nil && BelongsTo(pid, dir) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // ownerOf reads the owner's pid from a directory name NewDir made.

@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -61,12 +60,7 @@ func down() error {
 func stopControlPlanes() {
 	dirs, _ := filepath.Glob(filepath.Join(tmpDir(), filepath.Base(testproc.Root()), "*"))
 	for _, dir := range dirs {
-		data, _ := os.ReadFile(filepath.Join(dir, "pids"))
-		for _, f := range strings.Fields(string(data)) {
-			pid, err := strconv.Atoi(f)
-			if err != nil || !testproc.BelongsTo(pid, dir) {
-				continue // gone, or the pid was reused by something else
-			}
+		for _, pid := range testproc.Recorded(dir) {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 			syscall.Kill(-pid, syscall.SIGKILL)
 			say("stopped %s (pid %d) of control plane %s", strings.TrimSpace(string(comm)), pid, filepath.Base(dir))
