@@ -35,6 +35,8 @@ type Agent struct {
 	Version string `json:"version,omitempty"`
 	// LastError holds the value of the "last_error" field.
 	LastError string `json:"last_error,omitempty"`
+	// LastFullSyncError holds the value of the "last_full_sync_error" field.
+	LastFullSyncError string `json:"last_full_sync_error,omitempty"`
 	// ConnectedTo holds the value of the "connected_to" field.
 	ConnectedTo string `json:"connected_to,omitempty"`
 	// ConnectedSince holds the value of the "connected_since" field.
@@ -51,7 +53,7 @@ func (*Agent) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case agent.FieldID, agent.FieldAckedCursor, agent.FieldSyncedGeneration:
 			values[i] = new(sql.NullInt64)
-		case agent.FieldRegion, agent.FieldIdentity, agent.FieldVersion, agent.FieldLastError, agent.FieldConnectedTo:
+		case agent.FieldRegion, agent.FieldIdentity, agent.FieldVersion, agent.FieldLastError, agent.FieldLastFullSyncError, agent.FieldConnectedTo:
 			values[i] = new(sql.NullString)
 		case agent.FieldCreatedAt, agent.FieldUpdatedAt, agent.FieldLastHeartbeat, agent.FieldLastFullSync, agent.FieldConnectedSince:
 			values[i] = new(sql.NullTime)
@@ -131,6 +133,12 @@ func (_m *Agent) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field last_error", values[i])
 			} else if value.Valid {
 				_m.LastError = value.String
+			}
+		case agent.FieldLastFullSyncError:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field last_full_sync_error", values[i])
+			} else if value.Valid {
+				_m.LastFullSyncError = value.String
 			}
 		case agent.FieldConnectedTo:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -217,6 +225,9 @@ func (_m *Agent) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("last_error=")
 	builder.WriteString(_m.LastError)
+	builder.WriteString(", ")
+	builder.WriteString("last_full_sync_error=")
+	builder.WriteString(_m.LastFullSyncError)
 	builder.WriteString(", ")
 	builder.WriteString("connected_to=")
 	builder.WriteString(_m.ConnectedTo)

@@ -132,6 +132,20 @@ func (_c *AgentCreate) SetNillableLastError(v *string) *AgentCreate {
 	return _c
 }
 
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (_c *AgentCreate) SetLastFullSyncError(v string) *AgentCreate {
+	_c.mutation.SetLastFullSyncError(v)
+	return _c
+}
+
+// SetNillableLastFullSyncError sets the "last_full_sync_error" field if the given value is not nil.
+func (_c *AgentCreate) SetNillableLastFullSyncError(v *string) *AgentCreate {
+	if v != nil {
+		_c.SetLastFullSyncError(*v)
+	}
+	return _c
+}
+
 // SetConnectedTo sets the "connected_to" field.
 func (_c *AgentCreate) SetConnectedTo(v string) *AgentCreate {
 	_c.mutation.SetConnectedTo(v)
@@ -229,6 +243,10 @@ func (_c *AgentCreate) defaults() {
 		v := agent.DefaultLastError
 		_c.mutation.SetLastError(v)
 	}
+	if _, ok := _c.mutation.LastFullSyncError(); !ok {
+		v := agent.DefaultLastFullSyncError
+		_c.mutation.SetLastFullSyncError(v)
+	}
 	if _, ok := _c.mutation.ConnectedTo(); !ok {
 		v := agent.DefaultConnectedTo
 		_c.mutation.SetConnectedTo(v)
@@ -275,6 +293,14 @@ func (_c *AgentCreate) check() error {
 	if v, ok := _c.mutation.LastError(); ok {
 		if err := agent.LastErrorValidator(v); err != nil {
 			return &ValidationError{Name: "last_error", err: fmt.Errorf(`ent: validator failed for field "Agent.last_error": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.LastFullSyncError(); !ok {
+		return &ValidationError{Name: "last_full_sync_error", err: errors.New(`ent: missing required field "Agent.last_full_sync_error"`)}
+	}
+	if v, ok := _c.mutation.LastFullSyncError(); ok {
+		if err := agent.LastFullSyncErrorValidator(v); err != nil {
+			return &ValidationError{Name: "last_full_sync_error", err: fmt.Errorf(`ent: validator failed for field "Agent.last_full_sync_error": %w`, err)}
 		}
 	}
 	if _, ok := _c.mutation.ConnectedTo(); !ok {
@@ -345,6 +371,10 @@ func (_c *AgentCreate) createSpec() (*Agent, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.LastError(); ok {
 		_spec.SetField(agent.FieldLastError, field.TypeString, value)
 		_node.LastError = value
+	}
+	if value, ok := _c.mutation.LastFullSyncError(); ok {
+		_spec.SetField(agent.FieldLastFullSyncError, field.TypeString, value)
+		_node.LastFullSyncError = value
 	}
 	if value, ok := _c.mutation.ConnectedTo(); ok {
 		_spec.SetField(agent.FieldConnectedTo, field.TypeString, value)
@@ -497,6 +527,18 @@ func (u *AgentUpsert) SetLastError(v string) *AgentUpsert {
 // UpdateLastError sets the "last_error" field to the value that was provided on create.
 func (u *AgentUpsert) UpdateLastError() *AgentUpsert {
 	u.SetExcluded(agent.FieldLastError)
+	return u
+}
+
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (u *AgentUpsert) SetLastFullSyncError(v string) *AgentUpsert {
+	u.Set(agent.FieldLastFullSyncError, v)
+	return u
+}
+
+// UpdateLastFullSyncError sets the "last_full_sync_error" field to the value that was provided on create.
+func (u *AgentUpsert) UpdateLastFullSyncError() *AgentUpsert {
+	u.SetExcluded(agent.FieldLastFullSyncError)
 	return u
 }
 
@@ -701,6 +743,20 @@ func (u *AgentUpsertOne) SetLastError(v string) *AgentUpsertOne {
 func (u *AgentUpsertOne) UpdateLastError() *AgentUpsertOne {
 	return u.Update(func(s *AgentUpsert) {
 		s.UpdateLastError()
+	})
+}
+
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (u *AgentUpsertOne) SetLastFullSyncError(v string) *AgentUpsertOne {
+	return u.Update(func(s *AgentUpsert) {
+		s.SetLastFullSyncError(v)
+	})
+}
+
+// UpdateLastFullSyncError sets the "last_full_sync_error" field to the value that was provided on create.
+func (u *AgentUpsertOne) UpdateLastFullSyncError() *AgentUpsertOne {
+	return u.Update(func(s *AgentUpsert) {
+		s.UpdateLastFullSyncError()
 	})
 }
 
@@ -1079,6 +1135,20 @@ func (u *AgentUpsertBulk) SetLastError(v string) *AgentUpsertBulk {
 func (u *AgentUpsertBulk) UpdateLastError() *AgentUpsertBulk {
 	return u.Update(func(s *AgentUpsert) {
 		s.UpdateLastError()
+	})
+}
+
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (u *AgentUpsertBulk) SetLastFullSyncError(v string) *AgentUpsertBulk {
+	return u.Update(func(s *AgentUpsert) {
+		s.SetLastFullSyncError(v)
+	})
+}
+
+// UpdateLastFullSyncError sets the "last_full_sync_error" field to the value that was provided on create.
+func (u *AgentUpsertBulk) UpdateLastFullSyncError() *AgentUpsertBulk {
+	return u.Update(func(s *AgentUpsert) {
+		s.UpdateLastFullSyncError()
 	})
 }
 

@@ -124,6 +124,20 @@ func (_u *AgentUpdate) SetNillableLastError(v *string) *AgentUpdate {
 	return _u
 }
 
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (_u *AgentUpdate) SetLastFullSyncError(v string) *AgentUpdate {
+	_u.mutation.SetLastFullSyncError(v)
+	return _u
+}
+
+// SetNillableLastFullSyncError sets the "last_full_sync_error" field if the given value is not nil.
+func (_u *AgentUpdate) SetNillableLastFullSyncError(v *string) *AgentUpdate {
+	if v != nil {
+		_u.SetLastFullSyncError(*v)
+	}
+	return _u
+}
+
 // SetConnectedTo sets the "connected_to" field.
 func (_u *AgentUpdate) SetConnectedTo(v string) *AgentUpdate {
 	_u.mutation.SetConnectedTo(v)
@@ -227,6 +241,11 @@ func (_u *AgentUpdate) check() error {
 			return &ValidationError{Name: "last_error", err: fmt.Errorf(`ent: validator failed for field "Agent.last_error": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.LastFullSyncError(); ok {
+		if err := agent.LastFullSyncErrorValidator(v); err != nil {
+			return &ValidationError{Name: "last_full_sync_error", err: fmt.Errorf(`ent: validator failed for field "Agent.last_full_sync_error": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -274,6 +293,9 @@ func (_u *AgentUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.LastError(); ok {
 		_spec.SetField(agent.FieldLastError, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.LastFullSyncError(); ok {
+		_spec.SetField(agent.FieldLastFullSyncError, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.ConnectedTo(); ok {
 		_spec.SetField(agent.FieldConnectedTo, field.TypeString, value)
@@ -407,6 +429,20 @@ func (_u *AgentUpdateOne) SetNillableLastError(v *string) *AgentUpdateOne {
 	return _u
 }
 
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (_u *AgentUpdateOne) SetLastFullSyncError(v string) *AgentUpdateOne {
+	_u.mutation.SetLastFullSyncError(v)
+	return _u
+}
+
+// SetNillableLastFullSyncError sets the "last_full_sync_error" field if the given value is not nil.
+func (_u *AgentUpdateOne) SetNillableLastFullSyncError(v *string) *AgentUpdateOne {
+	if v != nil {
+		_u.SetLastFullSyncError(*v)
+	}
+	return _u
+}
+
 // SetConnectedTo sets the "connected_to" field.
 func (_u *AgentUpdateOne) SetConnectedTo(v string) *AgentUpdateOne {
 	_u.mutation.SetConnectedTo(v)
@@ -523,6 +559,11 @@ func (_u *AgentUpdateOne) check() error {
 			return &ValidationError{Name: "last_error", err: fmt.Errorf(`ent: validator failed for field "Agent.last_error": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.LastFullSyncError(); ok {
+		if err := agent.LastFullSyncErrorValidator(v); err != nil {
+			return &ValidationError{Name: "last_full_sync_error", err: fmt.Errorf(`ent: validator failed for field "Agent.last_full_sync_error": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -587,6 +628,9 @@ func (_u *AgentUpdateOne) sqlSave(ctx context.Context) (_node *Agent, err error)
 	}
 	if value, ok := _u.mutation.LastError(); ok {
 		_spec.SetField(agent.FieldLastError, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.LastFullSyncError(); ok {
+		_spec.SetField(agent.FieldLastFullSyncError, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.ConnectedTo(); ok {
 		_spec.SetField(agent.FieldConnectedTo, field.TypeString, value)

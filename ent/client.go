@@ -21,10 +21,12 @@ import (
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
 
@@ -48,6 +50,8 @@ type Client struct {
 	Deployment *DeploymentClient
 	// DeploymentChange is the client for interacting with the DeploymentChange builders.
 	DeploymentChange *DeploymentChangeClient
+	// DeploymentRevision is the client for interacting with the DeploymentRevision builders.
+	DeploymentRevision *DeploymentRevisionClient
 	// DeploymentTopology is the client for interacting with the DeploymentTopology builders.
 	DeploymentTopology *DeploymentTopologyClient
 	// Instance is the client for interacting with the Instance builders.
@@ -56,6 +60,8 @@ type Client struct {
 	Namespace *NamespaceClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
+	// ResourceSync is the client for interacting with the ResourceSync builders.
+	ResourceSync *ResourceSyncClient
 	// Sentinel is the client for interacting with the Sentinel builders.
 	Sentinel *SentinelClient
 	// StreamMark is the client for interacting with the StreamMark builders.
@@ -77,10 +83,12 @@ func (c *Client) init() {
 	c.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(c.config)
 	c.Deployment = NewDeploymentClient(c.config)
 	c.DeploymentChange = NewDeploymentChangeClient(c.config)
+	c.DeploymentRevision = NewDeploymentRevisionClient(c.config)
 	c.DeploymentTopology = NewDeploymentTopologyClient(c.config)
 	c.Instance = NewInstanceClient(c.config)
 	c.Namespace = NewNamespaceClient(c.config)
 	c.Region = NewRegionClient(c.config)
+	c.ResourceSync = NewResourceSyncClient(c.config)
 	c.Sentinel = NewSentinelClient(c.config)
 	c.StreamMark = NewStreamMarkClient(c.config)
 }
@@ -181,10 +189,12 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
 		Deployment:          NewDeploymentClient(cfg),
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
+		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
 		Region:              NewRegionClient(cfg),
+		ResourceSync:        NewResourceSyncClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
 		StreamMark:          NewStreamMarkClient(cfg),
 	}, nil
@@ -212,10 +222,12 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
 		Deployment:          NewDeploymentClient(cfg),
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
+		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
 		Region:              NewRegionClient(cfg),
+		ResourceSync:        NewResourceSyncClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
 		StreamMark:          NewStreamMarkClient(cfg),
 	}, nil
@@ -248,8 +260,8 @@ func (c *Client) Close() error {
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
-		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Namespace, c.Region,
-		c.Sentinel, c.StreamMark,
+		c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology, c.Instance,
+		c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -260,8 +272,8 @@ func (c *Client) Use(hooks ...Hook) {
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
-		c.DeploymentChange, c.DeploymentTopology, c.Instance, c.Namespace, c.Region,
-		c.Sentinel, c.StreamMark,
+		c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology, c.Instance,
+		c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -282,6 +294,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Deployment.mutate(ctx, m)
 	case *DeploymentChangeMutation:
 		return c.DeploymentChange.mutate(ctx, m)
+	case *DeploymentRevisionMutation:
+		return c.DeploymentRevision.mutate(ctx, m)
 	case *DeploymentTopologyMutation:
 		return c.DeploymentTopology.mutate(ctx, m)
 	case *InstanceMutation:
@@ -290,6 +304,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Namespace.mutate(ctx, m)
 	case *RegionMutation:
 		return c.Region.mutate(ctx, m)
+	case *ResourceSyncMutation:
+		return c.ResourceSync.mutate(ctx, m)
 	case *SentinelMutation:
 		return c.Sentinel.mutate(ctx, m)
 	case *StreamMarkMutation:
@@ -1004,6 +1020,22 @@ func (c *DeploymentClient) QueryInstances(_m *Deployment) *InstanceQuery {
 	return query
 }
 
+// QueryRevisions queries the revisions edge of a Deployment.
+func (c *DeploymentClient) QueryRevisions(_m *Deployment) *DeploymentRevisionQuery {
+	query := (&DeploymentRevisionClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deployment.Table, deployment.FieldID, id),
+			sqlgraph.To(deploymentrevision.Table, deploymentrevision.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RevisionsTable, deployment.RevisionsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *DeploymentClient) Hooks() []Hook {
 	hooks := c.hooks.Deployment
@@ -1160,6 +1192,155 @@ func (c *DeploymentChangeClient) mutate(ctx context.Context, m *DeploymentChange
 		return (&DeploymentChangeDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DeploymentChange mutation op: %q", m.Op())
+	}
+}
+
+// DeploymentRevisionClient is a client for the DeploymentRevision schema.
+type DeploymentRevisionClient struct {
+	config
+}
+
+// NewDeploymentRevisionClient returns a client for the DeploymentRevision from the given config.
+func NewDeploymentRevisionClient(c config) *DeploymentRevisionClient {
+	return &DeploymentRevisionClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `deploymentrevision.Hooks(f(g(h())))`.
+func (c *DeploymentRevisionClient) Use(hooks ...Hook) {
+	c.hooks.DeploymentRevision = append(c.hooks.DeploymentRevision, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `deploymentrevision.Intercept(f(g(h())))`.
+func (c *DeploymentRevisionClient) Intercept(interceptors ...Interceptor) {
+	c.inters.DeploymentRevision = append(c.inters.DeploymentRevision, interceptors...)
+}
+
+// Create returns a builder for creating a DeploymentRevision entity.
+func (c *DeploymentRevisionClient) Create() *DeploymentRevisionCreate {
+	mutation := newDeploymentRevisionMutation(c.config, OpCreate)
+	return &DeploymentRevisionCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of DeploymentRevision entities.
+func (c *DeploymentRevisionClient) CreateBulk(builders ...*DeploymentRevisionCreate) *DeploymentRevisionCreateBulk {
+	return &DeploymentRevisionCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *DeploymentRevisionClient) MapCreateBulk(slice any, setFunc func(*DeploymentRevisionCreate, int)) *DeploymentRevisionCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &DeploymentRevisionCreateBulk{err: fmt.Errorf("calling to DeploymentRevisionClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*DeploymentRevisionCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &DeploymentRevisionCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for DeploymentRevision.
+func (c *DeploymentRevisionClient) Update() *DeploymentRevisionUpdate {
+	mutation := newDeploymentRevisionMutation(c.config, OpUpdate)
+	return &DeploymentRevisionUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *DeploymentRevisionClient) UpdateOne(_m *DeploymentRevision) *DeploymentRevisionUpdateOne {
+	mutation := newDeploymentRevisionMutation(c.config, OpUpdateOne, withDeploymentRevision(_m))
+	return &DeploymentRevisionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *DeploymentRevisionClient) UpdateOneID(id int) *DeploymentRevisionUpdateOne {
+	mutation := newDeploymentRevisionMutation(c.config, OpUpdateOne, withDeploymentRevisionID(id))
+	return &DeploymentRevisionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for DeploymentRevision.
+func (c *DeploymentRevisionClient) Delete() *DeploymentRevisionDelete {
+	mutation := newDeploymentRevisionMutation(c.config, OpDelete)
+	return &DeploymentRevisionDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *DeploymentRevisionClient) DeleteOne(_m *DeploymentRevision) *DeploymentRevisionDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *DeploymentRevisionClient) DeleteOneID(id int) *DeploymentRevisionDeleteOne {
+	builder := c.Delete().Where(deploymentrevision.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &DeploymentRevisionDeleteOne{builder}
+}
+
+// Query returns a query builder for DeploymentRevision.
+func (c *DeploymentRevisionClient) Query() *DeploymentRevisionQuery {
+	return &DeploymentRevisionQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeDeploymentRevision},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a DeploymentRevision entity by its id.
+func (c *DeploymentRevisionClient) Get(ctx context.Context, id int) (*DeploymentRevision, error) {
+	return c.Query().Where(deploymentrevision.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *DeploymentRevisionClient) GetX(ctx context.Context, id int) *DeploymentRevision {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDeployment queries the deployment edge of a DeploymentRevision.
+func (c *DeploymentRevisionClient) QueryDeployment(_m *DeploymentRevision) *DeploymentQuery {
+	query := (&DeploymentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deploymentrevision.Table, deploymentrevision.FieldID, id),
+			sqlgraph.To(deployment.Table, deployment.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, deploymentrevision.DeploymentTable, deploymentrevision.DeploymentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *DeploymentRevisionClient) Hooks() []Hook {
+	return c.hooks.DeploymentRevision
+}
+
+// Interceptors returns the client interceptors.
+func (c *DeploymentRevisionClient) Interceptors() []Interceptor {
+	return c.inters.DeploymentRevision
+}
+
+func (c *DeploymentRevisionClient) mutate(ctx context.Context, m *DeploymentRevisionMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&DeploymentRevisionCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&DeploymentRevisionUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&DeploymentRevisionUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&DeploymentRevisionDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown DeploymentRevision mutation op: %q", m.Op())
 	}
 }
 
@@ -1728,6 +1909,139 @@ func (c *RegionClient) mutate(ctx context.Context, m *RegionMutation) (Value, er
 	}
 }
 
+// ResourceSyncClient is a client for the ResourceSync schema.
+type ResourceSyncClient struct {
+	config
+}
+
+// NewResourceSyncClient returns a client for the ResourceSync from the given config.
+func NewResourceSyncClient(c config) *ResourceSyncClient {
+	return &ResourceSyncClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `resourcesync.Hooks(f(g(h())))`.
+func (c *ResourceSyncClient) Use(hooks ...Hook) {
+	c.hooks.ResourceSync = append(c.hooks.ResourceSync, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `resourcesync.Intercept(f(g(h())))`.
+func (c *ResourceSyncClient) Intercept(interceptors ...Interceptor) {
+	c.inters.ResourceSync = append(c.inters.ResourceSync, interceptors...)
+}
+
+// Create returns a builder for creating a ResourceSync entity.
+func (c *ResourceSyncClient) Create() *ResourceSyncCreate {
+	mutation := newResourceSyncMutation(c.config, OpCreate)
+	return &ResourceSyncCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of ResourceSync entities.
+func (c *ResourceSyncClient) CreateBulk(builders ...*ResourceSyncCreate) *ResourceSyncCreateBulk {
+	return &ResourceSyncCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *ResourceSyncClient) MapCreateBulk(slice any, setFunc func(*ResourceSyncCreate, int)) *ResourceSyncCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &ResourceSyncCreateBulk{err: fmt.Errorf("calling to ResourceSyncClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*ResourceSyncCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &ResourceSyncCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for ResourceSync.
+func (c *ResourceSyncClient) Update() *ResourceSyncUpdate {
+	mutation := newResourceSyncMutation(c.config, OpUpdate)
+	return &ResourceSyncUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *ResourceSyncClient) UpdateOne(_m *ResourceSync) *ResourceSyncUpdateOne {
+	mutation := newResourceSyncMutation(c.config, OpUpdateOne, withResourceSync(_m))
+	return &ResourceSyncUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *ResourceSyncClient) UpdateOneID(id int) *ResourceSyncUpdateOne {
+	mutation := newResourceSyncMutation(c.config, OpUpdateOne, withResourceSyncID(id))
+	return &ResourceSyncUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for ResourceSync.
+func (c *ResourceSyncClient) Delete() *ResourceSyncDelete {
+	mutation := newResourceSyncMutation(c.config, OpDelete)
+	return &ResourceSyncDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *ResourceSyncClient) DeleteOne(_m *ResourceSync) *ResourceSyncDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *ResourceSyncClient) DeleteOneID(id int) *ResourceSyncDeleteOne {
+	builder := c.Delete().Where(resourcesync.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &ResourceSyncDeleteOne{builder}
+}
+
+// Query returns a query builder for ResourceSync.
+func (c *ResourceSyncClient) Query() *ResourceSyncQuery {
+	return &ResourceSyncQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeResourceSync},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a ResourceSync entity by its id.
+func (c *ResourceSyncClient) Get(ctx context.Context, id int) (*ResourceSync, error) {
+	return c.Query().Where(resourcesync.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *ResourceSyncClient) GetX(ctx context.Context, id int) *ResourceSync {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *ResourceSyncClient) Hooks() []Hook {
+	return c.hooks.ResourceSync
+}
+
+// Interceptors returns the client interceptors.
+func (c *ResourceSyncClient) Interceptors() []Interceptor {
+	return c.inters.ResourceSync
+}
+
+func (c *ResourceSyncClient) mutate(ctx context.Context, m *ResourceSyncMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&ResourceSyncCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&ResourceSyncUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&ResourceSyncUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&ResourceSyncDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown ResourceSync mutation op: %q", m.Op())
+	}
+}
+
 // SentinelClient is a client for the Sentinel schema.
 type SentinelClient struct {
 	config
@@ -1999,13 +2313,13 @@ func (c *StreamMarkClient) mutate(ctx context.Context, m *StreamMarkMutation) (V
 type (
 	hooks struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentTopology, Instance, Namespace, Region, Sentinel,
-		StreamMark []ent.Hook
+		DeploymentRevision, DeploymentTopology, Instance, Namespace, Region,
+		ResourceSync, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentTopology, Instance, Namespace, Region, Sentinel,
-		StreamMark []ent.Interceptor
+		DeploymentRevision, DeploymentTopology, Instance, Namespace, Region,
+		ResourceSync, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

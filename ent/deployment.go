@@ -56,9 +56,11 @@ type DeploymentEdges struct {
 	Policies []*CiliumNetworkPolicy `json:"policies,omitempty"`
 	// Instances holds the value of the instances edge.
 	Instances []*Instance `json:"instances,omitempty"`
+	// Revisions holds the value of the revisions edge.
+	Revisions []*DeploymentRevision `json:"revisions,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [3]bool
+	loadedTypes [4]bool
 }
 
 // TopologiesOrErr returns the Topologies value or an error if the edge
@@ -86,6 +88,15 @@ func (e DeploymentEdges) InstancesOrErr() ([]*Instance, error) {
 		return e.Instances, nil
 	}
 	return nil, &NotLoadedError{edge: "instances"}
+}
+
+// RevisionsOrErr returns the Revisions value or an error if the edge
+// was not loaded in eager-loading.
+func (e DeploymentEdges) RevisionsOrErr() ([]*DeploymentRevision, error) {
+	if e.loadedTypes[3] {
+		return e.Revisions, nil
+	}
+	return nil, &NotLoadedError{edge: "revisions"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -224,6 +235,11 @@ func (_m *Deployment) QueryPolicies() *CiliumNetworkPolicyQuery {
 // QueryInstances queries the "instances" edge of the Deployment entity.
 func (_m *Deployment) QueryInstances() *InstanceQuery {
 	return NewDeploymentClient(_m.config).QueryInstances(_m)
+}
+
+// QueryRevisions queries the "revisions" edge of the Deployment entity.
+func (_m *Deployment) QueryRevisions() *DeploymentRevisionQuery {
+	return NewDeploymentClient(_m.config).QueryRevisions(_m)
 }
 
 // Update returns a builder for updating this Deployment.

@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 )
@@ -187,6 +188,21 @@ func (_c *DeploymentCreate) AddInstances(v ...*Instance) *DeploymentCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddInstanceIDs(ids...)
+}
+
+// AddRevisionIDs adds the "revisions" edge to the DeploymentRevision entity by IDs.
+func (_c *DeploymentCreate) AddRevisionIDs(ids ...int) *DeploymentCreate {
+	_c.mutation.AddRevisionIDs(ids...)
+	return _c
+}
+
+// AddRevisions adds the "revisions" edges to the DeploymentRevision entity.
+func (_c *DeploymentCreate) AddRevisions(v ...*DeploymentRevision) *DeploymentCreate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddRevisionIDs(ids...)
 }
 
 // Mutation returns the DeploymentMutation object of the builder.
@@ -452,6 +468,22 @@ func (_c *DeploymentCreate) createSpec() (*Deployment, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(instance.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.RevisionsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

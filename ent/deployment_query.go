@@ -15,6 +15,7 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/predicate"
@@ -30,6 +31,7 @@ type DeploymentQuery struct {
 	withTopologies *DeploymentTopologyQuery
 	withPolicies   *CiliumNetworkPolicyQuery
 	withInstances  *InstanceQuery
+	withRevisions  *DeploymentRevisionQuery
 	modifiers      []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -126,6 +128,28 @@ func (_q *DeploymentQuery) QueryInstances() *InstanceQuery {
 			sqlgraph.From(deployment.Table, deployment.FieldID, selector),
 			sqlgraph.To(instance.Table, instance.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, deployment.InstancesTable, deployment.InstancesColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryRevisions chains the current query on the "revisions" edge.
+func (_q *DeploymentQuery) QueryRevisions() *DeploymentRevisionQuery {
+	query := (&DeploymentRevisionClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deployment.Table, deployment.FieldID, selector),
+			sqlgraph.To(deploymentrevision.Table, deploymentrevision.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RevisionsTable, deployment.RevisionsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -328,6 +352,7 @@ func (_q *DeploymentQuery) Clone() *DeploymentQuery {
 		withTopologies: _q.withTopologies.Clone(),
 		withPolicies:   _q.withPolicies.Clone(),
 		withInstances:  _q.withInstances.Clone(),
+		withRevisions:  _q.withRevisions.Clone(),
 		// clone intermediate query.
 		sql:       _q.sql.Clone(),
 		path:      _q.path,
@@ -365,6 +390,17 @@ func (_q *DeploymentQuery) WithInstances(opts ...func(*InstanceQuery)) *Deployme
 		opt(query)
 	}
 	_q.withInstances = query
+	return _q
+}
+
+// WithRevisions tells the query-builder to eager-load the nodes that are connected to
+// the "revisions" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *DeploymentQuery) WithRevisions(opts ...func(*DeploymentRevisionQuery)) *DeploymentQuery {
+	query := (&DeploymentRevisionClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withRevisions = query
 	return _q
 }
 
@@ -446,10 +482,11 @@ func (_q *DeploymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*D
 	var (
 		nodes       = []*Deployment{}
 		_spec       = _q.querySpec()
-		loadedTypes = [3]bool{
+		loadedTypes = [4]bool{
 			_q.withTopologies != nil,
 			_q.withPolicies != nil,
 			_q.withInstances != nil,
+			_q.withRevisions != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -491,6 +528,13 @@ func (_q *DeploymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*D
 		if err := _q.loadInstances(ctx, query, nodes,
 			func(n *Deployment) { n.Edges.Instances = []*Instance{} },
 			func(n *Deployment, e *Instance) { n.Edges.Instances = append(n.Edges.Instances, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withRevisions; query != nil {
+		if err := _q.loadRevisions(ctx, query, nodes,
+			func(n *Deployment) { n.Edges.Revisions = []*DeploymentRevision{} },
+			func(n *Deployment, e *DeploymentRevision) { n.Edges.Revisions = append(n.Edges.Revisions, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -575,6 +619,36 @@ func (_q *DeploymentQuery) loadInstances(ctx context.Context, query *InstanceQue
 	}
 	query.Where(predicate.Instance(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(deployment.InstancesColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.DeploymentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "deployment_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *DeploymentQuery) loadRevisions(ctx context.Context, query *DeploymentRevisionQuery, nodes []*Deployment, init func(*Deployment), assign func(*Deployment, *DeploymentRevision)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[string]*Deployment)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(deploymentrevision.FieldDeploymentID)
+	}
+	query.Where(predicate.DeploymentRevision(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(deployment.RevisionsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"entgo.io/ent/schema/field"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/predicate"
@@ -219,6 +220,21 @@ func (_u *DeploymentUpdate) AddInstances(v ...*Instance) *DeploymentUpdate {
 	return _u.AddInstanceIDs(ids...)
 }
 
+// AddRevisionIDs adds the "revisions" edge to the DeploymentRevision entity by IDs.
+func (_u *DeploymentUpdate) AddRevisionIDs(ids ...int) *DeploymentUpdate {
+	_u.mutation.AddRevisionIDs(ids...)
+	return _u
+}
+
+// AddRevisions adds the "revisions" edges to the DeploymentRevision entity.
+func (_u *DeploymentUpdate) AddRevisions(v ...*DeploymentRevision) *DeploymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRevisionIDs(ids...)
+}
+
 // Mutation returns the DeploymentMutation object of the builder.
 func (_u *DeploymentUpdate) Mutation() *DeploymentMutation {
 	return _u.mutation
@@ -285,6 +301,27 @@ func (_u *DeploymentUpdate) RemoveInstances(v ...*Instance) *DeploymentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveInstanceIDs(ids...)
+}
+
+// ClearRevisions clears all "revisions" edges to the DeploymentRevision entity.
+func (_u *DeploymentUpdate) ClearRevisions() *DeploymentUpdate {
+	_u.mutation.ClearRevisions()
+	return _u
+}
+
+// RemoveRevisionIDs removes the "revisions" edge to DeploymentRevision entities by IDs.
+func (_u *DeploymentUpdate) RemoveRevisionIDs(ids ...int) *DeploymentUpdate {
+	_u.mutation.RemoveRevisionIDs(ids...)
+	return _u
+}
+
+// RemoveRevisions removes "revisions" edges to DeploymentRevision entities.
+func (_u *DeploymentUpdate) RemoveRevisions(v ...*DeploymentRevision) *DeploymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRevisionIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -559,6 +596,51 @@ func (_u *DeploymentUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.RevisionsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRevisionsIDs(); len(nodes) > 0 && !_u.mutation.RevisionsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RevisionsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -767,6 +849,21 @@ func (_u *DeploymentUpdateOne) AddInstances(v ...*Instance) *DeploymentUpdateOne
 	return _u.AddInstanceIDs(ids...)
 }
 
+// AddRevisionIDs adds the "revisions" edge to the DeploymentRevision entity by IDs.
+func (_u *DeploymentUpdateOne) AddRevisionIDs(ids ...int) *DeploymentUpdateOne {
+	_u.mutation.AddRevisionIDs(ids...)
+	return _u
+}
+
+// AddRevisions adds the "revisions" edges to the DeploymentRevision entity.
+func (_u *DeploymentUpdateOne) AddRevisions(v ...*DeploymentRevision) *DeploymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRevisionIDs(ids...)
+}
+
 // Mutation returns the DeploymentMutation object of the builder.
 func (_u *DeploymentUpdateOne) Mutation() *DeploymentMutation {
 	return _u.mutation
@@ -833,6 +930,27 @@ func (_u *DeploymentUpdateOne) RemoveInstances(v ...*Instance) *DeploymentUpdate
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveInstanceIDs(ids...)
+}
+
+// ClearRevisions clears all "revisions" edges to the DeploymentRevision entity.
+func (_u *DeploymentUpdateOne) ClearRevisions() *DeploymentUpdateOne {
+	_u.mutation.ClearRevisions()
+	return _u
+}
+
+// RemoveRevisionIDs removes the "revisions" edge to DeploymentRevision entities by IDs.
+func (_u *DeploymentUpdateOne) RemoveRevisionIDs(ids ...int) *DeploymentUpdateOne {
+	_u.mutation.RemoveRevisionIDs(ids...)
+	return _u
+}
+
+// RemoveRevisions removes "revisions" edges to DeploymentRevision entities.
+func (_u *DeploymentUpdateOne) RemoveRevisions(v ...*DeploymentRevision) *DeploymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRevisionIDs(ids...)
 }
 
 // Where appends a list predicates to the DeploymentUpdate builder.
@@ -1130,6 +1248,51 @@ func (_u *DeploymentUpdateOne) sqlSave(ctx context.Context) (_node *Deployment, 
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(instance.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.RevisionsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRevisionsIDs(); len(nodes) > 0 && !_u.mutation.RevisionsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RevisionsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RevisionsTable,
+			Columns: []string{deployment.RevisionsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

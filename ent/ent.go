@@ -18,10 +18,12 @@ import (
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
 )
@@ -90,10 +92,12 @@ func checkColumn(t, c string) error {
 			ciliumnetworkpolicy.Table: ciliumnetworkpolicy.ValidColumn,
 			deployment.Table:          deployment.ValidColumn,
 			deploymentchange.Table:    deploymentchange.ValidColumn,
+			deploymentrevision.Table:  deploymentrevision.ValidColumn,
 			deploymenttopology.Table:  deploymenttopology.ValidColumn,
 			instance.Table:            instance.ValidColumn,
 			namespace.Table:           namespace.ValidColumn,
 			region.Table:              region.ValidColumn,
+			resourcesync.Table:        resourcesync.ValidColumn,
 			sentinel.Table:            sentinel.ValidColumn,
 			streammark.Table:          streammark.ValidColumn,
 		})

@@ -17,11 +17,14 @@ import (
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/predicate"
 	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
 )
@@ -41,10 +44,12 @@ const (
 	TypeCiliumNetworkPolicy = "CiliumNetworkPolicy"
 	TypeDeployment          = "Deployment"
 	TypeDeploymentChange    = "DeploymentChange"
+	TypeDeploymentRevision  = "DeploymentRevision"
 	TypeDeploymentTopology  = "DeploymentTopology"
 	TypeInstance            = "Instance"
 	TypeNamespace           = "Namespace"
 	TypeRegion              = "Region"
+	TypeResourceSync        = "ResourceSync"
 	TypeSentinel            = "Sentinel"
 	TypeStreamMark          = "StreamMark"
 )
@@ -756,6 +761,7 @@ type AgentMutation struct {
 	last_full_sync       *time.Time
 	version              *string
 	last_error           *string
+	last_full_sync_error *string
 	connected_to         *string
 	connected_since      *time.Time
 	synced_generation    *int64
@@ -1234,6 +1240,42 @@ func (m *AgentMutation) ResetLastError() {
 	m.last_error = nil
 }
 
+// SetLastFullSyncError sets the "last_full_sync_error" field.
+func (m *AgentMutation) SetLastFullSyncError(s string) {
+	m.last_full_sync_error = &s
+}
+
+// LastFullSyncError returns the value of the "last_full_sync_error" field in the mutation.
+func (m *AgentMutation) LastFullSyncError() (r string, exists bool) {
+	v := m.last_full_sync_error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastFullSyncError returns the old "last_full_sync_error" field's value of the Agent entity.
+// If the Agent object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AgentMutation) OldLastFullSyncError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastFullSyncError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastFullSyncError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastFullSyncError: %w", err)
+	}
+	return oldValue.LastFullSyncError, nil
+}
+
+// ResetLastFullSyncError resets all changes to the "last_full_sync_error" field.
+func (m *AgentMutation) ResetLastFullSyncError() {
+	m.last_full_sync_error = nil
+}
+
 // SetConnectedTo sets the "connected_to" field.
 func (m *AgentMutation) SetConnectedTo(s string) {
 	m.connected_to = &s
@@ -1409,7 +1451,7 @@ func (m *AgentMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *AgentMutation) Fields() []string {
-	fields := make([]string, 0, 12)
+	fields := make([]string, 0, 13)
 	if m.created_at != nil {
 		fields = append(fields, agent.FieldCreatedAt)
 	}
@@ -1436,6 +1478,9 @@ func (m *AgentMutation) Fields() []string {
 	}
 	if m.last_error != nil {
 		fields = append(fields, agent.FieldLastError)
+	}
+	if m.last_full_sync_error != nil {
+		fields = append(fields, agent.FieldLastFullSyncError)
 	}
 	if m.connected_to != nil {
 		fields = append(fields, agent.FieldConnectedTo)
@@ -1472,6 +1517,8 @@ func (m *AgentMutation) Field(name string) (ent.Value, bool) {
 		return m.Version()
 	case agent.FieldLastError:
 		return m.LastError()
+	case agent.FieldLastFullSyncError:
+		return m.LastFullSyncError()
 	case agent.FieldConnectedTo:
 		return m.ConnectedTo()
 	case agent.FieldConnectedSince:
@@ -1505,6 +1552,8 @@ func (m *AgentMutation) OldField(ctx context.Context, name string) (ent.Value, e
 		return m.OldVersion(ctx)
 	case agent.FieldLastError:
 		return m.OldLastError(ctx)
+	case agent.FieldLastFullSyncError:
+		return m.OldLastFullSyncError(ctx)
 	case agent.FieldConnectedTo:
 		return m.OldConnectedTo(ctx)
 	case agent.FieldConnectedSince:
@@ -1582,6 +1631,13 @@ func (m *AgentMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetLastError(v)
+		return nil
+	case agent.FieldLastFullSyncError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastFullSyncError(v)
 		return nil
 	case agent.FieldConnectedTo:
 		v, ok := value.(string)
@@ -1727,6 +1783,9 @@ func (m *AgentMutation) ResetField(name string) error {
 		return nil
 	case agent.FieldLastError:
 		m.ResetLastError()
+		return nil
+	case agent.FieldLastFullSyncError:
+		m.ResetLastFullSyncError()
 		return nil
 	case agent.FieldConnectedTo:
 		m.ResetConnectedTo()
@@ -3203,6 +3262,9 @@ type DeploymentMutation struct {
 	instances         map[int]struct{}
 	removedinstances  map[int]struct{}
 	clearedinstances  bool
+	revisions         map[int]struct{}
+	removedrevisions  map[int]struct{}
+	clearedrevisions  bool
 	done              bool
 	oldValue          func(context.Context) (*Deployment, error)
 	predicates        []predicate.Deployment
@@ -4008,6 +4070,60 @@ func (m *DeploymentMutation) ResetInstances() {
 	m.removedinstances = nil
 }
 
+// AddRevisionIDs adds the "revisions" edge to the DeploymentRevision entity by ids.
+func (m *DeploymentMutation) AddRevisionIDs(ids ...int) {
+	if m.revisions == nil {
+		m.revisions = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.revisions[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRevisions clears the "revisions" edge to the DeploymentRevision entity.
+func (m *DeploymentMutation) ClearRevisions() {
+	m.clearedrevisions = true
+}
+
+// RevisionsCleared reports if the "revisions" edge to the DeploymentRevision entity was cleared.
+func (m *DeploymentMutation) RevisionsCleared() bool {
+	return m.clearedrevisions
+}
+
+// RemoveRevisionIDs removes the "revisions" edge to the DeploymentRevision entity by IDs.
+func (m *DeploymentMutation) RemoveRevisionIDs(ids ...int) {
+	if m.removedrevisions == nil {
+		m.removedrevisions = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.revisions, ids[i])
+		m.removedrevisions[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRevisions returns the removed IDs of the "revisions" edge to the DeploymentRevision entity.
+func (m *DeploymentMutation) RemovedRevisionsIDs() (ids []int) {
+	for id := range m.removedrevisions {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RevisionsIDs returns the "revisions" edge IDs in the mutation.
+func (m *DeploymentMutation) RevisionsIDs() (ids []int) {
+	for id := range m.revisions {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRevisions resets all changes to the "revisions" edge.
+func (m *DeploymentMutation) ResetRevisions() {
+	m.revisions = nil
+	m.clearedrevisions = false
+	m.removedrevisions = nil
+}
+
 // Where appends a list predicates to the DeploymentMutation builder.
 func (m *DeploymentMutation) Where(ps ...predicate.Deployment) {
 	m.predicates = append(m.predicates, ps...)
@@ -4382,7 +4498,7 @@ func (m *DeploymentMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *DeploymentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.topologies != nil {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -4391,6 +4507,9 @@ func (m *DeploymentMutation) AddedEdges() []string {
 	}
 	if m.instances != nil {
 		edges = append(edges, deployment.EdgeInstances)
+	}
+	if m.revisions != nil {
+		edges = append(edges, deployment.EdgeRevisions)
 	}
 	return edges
 }
@@ -4417,13 +4536,19 @@ func (m *DeploymentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case deployment.EdgeRevisions:
+		ids := make([]ent.Value, 0, len(m.revisions))
+		for id := range m.revisions {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *DeploymentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.removedtopologies != nil {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -4432,6 +4557,9 @@ func (m *DeploymentMutation) RemovedEdges() []string {
 	}
 	if m.removedinstances != nil {
 		edges = append(edges, deployment.EdgeInstances)
+	}
+	if m.removedrevisions != nil {
+		edges = append(edges, deployment.EdgeRevisions)
 	}
 	return edges
 }
@@ -4458,13 +4586,19 @@ func (m *DeploymentMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case deployment.EdgeRevisions:
+		ids := make([]ent.Value, 0, len(m.removedrevisions))
+		for id := range m.removedrevisions {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *DeploymentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 3)
+	edges := make([]string, 0, 4)
 	if m.clearedtopologies {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -4473,6 +4607,9 @@ func (m *DeploymentMutation) ClearedEdges() []string {
 	}
 	if m.clearedinstances {
 		edges = append(edges, deployment.EdgeInstances)
+	}
+	if m.clearedrevisions {
+		edges = append(edges, deployment.EdgeRevisions)
 	}
 	return edges
 }
@@ -4487,6 +4624,8 @@ func (m *DeploymentMutation) EdgeCleared(name string) bool {
 		return m.clearedpolicies
 	case deployment.EdgeInstances:
 		return m.clearedinstances
+	case deployment.EdgeRevisions:
+		return m.clearedrevisions
 	}
 	return false
 }
@@ -4511,6 +4650,9 @@ func (m *DeploymentMutation) ResetEdge(name string) error {
 		return nil
 	case deployment.EdgeInstances:
 		m.ResetInstances()
+		return nil
+	case deployment.EdgeRevisions:
+		m.ResetRevisions()
 		return nil
 	}
 	return fmt.Errorf("unknown Deployment edge %s", name)
@@ -5008,6 +5150,1347 @@ func (m *DeploymentChangeMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *DeploymentChangeMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown DeploymentChange edge %s", name)
+}
+
+// DeploymentRevisionMutation represents an operation that mutates the DeploymentRevision nodes in the graph.
+type DeploymentRevisionMutation struct {
+	config
+	op                Op
+	typ               string
+	id                *int
+	revision          *int
+	addrevision       *int
+	action            *string
+	actor             *string
+	image             *string
+	cpu_millicores    *int
+	addcpu_millicores *int
+	memory_mib        *int
+	addmemory_mib     *int
+	port              *int
+	addport           *int
+	command           *[]string
+	appendcommand     []string
+	env               *map[string]string
+	regions           *map[string]jsontype.RegionSpec
+	first_version     *uint64
+	addfirst_version  *int64
+	last_version      *uint64
+	addlast_version   *int64
+	created_at        *time.Time
+	clearedFields     map[string]struct{}
+	deployment        *string
+	cleareddeployment bool
+	done              bool
+	oldValue          func(context.Context) (*DeploymentRevision, error)
+	predicates        []predicate.DeploymentRevision
+}
+
+var _ ent.Mutation = (*DeploymentRevisionMutation)(nil)
+
+// deploymentrevisionOption allows management of the mutation configuration using functional options.
+type deploymentrevisionOption func(*DeploymentRevisionMutation)
+
+// newDeploymentRevisionMutation creates new mutation for the DeploymentRevision entity.
+func newDeploymentRevisionMutation(c config, op Op, opts ...deploymentrevisionOption) *DeploymentRevisionMutation {
+	m := &DeploymentRevisionMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeDeploymentRevision,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withDeploymentRevisionID sets the ID field of the mutation.
+func withDeploymentRevisionID(id int) deploymentrevisionOption {
+	return func(m *DeploymentRevisionMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *DeploymentRevision
+		)
+		m.oldValue = func(ctx context.Context) (*DeploymentRevision, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().DeploymentRevision.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withDeploymentRevision sets the old DeploymentRevision of the mutation.
+func withDeploymentRevision(node *DeploymentRevision) deploymentrevisionOption {
+	return func(m *DeploymentRevisionMutation) {
+		m.oldValue = func(context.Context) (*DeploymentRevision, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m DeploymentRevisionMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m DeploymentRevisionMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *DeploymentRevisionMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *DeploymentRevisionMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().DeploymentRevision.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDeploymentID sets the "deployment_id" field.
+func (m *DeploymentRevisionMutation) SetDeploymentID(s string) {
+	m.deployment = &s
+}
+
+// DeploymentID returns the value of the "deployment_id" field in the mutation.
+func (m *DeploymentRevisionMutation) DeploymentID() (r string, exists bool) {
+	v := m.deployment
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeploymentID returns the old "deployment_id" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldDeploymentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeploymentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeploymentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeploymentID: %w", err)
+	}
+	return oldValue.DeploymentID, nil
+}
+
+// ResetDeploymentID resets all changes to the "deployment_id" field.
+func (m *DeploymentRevisionMutation) ResetDeploymentID() {
+	m.deployment = nil
+}
+
+// SetRevision sets the "revision" field.
+func (m *DeploymentRevisionMutation) SetRevision(i int) {
+	m.revision = &i
+	m.addrevision = nil
+}
+
+// Revision returns the value of the "revision" field in the mutation.
+func (m *DeploymentRevisionMutation) Revision() (r int, exists bool) {
+	v := m.revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRevision returns the old "revision" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldRevision(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRevision is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRevision requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRevision: %w", err)
+	}
+	return oldValue.Revision, nil
+}
+
+// AddRevision adds i to the "revision" field.
+func (m *DeploymentRevisionMutation) AddRevision(i int) {
+	if m.addrevision != nil {
+		*m.addrevision += i
+	} else {
+		m.addrevision = &i
+	}
+}
+
+// AddedRevision returns the value that was added to the "revision" field in this mutation.
+func (m *DeploymentRevisionMutation) AddedRevision() (r int, exists bool) {
+	v := m.addrevision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRevision resets all changes to the "revision" field.
+func (m *DeploymentRevisionMutation) ResetRevision() {
+	m.revision = nil
+	m.addrevision = nil
+}
+
+// SetAction sets the "action" field.
+func (m *DeploymentRevisionMutation) SetAction(s string) {
+	m.action = &s
+}
+
+// Action returns the value of the "action" field in the mutation.
+func (m *DeploymentRevisionMutation) Action() (r string, exists bool) {
+	v := m.action
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAction returns the old "action" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldAction(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAction is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAction requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAction: %w", err)
+	}
+	return oldValue.Action, nil
+}
+
+// ResetAction resets all changes to the "action" field.
+func (m *DeploymentRevisionMutation) ResetAction() {
+	m.action = nil
+}
+
+// SetActor sets the "actor" field.
+func (m *DeploymentRevisionMutation) SetActor(s string) {
+	m.actor = &s
+}
+
+// Actor returns the value of the "actor" field in the mutation.
+func (m *DeploymentRevisionMutation) Actor() (r string, exists bool) {
+	v := m.actor
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActor returns the old "actor" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldActor(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActor is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActor requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActor: %w", err)
+	}
+	return oldValue.Actor, nil
+}
+
+// ResetActor resets all changes to the "actor" field.
+func (m *DeploymentRevisionMutation) ResetActor() {
+	m.actor = nil
+}
+
+// SetImage sets the "image" field.
+func (m *DeploymentRevisionMutation) SetImage(s string) {
+	m.image = &s
+}
+
+// Image returns the value of the "image" field in the mutation.
+func (m *DeploymentRevisionMutation) Image() (r string, exists bool) {
+	v := m.image
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldImage returns the old "image" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldImage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldImage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldImage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldImage: %w", err)
+	}
+	return oldValue.Image, nil
+}
+
+// ResetImage resets all changes to the "image" field.
+func (m *DeploymentRevisionMutation) ResetImage() {
+	m.image = nil
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (m *DeploymentRevisionMutation) SetCPUMillicores(i int) {
+	m.cpu_millicores = &i
+	m.addcpu_millicores = nil
+}
+
+// CPUMillicores returns the value of the "cpu_millicores" field in the mutation.
+func (m *DeploymentRevisionMutation) CPUMillicores() (r int, exists bool) {
+	v := m.cpu_millicores
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCPUMillicores returns the old "cpu_millicores" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldCPUMillicores(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCPUMillicores is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCPUMillicores requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCPUMillicores: %w", err)
+	}
+	return oldValue.CPUMillicores, nil
+}
+
+// AddCPUMillicores adds i to the "cpu_millicores" field.
+func (m *DeploymentRevisionMutation) AddCPUMillicores(i int) {
+	if m.addcpu_millicores != nil {
+		*m.addcpu_millicores += i
+	} else {
+		m.addcpu_millicores = &i
+	}
+}
+
+// AddedCPUMillicores returns the value that was added to the "cpu_millicores" field in this mutation.
+func (m *DeploymentRevisionMutation) AddedCPUMillicores() (r int, exists bool) {
+	v := m.addcpu_millicores
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCPUMillicores resets all changes to the "cpu_millicores" field.
+func (m *DeploymentRevisionMutation) ResetCPUMillicores() {
+	m.cpu_millicores = nil
+	m.addcpu_millicores = nil
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (m *DeploymentRevisionMutation) SetMemoryMib(i int) {
+	m.memory_mib = &i
+	m.addmemory_mib = nil
+}
+
+// MemoryMib returns the value of the "memory_mib" field in the mutation.
+func (m *DeploymentRevisionMutation) MemoryMib() (r int, exists bool) {
+	v := m.memory_mib
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMemoryMib returns the old "memory_mib" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldMemoryMib(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMemoryMib is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMemoryMib requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMemoryMib: %w", err)
+	}
+	return oldValue.MemoryMib, nil
+}
+
+// AddMemoryMib adds i to the "memory_mib" field.
+func (m *DeploymentRevisionMutation) AddMemoryMib(i int) {
+	if m.addmemory_mib != nil {
+		*m.addmemory_mib += i
+	} else {
+		m.addmemory_mib = &i
+	}
+}
+
+// AddedMemoryMib returns the value that was added to the "memory_mib" field in this mutation.
+func (m *DeploymentRevisionMutation) AddedMemoryMib() (r int, exists bool) {
+	v := m.addmemory_mib
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetMemoryMib resets all changes to the "memory_mib" field.
+func (m *DeploymentRevisionMutation) ResetMemoryMib() {
+	m.memory_mib = nil
+	m.addmemory_mib = nil
+}
+
+// SetPort sets the "port" field.
+func (m *DeploymentRevisionMutation) SetPort(i int) {
+	m.port = &i
+	m.addport = nil
+}
+
+// Port returns the value of the "port" field in the mutation.
+func (m *DeploymentRevisionMutation) Port() (r int, exists bool) {
+	v := m.port
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPort returns the old "port" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldPort(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPort is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPort requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPort: %w", err)
+	}
+	return oldValue.Port, nil
+}
+
+// AddPort adds i to the "port" field.
+func (m *DeploymentRevisionMutation) AddPort(i int) {
+	if m.addport != nil {
+		*m.addport += i
+	} else {
+		m.addport = &i
+	}
+}
+
+// AddedPort returns the value that was added to the "port" field in this mutation.
+func (m *DeploymentRevisionMutation) AddedPort() (r int, exists bool) {
+	v := m.addport
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetPort resets all changes to the "port" field.
+func (m *DeploymentRevisionMutation) ResetPort() {
+	m.port = nil
+	m.addport = nil
+}
+
+// SetCommand sets the "command" field.
+func (m *DeploymentRevisionMutation) SetCommand(s []string) {
+	m.command = &s
+	m.appendcommand = nil
+}
+
+// Command returns the value of the "command" field in the mutation.
+func (m *DeploymentRevisionMutation) Command() (r []string, exists bool) {
+	v := m.command
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCommand returns the old "command" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldCommand(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCommand is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCommand requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCommand: %w", err)
+	}
+	return oldValue.Command, nil
+}
+
+// AppendCommand adds s to the "command" field.
+func (m *DeploymentRevisionMutation) AppendCommand(s []string) {
+	m.appendcommand = append(m.appendcommand, s...)
+}
+
+// AppendedCommand returns the list of values that were appended to the "command" field in this mutation.
+func (m *DeploymentRevisionMutation) AppendedCommand() ([]string, bool) {
+	if len(m.appendcommand) == 0 {
+		return nil, false
+	}
+	return m.appendcommand, true
+}
+
+// ClearCommand clears the value of the "command" field.
+func (m *DeploymentRevisionMutation) ClearCommand() {
+	m.command = nil
+	m.appendcommand = nil
+	m.clearedFields[deploymentrevision.FieldCommand] = struct{}{}
+}
+
+// CommandCleared returns if the "command" field was cleared in this mutation.
+func (m *DeploymentRevisionMutation) CommandCleared() bool {
+	_, ok := m.clearedFields[deploymentrevision.FieldCommand]
+	return ok
+}
+
+// ResetCommand resets all changes to the "command" field.
+func (m *DeploymentRevisionMutation) ResetCommand() {
+	m.command = nil
+	m.appendcommand = nil
+	delete(m.clearedFields, deploymentrevision.FieldCommand)
+}
+
+// SetEnv sets the "env" field.
+func (m *DeploymentRevisionMutation) SetEnv(value map[string]string) {
+	m.env = &value
+}
+
+// Env returns the value of the "env" field in the mutation.
+func (m *DeploymentRevisionMutation) Env() (r map[string]string, exists bool) {
+	v := m.env
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEnv returns the old "env" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldEnv(ctx context.Context) (v map[string]string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEnv is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEnv requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEnv: %w", err)
+	}
+	return oldValue.Env, nil
+}
+
+// ClearEnv clears the value of the "env" field.
+func (m *DeploymentRevisionMutation) ClearEnv() {
+	m.env = nil
+	m.clearedFields[deploymentrevision.FieldEnv] = struct{}{}
+}
+
+// EnvCleared returns if the "env" field was cleared in this mutation.
+func (m *DeploymentRevisionMutation) EnvCleared() bool {
+	_, ok := m.clearedFields[deploymentrevision.FieldEnv]
+	return ok
+}
+
+// ResetEnv resets all changes to the "env" field.
+func (m *DeploymentRevisionMutation) ResetEnv() {
+	m.env = nil
+	delete(m.clearedFields, deploymentrevision.FieldEnv)
+}
+
+// SetRegions sets the "regions" field.
+func (m *DeploymentRevisionMutation) SetRegions(ms map[string]jsontype.RegionSpec) {
+	m.regions = &ms
+}
+
+// Regions returns the value of the "regions" field in the mutation.
+func (m *DeploymentRevisionMutation) Regions() (r map[string]jsontype.RegionSpec, exists bool) {
+	v := m.regions
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRegions returns the old "regions" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldRegions(ctx context.Context) (v map[string]jsontype.RegionSpec, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRegions is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRegions requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRegions: %w", err)
+	}
+	return oldValue.Regions, nil
+}
+
+// ResetRegions resets all changes to the "regions" field.
+func (m *DeploymentRevisionMutation) ResetRegions() {
+	m.regions = nil
+}
+
+// SetFirstVersion sets the "first_version" field.
+func (m *DeploymentRevisionMutation) SetFirstVersion(u uint64) {
+	m.first_version = &u
+	m.addfirst_version = nil
+}
+
+// FirstVersion returns the value of the "first_version" field in the mutation.
+func (m *DeploymentRevisionMutation) FirstVersion() (r uint64, exists bool) {
+	v := m.first_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFirstVersion returns the old "first_version" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldFirstVersion(ctx context.Context) (v uint64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFirstVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFirstVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFirstVersion: %w", err)
+	}
+	return oldValue.FirstVersion, nil
+}
+
+// AddFirstVersion adds u to the "first_version" field.
+func (m *DeploymentRevisionMutation) AddFirstVersion(u int64) {
+	if m.addfirst_version != nil {
+		*m.addfirst_version += u
+	} else {
+		m.addfirst_version = &u
+	}
+}
+
+// AddedFirstVersion returns the value that was added to the "first_version" field in this mutation.
+func (m *DeploymentRevisionMutation) AddedFirstVersion() (r int64, exists bool) {
+	v := m.addfirst_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFirstVersion resets all changes to the "first_version" field.
+func (m *DeploymentRevisionMutation) ResetFirstVersion() {
+	m.first_version = nil
+	m.addfirst_version = nil
+}
+
+// SetLastVersion sets the "last_version" field.
+func (m *DeploymentRevisionMutation) SetLastVersion(u uint64) {
+	m.last_version = &u
+	m.addlast_version = nil
+}
+
+// LastVersion returns the value of the "last_version" field in the mutation.
+func (m *DeploymentRevisionMutation) LastVersion() (r uint64, exists bool) {
+	v := m.last_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastVersion returns the old "last_version" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldLastVersion(ctx context.Context) (v uint64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastVersion: %w", err)
+	}
+	return oldValue.LastVersion, nil
+}
+
+// AddLastVersion adds u to the "last_version" field.
+func (m *DeploymentRevisionMutation) AddLastVersion(u int64) {
+	if m.addlast_version != nil {
+		*m.addlast_version += u
+	} else {
+		m.addlast_version = &u
+	}
+}
+
+// AddedLastVersion returns the value that was added to the "last_version" field in this mutation.
+func (m *DeploymentRevisionMutation) AddedLastVersion() (r int64, exists bool) {
+	v := m.addlast_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetLastVersion resets all changes to the "last_version" field.
+func (m *DeploymentRevisionMutation) ResetLastVersion() {
+	m.last_version = nil
+	m.addlast_version = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *DeploymentRevisionMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *DeploymentRevisionMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the DeploymentRevision entity.
+// If the DeploymentRevision object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentRevisionMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *DeploymentRevisionMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// ClearDeployment clears the "deployment" edge to the Deployment entity.
+func (m *DeploymentRevisionMutation) ClearDeployment() {
+	m.cleareddeployment = true
+	m.clearedFields[deploymentrevision.FieldDeploymentID] = struct{}{}
+}
+
+// DeploymentCleared reports if the "deployment" edge to the Deployment entity was cleared.
+func (m *DeploymentRevisionMutation) DeploymentCleared() bool {
+	return m.cleareddeployment
+}
+
+// DeploymentIDs returns the "deployment" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DeploymentID instead. It exists only for internal usage by the builders.
+func (m *DeploymentRevisionMutation) DeploymentIDs() (ids []string) {
+	if id := m.deployment; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDeployment resets all changes to the "deployment" edge.
+func (m *DeploymentRevisionMutation) ResetDeployment() {
+	m.deployment = nil
+	m.cleareddeployment = false
+}
+
+// Where appends a list predicates to the DeploymentRevisionMutation builder.
+func (m *DeploymentRevisionMutation) Where(ps ...predicate.DeploymentRevision) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the DeploymentRevisionMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *DeploymentRevisionMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.DeploymentRevision, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *DeploymentRevisionMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *DeploymentRevisionMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (DeploymentRevision).
+func (m *DeploymentRevisionMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *DeploymentRevisionMutation) Fields() []string {
+	fields := make([]string, 0, 14)
+	if m.deployment != nil {
+		fields = append(fields, deploymentrevision.FieldDeploymentID)
+	}
+	if m.revision != nil {
+		fields = append(fields, deploymentrevision.FieldRevision)
+	}
+	if m.action != nil {
+		fields = append(fields, deploymentrevision.FieldAction)
+	}
+	if m.actor != nil {
+		fields = append(fields, deploymentrevision.FieldActor)
+	}
+	if m.image != nil {
+		fields = append(fields, deploymentrevision.FieldImage)
+	}
+	if m.cpu_millicores != nil {
+		fields = append(fields, deploymentrevision.FieldCPUMillicores)
+	}
+	if m.memory_mib != nil {
+		fields = append(fields, deploymentrevision.FieldMemoryMib)
+	}
+	if m.port != nil {
+		fields = append(fields, deploymentrevision.FieldPort)
+	}
+	if m.command != nil {
+		fields = append(fields, deploymentrevision.FieldCommand)
+	}
+	if m.env != nil {
+		fields = append(fields, deploymentrevision.FieldEnv)
+	}
+	if m.regions != nil {
+		fields = append(fields, deploymentrevision.FieldRegions)
+	}
+	if m.first_version != nil {
+		fields = append(fields, deploymentrevision.FieldFirstVersion)
+	}
+	if m.last_version != nil {
+		fields = append(fields, deploymentrevision.FieldLastVersion)
+	}
+	if m.created_at != nil {
+		fields = append(fields, deploymentrevision.FieldCreatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *DeploymentRevisionMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case deploymentrevision.FieldDeploymentID:
+		return m.DeploymentID()
+	case deploymentrevision.FieldRevision:
+		return m.Revision()
+	case deploymentrevision.FieldAction:
+		return m.Action()
+	case deploymentrevision.FieldActor:
+		return m.Actor()
+	case deploymentrevision.FieldImage:
+		return m.Image()
+	case deploymentrevision.FieldCPUMillicores:
+		return m.CPUMillicores()
+	case deploymentrevision.FieldMemoryMib:
+		return m.MemoryMib()
+	case deploymentrevision.FieldPort:
+		return m.Port()
+	case deploymentrevision.FieldCommand:
+		return m.Command()
+	case deploymentrevision.FieldEnv:
+		return m.Env()
+	case deploymentrevision.FieldRegions:
+		return m.Regions()
+	case deploymentrevision.FieldFirstVersion:
+		return m.FirstVersion()
+	case deploymentrevision.FieldLastVersion:
+		return m.LastVersion()
+	case deploymentrevision.FieldCreatedAt:
+		return m.CreatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *DeploymentRevisionMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case deploymentrevision.FieldDeploymentID:
+		return m.OldDeploymentID(ctx)
+	case deploymentrevision.FieldRevision:
+		return m.OldRevision(ctx)
+	case deploymentrevision.FieldAction:
+		return m.OldAction(ctx)
+	case deploymentrevision.FieldActor:
+		return m.OldActor(ctx)
+	case deploymentrevision.FieldImage:
+		return m.OldImage(ctx)
+	case deploymentrevision.FieldCPUMillicores:
+		return m.OldCPUMillicores(ctx)
+	case deploymentrevision.FieldMemoryMib:
+		return m.OldMemoryMib(ctx)
+	case deploymentrevision.FieldPort:
+		return m.OldPort(ctx)
+	case deploymentrevision.FieldCommand:
+		return m.OldCommand(ctx)
+	case deploymentrevision.FieldEnv:
+		return m.OldEnv(ctx)
+	case deploymentrevision.FieldRegions:
+		return m.OldRegions(ctx)
+	case deploymentrevision.FieldFirstVersion:
+		return m.OldFirstVersion(ctx)
+	case deploymentrevision.FieldLastVersion:
+		return m.OldLastVersion(ctx)
+	case deploymentrevision.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown DeploymentRevision field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeploymentRevisionMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case deploymentrevision.FieldDeploymentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeploymentID(v)
+		return nil
+	case deploymentrevision.FieldRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRevision(v)
+		return nil
+	case deploymentrevision.FieldAction:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAction(v)
+		return nil
+	case deploymentrevision.FieldActor:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActor(v)
+		return nil
+	case deploymentrevision.FieldImage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetImage(v)
+		return nil
+	case deploymentrevision.FieldCPUMillicores:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCPUMillicores(v)
+		return nil
+	case deploymentrevision.FieldMemoryMib:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMemoryMib(v)
+		return nil
+	case deploymentrevision.FieldPort:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPort(v)
+		return nil
+	case deploymentrevision.FieldCommand:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCommand(v)
+		return nil
+	case deploymentrevision.FieldEnv:
+		v, ok := value.(map[string]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEnv(v)
+		return nil
+	case deploymentrevision.FieldRegions:
+		v, ok := value.(map[string]jsontype.RegionSpec)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRegions(v)
+		return nil
+	case deploymentrevision.FieldFirstVersion:
+		v, ok := value.(uint64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFirstVersion(v)
+		return nil
+	case deploymentrevision.FieldLastVersion:
+		v, ok := value.(uint64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastVersion(v)
+		return nil
+	case deploymentrevision.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DeploymentRevision field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *DeploymentRevisionMutation) AddedFields() []string {
+	var fields []string
+	if m.addrevision != nil {
+		fields = append(fields, deploymentrevision.FieldRevision)
+	}
+	if m.addcpu_millicores != nil {
+		fields = append(fields, deploymentrevision.FieldCPUMillicores)
+	}
+	if m.addmemory_mib != nil {
+		fields = append(fields, deploymentrevision.FieldMemoryMib)
+	}
+	if m.addport != nil {
+		fields = append(fields, deploymentrevision.FieldPort)
+	}
+	if m.addfirst_version != nil {
+		fields = append(fields, deploymentrevision.FieldFirstVersion)
+	}
+	if m.addlast_version != nil {
+		fields = append(fields, deploymentrevision.FieldLastVersion)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *DeploymentRevisionMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case deploymentrevision.FieldRevision:
+		return m.AddedRevision()
+	case deploymentrevision.FieldCPUMillicores:
+		return m.AddedCPUMillicores()
+	case deploymentrevision.FieldMemoryMib:
+		return m.AddedMemoryMib()
+	case deploymentrevision.FieldPort:
+		return m.AddedPort()
+	case deploymentrevision.FieldFirstVersion:
+		return m.AddedFirstVersion()
+	case deploymentrevision.FieldLastVersion:
+		return m.AddedLastVersion()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *DeploymentRevisionMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case deploymentrevision.FieldRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRevision(v)
+		return nil
+	case deploymentrevision.FieldCPUMillicores:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCPUMillicores(v)
+		return nil
+	case deploymentrevision.FieldMemoryMib:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMemoryMib(v)
+		return nil
+	case deploymentrevision.FieldPort:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPort(v)
+		return nil
+	case deploymentrevision.FieldFirstVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFirstVersion(v)
+		return nil
+	case deploymentrevision.FieldLastVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddLastVersion(v)
+		return nil
+	}
+	return fmt.Errorf("unknown DeploymentRevision numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *DeploymentRevisionMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(deploymentrevision.FieldCommand) {
+		fields = append(fields, deploymentrevision.FieldCommand)
+	}
+	if m.FieldCleared(deploymentrevision.FieldEnv) {
+		fields = append(fields, deploymentrevision.FieldEnv)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *DeploymentRevisionMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *DeploymentRevisionMutation) ClearField(name string) error {
+	switch name {
+	case deploymentrevision.FieldCommand:
+		m.ClearCommand()
+		return nil
+	case deploymentrevision.FieldEnv:
+		m.ClearEnv()
+		return nil
+	}
+	return fmt.Errorf("unknown DeploymentRevision nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *DeploymentRevisionMutation) ResetField(name string) error {
+	switch name {
+	case deploymentrevision.FieldDeploymentID:
+		m.ResetDeploymentID()
+		return nil
+	case deploymentrevision.FieldRevision:
+		m.ResetRevision()
+		return nil
+	case deploymentrevision.FieldAction:
+		m.ResetAction()
+		return nil
+	case deploymentrevision.FieldActor:
+		m.ResetActor()
+		return nil
+	case deploymentrevision.FieldImage:
+		m.ResetImage()
+		return nil
+	case deploymentrevision.FieldCPUMillicores:
+		m.ResetCPUMillicores()
+		return nil
+	case deploymentrevision.FieldMemoryMib:
+		m.ResetMemoryMib()
+		return nil
+	case deploymentrevision.FieldPort:
+		m.ResetPort()
+		return nil
+	case deploymentrevision.FieldCommand:
+		m.ResetCommand()
+		return nil
+	case deploymentrevision.FieldEnv:
+		m.ResetEnv()
+		return nil
+	case deploymentrevision.FieldRegions:
+		m.ResetRegions()
+		return nil
+	case deploymentrevision.FieldFirstVersion:
+		m.ResetFirstVersion()
+		return nil
+	case deploymentrevision.FieldLastVersion:
+		m.ResetLastVersion()
+		return nil
+	case deploymentrevision.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown DeploymentRevision field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *DeploymentRevisionMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.deployment != nil {
+		edges = append(edges, deploymentrevision.EdgeDeployment)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *DeploymentRevisionMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case deploymentrevision.EdgeDeployment:
+		if id := m.deployment; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *DeploymentRevisionMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *DeploymentRevisionMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *DeploymentRevisionMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddeployment {
+		edges = append(edges, deploymentrevision.EdgeDeployment)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *DeploymentRevisionMutation) EdgeCleared(name string) bool {
+	switch name {
+	case deploymentrevision.EdgeDeployment:
+		return m.cleareddeployment
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *DeploymentRevisionMutation) ClearEdge(name string) error {
+	switch name {
+	case deploymentrevision.EdgeDeployment:
+		m.ClearDeployment()
+		return nil
+	}
+	return fmt.Errorf("unknown DeploymentRevision unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *DeploymentRevisionMutation) ResetEdge(name string) error {
+	switch name {
+	case deploymentrevision.EdgeDeployment:
+		m.ResetDeployment()
+		return nil
+	}
+	return fmt.Errorf("unknown DeploymentRevision edge %s", name)
 }
 
 // DeploymentTopologyMutation represents an operation that mutates the DeploymentTopology nodes in the graph.
@@ -7134,6 +8617,7 @@ type RegionMutation struct {
 	created_at           *time.Time
 	updated_at           *time.Time
 	paused               *bool
+	paused_at            *time.Time
 	resync_generation    *int64
 	addresync_generation *int64
 	clearedFields        map[string]struct{}
@@ -7354,6 +8838,55 @@ func (m *RegionMutation) ResetPaused() {
 	m.paused = nil
 }
 
+// SetPausedAt sets the "paused_at" field.
+func (m *RegionMutation) SetPausedAt(t time.Time) {
+	m.paused_at = &t
+}
+
+// PausedAt returns the value of the "paused_at" field in the mutation.
+func (m *RegionMutation) PausedAt() (r time.Time, exists bool) {
+	v := m.paused_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPausedAt returns the old "paused_at" field's value of the Region entity.
+// If the Region object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RegionMutation) OldPausedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPausedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPausedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPausedAt: %w", err)
+	}
+	return oldValue.PausedAt, nil
+}
+
+// ClearPausedAt clears the value of the "paused_at" field.
+func (m *RegionMutation) ClearPausedAt() {
+	m.paused_at = nil
+	m.clearedFields[region.FieldPausedAt] = struct{}{}
+}
+
+// PausedAtCleared returns if the "paused_at" field was cleared in this mutation.
+func (m *RegionMutation) PausedAtCleared() bool {
+	_, ok := m.clearedFields[region.FieldPausedAt]
+	return ok
+}
+
+// ResetPausedAt resets all changes to the "paused_at" field.
+func (m *RegionMutation) ResetPausedAt() {
+	m.paused_at = nil
+	delete(m.clearedFields, region.FieldPausedAt)
+}
+
 // SetResyncGeneration sets the "resync_generation" field.
 func (m *RegionMutation) SetResyncGeneration(i int64) {
 	m.resync_generation = &i
@@ -7444,7 +8977,7 @@ func (m *RegionMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RegionMutation) Fields() []string {
-	fields := make([]string, 0, 4)
+	fields := make([]string, 0, 5)
 	if m.created_at != nil {
 		fields = append(fields, region.FieldCreatedAt)
 	}
@@ -7453,6 +8986,9 @@ func (m *RegionMutation) Fields() []string {
 	}
 	if m.paused != nil {
 		fields = append(fields, region.FieldPaused)
+	}
+	if m.paused_at != nil {
+		fields = append(fields, region.FieldPausedAt)
 	}
 	if m.resync_generation != nil {
 		fields = append(fields, region.FieldResyncGeneration)
@@ -7471,6 +9007,8 @@ func (m *RegionMutation) Field(name string) (ent.Value, bool) {
 		return m.UpdatedAt()
 	case region.FieldPaused:
 		return m.Paused()
+	case region.FieldPausedAt:
+		return m.PausedAt()
 	case region.FieldResyncGeneration:
 		return m.ResyncGeneration()
 	}
@@ -7488,6 +9026,8 @@ func (m *RegionMutation) OldField(ctx context.Context, name string) (ent.Value, 
 		return m.OldUpdatedAt(ctx)
 	case region.FieldPaused:
 		return m.OldPaused(ctx)
+	case region.FieldPausedAt:
+		return m.OldPausedAt(ctx)
 	case region.FieldResyncGeneration:
 		return m.OldResyncGeneration(ctx)
 	}
@@ -7519,6 +9059,13 @@ func (m *RegionMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetPaused(v)
+		return nil
+	case region.FieldPausedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPausedAt(v)
 		return nil
 	case region.FieldResyncGeneration:
 		v, ok := value.(int64)
@@ -7571,7 +9118,11 @@ func (m *RegionMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *RegionMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(region.FieldPausedAt) {
+		fields = append(fields, region.FieldPausedAt)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -7584,6 +9135,11 @@ func (m *RegionMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *RegionMutation) ClearField(name string) error {
+	switch name {
+	case region.FieldPausedAt:
+		m.ClearPausedAt()
+		return nil
+	}
 	return fmt.Errorf("unknown Region nullable field %s", name)
 }
 
@@ -7599,6 +9155,9 @@ func (m *RegionMutation) ResetField(name string) error {
 		return nil
 	case region.FieldPaused:
 		m.ResetPaused()
+		return nil
+	case region.FieldPausedAt:
+		m.ResetPausedAt()
 		return nil
 	case region.FieldResyncGeneration:
 		m.ResetResyncGeneration()
@@ -7653,6 +9212,768 @@ func (m *RegionMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *RegionMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Region edge %s", name)
+}
+
+// ResourceSyncMutation represents an operation that mutates the ResourceSync nodes in the graph.
+type ResourceSyncMutation struct {
+	config
+	op                 Op
+	typ                string
+	id                 *int
+	region             *string
+	kind               *resourcesync.Kind
+	resource_id        *string
+	applied_version    *uint64
+	addapplied_version *int64
+	in_sync            *bool
+	error              *string
+	failing_since      *time.Time
+	reported_at        *time.Time
+	clearedFields      map[string]struct{}
+	done               bool
+	oldValue           func(context.Context) (*ResourceSync, error)
+	predicates         []predicate.ResourceSync
+}
+
+var _ ent.Mutation = (*ResourceSyncMutation)(nil)
+
+// resourcesyncOption allows management of the mutation configuration using functional options.
+type resourcesyncOption func(*ResourceSyncMutation)
+
+// newResourceSyncMutation creates new mutation for the ResourceSync entity.
+func newResourceSyncMutation(c config, op Op, opts ...resourcesyncOption) *ResourceSyncMutation {
+	m := &ResourceSyncMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeResourceSync,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withResourceSyncID sets the ID field of the mutation.
+func withResourceSyncID(id int) resourcesyncOption {
+	return func(m *ResourceSyncMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *ResourceSync
+		)
+		m.oldValue = func(ctx context.Context) (*ResourceSync, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().ResourceSync.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withResourceSync sets the old ResourceSync of the mutation.
+func withResourceSync(node *ResourceSync) resourcesyncOption {
+	return func(m *ResourceSyncMutation) {
+		m.oldValue = func(context.Context) (*ResourceSync, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m ResourceSyncMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m ResourceSyncMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *ResourceSyncMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *ResourceSyncMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().ResourceSync.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetRegion sets the "region" field.
+func (m *ResourceSyncMutation) SetRegion(s string) {
+	m.region = &s
+}
+
+// Region returns the value of the "region" field in the mutation.
+func (m *ResourceSyncMutation) Region() (r string, exists bool) {
+	v := m.region
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRegion returns the old "region" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldRegion(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRegion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRegion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRegion: %w", err)
+	}
+	return oldValue.Region, nil
+}
+
+// ResetRegion resets all changes to the "region" field.
+func (m *ResourceSyncMutation) ResetRegion() {
+	m.region = nil
+}
+
+// SetKind sets the "kind" field.
+func (m *ResourceSyncMutation) SetKind(r resourcesync.Kind) {
+	m.kind = &r
+}
+
+// Kind returns the value of the "kind" field in the mutation.
+func (m *ResourceSyncMutation) Kind() (r resourcesync.Kind, exists bool) {
+	v := m.kind
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldKind returns the old "kind" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldKind(ctx context.Context) (v resourcesync.Kind, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldKind is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldKind requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldKind: %w", err)
+	}
+	return oldValue.Kind, nil
+}
+
+// ResetKind resets all changes to the "kind" field.
+func (m *ResourceSyncMutation) ResetKind() {
+	m.kind = nil
+}
+
+// SetResourceID sets the "resource_id" field.
+func (m *ResourceSyncMutation) SetResourceID(s string) {
+	m.resource_id = &s
+}
+
+// ResourceID returns the value of the "resource_id" field in the mutation.
+func (m *ResourceSyncMutation) ResourceID() (r string, exists bool) {
+	v := m.resource_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldResourceID returns the old "resource_id" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldResourceID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldResourceID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldResourceID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldResourceID: %w", err)
+	}
+	return oldValue.ResourceID, nil
+}
+
+// ResetResourceID resets all changes to the "resource_id" field.
+func (m *ResourceSyncMutation) ResetResourceID() {
+	m.resource_id = nil
+}
+
+// SetAppliedVersion sets the "applied_version" field.
+func (m *ResourceSyncMutation) SetAppliedVersion(u uint64) {
+	m.applied_version = &u
+	m.addapplied_version = nil
+}
+
+// AppliedVersion returns the value of the "applied_version" field in the mutation.
+func (m *ResourceSyncMutation) AppliedVersion() (r uint64, exists bool) {
+	v := m.applied_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAppliedVersion returns the old "applied_version" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldAppliedVersion(ctx context.Context) (v uint64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAppliedVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAppliedVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAppliedVersion: %w", err)
+	}
+	return oldValue.AppliedVersion, nil
+}
+
+// AddAppliedVersion adds u to the "applied_version" field.
+func (m *ResourceSyncMutation) AddAppliedVersion(u int64) {
+	if m.addapplied_version != nil {
+		*m.addapplied_version += u
+	} else {
+		m.addapplied_version = &u
+	}
+}
+
+// AddedAppliedVersion returns the value that was added to the "applied_version" field in this mutation.
+func (m *ResourceSyncMutation) AddedAppliedVersion() (r int64, exists bool) {
+	v := m.addapplied_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetAppliedVersion resets all changes to the "applied_version" field.
+func (m *ResourceSyncMutation) ResetAppliedVersion() {
+	m.applied_version = nil
+	m.addapplied_version = nil
+}
+
+// SetInSync sets the "in_sync" field.
+func (m *ResourceSyncMutation) SetInSync(b bool) {
+	m.in_sync = &b
+}
+
+// InSync returns the value of the "in_sync" field in the mutation.
+func (m *ResourceSyncMutation) InSync() (r bool, exists bool) {
+	v := m.in_sync
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInSync returns the old "in_sync" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldInSync(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInSync is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInSync requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInSync: %w", err)
+	}
+	return oldValue.InSync, nil
+}
+
+// ResetInSync resets all changes to the "in_sync" field.
+func (m *ResourceSyncMutation) ResetInSync() {
+	m.in_sync = nil
+}
+
+// SetError sets the "error" field.
+func (m *ResourceSyncMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *ResourceSyncMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *ResourceSyncMutation) ResetError() {
+	m.error = nil
+}
+
+// SetFailingSince sets the "failing_since" field.
+func (m *ResourceSyncMutation) SetFailingSince(t time.Time) {
+	m.failing_since = &t
+}
+
+// FailingSince returns the value of the "failing_since" field in the mutation.
+func (m *ResourceSyncMutation) FailingSince() (r time.Time, exists bool) {
+	v := m.failing_since
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFailingSince returns the old "failing_since" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldFailingSince(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFailingSince is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFailingSince requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFailingSince: %w", err)
+	}
+	return oldValue.FailingSince, nil
+}
+
+// ClearFailingSince clears the value of the "failing_since" field.
+func (m *ResourceSyncMutation) ClearFailingSince() {
+	m.failing_since = nil
+	m.clearedFields[resourcesync.FieldFailingSince] = struct{}{}
+}
+
+// FailingSinceCleared returns if the "failing_since" field was cleared in this mutation.
+func (m *ResourceSyncMutation) FailingSinceCleared() bool {
+	_, ok := m.clearedFields[resourcesync.FieldFailingSince]
+	return ok
+}
+
+// ResetFailingSince resets all changes to the "failing_since" field.
+func (m *ResourceSyncMutation) ResetFailingSince() {
+	m.failing_since = nil
+	delete(m.clearedFields, resourcesync.FieldFailingSince)
+}
+
+// SetReportedAt sets the "reported_at" field.
+func (m *ResourceSyncMutation) SetReportedAt(t time.Time) {
+	m.reported_at = &t
+}
+
+// ReportedAt returns the value of the "reported_at" field in the mutation.
+func (m *ResourceSyncMutation) ReportedAt() (r time.Time, exists bool) {
+	v := m.reported_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReportedAt returns the old "reported_at" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldReportedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReportedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReportedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReportedAt: %w", err)
+	}
+	return oldValue.ReportedAt, nil
+}
+
+// ResetReportedAt resets all changes to the "reported_at" field.
+func (m *ResourceSyncMutation) ResetReportedAt() {
+	m.reported_at = nil
+}
+
+// Where appends a list predicates to the ResourceSyncMutation builder.
+func (m *ResourceSyncMutation) Where(ps ...predicate.ResourceSync) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the ResourceSyncMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *ResourceSyncMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.ResourceSync, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *ResourceSyncMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *ResourceSyncMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (ResourceSync).
+func (m *ResourceSyncMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *ResourceSyncMutation) Fields() []string {
+	fields := make([]string, 0, 8)
+	if m.region != nil {
+		fields = append(fields, resourcesync.FieldRegion)
+	}
+	if m.kind != nil {
+		fields = append(fields, resourcesync.FieldKind)
+	}
+	if m.resource_id != nil {
+		fields = append(fields, resourcesync.FieldResourceID)
+	}
+	if m.applied_version != nil {
+		fields = append(fields, resourcesync.FieldAppliedVersion)
+	}
+	if m.in_sync != nil {
+		fields = append(fields, resourcesync.FieldInSync)
+	}
+	if m.error != nil {
+		fields = append(fields, resourcesync.FieldError)
+	}
+	if m.failing_since != nil {
+		fields = append(fields, resourcesync.FieldFailingSince)
+	}
+	if m.reported_at != nil {
+		fields = append(fields, resourcesync.FieldReportedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *ResourceSyncMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case resourcesync.FieldRegion:
+		return m.Region()
+	case resourcesync.FieldKind:
+		return m.Kind()
+	case resourcesync.FieldResourceID:
+		return m.ResourceID()
+	case resourcesync.FieldAppliedVersion:
+		return m.AppliedVersion()
+	case resourcesync.FieldInSync:
+		return m.InSync()
+	case resourcesync.FieldError:
+		return m.Error()
+	case resourcesync.FieldFailingSince:
+		return m.FailingSince()
+	case resourcesync.FieldReportedAt:
+		return m.ReportedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *ResourceSyncMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case resourcesync.FieldRegion:
+		return m.OldRegion(ctx)
+	case resourcesync.FieldKind:
+		return m.OldKind(ctx)
+	case resourcesync.FieldResourceID:
+		return m.OldResourceID(ctx)
+	case resourcesync.FieldAppliedVersion:
+		return m.OldAppliedVersion(ctx)
+	case resourcesync.FieldInSync:
+		return m.OldInSync(ctx)
+	case resourcesync.FieldError:
+		return m.OldError(ctx)
+	case resourcesync.FieldFailingSince:
+		return m.OldFailingSince(ctx)
+	case resourcesync.FieldReportedAt:
+		return m.OldReportedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown ResourceSync field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ResourceSyncMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case resourcesync.FieldRegion:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRegion(v)
+		return nil
+	case resourcesync.FieldKind:
+		v, ok := value.(resourcesync.Kind)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetKind(v)
+		return nil
+	case resourcesync.FieldResourceID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetResourceID(v)
+		return nil
+	case resourcesync.FieldAppliedVersion:
+		v, ok := value.(uint64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAppliedVersion(v)
+		return nil
+	case resourcesync.FieldInSync:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInSync(v)
+		return nil
+	case resourcesync.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	case resourcesync.FieldFailingSince:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFailingSince(v)
+		return nil
+	case resourcesync.FieldReportedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReportedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ResourceSync field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *ResourceSyncMutation) AddedFields() []string {
+	var fields []string
+	if m.addapplied_version != nil {
+		fields = append(fields, resourcesync.FieldAppliedVersion)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *ResourceSyncMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case resourcesync.FieldAppliedVersion:
+		return m.AddedAppliedVersion()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *ResourceSyncMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case resourcesync.FieldAppliedVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddAppliedVersion(v)
+		return nil
+	}
+	return fmt.Errorf("unknown ResourceSync numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *ResourceSyncMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(resourcesync.FieldFailingSince) {
+		fields = append(fields, resourcesync.FieldFailingSince)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *ResourceSyncMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *ResourceSyncMutation) ClearField(name string) error {
+	switch name {
+	case resourcesync.FieldFailingSince:
+		m.ClearFailingSince()
+		return nil
+	}
+	return fmt.Errorf("unknown ResourceSync nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *ResourceSyncMutation) ResetField(name string) error {
+	switch name {
+	case resourcesync.FieldRegion:
+		m.ResetRegion()
+		return nil
+	case resourcesync.FieldKind:
+		m.ResetKind()
+		return nil
+	case resourcesync.FieldResourceID:
+		m.ResetResourceID()
+		return nil
+	case resourcesync.FieldAppliedVersion:
+		m.ResetAppliedVersion()
+		return nil
+	case resourcesync.FieldInSync:
+		m.ResetInSync()
+		return nil
+	case resourcesync.FieldError:
+		m.ResetError()
+		return nil
+	case resourcesync.FieldFailingSince:
+		m.ResetFailingSince()
+		return nil
+	case resourcesync.FieldReportedAt:
+		m.ResetReportedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown ResourceSync field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *ResourceSyncMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *ResourceSyncMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *ResourceSyncMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *ResourceSyncMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *ResourceSyncMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *ResourceSyncMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *ResourceSyncMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown ResourceSync unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *ResourceSyncMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown ResourceSync edge %s", name)
 }
 
 // SentinelMutation represents an operation that mutates the Sentinel nodes in the graph.

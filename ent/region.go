@@ -23,6 +23,8 @@ type Region struct {
 	UpdatedAt time.Time `json:"updated_at,omitempty"`
 	// Paused holds the value of the "paused" field.
 	Paused bool `json:"paused,omitempty"`
+	// PausedAt holds the value of the "paused_at" field.
+	PausedAt *time.Time `json:"paused_at,omitempty"`
 	// ResyncGeneration holds the value of the "resync_generation" field.
 	ResyncGeneration int64 `json:"resync_generation,omitempty"`
 	selectValues     sql.SelectValues
@@ -39,7 +41,7 @@ func (*Region) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullInt64)
 		case region.FieldID:
 			values[i] = new(sql.NullString)
-		case region.FieldCreatedAt, region.FieldUpdatedAt:
+		case region.FieldCreatedAt, region.FieldUpdatedAt, region.FieldPausedAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -79,6 +81,13 @@ func (_m *Region) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field paused", values[i])
 			} else if value.Valid {
 				_m.Paused = value.Bool
+			}
+		case region.FieldPausedAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field paused_at", values[i])
+			} else if value.Valid {
+				_m.PausedAt = new(time.Time)
+				*_m.PausedAt = value.Time
 			}
 		case region.FieldResyncGeneration:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -130,6 +139,11 @@ func (_m *Region) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("paused=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Paused))
+	builder.WriteString(", ")
+	if v := _m.PausedAt; v != nil {
+		builder.WriteString("paused_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteString(", ")
 	builder.WriteString("resync_generation=")
 	builder.WriteString(fmt.Sprintf("%v", _m.ResyncGeneration))

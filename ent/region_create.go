@@ -65,6 +65,20 @@ func (_c *RegionCreate) SetNillablePaused(v *bool) *RegionCreate {
 	return _c
 }
 
+// SetPausedAt sets the "paused_at" field.
+func (_c *RegionCreate) SetPausedAt(v time.Time) *RegionCreate {
+	_c.mutation.SetPausedAt(v)
+	return _c
+}
+
+// SetNillablePausedAt sets the "paused_at" field if the given value is not nil.
+func (_c *RegionCreate) SetNillablePausedAt(v *time.Time) *RegionCreate {
+	if v != nil {
+		_c.SetPausedAt(*v)
+	}
+	return _c
+}
+
 // SetResyncGeneration sets the "resync_generation" field.
 func (_c *RegionCreate) SetResyncGeneration(v int64) *RegionCreate {
 	_c.mutation.SetResyncGeneration(v)
@@ -205,6 +219,10 @@ func (_c *RegionCreate) createSpec() (*Region, *sqlgraph.CreateSpec) {
 		_spec.SetField(region.FieldPaused, field.TypeBool, value)
 		_node.Paused = value
 	}
+	if value, ok := _c.mutation.PausedAt(); ok {
+		_spec.SetField(region.FieldPausedAt, field.TypeTime, value)
+		_node.PausedAt = &value
+	}
 	if value, ok := _c.mutation.ResyncGeneration(); ok {
 		_spec.SetField(region.FieldResyncGeneration, field.TypeInt64, value)
 		_node.ResyncGeneration = value
@@ -282,6 +300,24 @@ func (u *RegionUpsert) SetPaused(v bool) *RegionUpsert {
 // UpdatePaused sets the "paused" field to the value that was provided on create.
 func (u *RegionUpsert) UpdatePaused() *RegionUpsert {
 	u.SetExcluded(region.FieldPaused)
+	return u
+}
+
+// SetPausedAt sets the "paused_at" field.
+func (u *RegionUpsert) SetPausedAt(v time.Time) *RegionUpsert {
+	u.Set(region.FieldPausedAt, v)
+	return u
+}
+
+// UpdatePausedAt sets the "paused_at" field to the value that was provided on create.
+func (u *RegionUpsert) UpdatePausedAt() *RegionUpsert {
+	u.SetExcluded(region.FieldPausedAt)
+	return u
+}
+
+// ClearPausedAt clears the value of the "paused_at" field.
+func (u *RegionUpsert) ClearPausedAt() *RegionUpsert {
+	u.SetNull(region.FieldPausedAt)
 	return u
 }
 
@@ -379,6 +415,27 @@ func (u *RegionUpsertOne) SetPaused(v bool) *RegionUpsertOne {
 func (u *RegionUpsertOne) UpdatePaused() *RegionUpsertOne {
 	return u.Update(func(s *RegionUpsert) {
 		s.UpdatePaused()
+	})
+}
+
+// SetPausedAt sets the "paused_at" field.
+func (u *RegionUpsertOne) SetPausedAt(v time.Time) *RegionUpsertOne {
+	return u.Update(func(s *RegionUpsert) {
+		s.SetPausedAt(v)
+	})
+}
+
+// UpdatePausedAt sets the "paused_at" field to the value that was provided on create.
+func (u *RegionUpsertOne) UpdatePausedAt() *RegionUpsertOne {
+	return u.Update(func(s *RegionUpsert) {
+		s.UpdatePausedAt()
+	})
+}
+
+// ClearPausedAt clears the value of the "paused_at" field.
+func (u *RegionUpsertOne) ClearPausedAt() *RegionUpsertOne {
+	return u.Update(func(s *RegionUpsert) {
+		s.ClearPausedAt()
 	})
 }
 
@@ -646,6 +703,27 @@ func (u *RegionUpsertBulk) SetPaused(v bool) *RegionUpsertBulk {
 func (u *RegionUpsertBulk) UpdatePaused() *RegionUpsertBulk {
 	return u.Update(func(s *RegionUpsert) {
 		s.UpdatePaused()
+	})
+}
+
+// SetPausedAt sets the "paused_at" field.
+func (u *RegionUpsertBulk) SetPausedAt(v time.Time) *RegionUpsertBulk {
+	return u.Update(func(s *RegionUpsert) {
+		s.SetPausedAt(v)
+	})
+}
+
+// UpdatePausedAt sets the "paused_at" field to the value that was provided on create.
+func (u *RegionUpsertBulk) UpdatePausedAt() *RegionUpsertBulk {
+	return u.Update(func(s *RegionUpsert) {
+		s.UpdatePausedAt()
+	})
+}
+
+// ClearPausedAt clears the value of the "paused_at" field.
+func (u *RegionUpsertBulk) ClearPausedAt() *RegionUpsertBulk {
+	return u.Update(func(s *RegionUpsert) {
+		s.ClearPausedAt()
 	})
 }
 

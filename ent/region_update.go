@@ -49,6 +49,26 @@ func (_u *RegionUpdate) SetNillablePaused(v *bool) *RegionUpdate {
 	return _u
 }
 
+// SetPausedAt sets the "paused_at" field.
+func (_u *RegionUpdate) SetPausedAt(v time.Time) *RegionUpdate {
+	_u.mutation.SetPausedAt(v)
+	return _u
+}
+
+// SetNillablePausedAt sets the "paused_at" field if the given value is not nil.
+func (_u *RegionUpdate) SetNillablePausedAt(v *time.Time) *RegionUpdate {
+	if v != nil {
+		_u.SetPausedAt(*v)
+	}
+	return _u
+}
+
+// ClearPausedAt clears the value of the "paused_at" field.
+func (_u *RegionUpdate) ClearPausedAt() *RegionUpdate {
+	_u.mutation.ClearPausedAt()
+	return _u
+}
+
 // SetResyncGeneration sets the "resync_generation" field.
 func (_u *RegionUpdate) SetResyncGeneration(v int64) *RegionUpdate {
 	_u.mutation.ResetResyncGeneration()
@@ -132,6 +152,12 @@ func (_u *RegionUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if value, ok := _u.mutation.Paused(); ok {
 		_spec.SetField(region.FieldPaused, field.TypeBool, value)
 	}
+	if value, ok := _u.mutation.PausedAt(); ok {
+		_spec.SetField(region.FieldPausedAt, field.TypeTime, value)
+	}
+	if _u.mutation.PausedAtCleared() {
+		_spec.ClearField(region.FieldPausedAt, field.TypeTime)
+	}
 	if value, ok := _u.mutation.ResyncGeneration(); ok {
 		_spec.SetField(region.FieldResyncGeneration, field.TypeInt64, value)
 	}
@@ -177,6 +203,26 @@ func (_u *RegionUpdateOne) SetNillablePaused(v *bool) *RegionUpdateOne {
 	if v != nil {
 		_u.SetPaused(*v)
 	}
+	return _u
+}
+
+// SetPausedAt sets the "paused_at" field.
+func (_u *RegionUpdateOne) SetPausedAt(v time.Time) *RegionUpdateOne {
+	_u.mutation.SetPausedAt(v)
+	return _u
+}
+
+// SetNillablePausedAt sets the "paused_at" field if the given value is not nil.
+func (_u *RegionUpdateOne) SetNillablePausedAt(v *time.Time) *RegionUpdateOne {
+	if v != nil {
+		_u.SetPausedAt(*v)
+	}
+	return _u
+}
+
+// ClearPausedAt clears the value of the "paused_at" field.
+func (_u *RegionUpdateOne) ClearPausedAt() *RegionUpdateOne {
+	_u.mutation.ClearPausedAt()
 	return _u
 }
 
@@ -292,6 +338,12 @@ func (_u *RegionUpdateOne) sqlSave(ctx context.Context) (_node *Region, err erro
 	}
 	if value, ok := _u.mutation.Paused(); ok {
 		_spec.SetField(region.FieldPaused, field.TypeBool, value)
+	}
+	if value, ok := _u.mutation.PausedAt(); ok {
+		_spec.SetField(region.FieldPausedAt, field.TypeTime, value)
+	}
+	if _u.mutation.PausedAtCleared() {
+		_spec.ClearField(region.FieldPausedAt, field.TypeTime)
 	}
 	if value, ok := _u.mutation.ResyncGeneration(); ok {
 		_spec.SetField(region.FieldResyncGeneration, field.TypeInt64, value)

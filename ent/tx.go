@@ -26,6 +26,8 @@ type Tx struct {
 	Deployment *DeploymentClient
 	// DeploymentChange is the client for interacting with the DeploymentChange builders.
 	DeploymentChange *DeploymentChangeClient
+	// DeploymentRevision is the client for interacting with the DeploymentRevision builders.
+	DeploymentRevision *DeploymentRevisionClient
 	// DeploymentTopology is the client for interacting with the DeploymentTopology builders.
 	DeploymentTopology *DeploymentTopologyClient
 	// Instance is the client for interacting with the Instance builders.
@@ -34,6 +36,8 @@ type Tx struct {
 	Namespace *NamespaceClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
+	// ResourceSync is the client for interacting with the ResourceSync builders.
+	ResourceSync *ResourceSyncClient
 	// Sentinel is the client for interacting with the Sentinel builders.
 	Sentinel *SentinelClient
 	// StreamMark is the client for interacting with the StreamMark builders.
@@ -175,10 +179,12 @@ func (tx *Tx) init() {
 	tx.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(tx.config)
 	tx.Deployment = NewDeploymentClient(tx.config)
 	tx.DeploymentChange = NewDeploymentChangeClient(tx.config)
+	tx.DeploymentRevision = NewDeploymentRevisionClient(tx.config)
 	tx.DeploymentTopology = NewDeploymentTopologyClient(tx.config)
 	tx.Instance = NewInstanceClient(tx.config)
 	tx.Namespace = NewNamespaceClient(tx.config)
 	tx.Region = NewRegionClient(tx.config)
+	tx.ResourceSync = NewResourceSyncClient(tx.config)
 	tx.Sentinel = NewSentinelClient(tx.config)
 	tx.StreamMark = NewStreamMarkClient(tx.config)
 }

@@ -31,6 +31,8 @@ const (
 	FieldVersion = "version"
 	// FieldLastError holds the string denoting the last_error field in the database.
 	FieldLastError = "last_error"
+	// FieldLastFullSyncError holds the string denoting the last_full_sync_error field in the database.
+	FieldLastFullSyncError = "last_full_sync_error"
 	// FieldConnectedTo holds the string denoting the connected_to field in the database.
 	FieldConnectedTo = "connected_to"
 	// FieldConnectedSince holds the string denoting the connected_since field in the database.
@@ -53,6 +55,7 @@ var Columns = []string{
 	FieldLastFullSync,
 	FieldVersion,
 	FieldLastError,
+	FieldLastFullSyncError,
 	FieldConnectedTo,
 	FieldConnectedSince,
 	FieldSyncedGeneration,
@@ -87,6 +90,10 @@ var (
 	DefaultLastError string
 	// LastErrorValidator is a validator for the "last_error" field. It is called by the builders before save.
 	LastErrorValidator func(string) error
+	// DefaultLastFullSyncError holds the default value on creation for the "last_full_sync_error" field.
+	DefaultLastFullSyncError string
+	// LastFullSyncErrorValidator is a validator for the "last_full_sync_error" field. It is called by the builders before save.
+	LastFullSyncErrorValidator func(string) error
 	// DefaultConnectedTo holds the default value on creation for the "connected_to" field.
 	DefaultConnectedTo string
 	// DefaultSyncedGeneration holds the default value on creation for the "synced_generation" field.
@@ -144,6 +151,11 @@ func ByVersion(opts ...sql.OrderTermOption) OrderOption {
 // ByLastError orders the results by the last_error field.
 func ByLastError(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldLastError, opts...).ToFunc()
+}
+
+// ByLastFullSyncError orders the results by the last_full_sync_error field.
+func ByLastFullSyncError(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLastFullSyncError, opts...).ToFunc()
 }
 
 // ByConnectedTo orders the results by the connected_to field.

@@ -99,6 +99,11 @@ func LastError(v string) predicate.Agent {
 	return predicate.Agent(sql.FieldEQ(FieldLastError, v))
 }
 
+// LastFullSyncError applies equality check predicate on the "last_full_sync_error" field. It's identical to LastFullSyncErrorEQ.
+func LastFullSyncError(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldEQ(FieldLastFullSyncError, v))
+}
+
 // ConnectedTo applies equality check predicate on the "connected_to" field. It's identical to ConnectedToEQ.
 func ConnectedTo(v string) predicate.Agent {
 	return predicate.Agent(sql.FieldEQ(FieldConnectedTo, v))
@@ -592,6 +597,71 @@ func LastErrorEqualFold(v string) predicate.Agent {
 // LastErrorContainsFold applies the ContainsFold predicate on the "last_error" field.
 func LastErrorContainsFold(v string) predicate.Agent {
 	return predicate.Agent(sql.FieldContainsFold(FieldLastError, v))
+}
+
+// LastFullSyncErrorEQ applies the EQ predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorEQ(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldEQ(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorNEQ applies the NEQ predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorNEQ(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldNEQ(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorIn applies the In predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorIn(vs ...string) predicate.Agent {
+	return predicate.Agent(sql.FieldIn(FieldLastFullSyncError, vs...))
+}
+
+// LastFullSyncErrorNotIn applies the NotIn predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorNotIn(vs ...string) predicate.Agent {
+	return predicate.Agent(sql.FieldNotIn(FieldLastFullSyncError, vs...))
+}
+
+// LastFullSyncErrorGT applies the GT predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorGT(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldGT(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorGTE applies the GTE predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorGTE(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldGTE(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorLT applies the LT predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorLT(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldLT(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorLTE applies the LTE predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorLTE(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldLTE(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorContains applies the Contains predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorContains(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldContains(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorHasPrefix applies the HasPrefix predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorHasPrefix(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldHasPrefix(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorHasSuffix applies the HasSuffix predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorHasSuffix(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldHasSuffix(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorEqualFold applies the EqualFold predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorEqualFold(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldEqualFold(FieldLastFullSyncError, v))
+}
+
+// LastFullSyncErrorContainsFold applies the ContainsFold predicate on the "last_full_sync_error" field.
+func LastFullSyncErrorContainsFold(v string) predicate.Agent {
+	return predicate.Agent(sql.FieldContainsFold(FieldLastFullSyncError, v))
 }
 
 // ConnectedToEQ applies the EQ predicate on the "connected_to" field.

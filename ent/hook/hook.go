@@ -81,6 +81,18 @@ func (f DeploymentChangeFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.V
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeploymentChangeMutation", m)
 }
 
+// The DeploymentRevisionFunc type is an adapter to allow the use of ordinary
+// function as DeploymentRevision mutator.
+type DeploymentRevisionFunc func(context.Context, *ent.DeploymentRevisionMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f DeploymentRevisionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.DeploymentRevisionMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeploymentRevisionMutation", m)
+}
+
 // The DeploymentTopologyFunc type is an adapter to allow the use of ordinary
 // function as DeploymentTopology mutator.
 type DeploymentTopologyFunc func(context.Context, *ent.DeploymentTopologyMutation) (ent.Value, error)
@@ -127,6 +139,18 @@ func (f RegionFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, erro
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RegionMutation", m)
+}
+
+// The ResourceSyncFunc type is an adapter to allow the use of ordinary
+// function as ResourceSync mutator.
+type ResourceSyncFunc func(context.Context, *ent.ResourceSyncMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f ResourceSyncFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.ResourceSyncMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ResourceSyncMutation", m)
 }
 
 // The SentinelFunc type is an adapter to allow the use of ordinary

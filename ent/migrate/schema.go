@@ -55,6 +55,7 @@ var (
 		{Name: "last_full_sync", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "version", Type: field.TypeString, Default: ""},
 		{Name: "last_error", Type: field.TypeString, Size: 2048, Default: ""},
+		{Name: "last_full_sync_error", Type: field.TypeString, Size: 2048, Default: ""},
 		{Name: "connected_to", Type: field.TypeString, Default: ""},
 		{Name: "connected_since", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "synced_generation", Type: field.TypeInt64, Default: 0},
@@ -191,6 +192,55 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{DeploymentChangesColumns[4]},
 			},
+			{
+				Name:    "deploymentchange_resource_type_resource_id_pk",
+				Unique:  false,
+				Columns: []*schema.Column{DeploymentChangesColumns[1], DeploymentChangesColumns[2], DeploymentChangesColumns[0]},
+			},
+		},
+	}
+	// DeploymentRevisionsColumns holds the columns for the "deployment_revisions" table.
+	DeploymentRevisionsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "revision", Type: field.TypeInt},
+		{Name: "action", Type: field.TypeString, Size: 32},
+		{Name: "actor", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "image", Type: field.TypeString},
+		{Name: "cpu_millicores", Type: field.TypeInt},
+		{Name: "memory_mib", Type: field.TypeInt},
+		{Name: "port", Type: field.TypeInt},
+		{Name: "command", Type: field.TypeJSON, Nullable: true},
+		{Name: "env", Type: field.TypeJSON, Nullable: true},
+		{Name: "regions", Type: field.TypeJSON},
+		{Name: "first_version", Type: field.TypeUint64, Default: 0},
+		{Name: "last_version", Type: field.TypeUint64, Default: 0},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "deployment_id", Type: field.TypeString},
+	}
+	// DeploymentRevisionsTable holds the schema information for the "deployment_revisions" table.
+	DeploymentRevisionsTable = &schema.Table{
+		Name:       "deployment_revisions",
+		Columns:    DeploymentRevisionsColumns,
+		PrimaryKey: []*schema.Column{DeploymentRevisionsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "deployment_revisions_deployments_revisions",
+				Columns:    []*schema.Column{DeploymentRevisionsColumns[14]},
+				RefColumns: []*schema.Column{DeploymentsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "deploymentrevision_deployment_id_revision",
+				Unique:  true,
+				Columns: []*schema.Column{DeploymentRevisionsColumns[14], DeploymentRevisionsColumns[1]},
+			},
+			{
+				Name:    "deploymentrevision_deployment_id_last_version",
+				Unique:  false,
+				Columns: []*schema.Column{DeploymentRevisionsColumns[14], DeploymentRevisionsColumns[12]},
+			},
 		},
 	}
 	// DeploymentTopologyColumns holds the columns for the "deployment_topology" table.
@@ -289,6 +339,7 @@ var (
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "paused", Type: field.TypeBool, Default: false},
+		{Name: "paused_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "resync_generation", Type: field.TypeInt64, Default: 0},
 	}
 	// RegionsTable holds the schema information for the "regions" table.
@@ -296,6 +347,36 @@ var (
 		Name:       "regions",
 		Columns:    RegionsColumns,
 		PrimaryKey: []*schema.Column{RegionsColumns[0]},
+	}
+	// ResourceSyncsColumns holds the columns for the "resource_syncs" table.
+	ResourceSyncsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "region", Type: field.TypeString},
+		{Name: "kind", Type: field.TypeEnum, Enums: []string{"deployment", "sentinel", "cilium_network_policy"}},
+		{Name: "resource_id", Type: field.TypeString},
+		{Name: "applied_version", Type: field.TypeUint64, Default: 0},
+		{Name: "in_sync", Type: field.TypeBool, Default: false},
+		{Name: "error", Type: field.TypeString, Size: 2048, Default: ""},
+		{Name: "failing_since", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "reported_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// ResourceSyncsTable holds the schema information for the "resource_syncs" table.
+	ResourceSyncsTable = &schema.Table{
+		Name:       "resource_syncs",
+		Columns:    ResourceSyncsColumns,
+		PrimaryKey: []*schema.Column{ResourceSyncsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "resourcesync_region_kind_resource_id",
+				Unique:  true,
+				Columns: []*schema.Column{ResourceSyncsColumns[1], ResourceSyncsColumns[2], ResourceSyncsColumns[3]},
+			},
+			{
+				Name:    "resourcesync_region_in_sync",
+				Unique:  false,
+				Columns: []*schema.Column{ResourceSyncsColumns[1], ResourceSyncsColumns[5]},
+			},
+		},
 	}
 	// SentinelsColumns holds the columns for the "sentinels" table.
 	SentinelsColumns = []*schema.Column{
@@ -350,10 +431,12 @@ var (
 		CiliumNetworkPoliciesTable,
 		DeploymentsTable,
 		DeploymentChangesTable,
+		DeploymentRevisionsTable,
 		DeploymentTopologyTable,
 		InstancesTable,
 		NamespacesTable,
 		RegionsTable,
+		ResourceSyncsTable,
 		SentinelsTable,
 		StreamMarksTable,
 	}
@@ -373,11 +456,18 @@ func init() {
 	DeploymentChangesTable.Annotation = &entsql.Annotation{
 		Table: "deployment_changes",
 	}
+	DeploymentRevisionsTable.ForeignKeys[0].RefTable = DeploymentsTable
+	DeploymentRevisionsTable.Annotation = &entsql.Annotation{
+		Table: "deployment_revisions",
+	}
 	DeploymentTopologyTable.ForeignKeys[0].RefTable = DeploymentsTable
 	DeploymentTopologyTable.Annotation = &entsql.Annotation{
 		Table: "deployment_topology",
 	}
 	InstancesTable.ForeignKeys[0].RefTable = DeploymentsTable
+	ResourceSyncsTable.Annotation = &entsql.Annotation{
+		Table: "resource_syncs",
+	}
 	StreamMarksTable.Annotation = &entsql.Annotation{
 		Table: "stream_marks",
 	}

@@ -24,6 +24,9 @@ type Deployment func(*sql.Selector)
 // DeploymentChange is the predicate function for deploymentchange builders.
 type DeploymentChange func(*sql.Selector)
 
+// DeploymentRevision is the predicate function for deploymentrevision builders.
+type DeploymentRevision func(*sql.Selector)
+
 // DeploymentTopology is the predicate function for deploymenttopology builders.
 type DeploymentTopology func(*sql.Selector)
 
@@ -35,6 +38,9 @@ type Namespace func(*sql.Selector)
 
 // Region is the predicate function for region builders.
 type Region func(*sql.Selector)
+
+// ResourceSync is the predicate function for resourcesync builders.
+type ResourceSync func(*sql.Selector)
 
 // Sentinel is the predicate function for sentinel builders.
 type Sentinel func(*sql.Selector)

@@ -19,6 +19,8 @@ const (
 	FieldUpdatedAt = "updated_at"
 	// FieldPaused holds the string denoting the paused field in the database.
 	FieldPaused = "paused"
+	// FieldPausedAt holds the string denoting the paused_at field in the database.
+	FieldPausedAt = "paused_at"
 	// FieldResyncGeneration holds the string denoting the resync_generation field in the database.
 	FieldResyncGeneration = "resync_generation"
 	// Table holds the table name of the region in the database.
@@ -31,6 +33,7 @@ var Columns = []string{
 	FieldCreatedAt,
 	FieldUpdatedAt,
 	FieldPaused,
+	FieldPausedAt,
 	FieldResyncGeneration,
 }
 
@@ -80,6 +83,11 @@ func ByUpdatedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByPaused orders the results by the paused field.
 func ByPaused(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldPaused, opts...).ToFunc()
+}
+
+// ByPausedAt orders the results by the paused_at field.
+func ByPausedAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPausedAt, opts...).ToFunc()
 }
 
 // ByResyncGeneration orders the results by the resync_generation field.

@@ -79,6 +79,11 @@ func Paused(v bool) predicate.Region {
 	return predicate.Region(sql.FieldEQ(FieldPaused, v))
 }
 
+// PausedAt applies equality check predicate on the "paused_at" field. It's identical to PausedAtEQ.
+func PausedAt(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldEQ(FieldPausedAt, v))
+}
+
 // ResyncGeneration applies equality check predicate on the "resync_generation" field. It's identical to ResyncGenerationEQ.
 func ResyncGeneration(v int64) predicate.Region {
 	return predicate.Region(sql.FieldEQ(FieldResyncGeneration, v))
@@ -172,6 +177,56 @@ func PausedEQ(v bool) predicate.Region {
 // PausedNEQ applies the NEQ predicate on the "paused" field.
 func PausedNEQ(v bool) predicate.Region {
 	return predicate.Region(sql.FieldNEQ(FieldPaused, v))
+}
+
+// PausedAtEQ applies the EQ predicate on the "paused_at" field.
+func PausedAtEQ(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldEQ(FieldPausedAt, v))
+}
+
+// PausedAtNEQ applies the NEQ predicate on the "paused_at" field.
+func PausedAtNEQ(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldNEQ(FieldPausedAt, v))
+}
+
+// PausedAtIn applies the In predicate on the "paused_at" field.
+func PausedAtIn(vs ...time.Time) predicate.Region {
+	return predicate.Region(sql.FieldIn(FieldPausedAt, vs...))
+}
+
+// PausedAtNotIn applies the NotIn predicate on the "paused_at" field.
+func PausedAtNotIn(vs ...time.Time) predicate.Region {
+	return predicate.Region(sql.FieldNotIn(FieldPausedAt, vs...))
+}
+
+// PausedAtGT applies the GT predicate on the "paused_at" field.
+func PausedAtGT(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldGT(FieldPausedAt, v))
+}
+
+// PausedAtGTE applies the GTE predicate on the "paused_at" field.
+func PausedAtGTE(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldGTE(FieldPausedAt, v))
+}
+
+// PausedAtLT applies the LT predicate on the "paused_at" field.
+func PausedAtLT(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldLT(FieldPausedAt, v))
+}
+
+// PausedAtLTE applies the LTE predicate on the "paused_at" field.
+func PausedAtLTE(v time.Time) predicate.Region {
+	return predicate.Region(sql.FieldLTE(FieldPausedAt, v))
+}
+
+// PausedAtIsNil applies the IsNil predicate on the "paused_at" field.
+func PausedAtIsNil() predicate.Region {
+	return predicate.Region(sql.FieldIsNull(FieldPausedAt))
+}
+
+// PausedAtNotNil applies the NotNil predicate on the "paused_at" field.
+func PausedAtNotNil() predicate.Region {
+	return predicate.Region(sql.FieldNotNull(FieldPausedAt))
 }
 
 // ResyncGenerationEQ applies the EQ predicate on the "resync_generation" field.

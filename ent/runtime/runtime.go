@@ -11,10 +11,12 @@ import (
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/schema"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
@@ -127,12 +129,18 @@ func init() {
 	agent.DefaultLastError = agentDescLastError.Default.(string)
 	// agent.LastErrorValidator is a validator for the "last_error" field. It is called by the builders before save.
 	agent.LastErrorValidator = agentDescLastError.Validators[0].(func(string) error)
+	// agentDescLastFullSyncError is the schema descriptor for last_full_sync_error field.
+	agentDescLastFullSyncError := agentFields[7].Descriptor()
+	// agent.DefaultLastFullSyncError holds the default value on creation for the last_full_sync_error field.
+	agent.DefaultLastFullSyncError = agentDescLastFullSyncError.Default.(string)
+	// agent.LastFullSyncErrorValidator is a validator for the "last_full_sync_error" field. It is called by the builders before save.
+	agent.LastFullSyncErrorValidator = agentDescLastFullSyncError.Validators[0].(func(string) error)
 	// agentDescConnectedTo is the schema descriptor for connected_to field.
-	agentDescConnectedTo := agentFields[7].Descriptor()
+	agentDescConnectedTo := agentFields[8].Descriptor()
 	// agent.DefaultConnectedTo holds the default value on creation for the connected_to field.
 	agent.DefaultConnectedTo = agentDescConnectedTo.Default.(string)
 	// agentDescSyncedGeneration is the schema descriptor for synced_generation field.
-	agentDescSyncedGeneration := agentFields[9].Descriptor()
+	agentDescSyncedGeneration := agentFields[10].Descriptor()
 	// agent.DefaultSyncedGeneration holds the default value on creation for the synced_generation field.
 	agent.DefaultSyncedGeneration = agentDescSyncedGeneration.Default.(int64)
 	auditlogFields := schema.AuditLog{}.Fields()
@@ -271,6 +279,48 @@ func init() {
 	deploymentchangeDescCreatedAt := deploymentchangeFields[4].Descriptor()
 	// deploymentchange.DefaultCreatedAt holds the default value on creation for the created_at field.
 	deploymentchange.DefaultCreatedAt = deploymentchangeDescCreatedAt.Default.(func() time.Time)
+	deploymentrevisionFields := schema.DeploymentRevision{}.Fields()
+	_ = deploymentrevisionFields
+	// deploymentrevisionDescRevision is the schema descriptor for revision field.
+	deploymentrevisionDescRevision := deploymentrevisionFields[1].Descriptor()
+	// deploymentrevision.RevisionValidator is a validator for the "revision" field. It is called by the builders before save.
+	deploymentrevision.RevisionValidator = deploymentrevisionDescRevision.Validators[0].(func(int) error)
+	// deploymentrevisionDescAction is the schema descriptor for action field.
+	deploymentrevisionDescAction := deploymentrevisionFields[2].Descriptor()
+	// deploymentrevision.ActionValidator is a validator for the "action" field. It is called by the builders before save.
+	deploymentrevision.ActionValidator = func() func(string) error {
+		validators := deploymentrevisionDescAction.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(action string) error {
+			for _, fn := range fns {
+				if err := fn(action); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// deploymentrevisionDescActor is the schema descriptor for actor field.
+	deploymentrevisionDescActor := deploymentrevisionFields[3].Descriptor()
+	// deploymentrevision.DefaultActor holds the default value on creation for the actor field.
+	deploymentrevision.DefaultActor = deploymentrevisionDescActor.Default.(string)
+	// deploymentrevision.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
+	deploymentrevision.ActorValidator = deploymentrevisionDescActor.Validators[0].(func(string) error)
+	// deploymentrevisionDescFirstVersion is the schema descriptor for first_version field.
+	deploymentrevisionDescFirstVersion := deploymentrevisionFields[11].Descriptor()
+	// deploymentrevision.DefaultFirstVersion holds the default value on creation for the first_version field.
+	deploymentrevision.DefaultFirstVersion = deploymentrevisionDescFirstVersion.Default.(uint64)
+	// deploymentrevisionDescLastVersion is the schema descriptor for last_version field.
+	deploymentrevisionDescLastVersion := deploymentrevisionFields[12].Descriptor()
+	// deploymentrevision.DefaultLastVersion holds the default value on creation for the last_version field.
+	deploymentrevision.DefaultLastVersion = deploymentrevisionDescLastVersion.Default.(uint64)
+	// deploymentrevisionDescCreatedAt is the schema descriptor for created_at field.
+	deploymentrevisionDescCreatedAt := deploymentrevisionFields[13].Descriptor()
+	// deploymentrevision.DefaultCreatedAt holds the default value on creation for the created_at field.
+	deploymentrevision.DefaultCreatedAt = deploymentrevisionDescCreatedAt.Default.(func() time.Time)
 	deploymenttopologyMixin := schema.DeploymentTopology{}.Mixin()
 	deploymenttopologyHooks := schema.DeploymentTopology{}.Hooks()
 	deploymenttopology.Hooks[0] = deploymenttopologyHooks[0]
@@ -413,13 +463,41 @@ func init() {
 	// region.DefaultPaused holds the default value on creation for the paused field.
 	region.DefaultPaused = regionDescPaused.Default.(bool)
 	// regionDescResyncGeneration is the schema descriptor for resync_generation field.
-	regionDescResyncGeneration := regionFields[2].Descriptor()
+	regionDescResyncGeneration := regionFields[3].Descriptor()
 	// region.DefaultResyncGeneration holds the default value on creation for the resync_generation field.
 	region.DefaultResyncGeneration = regionDescResyncGeneration.Default.(int64)
 	// regionDescID is the schema descriptor for id field.
 	regionDescID := regionFields[0].Descriptor()
 	// region.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	region.IDValidator = regionDescID.Validators[0].(func(string) error)
+	resourcesyncFields := schema.ResourceSync{}.Fields()
+	_ = resourcesyncFields
+	// resourcesyncDescRegion is the schema descriptor for region field.
+	resourcesyncDescRegion := resourcesyncFields[0].Descriptor()
+	// resourcesync.RegionValidator is a validator for the "region" field. It is called by the builders before save.
+	resourcesync.RegionValidator = resourcesyncDescRegion.Validators[0].(func(string) error)
+	// resourcesyncDescResourceID is the schema descriptor for resource_id field.
+	resourcesyncDescResourceID := resourcesyncFields[2].Descriptor()
+	// resourcesync.ResourceIDValidator is a validator for the "resource_id" field. It is called by the builders before save.
+	resourcesync.ResourceIDValidator = resourcesyncDescResourceID.Validators[0].(func(string) error)
+	// resourcesyncDescAppliedVersion is the schema descriptor for applied_version field.
+	resourcesyncDescAppliedVersion := resourcesyncFields[3].Descriptor()
+	// resourcesync.DefaultAppliedVersion holds the default value on creation for the applied_version field.
+	resourcesync.DefaultAppliedVersion = resourcesyncDescAppliedVersion.Default.(uint64)
+	// resourcesyncDescInSync is the schema descriptor for in_sync field.
+	resourcesyncDescInSync := resourcesyncFields[4].Descriptor()
+	// resourcesync.DefaultInSync holds the default value on creation for the in_sync field.
+	resourcesync.DefaultInSync = resourcesyncDescInSync.Default.(bool)
+	// resourcesyncDescError is the schema descriptor for error field.
+	resourcesyncDescError := resourcesyncFields[5].Descriptor()
+	// resourcesync.DefaultError holds the default value on creation for the error field.
+	resourcesync.DefaultError = resourcesyncDescError.Default.(string)
+	// resourcesync.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
+	resourcesync.ErrorValidator = resourcesyncDescError.Validators[0].(func(string) error)
+	// resourcesyncDescReportedAt is the schema descriptor for reported_at field.
+	resourcesyncDescReportedAt := resourcesyncFields[7].Descriptor()
+	// resourcesync.DefaultReportedAt holds the default value on creation for the reported_at field.
+	resourcesync.DefaultReportedAt = resourcesyncDescReportedAt.Default.(func() time.Time)
 	sentinelMixin := schema.Sentinel{}.Mixin()
 	sentinelHooks := schema.Sentinel{}.Hooks()
 	sentinel.Hooks[0] = sentinelHooks[0]

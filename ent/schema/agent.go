@@ -24,6 +24,9 @@ func (Agent) Fields() []ent.Field {
 		field.Time("last_full_sync").Optional().Nillable().SchemaType(microseconds),
 		field.String("version").Default(""),
 		field.String("last_error").Default("").MaxLen(2048),
+		// last_full_sync_error says why the agent's last full sync did not
+		// complete; empty once one completes.
+		field.String("last_full_sync_error").Default("").MaxLen(2048),
 		// connected_to is the ctrld instance holding its stream, if any.
 		field.String("connected_to").Default(""),
 		field.Time("connected_since").Optional().Nillable().SchemaType(microseconds),

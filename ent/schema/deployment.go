@@ -36,14 +36,15 @@ func (Deployment) Fields() []ent.Field {
 	}
 }
 
-// Edges of the Deployment. Its topologies, policies and instances go with it
-// (ON DELETE CASCADE); the change feed emits the rows for the cascaded
-// desired state itself, since cascades bypass hooks.
+// Edges of the Deployment. Its topologies, policies, instances and
+// revisions go with it (ON DELETE CASCADE); the change feed emits the rows
+// for the cascaded desired state itself, since cascades bypass hooks.
 func (Deployment) Edges() []ent.Edge {
 	return []ent.Edge{
 		edge.To("topologies", DeploymentTopology.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 		edge.To("policies", CiliumNetworkPolicy.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 		edge.To("instances", Instance.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
+		edge.To("revisions", DeploymentRevision.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 	}
 }
 

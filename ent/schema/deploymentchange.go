@@ -39,5 +39,8 @@ func (DeploymentChange) Indexes() []ent.Index {
 		index.Fields("region", "resource_type", "id"),
 		index.Fields("region", "id"),
 		index.Fields("created_at"),
+		// A resource's own changes, for its history and for telling which
+		// revision wrote a change.
+		index.Fields("resource_type", "resource_id", "id"),
 	}
 }

@@ -17,6 +17,8 @@ func (Region) Fields() []ent.Field {
 	return []ent.Field{
 		field.String("id").Immutable().Validate(validate.Region),
 		field.Bool("paused").Default(false),
+		// paused_at is when the current pause began (unset while running).
+		field.Time("paused_at").Optional().Nillable().SchemaType(microseconds),
 		// resync_generation goes up by one per forced resync; a stream that
 		// sees it rise tells its agent to resync.
 		field.Int64("resync_generation").Default(0),

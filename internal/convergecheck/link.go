@@ -93,6 +93,11 @@ func (l *link) ReportAgentStatus(ctx context.Context, in *ctrlv1.ReportAgentStat
 	return l.current().ReportAgentStatus(ctx, in, opts...)
 }
 
+// ReportResourceSync implements ctrlv1.ClusterServiceClient.
+func (l *link) ReportResourceSync(ctx context.Context, in *ctrlv1.ReportResourceSyncRequest, opts ...grpc.CallOption) (*ctrlv1.ReportResourceSyncResponse, error) {
+	return l.current().ReportResourceSync(ctx, in, opts...)
+}
+
 // stream releases its context once the stream has ended, so a link does
 // not keep the cancel functions of every stream it ever opened.
 type stream struct {

@@ -1023,9 +1023,13 @@ type ReportAgentStatusRequest struct {
 	// agent_version is the agent's build version.
 	AgentVersion string `protobuf:"bytes,5,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// last_error is empty when the agent is healthy.
-	LastError     string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastError string `protobuf:"bytes,6,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// last_full_sync_error says why the last full sync did not complete
+	// (e.g. its garbage collection could not list a kind); empty once one
+	// completes.
+	LastFullSyncError string `protobuf:"bytes,7,opt,name=last_full_sync_error,json=lastFullSyncError,proto3" json:"last_full_sync_error,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *ReportAgentStatusRequest) Reset() {
@@ -1100,6 +1104,13 @@ func (x *ReportAgentStatusRequest) GetLastError() string {
 	return ""
 }
 
+func (x *ReportAgentStatusRequest) GetLastFullSyncError() string {
+	if x != nil {
+		return x.LastFullSyncError
+	}
+	return ""
+}
+
 type ReportAgentStatusResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1134,6 +1145,195 @@ func (x *ReportAgentStatusResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ReportAgentStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportAgentStatusResponse) Descriptor() ([]byte, []int) {
 	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{15}
+}
+
+type ReportResourceSyncRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Resources     []*ResourceSync        `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportResourceSyncRequest) Reset() {
+	*x = ReportResourceSyncRequest{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResourceSyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResourceSyncRequest) ProtoMessage() {}
+
+func (x *ReportResourceSyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResourceSyncRequest.ProtoReflect.Descriptor instead.
+func (*ReportResourceSyncRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ReportResourceSyncRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *ReportResourceSyncRequest) GetResources() []*ResourceSync {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// ResourceSync is one resource's apply state in the agent.
+type ResourceSync struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "deployment", "sentinel" or "cilium_network_policy".
+	Kind       string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	ResourceId string `protobuf:"bytes,2,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	// applied_version is the stream version of the last event applied for
+	// the resource (0: none since the agent started).
+	AppliedVersion uint64 `protobuf:"varint,3,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
+	// in_sync: the newest event received for the resource is applied.
+	InSync bool `protobuf:"varint,4,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
+	// error is the failing apply's error (at most 1 KiB); empty when the
+	// last apply succeeded.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// failing_since is when the resource's applies began failing.
+	FailingSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	// deleted: the resource's delete was applied; ctrld forgets it.
+	Deleted       bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceSync) Reset() {
+	*x = ResourceSync{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceSync) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceSync) ProtoMessage() {}
+
+func (x *ResourceSync) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceSync.ProtoReflect.Descriptor instead.
+func (*ResourceSync) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ResourceSync) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *ResourceSync) GetResourceId() string {
+	if x != nil {
+		return x.ResourceId
+	}
+	return ""
+}
+
+func (x *ResourceSync) GetAppliedVersion() uint64 {
+	if x != nil {
+		return x.AppliedVersion
+	}
+	return 0
+}
+
+func (x *ResourceSync) GetInSync() bool {
+	if x != nil {
+		return x.InSync
+	}
+	return false
+}
+
+func (x *ResourceSync) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ResourceSync) GetFailingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailingSince
+	}
+	return nil
+}
+
+func (x *ResourceSync) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+type ReportResourceSyncResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportResourceSyncResponse) Reset() {
+	*x = ReportResourceSyncResponse{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResourceSyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResourceSyncResponse) ProtoMessage() {}
+
+func (x *ReportResourceSyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResourceSyncResponse.ProtoReflect.Descriptor instead.
+func (*ReportResourceSyncResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 var File_deploysync_ctrl_v1_cluster_proto protoreflect.FileDescriptor
@@ -1194,7 +1394,7 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"sentinelId\x12-\n" +
 	"\x12available_replicas\x18\x02 \x01(\x05R\x11availableReplicas\x12:\n" +
 	"\x06health\x18\x03 \x01(\x0e2\".deploysync.ctrl.v1.SentinelHealthR\x06health\"\x1e\n" +
-	"\x1cReportSentinelStatusResponse\"\x84\x02\n" +
+	"\x1cReportSentinelStatusResponse\"\xb5\x02\n" +
 	"\x18ReportAgentStatusRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12%\n" +
 	"\x0eagent_identity\x18\x02 \x01(\tR\ragentIdentity\x12#\n" +
@@ -1202,8 +1402,22 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x0elast_full_sync\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\flastFullSync\x12#\n" +
 	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x06 \x01(\tR\tlastError\"\x1b\n" +
-	"\x19ReportAgentStatusResponse*E\n" +
+	"last_error\x18\x06 \x01(\tR\tlastError\x12/\n" +
+	"\x14last_full_sync_error\x18\a \x01(\tR\x11lastFullSyncError\"\x1b\n" +
+	"\x19ReportAgentStatusResponse\"s\n" +
+	"\x19ReportResourceSyncRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12>\n" +
+	"\tresources\x18\x02 \x03(\v2 .deploysync.ctrl.v1.ResourceSyncR\tresources\"\xf6\x01\n" +
+	"\fResourceSync\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1f\n" +
+	"\vresource_id\x18\x02 \x01(\tR\n" +
+	"resourceId\x12'\n" +
+	"\x0fapplied_version\x18\x03 \x01(\x04R\x0eappliedVersion\x12\x17\n" +
+	"\ain_sync\x18\x04 \x01(\bR\x06inSync\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12?\n" +
+	"\rfailing_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12\x18\n" +
+	"\adeleted\x18\a \x01(\bR\adeleted\"\x1c\n" +
+	"\x1aReportResourceSyncResponse*E\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_APPLY\x10\x01\x12\x11\n" +
@@ -1216,12 +1430,13 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x0eSentinelHealth\x12\x1f\n" +
 	"\x1bSENTINEL_HEALTH_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SENTINEL_HEALTH_HEALTHY\x10\x01\x12\x1d\n" +
-	"\x19SENTINEL_HEALTH_UNHEALTHY\x10\x022\xf8\x03\n" +
+	"\x19SENTINEL_HEALTH_UNHEALTHY\x10\x022\xed\x04\n" +
 	"\x0eClusterService\x12x\n" +
 	"\x16WatchDeploymentChanges\x121.deploysync.ctrl.v1.WatchDeploymentChangesRequest\x1a).deploysync.ctrl.v1.DeploymentChangeEvent0\x01\x12\x7f\n" +
 	"\x16ReportDeploymentStatus\x121.deploysync.ctrl.v1.ReportDeploymentStatusRequest\x1a2.deploysync.ctrl.v1.ReportDeploymentStatusResponse\x12y\n" +
 	"\x14ReportSentinelStatus\x12/.deploysync.ctrl.v1.ReportSentinelStatusRequest\x1a0.deploysync.ctrl.v1.ReportSentinelStatusResponse\x12p\n" +
-	"\x11ReportAgentStatus\x12,.deploysync.ctrl.v1.ReportAgentStatusRequest\x1a-.deploysync.ctrl.v1.ReportAgentStatusResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"\x11ReportAgentStatus\x12,.deploysync.ctrl.v1.ReportAgentStatusRequest\x1a-.deploysync.ctrl.v1.ReportAgentStatusResponse\x12s\n" +
+	"\x12ReportResourceSync\x12-.deploysync.ctrl.v1.ReportResourceSyncRequest\x1a..deploysync.ctrl.v1.ReportResourceSyncResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_cluster_proto_rawDescOnce sync.Once
@@ -1236,7 +1451,7 @@ func file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(Action)(0),                            // 0: deploysync.ctrl.v1.Action
 	(InstanceStatus)(0),                    // 1: deploysync.ctrl.v1.InstanceStatus
@@ -1257,10 +1472,13 @@ var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(*ReportSentinelStatusResponse)(nil),   // 16: deploysync.ctrl.v1.ReportSentinelStatusResponse
 	(*ReportAgentStatusRequest)(nil),       // 17: deploysync.ctrl.v1.ReportAgentStatusRequest
 	(*ReportAgentStatusResponse)(nil),      // 18: deploysync.ctrl.v1.ReportAgentStatusResponse
-	(*DeploymentState)(nil),                // 19: deploysync.ctrl.v1.DeploymentState
-	(*SentinelState)(nil),                  // 20: deploysync.ctrl.v1.SentinelState
-	(*CiliumNetworkPolicyState)(nil),       // 21: deploysync.ctrl.v1.CiliumNetworkPolicyState
-	(*timestamppb.Timestamp)(nil),          // 22: google.protobuf.Timestamp
+	(*ReportResourceSyncRequest)(nil),      // 19: deploysync.ctrl.v1.ReportResourceSyncRequest
+	(*ResourceSync)(nil),                   // 20: deploysync.ctrl.v1.ResourceSync
+	(*ReportResourceSyncResponse)(nil),     // 21: deploysync.ctrl.v1.ReportResourceSyncResponse
+	(*DeploymentState)(nil),                // 22: deploysync.ctrl.v1.DeploymentState
+	(*SentinelState)(nil),                  // 23: deploysync.ctrl.v1.SentinelState
+	(*CiliumNetworkPolicyState)(nil),       // 24: deploysync.ctrl.v1.CiliumNetworkPolicyState
+	(*timestamppb.Timestamp)(nil),          // 25: google.protobuf.Timestamp
 }
 var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
 	5,  // 0: deploysync.ctrl.v1.DeploymentChangeEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentEvent
@@ -1269,30 +1487,34 @@ var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
 	8,  // 3: deploysync.ctrl.v1.DeploymentChangeEvent.bookmark:type_name -> deploysync.ctrl.v1.Bookmark
 	9,  // 4: deploysync.ctrl.v1.DeploymentChangeEvent.resync_required:type_name -> deploysync.ctrl.v1.ResyncRequired
 	0,  // 5: deploysync.ctrl.v1.DeploymentEvent.action:type_name -> deploysync.ctrl.v1.Action
-	19, // 6: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	22, // 6: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
 	0,  // 7: deploysync.ctrl.v1.SentinelEvent.action:type_name -> deploysync.ctrl.v1.Action
-	20, // 8: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
+	23, // 8: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
 	0,  // 9: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.action:type_name -> deploysync.ctrl.v1.Action
-	21, // 10: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
+	24, // 10: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
 	11, // 11: deploysync.ctrl.v1.ReportDeploymentStatusRequest.deployments:type_name -> deploysync.ctrl.v1.DeploymentStatus
 	12, // 12: deploysync.ctrl.v1.DeploymentStatus.instances:type_name -> deploysync.ctrl.v1.Instance
 	1,  // 13: deploysync.ctrl.v1.Instance.status:type_name -> deploysync.ctrl.v1.InstanceStatus
 	15, // 14: deploysync.ctrl.v1.ReportSentinelStatusRequest.sentinels:type_name -> deploysync.ctrl.v1.SentinelStatus
 	2,  // 15: deploysync.ctrl.v1.SentinelStatus.health:type_name -> deploysync.ctrl.v1.SentinelHealth
-	22, // 16: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
-	3,  // 17: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
-	10, // 18: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
-	14, // 19: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
-	17, // 20: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
-	4,  // 21: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
-	13, // 22: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
-	16, // 23: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
-	18, // 24: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
-	21, // [21:25] is the sub-list for method output_type
-	17, // [17:21] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	25, // 16: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
+	20, // 17: deploysync.ctrl.v1.ReportResourceSyncRequest.resources:type_name -> deploysync.ctrl.v1.ResourceSync
+	25, // 18: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
+	3,  // 19: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
+	10, // 20: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
+	14, // 21: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
+	17, // 22: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
+	19, // 23: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
+	4,  // 24: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
+	13, // 25: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
+	16, // 26: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
+	18, // 27: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
+	21, // 28: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
+	24, // [24:29] is the sub-list for method output_type
+	19, // [19:24] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_cluster_proto_init() }
@@ -1314,7 +1536,7 @@ func file_deploysync_ctrl_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_cluster_proto_rawDesc), len(file_deploysync_ctrl_v1_cluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   16,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

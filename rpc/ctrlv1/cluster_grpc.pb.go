@@ -23,6 +23,7 @@ const (
 	ClusterService_ReportDeploymentStatus_FullMethodName = "/deploysync.ctrl.v1.ClusterService/ReportDeploymentStatus"
 	ClusterService_ReportSentinelStatus_FullMethodName   = "/deploysync.ctrl.v1.ClusterService/ReportSentinelStatus"
 	ClusterService_ReportAgentStatus_FullMethodName      = "/deploysync.ctrl.v1.ClusterService/ReportAgentStatus"
+	ClusterService_ReportResourceSync_FullMethodName     = "/deploysync.ctrl.v1.ClusterService/ReportResourceSync"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -49,6 +50,11 @@ type ClusterServiceClient interface {
 	// to, its last full sync and its last error. The console's lag is
 	// computed from it.
 	ReportAgentStatus(ctx context.Context, in *ReportAgentStatusRequest, opts ...grpc.CallOption) (*ReportAgentStatusResponse, error)
+	// ReportResourceSync tells ctrld, per resource, how far the agent got
+	// applying it. Agents send only what changed since their last report, at
+	// most 500 resources per call; reports on resources the region does not
+	// desire are ignored.
+	ReportResourceSync(ctx context.Context, in *ReportResourceSyncRequest, opts ...grpc.CallOption) (*ReportResourceSyncResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -108,6 +114,16 @@ func (c *clusterServiceClient) ReportAgentStatus(ctx context.Context, in *Report
 	return out, nil
 }
 
+func (c *clusterServiceClient) ReportResourceSync(ctx context.Context, in *ReportResourceSyncRequest, opts ...grpc.CallOption) (*ReportResourceSyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportResourceSyncResponse)
+	err := c.cc.Invoke(ctx, ClusterService_ReportResourceSync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -132,6 +148,11 @@ type ClusterServiceServer interface {
 	// to, its last full sync and its last error. The console's lag is
 	// computed from it.
 	ReportAgentStatus(context.Context, *ReportAgentStatusRequest) (*ReportAgentStatusResponse, error)
+	// ReportResourceSync tells ctrld, per resource, how far the agent got
+	// applying it. Agents send only what changed since their last report, at
+	// most 500 resources per call; reports on resources the region does not
+	// desire are ignored.
+	ReportResourceSync(context.Context, *ReportResourceSyncRequest) (*ReportResourceSyncResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -153,6 +174,9 @@ func (UnimplementedClusterServiceServer) ReportSentinelStatus(context.Context, *
 }
 func (UnimplementedClusterServiceServer) ReportAgentStatus(context.Context, *ReportAgentStatusRequest) (*ReportAgentStatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportAgentStatus not implemented")
+}
+func (UnimplementedClusterServiceServer) ReportResourceSync(context.Context, *ReportResourceSyncRequest) (*ReportResourceSyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportResourceSync not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -240,6 +264,24 @@ func _ClusterService_ReportAgentStatus_Handler(srv interface{}, ctx context.Cont
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_ReportResourceSync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportResourceSyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).ReportResourceSync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_ReportResourceSync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).ReportResourceSync(ctx, req.(*ReportResourceSyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -258,6 +300,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportAgentStatus",
 			Handler:    _ClusterService_ReportAgentStatus_Handler,
+		},
+		{
+			MethodName: "ReportResourceSync",
+			Handler:    _ClusterService_ReportResourceSync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -94,8 +94,18 @@ type RegionOverview struct {
 	LastFullSync     *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=last_full_sync,json=lastFullSync,proto3" json:"last_full_sync,omitempty"`
 	Paused           bool                   `protobuf:"varint,12,opt,name=paused,proto3" json:"paused,omitempty"`
 	LastError        string                 `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// paused_since is when the current pause began.
+	PausedSince *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=paused_since,json=pausedSince,proto3" json:"paused_since,omitempty"`
+	// last_full_sync_error says why the agent's last full sync did not
+	// complete; empty once one completes.
+	LastFullSyncError string `protobuf:"bytes,15,opt,name=last_full_sync_error,json=lastFullSyncError,proto3" json:"last_full_sync_error,omitempty"`
+	// failing_resources counts the region's resources whose applies fail.
+	FailingResources int64 `protobuf:"varint,16,opt,name=failing_resources,json=failingResources,proto3" json:"failing_resources,omitempty"`
+	// not_in_sync says why the region is not in sync, most pressing first;
+	// empty when it is.
+	NotInSync     []*SyncReason `protobuf:"bytes,17,rep,name=not_in_sync,json=notInSync,proto3" json:"not_in_sync,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegionOverview) Reset() {
@@ -219,6 +229,206 @@ func (x *RegionOverview) GetLastError() string {
 	return ""
 }
 
+func (x *RegionOverview) GetPausedSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PausedSince
+	}
+	return nil
+}
+
+func (x *RegionOverview) GetLastFullSyncError() string {
+	if x != nil {
+		return x.LastFullSyncError
+	}
+	return ""
+}
+
+func (x *RegionOverview) GetFailingResources() int64 {
+	if x != nil {
+		return x.FailingResources
+	}
+	return 0
+}
+
+func (x *RegionOverview) GetNotInSync() []*SyncReason {
+	if x != nil {
+		return x.NotInSync
+	}
+	return nil
+}
+
+// SyncReason is one reason something is not in sync.
+type SyncReason struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is stable for scripts: "paused", "no_agent", "agent_down",
+	// "apply_failing", "waiting", "full_sync_failing", "agent_error".
+	Code string `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	// message says it in one sentence, e.g. "apply failing since 14:02:11:
+	// ...", "waiting for 3 changes".
+	Message string `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	// since is when it began, where known.
+	Since *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// resource names the resource ("deployment/api") when it is about one.
+	Resource      string `protobuf:"bytes,4,opt,name=resource,proto3" json:"resource,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncReason) Reset() {
+	*x = SyncReason{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncReason) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncReason) ProtoMessage() {}
+
+func (x *SyncReason) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncReason.ProtoReflect.Descriptor instead.
+func (*SyncReason) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SyncReason) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
+func (x *SyncReason) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *SyncReason) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *SyncReason) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+// ResourceSyncState is how far the region's agent got applying a
+// resource, as it last reported.
+type ResourceSyncState struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// reported is false when the agent has not reported on the resource.
+	Reported       bool                   `protobuf:"varint,1,opt,name=reported,proto3" json:"reported,omitempty"`
+	AppliedVersion uint64                 `protobuf:"varint,2,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
+	InSync         bool                   `protobuf:"varint,3,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
+	Error          string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	FailingSince   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
+	ReportedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
+	// pending_changes counts the resource's changes above the region's
+	// acked version.
+	PendingChanges int64 `protobuf:"varint,7,opt,name=pending_changes,json=pendingChanges,proto3" json:"pending_changes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ResourceSyncState) Reset() {
+	*x = ResourceSyncState{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceSyncState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceSyncState) ProtoMessage() {}
+
+func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceSyncState.ProtoReflect.Descriptor instead.
+func (*ResourceSyncState) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ResourceSyncState) GetReported() bool {
+	if x != nil {
+		return x.Reported
+	}
+	return false
+}
+
+func (x *ResourceSyncState) GetAppliedVersion() uint64 {
+	if x != nil {
+		return x.AppliedVersion
+	}
+	return 0
+}
+
+func (x *ResourceSyncState) GetInSync() bool {
+	if x != nil {
+		return x.InSync
+	}
+	return false
+}
+
+func (x *ResourceSyncState) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ResourceSyncState) GetFailingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailingSince
+	}
+	return nil
+}
+
+func (x *ResourceSyncState) GetReportedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReportedAt
+	}
+	return nil
+}
+
+func (x *ResourceSyncState) GetPendingChanges() int64 {
+	if x != nil {
+		return x.PendingChanges
+	}
+	return 0
+}
+
 type ListRegionsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -227,7 +437,7 @@ type ListRegionsRequest struct {
 
 func (x *ListRegionsRequest) Reset() {
 	*x = ListRegionsRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +449,7 @@ func (x *ListRegionsRequest) String() string {
 func (*ListRegionsRequest) ProtoMessage() {}
 
 func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +462,7 @@ func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{1}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{3}
 }
 
 type ListRegionsResponse struct {
@@ -264,7 +474,7 @@ type ListRegionsResponse struct {
 
 func (x *ListRegionsResponse) Reset() {
 	*x = ListRegionsResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -276,7 +486,7 @@ func (x *ListRegionsResponse) String() string {
 func (*ListRegionsResponse) ProtoMessage() {}
 
 func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -289,7 +499,7 @@ func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{2}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ListRegionsResponse) GetRegions() []*RegionOverview {
@@ -308,7 +518,7 @@ type GetRegionRequest struct {
 
 func (x *GetRegionRequest) Reset() {
 	*x = GetRegionRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +530,7 @@ func (x *GetRegionRequest) String() string {
 func (*GetRegionRequest) ProtoMessage() {}
 
 func (x *GetRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +543,7 @@ func (x *GetRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegionRequest.ProtoReflect.Descriptor instead.
 func (*GetRegionRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{3}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetRegionRequest) GetRegion() string {
@@ -355,7 +565,7 @@ type GetRegionResponse struct {
 
 func (x *GetRegionResponse) Reset() {
 	*x = GetRegionResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -367,7 +577,7 @@ func (x *GetRegionResponse) String() string {
 func (*GetRegionResponse) ProtoMessage() {}
 
 func (x *GetRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -380,7 +590,7 @@ func (x *GetRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegionResponse.ProtoReflect.Descriptor instead.
 func (*GetRegionResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{4}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetRegionResponse) GetOverview() *RegionOverview {
@@ -423,13 +633,16 @@ type DeploymentInRegion struct {
 	ActualStatus   string                 `protobuf:"bytes,7,opt,name=actual_status,json=actualStatus,proto3" json:"actual_status,omitempty"`
 	WorkflowStatus string                 `protobuf:"bytes,8,opt,name=workflow_status,json=workflowStatus,proto3" json:"workflow_status,omitempty"`
 	Region         string                 `protobuf:"bytes,9,opt,name=region,proto3" json:"region,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	Sync           *ResourceSyncState     `protobuf:"bytes,10,opt,name=sync,proto3" json:"sync,omitempty"`
+	// not_in_sync says why it is not in sync in this region; empty when it is.
+	NotInSync     []*SyncReason `protobuf:"bytes,11,rep,name=not_in_sync,json=notInSync,proto3" json:"not_in_sync,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeploymentInRegion) Reset() {
 	*x = DeploymentInRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +654,7 @@ func (x *DeploymentInRegion) String() string {
 func (*DeploymentInRegion) ProtoMessage() {}
 
 func (x *DeploymentInRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +667,7 @@ func (x *DeploymentInRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentInRegion.ProtoReflect.Descriptor instead.
 func (*DeploymentInRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{5}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeploymentInRegion) GetDeploymentId() string {
@@ -520,6 +733,20 @@ func (x *DeploymentInRegion) GetRegion() string {
 	return ""
 }
 
+func (x *DeploymentInRegion) GetSync() *ResourceSyncState {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
+func (x *DeploymentInRegion) GetNotInSync() []*SyncReason {
+	if x != nil {
+		return x.NotInSync
+	}
+	return nil
+}
+
 type SentinelInRegion struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	SentinelId        string                 `protobuf:"bytes,1,opt,name=sentinel_id,json=sentinelId,proto3" json:"sentinel_id,omitempty"`
@@ -529,13 +756,14 @@ type SentinelInRegion struct {
 	Replicas          int32                  `protobuf:"varint,5,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	AvailableReplicas int32                  `protobuf:"varint,6,opt,name=available_replicas,json=availableReplicas,proto3" json:"available_replicas,omitempty"`
 	Health            string                 `protobuf:"bytes,7,opt,name=health,proto3" json:"health,omitempty"`
+	Sync              *ResourceSyncState     `protobuf:"bytes,8,opt,name=sync,proto3" json:"sync,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SentinelInRegion) Reset() {
 	*x = SentinelInRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -547,7 +775,7 @@ func (x *SentinelInRegion) String() string {
 func (*SentinelInRegion) ProtoMessage() {}
 
 func (x *SentinelInRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -560,7 +788,7 @@ func (x *SentinelInRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SentinelInRegion.ProtoReflect.Descriptor instead.
 func (*SentinelInRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{6}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SentinelInRegion) GetSentinelId() string {
@@ -612,19 +840,27 @@ func (x *SentinelInRegion) GetHealth() string {
 	return ""
 }
 
+func (x *SentinelInRegion) GetSync() *ResourceSyncState {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
 type PolicyInRegion struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	PolicyId      string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
 	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	DeploymentId  string                 `protobuf:"bytes,3,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
 	EnvironmentId string                 `protobuf:"bytes,4,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	Sync          *ResourceSyncState     `protobuf:"bytes,5,opt,name=sync,proto3" json:"sync,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PolicyInRegion) Reset() {
 	*x = PolicyInRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +872,7 @@ func (x *PolicyInRegion) String() string {
 func (*PolicyInRegion) ProtoMessage() {}
 
 func (x *PolicyInRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +885,7 @@ func (x *PolicyInRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInRegion.ProtoReflect.Descriptor instead.
 func (*PolicyInRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{7}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PolicyInRegion) GetPolicyId() string {
@@ -680,6 +916,13 @@ func (x *PolicyInRegion) GetEnvironmentId() string {
 	return ""
 }
 
+func (x *PolicyInRegion) GetSync() *ResourceSyncState {
+	if x != nil {
+		return x.Sync
+	}
+	return nil
+}
+
 type ListPendingChangesRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
@@ -691,7 +934,7 @@ type ListPendingChangesRequest struct {
 
 func (x *ListPendingChangesRequest) Reset() {
 	*x = ListPendingChangesRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -703,7 +946,7 @@ func (x *ListPendingChangesRequest) String() string {
 func (*ListPendingChangesRequest) ProtoMessage() {}
 
 func (x *ListPendingChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -716,7 +959,7 @@ func (x *ListPendingChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingChangesRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingChangesRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{8}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListPendingChangesRequest) GetRegion() string {
@@ -744,7 +987,7 @@ type ListPendingChangesResponse struct {
 
 func (x *ListPendingChangesResponse) Reset() {
 	*x = ListPendingChangesResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +999,7 @@ func (x *ListPendingChangesResponse) String() string {
 func (*ListPendingChangesResponse) ProtoMessage() {}
 
 func (x *ListPendingChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +1012,7 @@ func (x *ListPendingChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingChangesResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingChangesResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{9}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListPendingChangesResponse) GetChanges() []*PendingChange {
@@ -787,18 +1030,23 @@ func (x *ListPendingChangesResponse) GetTotal() int64 {
 }
 
 type PendingChange struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	ResourceType  string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
-	ResourceId    string                 `protobuf:"bytes,3,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Version      uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	ResourceType string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
+	ResourceId   string                 `protobuf:"bytes,3,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// summary says what the change does, e.g. "replicas 3 -> 4",
+	// "image app:1 -> app:2", "stopped", "deleted".
+	Summary string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	// actor is who made it, where known.
+	Actor         string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PendingChange) Reset() {
 	*x = PendingChange{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1058,7 @@ func (x *PendingChange) String() string {
 func (*PendingChange) ProtoMessage() {}
 
 func (x *PendingChange) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1071,7 @@ func (x *PendingChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingChange.ProtoReflect.Descriptor instead.
 func (*PendingChange) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{10}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PendingChange) GetVersion() uint64 {
@@ -854,6 +1102,20 @@ func (x *PendingChange) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *PendingChange) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *PendingChange) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
 type ListDeploymentsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -862,7 +1124,7 @@ type ListDeploymentsRequest struct {
 
 func (x *ListDeploymentsRequest) Reset() {
 	*x = ListDeploymentsRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1136,7 @@ func (x *ListDeploymentsRequest) String() string {
 func (*ListDeploymentsRequest) ProtoMessage() {}
 
 func (x *ListDeploymentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1149,7 @@ func (x *ListDeploymentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeploymentsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeploymentsRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{11}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{13}
 }
 
 type ListDeploymentsResponse struct {
@@ -899,7 +1161,7 @@ type ListDeploymentsResponse struct {
 
 func (x *ListDeploymentsResponse) Reset() {
 	*x = ListDeploymentsResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1173,7 @@ func (x *ListDeploymentsResponse) String() string {
 func (*ListDeploymentsResponse) ProtoMessage() {}
 
 func (x *ListDeploymentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1186,7 @@ func (x *ListDeploymentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeploymentsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeploymentsResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{12}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListDeploymentsResponse) GetDeployments() []*DeploymentSummary {
@@ -950,7 +1212,7 @@ type DeploymentSummary struct {
 
 func (x *DeploymentSummary) Reset() {
 	*x = DeploymentSummary{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -962,7 +1224,7 @@ func (x *DeploymentSummary) String() string {
 func (*DeploymentSummary) ProtoMessage() {}
 
 func (x *DeploymentSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -975,7 +1237,7 @@ func (x *DeploymentSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentSummary.ProtoReflect.Descriptor instead.
 func (*DeploymentSummary) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{13}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeploymentSummary) GetDeploymentId() string {
@@ -1054,7 +1316,7 @@ type DeployRequest struct {
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1328,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1341,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{14}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeployRequest) GetDeploymentId() string {
@@ -1168,7 +1430,7 @@ type DeployResponse struct {
 
 func (x *DeployResponse) Reset() {
 	*x = DeployResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1442,7 @@ func (x *DeployResponse) String() string {
 func (*DeployResponse) ProtoMessage() {}
 
 func (x *DeployResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1455,7 @@ func (x *DeployResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
 func (*DeployResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{15}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeployResponse) GetDeploymentId() string {
@@ -1215,7 +1477,7 @@ type SetDesiredStatusRequest struct {
 
 func (x *SetDesiredStatusRequest) Reset() {
 	*x = SetDesiredStatusRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1227,7 +1489,7 @@ func (x *SetDesiredStatusRequest) String() string {
 func (*SetDesiredStatusRequest) ProtoMessage() {}
 
 func (x *SetDesiredStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1240,7 +1502,7 @@ func (x *SetDesiredStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDesiredStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetDesiredStatusRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SetDesiredStatusRequest) GetDeploymentId() string {
@@ -1272,7 +1534,7 @@ type SetDesiredStatusResponse struct {
 
 func (x *SetDesiredStatusResponse) Reset() {
 	*x = SetDesiredStatusResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1546,7 @@ func (x *SetDesiredStatusResponse) String() string {
 func (*SetDesiredStatusResponse) ProtoMessage() {}
 
 func (x *SetDesiredStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1559,7 @@ func (x *SetDesiredStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDesiredStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetDesiredStatusResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 type ScaleRequest struct {
@@ -1312,7 +1574,7 @@ type ScaleRequest struct {
 
 func (x *ScaleRequest) Reset() {
 	*x = ScaleRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1324,7 +1586,7 @@ func (x *ScaleRequest) String() string {
 func (*ScaleRequest) ProtoMessage() {}
 
 func (x *ScaleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1337,7 +1599,7 @@ func (x *ScaleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleRequest.ProtoReflect.Descriptor instead.
 func (*ScaleRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ScaleRequest) GetDeploymentId() string {
@@ -1369,7 +1631,7 @@ type ScaleResponse struct {
 
 func (x *ScaleResponse) Reset() {
 	*x = ScaleResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1643,7 @@ func (x *ScaleResponse) String() string {
 func (*ScaleResponse) ProtoMessage() {}
 
 func (x *ScaleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1656,542 @@ func (x *ScaleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleResponse.ProtoReflect.Descriptor instead.
 func (*ScaleResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{21}
+}
+
+type UpdateDeploymentRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// Each field that is set replaces the current value.
+	Image         *string `protobuf:"bytes,2,opt,name=image,proto3,oneof" json:"image,omitempty"`
+	CpuMillicores *int32  `protobuf:"varint,3,opt,name=cpu_millicores,json=cpuMillicores,proto3,oneof" json:"cpu_millicores,omitempty"`
+	MemoryMib     *int32  `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3,oneof" json:"memory_mib,omitempty"`
+	// env replaces the whole environment when replace_env is set.
+	Env           map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ReplaceEnv    bool              `protobuf:"varint,6,opt,name=replace_env,json=replaceEnv,proto3" json:"replace_env,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDeploymentRequest) Reset() {
+	*x = UpdateDeploymentRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDeploymentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDeploymentRequest) ProtoMessage() {}
+
+func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDeploymentRequest.ProtoReflect.Descriptor instead.
+func (*UpdateDeploymentRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *UpdateDeploymentRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *UpdateDeploymentRequest) GetImage() string {
+	if x != nil && x.Image != nil {
+		return *x.Image
+	}
+	return ""
+}
+
+func (x *UpdateDeploymentRequest) GetCpuMillicores() int32 {
+	if x != nil && x.CpuMillicores != nil {
+		return *x.CpuMillicores
+	}
+	return 0
+}
+
+func (x *UpdateDeploymentRequest) GetMemoryMib() int32 {
+	if x != nil && x.MemoryMib != nil {
+		return *x.MemoryMib
+	}
+	return 0
+}
+
+func (x *UpdateDeploymentRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *UpdateDeploymentRequest) GetReplaceEnv() bool {
+	if x != nil {
+		return x.ReplaceEnv
+	}
+	return false
+}
+
+type UpdateDeploymentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the revision the update made.
+	Revision      int32 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateDeploymentResponse) Reset() {
+	*x = UpdateDeploymentResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateDeploymentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateDeploymentResponse) ProtoMessage() {}
+
+func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateDeploymentResponse.ProtoReflect.Descriptor instead.
+func (*UpdateDeploymentResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *UpdateDeploymentResponse) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+type RollbackDeploymentRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// to_revision is the revision to restore; 0 means the one before the
+	// current.
+	ToRevision    int32 `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackDeploymentRequest) Reset() {
+	*x = RollbackDeploymentRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackDeploymentRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackDeploymentRequest) ProtoMessage() {}
+
+func (x *RollbackDeploymentRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackDeploymentRequest.ProtoReflect.Descriptor instead.
+func (*RollbackDeploymentRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RollbackDeploymentRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *RollbackDeploymentRequest) GetToRevision() int32 {
+	if x != nil {
+		return x.ToRevision
+	}
+	return 0
+}
+
+type RollbackDeploymentResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the new revision the rollback made.
+	Revision int32 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// restored is the revision whose spec it restored.
+	Restored      int32 `protobuf:"varint,2,opt,name=restored,proto3" json:"restored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RollbackDeploymentResponse) Reset() {
+	*x = RollbackDeploymentResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RollbackDeploymentResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RollbackDeploymentResponse) ProtoMessage() {}
+
+func (x *RollbackDeploymentResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RollbackDeploymentResponse.ProtoReflect.Descriptor instead.
+func (*RollbackDeploymentResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RollbackDeploymentResponse) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RollbackDeploymentResponse) GetRestored() int32 {
+	if x != nil {
+		return x.Restored
+	}
+	return 0
+}
+
+type GetDeploymentHistoryRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// limit caps the list (default 50, at most 500).
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeploymentHistoryRequest) Reset() {
+	*x = GetDeploymentHistoryRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeploymentHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeploymentHistoryRequest) ProtoMessage() {}
+
+func (x *GetDeploymentHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeploymentHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetDeploymentHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetDeploymentHistoryRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *GetDeploymentHistoryRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GetDeploymentHistoryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revisions     []*DeploymentRevision  `protobuf:"bytes,1,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDeploymentHistoryResponse) Reset() {
+	*x = GetDeploymentHistoryResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDeploymentHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDeploymentHistoryResponse) ProtoMessage() {}
+
+func (x *GetDeploymentHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDeploymentHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetDeploymentHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetDeploymentHistoryResponse) GetRevisions() []*DeploymentRevision {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
+// DeploymentRevision is a deployment's spec after one operator action.
+type DeploymentRevision struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision int32                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// action is deploy, update, scale, start, stop or rollback.
+	Action    string                 `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Actor     string                 `protobuf:"bytes,3,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// summary says what changed from the revision before, e.g.
+	// "image app:1 -> app:2; replicas us-east 3 -> 4".
+	Summary string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	// first_version..last_version are the stream versions it wrote.
+	FirstVersion  uint64 `protobuf:"varint,6,opt,name=first_version,json=firstVersion,proto3" json:"first_version,omitempty"`
+	LastVersion   uint64 `protobuf:"varint,7,opt,name=last_version,json=lastVersion,proto3" json:"last_version,omitempty"`
+	Image         string `protobuf:"bytes,8,opt,name=image,proto3" json:"image,omitempty"`
+	CpuMillicores int32  `protobuf:"varint,9,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
+	MemoryMib     int32  `protobuf:"varint,10,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// env_names lists the environment's names; values are not shown.
+	EnvNames      []string      `protobuf:"bytes,11,rep,name=env_names,json=envNames,proto3" json:"env_names,omitempty"`
+	Regions       []*RegionSpec `protobuf:"bytes,12,rep,name=regions,proto3" json:"regions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentRevision) Reset() {
+	*x = DeploymentRevision{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentRevision) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentRevision) ProtoMessage() {}
+
+func (x *DeploymentRevision) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentRevision.ProtoReflect.Descriptor instead.
+func (*DeploymentRevision) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DeploymentRevision) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *DeploymentRevision) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *DeploymentRevision) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *DeploymentRevision) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *DeploymentRevision) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *DeploymentRevision) GetFirstVersion() uint64 {
+	if x != nil {
+		return x.FirstVersion
+	}
+	return 0
+}
+
+func (x *DeploymentRevision) GetLastVersion() uint64 {
+	if x != nil {
+		return x.LastVersion
+	}
+	return 0
+}
+
+func (x *DeploymentRevision) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *DeploymentRevision) GetCpuMillicores() int32 {
+	if x != nil {
+		return x.CpuMillicores
+	}
+	return 0
+}
+
+func (x *DeploymentRevision) GetMemoryMib() int32 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *DeploymentRevision) GetEnvNames() []string {
+	if x != nil {
+		return x.EnvNames
+	}
+	return nil
+}
+
+func (x *DeploymentRevision) GetRegions() []*RegionSpec {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+// RegionSpec is a revision's desired state in one region.
+type RegionSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	Replicas      int32                  `protobuf:"varint,2,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionSpec) Reset() {
+	*x = RegionSpec{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionSpec) ProtoMessage() {}
+
+func (x *RegionSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionSpec.ProtoReflect.Descriptor instead.
+func (*RegionSpec) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *RegionSpec) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RegionSpec) GetReplicas() int32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *RegionSpec) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
 }
 
 type DeleteDeploymentRequest struct {
@@ -1406,7 +2203,7 @@ type DeleteDeploymentRequest struct {
 
 func (x *DeleteDeploymentRequest) Reset() {
 	*x = DeleteDeploymentRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1418,7 +2215,7 @@ func (x *DeleteDeploymentRequest) String() string {
 func (*DeleteDeploymentRequest) ProtoMessage() {}
 
 func (x *DeleteDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1431,7 +2228,7 @@ func (x *DeleteDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteDeploymentRequest) GetDeploymentId() string {
@@ -1449,7 +2246,7 @@ type DeleteDeploymentResponse struct {
 
 func (x *DeleteDeploymentResponse) Reset() {
 	*x = DeleteDeploymentResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +2258,7 @@ func (x *DeleteDeploymentResponse) String() string {
 func (*DeleteDeploymentResponse) ProtoMessage() {}
 
 func (x *DeleteDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +2271,7 @@ func (x *DeleteDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{21}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{31}
 }
 
 type PutSentinelRequest struct {
@@ -1495,7 +2292,7 @@ type PutSentinelRequest struct {
 
 func (x *PutSentinelRequest) Reset() {
 	*x = PutSentinelRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +2304,7 @@ func (x *PutSentinelRequest) String() string {
 func (*PutSentinelRequest) ProtoMessage() {}
 
 func (x *PutSentinelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +2317,7 @@ func (x *PutSentinelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSentinelRequest.ProtoReflect.Descriptor instead.
 func (*PutSentinelRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{22}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *PutSentinelRequest) GetSentinelId() string {
@@ -1595,7 +2392,7 @@ type PutSentinelResponse struct {
 
 func (x *PutSentinelResponse) Reset() {
 	*x = PutSentinelResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +2404,7 @@ func (x *PutSentinelResponse) String() string {
 func (*PutSentinelResponse) ProtoMessage() {}
 
 func (x *PutSentinelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +2417,7 @@ func (x *PutSentinelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSentinelResponse.ProtoReflect.Descriptor instead.
 func (*PutSentinelResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{23}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *PutSentinelResponse) GetSentinelId() string {
@@ -1639,7 +2436,7 @@ type DeleteSentinelRequest struct {
 
 func (x *DeleteSentinelRequest) Reset() {
 	*x = DeleteSentinelRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +2448,7 @@ func (x *DeleteSentinelRequest) String() string {
 func (*DeleteSentinelRequest) ProtoMessage() {}
 
 func (x *DeleteSentinelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +2461,7 @@ func (x *DeleteSentinelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSentinelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSentinelRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{24}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeleteSentinelRequest) GetSentinelId() string {
@@ -1682,7 +2479,7 @@ type DeleteSentinelResponse struct {
 
 func (x *DeleteSentinelResponse) Reset() {
 	*x = DeleteSentinelResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1694,7 +2491,7 @@ func (x *DeleteSentinelResponse) String() string {
 func (*DeleteSentinelResponse) ProtoMessage() {}
 
 func (x *DeleteSentinelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1707,7 +2504,7 @@ func (x *DeleteSentinelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSentinelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSentinelResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{25}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{35}
 }
 
 type PutCiliumNetworkPolicyRequest struct {
@@ -1727,7 +2524,7 @@ type PutCiliumNetworkPolicyRequest struct {
 
 func (x *PutCiliumNetworkPolicyRequest) Reset() {
 	*x = PutCiliumNetworkPolicyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1739,7 +2536,7 @@ func (x *PutCiliumNetworkPolicyRequest) String() string {
 func (*PutCiliumNetworkPolicyRequest) ProtoMessage() {}
 
 func (x *PutCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1752,7 +2549,7 @@ func (x *PutCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCiliumNetworkPolicyRequest.ProtoReflect.Descriptor instead.
 func (*PutCiliumNetworkPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{26}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *PutCiliumNetworkPolicyRequest) GetPolicyId() string {
@@ -1813,7 +2610,7 @@ type PutCiliumNetworkPolicyResponse struct {
 
 func (x *PutCiliumNetworkPolicyResponse) Reset() {
 	*x = PutCiliumNetworkPolicyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2622,7 @@ func (x *PutCiliumNetworkPolicyResponse) String() string {
 func (*PutCiliumNetworkPolicyResponse) ProtoMessage() {}
 
 func (x *PutCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2635,7 @@ func (x *PutCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCiliumNetworkPolicyResponse.ProtoReflect.Descriptor instead.
 func (*PutCiliumNetworkPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{27}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PutCiliumNetworkPolicyResponse) GetPolicyId() string {
@@ -1857,7 +2654,7 @@ type DeleteCiliumNetworkPolicyRequest struct {
 
 func (x *DeleteCiliumNetworkPolicyRequest) Reset() {
 	*x = DeleteCiliumNetworkPolicyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +2666,7 @@ func (x *DeleteCiliumNetworkPolicyRequest) String() string {
 func (*DeleteCiliumNetworkPolicyRequest) ProtoMessage() {}
 
 func (x *DeleteCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +2679,7 @@ func (x *DeleteCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCiliumNetworkPolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCiliumNetworkPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{28}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeleteCiliumNetworkPolicyRequest) GetPolicyId() string {
@@ -1900,7 +2697,7 @@ type DeleteCiliumNetworkPolicyResponse struct {
 
 func (x *DeleteCiliumNetworkPolicyResponse) Reset() {
 	*x = DeleteCiliumNetworkPolicyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1912,7 +2709,7 @@ func (x *DeleteCiliumNetworkPolicyResponse) String() string {
 func (*DeleteCiliumNetworkPolicyResponse) ProtoMessage() {}
 
 func (x *DeleteCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1925,7 +2722,7 @@ func (x *DeleteCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use DeleteCiliumNetworkPolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCiliumNetworkPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{29}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{39}
 }
 
 type ForceResyncRequest struct {
@@ -1938,7 +2735,7 @@ type ForceResyncRequest struct {
 
 func (x *ForceResyncRequest) Reset() {
 	*x = ForceResyncRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2747,7 @@ func (x *ForceResyncRequest) String() string {
 func (*ForceResyncRequest) ProtoMessage() {}
 
 func (x *ForceResyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2760,7 @@ func (x *ForceResyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResyncRequest.ProtoReflect.Descriptor instead.
 func (*ForceResyncRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{30}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ForceResyncRequest) GetRegion() string {
@@ -1988,7 +2785,7 @@ type ForceResyncResponse struct {
 
 func (x *ForceResyncResponse) Reset() {
 	*x = ForceResyncResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2797,7 @@ func (x *ForceResyncResponse) String() string {
 func (*ForceResyncResponse) ProtoMessage() {}
 
 func (x *ForceResyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2810,7 @@ func (x *ForceResyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResyncResponse.ProtoReflect.Descriptor instead.
 func (*ForceResyncResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{31}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{41}
 }
 
 type SetRegionPausedRequest struct {
@@ -2026,7 +2823,7 @@ type SetRegionPausedRequest struct {
 
 func (x *SetRegionPausedRequest) Reset() {
 	*x = SetRegionPausedRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2038,7 +2835,7 @@ func (x *SetRegionPausedRequest) String() string {
 func (*SetRegionPausedRequest) ProtoMessage() {}
 
 func (x *SetRegionPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2051,7 +2848,7 @@ func (x *SetRegionPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegionPausedRequest.ProtoReflect.Descriptor instead.
 func (*SetRegionPausedRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{32}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *SetRegionPausedRequest) GetRegion() string {
@@ -2076,7 +2873,7 @@ type SetRegionPausedResponse struct {
 
 func (x *SetRegionPausedResponse) Reset() {
 	*x = SetRegionPausedResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2885,7 @@ func (x *SetRegionPausedResponse) String() string {
 func (*SetRegionPausedResponse) ProtoMessage() {}
 
 func (x *SetRegionPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,14 +2898,14 @@ func (x *SetRegionPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegionPausedResponse.ProtoReflect.Descriptor instead.
 func (*SetRegionPausedResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{33}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{43}
 }
 
 var File_deploysync_ctrl_v1_operator_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb0\x04\n" +
+	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x06\n" +
 	"\x0eRegionOverview\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12!\n" +
 	"\fhead_version\x18\x02 \x01(\x04R\vheadVersion\x12#\n" +
@@ -2126,7 +2923,26 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0elast_full_sync\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\flastFullSync\x12\x16\n" +
 	"\x06paused\x18\f \x01(\bR\x06paused\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\r \x01(\tR\tlastError\"\x14\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x12=\n" +
+	"\fpaused_since\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\vpausedSince\x12/\n" +
+	"\x14last_full_sync_error\x18\x0f \x01(\tR\x11lastFullSyncError\x12+\n" +
+	"\x11failing_resources\x18\x10 \x01(\x03R\x10failingResources\x12>\n" +
+	"\vnot_in_sync\x18\x11 \x03(\v2\x1e.deploysync.ctrl.v1.SyncReasonR\tnotInSync\"\x88\x01\n" +
+	"\n" +
+	"SyncReason\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1a\n" +
+	"\bresource\x18\x04 \x01(\tR\bresource\"\xae\x02\n" +
+	"\x11ResourceSyncState\x12\x1a\n" +
+	"\breported\x18\x01 \x01(\bR\breported\x12'\n" +
+	"\x0fapplied_version\x18\x02 \x01(\x04R\x0eappliedVersion\x12\x17\n" +
+	"\ain_sync\x18\x03 \x01(\bR\x06inSync\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12?\n" +
+	"\rfailing_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12;\n" +
+	"\vreported_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"reportedAt\x12'\n" +
+	"\x0fpending_changes\x18\a \x01(\x03R\x0ependingChanges\"\x14\n" +
 	"\x12ListRegionsRequest\"S\n" +
 	"\x13ListRegionsResponse\x12<\n" +
 	"\aregions\x18\x01 \x03(\v2\".deploysync.ctrl.v1.RegionOverviewR\aregions\"*\n" +
@@ -2136,7 +2952,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\boverview\x18\x01 \x01(\v2\".deploysync.ctrl.v1.RegionOverviewR\boverview\x12H\n" +
 	"\vdeployments\x18\x02 \x03(\v2&.deploysync.ctrl.v1.DeploymentInRegionR\vdeployments\x12B\n" +
 	"\tsentinels\x18\x03 \x03(\v2$.deploysync.ctrl.v1.SentinelInRegionR\tsentinels\x12>\n" +
-	"\bpolicies\x18\x04 \x03(\v2\".deploysync.ctrl.v1.PolicyInRegionR\bpolicies\"\xbf\x02\n" +
+	"\bpolicies\x18\x04 \x03(\v2\".deploysync.ctrl.v1.PolicyInRegionR\bpolicies\"\xba\x03\n" +
 	"\x12DeploymentInRegion\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12%\n" +
@@ -2146,7 +2962,10 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\tinstances\x18\x06 \x01(\x05R\tinstances\x12#\n" +
 	"\ractual_status\x18\a \x01(\tR\factualStatus\x12'\n" +
 	"\x0fworkflow_status\x18\b \x01(\tR\x0eworkflowStatus\x12\x16\n" +
-	"\x06region\x18\t \x01(\tR\x06region\"\xf8\x01\n" +
+	"\x06region\x18\t \x01(\tR\x06region\x129\n" +
+	"\x04sync\x18\n" +
+	" \x01(\v2%.deploysync.ctrl.v1.ResourceSyncStateR\x04sync\x12>\n" +
+	"\vnot_in_sync\x18\v \x03(\v2\x1e.deploysync.ctrl.v1.SyncReasonR\tnotInSync\"\xb3\x02\n" +
 	"\x10SentinelInRegion\x12\x1f\n" +
 	"\vsentinel_id\x18\x01 \x01(\tR\n" +
 	"sentinelId\x12%\n" +
@@ -2155,25 +2974,29 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\rdesired_state\x18\x04 \x01(\tR\fdesiredState\x12\x1a\n" +
 	"\breplicas\x18\x05 \x01(\x05R\breplicas\x12-\n" +
 	"\x12available_replicas\x18\x06 \x01(\x05R\x11availableReplicas\x12\x16\n" +
-	"\x06health\x18\a \x01(\tR\x06health\"\x8d\x01\n" +
+	"\x06health\x18\a \x01(\tR\x06health\x129\n" +
+	"\x04sync\x18\b \x01(\v2%.deploysync.ctrl.v1.ResourceSyncStateR\x04sync\"\xc8\x01\n" +
 	"\x0ePolicyInRegion\x12\x1b\n" +
 	"\tpolicy_id\x18\x01 \x01(\tR\bpolicyId\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12#\n" +
 	"\rdeployment_id\x18\x03 \x01(\tR\fdeploymentId\x12%\n" +
-	"\x0eenvironment_id\x18\x04 \x01(\tR\renvironmentId\"I\n" +
+	"\x0eenvironment_id\x18\x04 \x01(\tR\renvironmentId\x129\n" +
+	"\x04sync\x18\x05 \x01(\v2%.deploysync.ctrl.v1.ResourceSyncStateR\x04sync\"I\n" +
 	"\x19ListPendingChangesRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"o\n" +
 	"\x1aListPendingChangesResponse\x12;\n" +
 	"\achanges\x18\x01 \x03(\v2!.deploysync.ctrl.v1.PendingChangeR\achanges\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\"\xaa\x01\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"\xda\x01\n" +
 	"\rPendingChange\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12#\n" +
 	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12\x1f\n" +
 	"\vresource_id\x18\x03 \x01(\tR\n" +
 	"resourceId\x129\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x18\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x18\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\"\x18\n" +
 	"\x16ListDeploymentsRequest\"b\n" +
 	"\x17ListDeploymentsResponse\x12G\n" +
 	"\vdeployments\x18\x01 \x03(\v2%.deploysync.ctrl.v1.DeploymentSummaryR\vdeployments\"\xe5\x02\n" +
@@ -2215,7 +3038,57 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\"\x0f\n" +
-	"\rScaleResponse\">\n" +
+	"\rScaleResponse\"\xf6\x02\n" +
+	"\x17UpdateDeploymentRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x19\n" +
+	"\x05image\x18\x02 \x01(\tH\x00R\x05image\x88\x01\x01\x12*\n" +
+	"\x0ecpu_millicores\x18\x03 \x01(\x05H\x01R\rcpuMillicores\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"memory_mib\x18\x04 \x01(\x05H\x02R\tmemoryMib\x88\x01\x01\x12F\n" +
+	"\x03env\x18\x05 \x03(\v24.deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntryR\x03env\x12\x1f\n" +
+	"\vreplace_env\x18\x06 \x01(\bR\n" +
+	"replaceEnv\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
+	"\x06_imageB\x11\n" +
+	"\x0f_cpu_millicoresB\r\n" +
+	"\v_memory_mib\"6\n" +
+	"\x18UpdateDeploymentResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\"a\n" +
+	"\x19RollbackDeploymentRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x1f\n" +
+	"\vto_revision\x18\x02 \x01(\x05R\n" +
+	"toRevision\"T\n" +
+	"\x1aRollbackDeploymentResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x1a\n" +
+	"\brestored\x18\x02 \x01(\x05R\brestored\"X\n" +
+	"\x1bGetDeploymentHistoryRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"d\n" +
+	"\x1cGetDeploymentHistoryResponse\x12D\n" +
+	"\trevisions\x18\x01 \x03(\v2&.deploysync.ctrl.v1.DeploymentRevisionR\trevisions\"\xae\x03\n" +
+	"\x12DeploymentRevision\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x16\n" +
+	"\x06action\x18\x02 \x01(\tR\x06action\x12\x14\n" +
+	"\x05actor\x18\x03 \x01(\tR\x05actor\x129\n" +
+	"\n" +
+	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x18\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\x12#\n" +
+	"\rfirst_version\x18\x06 \x01(\x04R\ffirstVersion\x12!\n" +
+	"\flast_version\x18\a \x01(\x04R\vlastVersion\x12\x14\n" +
+	"\x05image\x18\b \x01(\tR\x05image\x12%\n" +
+	"\x0ecpu_millicores\x18\t \x01(\x05R\rcpuMillicores\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\n" +
+	" \x01(\x05R\tmemoryMib\x12\x1b\n" +
+	"\tenv_names\x18\v \x03(\tR\benvNames\x128\n" +
+	"\aregions\x18\f \x03(\v2\x1e.deploysync.ctrl.v1.RegionSpecR\aregions\"X\n" +
+	"\n" +
+	"RegionSpec\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1a\n" +
+	"\breplicas\x18\x02 \x01(\x05R\breplicas\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\">\n" +
 	"\x17DeleteDeploymentRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\"\x1a\n" +
 	"\x18DeleteDeploymentResponse\"\xa9\x02\n" +
@@ -2262,7 +3135,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\rDesiredStatus\x12\x1e\n" +
 	"\x1aDESIRED_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DESIRED_STATUS_RUNNING\x10\x01\x12\x1a\n" +
-	"\x16DESIRED_STATUS_STOPPED\x10\x022\xca\v\n" +
+	"\x16DESIRED_STATUS_STOPPED\x10\x022\xa9\x0e\n" +
 	"\x0fOperatorService\x12^\n" +
 	"\vListRegions\x12&.deploysync.ctrl.v1.ListRegionsRequest\x1a'.deploysync.ctrl.v1.ListRegionsResponse\x12X\n" +
 	"\tGetRegion\x12$.deploysync.ctrl.v1.GetRegionRequest\x1a%.deploysync.ctrl.v1.GetRegionResponse\x12s\n" +
@@ -2271,6 +3144,9 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x06Deploy\x12!.deploysync.ctrl.v1.DeployRequest\x1a\".deploysync.ctrl.v1.DeployResponse\x12m\n" +
 	"\x10SetDesiredStatus\x12+.deploysync.ctrl.v1.SetDesiredStatusRequest\x1a,.deploysync.ctrl.v1.SetDesiredStatusResponse\x12L\n" +
 	"\x05Scale\x12 .deploysync.ctrl.v1.ScaleRequest\x1a!.deploysync.ctrl.v1.ScaleResponse\x12m\n" +
+	"\x10UpdateDeployment\x12+.deploysync.ctrl.v1.UpdateDeploymentRequest\x1a,.deploysync.ctrl.v1.UpdateDeploymentResponse\x12s\n" +
+	"\x12RollbackDeployment\x12-.deploysync.ctrl.v1.RollbackDeploymentRequest\x1a..deploysync.ctrl.v1.RollbackDeploymentResponse\x12y\n" +
+	"\x14GetDeploymentHistory\x12/.deploysync.ctrl.v1.GetDeploymentHistoryRequest\x1a0.deploysync.ctrl.v1.GetDeploymentHistoryResponse\x12m\n" +
 	"\x10DeleteDeployment\x12+.deploysync.ctrl.v1.DeleteDeploymentRequest\x1a,.deploysync.ctrl.v1.DeleteDeploymentResponse\x12^\n" +
 	"\vPutSentinel\x12&.deploysync.ctrl.v1.PutSentinelRequest\x1a'.deploysync.ctrl.v1.PutSentinelResponse\x12g\n" +
 	"\x0eDeleteSentinel\x12).deploysync.ctrl.v1.DeleteSentinelRequest\x1a*.deploysync.ctrl.v1.DeleteSentinelResponse\x12\x7f\n" +
@@ -2292,97 +3168,127 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
 	(*RegionOverview)(nil),                    // 1: deploysync.ctrl.v1.RegionOverview
-	(*ListRegionsRequest)(nil),                // 2: deploysync.ctrl.v1.ListRegionsRequest
-	(*ListRegionsResponse)(nil),               // 3: deploysync.ctrl.v1.ListRegionsResponse
-	(*GetRegionRequest)(nil),                  // 4: deploysync.ctrl.v1.GetRegionRequest
-	(*GetRegionResponse)(nil),                 // 5: deploysync.ctrl.v1.GetRegionResponse
-	(*DeploymentInRegion)(nil),                // 6: deploysync.ctrl.v1.DeploymentInRegion
-	(*SentinelInRegion)(nil),                  // 7: deploysync.ctrl.v1.SentinelInRegion
-	(*PolicyInRegion)(nil),                    // 8: deploysync.ctrl.v1.PolicyInRegion
-	(*ListPendingChangesRequest)(nil),         // 9: deploysync.ctrl.v1.ListPendingChangesRequest
-	(*ListPendingChangesResponse)(nil),        // 10: deploysync.ctrl.v1.ListPendingChangesResponse
-	(*PendingChange)(nil),                     // 11: deploysync.ctrl.v1.PendingChange
-	(*ListDeploymentsRequest)(nil),            // 12: deploysync.ctrl.v1.ListDeploymentsRequest
-	(*ListDeploymentsResponse)(nil),           // 13: deploysync.ctrl.v1.ListDeploymentsResponse
-	(*DeploymentSummary)(nil),                 // 14: deploysync.ctrl.v1.DeploymentSummary
-	(*DeployRequest)(nil),                     // 15: deploysync.ctrl.v1.DeployRequest
-	(*DeployResponse)(nil),                    // 16: deploysync.ctrl.v1.DeployResponse
-	(*SetDesiredStatusRequest)(nil),           // 17: deploysync.ctrl.v1.SetDesiredStatusRequest
-	(*SetDesiredStatusResponse)(nil),          // 18: deploysync.ctrl.v1.SetDesiredStatusResponse
-	(*ScaleRequest)(nil),                      // 19: deploysync.ctrl.v1.ScaleRequest
-	(*ScaleResponse)(nil),                     // 20: deploysync.ctrl.v1.ScaleResponse
-	(*DeleteDeploymentRequest)(nil),           // 21: deploysync.ctrl.v1.DeleteDeploymentRequest
-	(*DeleteDeploymentResponse)(nil),          // 22: deploysync.ctrl.v1.DeleteDeploymentResponse
-	(*PutSentinelRequest)(nil),                // 23: deploysync.ctrl.v1.PutSentinelRequest
-	(*PutSentinelResponse)(nil),               // 24: deploysync.ctrl.v1.PutSentinelResponse
-	(*DeleteSentinelRequest)(nil),             // 25: deploysync.ctrl.v1.DeleteSentinelRequest
-	(*DeleteSentinelResponse)(nil),            // 26: deploysync.ctrl.v1.DeleteSentinelResponse
-	(*PutCiliumNetworkPolicyRequest)(nil),     // 27: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	(*PutCiliumNetworkPolicyResponse)(nil),    // 28: deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	(*DeleteCiliumNetworkPolicyRequest)(nil),  // 29: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	(*DeleteCiliumNetworkPolicyResponse)(nil), // 30: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	(*ForceResyncRequest)(nil),                // 31: deploysync.ctrl.v1.ForceResyncRequest
-	(*ForceResyncResponse)(nil),               // 32: deploysync.ctrl.v1.ForceResyncResponse
-	(*SetRegionPausedRequest)(nil),            // 33: deploysync.ctrl.v1.SetRegionPausedRequest
-	(*SetRegionPausedResponse)(nil),           // 34: deploysync.ctrl.v1.SetRegionPausedResponse
-	nil,                                       // 35: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),             // 36: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 37: google.protobuf.Struct
+	(*SyncReason)(nil),                        // 2: deploysync.ctrl.v1.SyncReason
+	(*ResourceSyncState)(nil),                 // 3: deploysync.ctrl.v1.ResourceSyncState
+	(*ListRegionsRequest)(nil),                // 4: deploysync.ctrl.v1.ListRegionsRequest
+	(*ListRegionsResponse)(nil),               // 5: deploysync.ctrl.v1.ListRegionsResponse
+	(*GetRegionRequest)(nil),                  // 6: deploysync.ctrl.v1.GetRegionRequest
+	(*GetRegionResponse)(nil),                 // 7: deploysync.ctrl.v1.GetRegionResponse
+	(*DeploymentInRegion)(nil),                // 8: deploysync.ctrl.v1.DeploymentInRegion
+	(*SentinelInRegion)(nil),                  // 9: deploysync.ctrl.v1.SentinelInRegion
+	(*PolicyInRegion)(nil),                    // 10: deploysync.ctrl.v1.PolicyInRegion
+	(*ListPendingChangesRequest)(nil),         // 11: deploysync.ctrl.v1.ListPendingChangesRequest
+	(*ListPendingChangesResponse)(nil),        // 12: deploysync.ctrl.v1.ListPendingChangesResponse
+	(*PendingChange)(nil),                     // 13: deploysync.ctrl.v1.PendingChange
+	(*ListDeploymentsRequest)(nil),            // 14: deploysync.ctrl.v1.ListDeploymentsRequest
+	(*ListDeploymentsResponse)(nil),           // 15: deploysync.ctrl.v1.ListDeploymentsResponse
+	(*DeploymentSummary)(nil),                 // 16: deploysync.ctrl.v1.DeploymentSummary
+	(*DeployRequest)(nil),                     // 17: deploysync.ctrl.v1.DeployRequest
+	(*DeployResponse)(nil),                    // 18: deploysync.ctrl.v1.DeployResponse
+	(*SetDesiredStatusRequest)(nil),           // 19: deploysync.ctrl.v1.SetDesiredStatusRequest
+	(*SetDesiredStatusResponse)(nil),          // 20: deploysync.ctrl.v1.SetDesiredStatusResponse
+	(*ScaleRequest)(nil),                      // 21: deploysync.ctrl.v1.ScaleRequest
+	(*ScaleResponse)(nil),                     // 22: deploysync.ctrl.v1.ScaleResponse
+	(*UpdateDeploymentRequest)(nil),           // 23: deploysync.ctrl.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil),          // 24: deploysync.ctrl.v1.UpdateDeploymentResponse
+	(*RollbackDeploymentRequest)(nil),         // 25: deploysync.ctrl.v1.RollbackDeploymentRequest
+	(*RollbackDeploymentResponse)(nil),        // 26: deploysync.ctrl.v1.RollbackDeploymentResponse
+	(*GetDeploymentHistoryRequest)(nil),       // 27: deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	(*GetDeploymentHistoryResponse)(nil),      // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	(*DeploymentRevision)(nil),                // 29: deploysync.ctrl.v1.DeploymentRevision
+	(*RegionSpec)(nil),                        // 30: deploysync.ctrl.v1.RegionSpec
+	(*DeleteDeploymentRequest)(nil),           // 31: deploysync.ctrl.v1.DeleteDeploymentRequest
+	(*DeleteDeploymentResponse)(nil),          // 32: deploysync.ctrl.v1.DeleteDeploymentResponse
+	(*PutSentinelRequest)(nil),                // 33: deploysync.ctrl.v1.PutSentinelRequest
+	(*PutSentinelResponse)(nil),               // 34: deploysync.ctrl.v1.PutSentinelResponse
+	(*DeleteSentinelRequest)(nil),             // 35: deploysync.ctrl.v1.DeleteSentinelRequest
+	(*DeleteSentinelResponse)(nil),            // 36: deploysync.ctrl.v1.DeleteSentinelResponse
+	(*PutCiliumNetworkPolicyRequest)(nil),     // 37: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	(*PutCiliumNetworkPolicyResponse)(nil),    // 38: deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	(*DeleteCiliumNetworkPolicyRequest)(nil),  // 39: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	(*DeleteCiliumNetworkPolicyResponse)(nil), // 40: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	(*ForceResyncRequest)(nil),                // 41: deploysync.ctrl.v1.ForceResyncRequest
+	(*ForceResyncResponse)(nil),               // 42: deploysync.ctrl.v1.ForceResyncResponse
+	(*SetRegionPausedRequest)(nil),            // 43: deploysync.ctrl.v1.SetRegionPausedRequest
+	(*SetRegionPausedResponse)(nil),           // 44: deploysync.ctrl.v1.SetRegionPausedResponse
+	nil,                                       // 45: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 46: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),             // 47: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 48: google.protobuf.Struct
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	36, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	36, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	36, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	1,  // 3: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
-	1,  // 4: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
-	6,  // 5: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	7,  // 6: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
-	8,  // 7: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
-	11, // 8: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	36, // 9: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
-	14, // 10: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	36, // 11: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
-	6,  // 12: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	35, // 13: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
-	0,  // 14: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	37, // 15: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
-	2,  // 16: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	4,  // 17: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	9,  // 18: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	12, // 19: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	15, // 20: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	17, // 21: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	19, // 22: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	21, // 23: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	23, // 24: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	25, // 25: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	27, // 26: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	29, // 27: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	31, // 28: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	33, // 29: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	3,  // 30: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	5,  // 31: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	10, // 32: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	13, // 33: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	16, // 34: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	18, // 35: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	20, // 36: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	22, // 37: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	24, // 38: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	26, // 39: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	28, // 40: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	30, // 41: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	32, // 42: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	34, // 43: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	30, // [30:44] is the sub-list for method output_type
-	16, // [16:30] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	47, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	47, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	47, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	47, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	2,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	47, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	47, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	47, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	1,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
+	1,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
+	8,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	9,  // 11: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
+	10, // 12: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
+	3,  // 13: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	2,  // 14: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	3,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	3,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	13, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
+	47, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	16, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
+	47, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	8,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	45, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	0,  // 23: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
+	46, // 24: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	29, // 25: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
+	47, // 26: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	30, // 27: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
+	48, // 28: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	4,  // 29: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	6,  // 30: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	11, // 31: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	14, // 32: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	17, // 33: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	19, // 34: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	21, // 35: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	23, // 36: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	25, // 37: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	27, // 38: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	31, // 39: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	33, // 40: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	35, // 41: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	37, // 42: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	39, // 43: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	41, // 44: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	43, // 45: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	5,  // 46: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	7,  // 47: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	12, // 48: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	15, // 49: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	18, // 50: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	20, // 51: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	22, // 52: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	24, // 53: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	26, // 54: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	28, // 55: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	32, // 56: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	34, // 57: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	36, // 58: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	38, // 59: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	40, // 60: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	42, // 61: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	44, // 62: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	46, // [46:63] is the sub-list for method output_type
+	29, // [29:46] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -2390,13 +3296,14 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 	if File_deploysync_ctrl_v1_operator_proto != nil {
 		return
 	}
+	file_deploysync_ctrl_v1_operator_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   35,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

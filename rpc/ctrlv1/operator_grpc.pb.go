@@ -26,6 +26,9 @@ const (
 	OperatorService_Deploy_FullMethodName                    = "/deploysync.ctrl.v1.OperatorService/Deploy"
 	OperatorService_SetDesiredStatus_FullMethodName          = "/deploysync.ctrl.v1.OperatorService/SetDesiredStatus"
 	OperatorService_Scale_FullMethodName                     = "/deploysync.ctrl.v1.OperatorService/Scale"
+	OperatorService_UpdateDeployment_FullMethodName          = "/deploysync.ctrl.v1.OperatorService/UpdateDeployment"
+	OperatorService_RollbackDeployment_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/RollbackDeployment"
+	OperatorService_GetDeploymentHistory_FullMethodName      = "/deploysync.ctrl.v1.OperatorService/GetDeploymentHistory"
 	OperatorService_DeleteDeployment_FullMethodName          = "/deploysync.ctrl.v1.OperatorService/DeleteDeployment"
 	OperatorService_PutSentinel_FullMethodName               = "/deploysync.ctrl.v1.OperatorService/PutSentinel"
 	OperatorService_DeleteSentinel_FullMethodName            = "/deploysync.ctrl.v1.OperatorService/DeleteSentinel"
@@ -57,6 +60,16 @@ type OperatorServiceClient interface {
 	SetDesiredStatus(ctx context.Context, in *SetDesiredStatusRequest, opts ...grpc.CallOption) (*SetDesiredStatusResponse, error)
 	// Scale sets a deployment's replicas in a region (or all).
 	Scale(ctx context.Context, in *ScaleRequest, opts ...grpc.CallOption) (*ScaleResponse, error)
+	// UpdateDeployment changes a deployment's spec (image, resources, env) in
+	// every region it runs in.
+	UpdateDeployment(ctx context.Context, in *UpdateDeploymentRequest, opts ...grpc.CallOption) (*UpdateDeploymentResponse, error)
+	// RollbackDeployment restores the spec (image, resources, env, port,
+	// command) and per-region replicas of an earlier revision, by default
+	// the one before the current.
+	RollbackDeployment(ctx context.Context, in *RollbackDeploymentRequest, opts ...grpc.CallOption) (*RollbackDeploymentResponse, error)
+	// GetDeploymentHistory lists a deployment's revisions, newest first:
+	// what changed, who, when, and the stream versions it wrote.
+	GetDeploymentHistory(ctx context.Context, in *GetDeploymentHistoryRequest, opts ...grpc.CallOption) (*GetDeploymentHistoryResponse, error)
 	// DeleteDeployment removes a deployment everywhere.
 	DeleteDeployment(ctx context.Context, in *DeleteDeploymentRequest, opts ...grpc.CallOption) (*DeleteDeploymentResponse, error)
 	// PutSentinel creates or updates an environment's sentinel in a region.
@@ -145,6 +158,36 @@ func (c *operatorServiceClient) Scale(ctx context.Context, in *ScaleRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ScaleResponse)
 	err := c.cc.Invoke(ctx, OperatorService_Scale_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) UpdateDeployment(ctx context.Context, in *UpdateDeploymentRequest, opts ...grpc.CallOption) (*UpdateDeploymentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateDeploymentResponse)
+	err := c.cc.Invoke(ctx, OperatorService_UpdateDeployment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) RollbackDeployment(ctx context.Context, in *RollbackDeploymentRequest, opts ...grpc.CallOption) (*RollbackDeploymentResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RollbackDeploymentResponse)
+	err := c.cc.Invoke(ctx, OperatorService_RollbackDeployment_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) GetDeploymentHistory(ctx context.Context, in *GetDeploymentHistoryRequest, opts ...grpc.CallOption) (*GetDeploymentHistoryResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDeploymentHistoryResponse)
+	err := c.cc.Invoke(ctx, OperatorService_GetDeploymentHistory_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -243,6 +286,16 @@ type OperatorServiceServer interface {
 	SetDesiredStatus(context.Context, *SetDesiredStatusRequest) (*SetDesiredStatusResponse, error)
 	// Scale sets a deployment's replicas in a region (or all).
 	Scale(context.Context, *ScaleRequest) (*ScaleResponse, error)
+	// UpdateDeployment changes a deployment's spec (image, resources, env) in
+	// every region it runs in.
+	UpdateDeployment(context.Context, *UpdateDeploymentRequest) (*UpdateDeploymentResponse, error)
+	// RollbackDeployment restores the spec (image, resources, env, port,
+	// command) and per-region replicas of an earlier revision, by default
+	// the one before the current.
+	RollbackDeployment(context.Context, *RollbackDeploymentRequest) (*RollbackDeploymentResponse, error)
+	// GetDeploymentHistory lists a deployment's revisions, newest first:
+	// what changed, who, when, and the stream versions it wrote.
+	GetDeploymentHistory(context.Context, *GetDeploymentHistoryRequest) (*GetDeploymentHistoryResponse, error)
 	// DeleteDeployment removes a deployment everywhere.
 	DeleteDeployment(context.Context, *DeleteDeploymentRequest) (*DeleteDeploymentResponse, error)
 	// PutSentinel creates or updates an environment's sentinel in a region.
@@ -287,6 +340,15 @@ func (UnimplementedOperatorServiceServer) SetDesiredStatus(context.Context, *Set
 }
 func (UnimplementedOperatorServiceServer) Scale(context.Context, *ScaleRequest) (*ScaleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Scale not implemented")
+}
+func (UnimplementedOperatorServiceServer) UpdateDeployment(context.Context, *UpdateDeploymentRequest) (*UpdateDeploymentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateDeployment not implemented")
+}
+func (UnimplementedOperatorServiceServer) RollbackDeployment(context.Context, *RollbackDeploymentRequest) (*RollbackDeploymentResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RollbackDeployment not implemented")
+}
+func (UnimplementedOperatorServiceServer) GetDeploymentHistory(context.Context, *GetDeploymentHistoryRequest) (*GetDeploymentHistoryResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDeploymentHistory not implemented")
 }
 func (UnimplementedOperatorServiceServer) DeleteDeployment(context.Context, *DeleteDeploymentRequest) (*DeleteDeploymentResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteDeployment not implemented")
@@ -456,6 +518,60 @@ func _OperatorService_Scale_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_UpdateDeployment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateDeploymentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).UpdateDeployment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_UpdateDeployment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).UpdateDeployment(ctx, req.(*UpdateDeploymentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_RollbackDeployment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RollbackDeploymentRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).RollbackDeployment(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_RollbackDeployment_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).RollbackDeployment(ctx, req.(*RollbackDeploymentRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_GetDeploymentHistory_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDeploymentHistoryRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).GetDeploymentHistory(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_GetDeploymentHistory_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).GetDeploymentHistory(ctx, req.(*GetDeploymentHistoryRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OperatorService_DeleteDeployment_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteDeploymentRequest)
 	if err := dec(in); err != nil {
@@ -616,6 +732,18 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Scale",
 			Handler:    _OperatorService_Scale_Handler,
+		},
+		{
+			MethodName: "UpdateDeployment",
+			Handler:    _OperatorService_UpdateDeployment_Handler,
+		},
+		{
+			MethodName: "RollbackDeployment",
+			Handler:    _OperatorService_RollbackDeployment_Handler,
+		},
+		{
+			MethodName: "GetDeploymentHistory",
+			Handler:    _OperatorService_GetDeploymentHistory_Handler,
 		},
 		{
 			MethodName: "DeleteDeployment",
