@@ -16,8 +16,11 @@
 //     strings and lists have bounds.
 //
 // Region binding: a deployment report is applied only to deployments with a
-// topology in the reporting agent's region, and a sentinel report only to
-// sentinels of that region. Reports for anything else (deleted meanwhile,
+// topology in the reporting agent's region, a sentinel report only to
+// sentinels of that region, and a resource-sync report only to resources
+// the region desires (so the resource_syncs table holds at most a row per
+// desired resource; one deleted while its report was in flight leaves a
+// row that retention removes). Reports for anything else (deleted meanwhile,
 // or desired elsewhere) are ignored, not refused, so an agent whose desired
 // state just changed does not lose the rest of its report. A deployment
 // report locks only the deployments it applies to, each by its primary key,

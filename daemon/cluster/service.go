@@ -359,7 +359,8 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	}
 	update := s.client.Agent.Update().Where(entagent.Region(region), entagent.Identity(identity)).
 		SetAckedCursor(req.GetAckedVersion()).SetLastHeartbeat(now).
-		SetVersion(req.GetAgentVersion()).SetLastError(validate.Clip(req.GetLastError(), maxErrorLength))
+		SetVersion(req.GetAgentVersion()).SetLastError(validate.Clip(req.GetLastError(), maxErrorLength)).
+		SetLastFullSyncError(validate.Clip(req.GetLastFullSyncError(), maxErrorLength))
 	if ts := req.GetLastFullSync(); ts != nil {
 		update.SetLastFullSync(ts.AsTime().UTC())
 	}

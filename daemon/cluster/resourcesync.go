@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/validate"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// maxResourcesPerSyncReport bounds one ReportResourceSync; agents send
+// at most 500.
+const maxResourcesPerSyncReport = 500
+
+// syncKey names one resource of the reporting region.
+type syncKey struct {
+	kind resourcesync.Kind
+	id   string
+}
+
+// ReportResourceSync implements ctrlv1.ClusterServiceServer: each listed
+// resource's sync state replaces the stored one. Reports on resources the
+// region does not desire are ignored (deleted meanwhile, or never desired
+// here), so the table holds at most a row per desired resource; a reported
+// delete removes the row.
+func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportResourceSyncRequest) (*ctrlv1.ReportResourceSyncResponse, error) {
+	region := req.GetRegion()
+	if err := checkRegion(ctx, region); err != nil {
+		return nil, err
+	}
+	if len(req.GetResources()) > maxResourcesPerSyncReport {
+		return nil, status.Errorf(codes.InvalidArgument, "resources: at most %d per report", maxResourcesPerSyncReport)
+	}
+	now := time.Now().UTC()
+	newest, err := tailer.NewestVersion(ctx, s.db)
+	if err != nil {
+		return nil, internal(s.log, "report resource sync", err)
+	}
+	seen := map[syncKey]bool{}
+	for i, r := range req.GetResources() {
+		k, err := checkResourceSync(r, newest, now)
+		if err == nil && seen[k] {
+			err = fmt.Errorf("%s/%s is listed twice", k.kind, k.id)
+		}
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "resources[%d].%v", i, err)
+		}
+		seen[k] = true
+	}
+	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		desired, err := desiredHere(ctx, tx, region, seen)
+		if err != nil {
+			return err
+		}
+		var upserts []*ent.ResourceSyncCreate
+		for _, r := range req.GetResources() {
+			k := syncKey{resourcesync.Kind(r.GetKind()), r.GetResourceId()}
+			if r.GetDeleted() {
+				if _, err := tx.ResourceSync.Delete().Where(resourcesync.Region(region),
+					resourcesync.KindEQ(k.kind), resourcesync.ResourceID(k.id)).Exec(ctx); err != nil {
+					return fmt.Errorf("forget %s/%s: %w", k.kind, k.id, err)
+				}
+				continue
+			}
+			if !desired[k] {
+				continue
+			}
+			create := tx.ResourceSync.Create().SetRegion(region).SetKind(k.kind).SetResourceID(k.id).
+				SetAppliedVersion(r.GetAppliedVersion()).SetInSync(r.GetInSync()).SetError(r.GetError()).
+				SetReportedAt(now)
+			if ts := r.GetFailingSince(); ts != nil && r.GetError() != "" {
+				create.SetFailingSince(ts.AsTime().UTC())
+			}
+			upserts = append(upserts, create)
+		}
+		if len(upserts) == 0 {
+			return nil
+		}
+		// One statement for the whole report. failing_since is cleared
+		// explicitly: an upsert's new values leave out what a create did
+		// not set.
+		return tx.ResourceSync.CreateBulk(upserts...).
+			OnConflictColumns(resourcesync.FieldRegion, resourcesync.FieldKind, resourcesync.FieldResourceID).
+			Update(func(u *ent.ResourceSyncUpsert) {
+				u.UpdateAppliedVersion().UpdateInSync().UpdateError().UpdateReportedAt().UpdateFailingSince()
+			}).Exec(ctx)
+	})
+	if err != nil {
+		return nil, internal(s.log, "report resource sync", err)
+	}
+	return &ctrlv1.ReportResourceSyncResponse{}, nil
+}
+
+// checkResourceSync validates one reported resource and names it.
+func checkResourceSync(r *ctrlv1.ResourceSync, newest uint64, now time.Time) (syncKey, error) {
+	k := syncKey{resourcesync.Kind(r.GetKind()), r.GetResourceId()}
+	if err := resourcesync.KindValidator(k.kind); err != nil {
+		return k, fmt.Errorf("kind: %q is not deployment, sentinel or cilium_network_policy", r.GetKind())
+	}
+	if err := validate.ID(k.id); err != nil {
+		return k, fmt.Errorf("resource_id: %v", err)
+	}
+	switch v := r.GetAppliedVersion(); {
+	case v > math.MaxInt64:
+		return k, fmt.Errorf("applied_version: %d is not below 2^63", v)
+	case v > newest:
+		return k, fmt.Errorf("applied_version: %d is ahead of the newest version issued, %d", v, newest)
+	}
+	if len(r.GetError()) > maxErrorLength {
+		return k, fmt.Errorf("error: at most %d bytes", maxErrorLength)
+	}
+	if err := checkTime(r.GetFailingSince(), now); err != nil {
+		return k, fmt.Errorf("failing_since: %v", err)
+	}
+	return k, nil
+}
+
+// desiredHere returns which of keys the region desires: only those take
+// an agent's report.
+func desiredHere(ctx context.Context, tx *ent.Tx, region string, keys map[syncKey]bool) (map[syncKey]bool, error) {
+	ids := map[resourcesync.Kind][]string{}
+	for k := range keys {
+		ids[k.kind] = append(ids[k.kind], k.id)
+	}
+	here := map[syncKey]bool{}
+	mark := func(kind resourcesync.Kind, found []string, err error) error {
+		for _, id := range found {
+			here[syncKey{kind, id}] = true
+		}
+		return err
+	}
+	if list := ids[resourcesync.KindDeployment]; len(list) > 0 {
+		found, err := tx.DeploymentTopology.Query().
+			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(list...)).
+			Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
+		if err := mark(resourcesync.KindDeployment, found, err); err != nil {
+			return nil, err
+		}
+	}
+	if list := ids[resourcesync.KindSentinel]; len(list) > 0 {
+		found, err := tx.Sentinel.Query().Where(sentinel.Region(region), sentinel.IDIn(list...)).IDs(ctx)
+		if err := mark(resourcesync.KindSentinel, found, err); err != nil {
+			return nil, err
+		}
+	}
+	if list := ids[resourcesync.KindCiliumNetworkPolicy]; len(list) > 0 {
+		found, err := tx.CiliumNetworkPolicy.Query().
+			Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.IDIn(list...)).IDs(ctx)
+		if err := mark(resourcesync.KindCiliumNetworkPolicy, found, err); err != nil {
+			return nil, err
+		}
+	}
+	return here, nil
+}
