@@ -18,6 +18,11 @@
 // console view, which reads it) without end. A live agent heartbeats every
 // few seconds and is never that old; its record, if deleted in a race, is
 // written again whole by its next heartbeat.
+//
+// It also deletes the per-resource sync rows (resource_syncs) of resources
+// their region no longer desires: intake only stores rows for desired
+// resources, but a resource deleted while its agent's report was in flight
+// leaves one behind.
 package retention
 
 import (
@@ -135,6 +140,10 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
 		return 0, err
 	}
+	if err := c.pruneOrphanSyncs(ctx, conn); err != nil {
+		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+		return 0, err
+	}
 	upTo, err := c.deletableUpTo(ctx, conn)
 	if err != nil || upTo == 0 {
 		if err != nil {
@@ -192,6 +201,31 @@ func (c *Cleaner) pruneAgents(ctx context.Context, conn *sql.Conn) error {
 	}
 	if total > 0 {
 		c.log.Info("retention: deleted stale agent records", "records", total, "silent_for", c.cfg.AgentTTL)
+	}
+	return nil
+}
+
+// orphanSyncs selects, per kind, the resource_syncs rows whose resource
+// the region no longer desires.
+var orphanSyncs = map[string]string{
+	"deployment":            "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
+	"sentinel":              "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
+	"cilium_network_policy": "SELECT 1 FROM cilium_network_policies d WHERE d.id = s.resource_id AND d.region = s.region",
+}
+
+// pruneOrphanSyncs deletes the sync rows of resources that are gone, in
+// batches.
+func (c *Cleaner) pruneOrphanSyncs(ctx context.Context, conn *sql.Conn) error {
+	for kind, desired := range orphanSyncs {
+		for {
+			res, err := conn.ExecContext(ctx, "DELETE FROM resource_syncs WHERE id IN (SELECT id FROM (SELECT s.id FROM resource_syncs s WHERE s.kind = ? AND NOT EXISTS ("+desired+") LIMIT ?) AS orphans)", kind, BatchSize)
+			if err != nil {
+				return fmt.Errorf("delete sync rows of deleted %ss: %w", kind, err)
+			}
+			if n, _ := res.RowsAffected(); n < BatchSize {
+				break
+			}
+		}
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -18,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/resourcesync"
 )
 
 // writeChanges inserts n change rows (retention only looks at the rows,
@@ -197,5 +199,48 @@ func TestRetentionSurvivesAHostileStoredCursor(t *testing.T) {
 	n, err := cleaner(db, retention.Config{TTL: time.Nanosecond}).RunOnce(ctx)
 	if err != nil || n != 100 {
 		t.Fatalf("deleted %d (%v), want all 100", n, err)
+	}
+}
+
+// The sync rows of resources their region no longer desires go; the rows
+// of desired resources stay.
+func TestRetentionPrunesSyncRowsOfResourcesThatAreGone(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	for _, region := range []string{"eu", "us"} {
+		if err := desired.RegisterRegion(ctx, db.Ent, region); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := desired.New(db.Ent).Deploy(ctx, desired.DeploymentSpec{ID: "api", WorkspaceID: "ws", EnvironmentID: "prod",
+		Image: "app:1", CPUMillicores: 100, MemoryMiB: 64}, []string{"eu"}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		region string
+		kind   resourcesync.Kind
+		id     string
+	}{
+		{"eu", resourcesync.KindDeployment, "api"}, // desired: stays
+		{"us", resourcesync.KindDeployment, "api"}, // desired in eu only
+		{"eu", resourcesync.KindDeployment, "gone"},
+		{"eu", resourcesync.KindSentinel, "s1"},
+		{"eu", resourcesync.KindCiliumNetworkPolicy, "p1"},
+	}
+	for _, r := range rows {
+		if err := db.Ent.ResourceSync.Create().SetRegion(r.region).SetKind(r.kind).SetResourceID(r.id).Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cleaner(db, retention.Config{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := db.Ent.ResourceSync.Query().All(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0].Region != "eu" || kept[0].ResourceID != "api" {
+		t.Fatalf("kept %v, want only eu's deployment/api", kept)
 	}
 }
