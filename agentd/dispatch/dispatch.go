@@ -19,6 +19,13 @@
 // resource's apply (which the sync's own bookmark waits for anyway). A
 // failing apply is retried with the queue's exponential backoff and holds
 // the cursor meanwhile; other resources go on.
+//
+// Per resource it also keeps what ctrld is told of it (Syncs): the version
+// last applied, whether the newest intent is applied, and a failing
+// apply's error and since when. Receiving, applying and failing only mark
+// the resource for the next report (a map write under the lock the apply
+// path holds anyway); the reporter builds the report, and a resource whose
+// state ends as ctrld last took it is not reported again.
 package dispatch
 
 import (
@@ -88,6 +95,11 @@ type Dispatcher struct {
 	ackedAny  bool           // a bookmark has been acknowledged: acked is known
 	failures  map[Key]failure
 	onAck     func(uint64)
+
+	// What ctrld is told about each resource (see Syncs).
+	appliedVersion map[Key]uint64 // stream version of the last event applied
+	dirty          map[Key]bool   // state may differ from what ctrld last took
+	reported       map[Key]Sync   // what ctrld last took (until it took a delete)
 }
 
 // failure is a failing key's last error, and since when it has been
@@ -115,6 +127,10 @@ func New(handler Handler, log *slog.Logger, onAck func(uint64), opts ...Option) 
 		pending:  map[Key]uint64{},
 		failures: map[Key]failure{},
 		onAck:    onAck,
+
+		appliedVersion: map[Key]uint64{},
+		dirty:          map[Key]bool{},
+		reported:       map[Key]Sync{},
 	}
 	for _, opt := range opts {
 		opt(d)
@@ -170,6 +186,7 @@ func (d *Dispatcher) record(key Key, in Intent) {
 	d.seq++
 	in.seq, in.gen = d.seq, d.gen
 	d.desired[key] = in
+	d.dirty[key] = true // not in sync until applied
 	if _, held := d.pending[key]; !held || !d.syncing {
 		d.pending[key] = in.seq
 	}
@@ -390,12 +407,18 @@ func (d *Dispatcher) applied(key Key, in Intent) (uint64, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.failures, key)
+	d.dirty[key] = true
+	if in.Event != nil { // garbage collection's deletes carry no version
+		d.appliedVersion[key] = in.Event.GetVersion()
+	}
 	if d.desired[key].seq == in.seq {
 		// The latest intent is applied: whatever seq it held bookmarks
 		// with (its own, or an older one's during a full sync), it is done.
 		delete(d.pending, key)
 		if in.Delete {
-			delete(d.desired, key) // nothing left to keep for it
+			// Nothing left to keep for it; its report says deleted.
+			delete(d.desired, key)
+			delete(d.appliedVersion, key)
 		}
 	}
 	moved := d.advance()
@@ -420,4 +443,5 @@ func (d *Dispatcher) failed(key Key, err error) {
 	}
 	f.err = err
 	d.failures[key] = f
+	d.dirty[key] = true
 }

@@ -1,0 +1,87 @@
+package dispatch
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// Sync is one resource's apply state, as the agent reports it to ctrld
+// (ReportResourceSync).
+type Sync struct {
+	Key Key
+	// AppliedVersion is the stream version of the last event applied for
+	// the resource (0: none since the agent started, or it is deleted).
+	AppliedVersion uint64
+	// InSync: the newest intent received for the resource is applied.
+	InSync bool
+	// Err is the failing apply's error; empty once an apply succeeds.
+	Err string
+	// FailingSince is when the resource's applies began failing.
+	FailingSince time.Time
+	// Deleted: the resource's delete was applied, from the stream or by
+	// garbage collection.
+	Deleted bool
+}
+
+func (s Sync) same(o Sync) bool {
+	return s.Key == o.Key && s.AppliedVersion == o.AppliedVersion && s.InSync == o.InSync &&
+		s.Err == o.Err && s.FailingSince.Equal(o.FailingSince) && s.Deleted == o.Deleted
+}
+
+// Syncs returns, sorted by key, the state of every resource whose state
+// changed since ctrld last took a report on it, and forgets that they
+// changed: the caller reports them, then hands each back to Reported
+// (ctrld took it) or Unreported (it did not, so the next call returns it
+// again). A resource that changed and changed back (a no-op resync, a
+// drift repair) is not returned.
+func (d *Dispatcher) Syncs() []Sync {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	syncs := make([]Sync, 0, len(d.dirty))
+	for k := range d.dirty {
+		if s := d.syncOf(k); !s.same(d.reported[k]) {
+			syncs = append(syncs, s)
+		}
+	}
+	clear(d.dirty)
+	slices.SortFunc(syncs, func(a, b Sync) int {
+		return strings.Compare(a.Key.String(), b.Key.String())
+	})
+	return syncs
+}
+
+// syncOf is key's state. Called with mu held.
+func (d *Dispatcher) syncOf(key Key) Sync {
+	_, pending := d.pending[key]
+	_, desired := d.desired[key]
+	s := Sync{Key: key, AppliedVersion: d.appliedVersion[key], InSync: !pending, Deleted: !desired}
+	if f, failing := d.failures[key]; failing {
+		s.Err, s.FailingSince = f.err.Error(), f.since
+	}
+	return s
+}
+
+// Reported records that ctrld took syncs. Once it took a delete it has
+// forgotten the resource, and so does the dispatcher.
+func (d *Dispatcher) Reported(syncs []Sync) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range syncs {
+		if s.Deleted {
+			delete(d.reported, s.Key)
+		} else {
+			d.reported[s.Key] = s
+		}
+	}
+}
+
+// Unreported marks syncs, which ctrld did not take, to be returned by the
+// next Syncs again.
+func (d *Dispatcher) Unreported(syncs []Sync) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range syncs {
+		d.dirty[s.Key] = true
+	}
+}

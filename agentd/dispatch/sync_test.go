@@ -1,0 +1,151 @@
+package dispatch
+
+import (
+	"log/slog"
+	"slices"
+	"testing"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// ctrldView stands for ctrld taking every report: it holds each
+// resource's last reported state, and what the last report listed.
+type ctrldView struct {
+	d    *Dispatcher
+	last map[Key]Sync
+	sent []Key
+}
+
+func newView(d *Dispatcher) *ctrldView { return &ctrldView{d: d, last: map[Key]Sync{}} }
+
+// report takes a report and has ctrld take it.
+func (v *ctrldView) report() {
+	syncs := v.d.Syncs()
+	v.d.Reported(syncs)
+	v.sent = nil
+	for _, s := range syncs {
+		v.last[s.Key] = s
+		v.sent = append(v.sent, s.Key)
+	}
+}
+
+func versioned(ev *ctrlv1.DeploymentChangeEvent, version uint64) *ctrlv1.DeploymentChangeEvent {
+	ev.Version = version
+	return ev
+}
+
+func (r *recorder) setFailing(key Key, n int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failLeft[key] = n
+}
+
+// A resource whose apply fails is reported out of sync with its error and
+// since when, the same since on every retry; once an apply succeeds it is
+// reported in sync at the applied event's version, with no error.
+func TestAFailingResourceIsReportedWithItsErrorThenInSync(t *testing.T) {
+	r := newRecorder()
+	bad := Key{KindDeployment, "bad"}
+	r.setFailing(bad, 1<<30)
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	v := newView(d)
+
+	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 7)))
+	eventually(t, func() bool { v.report(); return v.last[bad].Err != "" }, "the failing apply was not reported")
+	failing := v.last[bad]
+	if failing.InSync || failing.Deleted || failing.AppliedVersion != 0 || failing.Err != "injected failure" || failing.FailingSince.IsZero() {
+		t.Fatalf("failing resource reported as %+v, want out of sync at version 0 with its error and since", failing)
+	}
+	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.failLeft[bad] < 1<<30-2 }, "the apply was not retried")
+	v.report()
+	if got := v.last[bad]; !got.FailingSince.Equal(failing.FailingSince) {
+		t.Fatalf("failing since moved from %v to %v on a retry", failing.FailingSince, got.FailingSince)
+	}
+
+	r.setFailing(bad, 0)
+	eventually(t, func() bool { v.report(); return v.last[bad].InSync }, "the successful apply was not reported")
+	if got := v.last[bad]; got.AppliedVersion != 7 || got.Err != "" || !got.FailingSince.IsZero() || got.Deleted {
+		t.Fatalf("applied resource reported as %+v, want in sync at version 7 without an error", got)
+	}
+}
+
+// A resource's delete is reported deleted, whether the stream asked for
+// it or garbage collection did (an event-less delete); once ctrld took
+// that, nothing more is reported about it.
+func TestADeleteIsReportedDeleted(t *testing.T) {
+	r := newRecorder()
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	v := newView(d)
+	gone, orphan := Key{KindDeployment, "gone"}, Key{KindSentinel, "orphan"}
+
+	must(t, d.Event(versioned(deployment(gone.ID, ctrlv1.Action_ACTION_APPLY), 3)))
+	eventually(t, func() bool { v.report(); return v.last[gone].InSync }, "the apply was not reported")
+	must(t, d.Event(versioned(deployment(gone.ID, ctrlv1.Action_ACTION_DELETE), 4)))
+	eventually(t, func() bool { v.report(); return v.last[gone].Deleted }, "the stream's delete was not reported")
+
+	d.BeginFullSync()
+	d.Collect([]Key{orphan})
+	eventually(t, func() bool { v.report(); return v.last[orphan].Deleted }, "garbage collection's delete was not reported")
+	if s := v.last[orphan]; !s.InSync || s.Err != "" {
+		t.Fatalf("collected resource reported as %+v", s)
+	}
+	v.report()
+	if len(v.sent) != 0 {
+		t.Fatalf("reported %v again after ctrld took their deletes", v.sent)
+	}
+}
+
+// Only resources whose state changed are reported: applying one resource
+// again to the same end (a drift repair) reports nothing, a new event for
+// another reports that one alone.
+func TestUnchangedResourcesAreNotReportedAgain(t *testing.T) {
+	r := newRecorder()
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	v := newView(d)
+	a, b := Key{KindDeployment, "a"}, Key{KindPolicy, "b"}
+	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 1)))
+	b1 := &ctrlv1.DeploymentChangeEvent{Version: 2, Event: &ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy{
+		CiliumNetworkPolicy: &ctrlv1.CiliumNetworkPolicyEvent{Action: ctrlv1.Action_ACTION_APPLY,
+			CiliumNetworkPolicy: &ctrlv1.CiliumNetworkPolicyState{PolicyId: b.ID}},
+	}}
+	must(t, d.Event(b1))
+	eventually(t, func() bool { v.report(); return v.last[a].InSync && v.last[b].InSync }, "the applies were not reported")
+
+	calls := r.calls.Load()
+	d.Requeue(a, nil)
+	eventually(t, func() bool { return r.calls.Load() > calls }, "the requeued resource was not applied again")
+	v.report()
+	if len(v.sent) != 0 {
+		t.Fatalf("reported %v after applying a again to the same end", v.sent)
+	}
+
+	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 5)))
+	eventually(t, func() bool { v.report(); return v.last[a].AppliedVersion == 5 }, "the new event was not reported")
+	if !slices.Contains(v.sent, a) || slices.Contains(v.sent, b) {
+		t.Fatalf("reported %v, want a and not b", v.sent)
+	}
+}
+
+// A report ctrld did not take is sent again, and only until it takes it.
+func TestAReportCtrldDidNotTakeIsSentAgain(t *testing.T) {
+	r := newRecorder()
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 1)
+	a := Key{KindDeployment, "a"}
+	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 1)))
+	eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.pending) == 0 }, "the apply did not run")
+
+	first := d.Syncs()
+	d.Unreported(first) // say, ctrld was down
+	again := d.Syncs()
+	if len(first) != 1 || !slices.EqualFunc(first, again, Sync.same) {
+		t.Fatalf("after a failed report: %+v, want the same as before, %+v", again, first)
+	}
+	d.Reported(again)
+	if left := d.Syncs(); len(left) != 0 {
+		t.Fatalf("after ctrld took the report: %+v still to report", left)
+	}
+}
