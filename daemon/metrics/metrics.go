@@ -29,6 +29,7 @@ type Metrics struct {
 	HeartbeatAge     *prometheus.GaugeVec
 	FullSyncAge      *prometheus.GaugeVec
 	RegionPaused     *prometheus.GaugeVec
+	FailingResources *prometheus.GaugeVec
 	FullSyncs        *prometheus.CounterVec
 	FullSyncsWaiting prometheus.Gauge
 	SlowSubscribers  prometheus.Counter
@@ -89,6 +90,9 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"region"}),
 		RegionPaused: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "deploysync_region_paused", Help: "1 while an operator has paused the region's stream, else 0. " + sameOnEveryReplica,
+		}, []string{"region"}),
+		FailingResources: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_region_failing_resources", Help: "Resources of the region whose applies its agent reports failing (the console's region detail names them). " + sameOnEveryReplica,
 		}, []string{"region"}),
 		FullSyncs: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_stream_full_syncs_total", Help: "Full syncs served, by region.",

@@ -1,7 +1,9 @@
 // Package regionhealth reads each region's sync health from the database —
 // its head version, the acked cursor of the agent that speaks for it, the
 // changes above that cursor and the oldest one's age, whether that agent is
-// connected and when it last reported, whether the region is paused — and
+// connected and when it last reported, whether the region is paused and
+// since when, which resources its agent reports failing to apply — says
+// why a region or a resource in it is not in sync (Why, WhyResource), and
 // publishes it as ctrld's per-region gauges.
 //
 // The operator views (the console) and the gauges (the alerts) read the

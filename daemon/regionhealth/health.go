@@ -19,6 +19,9 @@ const heartbeatTimeout = 30 * time.Second
 type Health struct {
 	Region string
 	Paused bool
+	// PausedSince is when the current pause began (nil while running, or
+	// for a pause from before it was recorded).
+	PausedSince *time.Time
 	// Head is the region's newest change version (0 without changes).
 	Head uint64
 	// Agent is the record of the agent that speaks for the region (see
@@ -33,6 +36,11 @@ type Health struct {
 	// OldestPending is the oldest of those rows' creation time; zero
 	// when none is pending.
 	OldestPending time.Time
+	// FailingResources counts the resources whose applies the agent
+	// reports failing; OldestFailure is the one failing longest (views
+	// only; nil for the gauges).
+	FailingResources int64
+	OldestFailure    *Failure
 }
 
 // Acked is the acked cursor of the agent that speaks for the region; 0
@@ -59,11 +67,11 @@ func Read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 	return read(ctx, client, db, name, now, true)
 }
 
-// read is Read; countResources says whether PendingResources is wanted
-// (the views show it; the gauges do not, and counting distinct resources
-// reads every pending row of a region paused for days, on every replica
-// every few seconds).
-func read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now time.Time, countResources bool) ([]*Health, error) {
+// read is Read; forViews says whether PendingResources and OldestFailure
+// are wanted (the views show them; the gauges do not, and counting
+// distinct resources reads every pending row of a region paused for days,
+// on every replica every few seconds).
+func read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now time.Time, forViews bool) ([]*Health, error) {
 	var regions []*ent.Region
 	if name != "" {
 		r, err := client.Region.Get(ctx, name)
@@ -88,10 +96,16 @@ func read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 	out := make([]*Health, 0, len(regions))
 	for _, r := range regions {
 		h := &Health{Region: r.ID, Paused: r.Paused, Head: heads[r.ID], Agent: pickAgent(agents, r.ID, now)}
+		if r.Paused {
+			h.PausedSince = r.PausedAt
+		}
 		h.Connected = h.Agent != nil && connected(h.Agent, now)
 		out = append(out, h)
 	}
-	return out, fillLag(ctx, db, out, countResources)
+	if err := readFailures(ctx, db, out, name, forViews); err != nil {
+		return nil, err
+	}
+	return out, fillLag(ctx, db, out, forViews)
 }
 
 // heads returns the newest change version of one region or (name "") of
@@ -170,7 +184,7 @@ func fillLag(ctx context.Context, db *sql.DB, regions []*Health, countResources 
 // refuses one, but a row written before that, or by hand, may hold it)
 // would fail every view for everyone.
 func readAgents(ctx context.Context, db *sql.DB, region string) ([]*ent.Agent, error) {
-	q := "SELECT region, identity, acked_cursor, last_heartbeat, last_full_sync, last_error, connected_to, connected_since FROM agents"
+	q := "SELECT region, identity, acked_cursor, last_heartbeat, last_full_sync, last_error, last_full_sync_error, connected_to, connected_since FROM agents"
 	var args []any
 	if region != "" {
 		q += " WHERE region = ?"
@@ -185,7 +199,7 @@ func readAgents(ctx context.Context, db *sql.DB, region string) ([]*ent.Agent, e
 	for rows.Next() {
 		a := &ent.Agent{}
 		var heartbeat, fullSync, connectedSince sql.NullTime
-		if err := rows.Scan(&a.Region, &a.Identity, &a.AckedCursor, &heartbeat, &fullSync, &a.LastError, &a.ConnectedTo, &connectedSince); err != nil {
+		if err := rows.Scan(&a.Region, &a.Identity, &a.AckedCursor, &heartbeat, &fullSync, &a.LastError, &a.LastFullSyncError, &a.ConnectedTo, &connectedSince); err != nil {
 			return nil, fmt.Errorf("read agent records: %w", err)
 		}
 		a.LastHeartbeat, a.LastFullSync, a.ConnectedSince = timeOrNil(heartbeat), timeOrNil(fullSync), timeOrNil(connectedSince)

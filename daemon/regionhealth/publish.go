@@ -76,6 +76,7 @@ func (p *Publisher) PublishOnce(ctx context.Context) error {
 		m.RegionLagSeconds.WithLabelValues(h.Region).Set(h.LagSeconds(now))
 		m.AgentConnected.WithLabelValues(h.Region).Set(boolGauge(h.Connected))
 		m.RegionPaused.WithLabelValues(h.Region).Set(boolGauge(h.Paused))
+		m.FailingResources.WithLabelValues(h.Region).Set(float64(h.FailingResources))
 		setAge(m.HeartbeatAge, h.Region, h.Agent, func(a *ent.Agent) *time.Time { return a.LastHeartbeat }, now)
 		setAge(m.FullSyncAge, h.Region, h.Agent, func(a *ent.Agent) *time.Time { return a.LastFullSync }, now)
 	}
@@ -101,7 +102,7 @@ func setAge(g *prometheus.GaugeVec, region string, a *ent.Agent, at func(*ent.Ag
 // forget deletes the series of a region no longer registered.
 func (p *Publisher) forget(region string) {
 	m := p.metrics
-	for _, g := range []*prometheus.GaugeVec{m.StreamLag, m.RegionLagSeconds, m.AgentConnected, m.RegionPaused, m.HeartbeatAge, m.FullSyncAge} {
+	for _, g := range []*prometheus.GaugeVec{m.StreamLag, m.RegionLagSeconds, m.AgentConnected, m.RegionPaused, m.FailingResources, m.HeartbeatAge, m.FullSyncAge} {
 		g.DeleteLabelValues(region)
 	}
 }

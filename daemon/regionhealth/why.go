@@ -1,0 +1,278 @@
+package regionhealth
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Reason codes, stable for scripts (ctrlv1.SyncReason.code).
+const (
+	ReasonPaused          = "paused"
+	ReasonNoAgent         = "no_agent"
+	ReasonAgentDown       = "agent_down"
+	ReasonApplyFailing    = "apply_failing"
+	ReasonFullSyncFailing = "full_sync_failing"
+	ReasonAgentError      = "agent_error"
+	ReasonWaiting         = "waiting"
+)
+
+// Reason is one reason a region, or a resource in it, is not in sync.
+type Reason struct {
+	Code    string
+	Message string
+	// Since is when it began; zero when not known.
+	Since time.Time
+	// Resource names the resource ("deployment/api") when it is about one.
+	Resource string
+}
+
+// Failure is a resource whose applies fail, as its agent reported.
+type Failure struct {
+	Kind, ResourceID, Error string
+	Since                   time.Time
+}
+
+// Resource returns "kind/id".
+func (f Failure) Resource() string { return f.Kind + "/" + f.ResourceID }
+
+// Why says why the region is not in sync at now, most pressing first: what
+// stops changes from reaching the cluster (a pause, no agent or a dead
+// one), then what the agent fails at, then how much waits. Empty when the
+// region is in sync.
+func (h *Health) Why(now time.Time) []Reason {
+	var out []Reason
+	out = append(out, h.blockers(now)...)
+	if h.Agent != nil && h.Agent.LastFullSyncError != "" {
+		out = append(out, Reason{Code: ReasonFullSyncFailing, Message: "the last full sync did not complete: " + h.Agent.LastFullSyncError})
+	}
+	if f := h.OldestFailure; f != nil {
+		msg := fmt.Sprintf("%s apply failing since %s: %s", f.Resource(), clock(f.Since, now), f.Error)
+		if h.FailingResources > 1 {
+			msg = fmt.Sprintf("%d resources failing to apply; the longest: %s", h.FailingResources, msg)
+		}
+		out = append(out, Reason{Code: ReasonApplyFailing, Message: msg, Since: f.Since, Resource: f.Resource()})
+	} else if h.Connected && h.Agent.LastError != "" {
+		out = append(out, Reason{Code: ReasonAgentError, Message: "the agent reports: " + h.Agent.LastError})
+	}
+	if h.LagChanges > 0 {
+		out = append(out, Reason{Code: ReasonWaiting, Since: h.OldestPending,
+			Message: fmt.Sprintf("waiting for %s (oldest %s)", plural(h.LagChanges, "change"), age(h.OldestPending, now))})
+	}
+	return out
+}
+
+// WhyResource says why one resource of the region is not in sync: its
+// failing apply, and, when changes of it wait, what holds them (the
+// region's blockers) or how many there are. pending counts its changes
+// above the acked cursor; failure is nil unless its applies fail.
+func (h *Health) WhyResource(resource string, pending int64, failure *Failure, now time.Time) []Reason {
+	var out []Reason
+	if failure != nil {
+		out = append(out, Reason{Code: ReasonApplyFailing, Since: failure.Since, Resource: resource,
+			Message: fmt.Sprintf("apply failing since %s: %s", clock(failure.Since, now), failure.Error)})
+	}
+	if pending == 0 {
+		return out
+	}
+	if blockers := h.blockers(now); len(blockers) > 0 {
+		for _, b := range blockers {
+			b.Message = plural(pending, "change") + " wait: " + b.Message
+			b.Resource = resource
+			out = append(out, b)
+		}
+		return out
+	}
+	if failure == nil {
+		out = append(out, Reason{Code: ReasonWaiting, Resource: resource,
+			Message: "waiting for " + plural(pending, "change") + " to be applied"})
+	}
+	return out
+}
+
+// blockers are what keeps every change from reaching the region's cluster.
+func (h *Health) blockers(now time.Time) []Reason {
+	var out []Reason
+	if h.Paused {
+		r := Reason{Code: ReasonPaused, Message: "the region is paused"}
+		if h.PausedSince != nil {
+			r.Since = *h.PausedSince
+			r.Message += " since " + clock(r.Since, now)
+		}
+		r.Message += "; resume it to deliver changes"
+		out = append(out, r)
+	}
+	switch a := h.Agent; {
+	case a == nil:
+		out = append(out, Reason{Code: ReasonNoAgent, Message: "no agent has ever connected for this region"})
+	case !h.Connected:
+		r := Reason{Code: ReasonAgentDown, Message: "the agent is down"}
+		if a.LastHeartbeat != nil {
+			r.Since = *a.LastHeartbeat
+			r.Message += " (last heard " + clock(r.Since, now) + ")"
+		}
+		if a.LastError != "" {
+			r.Message += "; its last error: " + a.LastError
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// readFailures fills FailingResources of the regions (all of them for
+// name "", else the one), a count per region from the (region, in_sync)
+// index, and, if longest, OldestFailure: the longest-failing resource of
+// each failing region.
+func readFailures(ctx context.Context, db *sql.DB, regions []*Health, name string, longest bool) error {
+	q, args := "SELECT region, COUNT(*) FROM resource_syncs WHERE in_sync = FALSE AND error <> ''", []any(nil)
+	if name != "" {
+		q, args = q+" AND region = ?", []any{name}
+	}
+	rows, err := db.QueryContext(ctx, q+" GROUP BY region", args...)
+	if err != nil {
+		return fmt.Errorf("count failing resources: %w", err)
+	}
+	failing := map[string]int64{}
+	for rows.Next() {
+		var region string
+		var n int64
+		if err := rows.Scan(&region, &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("count failing resources: %w", err)
+		}
+		failing[region] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("count failing resources: %w", err)
+	}
+	for _, h := range regions {
+		if h.FailingResources = failing[h.Region]; h.FailingResources == 0 || !longest {
+			continue
+		}
+		f := &Failure{}
+		var since sql.NullTime
+		err := db.QueryRowContext(ctx, `SELECT kind, resource_id, error, failing_since FROM resource_syncs
+			WHERE region = ? AND in_sync = FALSE AND error <> '' ORDER BY failing_since IS NULL, failing_since, id LIMIT 1`, h.Region).
+			Scan(&f.Kind, &f.ResourceID, &f.Error, &since)
+		switch {
+		case err == sql.ErrNoRows: // fixed meanwhile
+			continue
+		case err != nil:
+			return fmt.Errorf("read the longest-failing resource: %w", err)
+		}
+		f.Since = since.Time
+		h.OldestFailure = f
+	}
+	return nil
+}
+
+// clock shows t as a time of day, with how long ago.
+func clock(t, now time.Time) string {
+	if t.IsZero() {
+		return "an unknown time"
+	}
+	return t.UTC().Format("15:04:05") + " UTC (" + age(t, now) + " ago)"
+}
+
+// age shows how long ago t was, in the largest whole unit.
+func age(t, now time.Time) string {
+	d := max(0, now.Sub(t))
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+func plural(n int64, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(what, "s"))
+}
+
+// ResourceKey names a resource of a region the way agents report it:
+// kind "deployment", "sentinel" or "cilium_network_policy", and its ID.
+type ResourceKey struct{ Kind, ID string }
+
+// ResourceSync is one resource's sync state in a region: what its agent
+// last reported (Reported false when it has not), and how many of its
+// changes wait above the region's acked cursor.
+type ResourceSync struct {
+	Reported       bool
+	AppliedVersion uint64
+	InSync         bool
+	Error          string
+	FailingSince   time.Time
+	ReportedAt     time.Time
+	Pending        int64
+}
+
+// Failure returns the resource's failing apply, nil if it is not failing.
+func (s *ResourceSync) Failure(key ResourceKey) *Failure {
+	if s == nil || s.InSync || s.Error == "" {
+		return nil
+	}
+	return &Failure{Kind: key.Kind, ResourceID: key.ID, Error: s.Error, Since: s.FailingSince}
+}
+
+// changeKinds maps a change row's resource_type to the kind agents report.
+var changeKinds = map[string]string{
+	"deployment_topology":   "deployment",
+	"sentinel":              "sentinel",
+	"cilium_network_policy": "cilium_network_policy",
+}
+
+// ReadResources returns the sync state of h's region's resources that
+// have one: a report from the agent, or changes waiting.
+func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]*ResourceSync, error) {
+	out := map[ResourceKey]*ResourceSync{}
+	rows, err := db.QueryContext(ctx, `SELECT kind, resource_id, applied_version, in_sync, error, failing_since, reported_at
+		FROM resource_syncs WHERE region = ?`, h.Region)
+	if err != nil {
+		return nil, fmt.Errorf("read resource sync states: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k ResourceKey
+		s := &ResourceSync{Reported: true}
+		var since sql.NullTime
+		if err := rows.Scan(&k.Kind, &k.ID, &s.AppliedVersion, &s.InSync, &s.Error, &since, &s.ReportedAt); err != nil {
+			return nil, fmt.Errorf("read resource sync states: %w", err)
+		}
+		s.FailingSince = since.Time
+		out[k] = s
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read resource sync states: %w", err)
+	}
+	if h.LagChanges == 0 {
+		return out, nil
+	}
+	pending, err := db.QueryContext(ctx, `SELECT resource_type, resource_id, COUNT(*) FROM deployment_changes
+		WHERE region = ? AND pk > ? GROUP BY resource_type, resource_id`, h.Region, h.Acked())
+	if err != nil {
+		return nil, fmt.Errorf("count pending changes per resource: %w", err)
+	}
+	defer pending.Close()
+	for pending.Next() {
+		var typ, id string
+		var n int64
+		if err := pending.Scan(&typ, &id, &n); err != nil {
+			return nil, fmt.Errorf("count pending changes per resource: %w", err)
+		}
+		k := ResourceKey{changeKinds[typ], id}
+		if out[k] == nil {
+			out[k] = &ResourceSync{}
+		}
+		out[k].Pending = n
+	}
+	return out, pending.Err()
+}
