@@ -83,6 +83,11 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		if err := knownRegions(ctx, tx, regions...); err != nil {
 			return err
 		}
+		// Rows of an earlier deployment with this ID may be there.
+		before, err := lastChange(ctx, tx, spec.ID)
+		if err != nil {
+			return err
+		}
 		create := tx.Deployment.Create().
 			SetID(spec.ID).
 			SetWorkspaceID(spec.WorkspaceID).
@@ -109,6 +114,9 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 				SetReplicas(replicas))
 		}
 		if err := tx.DeploymentTopology.CreateBulk(topologies...).Exec(ctx); err != nil {
+			return err
+		}
+		if _, err := writeRevision(ctx, tx, spec.ID, ActionDeploy, before); err != nil {
 			return err
 		}
 		return claimNamespace(ctx, tx, spec.WorkspaceID, spec.EnvironmentID)
@@ -196,7 +204,11 @@ func (s *Store) SetDesiredStatus(ctx context.Context, deploymentID, region strin
 	if err := deploymenttopology.DesiredStatusValidator(status); err != nil {
 		return fmt.Errorf("desired_status: %w: %v", ErrInvalid, err)
 	}
-	return s.updateTopologies(ctx, deploymentID, region, func(u *ent.DeploymentTopologyUpdate) {
+	action := ActionStart
+	if status == Stopped {
+		action = ActionStop
+	}
+	return s.updateTopologies(ctx, deploymentID, region, action, func(u *ent.DeploymentTopologyUpdate) {
 		u.SetDesiredStatus(status)
 	})
 }
@@ -207,13 +219,15 @@ func (s *Store) Scale(ctx context.Context, deploymentID, region string, replicas
 	if err := validate.Replicas(replicas); err != nil {
 		return fmt.Errorf("replicas: %w: %v", ErrInvalid, err)
 	}
-	return s.updateTopologies(ctx, deploymentID, region, func(u *ent.DeploymentTopologyUpdate) {
+	return s.updateTopologies(ctx, deploymentID, region, ActionScale, func(u *ent.DeploymentTopologyUpdate) {
 		u.SetReplicas(replicas)
 	})
 }
 
-func (s *Store) updateTopologies(ctx context.Context, deploymentID, region string, set func(*ent.DeploymentTopologyUpdate)) error {
-	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+// updateTopologies changes the deployment's topology in region (all when
+// "") and records the revision of action.
+func (s *Store) updateTopologies(ctx context.Context, deploymentID, region, action string, set func(*ent.DeploymentTopologyUpdate)) error {
+	_, err := s.revise(ctx, deploymentID, action, func(tx *ent.Tx) error {
 		update := tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(deploymentID))
 		if region != "" {
 			if err := knownRegions(ctx, tx, region); err != nil {
@@ -234,6 +248,7 @@ func (s *Store) updateTopologies(ctx context.Context, deploymentID, region strin
 		}
 		return nil
 	})
+	return err
 }
 
 // DeleteDeployment removes a deployment with its topologies, policies and

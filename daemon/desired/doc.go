@@ -27,6 +27,15 @@
 //   - Regions: a deploy names at most MaxDeployRegions, so it stays one
 //     short transaction whatever the caller sends.
 //
+//   - Revisions: every action that changes a deployment's desired state
+//     (deploy, update, scale, start, stop, rollback) writes, in its own
+//     transaction, one DeploymentRevision: the whole spec after it, who
+//     (WithActor), and the range of change rows it wrote. Such actions
+//     take the deployment's row lock first, so they run one at a time per
+//     deployment and number revisions without gaps or duplicates; a
+//     deployment from before revisions starts its history at its next
+//     action. Rollback restores an earlier revision's spec and replicas.
+//
 // Deploys run one at a time (they lock every region's row first): run
 // together, the change feed's locking reads make them deadlock on the
 // topology index whatever their regions (see oneDeployAtATime). Every other

@@ -15,4 +15,10 @@ var (
 	// exists already (a sentinel of another workspace, a policy's owner
 	// changing); retrying the same request cannot succeed.
 	ErrConflict = errors.New("conflicts with existing state")
+	// ErrNothingToRollBack: a rollback has no earlier revision to restore,
+	// or the one asked for is what runs already.
+	ErrNothingToRollBack = errors.New("nothing to roll back")
+	// ErrConcurrentChange: another action changed the same deployment at
+	// the same time; the same request can succeed when retried.
+	ErrConcurrentChange = errors.New("changed concurrently; retry")
 )

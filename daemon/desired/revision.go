@@ -1,0 +1,315 @@
+package desired
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// The actions a revision records.
+const (
+	ActionDeploy   = "deploy"
+	ActionUpdate   = "update"
+	ActionScale    = "scale"
+	ActionStart    = "start"
+	ActionStop     = "stop"
+	ActionRollback = "rollback"
+)
+
+type actorKey struct{}
+
+// WithActor names who acts (an operator token's name) for the revisions
+// the calls made with ctx write.
+func WithActor(ctx context.Context, actor string) context.Context {
+	return context.WithValue(ctx, actorKey{}, actor)
+}
+
+func actorOf(ctx context.Context) string {
+	actor, _ := ctx.Value(actorKey{}).(string)
+	return actor
+}
+
+// revise runs mutate on deployment id in one transaction that also writes
+// the revision it makes, and returns that revision's number. The
+// deployment's row lock comes first: every revising action holds it, so
+// they run one at a time per deployment and each reads the newest revision
+// (the unique (deployment_id, revision) index is the backstop, see
+// writeRevision). Taken before any plain read, so the transaction's
+// snapshot is taken after the previous action committed.
+func (s *Store) revise(ctx context.Context, id, action string, mutate func(tx *ent.Tx) error) (revision int, err error) {
+	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		locked, err := tx.Deployment.Query().Where(deployment.ID(id)).ForUpdate().IDs(ctx)
+		if err != nil {
+			return err
+		}
+		if len(locked) == 0 {
+			return fmt.Errorf("deployment %q: %w", id, ErrNotFound)
+		}
+		before, err := lastChange(ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		if err := mutate(tx); err != nil {
+			return err
+		}
+		revision, err = writeRevision(ctx, tx, id, action, before)
+		return err
+	})
+	return revision, invalidField(err)
+}
+
+// lastChange is the newest deployment_changes pk of the deployment's
+// topologies that tx sees, 0 when none.
+func lastChange(ctx context.Context, tx *ent.Tx, id string) (uint64, error) {
+	_, last, err := changesAbove(ctx, tx, id, 0)
+	return last, err
+}
+
+// changesAbove is the range of the deployment's topology change pks above
+// after that tx sees (0, 0 when none).
+func changesAbove(ctx context.Context, tx *ent.Tx, id string, after uint64) (first, last uint64, err error) {
+	rows, err := tx.QueryContext(ctx,
+		"SELECT MIN(pk), MAX(pk) FROM deployment_changes WHERE resource_type = ? AND resource_id = ? AND pk > ?",
+		deploymentchange.ResourceTypeDeploymentTopology.String(), id, after)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read the deployment's change range: %w", err)
+	}
+	defer rows.Close()
+	var lo, hi sql.Null[uint64]
+	if rows.Next() {
+		if err := rows.Scan(&lo, &hi); err != nil {
+			return 0, 0, err
+		}
+	}
+	return lo.V, hi.V, rows.Err()
+}
+
+// writeRevision records the deployment's spec as tx now has it, after an
+// action whose change rows are the ones above before.
+//
+// Why MIN/MAX above before are exactly this transaction's rows: both reads
+// are plain reads of one REPEATABLE READ snapshot (taken after the
+// deployment's row lock, see revise). Another transaction's row is either
+// in that snapshot, and then at most before, or not visible to either
+// read; the rows this transaction wrote are always visible to it. The row
+// locks (revise's, the change feed's on the topologies, oneDeployAtATime
+// for deploys) add that no other writer of this deployment's rows runs
+// meanwhile at all.
+func writeRevision(ctx context.Context, tx *ent.Tx, id, action string, before uint64) (int, error) {
+	dep, err := tx.Deployment.Get(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	topologies, err := tx.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID(id)).All(ctx)
+	if err != nil {
+		return 0, err
+	}
+	regions := make(map[string]jsontype.RegionSpec, len(topologies))
+	for _, t := range topologies {
+		regions[t.Region] = jsontype.RegionSpec{Replicas: t.Replicas, Status: string(t.DesiredStatus)}
+	}
+	// A deployment from before revisions has none: its current spec is
+	// revision 0, and this one is 1.
+	previous, err := tx.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id)).
+		Order(ent.Desc(deploymentrevision.FieldRevision)).Limit(1).All(ctx)
+	if err != nil {
+		return 0, err
+	}
+	revision := 1
+	if len(previous) > 0 {
+		revision = previous[0].Revision + 1
+	}
+	first, last, err := changesAbove(ctx, tx, id, before)
+	if err != nil {
+		return 0, err
+	}
+	err = tx.DeploymentRevision.Create().
+		SetDeploymentID(id).SetRevision(revision).SetAction(action).SetActor(validate.Clip(actorOf(ctx), 255)).
+		SetImage(dep.Image).SetCPUMillicores(dep.CPUMillicores).SetMemoryMib(dep.MemoryMib).SetPort(dep.Port).
+		SetCommand(dep.Command).SetEnv(dep.Env).SetRegions(regions).
+		SetFirstVersion(first).SetLastVersion(last).
+		Exec(ctx)
+	if ent.IsConstraintError(err) {
+		// Only a writer that skipped the deployment's lock gets here.
+		return 0, fmt.Errorf("deployment %q revision %d: %w", id, revision, ErrConcurrentChange)
+	}
+	return revision, err
+}
+
+// SpecUpdate is what UpdateDeployment changes: each field that is set
+// replaces the current value; Env entries are added or replaced, or, with
+// ReplaceEnv, become the whole environment.
+type SpecUpdate struct {
+	Image         *string
+	CPUMillicores *int
+	MemoryMiB     *int
+	Env           map[string]string
+	ReplaceEnv    bool
+}
+
+// UpdateDeployment changes a deployment's spec in every region it runs in
+// and returns the revision it made.
+func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (int, error) {
+	if u.Image == nil && u.CPUMillicores == nil && u.MemoryMiB == nil && len(u.Env) == 0 && !u.ReplaceEnv {
+		return 0, fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: set at least one", ErrInvalid)
+	}
+	if err := checkSpecFields(u); err != nil {
+		return 0, err
+	}
+	return s.revise(ctx, id, ActionUpdate, func(tx *ent.Tx) error {
+		dep, err := tx.Deployment.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		next := DeploymentSpec{Image: dep.Image, CPUMillicores: dep.CPUMillicores, MemoryMiB: dep.MemoryMib,
+			Command: dep.Command, Env: maps.Clone(dep.Env)}
+		if u.Image != nil {
+			next.Image = *u.Image
+		}
+		if u.CPUMillicores != nil {
+			next.CPUMillicores = *u.CPUMillicores
+		}
+		if u.MemoryMiB != nil {
+			next.MemoryMiB = *u.MemoryMiB
+		}
+		if u.ReplaceEnv || next.Env == nil {
+			next.Env = map[string]string{}
+		}
+		maps.Copy(next.Env, u.Env)
+		if next.Image == dep.Image && next.CPUMillicores == dep.CPUMillicores && next.MemoryMiB == dep.MemoryMib &&
+			maps.Equal(next.Env, dep.Env) {
+			return fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: deployment %q has these values already; nothing to change", ErrInvalid, id)
+		}
+		if err := checkCommandAndEnv(next); err != nil {
+			return err
+		}
+		return tx.Deployment.UpdateOneID(id).SetImage(next.Image).SetCPUMillicores(next.CPUMillicores).
+			SetMemoryMib(next.MemoryMiB).SetEnv(next.Env).Exec(ctx)
+	})
+}
+
+// checkSpecFields checks the fields an update sets, as the schema would,
+// before any transaction.
+func checkSpecFields(u SpecUpdate) error {
+	if u.Image != nil {
+		if err := validate.Image(*u.Image); err != nil {
+			return fmt.Errorf("image: %w: %v", ErrInvalid, err)
+		}
+	}
+	if u.CPUMillicores != nil {
+		if err := validate.CPUMillicores(*u.CPUMillicores); err != nil {
+			return fmt.Errorf("cpu_millicores: %w: %v", ErrInvalid, err)
+		}
+	}
+	if u.MemoryMiB != nil {
+		if err := validate.MemoryMiB(*u.MemoryMiB); err != nil {
+			return fmt.Errorf("memory_mib: %w: %v", ErrInvalid, err)
+		}
+	}
+	return nil
+}
+
+// Rollback restores revision to of a deployment (0: the one before the
+// current): its spec and every region's replicas, but not whether a region
+// runs (start and stop are actions of their own), and not regions the
+// revision does not name. It returns the revision it made and the one it
+// restored.
+func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, restored int, err error) {
+	if to < 0 {
+		return 0, 0, fmt.Errorf("to_revision: %w: want a revision number, or 0 for the one before the current; got %d", ErrInvalid, to)
+	}
+	revision, err = s.revise(ctx, id, ActionRollback, func(tx *ent.Tx) error {
+		target, err := rollbackTarget(ctx, tx, id, to)
+		if err != nil {
+			return err
+		}
+		restored = target.Revision
+		dep, err := tx.Deployment.Get(ctx, id)
+		if err != nil {
+			return err
+		}
+		changed := false
+		if dep.Image != target.Image || dep.CPUMillicores != target.CPUMillicores || dep.MemoryMib != target.MemoryMib ||
+			dep.Port != target.Port || !slices.Equal(dep.Command, target.Command) || !maps.Equal(dep.Env, target.Env) {
+			changed = true
+			err := tx.Deployment.UpdateOneID(id).SetImage(target.Image).SetCPUMillicores(target.CPUMillicores).
+				SetMemoryMib(target.MemoryMib).SetPort(target.Port).SetCommand(target.Command).SetEnv(target.Env).Exec(ctx)
+			if err != nil {
+				return err
+			}
+		}
+		for _, region := range slices.Sorted(maps.Keys(target.Regions)) {
+			// Only rows whose replicas differ: an unchanged row would
+			// send its agent a change that changes nothing.
+			n, err := tx.DeploymentTopology.Update().
+				Where(deploymenttopology.DeploymentID(id), deploymenttopology.Region(region),
+					deploymenttopology.ReplicasNEQ(target.Regions[region].Replicas)).
+				SetReplicas(target.Regions[region].Replicas).Save(ctx)
+			if err != nil {
+				return err
+			}
+			changed = changed || n > 0
+		}
+		if !changed {
+			return fmt.Errorf("deployment %q: %w: its spec and replicas are those of revision %d already (rollback does not start or stop regions)",
+				id, ErrNothingToRollBack, target.Revision)
+		}
+		return nil
+	})
+	return revision, restored, err
+}
+
+// rollbackTarget is the revision Rollback restores.
+func rollbackTarget(ctx context.Context, tx *ent.Tx, id string, to int) (*ent.DeploymentRevision, error) {
+	q := tx.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id))
+	if to > 0 {
+		r, err := q.Where(deploymentrevision.Revision(to)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return nil, fmt.Errorf("revision %d of deployment %q: %w", to, id, ErrNotFound)
+		}
+		return r, err
+	}
+	latest, err := q.Order(ent.Desc(deploymentrevision.FieldRevision)).Limit(2).All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(latest) < 2 {
+		return nil, fmt.Errorf("deployment %q: %w: its history has no revision before the current one (history starts with the first action after ctrld began recording it)",
+			id, ErrNothingToRollBack)
+	}
+	return latest[1], nil
+}
+
+// History is a deployment's newest revisions, newest first, at most limit
+// and, when there is one, the revision before the oldest of them (so that
+// each listed one can say what it changed).
+func (s *Store) History(ctx context.Context, id string, limit int) (revisions []*ent.DeploymentRevision, before *ent.DeploymentRevision, err error) {
+	exists, err := s.client.Deployment.Query().Where(deployment.ID(id)).Exist(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !exists {
+		return nil, nil, fmt.Errorf("deployment %q: %w", id, ErrNotFound)
+	}
+	revisions, err = s.client.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id)).
+		Order(ent.Desc(deploymentrevision.FieldRevision)).Limit(limit + 1).All(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(revisions) > limit {
+		before = revisions[limit]
+		revisions = revisions[:limit]
+	}
+	return revisions, before, nil
+}
