@@ -14,6 +14,7 @@
 //     limits.MaxResourceBytes, so every stream event fits a message an
 //     agent receives. Values are ones Kubernetes and a process can carry
 //     (internal/validate).
+//
 //   - Namespaces: naming.Namespace maps different (workspace, environment)
 //     pairs to one name now and then. The first pair to put a resource in a
 //     namespace claims it (the namespaces table, in the same transaction);
@@ -21,9 +22,11 @@
 //     are gone, since agents may still hold objects there.
 //     ClaimExistingNamespaces claims the namespaces of a database written
 //     before claims existed; ctrld runs it after migrating the schema.
+//
 //   - Ownership: a policy owned by a deployment goes only to a region,
 //     workspace and environment that deployment runs in, and keeps its
 //     owner for life (the database cascades it away with the deployment).
+//
 //   - Regions: a deploy names at most MaxDeployRegions, so it stays one
 //     short transaction whatever the caller sends.
 //
