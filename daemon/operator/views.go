@@ -66,19 +66,27 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err != nil {
 		return nil, s.viewError(err)
 	}
+	states, err := regionhealth.ReadResources(ctx, s.sql, r)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	for _, t := range topologies {
-		out.Deployments = append(out.Deployments, inRegion(t, counts[countKey{t.DeploymentID, r.Region}]))
+		d := inRegion(t, counts[countKey{t.DeploymentID, r.Region}])
+		d.Sync, d.NotInSync = resourceSync(r, states, regionhealth.ResourceKey{Kind: "deployment", ID: t.DeploymentID}, now)
+		out.Deployments = append(out.Deployments, d)
 	}
 	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.Region)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
 	for _, x := range sentinels {
-		out.Sentinels = append(out.Sentinels, &ctrlv1.SentinelInRegion{
+		sr := &ctrlv1.SentinelInRegion{
 			SentinelId: x.ID, EnvironmentId: x.EnvironmentID, Image: x.Image,
 			DesiredState: string(x.DesiredState), Replicas: int32(x.Replicas),
 			AvailableReplicas: int32(x.AvailableReplicas), Health: string(x.Health),
-		})
+		}
+		sr.Sync, _ = resourceSync(r, states, regionhealth.ResourceKey{Kind: "sentinel", ID: x.ID}, now)
+		out.Sentinels = append(out.Sentinels, sr)
 	}
 	policies, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(r.Region)).
 		Order(ent.Asc(ciliumnetworkpolicy.FieldID)).All(ctx)
@@ -87,6 +95,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	}
 	for _, p := range policies {
 		pr := &ctrlv1.PolicyInRegion{PolicyId: p.ID, Name: p.Name, EnvironmentId: p.EnvironmentID}
+		pr.Sync, _ = resourceSync(r, states, regionhealth.ResourceKey{Kind: "cilium_network_policy", ID: p.ID}, now)
 		if p.DeploymentID != nil {
 			pr.DeploymentId = *p.DeploymentID
 		}
@@ -137,6 +146,19 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 	if err != nil {
 		return nil, s.viewError(err)
 	}
+	now := time.Now()
+	regions, err := regionhealth.Read(ctx, s.client, s.sql, "", now)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	health := map[string]*regionhealth.Health{}
+	states := map[string]map[regionhealth.ResourceKey]*regionhealth.ResourceSync{}
+	for _, h := range regions {
+		health[h.Region] = h
+		if states[h.Region], err = regionhealth.ReadResources(ctx, s.sql, h); err != nil {
+			return nil, s.viewError(err)
+		}
+	}
 	out := &ctrlv1.ListDeploymentsResponse{}
 	for _, d := range deps {
 		sum := &ctrlv1.DeploymentSummary{
@@ -145,7 +167,11 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 		}
 		for _, t := range d.Edges.Topologies {
 			t.Edges.Deployment = d
-			sum.Regions = append(sum.Regions, inRegion(t, counts[countKey{d.ID, t.Region}]))
+			r := inRegion(t, counts[countKey{d.ID, t.Region}])
+			if h := health[t.Region]; h != nil {
+				r.Sync, r.NotInSync = resourceSync(h, states[t.Region], regionhealth.ResourceKey{Kind: "deployment", ID: d.ID}, now)
+			}
+			sum.Regions = append(sum.Regions, r)
 		}
 		out.Deployments = append(out.Deployments, sum)
 	}
@@ -196,6 +222,10 @@ func overview(h *regionhealth.Health, now time.Time) *ctrlv1.RegionOverview {
 	o := &ctrlv1.RegionOverview{
 		Region: h.Region, HeadVersion: h.Head, AckedVersion: h.Acked(), Paused: h.Paused,
 		LagChanges: h.LagChanges, PendingResources: h.PendingResources, LagSeconds: h.LagSeconds(now),
+		FailingResources: h.FailingResources, NotInSync: syncReasons(h.Why(now)),
+	}
+	if h.PausedSince != nil {
+		o.PausedSince = timestamppb.New(*h.PausedSince)
 	}
 	a := h.Agent
 	if a == nil {
@@ -204,6 +234,7 @@ func overview(h *regionhealth.Health, now time.Time) *ctrlv1.RegionOverview {
 	o.AgentIdentity = a.Identity
 	o.AgentConnected = h.Connected
 	o.LastError = a.LastError
+	o.LastFullSyncError = a.LastFullSyncError
 	if a.ConnectedSince != nil && o.AgentConnected {
 		o.ConnectedSince = timestamppb.New(*a.ConnectedSince)
 	}

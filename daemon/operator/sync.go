@@ -1,0 +1,40 @@
+package operator
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/daemon/regionhealth"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// syncReasons is reasons as the API gives them.
+func syncReasons(reasons []regionhealth.Reason) []*ctrlv1.SyncReason {
+	out := make([]*ctrlv1.SyncReason, 0, len(reasons))
+	for _, r := range reasons {
+		out = append(out, &ctrlv1.SyncReason{Code: r.Code, Message: r.Message, Since: timeOrNil(r.Since), Resource: r.Resource})
+	}
+	return out
+}
+
+// resourceSync is one resource's sync state as the API gives it, with why
+// it is not in sync (nil reasons when it is).
+func resourceSync(h *regionhealth.Health, states map[regionhealth.ResourceKey]*regionhealth.ResourceSync, key regionhealth.ResourceKey, now time.Time) (*ctrlv1.ResourceSyncState, []*ctrlv1.SyncReason) {
+	st := states[key]
+	if st == nil {
+		st = &regionhealth.ResourceSync{}
+	}
+	out := &ctrlv1.ResourceSyncState{
+		Reported: st.Reported, AppliedVersion: st.AppliedVersion, InSync: st.InSync, Error: st.Error,
+		FailingSince: timeOrNil(st.FailingSince), ReportedAt: timeOrNil(st.ReportedAt), PendingChanges: st.Pending,
+	}
+	return out, syncReasons(h.WhyResource(key.Kind+"/"+key.ID, st.Pending, st.Failure(key), now))
+}
+
+func timeOrNil(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
