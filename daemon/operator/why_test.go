@@ -1,0 +1,136 @@
+package operator_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// reasonCodes lists reasons' codes, in order.
+func reasonCodes(reasons []*ctrlv1.SyncReason) string {
+	var out []string
+	for _, r := range reasons {
+		out = append(out, r.Code)
+	}
+	return strings.Join(out, ",")
+}
+
+// The operator API says why a region and a deployment in it are not in
+// sync, the way on-call asks it: a paused region holds a scale (since
+// when), a dead agent is down since its last heartbeat with its last
+// error, a failing apply names the resource, its error and since when;
+// once all that is cleared, the region and the deployment are in sync and
+// say nothing. The deployments list says the same per region.
+func TestTheViewsSayWhyARegionAndADeploymentAreNotInSync(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	op := env.Operator("alice")
+	agent := env.Agent("eu")
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "ws", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	region := func() *ctrlv1.GetRegionResponse {
+		t.Helper()
+		r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: "eu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	heartbeat := func(acked uint64, lastErr string) {
+		t.Helper()
+		if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0",
+			AckedVersion: acked, LastError: lastErr}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// An agent that reported once, then died with an error three minutes ago.
+	heartbeat(0, "stream: connection refused")
+	heard := time.Now().Add(-3 * time.Minute).UTC()
+	if _, err := env.DB.SQL.ExecContext(ctx, "UPDATE agents SET last_heartbeat = ? WHERE region = 'eu'", heard); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	r := region()
+	if got := reasonCodes(r.Overview.NotInSync); got != "paused,agent_down,waiting" {
+		t.Fatalf("region reasons %s (%v), want paused,agent_down,waiting", got, r.Overview.NotInSync)
+	}
+	if r.Overview.PausedSince == nil || time.Since(r.Overview.PausedSince.AsTime()) > time.Minute {
+		t.Errorf("paused_since %v, want just now", r.Overview.PausedSince)
+	}
+	down := r.Overview.NotInSync[1]
+	if !down.Since.AsTime().Equal(heard.Truncate(time.Microsecond)) || !strings.Contains(down.Message, "connection refused") {
+		t.Errorf("agent down reason %+v, want since the last heartbeat with the last error", down)
+	}
+	d := r.Deployments[0]
+	if d.Sync.PendingChanges != 1 || reasonCodes(d.NotInSync) != "paused,agent_down" || !strings.HasPrefix(d.NotInSync[0].Message, "1 change wait: the region is paused since") {
+		t.Errorf("deployment in a paused region with a dead agent: sync %+v, reasons %v", d.Sync, d.NotInSync)
+	}
+
+	// Back: the agent applied everything but api's apply now fails.
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: false}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "api", Replicas: 2}); err != nil {
+		t.Fatal(err)
+	}
+	head := region().Overview.HeadVersion
+	failingSince := time.Now().Add(-time.Minute).UTC()
+	if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{
+		Kind: "deployment", ResourceId: "api", AppliedVersion: head - 1, Error: "admission webhook \"quota\" denied the request",
+		FailingSince: timestamppb.New(failingSince)}}}); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat(head-1, "")
+	markStreaming(t, env)
+	r = region()
+	if got := reasonCodes(r.Overview.NotInSync); got != "apply_failing,waiting" || r.Overview.FailingResources != 1 {
+		t.Fatalf("region reasons %s (%v), failing %d; want apply_failing,waiting and 1", got, r.Overview.NotInSync, r.Overview.FailingResources)
+	}
+	if m := r.Overview.NotInSync[0].Message; !strings.Contains(m, "deployment/api apply failing since") || !strings.Contains(m, "denied the request") {
+		t.Errorf("apply failing message %q", m)
+	}
+	d = r.Deployments[0]
+	if !d.Sync.Reported || d.Sync.InSync || d.Sync.AppliedVersion != head-1 || reasonCodes(d.NotInSync) != "apply_failing" {
+		t.Errorf("failing deployment: sync %+v, reasons %v", d.Sync, d.NotInSync)
+	}
+	list, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := reasonCodes(list.Deployments[0].Regions[0].NotInSync); got != "apply_failing" {
+		t.Errorf("deployments list reasons %s, want apply_failing", got)
+	}
+
+	// Fixed: applied and acked.
+	if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{
+		Kind: "deployment", ResourceId: "api", AppliedVersion: head, InSync: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat(head, "")
+	r = region()
+	if len(r.Overview.NotInSync) != 0 || len(r.Deployments[0].NotInSync) != 0 || !r.Deployments[0].Sync.InSync {
+		t.Errorf("in sync, yet: region %v, deployment %v %+v", r.Overview.NotInSync, r.Deployments[0].NotInSync, r.Deployments[0].Sync)
+	}
+}
+
+// markStreaming records the eu agent as holding a stream, as a ctrld does
+// when it opens one (these tests speak for the agent without streaming).
+func markStreaming(t *testing.T, env *servertest.Env) {
+	t.Helper()
+	if _, err := env.DB.SQL.ExecContext(context.Background(),
+		"UPDATE agents SET connected_to = 'ctrld-test', connected_since = NOW(6) WHERE region = 'eu'"); err != nil {
+		t.Fatal(err)
+	}
+}
