@@ -2,11 +2,14 @@ package operator
 
 import (
 	"context"
-	"database/sql"
+	stdsql "database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
+
+	"entgo.io/ent/dialect/sql"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -17,6 +20,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -34,13 +38,13 @@ type Service struct {
 	ctrlv1.UnimplementedOperatorServiceServer
 	client   *ent.Client
 	desired  *desired.Store
-	sql      *sql.DB
+	sql      *stdsql.DB
 	notifier Notifier
 	log      *slog.Logger
 }
 
 // New returns the operator service.
-func New(client *ent.Client, db *sql.DB, notifier Notifier, log *slog.Logger) *Service {
+func New(client *ent.Client, db *stdsql.DB, notifier Notifier, log *slog.Logger) *Service {
 	return &Service{client: client, desired: desired.New(client), sql: db, notifier: notifier, log: log}
 }
 
@@ -56,11 +60,13 @@ const (
 // error to a status, and pokes the tailer after success. run holds every
 // check of the request as well as the action, so a call refused by any
 // check is on the record too.
-func (s *Service) act(ctx context.Context, action, target string, req proto.Message, run func() error) error {
+// run gets ctx naming the actor for the revisions it writes.
+func (s *Service) act(ctx context.Context, action, target string, req proto.Message, run func(ctx context.Context) error) error {
 	actor := "unknown"
 	if p, ok := auth.FromContext(ctx); ok {
 		actor = p.Name
 	}
+	ctx = desired.WithActor(ctx, actor)
 	// The record must not fail for what the caller sent: a 1 MiB target
 	// is clipped to fit, not refused by the database.
 	record := auditRecord{actor: validate.Clip(actor, auditNameLen), action: validate.Clip(action, auditNameLen),
@@ -75,7 +81,7 @@ func (s *Service) act(ctx context.Context, action, target string, req proto.Mess
 			panic(p)
 		}
 	}()
-	err := run()
+	err := run(ctx)
 	if err != nil {
 		record.error = validate.Clip(err.Error(), auditTextLen)
 	}
@@ -135,14 +141,17 @@ func (s *Service) audit(ctx context.Context, r auditRecord) {
 // and command arguments (a "--token=..." flag is as common as a secret in
 // the environment). Env names stay, so the record still says what changed.
 func auditDetail(req proto.Message) string {
-	if d, ok := req.(*ctrlv1.DeployRequest); ok {
+	switch d := req.(type) {
+	case *ctrlv1.DeployRequest:
 		d = proto.Clone(d).(*ctrlv1.DeployRequest)
-		for name, value := range d.Env {
-			d.Env[name] = redacted(value)
-		}
+		redactEnv(d.Env)
 		for i, arg := range d.Command {
 			d.Command[i] = redacted(arg)
 		}
+		req = d
+	case *ctrlv1.UpdateDeploymentRequest:
+		d = proto.Clone(d).(*ctrlv1.UpdateDeploymentRequest)
+		redactEnv(d.Env)
 		req = d
 	}
 	detail, err := protojson.Marshal(req)
@@ -150,6 +159,12 @@ func auditDetail(req proto.Message) string {
 		return "request not recorded: " + err.Error()
 	}
 	return validate.Clip(string(detail), auditTextLen)
+}
+
+func redactEnv(env map[string]string) {
+	for name, value := range env {
+		env[name] = redacted(value)
+	}
 }
 
 func redacted(secret string) string {
@@ -168,8 +183,10 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, desired.ErrAlreadyExists):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, desired.ErrConflict):
+	case errors.Is(err, desired.ErrConflict), errors.Is(err, desired.ErrNothingToRollBack):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, desired.ErrConcurrentChange):
+		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
 	case store.IsDeadlock(err):
@@ -188,7 +205,7 @@ func invalid(format string, args ...any) error {
 
 // Deploy implements ctrlv1.OperatorServiceServer.
 func (s *Service) Deploy(ctx context.Context, req *ctrlv1.DeployRequest) (*ctrlv1.DeployResponse, error) {
-	err := s.act(ctx, "deploy", req.GetDeploymentId(), req, func() error {
+	err := s.act(ctx, "deploy", req.GetDeploymentId(), req, func(ctx context.Context) error {
 		return s.desired.Deploy(ctx, desired.DeploymentSpec{
 			ID:            req.GetDeploymentId(),
 			WorkspaceID:   req.GetWorkspaceId(),
@@ -216,7 +233,7 @@ func (s *Service) SetDesiredStatus(ctx context.Context, req *ctrlv1.SetDesiredSt
 	case ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED:
 		action, want = "stop", desired.Stopped
 	}
-	err := s.act(ctx, action, target(req.GetDeploymentId(), req.GetRegion()), req, func() error {
+	err := s.act(ctx, action, target(req.GetDeploymentId(), req.GetRegion()), req, func(ctx context.Context) error {
 		if want == "" {
 			return fmt.Errorf("status: %w: must be RUNNING or STOPPED", desired.ErrInvalid)
 		}
@@ -233,7 +250,7 @@ func (s *Service) SetDesiredStatus(ctx context.Context, req *ctrlv1.SetDesiredSt
 
 // Scale implements ctrlv1.OperatorServiceServer.
 func (s *Service) Scale(ctx context.Context, req *ctrlv1.ScaleRequest) (*ctrlv1.ScaleResponse, error) {
-	err := s.act(ctx, "scale", target(req.GetDeploymentId(), req.GetRegion()), req, func() error {
+	err := s.act(ctx, "scale", target(req.GetDeploymentId(), req.GetRegion()), req, func(ctx context.Context) error {
 		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
 			return err
 		}
@@ -247,7 +264,7 @@ func (s *Service) Scale(ctx context.Context, req *ctrlv1.ScaleRequest) (*ctrlv1.
 
 // DeleteDeployment implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteDeployment(ctx context.Context, req *ctrlv1.DeleteDeploymentRequest) (*ctrlv1.DeleteDeploymentResponse, error) {
-	err := s.act(ctx, "delete-deployment", req.GetDeploymentId(), req, func() error {
+	err := s.act(ctx, "delete-deployment", req.GetDeploymentId(), req, func(ctx context.Context) error {
 		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
 			return err
 		}
@@ -262,7 +279,7 @@ func (s *Service) DeleteDeployment(ctx context.Context, req *ctrlv1.DeleteDeploy
 // PutSentinel implements ctrlv1.OperatorServiceServer.
 func (s *Service) PutSentinel(ctx context.Context, req *ctrlv1.PutSentinelRequest) (*ctrlv1.PutSentinelResponse, error) {
 	var id string
-	err := s.act(ctx, "put-sentinel", target(req.GetEnvironmentId(), req.GetRegion()), req, func() (err error) {
+	err := s.act(ctx, "put-sentinel", target(req.GetEnvironmentId(), req.GetRegion()), req, func(ctx context.Context) (err error) {
 		id, err = s.desired.EnsureSentinel(ctx, desired.SentinelSpec{
 			ID: req.GetSentinelId(), WorkspaceID: req.GetWorkspaceId(), EnvironmentID: req.GetEnvironmentId(),
 			Region: req.GetRegion(), Image: req.GetImage(), Replicas: int(req.GetReplicas()),
@@ -278,7 +295,7 @@ func (s *Service) PutSentinel(ctx context.Context, req *ctrlv1.PutSentinelReques
 
 // DeleteSentinel implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteSentinel(ctx context.Context, req *ctrlv1.DeleteSentinelRequest) (*ctrlv1.DeleteSentinelResponse, error) {
-	err := s.act(ctx, "delete-sentinel", req.GetSentinelId(), req, func() error {
+	err := s.act(ctx, "delete-sentinel", req.GetSentinelId(), req, func(ctx context.Context) error {
 		if err := checkID("sentinel_id", req.GetSentinelId()); err != nil {
 			return err
 		}
@@ -293,7 +310,7 @@ func (s *Service) DeleteSentinel(ctx context.Context, req *ctrlv1.DeleteSentinel
 // PutCiliumNetworkPolicy implements ctrlv1.OperatorServiceServer.
 func (s *Service) PutCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.PutCiliumNetworkPolicyRequest) (*ctrlv1.PutCiliumNetworkPolicyResponse, error) {
 	var id string
-	err := s.act(ctx, "put-cilium-policy", target(req.GetName(), req.GetRegion()), req, func() (err error) {
+	err := s.act(ctx, "put-cilium-policy", target(req.GetName(), req.GetRegion()), req, func(ctx context.Context) (err error) {
 		id, err = s.desired.EnsureCiliumPolicy(ctx, desired.PolicySpec{
 			ID: req.GetPolicyId(), WorkspaceID: req.GetWorkspaceId(), EnvironmentID: req.GetEnvironmentId(),
 			DeploymentID: req.GetDeploymentId(), Region: req.GetRegion(), Name: req.GetName(),
@@ -309,7 +326,7 @@ func (s *Service) PutCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.PutCil
 
 // DeleteCiliumNetworkPolicy implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.DeleteCiliumNetworkPolicyRequest) (*ctrlv1.DeleteCiliumNetworkPolicyResponse, error) {
-	err := s.act(ctx, "delete-cilium-policy", req.GetPolicyId(), req, func() error {
+	err := s.act(ctx, "delete-cilium-policy", req.GetPolicyId(), req, func(ctx context.Context) error {
 		if err := checkID("policy_id", req.GetPolicyId()); err != nil {
 			return err
 		}
@@ -323,7 +340,7 @@ func (s *Service) DeleteCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.Del
 
 // ForceResync implements ctrlv1.OperatorServiceServer.
 func (s *Service) ForceResync(ctx context.Context, req *ctrlv1.ForceResyncRequest) (*ctrlv1.ForceResyncResponse, error) {
-	err := s.act(ctx, "force-resync", req.GetRegion(), req, func() error {
+	err := s.act(ctx, "force-resync", req.GetRegion(), req, func(ctx context.Context) error {
 		if n := len(req.GetReason()); n > 1024 {
 			return fmt.Errorf("reason: %w: at most 1024 bytes, got %d", desired.ErrInvalid, n)
 		}
@@ -341,8 +358,18 @@ func (s *Service) SetRegionPaused(ctx context.Context, req *ctrlv1.SetRegionPaus
 	if req.GetPaused() {
 		action = "pause"
 	}
-	err := s.act(ctx, action, req.GetRegion(), req, func() error {
-		return s.updateRegion(ctx, req.GetRegion(), func(u *ent.RegionUpdateOne) { u.SetPaused(req.GetPaused()) })
+	err := s.act(ctx, action, req.GetRegion(), req, func(ctx context.Context) error {
+		return s.updateRegion(ctx, req.GetRegion(), func(u *ent.RegionUpdateOne) {
+			u.SetPaused(req.GetPaused())
+			if !req.GetPaused() {
+				u.ClearPausedAt()
+				return
+			}
+			// A pause of a paused region keeps when the pause began.
+			u.Modify(func(b *sql.UpdateBuilder) {
+				b.Set(region.FieldPausedAt, sql.Expr("COALESCE("+region.FieldPausedAt+", ?)", time.Now().UTC()))
+			})
+		})
 	})
 	if err != nil {
 		return nil, err

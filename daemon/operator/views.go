@@ -130,6 +130,9 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 		out.Changes = append(out.Changes, &ctrlv1.PendingChange{
 			Version: c.Version, ResourceType: c.Type, ResourceId: c.ResourceID, CreatedAt: timestamppb.New(c.CreatedAt)})
 	}
+	if err := s.describeChanges(ctx, req.GetRegion(), out.Changes); err != nil {
+		return nil, s.viewError(err)
+	}
 	return out, nil
 }
 
