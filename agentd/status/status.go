@@ -1,8 +1,9 @@
 // Package status reports what the cluster actually runs back to ctrld:
 // the Pods of each deployment (name, address, phase, readiness) and each
-// sentinel's available replicas and health, from the informer cache,
-// batched and deduplicated — a burst of events for one resource becomes
-// one report — and retried until ctrld takes them.
+// sentinel's available replicas and health, from the informer cache; and
+// how far the agent got applying each resource (SyncReporter), from the
+// dispatcher. Both are batched and deduplicated — a burst of events for
+// one resource becomes one report — and retried until ctrld takes them.
 package status
 
 import (
@@ -84,17 +85,23 @@ func (r *Reporter) take(set map[string]bool) []string {
 
 // Run reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
-	tick := time.NewTicker(r.interval)
+	every(ctx, r.interval, r.log, "status", r.flush)
+}
+
+// every calls flush at most once per interval until ctx ends; after a
+// failure it waits a backoff growing up to 30s before the next call.
+func every(ctx context.Context, interval time.Duration, log *slog.Logger, what string, flush func(context.Context) error) {
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
-	backoff := r.interval
+	backoff := interval
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if err := r.flush(ctx); err != nil && ctx.Err() == nil {
-			r.log.Warn("status: reporting to ctrld failed; will retry", "err", err)
+		if err := flush(ctx); err != nil && ctx.Err() == nil {
+			log.Warn(what+": reporting to ctrld failed; will retry", "err", err)
 			backoff = min(2*backoff, 30*time.Second)
 			select {
 			case <-ctx.Done():
@@ -103,7 +110,7 @@ func (r *Reporter) Run(ctx context.Context) {
 			}
 			continue
 		}
-		backoff = r.interval
+		backoff = interval
 	}
 }
 

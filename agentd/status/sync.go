@@ -1,0 +1,78 @@
+package status
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/agentd/dispatch"
+	"github.com/deploysync/deploysync/internal/validate"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// maxSyncErrorBytes clips a resource's apply error in a report, as the
+// API allows: one resource's long error must not make reports large.
+const maxSyncErrorBytes = 1 << 10
+
+// SyncReporter sends each resource's apply state (ReportResourceSync) as
+// the dispatcher tracks it: what changed since ctrld last took a report,
+// at most maxPerReport resources per call.
+type SyncReporter struct {
+	client   ctrlv1.ClusterServiceClient
+	region   string
+	source   *dispatch.Dispatcher
+	interval time.Duration
+	log      *slog.Logger
+}
+
+// NewSyncReporter returns a SyncReporter sending at most every interval.
+func NewSyncReporter(client ctrlv1.ClusterServiceClient, region string, source *dispatch.Dispatcher, interval time.Duration, log *slog.Logger) *SyncReporter {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	return &SyncReporter{client: client, region: region, source: source, interval: interval, log: log}
+}
+
+// Run reports until ctx ends.
+func (r *SyncReporter) Run(ctx context.Context) {
+	every(ctx, r.interval, r.log, "resource sync", r.flush)
+}
+
+// flush sends what changed. What ctrld did not take is reported by the
+// next flush, whether the send failed or something on the way panicked.
+func (r *SyncReporter) flush(ctx context.Context) error {
+	syncs := r.source.Syncs()
+	sent := 0 // syncs[:sent] are reported
+	defer func() { r.source.Unreported(syncs[sent:]) }()
+	for sent < len(syncs) {
+		batch := syncs[sent:min(len(syncs), sent+maxPerReport)]
+		req := &ctrlv1.ReportResourceSyncRequest{Region: r.region, Resources: make([]*ctrlv1.ResourceSync, 0, len(batch))}
+		for _, s := range batch {
+			req.Resources = append(req.Resources, resourceSync(s))
+		}
+		if _, err := r.client.ReportResourceSync(ctx, req); err != nil {
+			return fmt.Errorf("report %d resources' sync: %w", len(batch), err)
+		}
+		r.source.Reported(batch)
+		sent += len(batch)
+	}
+	return nil
+}
+
+func resourceSync(s dispatch.Sync) *ctrlv1.ResourceSync {
+	rs := &ctrlv1.ResourceSync{
+		Kind: s.Key.Kind, ResourceId: s.Key.ID, AppliedVersion: s.AppliedVersion,
+		InSync: s.InSync, Deleted: s.Deleted,
+		// An error's text may hold any bytes, and one string that is not
+		// UTF-8 would make the whole request fail to encode, every time.
+		Error: validate.Clip(strings.ToValidUTF8(s.Err, "\uFFFD"), maxSyncErrorBytes),
+	}
+	if !s.FailingSince.IsZero() {
+		rs.FailingSince = timestamppb.New(s.FailingSince)
+	}
+	return rs
+}
