@@ -89,6 +89,25 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 		return connected == 1 && lag == 0 && paused == 0 && heartbeat && fullSync
 	})
 
+	// One of its applies fails, then succeeds: the failing-resources
+	// gauge (DeploysyncApplyFailing) follows what the agent reports.
+	reportSync := func(r *ctrlv1.ResourceSync) {
+		t.Helper()
+		if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "us-east", Resources: []*ctrlv1.ResourceSync{r}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", Error: "forbidden", FailingSince: timestamppb.Now()})
+	waitFor(t, "one failing resource", func() bool {
+		failing, _ := gauge(t, reg, "deploysync_region_failing_resources", "us-east")
+		return failing == 1
+	})
+	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", AppliedVersion: resume, InSync: true})
+	waitFor(t, "no failing resource", func() bool {
+		failing, _ := gauge(t, reg, "deploysync_region_failing_resources", "us-east")
+		return failing == 0
+	})
+
 	// The agent dies, an operator pauses the region, and a change waits.
 	kill()
 	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "us-east", Paused: true}); err != nil {
