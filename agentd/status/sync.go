@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
@@ -43,22 +45,47 @@ func (r *SyncReporter) Run(ctx context.Context) {
 }
 
 // flush sends what changed. What ctrld did not take is reported by the
-// next flush, whether the send failed or something on the way panicked.
+// next flush, whether the send failed or something on the way panicked;
+// except a report ctrld refused as invalid: sent again it would be
+// refused again, and hold up every report after it for good.
 func (r *SyncReporter) flush(ctx context.Context) error {
 	syncs := r.source.Syncs()
 	sent := 0 // syncs[:sent] are reported
 	defer func() { r.source.Unreported(syncs[sent:]) }()
 	for sent < len(syncs) {
 		batch := syncs[sent:min(len(syncs), sent+maxPerReport)]
-		req := &ctrlv1.ReportResourceSyncRequest{Region: r.region, Resources: make([]*ctrlv1.ResourceSync, 0, len(batch))}
-		for _, s := range batch {
-			req.Resources = append(req.Resources, resourceSync(s))
-		}
-		if _, err := r.client.ReportResourceSync(ctx, req); err != nil {
-			return fmt.Errorf("report %d resources' sync: %w", len(batch), err)
+		if err := r.send(ctx, batch); err != nil {
+			return err
 		}
 		r.source.Reported(batch)
 		sent += len(batch)
+	}
+	return nil
+}
+
+// send reports batch; it fails only when sending it again may succeed.
+func (r *SyncReporter) send(ctx context.Context, batch []dispatch.Sync) error {
+	req := &ctrlv1.ReportResourceSyncRequest{Region: r.region, Resources: make([]*ctrlv1.ResourceSync, 0, len(batch))}
+	for _, s := range batch {
+		// ctrld refuses a whole report over one ID it could never hold
+		// (garbage collection deletes whatever carries the managed label,
+		// say an object labelled by hand): no such resource is desired,
+		// so leaving it out loses nothing.
+		if validate.ID(s.Key.ID) == nil {
+			req.Resources = append(req.Resources, resourceSync(s))
+		}
+	}
+	if len(req.Resources) == 0 {
+		return nil
+	}
+	_, err := r.client.ReportResourceSync(ctx, req)
+	if grpcstatus.Code(err) == codes.InvalidArgument {
+		r.log.Error("resource sync: ctrld refused a report as invalid; dropping it (its resources are reported again when they change)",
+			"err", err, "resources", len(req.Resources))
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("report %d resources' sync: %w", len(req.Resources), err)
 	}
 	return nil
 }

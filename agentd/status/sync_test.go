@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
@@ -19,21 +21,32 @@ import (
 )
 
 // syncCtrld records the resource sync reports it takes, encoded as on the
-// wire, and refuses one call on demand.
+// wire, and fails one call on demand.
 type syncCtrld struct {
 	ctrlv1.ClusterServiceClient
 	mu      sync.Mutex
-	failAt  int // refuse the failAt-th call (1-based; 0: none)
+	failAt  int   // fail the failAt-th call (1-based; 0: none)
+	failErr error // with this error (default: ctrld unreachable)
 	calls   int
-	batches [][]*ctrlv1.ResourceSync
+	batches [][]*ctrlv1.ResourceSync // taken
+	ids     map[string]bool          // in any call, taken or not
 }
 
 func (c *syncCtrld) ReportResourceSync(_ context.Context, req *ctrlv1.ReportResourceSyncRequest, _ ...grpc.CallOption) (*ctrlv1.ReportResourceSyncResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls++
+	for _, s := range req.GetResources() {
+		if c.ids == nil {
+			c.ids = map[string]bool{}
+		}
+		c.ids[s.GetResourceId()] = true
+	}
 	if c.calls == c.failAt {
-		return nil, errors.New("injected: ctrld unreachable")
+		if c.failErr != nil {
+			return nil, c.failErr
+		}
+		return nil, status.Error(codes.Unavailable, "injected: ctrld unreachable")
 	}
 	if _, err := proto.Marshal(req); err != nil {
 		return nil, fmt.Errorf("the request does not encode: %w", err)
@@ -135,5 +148,53 @@ func TestResourceSyncsAreSentInBatchesOf500WithErrorsClipped(t *testing.T) {
 	}
 	if bad.GetInSync() || bad.GetFailingSince() == nil || bad.GetAppliedVersion() != 0 {
 		t.Fatalf("the failing resource arrived as %v", bad)
+	}
+}
+
+// A report ctrld refuses as invalid is not sent again (it would be refused
+// again, holding up every report after it), and an ID ctrld could never
+// hold, from an object garbage collection deleted, is never sent: it would
+// get the whole report refused.
+func TestAReportRefusedAsInvalidIsNotSentAgain(t *testing.T) {
+	d := dispatch.New(failing{}, slog.New(slog.DiscardHandler), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); d.Run(ctx, 2) }()
+	t.Cleanup(func() { cancel(); <-done })
+	d.BeginFullSync()
+	if err := d.Event(apply("api")); err != nil {
+		t.Fatal(err)
+	}
+	d.Collect([]dispatch.Key{{Kind: dispatch.KindDeployment, ID: "api"}, {Kind: dispatch.KindDeployment, ID: "Labelled_By_Hand"}})
+	d.Bookmark(1)
+	waitUntil(t, "the apply and the collection", func() bool { return d.Acked() == 1 })
+
+	client := &syncCtrld{failAt: 1, failErr: status.Error(codes.InvalidArgument, "resources[0].applied_version: ahead of the newest version")}
+	r := NewSyncReporter(client, "eu", d, time.Second, slog.New(slog.DiscardHandler))
+	for range 2 {
+		if err := r.flush(ctx); err != nil {
+			t.Fatalf("flush: %v", err)
+		}
+	}
+	if client.calls != 1 {
+		t.Fatalf("%d calls, want the refused one alone", client.calls)
+	}
+	if client.ids["Labelled_By_Hand"] || !client.ids["api"] {
+		t.Fatalf("reported %v, want api alone", client.ids)
+	}
+
+	client.failAt = 0
+	if err := d.Event(&ctrlv1.DeploymentChangeEvent{Version: 2, Event: &ctrlv1.DeploymentChangeEvent_Deployment{
+		Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_DELETE, Deployment: &ctrlv1.DeploymentState{DeploymentId: "api"}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	d.Bookmark(2)
+	waitUntil(t, "the delete", func() bool { return d.Acked() == 2 })
+	if err := r.flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(client.batches) != 1 || len(client.batches[0]) != 1 || client.batches[0][0].GetResourceId() != "api" || !client.batches[0][0].GetDeleted() {
+		t.Fatalf("after the refused report, ctrld took %v, want api deleted alone", client.batches)
 	}
 }
