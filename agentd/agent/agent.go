@@ -1,7 +1,8 @@
 // Package agent assembles agentd: the informer cache, the controllers, the
-// dispatcher, the watcher, status reporting and the heartbeat that tells
-// ctrld the acknowledged cursor; and, with leader election, makes sure only
-// one replica per cluster applies anything.
+// dispatcher, the watcher, status and resource sync reporting, and the
+// heartbeat that tells ctrld the acknowledged cursor and why the last full
+// sync did not complete; and, with leader election, makes sure only one
+// replica per cluster applies anything.
 package agent
 
 import (
@@ -40,7 +41,7 @@ type Config struct {
 	Workers int
 	// ResyncInterval is the periodic full resync (default 5m; negative: off).
 	ResyncInterval time.Duration
-	// StatusInterval batches status reports (default 1s).
+	// StatusInterval batches status and resource sync reports (default 1s).
 	StatusInterval time.Duration
 	// HeartbeatInterval is the longest gap between agent status reports
 	// (default 10s); a moved cursor is reported sooner.
@@ -193,6 +194,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	cfg.Readiness.activate(w)
 	defer cfg.Readiness.deactivate(cfg.LeaderElect)
 	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
+	syncs := status.NewSyncReporter(cluster, cfg.Region, d, cfg.StatusInterval, log)
 
 	guard := recovery.Guard{Log: log, Panics: m.Panics}
 	// Informer handlers run on client-go's goroutines, whose crash handler
@@ -248,6 +250,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	}
 	wg.Go(func() { d.Run(ctx, cfg.Workers) })
 	run("status", reporter.Run)
+	run("resource-sync", syncs.Run)
 	run("heartbeat", hb.run)
 	err := w.Run(ctx)
 	cancel()
@@ -393,11 +396,14 @@ func (h *heartbeat) send(ctx context.Context) {
 		AckedVersion: h.dispatcher.Acked(), AgentVersion: h.cfg.Version,
 		LastError: h.dispatcher.LastError(),
 	}
+	if err := h.watcher.GCError(); err != nil {
+		req.LastFullSyncError = err.Error()
+	}
 	if req.LastError == "" {
 		if err := h.watcher.LastError(); err != nil {
 			req.LastError = "stream: " + err.Error()
-		} else if err := h.watcher.GCError(); err != nil {
-			req.LastError = err.Error()
+		} else {
+			req.LastError = req.LastFullSyncError
 		}
 	}
 	if !h.dispatcher.HasAcked() && req.LastError == "" {
