@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
@@ -31,9 +32,10 @@ func (m Model) act(what, done string, call func(ctx context.Context) error) tea.
 func (m Model) resyncConfirmation(region string) *confirmation {
 	what, done := "force resync of "+Clean(region), "requested a full resync of "+Clean(region)
 	return &confirmation{
-		what:   what,
-		done:   done,
-		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", Clean(region)),
+		what: what,
+		done: done,
+		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", Clean(region)) +
+			m.regionWarning(region),
 		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "forced from unkey-tui"})
 			return err
@@ -70,12 +72,50 @@ func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, w
 	return &confirmation{
 		what:   what,
 		done:   done,
-		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect),
+		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect) + m.regionWarning(region),
 		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
 			return err
 		}),
 	}
+}
+
+// regionWarning tells, below a confirmation's text, that a change for the
+// region will not take effect now: the region is paused or its agent down
+// (as last read). Empty when neither is known.
+func (m Model) regionWarning(region string) string {
+	o := m.overviewOf(region)
+	if o == nil {
+		return ""
+	}
+	now, shown := m.opts.Now(), Clean(region)
+	var warnings []string
+	if o.GetPaused() {
+		warnings = append(warnings, strings.TrimSpace(fmt.Sprintf("%s is paused %s", shown, since(o.GetPausedSince(), now)))+
+			": this change waits until it is resumed.")
+	}
+	if !o.GetAgentConnected() {
+		warnings = append(warnings, strings.TrimSpace(fmt.Sprintf("%s's agent is down %s", shown, since(o.GetLastHeartbeat(), now)))+
+			": this change waits until it reconnects.")
+	}
+	if len(warnings) == 0 {
+		return ""
+	}
+	return "\n\nNote: " + strings.Join(warnings, "\nNote: ")
+}
+
+// overviewOf is the region's health as last read: from its page if it is
+// shown, else from the regions list (read with the deployments too).
+func (m Model) overviewOf(region string) *ctrlv1.RegionOverview {
+	if m.page == pageRegion && m.detail.name == region && m.detail.region != nil {
+		return m.detail.region.GetOverview()
+	}
+	for _, o := range m.regions.all {
+		if o.GetRegion() == region {
+			return o
+		}
+	}
+	return nil
 }
 
 func capitalize(s string) string {
@@ -91,7 +131,7 @@ func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to
 	return &confirmation{
 		what:   what,
 		done:   done,
-		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to),
+		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to) + m.regionWarning(region),
 		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})
 			return err

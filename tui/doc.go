@@ -6,7 +6,12 @@
 //
 // The root Model owns the program: it polls ctrld's operator API in
 // commands (never blocking input), routes keys to the active page, and
-// shows a banner while ctrld is unreachable instead of failing. Pages and
+// shows a banner while ctrld is unreachable instead of failing. Nothing
+// looks live that is not: while reads fail, the page keeps its last rows,
+// dimmed and marked "?", says "STALE as of" the last good read, and counts
+// ages to that read; the first good read clears all of it. Text that does
+// not fit is elided from the middle or wrapped (elide, fit), never cut
+// without "…", so the end of an error, which says why, stays. Pages and
 // components are small models; styles and key bindings are one struct
 // each, built per program (no package-global mutable state).
 //

@@ -1,11 +1,14 @@
 package tui
 
+import "time"
+
 // list is a page's rows, after the filter, and its selected row. A refresh
 // keeps the selection on the same item (by key) wherever the item moved, so
 // an action never lands on a row that slid under the cursor.
 type list[T any] struct {
 	rows   []T
 	cursor int
+	at     time.Time // when the rows were read; zero before the first read
 }
 
 // show replaces the rows.

@@ -2,7 +2,6 @@ package tui
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -25,6 +24,15 @@ type Options struct {
 	// StatusFor is how long an action's outcome stays on the status line
 	// (default 5s): long enough to read, gone before it is taken for news.
 	StatusFor time.Duration
+	// Reconnect, if set, runs after a read failed: the connection's own
+	// backoff grows to minutes between attempts, and a console that found
+	// ctrld back only that late would show it unreachable long after it
+	// answers again. (Set it to the gRPC connection's ResetConnectBackoff.)
+	Reconnect func()
+	// Notices is a directory whose files each hold one line the console
+	// shows until the file is gone; `go tool task dev` reports a stack
+	// component that died there. Empty outside the dev stack.
+	Notices string
 }
 
 type page int
@@ -58,6 +66,7 @@ type Model struct {
 	// one does not clear a newer one.
 	statusSeq int
 	err       error // why ctrld is not answering, if it is not
+	notices   []string
 }
 
 // New returns the console on an operator client.
@@ -84,8 +93,12 @@ func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
 type (
 	tickMsg        struct{}
 	regionsMsg     struct{ regions []*ctrlv1.RegionOverview }
-	deploymentsMsg struct{ deployments []*ctrlv1.DeploymentSummary }
-	detailMsg      struct {
+	deploymentsMsg struct {
+		deployments []*ctrlv1.DeploymentSummary
+		regions     []*ctrlv1.RegionOverview // for the confirmations' warnings
+	}
+	noticesMsg struct{ notices []string }
+	detailMsg  struct {
 		name    string // the region asked for
 		region  *ctrlv1.GetRegionResponse
 		pending *ctrlv1.ListPendingChangesResponse
@@ -100,7 +113,7 @@ type (
 )
 
 // Init implements tea.Model.
-func (m Model) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick()) }
+func (m Model) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick(), m.readNotices()) }
 
 // showStatus puts s on the status line and returns the command that
 // clears it after Options.StatusFor.
@@ -128,12 +141,16 @@ func (m Model) fetch() tea.Cmd {
 	op, region := m.op, m.detail.name
 	switch m.page {
 	case pageDeployments:
-		return call(func(ctx context.Context) (tea.Msg, error) {
+		return m.call(func(ctx context.Context) (tea.Msg, error) {
 			r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
-			return deploymentsMsg{r.GetDeployments()}, err
+			if err != nil {
+				return nil, err
+			}
+			regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+			return deploymentsMsg{r.GetDeployments(), regions.GetRegions()}, err
 		})
 	case pageRegion:
-		return call(func(ctx context.Context) (tea.Msg, error) {
+		return m.call(func(ctx context.Context) (tea.Msg, error) {
 			r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: region})
 			if err != nil {
 				return nil, err
@@ -142,20 +159,26 @@ func (m Model) fetch() tea.Cmd {
 			return detailMsg{region, r, p}, err
 		})
 	}
-	return call(func(ctx context.Context) (tea.Msg, error) {
+	return m.call(func(ctx context.Context) (tea.Msg, error) {
 		r, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
 		return regionsMsg{r.GetRegions()}, err
 	})
 }
 
 // call runs one read of the operator API as a command, bounded in time;
-// a failure becomes errMsg (the banner).
-func call(read func(ctx context.Context) (tea.Msg, error)) tea.Cmd {
+// a failure becomes errMsg (the banner) and asks the connection to retry
+// at once (see Options.Reconnect), so that the next tick finds ctrld as
+// soon as it is back.
+func (m Model) call(read func(ctx context.Context) (tea.Msg, error)) tea.Cmd {
+	reconnect := m.opts.Reconnect
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		msg, err := read(ctx)
 		if err != nil {
+			if reconnect != nil {
+				reconnect()
+			}
 			return errMsg{err}
 		}
 		return msg
@@ -169,9 +192,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 		return m, nil
 	case tickMsg:
-		return m, tea.Batch(m.fetch(), m.tick())
+		return m, tea.Batch(m.fetch(), m.tick(), m.readNotices())
+	case noticesMsg:
+		m.notices = msg.notices
+		return m, nil
 	case regionsMsg:
 		m.err = nil
+		m.regions.at = m.opts.Now()
 		m.regions.set(msg.regions, m.filter)
 		return m, nil
 	case detailMsg:
@@ -181,11 +208,15 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.err = nil
+		m.detail.at = m.opts.Now()
 		m.detail.set(msg.region, msg.pending, m.filter)
 		return m, nil
 	case deploymentsMsg:
 		m.err = nil
+		m.deployments.at = m.opts.Now()
 		m.deployments.set(msg.deployments, m.filter)
+		m.regions.at = m.deployments.at
+		m.regions.set(msg.regions, m.filter)
 		return m, nil
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
@@ -355,6 +386,32 @@ func (m Model) View() tea.View {
 // Content is the console's screen as text (what View shows).
 func (m Model) Content() string { return m.render() }
 
+// stale reports whether the page shows data that may no longer be true:
+// ctrld does not answer, and the rows are the last it sent.
+func (m Model) stale() bool { return m.err != nil && !m.shownAt().IsZero() }
+
+// shownAt is when the shown page's data was read (zero before the first
+// read answered).
+func (m Model) shownAt() time.Time {
+	switch m.page {
+	case pageRegion:
+		return m.detail.at
+	case pageDeployments:
+		return m.deployments.at
+	}
+	return m.regions.at
+}
+
+// asOf is the time the page's ages are counted to: now while ctrld
+// answers, the last good read while it does not, so that "3m ago" does
+// not keep counting as if it had just been read.
+func (m Model) asOf() time.Time {
+	if m.stale() {
+		return m.shownAt()
+	}
+	return m.opts.Now()
+}
+
 // ErrorText is how the console (and the script commands) show an error:
 // a gRPC error as its code and the server's own message, cleaned (see
 // Clean).
@@ -363,18 +420,4 @@ func ErrorText(err error) string {
 		return s.Code().String() + ": " + Clean(s.Message())
 	}
 	return Clean(err.Error())
-}
-
-func ago(now, t time.Time) string {
-	if t.IsZero() {
-		return "never"
-	}
-	d := now.Sub(t).Round(time.Second)
-	switch {
-	case d < time.Minute:
-		return fmt.Sprintf("%ds ago", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm ago", int(d.Minutes()))
-	}
-	return fmt.Sprintf("%dh ago", int(d.Hours()))
 }

@@ -3,6 +3,7 @@ package tui
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -45,47 +46,113 @@ func problems(r *ctrlv1.RegionOverview) []string {
 	return out
 }
 
+// wideFrom is the width from which the regions table shows the HEAD and
+// ACKED versions too; narrower, they give way to the state (the region's
+// page shows them).
+const wideFrom = 100
+
+// downPaused says since when the region's agent is down (its last
+// heartbeat) and the region paused: "DOWN since 14:02 (4m)".
+func downPaused(r *ctrlv1.RegionOverview, now time.Time) []string {
+	var out []string
+	if !r.GetAgentConnected() {
+		if s := since(r.GetLastHeartbeat(), now); s != "" {
+			out = append(out, "DOWN "+s)
+		} else {
+			out = append(out, "DOWN, never connected")
+		}
+	}
+	if r.GetPaused() {
+		out = append(out, strings.TrimSpace("PAUSED "+since(r.GetPausedSince(), now)))
+	}
+	return out
+}
+
+// whyNotInSync lists why the region is not in sync, most pressing first:
+// down and paused since when, then the server's other reasons (its own
+// "paused" and "agent down" would say the same again), then the agent's
+// last error.
+func whyNotInSync(r *ctrlv1.RegionOverview, now time.Time) []string {
+	why := downPaused(r, now)
+	for _, reason := range r.GetNotInSync() {
+		switch reason.GetCode() {
+		case "paused", "agent_down", "no_agent":
+			continue
+		}
+		why = append(why, reasonText(reason))
+	}
+	if r.GetLastError() != "" {
+		why = append(why, "last error: "+r.GetLastError())
+	}
+	return why
+}
+
+// reasonText is one reason a region or deployment is not in sync, in the
+// server's words.
+func reasonText(r *ctrlv1.SyncReason) string {
+	text := r.GetMessage()
+	if text == "" {
+		text = strings.ReplaceAll(r.GetCode(), "_", " ")
+	}
+	if r.GetResource() != "" && !strings.Contains(text, r.GetResource()) {
+		text = r.GetResource() + ": " + text
+	}
+	return text
+}
+
 func (m Model) renderRegions() string {
 	s := m.styles
-	now := m.opts.Now()
+	now := m.asOf()
+	wide := m.width >= wideFrom
+	versions := func(head, acked any) string {
+		if !wide {
+			return ""
+		}
+		return fmt.Sprintf(" %7v %7v", head, acked)
+	}
 	var b strings.Builder
-	header := fmt.Sprintf("  %-12s %-10s %7s %7s %5s %6s %4s %-8s %s", "REGION", "AGENT", "HEAD", "ACKED", "LAG", "LAG(s)", "PEND", "FULLSYNC", "STATE")
+	header := fmt.Sprintf("  %-12s %-11s%s %5s %6s %4s %-8s %s", "REGION", "AGENT", versions("HEAD", "ACKED"), "LAG", "LAG(s)", "PEND", "FULLSYNC", "STATE")
 	b.WriteString(s.Header.Render(header) + "\n")
 	if len(m.regions.rows) == 0 {
 		b.WriteString(s.Dim.Render("  "+emptyText("regions", m.filter, len(m.regions.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
 	}
 	for i, r := range m.regions.rows {
 		agent := "down"
-		if r.AgentConnected {
+		switch {
+		case r.AgentConnected && r.ConnectedSince != nil:
+			agent = "up " + ago(now, r.ConnectedSince.AsTime())
+		case r.AgentConnected:
 			agent = "up"
-			if r.ConnectedSince != nil {
-				agent = "up " + ago(now, r.ConnectedSince.AsTime())
-			}
+		case r.LastHeartbeat != nil:
+			agent = "down " + ago(now, r.LastHeartbeat.AsTime())
 		}
 		fullSync := "never"
 		if r.LastFullSync != nil {
 			fullSync = ago(now, r.LastFullSync.AsTime())
 		}
-		state := "ok"
-		marker := " "
+		state, marker, style := "ok", " ", s.Plain
 		if p := problems(r); len(p) > 0 {
-			state, marker = strings.Join(p, ","), "!"
+			state, marker, style = strings.Join(p, ","), "!", s.Warn
+			if !r.AgentConnected {
+				style = s.Bad
+			}
 		}
-		line := fmt.Sprintf("%s %-12s %-10s %7d %7d %5d %6.1f %4d %-8s %s", marker, clip(r.Region, 12), clip(agent, 10),
-			r.HeadVersion, r.AckedVersion, r.LagChanges, r.LagSeconds, r.PendingResources, clip(fullSync, 8), state)
-		line = clip(line, m.width)
-		switch {
-		case i == m.regions.cursor:
-			line = s.Selected.Render(line)
-		case marker == "!" && !r.AgentConnected:
-			line = s.Bad.Render(line)
-		case marker == "!":
-			line = s.Warn.Render(line)
+		if m.stale() {
+			state, marker = "was "+state, "?" // the title says since when
 		}
-		b.WriteString(line + "\n")
+		line := fmt.Sprintf("%s %-12s %-11s%s %5d %6.1f %4d %-8s ", marker, clip(r.Region, 12), clip(agent, 11),
+			versions(r.HeadVersion, r.AckedVersion), r.LagChanges, r.LagSeconds, r.PendingResources, clip(fullSync, 8))
+		line += elide(state, m.width-ansi.StringWidth(line))
+		b.WriteString(m.rowStyle(line, i == m.regions.cursor, style) + "\n")
 	}
-	if r := m.regions.selected(); r != nil && r.LastError != "" {
-		b.WriteString("\n" + s.Bad.Render("last error ("+Clean(r.Region)+"): ") + clip(r.LastError, m.width-20) + "\n")
+	if r := m.regions.selected(); r != nil {
+		why := whyNotInSync(r, now)
+		if len(why) > 0 {
+			b.WriteString("\n")
+		}
+		for _, w := range why {
+			b.WriteString(elide(Clean(r.Region)+": "+w, m.width) + "\n")
+		}
 	}
 	return b.String()
 }

@@ -17,7 +17,10 @@ func (m Model) render() string {
 	case pageDeployments:
 		title = "unkey-tui · deployments"
 	}
-	b.WriteString(s.Title.Render(title) + "\n")
+	if m.stale() {
+		title += " · STALE " + asOfText(m.shownAt(), m.opts.Now())
+	}
+	b.WriteString(s.Title.Render(clip(title, m.width)) + "\n")
 	if m.filtering || m.filter != "" {
 		cursor := ""
 		if m.filtering {
@@ -26,25 +29,44 @@ func (m Model) render() string {
 		b.WriteString("filter: " + Clean(m.filter) + cursor + "\n")
 	}
 	if m.err != nil {
-		b.WriteString(s.Banner.Render(clip(" ctrld unreachable, retrying: "+ErrorText(m.err)+" ", m.width)) + "\n")
+		b.WriteString(s.Banner.Render(fit("ctrld unreachable, retrying: "+ErrorText(m.err), m.width, 2)) + "\n")
 	}
 	b.WriteString("\n")
-	switch m.page {
-	case pageRegions:
+	switch {
+	case m.confirm != nil:
+		// In place of the page, which it would push off a small screen:
+		// the dialog says all that will change. Wrapped to fit the screen,
+		// border included.
+		dialog := s.Dialog.Width(min(m.width-4, 76)).Render(m.confirm.detail + "\n\n[y] yes   [n] no")
+		b.WriteString(lipgloss.NewStyle().MarginLeft(2).Render(dialog) + "\n")
+	case m.page == pageRegions:
 		b.WriteString(m.renderRegions())
-	case pageRegion:
+	case m.page == pageRegion:
 		b.WriteString(m.renderDetail())
-	case pageDeployments:
+	case m.page == pageDeployments:
 		b.WriteString(m.renderDeployments())
 	}
-	if m.confirm != nil {
-		// Wrapped to fit the screen, border included.
-		dialog := s.Dialog.Width(min(m.width-4, 76)).Render(m.confirm.detail + "\n\n[y] yes   [n] no")
-		b.WriteString("\n" + lipgloss.NewStyle().MarginLeft(2).Render(dialog) + "\n")
+	if m.status != "" || len(m.notices) > 0 {
+		b.WriteString("\n")
+	}
+	for _, n := range m.notices {
+		b.WriteString(s.Bad.Render(fit("dev stack: "+n, m.width, 2)) + "\n")
 	}
 	if m.status != "" {
-		b.WriteString("\n" + clip(m.status, m.width) + "\n")
+		b.WriteString(fit(m.status, m.width, 2) + "\n")
 	}
 	b.WriteString("\n" + s.Help.Render(m.help.View(m.keys.helpFor(m.page))))
 	return b.String()
+}
+
+// rowStyle marks a table row: dimmed, with "?", while the data is stale,
+// so that no row reads as live when ctrld does not answer.
+func (m Model) rowStyle(line string, selected bool, style lipgloss.Style) string {
+	switch {
+	case selected:
+		return m.styles.Selected.Render(line)
+	case m.stale():
+		return m.styles.Dim.Render(line)
+	}
+	return style.Render(line)
 }

@@ -5,7 +5,7 @@ import "charm.land/lipgloss/v2"
 // Styles are the console's looks. Every state that matters is also spelled
 // out in text ("!" markers, DOWN, PAUSED), so it reads without color.
 type Styles struct {
-	Title, Header, Selected, Bad, Warn, Dim, Banner, Dialog, Help lipgloss.Style
+	Title, Header, Selected, Bad, Warn, Dim, Banner, Dialog, Help, Plain lipgloss.Style
 }
 
 // NewStyles returns the styles; noColor drops every color (NO_COLOR).
@@ -15,7 +15,7 @@ func NewStyles(noColor bool) Styles {
 		return Styles{
 			Title: plain.Bold(true), Header: plain.Bold(true), Selected: plain.Reverse(true),
 			Bad: plain, Warn: plain, Dim: plain, Banner: plain.Bold(true),
-			Dialog: plain.Border(lipgloss.NormalBorder()).Padding(0, 1), Help: plain,
+			Dialog: plain.Border(lipgloss.NormalBorder()).Padding(0, 1), Help: plain, Plain: plain,
 		}
 	}
 	return Styles{
@@ -28,5 +28,6 @@ func NewStyles(noColor bool) Styles {
 		Banner:   lipgloss.NewStyle().Bold(true).Foreground(lipgloss.Color("15")).Background(lipgloss.Color("1")),
 		Dialog:   lipgloss.NewStyle().Border(lipgloss.RoundedBorder()).Padding(0, 1),
 		Help:     lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
+		Plain:    lipgloss.NewStyle(),
 	}
 }

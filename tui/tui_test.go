@@ -66,12 +66,16 @@ func (f *fakeOperator) ListRegions(context.Context, *ctrlv1.ListRegionsRequest, 
 	return &ctrlv1.ListRegionsResponse{Regions: []*ctrlv1.RegionOverview{
 		{Region: "ap-south", HeadVersion: 982, AckedVersion: 940, LagChanges: 42, LagSeconds: 312.5, PendingResources: 17,
 			AgentConnected: false, AgentIdentity: "krane-ap-0", LastHeartbeat: at(6 * time.Minute), LastFullSync: at(2 * time.Hour),
-			LastError: "stream: connection reset by peer"},
+			LastError: "stream: connection reset by peer", NotInSync: []*ctrlv1.SyncReason{
+				{Code: "agent_down", Message: "agent down since 11:54:00", Since: at(6 * time.Minute)},
+				{Code: "waiting", Message: "waiting for 42 changes"},
+			}},
 		{Region: "us-east", HeadVersion: 990, AckedVersion: 985, LagChanges: 3, LagSeconds: 1.2, PendingResources: 2,
 			AgentConnected: true, AgentIdentity: "krane-us-0", ConnectedSince: at(3 * time.Hour), LastHeartbeat: at(2 * time.Second),
 			LastFullSync: at(4 * time.Minute)},
 		{Region: "eu-west", HeadVersion: 991, AckedVersion: 991, AgentConnected: true, AgentIdentity: "krane-eu-1",
-			ConnectedSince: at(50 * time.Minute), LastHeartbeat: at(time.Second), LastFullSync: at(90 * time.Second), Paused: true},
+			ConnectedSince: at(50 * time.Minute), LastHeartbeat: at(time.Second), LastFullSync: at(90 * time.Second), Paused: true,
+			PausedSince: at(30 * time.Minute)},
 	}}, nil
 }
 
@@ -81,9 +85,15 @@ func (f *fakeOperator) GetRegion(_ context.Context, req *ctrlv1.GetRegionRequest
 	}
 	if req.Region == "ap-south" { // rows of its own, to tell the regions apart
 		return &ctrlv1.GetRegionResponse{
-			Overview: &ctrlv1.RegionOverview{Region: req.Region, HeadVersion: 982, AckedVersion: 940, LagChanges: 42, Paused: true},
+			Overview: &ctrlv1.RegionOverview{Region: req.Region, HeadVersion: 982, AckedVersion: 940, LagChanges: 42, Paused: true,
+				PausedSince: at(20 * time.Minute), LastHeartbeat: at(6 * time.Minute), NotInSync: []*ctrlv1.SyncReason{
+					{Code: "paused", Message: "region paused since 11:40:00", Since: at(20 * time.Minute)},
+					{Code: "full_sync_failing", Message: "last full sync failed: list StatefulSets: the server was unable to return a response in the time allotted"},
+				}},
 			Deployments: []*ctrlv1.DeploymentInRegion{
-				{DeploymentId: "batch", Image: "ghcr.io/acme/batch:v1", DesiredStatus: "running", Replicas: 2, ActualStatus: "progressing"},
+				{DeploymentId: "batch", Image: "ghcr.io/acme/batch:v1", DesiredStatus: "running", Replicas: 2, ReadyInstances: 2, Instances: 2, ActualStatus: "running",
+					Sync:      &ctrlv1.ResourceSyncState{Reported: true, InSync: false, PendingChanges: 1},
+					NotInSync: []*ctrlv1.SyncReason{{Code: "paused", Message: "region paused since 11:40:00"}}},
 			},
 		}, nil
 	}
@@ -92,7 +102,11 @@ func (f *fakeOperator) GetRegion(_ context.Context, req *ctrlv1.GetRegionRequest
 			AgentConnected: true, AgentIdentity: "krane-us-0"},
 		Deployments: []*ctrlv1.DeploymentInRegion{
 			{DeploymentId: "api", Image: "ghcr.io/acme/api:v7", DesiredStatus: "running", Replicas: 3, ReadyInstances: 3, Instances: 3, ActualStatus: "running", WorkflowStatus: "ready"},
-			{DeploymentId: "worker", Image: "ghcr.io/acme/worker:v2", DesiredStatus: "running", Replicas: 2, ReadyInstances: 1, Instances: 2, ActualStatus: "progressing", WorkflowStatus: "deploying"},
+			{DeploymentId: "worker", Image: "ghcr.io/acme/worker:v2", DesiredStatus: "running", Replicas: 2, ReadyInstances: 1, Instances: 2, ActualStatus: "progressing", WorkflowStatus: "deploying",
+				Sync: &ctrlv1.ResourceSyncState{Reported: true, Error: `apply StatefulSet worker: admission webhook "quota.acme.io" denied the request: exceeded quota: cpu`,
+					FailingSince: at(3 * time.Minute), PendingChanges: 1},
+				NotInSync: []*ctrlv1.SyncReason{{Code: "apply_failing", Message: "apply failing since 11:57:00"}}},
+			{DeploymentId: "old", Image: "ghcr.io/acme/old:v1", DesiredStatus: "stopped", Replicas: 1, ActualStatus: "stopped", WorkflowStatus: "ready"},
 		},
 		Sentinels: []*ctrlv1.SentinelInRegion{{SentinelId: "gw", DesiredState: "running", Replicas: 2, AvailableReplicas: 2, Health: "healthy"}},
 		Policies:  []*ctrlv1.PolicyInRegion{{PolicyId: "p1", Name: "allow-api", DeploymentId: "api"}},
@@ -104,9 +118,9 @@ func (f *fakeOperator) ListPendingChanges(context.Context, *ctrlv1.ListPendingCh
 		return nil, err
 	}
 	return &ctrlv1.ListPendingChangesResponse{Total: 3, Changes: []*ctrlv1.PendingChange{
-		{Version: 986, ResourceType: "deployment_topology", ResourceId: "worker", CreatedAt: at(1200 * time.Millisecond)},
+		{Version: 986, ResourceType: "deployment_topology", ResourceId: "worker", CreatedAt: at(3 * time.Minute), Summary: "image worker:v1 -> worker:v2", Actor: "alice"},
 		{Version: 988, ResourceType: "sentinel", ResourceId: "gw", CreatedAt: at(800 * time.Millisecond)},
-		{Version: 990, ResourceType: "deployment_topology", ResourceId: "api", CreatedAt: at(200 * time.Millisecond)},
+		{Version: 990, ResourceType: "deployment_topology", ResourceId: "api", CreatedAt: at(200 * time.Millisecond), Summary: "replicas 3 -> 4", Actor: "bob"},
 	}}, nil
 }
 
@@ -128,7 +142,8 @@ func (f *fakeOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymentsR
 			{DeploymentId: "api", Region: "us-east", DesiredStatus: "stopped", Replicas: 3, ActualStatus: "stopped"},
 		}},
 		{DeploymentId: "batch", WorkflowStatus: "failed", WorkflowError: "not ready after 5m0s: ap-south 0/2 ready", Regions: []*ctrlv1.DeploymentInRegion{
-			{DeploymentId: "batch", Region: "ap-south", DesiredStatus: "running", Replicas: 2, ActualStatus: "progressing"},
+			{DeploymentId: "batch", Region: "ap-south", DesiredStatus: "running", Replicas: 2, ActualStatus: "progressing",
+				NotInSync: []*ctrlv1.SyncReason{{Code: "paused"}, {Code: "agent_down"}}},
 		}},
 	}...)}, nil
 }
@@ -158,7 +173,36 @@ func (f *fakeOperator) SetDesiredStatus(_ context.Context, req *ctrlv1.SetDesire
 
 func start(t *testing.T, op *fakeOperator, w, h int) *teatest.TestModel {
 	t.Helper()
-	m := tui.New(op, tui.Options{Refresh: 50 * time.Millisecond, NoColor: true, Now: func() time.Time { return now }})
+	return startAt(t, op, w, h, func() time.Time { return now })
+}
+
+// clock is a test's clock: now until moved on.
+type clock struct {
+	mu     sync.Mutex
+	passed time.Duration
+}
+
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return now.Add(c.passed)
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.passed += d
+}
+
+func (f *fakeOperator) setDown(down bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.down = down
+}
+
+func startAt(t *testing.T, op *fakeOperator, w, h int, clock func() time.Time) *teatest.TestModel {
+	t.Helper()
+	m := tui.New(op, tui.Options{Refresh: 50 * time.Millisecond, NoColor: true, Now: clock})
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(w, h))
 	t.Cleanup(func() { tm.Quit() })
 	return tm
@@ -503,11 +547,12 @@ func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
 // Goldens of the main views' content at 80×24 and 120×40.
 func TestViewGoldens(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
-		for _, view := range []string{"regions", "region", "deployments"} {
+		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale"} {
 			name := view + "-" + strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")
 			t.Run(name, func(t *testing.T) {
 				op := &fakeOperator{}
-				tm := start(t, op, size[0], size[1])
+				var c clock
+				tm := startAt(t, op, size[0], size[1], c.now)
 				waitFor(t, tm, "eu-west")
 				switch view {
 				case "region":
@@ -516,6 +561,18 @@ func TestViewGoldens(t *testing.T) {
 				case "deployments":
 					keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
 					waitFor(t, tm, "WORKFLOW")
+				case "region-down-paused": // ap-south
+					keys(tm, enter)
+					waitFor(t, tm, "PENDING CHANGES")
+				case "confirm-warning":
+					keys(tm, enter)
+					waitFor(t, tm, "PENDING CHANGES")
+					keys(tm, press('+'))
+					waitFor(t, tm, "[y] yes")
+				case "stale": // ctrld went away 39 s after the last good read
+					op.setDown(true)
+					c.advance(39 * time.Second)
+					waitFor(t, tm, "STALE")
 				}
 				golden.RequireEqual(t, finalContent(t, tm))
 			})
@@ -548,5 +605,62 @@ func TestRunningActionStaysShown(t *testing.T) {
 	}
 	if !strings.Contains(m.Content(), "running: ") {
 		t.Fatalf("the action in progress left the status line:\n%s", m.Content())
+	}
+}
+
+// While ctrld does not answer, the page keeps its last rows but says they
+// are stale and since when, and their ages stop at the last good read;
+// the first good read makes them live again.
+func TestStaleDataIsMarkedUntilARefreshSucceeds(t *testing.T) {
+	op := &fakeOperator{}
+	var c clock
+	reconnects := 0
+	m := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true, Now: c.now, Reconnect: func() { reconnects++ }}))
+	tick := func() {
+		t.Helper()
+		next, _ := m.Update(tea.KeyPressMsg{Code: tea.KeyTab}) // each page turn reads its page
+		m = next.(tui.Model)
+		next, cmd := m.Update(tea.KeyPressMsg{Code: tea.KeyTab})
+		m = next.(tui.Model)
+		next, _ = m.Update(cmd())
+		m = next.(tui.Model)
+	}
+	eu := func() string {
+		t.Helper()
+		for _, line := range strings.Split(m.Content(), "\n") {
+			if strings.Contains(line, "eu-west") {
+				return line
+			}
+		}
+		t.Fatalf("no eu-west row:\n%s", m.Content())
+		return ""
+	}
+	if got := eu(); !strings.Contains(got, "1m ago") || strings.Contains(got, "was") {
+		t.Fatalf("live row: %q", got)
+	}
+
+	op.setDown(true)
+	c.advance(39 * time.Second)
+	tick()
+	got := m.Content()
+	if !strings.Contains(got, "STALE as of 12:00:00 (39s ago)") || !strings.Contains(got, "ctrld unreachable") {
+		t.Fatalf("stale data not marked:\n%s", got)
+	}
+	// Its full sync was 90 s before the last read: live, it would read 2m.
+	if row := eu(); !strings.HasPrefix(row, "?") || !strings.Contains(row, "1m ago") || !strings.Contains(row, "was PAUSED") {
+		t.Fatalf("stale row reads as live: %q", row)
+	}
+	if reconnects == 0 {
+		t.Fatal("a failed read did not ask the connection to retry at once")
+	}
+
+	op.setDown(false)
+	c.advance(time.Second)
+	tick()
+	if got := m.Content(); strings.Contains(got, "STALE") || strings.Contains(got, "unreachable") || strings.Contains(got, "was ") {
+		t.Fatalf("still marked stale after a good read:\n%s", got)
+	}
+	if row := eu(); !strings.Contains(row, "2m ago") {
+		t.Fatalf("ages did not resume: %q", row)
 	}
 }
