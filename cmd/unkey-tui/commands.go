@@ -106,13 +106,9 @@ func scriptCommands() []*cli.Command {
 				if c.NArg() != 1 {
 					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
 				}
-				env := map[string]string{}
-				for _, kv := range c.StringSlice("env") {
-					k, v, ok := strings.Cut(kv, "=")
-					if !ok {
-						return fmt.Errorf("--env %q: want NAME=VALUE", kv)
-					}
-					env[k] = v
+				env, err := envFlag(c)
+				if err != nil {
+					return err
 				}
 				req := &ctrlv1.DeployRequest{
 					DeploymentId: c.Args().First(), WorkspaceId: c.String("workspace"), EnvironmentId: c.String("environment"),
@@ -128,19 +124,111 @@ func scriptCommands() []*cli.Command {
 					{"memory", 1, math.MaxInt32, &req.MemoryMib},
 					{"port", 1, 65535, &req.Port},
 				} {
-					// Checked here: past int32 the value would wrap silently
-					// into one the server accepts.
-					n := c.Int(f.name)
-					if n < f.min || n > f.max {
-						return fmt.Errorf("--%s %d: want %d..%d", f.name, n, f.min, f.max)
+					if *f.to, err = int32Flag(c, f.name, f.min, f.max); err != nil {
+						return err
 					}
-					*f.to = int32(n)
 				}
 				if _, err := op.Deploy(ctx, req); err != nil {
 					return err
 				}
 				return printResult(c, result{Action: "deploy", DeploymentID: req.DeploymentId, Regions: req.Regions, Replicas: &req.Replicas,
 					Message: fmt.Sprintf("deployed %s in %s", req.DeploymentId, where(req.Regions, false))})
+			}),
+		},
+		{
+			Name:      "update",
+			Usage:     "change a deployment's image, resources or env in every region it runs in",
+			ArgsUsage: "DEPLOYMENT_ID",
+			Flags: []cli.Flag{
+				&cli.StringFlag{Name: "image", Usage: "container image"},
+				&cli.IntFlag{Name: "cpu", Usage: "CPU millicores (requests = limits)"},
+				&cli.IntFlag{Name: "memory", Usage: "memory MiB (requests = limits)"},
+				&cli.StringSliceFlag{Name: "env", Usage: "NAME=VALUE to add or replace (repeat)"},
+				&cli.BoolFlag{Name: "replace-env", Usage: "the --env variables become the whole environment (none given: no variables)"},
+			},
+			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
+				if c.NArg() != 1 {
+					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
+				}
+				env, err := envFlag(c)
+				if err != nil {
+					return err
+				}
+				id := c.Args().First()
+				req := &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Env: env, ReplaceEnv: c.Bool("replace-env")}
+				if c.IsSet("image") {
+					req.Image = ptr(c.String("image"))
+				}
+				for _, f := range []struct {
+					name string
+					to   **int32
+				}{{"cpu", &req.CpuMillicores}, {"memory", &req.MemoryMib}} {
+					if !c.IsSet(f.name) {
+						continue
+					}
+					n, err := int32Flag(c, f.name, 1, math.MaxInt32)
+					if err != nil {
+						return err
+					}
+					*f.to = &n
+				}
+				regions, err := deploymentRegions(ctx, op, id)
+				if err != nil {
+					return err
+				}
+				r, err := op.UpdateDeployment(ctx, req)
+				if err != nil {
+					return err
+				}
+				return printResult(c, result{Action: "update", DeploymentID: id, Regions: regions, AllRegions: true, Revision: &r.Revision,
+					Message: fmt.Sprintf("updated %s in %s; now revision %d", id, where(regions, true), r.Revision)})
+			}),
+		},
+		{
+			Name:      "rollback",
+			Usage:     "restore a deployment's spec and replicas of an earlier revision (default: the one before the current); start/stop stays",
+			ArgsUsage: "DEPLOYMENT_ID",
+			Flags:     []cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the one before the current"}},
+			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
+				if c.NArg() != 1 {
+					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
+				}
+				to, err := int32Flag(c, "to", 0, math.MaxInt32)
+				if err != nil {
+					return err
+				}
+				id := c.Args().First()
+				regions, err := deploymentRegions(ctx, op, id)
+				if err != nil {
+					return err
+				}
+				r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: to})
+				if err != nil {
+					return err
+				}
+				return printResult(c, result{Action: "rollback", DeploymentID: id, Regions: regions, AllRegions: true,
+					Revision: &r.Revision, Restored: &r.Restored,
+					Message: fmt.Sprintf("rolled back %s to revision %d in %s; now revision %d", id, r.Restored, where(regions, true), r.Revision)})
+			}),
+		},
+		{
+			Name:      "history",
+			Usage:     "print a deployment's revisions, newest first: what changed, who, when, and the stream versions",
+			ArgsUsage: "DEPLOYMENT_ID",
+			Flags:     []cli.Flag{&cli.IntFlag{Name: "limit", Usage: "at most this many revisions (0: ctrld's default, 50; at most 500)"}},
+			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
+				if c.NArg() != 1 {
+					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
+				}
+				limit, err := int32Flag(c, "limit", 0, math.MaxInt32)
+				if err != nil {
+					return err
+				}
+				r, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: c.Args().First(), Limit: limit})
+				if err != nil {
+					return err
+				}
+				return printList(c, r, func(out io.Writer) error { return historyTable(out, r.Revisions) })
 			}),
 		},
 		desiredStatusCommand("stop", "stopped", ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED, regionFlags),
@@ -274,19 +362,62 @@ func target(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient
 	case !all:
 		return targetRegions{region: region, regions: []string{region}}, nil
 	}
+	regions, err := deploymentRegions(ctx, op, id)
+	return targetRegions{all: true, regions: regions}, err
+}
+
+// deploymentRegions names the regions of deployment id, as ListDeployments
+// gives them (none when it is not among the newest it lists).
+func deploymentRegions(ctx context.Context, op ctrlv1.OperatorServiceClient, id string) ([]string, error) {
 	r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
 	if err != nil {
-		return targetRegions{}, err
+		return nil, err
 	}
-	t := targetRegions{all: true, regions: []string{}}
+	regions := []string{}
 	for _, d := range r.Deployments {
 		if d.DeploymentId == id {
 			for _, in := range d.Regions {
-				t.regions = append(t.regions, in.Region)
+				regions = append(regions, in.Region)
 			}
 		}
 	}
-	return t, nil
+	return regions, nil
+}
+
+// envFlag is --env NAME=VALUE ... as a map.
+func envFlag(c *cli.Context) (map[string]string, error) {
+	env := map[string]string{}
+	for _, kv := range c.StringSlice("env") {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--env %q: want NAME=VALUE", kv)
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+// int32Flag is the int flag name, checked against min..max here: past
+// int32 the value would wrap silently into one the server accepts.
+func int32Flag(c *cli.Context, name string, min, max int) (int32, error) {
+	n := c.Int(name)
+	if n < min || n > max {
+		return 0, fmt.Errorf("--%s %d: want %d..%d", name, n, min, max)
+	}
+	return int32(n), nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// historyTable writes one row per revision, newest first.
+func historyTable(out io.Writer, revisions []*ctrlv1.DeploymentRevision) error {
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "REV\tACTION\tBY\tAT\tVERSIONS\tWHAT CHANGED")
+	for _, r := range revisions {
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d..%d\t%s\n", r.Revision, tui.Clean(r.Action), tui.Clean(r.Actor),
+			r.CreatedAt.AsTime().UTC().Format(time.RFC3339), r.FirstVersion, r.LastVersion, tui.Clean(r.Summary))
+	}
+	return w.Flush()
 }
 
 func regionCommand(name, usage, done string, call func(ctx context.Context, op ctrlv1.OperatorServiceClient, region string) error) *cli.Command {

@@ -63,15 +63,19 @@ func printList(c *cli.Context, m proto.Message, table func(w io.Writer) error) e
 // result is what a command that changes something prints: Message as a
 // line, or the whole of it as JSON.
 type result struct {
-	// Action is the command's name: deploy, stop, start, scale, pause,
-	// resume or resync.
+	// Action is the command's name: deploy, update, rollback, stop,
+	// start, scale, pause, resume or resync.
 	Action       string `json:"action"`
 	DeploymentID string `json:"deployment_id,omitempty"`
 	// Regions are the regions acted in, named even when AllRegions.
 	Regions    []string `json:"regions"`
 	AllRegions bool     `json:"all_regions"`
 	Replicas   *int32   `json:"replicas,omitempty"`
-	Message    string   `json:"message"`
+	// Revision is the revision an update or rollback made; Restored the
+	// one a rollback restored.
+	Revision *int32 `json:"revision,omitempty"`
+	Restored *int32 `json:"restored,omitempty"`
+	Message  string `json:"message"`
 }
 
 // where names the regions a result acted in: "eu-west", "eu-west, us-east",

@@ -137,6 +137,8 @@ type resultJSON struct {
 	Regions      []string `json:"regions"`
 	AllRegions   bool     `json:"all_regions"`
 	Replicas     *int     `json:"replicas"`
+	Revision     *int     `json:"revision"`
+	Restored     *int     `json:"restored"`
 	Message      string   `json:"message"`
 }
 
