@@ -276,7 +276,7 @@ func rollbackTarget(ctx context.Context, tx *ent.Tx, id string, to int) (*ent.De
 	if to > 0 {
 		r, err := q.Where(deploymentrevision.Revision(to)).Only(ctx)
 		if ent.IsNotFound(err) {
-			return nil, fmt.Errorf("revision %d of deployment %q: %w", to, id, ErrNotFound)
+			return nil, fmt.Errorf("to_revision: revision %d of deployment %q: %w", to, id, ErrNotFound)
 		}
 		return r, err
 	}
