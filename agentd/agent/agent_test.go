@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,13 +186,7 @@ func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { retu
 func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
 	e := newAgentEnv(t)
 	ns := naming.Namespace("rbac", "prod")
-	grant(t, e.admin, "agent-reads", []rbacv1.PolicyRule{
-		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "deployments"}, Verbs: []string{"get", "list", "watch"}},
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
-		// A server-side apply that creates needs create as well as patch.
-		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
-		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch"}},
-	})
+	grantAllButStatefulSetWrites(t, e.admin)
 	startAgent(t, e.ctrld, "eu", "agent-0", e.cluster.UserConfig(), agent.Config{LeaderElect: false})
 	deploy(t, e.op, "blocked", "rbac", "eu")
 	_, head := ackedVersion(t, e.op, "eu")
@@ -202,11 +197,85 @@ func TestFailingApplyHoldsCursorAndRetries(t *testing.T) {
 	if lastError := regionLastError(t, e.op, "eu"); !strings.Contains(lastError, "blocked") {
 		t.Errorf("the failing resource is not visible in the region's last error: %q", lastError)
 	}
-	grant(t, e.admin, "agent-writes-statefulsets", []rbacv1.PolicyRule{
-		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "patch"}},
-	})
+	grantStatefulSetWrites(t, e.admin)
 	waitFor(t, 30*time.Second, "apply retried once allowed", func() bool { return statefulSetExists(e.admin, ns, "blocked") })
 	waitFor(t, 10*time.Second, "cursor acked", func() bool { acked, _ := ackedVersion(t, e.op, "eu"); return acked >= head })
+}
+
+// grantAllButStatefulSetWrites lets kubetest.LimitedUser do what an agent
+// does except create or patch StatefulSets: every deployment's apply fails
+// in the API server, until grantStatefulSetWrites.
+func grantAllButStatefulSetWrites(t *testing.T, admin kubernetes.Interface) {
+	t.Helper()
+	grant(t, admin, "agent-reads", []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets", "deployments"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch"}},
+		// A server-side apply that creates needs create as well as patch.
+		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get", "create", "patch"}},
+	})
+}
+
+func grantStatefulSetWrites(t *testing.T, admin kubernetes.Interface) {
+	t.Helper()
+	grant(t, admin, "agent-writes-statefulsets", []rbacv1.PolicyRule{
+		{APIGroups: []string{"apps"}, Resources: []string{"statefulsets"}, Verbs: []string{"create", "patch"}},
+	})
+}
+
+// An apply the API server refuses shows in ctrld's operator API as that
+// resource's sync error, with since when, and as the reason its region is
+// not in sync; once the cause is gone, the error clears and the resource
+// is in sync at the version the agent applied.
+func TestAFailingApplyShowsItsErrorInTheRegion(t *testing.T) {
+	e := newAgentEnv(t)
+	grantAllButStatefulSetWrites(t, e.admin)
+	startAgent(t, e.ctrld, "eu", "agent-0", e.cluster.UserConfig(), agent.Config{LeaderElect: false, StatusInterval: 100 * time.Millisecond})
+	deploy(t, e.op, "blocked", "syncerr", "eu")
+
+	var sync *ctrlv1.ResourceSyncState
+	waitFor(t, 30*time.Second, "the failing apply in the region's view", func() bool {
+		sync = deploymentSync(t, e.op, "eu", "blocked")
+		return sync.GetError() != ""
+	})
+	if !strings.Contains(sync.GetError(), "forbidden") || sync.GetInSync() || sync.GetFailingSince() == nil {
+		t.Fatalf("the failing resource shows as %v, want out of sync, failing since a time, with the API server's refusal", sync)
+	}
+	overview := regionOverview(t, e.op, "eu")
+	if overview.FailingResources != 1 || !slices.ContainsFunc(overview.NotInSync, func(r *ctrlv1.SyncReason) bool {
+		return r.Code == "apply_failing" && r.Resource == "deployment/blocked"
+	}) {
+		t.Fatalf("the region shows %d failing resources and reasons %v, want deployment/blocked's apply failing", overview.FailingResources, overview.NotInSync)
+	}
+
+	grantStatefulSetWrites(t, e.admin)
+	waitFor(t, 30*time.Second, "the error cleared once the apply succeeds", func() bool {
+		sync = deploymentSync(t, e.op, "eu", "blocked")
+		return sync.GetError() == "" && sync.GetInSync()
+	})
+	if _, head := ackedVersion(t, e.op, "eu"); sync.GetAppliedVersion() == 0 || sync.GetAppliedVersion() > head || sync.GetFailingSince() != nil {
+		t.Fatalf("the applied resource shows as %v, want in sync at a version up to the head (%d)", sync, head)
+	}
+	if n := regionOverview(t, e.op, "eu").FailingResources; n != 0 {
+		t.Fatalf("the region still shows %d failing resources", n)
+	}
+}
+
+// deploymentSync is the agent-reported sync state of a deployment in a
+// region, as the operator API shows it.
+func deploymentSync(t *testing.T, op ctrlv1.OperatorServiceClient, region, id string) *ctrlv1.ResourceSyncState {
+	t.Helper()
+	r, err := op.GetRegion(context.Background(), &ctrlv1.GetRegionRequest{Region: region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range r.Deployments {
+		if d.DeploymentId == id {
+			return d.Sync
+		}
+	}
+	t.Fatalf("deployment %s not in region %s", id, region)
+	return nil
 }
 
 // grant gives kubetest.LimitedUser the rules cluster-wide.

@@ -180,16 +180,17 @@ func TestGarbageCollectionGoesOnWhenAKindCannotBeListed(t *testing.T) {
 		_, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "stopped", metav1.GetOptions{})
 		return apierrors.IsNotFound(err) && statefulSetExists(admin, ns, "listed")
 	})
-	waitFor(t, 10*time.Second, "the failed listing shown as the region's last error", func() bool {
-		return strings.Contains(regionLastError(t, op, "eu"), "ciliumnetworkpolicies")
+	waitFor(t, 10*time.Second, "the failed listing shown as the region's last error and full sync error", func() bool {
+		r := regionOverview(t, op, "eu")
+		return strings.Contains(r.LastError, "ciliumnetworkpolicies") && strings.Contains(r.LastFullSyncError, "ciliumnetworkpolicies")
 	})
 	if r := regionOverview(t, op, "eu"); r.LastFullSync != nil {
 		t.Errorf("the console shows a completed full sync (%s) while its garbage collection is incomplete", r.LastFullSync.AsTime())
 	}
 	grant(t, admin, "gc-policies", policies)
-	waitFor(t, 30*time.Second, "the redone full sync clears the error and is shown as done", func() bool {
+	waitFor(t, 30*time.Second, "the redone full sync clears the errors and is shown as done", func() bool {
 		r := regionOverview(t, op, "eu")
-		return r.LastError == "" && r.LastFullSync != nil
+		return r.LastError == "" && r.LastFullSyncError == "" && r.LastFullSync != nil
 	})
 }
 
