@@ -186,9 +186,9 @@ func scriptCommands() []*cli.Command {
 		},
 		{
 			Name:      "rollback",
-			Usage:     "restore a deployment's spec and replicas of an earlier revision (default: the one before the current); start/stop stays",
+			Usage:     "restore a deployment's spec and replicas of an earlier revision (default: the newest earlier one that differs); start/stop stays",
 			ArgsUsage: "DEPLOYMENT_ID",
-			Flags:     []cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the one before the current"}},
+			Flags:     []cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the newest earlier one with another spec or other replicas"}},
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
 					return fmt.Errorf("want exactly one DEPLOYMENT_ID")

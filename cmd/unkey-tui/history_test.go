@@ -94,7 +94,7 @@ func TestUpdateRollbackAndHistoryRefuseBadInput(t *testing.T) {
 		{[]string{"update", "api", "--cpu", "4294967296"}, "InvalidArgument", "--cpu"},
 		{[]string{"update", "api", "--env", "FOO"}, "InvalidArgument", "NAME=VALUE"},
 		{[]string{"update", "nope", "--image", "app:2"}, "NotFound", "nope"},
-		{[]string{"rollback", "api"}, "FailedPrecondition", "no revision before"},
+		{[]string{"rollback", "api"}, "FailedPrecondition", "no earlier revision has another spec"},
 		{[]string{"rollback", "api", "--to", "-1"}, "InvalidArgument", "--to"},
 		{[]string{"rollback", "api", "--to", "7"}, "NotFound", "revision 7"},
 		{[]string{"history", "api", "--limit", "501"}, "InvalidArgument", "limit"},

@@ -227,7 +227,7 @@ func checkSpecFields(u SpecUpdate) error {
 // restored.
 func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, restored int, err error) {
 	if to < 0 {
-		return 0, 0, fmt.Errorf("to_revision: %w: want a revision number, or 0 for the one before the current; got %d", ErrInvalid, to)
+		return 0, 0, fmt.Errorf("to_revision: %w: want a revision number, or 0 for the newest earlier one with another spec or other replicas; got %d", ErrInvalid, to)
 	}
 	revision, err = s.revise(ctx, id, ActionRollback, func(tx *ent.Tx) error {
 		target, err := rollbackTarget(ctx, tx, id, to)
@@ -270,7 +270,11 @@ func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, rest
 	return revision, restored, err
 }
 
-// rollbackTarget is the revision Rollback restores.
+// rollbackTarget is the revision Rollback restores: to, or (to 0) the
+// newest earlier revision whose spec or replicas differ from the current
+// one's. Revisions that only started or stopped regions are passed over:
+// rollback does not restore those, so "the previous spec" is the last one
+// that was different.
 func rollbackTarget(ctx context.Context, tx *ent.Tx, id string, to int) (*ent.DeploymentRevision, error) {
 	q := tx.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id))
 	if to > 0 {
@@ -280,15 +284,41 @@ func rollbackTarget(ctx context.Context, tx *ent.Tx, id string, to int) (*ent.De
 		}
 		return r, err
 	}
-	latest, err := q.Order(ent.Desc(deploymentrevision.FieldRevision)).Limit(2).All(ctx)
-	if err != nil {
-		return nil, err
+	const page = 100
+	var current *ent.DeploymentRevision
+	for offset := 0; ; offset += page {
+		revisions, err := q.Clone().Order(ent.Desc(deploymentrevision.FieldRevision)).Offset(offset).Limit(page).All(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range revisions {
+			if current == nil {
+				current = r
+			} else if !sameSpecAndReplicas(current, r) {
+				return r, nil
+			}
+		}
+		if len(revisions) < page {
+			break
+		}
 	}
-	if len(latest) < 2 {
-		return nil, fmt.Errorf("deployment %q: %w: its history has no revision before the current one (history starts with the first action after ctrld began recording it)",
-			id, ErrNothingToRollBack)
+	return nil, fmt.Errorf("deployment %q: %w: no earlier revision has another spec or other replicas (history starts with the first action after ctrld began recording it; start and stop are not rolled back)",
+		id, ErrNothingToRollBack)
+}
+
+// sameSpecAndReplicas reports whether two revisions run the same spec
+// with the same replicas in every region; desired status aside.
+func sameSpecAndReplicas(a, b *ent.DeploymentRevision) bool {
+	if a.Image != b.Image || a.CPUMillicores != b.CPUMillicores || a.MemoryMib != b.MemoryMib || a.Port != b.Port ||
+		!slices.Equal(a.Command, b.Command) || !maps.Equal(a.Env, b.Env) || len(a.Regions) != len(b.Regions) {
+		return false
 	}
-	return latest[1], nil
+	for region, spec := range a.Regions {
+		if other, ok := b.Regions[region]; !ok || other.Replicas != spec.Replicas {
+			return false
+		}
+	}
+	return true
 }
 
 // History is a deployment's newest revisions, newest first, at most limit

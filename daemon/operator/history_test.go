@@ -3,6 +3,7 @@ package operator_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,47 +115,74 @@ func TestRollbackRestoresWhatAgentsRun(t *testing.T) {
 	ctx := context.Background()
 	head := env.DB.Ent.DeploymentChange.Query().CountX(ctx)
 
-	// The revision before the current one (the stop) has the same spec
-	// and replicas: nothing to roll back, and nothing written.
-	_, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api"})
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "revision 3") {
-		t.Fatalf("rollback to the revision before a stop: got %v, want FailedPrecondition naming revision 3", err)
+	// A deployment whose only other revision stopped it has nothing to
+	// roll back (start and stop are not): refused, and nothing written.
+	solo := deployRequest()
+	solo.DeploymentId, solo.Regions, solo.Replicas = "solo", []string{"eu"}, 1
+	if _, err := op.Deploy(ctx, solo); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: "solo", Status: ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED}); err != nil {
+		t.Fatal(err)
+	}
+	head = env.DB.Ent.DeploymentChange.Query().CountX(ctx)
+	_, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "solo"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "nothing to roll back") {
+		t.Fatalf("rollback of a deployment only stopped since: got %v, want FailedPrecondition", err)
 	}
 	if n := env.DB.Ent.DeploymentChange.Query().CountX(ctx); n != head {
 		t.Fatalf("a refused rollback wrote %d change rows", n-head)
 	}
 
-	r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api", ToRevision: 1})
-	if err != nil || r.Revision != 5 || r.Restored != 1 {
-		t.Fatalf("rollback to 1: %v, %v", r, err)
+	// The default rollback restores the newest earlier spec that differs:
+	// revision 4 only stopped eu, so revision 3's spec is the current one;
+	// revision 2 (image app:1, no env, us at 4) is restored, and eu stays
+	// stopped.
+	r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api"})
+	if err != nil || r.Revision != 5 || r.Restored != 2 {
+		t.Fatalf("default rollback: %v, %v; want revision 5 restoring 2", r, err)
 	}
-	deps, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
-	if err != nil {
-		t.Fatal(err)
+	regions := func() string {
+		t.Helper()
+		deps, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		api := deps.Deployments[slices.IndexFunc(deps.Deployments, func(d *ctrlv1.DeploymentSummary) bool { return d.DeploymentId == "api" })]
+		for _, in := range api.Regions {
+			got = append(got, fmt.Sprintf("%s %s %s %d", in.Region, in.Image, in.DesiredStatus, in.Replicas))
+		}
+		return strings.Join(got, ",")
 	}
-	var got []string
-	for _, in := range deps.Deployments[0].Regions {
-		got = append(got, fmt.Sprintf("%s %s %s %d", in.Region, in.Image, in.DesiredStatus, in.Replicas))
-	}
-	if want := "eu app:1 stopped 3,us app:1 running 3"; strings.Join(got, ",") != want {
-		t.Errorf("after rollback: %q, want %q", strings.Join(got, ","), want)
+	if got, want := regions(), "eu app:1 stopped 3,us app:1 running 4"; got != want {
+		t.Errorf("after the default rollback: %q, want %q", got, want)
 	}
 	if d := env.DB.Ent.Deployment.GetX(ctx, "api"); len(d.Env) != 0 {
 		t.Errorf("env after rollback %v", d.Env)
 	}
 	// What the agents are sent: a change for each region (the spec) and
 	// only those, within the rollback's versions.
-	rev := env.DB.Ent.DeploymentRevision.Query().Where(deploymentrevision.Revision(5)).OnlyX(ctx)
+	rev := env.DB.Ent.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID("api"), deploymentrevision.Revision(5)).OnlyX(ctx)
 	rows := env.DB.Ent.DeploymentChange.Query().Where(deploymentchange.IDGT(uint64(head))).AllX(ctx)
-	regions := map[string]int{}
+	byRegion := map[string]int{}
 	for _, c := range rows {
-		regions[c.Region]++
+		byRegion[c.Region]++
 		if c.ID < rev.FirstVersion || c.ID > rev.LastVersion || c.ResourceID != "api" {
 			t.Errorf("change %d (%s) outside the rollback's versions %d..%d", c.ID, c.ResourceID, rev.FirstVersion, rev.LastVersion)
 		}
 	}
-	if regions["eu"] == 0 || regions["us"] == 0 {
-		t.Errorf("rollback's change rows by region %v, want both", regions)
+	if byRegion["eu"] == 0 || byRegion["us"] == 0 {
+		t.Errorf("rollback's change rows by region %v, want both", byRegion)
+	}
+
+	// An explicit revision: 1's replicas (us back to 3).
+	r, err = op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api", ToRevision: 1})
+	if err != nil || r.Revision != 6 || r.Restored != 1 {
+		t.Fatalf("rollback to 1: %v, %v; want revision 6 restoring 1", r, err)
+	}
+	if got, want := regions(), "eu app:1 stopped 3,us app:1 running 3"; got != want {
+		t.Errorf("after the rollback to 1: %q, want %q", got, want)
 	}
 	logs := auditLog(t, env)
 	last := logs[len(logs)-1]

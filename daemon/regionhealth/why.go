@@ -54,7 +54,9 @@ func (h *Health) Why(now time.Time) []Reason {
 			msg = fmt.Sprintf("%d resources failing to apply; the longest: %s", h.FailingResources, msg)
 		}
 		out = append(out, Reason{Code: ReasonApplyFailing, Message: msg, Since: f.Since, Resource: f.Resource()})
-	} else if h.Connected && h.Agent.LastError != "" {
+	} else if h.Connected && h.Agent.LastError != "" && h.Agent.LastError != h.Agent.LastFullSyncError {
+		// (An incomplete full sync is also the agent's last error; it is
+		// said once, above.)
 		out = append(out, Reason{Code: ReasonAgentError, Message: "the agent reports: " + h.Agent.LastError})
 	}
 	if h.LagChanges > 0 {

@@ -35,7 +35,8 @@ func TestWhySaysWhatHoldsTheRegionAndSinceWhen(t *testing.T) {
 			[]string{ReasonApplyFailing, ReasonWaiting},
 			[]string{"2 resources failing", "deployment/api apply failing since 14:08:00 UTC (2m ago): admission webhook denied"}},
 		{"full sync incomplete",
-			Health{Agent: &ent.Agent{LastHeartbeat: &now, ConnectedTo: "c", LastFullSyncError: "cannot list ciliumnetworkpolicies"}, Connected: true},
+			Health{Agent: &ent.Agent{LastHeartbeat: &now, ConnectedTo: "c", LastFullSyncError: "cannot list ciliumnetworkpolicies",
+				LastError: "cannot list ciliumnetworkpolicies"}, Connected: true},
 			[]string{ReasonFullSyncFailing}, []string{"cannot list ciliumnetworkpolicies"}},
 	}
 	for _, c := range cases {

@@ -1793,8 +1793,8 @@ func (x *UpdateDeploymentResponse) GetRevision() int32 {
 type RollbackDeploymentRequest struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
-	// to_revision is the revision to restore; 0 means the one before the
-	// current.
+	// to_revision is the revision to restore; 0 means the newest earlier
+	// revision whose spec or replicas differ from the current one's.
 	ToRevision    int32 `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -65,7 +65,8 @@ type OperatorServiceClient interface {
 	UpdateDeployment(ctx context.Context, in *UpdateDeploymentRequest, opts ...grpc.CallOption) (*UpdateDeploymentResponse, error)
 	// RollbackDeployment restores the spec (image, resources, env, port,
 	// command) and per-region replicas of an earlier revision, by default
-	// the one before the current.
+	// the newest one whose spec or replicas differ from the current (start
+	// and stop are not rolled back).
 	RollbackDeployment(ctx context.Context, in *RollbackDeploymentRequest, opts ...grpc.CallOption) (*RollbackDeploymentResponse, error)
 	// GetDeploymentHistory lists a deployment's revisions, newest first:
 	// what changed, who, when, and the stream versions it wrote.
@@ -291,7 +292,8 @@ type OperatorServiceServer interface {
 	UpdateDeployment(context.Context, *UpdateDeploymentRequest) (*UpdateDeploymentResponse, error)
 	// RollbackDeployment restores the spec (image, resources, env, port,
 	// command) and per-region replicas of an earlier revision, by default
-	// the one before the current.
+	// the newest one whose spec or replicas differ from the current (start
+	// and stop are not rolled back).
 	RollbackDeployment(context.Context, *RollbackDeploymentRequest) (*RollbackDeploymentResponse, error)
 	// GetDeploymentHistory lists a deployment's revisions, newest first:
 	// what changed, who, when, and the stream versions it wrote.
