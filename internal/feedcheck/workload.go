@@ -159,6 +159,15 @@ var storeOps = []storeOp{
 	{"desired.stop-start", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
 		return s.SetDesiredStatus(ctx, draw(r, deploymentIDs), draw(r, regions), draw(r, []desired.Status{desired.Running, desired.Stopped}))
 	}},
+	{"desired.update", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
+		img := image(r)
+		_, err := s.UpdateDeployment(ctx, draw(r, deploymentIDs), desired.SpecUpdate{Image: &img, Env: map[string]string{"REV": image(r)}})
+		return err
+	}},
+	{"desired.rollback", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
+		_, _, err := s.Rollback(ctx, draw(r, deploymentIDs), r.IntN(3))
+		return err
+	}},
 	{"desired.delete-deployment", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
 		return s.DeleteDeployment(ctx, draw(r, deploymentIDs))
 	}},
