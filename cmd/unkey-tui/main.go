@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	tea "charm.land/bubbletea/v2"
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
 
@@ -61,9 +60,11 @@ func app() *cli.App {
 			}
 			defer conn.Close()
 			_, noColor := os.LookupEnv("NO_COLOR")
-			m := tui.New(ctrlv1.NewOperatorServiceClient(conn), tui.Options{Refresh: c.Duration("refresh"), NoColor: noColor})
-			_, err = tea.NewProgram(m, tea.WithContext(c.Context)).Run()
-			return err
+			m := tui.New(ctrlv1.NewOperatorServiceClient(conn), tui.Options{Refresh: c.Duration("refresh"), NoColor: noColor,
+				Reconnect: conn.ResetConnectBackoff,
+				// Set by `go tool task dev` only (scripts/devstack).
+				Notices: os.Getenv("DEVSTACK_NOTICES")})
+			return tui.Run(c.Context, m, os.Stdout)
 		},
 	}
 	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
