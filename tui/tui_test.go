@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -662,5 +664,36 @@ func TestStaleDataIsMarkedUntilARefreshSucceeds(t *testing.T) {
 	}
 	if row := eu(); !strings.Contains(row, "2m ago") {
 		t.Fatalf("ages did not resume: %q", row)
+	}
+}
+
+// In the dev stack, a component that died is said on the status line, with
+// how to restart it, until it is restarted (its notice file removed).
+func TestDevStackNoticeShownUntilRemoved(t *testing.T) {
+	dir := t.TempDir()
+	notice := filepath.Join(dir, "agentd-us-east")
+	m := tui.New(&fakeOperator{}, tui.Options{Refresh: time.Millisecond, NoColor: true, Now: func() time.Time { return now }, Notices: dir})
+	tick := func() {
+		t.Helper()
+		for _, msg := range results(m.Init()) { // a refresh: the page's read and the notices
+			next, _ := m.Update(msg)
+			m = next.(tui.Model)
+		}
+	}
+	tick()
+	if strings.Contains(m.Content(), "dev stack") {
+		t.Fatalf("a notice without a dead component:\n%s", m.Content())
+	}
+	if err := os.WriteFile(notice, []byte("agentd-us-east exited (exit status 2) at 12:00:00 — go run ./scripts/devstack restart agentd-us-east\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tick()
+	if got := m.Content(); !strings.Contains(got, "dev stack: agentd-us-east exited (exit status 2)") || !strings.Contains(got, "devstack restart agentd-us-east") {
+		t.Fatalf("the dead component is not said:\n%s", got)
+	}
+	os.Remove(notice)
+	tick()
+	if strings.Contains(m.Content(), "dev stack") {
+		t.Fatalf("the notice stayed after the restart:\n%s", m.Content())
 	}
 }

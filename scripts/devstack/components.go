@@ -181,6 +181,7 @@ func restart(name string) error {
 		return err
 	}
 	cmd.Process.Release()
+	os.Remove(filepath.Join(noticesDir(), name)) // the console stops saying it died
 	say("started %s (pid %d, was %d); log %s", name, c.PID, old, c.Log)
 	return nil
 }

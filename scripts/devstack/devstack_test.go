@@ -40,7 +40,8 @@ func TestDevStackComesUpAndRunsTheDemo(t *testing.T) {
 // .dev/devstack.log at once and listed, with the end of its log and the
 // command that restarts it, once the console exits. The console runs on
 // devstack's own stdout. The console here is a stand-in that kills
-// us-east's agent through its pid file and quits once devstack noticed.
+// us-east's agent through its pid file and quits once devstack noticed,
+// in its log and in the notice the console shows on its status line.
 func TestDevStackReportsAComponentThatDiedUnderTheConsole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
@@ -52,10 +53,11 @@ func TestDevStackReportsAComponentThatDiedUnderTheConsole(t *testing.T) {
 pid=$(sed -n 's/^ *"pid": \([0-9]*\),$/\1/p' `+dir+`/pids/agentd-us-east.json)
 kill -9 -$pid
 for i in $(seq 600); do
-  grep -q "agentd-us-east (pid $pid) exited" `+dir+`/devstack.log && exit 0
+  grep -q "agentd-us-east (pid $pid) exited" `+dir+`/devstack.log &&
+    grep -q "^agentd-us-east exited (signal: killed) at .* — go run ./scripts/devstack restart agentd-us-east" "$DEVSTACK_NOTICES/agentd-us-east" && exit 0
   sleep 0.1
 done
-echo "stand-in console: devstack did not log the death of pid $pid"; exit 1`)
+echo "stand-in console: devstack did not log the death of pid $pid, or did not tell the console in $DEVSTACK_NOTICES"; exit 1`)
 	out := runDevstack(t, nil, "up", "--mode", "local", "--dir", dir, "--console", console,
 		"--ctrld", freeAddr(t), "--database", "deploysync_devstack_test", "--metrics-port", "0")
 	for _, want := range []string{
@@ -68,6 +70,9 @@ echo "stand-in console: devstack did not log the death of pid $pid"; exit 1`)
 		if !strings.Contains(out, want) {
 			t.Errorf("devstack output lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "stand-in console: devstack did not") {
+		t.Errorf("the console was not told:\n%s", out)
 	}
 	if strings.Contains(out, "agentd-eu-west (pid") {
 		t.Errorf("devstack reports eu-west's agent, which ran until the stack stopped:\n%s", out)

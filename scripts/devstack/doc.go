@@ -17,6 +17,8 @@
 // is only ever signalled while it still runs the recorded command line.
 // When devstack dies, however it dies, its daemons get SIGKILL and the
 // console SIGTERM (on which it restores the terminal). A daemon that dies
-// while the console has the screen is logged to devstack.log and listed
-// once the console exits.
+// while the console has the screen is logged to devstack.log, shown on the
+// console's status line (a file per dead component in notices/, which the
+// console reads through DEVSTACK_NOTICES and `devstack restart` removes)
+// and listed once the console exits.
 package main

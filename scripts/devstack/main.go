@@ -159,6 +159,7 @@ func (s *stack) stop() {
 		s.teardown[i]()
 	}
 	os.RemoveAll(pidsDir())
+	os.RemoveAll(noticesDir())
 	os.Remove(kindClustersFile())
 }
 
@@ -204,12 +205,34 @@ func (s *stack) noticeExit(d *daemon) {
 		logLine(fmt.Sprintf("%s (pid %d) stopped by `devstack restart`", d.name, d.cmd.Process.Pid))
 		return
 	}
-	msg := d.exitReport() + "\n  restart it: go run ./scripts/devstack restart " + d.name
+	restartCmd := "go run ./scripts/devstack restart " + d.name
 	if stateDir != ".dev" {
-		msg += " --dir " + stateDir
+		restartCmd += " --dir " + stateDir
 	}
+	msg := d.exitReport() + "\n  restart it: " + restartCmd
 	logLine(msg)
 	s.deaths = append(s.deaths, msg)
+	// The console has the screen: its status line says it too.
+	notice := fmt.Sprintf("%s exited (%s) at %s — %s", d.name, d.cmd.ProcessState, time.Now().Format(time.TimeOnly), restartCmd)
+	if err := writeNotice(d.name, notice); err != nil {
+		logLine(fmt.Sprintf("could not tell the console that %s exited: %v", d.name, err))
+	}
+}
+
+// noticesDir holds one file per dead component, named for it, whose line
+// the console shows (its DEVSTACK_NOTICES) until restart removes it.
+func noticesDir() string { return filepath.Join(stateDir, "notices") }
+
+func writeNotice(name, line string) error {
+	if err := os.MkdirAll(noticesDir(), 0o755); err != nil {
+		return err
+	}
+	// Written whole and renamed, so the console never reads half a line.
+	tmp := filepath.Join(stateDir, name+".notice.tmp")
+	if err := os.WriteFile(tmp, []byte(line+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(noticesDir(), name))
 }
 
 // exitReport says that the daemon exited, how, and what its log ends with.
@@ -391,6 +414,11 @@ func up() error {
 func (s *stack) runConsole(ctx context.Context, bin string, args ...string) error {
 	tui := exec.CommandContext(ctx, bin, args...)
 	tui.Stdin, tui.Stdout, tui.Stderr = os.Stdin, os.Stdout, os.Stderr
+	notices, err := filepath.Abs(noticesDir())
+	if err != nil {
+		return err
+	}
+	tui.Env = append(os.Environ(), "DEVSTACK_NOTICES="+notices)
 	tui.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	tui.Cancel = func() error { return tui.Process.Signal(syscall.SIGTERM) }
 	tui.WaitDelay = stopPatience
