@@ -93,3 +93,39 @@ func TestConsoleShowsLagRisingAndFalling(t *testing.T) {
 		t.Fatalf("lag did not fall after the agent caught up:\n%s", m.Content())
 	}
 }
+
+// Against a real ctrld: killed, the console keeps its rows but marks them
+// stale with the time of its last good read; started again, it is live
+// again within a few seconds, not after the connection's own backoff
+// (which grows to minutes; the outage here lets it grow past 5 s).
+func TestConsoleMarksStaleWhileCtrldIsDownAndRecovers(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu-west")
+	conn := env.Dial(env.OperatorToken("oncall"))
+	m := tui.New(ctrlv1.NewOperatorServiceClient(conn), tui.Options{Refresh: time.Millisecond, NoColor: true, Reconnect: conn.ResetConnectBackoff})
+	m = refresh(t, m)
+	if got := m.Content(); strings.Contains(got, "STALE") || !strings.Contains(got, "eu-west") {
+		t.Fatalf("live view:\n%s", got)
+	}
+
+	env.Server.Stop()
+	for end := time.Now().Add(8 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		m = refresh(t, m) // a console polling while ctrld is down
+	}
+	got := m.Content()
+	if !strings.Contains(got, "STALE as of ") || !strings.Contains(got, "ctrld unreachable") || !strings.Contains(got, "? eu-west") {
+		t.Fatalf("rows not marked stale while ctrld is down:\n%s", got)
+	}
+
+	env.Restart()
+	deadline := time.Now().Add(5 * time.Second)
+	for m = refresh(t, m); strings.Contains(m.Content(), "STALE"); m = refresh(t, m) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still stale 5 s after ctrld came back:\n%s", m.Content())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := m.Content(); strings.Contains(got, "unreachable") || !strings.Contains(got, "eu-west") {
+		t.Fatalf("not live again:\n%s", got)
+	}
+}
