@@ -1,8 +1,10 @@
 // Package tui is unkey-tui, the operator console on-call engineers open
 // over SSH: a live view of every region's sync health (worst lag first),
 // a region's pending changes and resources, and the actions they take —
-// force a resync, pause or resume a region, stop or start a deployment —
-// each behind a confirmation that says exactly what will change.
+// force a resync, pause or resume a region, stop or start a deployment,
+// roll a deployment back to a revision of its history — each behind a
+// confirmation that says exactly what will change, and warns when the
+// region is paused or its agent down, so the change will wait.
 //
 // The root Model owns the program: it polls ctrld's operator API in
 // commands (never blocking input), routes keys to the active page, and

@@ -129,3 +129,48 @@ func TestConsoleMarksStaleWhileCtrldIsDownAndRecovers(t *testing.T) {
 		t.Fatalf("not live again:\n%s", got)
 	}
 }
+
+// Against a real ctrld: the history page lists what an update changed and
+// who did it, and rolling back from it restores the earlier image.
+func TestConsoleRollsBackFromHistory(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu-west")
+	op := env.Operator("oncall")
+	ctx := context.Background()
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu-west"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	image := "app:2"
+	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &image}); err != nil {
+		t.Fatal(err)
+	}
+	m := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true}))
+	update := func(msg tea.Msg) tea.Cmd {
+		next, cmd := m.Update(msg)
+		m = next.(tui.Model)
+		return cmd
+	}
+	update(update(tea.KeyPressMsg{Code: tea.KeyTab})()) // deployments
+	update(update(tea.KeyPressMsg{Code: 'h', Text: "h"})())
+	if got := m.Content(); !strings.Contains(got, "oncall") || !strings.Contains(got, "app:1") || !strings.Contains(got, "app:2") {
+		t.Fatalf("history lacks the update:\n%s", got)
+	}
+	update(tea.KeyPressMsg{Code: 'r', Text: "r"})
+	if got := m.Content(); !strings.Contains(got, "image app:2 -> app:1") {
+		t.Fatalf("the confirmation does not say what changes:\n%s", got)
+	}
+	for _, msg := range results(update(tea.KeyPressMsg{Code: 'y', Text: "y"})) {
+		update(msg)
+	}
+	if got := m.Content(); !strings.Contains(got, "rolled back api to revision 1") {
+		t.Fatalf("no result:\n%s", got)
+	}
+	h, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newest := h.Revisions[0]; newest.Action != "rollback" || newest.Image != "app:1" {
+		t.Fatalf("newest revision %v", newest)
+	}
+}

@@ -5,6 +5,9 @@ import "charm.land/bubbles/v2/key"
 // KeyMap is every key the console knows.
 type KeyMap struct {
 	Up, Down, Open, Back, Switch, Resync, Pause, Stop, Start, ScaleUp, ScaleDown, Filter, Yes, No, Help, Quit key.Binding
+	// History opens a deployment's revisions; Rollback, there, restores
+	// one (r: force resync elsewhere).
+	History, Rollback key.Binding
 	// Interrupt quits from anywhere, even while typing a filter or
 	// answering a confirmation, where q is taken.
 	Interrupt key.Binding
@@ -30,6 +33,8 @@ func DefaultKeyMap() KeyMap {
 		Help:      key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
 		Quit:      key.NewBinding(key.WithKeys("q"), key.WithHelp("q", "quit")),
 		Interrupt: key.NewBinding(key.WithKeys("ctrl+c")),
+		History:   key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "history")),
+		Rollback:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "roll back to selected")),
 	}
 }
 
@@ -52,8 +57,11 @@ func (k KeyMap) helpFor(p page) pageHelp {
 		return pageHelp{[]key.Binding{k.Back, k.Switch, k.Filter, k.Help, k.Quit},
 			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch, k.Filter}, {k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}}
 	case pageDeployments:
-		return pageHelp{[]key.Binding{k.Switch, k.Filter, k.Help, k.Quit},
-			[][]key.Binding{{k.Up, k.Down, k.Switch, k.Filter}, {k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}}
+		return pageHelp{[]key.Binding{k.Switch, k.History, k.Filter, k.Help, k.Quit},
+			[][]key.Binding{{k.Up, k.Down, k.Switch, k.Filter}, {k.Stop, k.Start, k.ScaleUp, k.History}, {k.Help, k.Quit}}}
+	case pageHistory:
+		return pageHelp{[]key.Binding{k.Back, k.Rollback, k.Help, k.Quit},
+			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch}, {k.Rollback}, {k.Help, k.Quit}}}
 	}
 	return pageHelp{[]key.Binding{k.Switch, k.Open, k.Filter, k.Help, k.Quit},
 		[][]key.Binding{{k.Up, k.Down, k.Open, k.Switch, k.Filter}, {k.Resync, k.Pause}, {k.Help, k.Quit}}}

@@ -41,6 +41,7 @@ const (
 	pageRegions page = iota
 	pageRegion
 	pageDeployments
+	pageHistory
 )
 
 // Model is the console's root model.
@@ -56,6 +57,7 @@ type Model struct {
 	regions     regionsPage
 	detail      detailPage
 	deployments deploymentsPage
+	history     historyPage
 	confirm     *confirmation
 	// filter narrows every list to rows containing it; filtering is true
 	// while it is being typed.
@@ -98,7 +100,11 @@ type (
 		regions     []*ctrlv1.RegionOverview // for the confirmations' warnings
 	}
 	noticesMsg struct{ notices []string }
-	detailMsg  struct {
+	historyMsg struct {
+		id        string // the deployment asked for
+		revisions []*ctrlv1.DeploymentRevision
+	}
+	detailMsg struct {
 		name    string // the region asked for
 		region  *ctrlv1.GetRegionResponse
 		pending *ctrlv1.ListPendingChangesResponse
@@ -138,8 +144,13 @@ func (m Model) tick() tea.Cmd {
 
 // fetch loads what the current page shows, off the UI goroutine.
 func (m Model) fetch() tea.Cmd {
-	op, region := m.op, m.detail.name
+	op, region, id := m.op, m.detail.name, m.history.id
 	switch m.page {
+	case pageHistory:
+		return m.call(func(ctx context.Context) (tea.Msg, error) {
+			r, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: id, Limit: historyShown})
+			return historyMsg{id, r.GetRevisions()}, err
+		})
 	case pageDeployments:
 		return m.call(func(ctx context.Context) (tea.Msg, error) {
 			r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
@@ -210,6 +221,14 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.err = nil
 		m.detail.at = m.opts.Now()
 		m.detail.set(msg.region, msg.pending, m.filter)
+		return m, nil
+	case historyMsg:
+		if m.page != pageHistory || msg.id != m.history.id {
+			return m, nil // asked for before the operator moved on (see detailMsg)
+		}
+		m.err = nil
+		m.history.at = m.opts.Now()
+		m.history.set(msg.revisions)
 		return m, nil
 	case deploymentsMsg:
 		m.err = nil
@@ -283,7 +302,7 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.applyFilter()
 		return m, nil
 	case key.Matches(msg, m.keys.Switch):
-		if m.page == pageDeployments {
+		if m.page == pageDeployments || m.page == pageHistory {
 			return m.turnTo(pageRegions)
 		}
 		return m.turnTo(pageDeployments)
@@ -293,6 +312,8 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m.regionsKey(msg)
 	case pageDeployments:
 		return m.deploymentsKey(msg)
+	case pageHistory:
+		return m.historyKey(msg)
 	}
 	return m.detailKey(msg)
 }
@@ -312,6 +333,27 @@ func (m Model) deploymentsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.confirm = m.scaleConfirmation(r.region, r.name, r.region.GetReplicas()+1)
 	case key.Matches(msg, m.keys.ScaleDown) && r != nil && r.region.GetReplicas() > 0:
 		m.confirm = m.scaleConfirmation(r.region, r.name, r.region.GetReplicas()-1)
+	case key.Matches(msg, m.keys.History) && r != nil:
+		m.history = historyPage{id: r.deployment.GetDeploymentId()}
+		return m.turnTo(pageHistory)
+	}
+	return m, nil
+}
+
+func (m Model) historyKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	switch {
+	case key.Matches(msg, m.keys.Back):
+		return m.turnTo(pageDeployments)
+	case key.Matches(msg, m.keys.Up):
+		m.history.move(-1)
+	case key.Matches(msg, m.keys.Down):
+		m.history.move(1)
+	case key.Matches(msg, m.keys.Rollback):
+		current, target := m.history.rollbackTarget()
+		if target == nil {
+			return m, m.showStatus("nothing to roll back to: no earlier revision differs from the current one")
+		}
+		m.confirm = m.rollbackConfirmation(current, target)
 	}
 	return m, nil
 }
@@ -398,6 +440,8 @@ func (m Model) shownAt() time.Time {
 		return m.detail.at
 	case pageDeployments:
 		return m.deployments.at
+	case pageHistory:
+		return m.history.at
 	}
 	return m.regions.at
 }

@@ -16,6 +16,8 @@ func (m Model) render() string {
 		title = "unkey-tui · region " + Clean(m.detail.name) + "  (esc: back)"
 	case pageDeployments:
 		title = "unkey-tui · deployments"
+	case pageHistory:
+		title = "unkey-tui · history of " + Clean(m.history.id) + "  (esc: back)"
 	}
 	if m.stale() {
 		title += " · STALE " + asOfText(m.shownAt(), m.opts.Now())
@@ -45,6 +47,8 @@ func (m Model) render() string {
 		b.WriteString(m.renderDetail())
 	case m.page == pageDeployments:
 		b.WriteString(m.renderDeployments())
+	case m.page == pageHistory:
+		b.WriteString(m.renderHistory())
 	}
 	if m.status != "" || len(m.notices) > 0 {
 		b.WriteString("\n")

@@ -150,6 +150,28 @@ func (f *fakeOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymentsR
 	}...)}, nil
 }
 
+func (f *fakeOperator) GetDeploymentHistory(_ context.Context, req *ctrlv1.GetDeploymentHistoryRequest, _ ...grpc.CallOption) (*ctrlv1.GetDeploymentHistoryResponse, error) {
+	if err := f.unavailable(); err != nil {
+		return nil, err
+	}
+	rev := func(n int32, action, actor, summary, image string, ago time.Duration, eu, us int32, usStatus string) *ctrlv1.DeploymentRevision {
+		return &ctrlv1.DeploymentRevision{Revision: n, Action: action, Actor: actor, Summary: summary, Image: image, CreatedAt: at(ago),
+			CpuMillicores: 250, MemoryMib: 256, EnvNames: []string{"DATABASE_URL", "LOG_LEVEL"}, FirstVersion: uint64(900 + 2*n), LastVersion: uint64(901 + 2*n),
+			Regions: []*ctrlv1.RegionSpec{{Region: "eu-west", Replicas: eu, Status: "running"}, {Region: "us-east", Replicas: us, Status: usStatus}}}
+	}
+	return &ctrlv1.GetDeploymentHistoryResponse{Revisions: []*ctrlv1.DeploymentRevision{
+		rev(4, "stop", "carol", "us-east running -> stopped", "ghcr.io/acme/api:v7", 2*time.Minute, 3, 3, "stopped"),
+		rev(3, "update", "alice", "image ghcr.io/acme/api:v6 -> ghcr.io/acme/api:v7", "ghcr.io/acme/api:v7", time.Hour, 3, 3, "running"),
+		rev(2, "scale", "bob", "replicas eu-west 2 -> 3; replicas us-east 2 -> 3", "ghcr.io/acme/api:v6", 3*time.Hour, 3, 3, "running"),
+		rev(1, "deploy", "alice", "deployed ghcr.io/acme/api:v6 to eu-west, us-east", "ghcr.io/acme/api:v6", 5*time.Hour, 2, 2, "running"),
+	}}, nil
+}
+
+func (f *fakeOperator) RollbackDeployment(_ context.Context, req *ctrlv1.RollbackDeploymentRequest, _ ...grpc.CallOption) (*ctrlv1.RollbackDeploymentResponse, error) {
+	f.record(req)
+	return &ctrlv1.RollbackDeploymentResponse{Revision: 5, Restored: req.ToRevision}, nil
+}
+
 func (f *fakeOperator) Scale(_ context.Context, req *ctrlv1.ScaleRequest, _ ...grpc.CallOption) (*ctrlv1.ScaleResponse, error) {
 	f.record(req)
 	return &ctrlv1.ScaleResponse{}, nil
@@ -549,7 +571,7 @@ func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
 // Goldens of the main views' content at 80×24 and 120×40.
 func TestViewGoldens(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
-		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale"} {
+		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale", "history", "confirm-rollback"} {
 			name := view + "-" + strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")
 			t.Run(name, func(t *testing.T) {
 				op := &fakeOperator{}
@@ -571,6 +593,15 @@ func TestViewGoldens(t *testing.T) {
 					waitFor(t, tm, "PENDING CHANGES")
 					keys(tm, press('+'))
 					waitFor(t, tm, "[y] yes")
+				case "history", "confirm-rollback":
+					keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
+					waitFor(t, tm, "WORKFLOW")
+					keys(tm, press('h'))
+					waitFor(t, tm, "WHAT CHANGED")
+					if view == "confirm-rollback" {
+						keys(tm, down, down, press('r')) // revision 2
+						waitFor(t, tm, "[y] yes")
+					}
 				case "stale": // ctrld went away 39 s after the last good read
 					op.setDown(true)
 					c.advance(39 * time.Second)
@@ -695,5 +726,35 @@ func TestDevStackNoticeShownUntilRemoved(t *testing.T) {
 	tick()
 	if strings.Contains(m.Content(), "dev stack") {
 		t.Fatalf("the notice stayed after the restart:\n%s", m.Content())
+	}
+}
+
+// On the deployments page, h opens a deployment's history; r there rolls
+// back to the selected revision after a confirmation that says what
+// changes, or, on the newest revision, to the newest earlier one that
+// differs.
+func TestRollbackFromHistory(t *testing.T) {
+	op := &fakeOperator{}
+	tm := start(t, op, 80, 24)
+	waitFor(t, tm, "eu-west")
+	keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
+	waitFor(t, tm, "WORKFLOW")
+	keys(tm, press('h'))
+	waitFor(t, tm, "history of api")
+	keys(tm, down, down, press('r'))
+	// What changes is checked in the confirm-rollback goldens.
+	waitFor(t, tm, "Roll back deployment api to revision 2 (now 4)?")
+	keys(tm, press('n'))
+	waitFor(t, tm, "cancelled: roll back api to revision 2")
+	keys(tm, press('k'), press('k'), press('r')) // the newest: its stop is undone
+	waitFor(t, tm, "Roll back deployment api to revision 3 (now 4)?")
+	keys(tm, press('y'))
+	waitFor(t, tm, "rolled back api to revision 3")
+	calls := op.calls()
+	if len(calls) != 1 {
+		t.Fatalf("calls %v", calls)
+	}
+	if c := calls[0].(*ctrlv1.RollbackDeploymentRequest); c.DeploymentId != "api" || c.ToRevision != 3 {
+		t.Fatalf("call %v", c)
 	}
 }
