@@ -123,6 +123,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "filler-lock-wait", Value: tailer.Defaults.FillerLockWait, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
 			&cli.DurationFlag{Name: "change-ttl", Value: retention.Defaults.TTL, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
 			&cli.DurationFlag{Name: "change-max-age", Value: retention.Defaults.MaxAge, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
+			&cli.IntFlag{Name: "revisions-kept", Value: retention.Defaults.RevisionsKept, Usage: "how many of each deployment's newest revisions (its history, what rollback can restore) are kept", EnvVars: env("revisions-kept")},
 			&cli.DurationFlag{Name: "agent-ttl", Value: retention.Defaults.AgentTTL, Usage: "an agent record nothing was heard of (heartbeat, stream, update) for this long is deleted", EnvVars: env("agent-ttl")},
 			&cli.DurationFlag{Name: "cleanup-interval", Value: retention.Defaults.Interval, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
 			&cli.DurationFlag{Name: "deploy-timeout", Value: workflow.Defaults.Timeout, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
@@ -180,7 +181,7 @@ func serveCommand() *cli.Command {
 					MaxStreams:         c.Int("max-streams"),
 				},
 				Retention: retention.Config{TTL: c.Duration("change-ttl"), MaxAge: c.Duration("change-max-age"), Interval: c.Duration("cleanup-interval"),
-					AgentTTL: c.Duration("agent-ttl")},
+					AgentTTL: c.Duration("agent-ttl"), RevisionsKept: c.Int("revisions-kept")},
 				Workflow: workflow.Config{Timeout: c.Duration("deploy-timeout")},
 			}, log)
 			if err != nil {

@@ -19,10 +19,11 @@
 // few seconds and is never that old; its record, if deleted in a race, is
 // written again whole by its next heartbeat.
 //
-// It also deletes the per-resource sync rows (resource_syncs) of resources
-// their region no longer desires: intake only stores rows for desired
-// resources, but a resource deleted while its agent's report was in flight
-// leaves one behind.
+// It also keeps each deployment's newest RevisionsKept revisions (its
+// history) and deletes older ones, and deletes the per-resource sync rows
+// (resource_syncs) of resources their region no longer desires: intake
+// only stores rows for desired resources, but a resource deleted while its
+// agent's report was in flight leaves one behind.
 package retention
 
 import (
@@ -60,11 +61,14 @@ type Config struct {
 	// deleted (default 72h: a weekend's outage stays on the console; at
 	// least AgentWindow, so no record that holds rows goes).
 	AgentTTL time.Duration
+	// RevisionsKept is how many of a deployment's newest revisions are
+	// kept (default 100): its history and what a rollback can restore.
+	RevisionsKept int
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
 // flags show them).
-var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute, AgentTTL: 72 * time.Hour}
+var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute, AgentTTL: 72 * time.Hour, RevisionsKept: 100}
 
 func (c *Config) defaults() {
 	if c.TTL <= 0 {
@@ -83,6 +87,9 @@ func (c *Config) defaults() {
 		c.AgentTTL = Defaults.AgentTTL
 	}
 	c.AgentTTL = max(c.AgentTTL, c.AgentWindow)
+	if c.RevisionsKept <= 0 {
+		c.RevisionsKept = Defaults.RevisionsKept
+	}
 }
 
 // Cleaner runs retention.
@@ -141,6 +148,10 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 		return 0, err
 	}
 	if err := c.pruneOrphanSyncs(ctx, conn); err != nil {
+		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
+		return 0, err
+	}
+	if err := c.pruneRevisions(ctx, conn); err != nil {
 		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
 		return 0, err
 	}
@@ -226,6 +237,25 @@ func (c *Cleaner) pruneOrphanSyncs(ctx context.Context, conn *sql.Conn) error {
 				break
 			}
 		}
+	}
+	return nil
+}
+
+// pruneRevisions deletes the revisions of each deployment but its newest
+// RevisionsKept: a script that scales in a loop would otherwise grow the
+// table without end. Only deployments with more than that are touched
+// (one loose scan of the (deployment_id, revision) index finds them).
+func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
+	res, err := conn.ExecContext(ctx, `DELETE r FROM deployment_revisions r
+		JOIN (SELECT deployment_id, MAX(revision) AS newest FROM deployment_revisions
+			GROUP BY deployment_id HAVING COUNT(*) > ?) AS long_ones
+		ON r.deployment_id = long_ones.deployment_id AND r.revision <= long_ones.newest - ?`,
+		c.cfg.RevisionsKept, c.cfg.RevisionsKept)
+	if err != nil {
+		return fmt.Errorf("delete old revisions: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		c.log.Info("retention: deleted old deployment revisions", "revisions", n, "kept_per_deployment", c.cfg.RevisionsKept)
 	}
 	return nil
 }

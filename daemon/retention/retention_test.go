@@ -19,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 )
 
@@ -242,5 +243,48 @@ func TestRetentionPrunesSyncRowsOfResourcesThatAreGone(t *testing.T) {
 	}
 	if len(kept) != 1 || kept[0].Region != "eu" || kept[0].ResourceID != "api" {
 		t.Fatalf("kept %v, want only eu's deployment/api", kept)
+	}
+}
+
+// Each deployment keeps its newest RevisionsKept revisions; a deployment
+// with fewer keeps all of them.
+func TestRetentionKeepsEachDeploymentsNewestRevisions(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	if err := desired.RegisterRegion(ctx, db.Ent, "eu"); err != nil {
+		t.Fatal(err)
+	}
+	s := desired.New(db.Ent)
+	for _, id := range []string{"busy", "quiet"} {
+		if err := s.Deploy(ctx, desired.DeploymentSpec{ID: id, WorkspaceID: "ws", EnvironmentID: "prod",
+			Image: "app:1", CPUMillicores: 100, MemoryMiB: 64}, []string{"eu"}, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for replicas := range 7 {
+		if err := s.Scale(ctx, "busy", "", 1+replicas); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cleaner(db, retention.Config{RevisionsKept: 3}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	kept := func(id string) []int {
+		revs, err := db.Ent.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id)).
+			Order(ent.Asc(deploymentrevision.FieldRevision)).All(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, r := range revs {
+			out = append(out, r.Revision)
+		}
+		return out
+	}
+	if got := kept("busy"); !slices.Equal(got, []int{6, 7, 8}) {
+		t.Errorf("busy keeps revisions %v, want its newest three, [6 7 8]", got)
+	}
+	if got := kept("quiet"); !slices.Equal(got, []int{1}) {
+		t.Errorf("quiet keeps revisions %v, want [1]", got)
 	}
 }
