@@ -20,6 +20,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
@@ -43,11 +44,24 @@ type Options struct {
 	CA, Cert, Key string
 }
 
+// maxReconnectDelay is the longest a client waits between attempts to
+// reach ctrld again.
+const maxReconnectDelay = 5 * time.Second
+
 // Ctrld returns a client connection to ctrld.
 func Ctrld(o Options) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes)),
+		// gRPC's default reconnect backoff grows to 120 s: after a long
+		// ctrld outage, agents and the console would wait up to two
+		// minutes more once it is back (issue 13 saw 40 s). Capped at
+		// maxReconnectDelay, with jitter so a fleet does not reconnect in
+		// step.
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnectDelay},
+			MinConnectTimeout: 20 * time.Second,
+		}),
 	}
 	if o.InsecureNonLoopback && !o.Insecure {
 		return nil, fmt.Errorf("--insecure-non-loopback only goes with --insecure")

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -125,5 +126,47 @@ func TestClientsReceiveUpToTheMessageLimit(t *testing.T) {
 	answer.n = limits.MaxMessageBytes + 1
 	if _, err := op.ListRegions(t.Context(), &ctrlv1.ListRegionsRequest{}); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a message over the limit: got %v, want ResourceExhausted", err)
+	}
+}
+
+// After a long outage, a client finds ctrld again within a few seconds of
+// its return, not after gRPC's default backoff (which grows to two
+// minutes: at 30 s of outage the next attempt may be 20 s away).
+func TestClientsFindCtrldSoonAfterALongOutage(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // ctrld is down
+
+	conn, err := dial.Ctrld(dial.Options{Address: addr, Token: "t", Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	op := ctrlv1.NewOperatorServiceClient(conn)
+	outage := time.Now().Add(30 * time.Second)
+	for time.Now().Before(outage) { // a console refreshing every second meanwhile
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		cancel()
+		time.Sleep(time.Second)
+	}
+
+	lis, err = net.Listen("tcp", addr) // ctrld is back
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	ctrlv1.RegisterOperatorServiceServer(srv, &bigRegion{})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	// The longest wait is the capped backoff with its jitter, and a
+	// second of slack for the attempt itself.
+	ctx, cancel := context.WithTimeout(t.Context(), 7*time.Second)
+	defer cancel()
+	if _, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("ctrld is back, yet the client did not reach it within 7 s: %v", err)
 	}
 }
