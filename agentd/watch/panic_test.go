@@ -29,7 +29,7 @@ func (c *panickyCtrld) WatchDeploymentChanges(ctx context.Context, _ *ctrlv1.Wat
 }
 
 type panickyStream struct {
-	grpc.ClientStream
+	fakeStream
 	ctx         context.Context
 	first, sent bool
 }

@@ -181,10 +181,18 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 		return false, err
 	}
 	events := make(chan *ctrlv1.DeploymentChangeEvent)
+	accepted := make(chan struct{})
 	recvErr := make(chan error, 1)
 	go func() {
 		// A panic here (a message that does not decode?) ends the stream.
 		recvErr <- w.guard.Run("watch-recv", func() error {
+			// ctrld sends the headers once it has accepted the stream
+			// (before any event, which a paused region may not send for
+			// hours).
+			if _, err := s.Header(); err != nil {
+				return err
+			}
+			close(accepted)
 			for {
 				ev, err := s.Recv()
 				if err != nil {
@@ -204,6 +212,11 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 			return healthy, ctx.Err()
 		case err := <-recvErr:
 			return healthy, err
+		case <-accepted:
+			accepted = nil // once
+			w.setErr(nil)  // connected: the last stream's error is over
+			w.setStreaming(true)
+			w.log.Info("watch: streaming from ctrld", "cursor", cursor, "full_sync", fullSync)
 		case <-resync.C:
 			w.mu.Lock()
 			due := !fullSync && w.fullSyncDue()
@@ -214,8 +227,8 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 		case ev := <-events:
 			if !healthy {
 				healthy = true
-				w.setErr(nil) // connected and streaming: no error to show
-				w.setStreaming(true)
+				w.setErr(nil)        // connected and streaming: no error to show
+				w.setStreaming(true) // (an old ctrld sends headers with the first event)
 			}
 			switch err := w.handle(ev, &fullSync); {
 			case errors.Is(err, errResync):

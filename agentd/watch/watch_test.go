@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/metrics"
@@ -42,8 +43,14 @@ func (c *newerCtrld) times() []time.Time {
 	return append([]time.Time(nil), c.connects...)
 }
 
+// fakeStream is what a fake stream needs besides Recv: the headers,
+// which a real ctrld sends as soon as it accepts the stream.
+type fakeStream struct{ grpc.ClientStream }
+
+func (fakeStream) Header() (metadata.MD, error) { return nil, nil }
+
 type unknownEventStream struct {
-	grpc.ClientStream
+	fakeStream
 	ctx  context.Context
 	sent bool
 }
@@ -130,7 +137,7 @@ func (c *fullSyncCtrld) fullSyncs() int {
 }
 
 type scriptedStream struct {
-	grpc.ClientStream
+	fakeStream
 	ctx    context.Context
 	events []*ctrlv1.DeploymentChangeEvent
 }

@@ -83,7 +83,15 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen(),
 		// After the stream's own limits, before it records the agent's
 		// connection: a refused stream leaves no record.
-		AdmitAgent: func(ctx context.Context) error { return s.admitAgent(ctx, req.GetRegion(), identity) }}, srv.Send)
+		AdmitAgent: func(ctx context.Context) error {
+			if err := s.admitAgent(ctx, req.GetRegion(), identity); err != nil {
+				return err
+			}
+			// Accepted: say so now (the response headers), for a paused
+			// region sends nothing for as long as the pause lasts, and the
+			// agent must not take that silence for a connection that failed.
+			return srv.SendHeader(nil)
+		}}, srv.Send)
 	switch {
 	case err == nil, ctx.Err() != nil:
 		return nil

@@ -1,0 +1,51 @@
+package watch_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deploysync/deploysync/agentd/dispatch"
+	"github.com/deploysync/deploysync/agentd/metrics"
+	"github.com/deploysync/deploysync/agentd/watch"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// An agent that connects to a paused region is connected: ctrld sends it
+// nothing until the region is resumed, and that silence is not a failed
+// connection. The stream's earlier error is cleared, and the agent waits
+// for its first full sync instead of saying it is not streaming (which
+// would keep it unready, and its last error on the console, for the whole
+// pause).
+func TestAnAgentOfAPausedRegionIsConnected(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agent := env.Agent("eu")
+	if _, err := env.Operator("alice").SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	d := dispatch.New(&deletions{keys: map[dispatch.Key]bool{}}, slog.New(slog.DiscardHandler), nil)
+	w := watch.New(agent, d, func() ([]dispatch.Key, error) { return nil, nil },
+		watch.Config{Region: "eu", Identity: "krane-0", BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+		slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+	wg.Add(2)
+	go func() { defer wg.Done(); d.Run(ctx, 1) }()
+	go func() { defer wg.Done(); w.Run(ctx) }()
+
+	eventually(t, "the watcher streams from the paused region", func() bool {
+		err := w.Ready()
+		return err != nil && strings.Contains(err.Error(), "first full sync in progress")
+	})
+	if err := w.LastError(); err != nil {
+		t.Errorf("connected to a paused region, yet the last error is %v", err)
+	}
+}
