@@ -134,3 +134,77 @@ func markStreaming(t *testing.T, env *servertest.Env) {
 		t.Fatal(err)
 	}
 }
+
+// A failure the agent reported stops counting once it no longer describes
+// the resource: after the deployment is stopped (a new agent process never
+// hears of a stopped deployment again, so it would stay for good), and
+// after the deployment is deleted and deployed again under the same ID
+// (the new one has not been applied yet, let alone failed).
+func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	op := env.Operator("alice")
+	agent := env.Agent("eu")
+	deployAPI := func(image string) {
+		t.Helper()
+		if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "ws", EnvironmentId: "prod",
+			Image: image, CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail := func(msg string) {
+		t.Helper()
+		if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{
+			Kind: "deployment", ResourceId: "api", Error: msg, FailingSince: timestamppb.Now()}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	caughtUp := func() {
+		t.Helper()
+		r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: "eu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0",
+			AckedVersion: r.Overview.HeadVersion}); err != nil {
+			t.Fatal(err)
+		}
+		markStreaming(t, env)
+	}
+	failing := func() (*ctrlv1.RegionOverview, []*ctrlv1.SyncReason) {
+		t.Helper()
+		r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: "eu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Overview, r.Deployments[0].NotInSync
+	}
+
+	deployAPI("app:1")
+	fail("exceeded quota")
+	caughtUp()
+	if o, d := failing(); o.FailingResources != 1 || reasonCodes(d) != "apply_failing" {
+		t.Fatalf("before the stop: failing %d, deployment reasons %v", o.FailingResources, d)
+	}
+	if _, err := op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: "api", Region: "eu", Status: ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED}); err != nil {
+		t.Fatal(err)
+	}
+	caughtUp()
+	if o, d := failing(); o.FailingResources != 0 || len(o.NotInSync) != 0 || len(d) != 0 {
+		t.Errorf("stopped and caught up: failing %d, region reasons %v, deployment reasons %v; want in sync", o.FailingResources, o.NotInSync, d)
+	}
+
+	if _, err := op.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	deployAPI("app:1")
+	fail("image app:1 cannot be pulled")
+	if _, err := op.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: "api"}); err != nil {
+		t.Fatal(err)
+	}
+	deployAPI("app:2") // the agent is down: it has not reported on this one
+	if o, d := failing(); o.FailingResources != 0 || reasonCodes(d) == "apply_failing" || strings.Contains(reasonCodes(o.NotInSync), "apply_failing") {
+		t.Errorf("redeployed: failing %d, region reasons %v, deployment reasons %v; the old one's failure is not the new one's",
+			o.FailingResources, o.NotInSync, d)
+	}
+}

@@ -123,12 +123,28 @@ func (h *Health) blockers(now time.Time) []Reason {
 	return out
 }
 
+// currentSync holds for a resource_syncs row s that describes the resource
+// as the region desires it now. Not so: a row of a resource no longer
+// desired (retention deletes those), a row reported before the resource
+// was created (a deleted one's of the same ID: its agent has not
+// reported on the new one yet), and the row of a deployment stopped after
+// the report (a stopped deployment has nothing to apply; a new agent
+// process never hears of it again, so its old failure would stay).
+const currentSync = `(
+	(s.kind = 'deployment' AND EXISTS (SELECT 1 FROM deployment_topology t
+		WHERE t.deployment_id = s.resource_id AND t.region = s.region AND t.created_at <= s.reported_at
+		AND (t.desired_status = 'running' OR t.updated_at <= s.reported_at)))
+	OR (s.kind = 'sentinel' AND EXISTS (SELECT 1 FROM sentinels x
+		WHERE x.id = s.resource_id AND x.region = s.region AND x.created_at <= s.reported_at))
+	OR (s.kind = 'cilium_network_policy' AND EXISTS (SELECT 1 FROM cilium_network_policies p
+		WHERE p.id = s.resource_id AND p.region = s.region AND p.created_at <= s.reported_at)))`
+
 // readFailures fills FailingResources of the regions (all of them for
 // name "", else the one), a count per region from the (region, in_sync)
 // index, and, if longest, OldestFailure: the longest-failing resource of
 // each failing region.
 func readFailures(ctx context.Context, db *sql.DB, regions []*Health, name string, longest bool) error {
-	q, args := "SELECT region, COUNT(*) FROM resource_syncs WHERE in_sync = FALSE AND error <> ''", []any(nil)
+	q, args := "SELECT region, COUNT(*) FROM resource_syncs s WHERE in_sync = FALSE AND error <> '' AND "+currentSync, []any(nil)
 	if name != "" {
 		q, args = q+" AND region = ?", []any{name}
 	}
@@ -156,8 +172,9 @@ func readFailures(ctx context.Context, db *sql.DB, regions []*Health, name strin
 		}
 		f := &Failure{}
 		var since sql.NullTime
-		err := db.QueryRowContext(ctx, `SELECT kind, resource_id, error, failing_since FROM resource_syncs
-			WHERE region = ? AND in_sync = FALSE AND error <> '' ORDER BY failing_since IS NULL, failing_since, id LIMIT 1`, h.Region).
+		err := db.QueryRowContext(ctx, `SELECT kind, resource_id, error, failing_since FROM resource_syncs s
+			WHERE region = ? AND in_sync = FALSE AND error <> '' AND `+currentSync+`
+			ORDER BY failing_since IS NULL, failing_since, id LIMIT 1`, h.Region).
 			Scan(&f.Kind, &f.ResourceID, &f.Error, &since)
 		switch {
 		case err == sql.ErrNoRows: // fixed meanwhile
@@ -237,7 +254,7 @@ var changeKinds = map[string]string{
 func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]*ResourceSync, error) {
 	out := map[ResourceKey]*ResourceSync{}
 	rows, err := db.QueryContext(ctx, `SELECT kind, resource_id, applied_version, in_sync, error, failing_since, reported_at
-		FROM resource_syncs WHERE region = ?`, h.Region)
+		FROM resource_syncs s WHERE region = ? AND `+currentSync, h.Region)
 	if err != nil {
 		return nil, fmt.Errorf("read resource sync states: %w", err)
 	}
