@@ -147,13 +147,11 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
 		return 0, err
 	}
-	if err := c.pruneOrphanSyncs(ctx, conn); err != nil {
+	// Tidying up is best effort: what fails now is tried again next run,
+	// and must not hold up the deletion of old change rows (I5).
+	if err := c.tidy(ctx, conn); err != nil {
 		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
-		return 0, err
-	}
-	if err := c.pruneRevisions(ctx, conn); err != nil {
-		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
-		return 0, err
+		c.log.Warn("retention: tidying up failed; trying again next run", "err", err)
 	}
 	upTo, err := c.deletableUpTo(ctx, conn)
 	if err != nil || upTo == 0 {
@@ -212,50 +210,6 @@ func (c *Cleaner) pruneAgents(ctx context.Context, conn *sql.Conn) error {
 	}
 	if total > 0 {
 		c.log.Info("retention: deleted stale agent records", "records", total, "silent_for", c.cfg.AgentTTL)
-	}
-	return nil
-}
-
-// orphanSyncs selects, per kind, the resource_syncs rows whose resource
-// the region no longer desires.
-var orphanSyncs = map[string]string{
-	"deployment":            "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
-	"sentinel":              "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
-	"cilium_network_policy": "SELECT 1 FROM cilium_network_policies d WHERE d.id = s.resource_id AND d.region = s.region",
-}
-
-// pruneOrphanSyncs deletes the sync rows of resources that are gone, in
-// batches.
-func (c *Cleaner) pruneOrphanSyncs(ctx context.Context, conn *sql.Conn) error {
-	for kind, desired := range orphanSyncs {
-		for {
-			res, err := conn.ExecContext(ctx, "DELETE FROM resource_syncs WHERE id IN (SELECT id FROM (SELECT s.id FROM resource_syncs s WHERE s.kind = ? AND NOT EXISTS ("+desired+") LIMIT ?) AS orphans)", kind, BatchSize)
-			if err != nil {
-				return fmt.Errorf("delete sync rows of deleted %ss: %w", kind, err)
-			}
-			if n, _ := res.RowsAffected(); n < BatchSize {
-				break
-			}
-		}
-	}
-	return nil
-}
-
-// pruneRevisions deletes the revisions of each deployment but its newest
-// RevisionsKept: a script that scales in a loop would otherwise grow the
-// table without end. Only deployments with more than that are touched
-// (one loose scan of the (deployment_id, revision) index finds them).
-func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
-	res, err := conn.ExecContext(ctx, `DELETE r FROM deployment_revisions r
-		JOIN (SELECT deployment_id, MAX(revision) AS newest FROM deployment_revisions
-			GROUP BY deployment_id HAVING COUNT(*) > ?) AS long_ones
-		ON r.deployment_id = long_ones.deployment_id AND r.revision <= long_ones.newest - ?`,
-		c.cfg.RevisionsKept, c.cfg.RevisionsKept)
-	if err != nil {
-		return fmt.Errorf("delete old revisions: %w", err)
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
-		c.log.Info("retention: deleted old deployment revisions", "revisions", n, "kept_per_deployment", c.cfg.RevisionsKept)
 	}
 	return nil
 }

@@ -1,0 +1,121 @@
+package retention
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/store"
+)
+
+// tidy deletes the sync rows of resources that are gone and the
+// revisions beyond each deployment's newest RevisionsKept.
+//
+// Both find their rows with plain reads, which lock nothing, and delete
+// them by key, so they hold no lock on the tables agents and operators
+// write (a locking scan of resource_syncs deadlocked with agents'
+// reports), and retry a deadlock that happens anyway.
+func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
+	return errors.Join(c.pruneOrphanSyncs(ctx, conn), c.pruneRevisions(ctx, conn))
+}
+
+// desiredSyncs holds, per kind, for a resource_syncs row s whose resource
+// its region still desires.
+var desiredSyncs = map[string]string{
+	"deployment":            "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
+	"sentinel":              "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
+	"cilium_network_policy": "SELECT 1 FROM cilium_network_policies d WHERE d.id = s.resource_id AND d.region = s.region",
+}
+
+// pruneOrphanSyncs deletes the sync rows of resources that are gone, in
+// batches. A row reported again since it was read (its resource was
+// created again) has another reported_at, and stays.
+func (c *Cleaner) pruneOrphanSyncs(ctx context.Context, conn *sql.Conn) error {
+	for kind, desired := range desiredSyncs {
+		for {
+			rows, err := conn.QueryContext(ctx, "SELECT s.id, s.reported_at FROM resource_syncs s WHERE s.kind = ? AND NOT EXISTS ("+desired+") LIMIT ?", kind, BatchSize)
+			if err != nil {
+				return fmt.Errorf("find sync rows of deleted %ss: %w", kind, err)
+			}
+			var keys []any
+			for rows.Next() {
+				var id int64
+				var reported time.Time
+				if err := rows.Scan(&id, &reported); err != nil {
+					rows.Close()
+					return fmt.Errorf("find sync rows of deleted %ss: %w", kind, err)
+				}
+				keys = append(keys, id, reported)
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return fmt.Errorf("find sync rows of deleted %ss: %w", kind, err)
+			}
+			if len(keys) == 0 {
+				break
+			}
+			pairs := strings.TrimSuffix(strings.Repeat("(?, ?),", len(keys)/2), ",")
+			if err := execRetrying(ctx, conn, "DELETE FROM resource_syncs WHERE (id, reported_at) IN ("+pairs+")", keys...); err != nil {
+				return fmt.Errorf("delete sync rows of deleted %ss: %w", kind, err)
+			}
+			if len(keys)/2 < BatchSize {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// pruneRevisions deletes the revisions of each deployment but its newest
+// RevisionsKept: a script that scales in a loop would otherwise grow the
+// table without end. Only deployments with more than that are touched
+// (one loose scan of the (deployment_id, revision) index finds them), one
+// index range each.
+func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
+	rows, err := conn.QueryContext(ctx, `SELECT deployment_id, MAX(revision) - ? FROM deployment_revisions
+		GROUP BY deployment_id HAVING COUNT(*) > ?`, c.cfg.RevisionsKept, c.cfg.RevisionsKept)
+	if err != nil {
+		return fmt.Errorf("find old revisions: %w", err)
+	}
+	type cut struct {
+		deployment string
+		upTo       int
+	}
+	var cuts []cut
+	for rows.Next() {
+		var k cut
+		if err := rows.Scan(&k.deployment, &k.upTo); err != nil {
+			rows.Close()
+			return fmt.Errorf("find old revisions: %w", err)
+		}
+		cuts = append(cuts, k)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find old revisions: %w", err)
+	}
+	for _, k := range cuts {
+		if err := execRetrying(ctx, conn, "DELETE FROM deployment_revisions WHERE deployment_id = ? AND revision <= ?", k.deployment, k.upTo); err != nil {
+			return fmt.Errorf("delete old revisions of %s: %w", k.deployment, err)
+		}
+	}
+	if len(cuts) > 0 {
+		c.log.Info("retention: deleted old deployment revisions", "deployments", len(cuts), "kept_per_deployment", c.cfg.RevisionsKept)
+	}
+	return nil
+}
+
+// execRetrying runs a statement, again after a deadlock (at most three
+// times in all).
+func execRetrying(ctx context.Context, conn *sql.Conn, query string, args ...any) error {
+	var err error
+	for range 3 {
+		if _, err = conn.ExecContext(ctx, query, args...); !store.IsDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
