@@ -51,7 +51,7 @@ func (m Model) renderDeployments() string {
 			style = s.Bad
 		}
 		b.WriteString(m.rowStyle(clip(line, m.width), i == m.deployments.cursor, style) + "\n")
-		b.WriteString(m.syncLine(r.region, now))
+		b.WriteString(m.noteLine(syncNote(r.region, now)))
 	}
 	if r := m.deployments.selected(); r != nil && r.deployment.WorkflowError != "" {
 		b.WriteString("\n" + s.Bad.Render("workflow: ") + elide(r.deployment.WorkflowError, m.width-10) + "\n")
@@ -73,13 +73,8 @@ func workflowShown(d *ctrlv1.DeploymentInRegion, workflow string) string {
 // words: its apply failing since when with the error's end, else what it
 // waits for. Empty when it is in sync.
 func syncNote(d *ctrlv1.DeploymentInRegion, now time.Time) string {
-	sync := d.GetSync()
-	if sync.GetError() != "" {
-		failing := "apply failing"
-		if sync.GetFailingSince() != nil {
-			failing += " " + span(now.Sub(sync.GetFailingSince().AsTime()))
-		}
-		return failing + ": " + sync.GetError()
+	if failing := applyFailing(d.GetSync(), now); failing != "" {
+		return failing
 	}
 	var waits []string
 	for _, r := range d.GetNotInSync() {
@@ -92,8 +87,8 @@ func syncNote(d *ctrlv1.DeploymentInRegion, now time.Time) string {
 			waits = append(waits, reasonText(r))
 		}
 	}
-	if len(waits) == 0 && sync.GetPendingChanges() > 0 {
-		waits = append(waits, fmt.Sprintf("%d pending changes", sync.GetPendingChanges()))
+	if n := d.GetSync().GetPendingChanges(); len(waits) == 0 && n > 0 {
+		waits = append(waits, fmt.Sprintf("%d pending changes", n))
 	}
 	if len(waits) == 0 {
 		return ""
@@ -101,10 +96,22 @@ func syncNote(d *ctrlv1.DeploymentInRegion, now time.Time) string {
 	return "waits: " + strings.Join(waits, "; ")
 }
 
-// syncLine is the line under a deployment's row that says why it is not
-// in sync (see syncNote); nothing when it is.
-func (m Model) syncLine(d *ctrlv1.DeploymentInRegion, now time.Time) string {
-	note := syncNote(d, now)
+// applyFailing says how long a resource's apply has failed and why:
+// "apply failing 3m: <error>". Empty when it does not fail.
+func applyFailing(sync *ctrlv1.ResourceSyncState, now time.Time) string {
+	if sync.GetError() == "" {
+		return ""
+	}
+	failing := "apply failing"
+	if sync.GetFailingSince() != nil {
+		failing += " " + span(now.Sub(sync.GetFailingSince().AsTime()))
+	}
+	return failing + ": " + sync.GetError()
+}
+
+// noteLine is the line under a resource's row that says why it is not in
+// sync (see syncNote, applyFailing); nothing when note is empty.
+func (m Model) noteLine(note string) string {
 	if note == "" {
 		return ""
 	}

@@ -47,12 +47,18 @@ func (m Model) renderDetail() string {
 	}
 	o := d.region.GetOverview()
 	now := m.asOf()
-	state := "ok"
-	if p := problems(o); len(p) > 0 {
-		state = strings.Join(p, ",")
+	// The state first and whole, whatever the width: it is what the
+	// operator came for; the numbers after it give way.
+	state, style := m.regionState(o)
+	head := "  state " + state
+	rest := fmt.Sprintf("  head %d  acked %d  lag %d changes / %.1fs  agent %s",
+		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(Clean(o.GetAgentIdentity())))
+	if room := m.width - ansi.StringWidth(head); room > 1 {
+		rest = clip(rest, room)
+	} else {
+		rest = ""
 	}
-	b.WriteString(clip(fmt.Sprintf("  head %d  acked %d  lag %d changes / %.1fs  agent %s  state %s",
-		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(Clean(o.GetAgentIdentity())), state), m.width) + "\n")
+	b.WriteString(m.rowStyle(head, false, style) + rest + "\n")
 	why := whyNotInSync(o, now)
 	for i, w := range why {
 		if i == whyShown {
@@ -80,11 +86,12 @@ func (m Model) renderDetail() string {
 		line := fmt.Sprintf("%s %-20s %-9s %8d %4d/%-4d %-11s %-9s", m.marker(), clip(dep.DeploymentId, 20), Clean(dep.DesiredStatus), dep.Replicas,
 			dep.ReadyInstances, dep.Instances, Clean(dep.ActualStatus), workflowShown(dep, dep.WorkflowStatus))
 		b.WriteString(m.rowStyle(clip(line, m.width), i == d.cursor, s.Plain) + "\n")
-		b.WriteString(m.syncLine(dep, now))
+		b.WriteString(m.noteLine(syncNote(dep, now)))
 	}
 	for _, sen := range d.region.GetSentinels() {
 		fmt.Fprintf(&b, "  sentinel %-14s %-8s %d/%d available  %s\n", clip(sen.SentinelId, 14), Clean(sen.DesiredState),
 			sen.AvailableReplicas, sen.Replicas, Clean(sen.Health))
+		b.WriteString(m.noteLine(applyFailing(sen.GetSync(), now)))
 	}
 	for _, p := range d.region.GetPolicies() {
 		owner := "environment " + Clean(p.EnvironmentId)
@@ -92,6 +99,7 @@ func (m Model) renderDetail() string {
 			owner = "deployment " + Clean(p.DeploymentId)
 		}
 		fmt.Fprintf(&b, "  policy   %-14s (%s)\n", clip(p.Name, 14), owner)
+		b.WriteString(m.noteLine(applyFailing(p.GetSync(), now)))
 	}
 
 	total := d.pending.GetTotal()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
@@ -30,20 +31,28 @@ func refresh(t *testing.T, m tui.Model) tui.Model {
 	return m
 }
 
-// lagOf reads the LAG column of region's row in the regions view.
+// lagOf reads the LAG column of region's row in the regions view: the
+// number ending where the header's "LAG" ends (the columns before it vary
+// in how many words they hold).
 func lagOf(t *testing.T, content, region string) int {
 	t.Helper()
-	for _, line := range strings.Split(content, "\n") {
-		f := strings.Fields(line)
-		if len(f) > 6 && f[1] == region && f[2] == "down" {
-			n, err := strconv.Atoi(f[5])
+	lines := strings.Split(ansi.Strip(content), "\n")
+	end := -1
+	for _, line := range lines {
+		if i := strings.Index(line, " LAG "); i >= 0 && strings.Contains(line, "REGION") {
+			end = i + len(" LAG")
+		}
+	}
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 2 && f[1] == region && end > 0 && len(line) >= end {
+			n, err := strconv.Atoi(strings.TrimSpace(line[end-5 : end]))
 			if err != nil {
 				t.Fatalf("LAG column of %q: %v", line, err)
 			}
 			return n
 		}
 	}
-	t.Fatalf("no row for %s (agent down) in:\n%s", region, content)
+	t.Fatalf("no row for %s in:\n%s", region, content)
 	return 0
 }
 

@@ -2,9 +2,11 @@ package tui
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -81,10 +83,44 @@ func whyNotInSync(r *ctrlv1.RegionOverview, now time.Time) []string {
 		}
 		why = append(why, reasonText(reason))
 	}
-	if r.GetLastError() != "" {
-		why = append(why, "last error: "+r.GetLastError())
+	// The server's reasons say the agent's last error where it matters
+	// (agent_error, full_sync_failing): said once. Older servers, and a
+	// down agent (its reason is the DOWN line above), leave it to us.
+	if e := r.GetLastError(); e != "" && !slices.ContainsFunc(why, func(w string) bool { return strings.Contains(w, e) }) {
+		why = append(why, "last error: "+e)
 	}
 	return why
+}
+
+// regionState is the region's state in a word or a few ("ok",
+// "DOWN,PAUSED"; "was …" while the data is stale), and its style.
+func (m Model) regionState(r *ctrlv1.RegionOverview) (string, lipgloss.Style) {
+	state, style := "ok", m.styles.Plain
+	if p := problems(r); len(p) > 0 {
+		state, style = strings.Join(p, ","), m.styles.Warn
+		if !r.GetAgentConnected() {
+			style = m.styles.Bad
+		}
+	}
+	if m.stale() {
+		state = "was " + state // the title says since when
+	}
+	return state, style
+}
+
+// agentText is the AGENT cell: up or down and for how long, since it
+// connected or since its last heartbeat ("up 3m", "down 52s"). Without an
+// "ago", it fits its column at any age.
+func agentText(r *ctrlv1.RegionOverview, now time.Time) string {
+	switch {
+	case r.GetAgentConnected() && r.GetConnectedSince() != nil:
+		return "up " + span(now.Sub(r.GetConnectedSince().AsTime()))
+	case r.GetAgentConnected():
+		return "up"
+	case r.GetLastHeartbeat() != nil:
+		return "down " + span(now.Sub(r.GetLastHeartbeat().AsTime()))
+	}
+	return "down"
 }
 
 // reasonText is one reason a region or deployment is not in sync, in the
@@ -117,30 +153,16 @@ func (m Model) renderRegions() string {
 		b.WriteString(s.Dim.Render("  "+emptyText("regions", m.filter, len(m.regions.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
 	}
 	for i, r := range m.regions.rows {
-		agent := "down"
-		switch {
-		case r.AgentConnected && r.ConnectedSince != nil:
-			agent = "up " + ago(now, r.ConnectedSince.AsTime())
-		case r.AgentConnected:
-			agent = "up"
-		case r.LastHeartbeat != nil:
-			agent = "down " + ago(now, r.LastHeartbeat.AsTime())
-		}
 		fullSync := "never"
 		if r.LastFullSync != nil {
 			fullSync = ago(now, r.LastFullSync.AsTime())
 		}
-		state, marker, style := "ok", " ", s.Plain
-		if p := problems(r); len(p) > 0 {
-			state, marker, style = strings.Join(p, ","), "!", s.Warn
-			if !r.AgentConnected {
-				style = s.Bad
-			}
+		state, style := m.regionState(r)
+		marker := m.marker()
+		if marker == " " && len(problems(r)) > 0 {
+			marker = "!"
 		}
-		if m.stale() {
-			state, marker = "was "+state, "?" // the title says since when
-		}
-		line := fmt.Sprintf("%s %-12s %-11s%s %5d %6.1f %4d %-8s ", marker, clip(r.Region, 12), clip(agent, 11),
+		line := fmt.Sprintf("%s %-12s %-11s%s %5d %6.1f %4d %-8s ", marker, clip(r.Region, 12), clip(agentText(r, now), 11),
 			versions(r.HeadVersion, r.AckedVersion), r.LagChanges, r.LagSeconds, r.PendingResources, clip(fullSync, 8))
 		line += elide(state, m.width-ansi.StringWidth(line))
 		b.WriteString(m.rowStyle(line, i == m.regions.cursor, style) + "\n")
