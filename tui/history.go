@@ -17,14 +17,23 @@ const historyShown = 50
 // historyPage is one deployment's revisions, newest first: what each
 // changed, who, when, and the spec it left.
 type historyPage struct {
-	id                               string // the deployment
-	list[*ctrlv1.DeploymentRevision]        // unfiltered: a revision has no name to filter by
+	id string // the deployment
+	// all is every revision read, newest (the current spec) first; the
+	// list holds those the filter matches by action, actor or summary.
+	all                              []*ctrlv1.DeploymentRevision
+	list[*ctrlv1.DeploymentRevision] // filtered
 	loaded                           bool
 }
 
-func (p *historyPage) set(revs []*ctrlv1.DeploymentRevision) {
-	p.loaded = true
-	p.show(revs, func(r *ctrlv1.DeploymentRevision) string { return fmt.Sprint(r.GetRevision()) })
+func (p *historyPage) set(revs []*ctrlv1.DeploymentRevision, filter string) {
+	p.all, p.loaded = revs, true
+	var rows []*ctrlv1.DeploymentRevision
+	for _, r := range revs {
+		if strings.Contains(r.GetAction(), filter) || strings.Contains(r.GetActor(), filter) || strings.Contains(r.GetSummary(), filter) {
+			rows = append(rows, r)
+		}
+	}
+	p.show(rows, func(r *ctrlv1.DeploymentRevision) string { return fmt.Sprint(r.GetRevision()) })
 }
 
 func (m Model) renderHistory() string {
@@ -37,7 +46,7 @@ func (m Model) renderHistory() string {
 	var b strings.Builder
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %4s %-8s %-8s %-10s %s", "REV", "WHEN", "BY", "ACTION", "WHAT CHANGED")) + "\n")
 	if len(h.rows) == 0 {
-		b.WriteString(s.Dim.Render("  no revisions") + "\n")
+		b.WriteString(s.Dim.Render("  "+emptyText("revisions", m.filter, len(h.all), "no revisions")) + "\n")
 	}
 	for i, r := range h.rows {
 		line := fmt.Sprintf("%s %4d %-8s %-8s %-10s ", m.marker(), r.GetRevision(), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10))
@@ -68,15 +77,17 @@ func specText(r *ctrlv1.DeploymentRevision) string {
 // rollbackTarget is the revision a rollback from the history page
 // restores: the selected one, or, on the newest (the current spec), the
 // newest earlier one whose spec differs, as ctrld's own default does.
+// Both are found among all revisions: the filter may hide the newest.
 func (h historyPage) rollbackTarget() (current, target *ctrlv1.DeploymentRevision) {
-	if len(h.rows) < 2 {
+	selected := h.selected()
+	if len(h.all) < 2 || selected == nil {
 		return nil, nil
 	}
-	current = h.rows[0]
-	if h.cursor > 0 {
-		return current, h.rows[h.cursor]
+	current = h.all[0]
+	if selected != current {
+		return current, selected
 	}
-	for _, r := range h.rows[1:] {
+	for _, r := range h.all[1:] {
 		if specText(r) != specText(current) {
 			return current, r
 		}

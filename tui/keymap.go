@@ -60,8 +60,8 @@ func (k KeyMap) helpFor(p page) pageHelp {
 		return pageHelp{[]key.Binding{k.Switch, k.History, k.Filter, k.Help, k.Quit},
 			[][]key.Binding{{k.Up, k.Down, k.Switch, k.Filter}, {k.Stop, k.Start, k.ScaleUp, k.History}, {k.Help, k.Quit}}}
 	case pageHistory:
-		return pageHelp{[]key.Binding{k.Back, k.Rollback, k.Help, k.Quit},
-			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch}, {k.Rollback}, {k.Help, k.Quit}}}
+		return pageHelp{[]key.Binding{k.Back, k.Rollback, k.Filter, k.Help, k.Quit},
+			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch, k.Filter}, {k.Rollback}, {k.Help, k.Quit}}}
 	}
 	return pageHelp{[]key.Binding{k.Switch, k.Open, k.Filter, k.Help, k.Quit},
 		[][]key.Binding{{k.Up, k.Down, k.Open, k.Switch, k.Filter}, {k.Resync, k.Pause}, {k.Help, k.Quit}}}

@@ -228,7 +228,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.err = nil
 		m.history.at = m.opts.Now()
-		m.history.set(msg.revisions)
+		m.history.set(msg.revisions, m.filter)
 		return m, nil
 	case deploymentsMsg:
 		m.err = nil
@@ -348,7 +348,7 @@ func (m Model) historyKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.history.move(-1)
 	case key.Matches(msg, m.keys.Down):
 		m.history.move(1)
-	case key.Matches(msg, m.keys.Rollback):
+	case key.Matches(msg, m.keys.Rollback) && m.history.selected() != nil:
 		current, target := m.history.rollbackTarget()
 		if target == nil {
 			return m, m.showStatus("nothing to roll back to: no earlier revision differs from the current one")
@@ -415,6 +415,9 @@ func (m *Model) applyFilter() {
 	m.deployments.set(m.deployments.all, m.filter)
 	if m.detail.region != nil {
 		m.detail.set(m.detail.region, m.detail.pending, m.filter)
+	}
+	if m.history.loaded {
+		m.history.set(m.history.all, m.filter)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
+	"github.com/charmbracelet/x/ansi"
 	"google.golang.org/grpc"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -138,6 +139,43 @@ func TestAgentErrorIsSaidOnce(t *testing.T) {
 				t.Errorf("%s page of %s: the last error is said %d times, want once after %q:\n%s", page, tc.overview.Region, n, tc.want, got)
 			}
 		}
+	}
+}
+
+// "/" on the history page filters the revisions by action, actor and
+// summary, and says so in the help; a rollback from the filtered list
+// still compares with the current spec, which the filter may hide.
+func TestHistoryFilter(t *testing.T) {
+	op := &fakeOperator{}
+	c := newConsole(t, op, 120)
+	c.turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	c.turn(press('h'))
+	if got := c.m.Content(); !strings.Contains(got, "/ filter") {
+		t.Errorf("the history's help does not offer the filter:\n%s", got)
+	}
+	for filter, want := range map[string][]string{
+		"alice":   {"3", "1"},      // actor
+		"scale":   {"2"},           // action
+		"us-east": {"4", "2", "1"}, // summary
+	} {
+		c.press(press('/'))
+		for _, r := range filter {
+			c.press(press(r))
+		}
+		c.press(enter)
+		var revs []string
+		for _, l := range strings.Split(ansi.Strip(c.m.Content()), "\n") {
+			if f := strings.Fields(l); len(f) > 4 && f[2] == "ago" { // a revision's row
+				revs = append(revs, f[0])
+			}
+		}
+		if strings.Join(revs, ",") != strings.Join(want, ",") {
+			t.Errorf("filter %q shows revisions %q, want %q:\n%s", filter, revs, want, c.m.Content())
+		}
+	}
+	c.press(press('/'), press('a'), press('l'), press('i'), press('c'), press('e'), enter, tea.KeyPressMsg{Code: tea.KeyUp}, press('r')) // revision 3, the first shown
+	if got := c.m.Content(); !strings.Contains(got, "Roll back deployment api to revision 3 (now 4)?") {
+		t.Errorf("a rollback from the filtered list does not restore the selected revision over the current one:\n%s", got)
 	}
 }
 
