@@ -23,7 +23,7 @@ func syncReasons(reasons []regionhealth.Reason) []*ctrlv1.SyncReason {
 func resourceSync(h *regionhealth.Health, states map[regionhealth.ResourceKey]*regionhealth.ResourceSync, key regionhealth.ResourceKey, now time.Time) (*ctrlv1.ResourceSyncState, []*ctrlv1.SyncReason) {
 	st := states[key]
 	if st == nil {
-		st = &regionhealth.ResourceSync{}
+		st = &regionhealth.ResourceSync{Pending: h.NoStatePending()}
 	}
 	out := &ctrlv1.ResourceSyncState{
 		Reported: st.Reported, AppliedVersion: st.AppliedVersion, InSync: st.InSync, Error: st.Error,

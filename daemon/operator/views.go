@@ -150,7 +150,7 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 		return nil, s.viewError(err)
 	}
 	now := time.Now()
-	regions, err := regionhealth.Read(ctx, s.client, s.sql, "", now)
+	regions, err := regionhealth.ReadBrief(ctx, s.client, s.sql, now)
 	if err != nil {
 		return nil, s.viewError(err)
 	}

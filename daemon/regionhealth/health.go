@@ -67,6 +67,13 @@ func Read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 	return read(ctx, client, db, name, now, true)
 }
 
+// ReadBrief is Read without PendingResources and OldestFailure, which
+// read every pending change row and each failing region's failures: what
+// the deployments view needs of every region on every refresh.
+func ReadBrief(ctx context.Context, client *ent.Client, db *sql.DB, now time.Time) ([]*Health, error) {
+	return read(ctx, client, db, "", now, false)
+}
+
 // read is Read; forViews says whether PendingResources and OldestFailure
 // are wanted (the views show them; the gauges do not, and counting
 // distinct resources reads every pending row of a region paused for days,

@@ -69,7 +69,8 @@ func (h *Health) Why(now time.Time) []Reason {
 // WhyResource says why one resource of the region is not in sync: its
 // failing apply, and, when changes of it wait, what holds them (the
 // region's blockers) or how many there are. pending counts its changes
-// above the acked cursor; failure is nil unless its applies fail.
+// above the acked cursor (PendingUnknown when not counted); failure is nil
+// unless its applies fail.
 func (h *Health) WhyResource(resource string, pending int64, failure *Failure, now time.Time) []Reason {
 	var out []Reason
 	if failure != nil {
@@ -79,17 +80,24 @@ func (h *Health) WhyResource(resource string, pending int64, failure *Failure, n
 	if pending == 0 {
 		return out
 	}
+	waiting := plural(pending, "change") + " wait"
+	if pending == PendingUnknown {
+		waiting = fmt.Sprintf("changes may wait (the region has %d pending, too many to count per resource)", h.LagChanges)
+	}
 	if blockers := h.blockers(now); len(blockers) > 0 {
 		for _, b := range blockers {
-			b.Message = plural(pending, "change") + " wait: " + b.Message
+			b.Message = waiting + ": " + b.Message
 			b.Resource = resource
 			out = append(out, b)
 		}
 		return out
 	}
 	if failure == nil {
-		out = append(out, Reason{Code: ReasonWaiting, Resource: resource,
-			Message: "waiting for " + plural(pending, "change") + " to be applied"})
+		msg := "waiting for " + plural(pending, "change") + " to be applied"
+		if pending == PendingUnknown {
+			msg = waiting + ": its agent is catching up"
+		}
+		out = append(out, Reason{Code: ReasonWaiting, Resource: resource, Message: msg})
 	}
 	return out
 }
@@ -249,8 +257,29 @@ var changeKinds = map[string]string{
 	"cilium_network_policy": "cilium_network_policy",
 }
 
+// maxPendingCount bounds the pending change rows ReadResources reads to
+// count them per resource: a region paused for days can have millions, and
+// the views read this on every refresh.
+const maxPendingCount = 50_000
+
+// NoStatePending is the pending count of a resource ReadResources
+// returned no state for: none, or unknown when it did not count.
+func (h *Health) NoStatePending() int64 {
+	if h.LagChanges > maxPendingCount {
+		return PendingUnknown
+	}
+	return 0
+}
+
+// PendingUnknown is ResourceSync.Pending when the region has more than
+// maxPendingCount pending changes: every resource may have some.
+const PendingUnknown = -1
+
 // ReadResources returns the sync state of h's region's resources that
-// have one: a report from the agent, or changes waiting.
+// have one: a report from the agent, or changes waiting. Above
+// maxPendingCount pending changes, pending is not counted per resource:
+// every state's Pending is PendingUnknown, and so is that of a resource
+// without a state (NoStatePending).
 func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]*ResourceSync, error) {
 	out := map[ResourceKey]*ResourceSync{}
 	rows, err := db.QueryContext(ctx, `SELECT kind, resource_id, applied_version, in_sync, error, failing_since, reported_at
@@ -273,6 +302,12 @@ func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]
 		return nil, fmt.Errorf("read resource sync states: %w", err)
 	}
 	if h.LagChanges == 0 {
+		return out, nil
+	}
+	if h.LagChanges > maxPendingCount {
+		for _, s := range out {
+			s.Pending = PendingUnknown
+		}
 		return out, nil
 	}
 	pending, err := db.QueryContext(ctx, `SELECT resource_type, resource_id, COUNT(*) FROM deployment_changes

@@ -70,3 +70,27 @@ func TestWhySaysWhatHoldsTheRegionAndSinceWhen(t *testing.T) {
 		t.Errorf("failing resource: got %+v", why)
 	}
 }
+
+// Above the count bound, pending changes are not counted per resource, and
+// no resource of the region is said to be in sync for want of a count.
+func TestTooManyPendingChangesAreNotCountedPerResource(t *testing.T) {
+	now := time.Now()
+	heard := now
+	h := Health{Paused: true, Agent: &ent.Agent{LastHeartbeat: &heard, ConnectedTo: "c"}, Connected: true, LagChanges: maxPendingCount + 1}
+	if got := h.NoStatePending(); got != PendingUnknown {
+		t.Fatalf("pending of a resource without a state: %d, want unknown", got)
+	}
+	why := h.WhyResource("deployment/api", h.NoStatePending(), nil, now)
+	if len(why) != 1 || why[0].Code != ReasonPaused || !strings.HasPrefix(why[0].Message, "changes may wait (the region has 50001 pending") {
+		t.Errorf("got %+v", why)
+	}
+	h.Paused = false
+	why = h.WhyResource("deployment/api", PendingUnknown, nil, now)
+	if len(why) != 1 || why[0].Code != ReasonWaiting {
+		t.Errorf("catching up: got %+v", why)
+	}
+	h.LagChanges = maxPendingCount
+	if got := h.NoStatePending(); got != 0 {
+		t.Errorf("counted region: pending of a resource without a state %d, want 0", got)
+	}
+}

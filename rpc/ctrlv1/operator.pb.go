@@ -344,7 +344,8 @@ type ResourceSyncState struct {
 	FailingSince   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
 	ReportedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=reported_at,json=reportedAt,proto3" json:"reported_at,omitempty"`
 	// pending_changes counts the resource's changes above the region's
-	// acked version.
+	// acked version; -1 when the region has too many pending changes
+	// (over 50,000) to count them per resource.
 	PendingChanges int64 `protobuf:"varint,7,opt,name=pending_changes,json=pendingChanges,proto3" json:"pending_changes,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
