@@ -26,6 +26,8 @@
 // the resource for the next report (a map write under the lock the apply
 // path holds anyway); the reporter builds the report, and a resource whose
 // state ends as ctrld last took it is not reported again.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package dispatch
 
 import (

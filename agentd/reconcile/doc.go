@@ -43,4 +43,6 @@
 // the controller started, or last applied elsewhere). A full sync applies
 // every resource it lists, so an agent that missed a move while it was
 // away removes what it left behind then.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package reconcile

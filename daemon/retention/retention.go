@@ -24,6 +24,8 @@
 // (resource_syncs) of resources their region no longer desires: intake
 // only stores rows for desired resources, but a resource deleted while its
 // agent's report was in flight leaves one behind.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package retention
 
 import (

@@ -7,4 +7,6 @@
 // The database is opened as two pools (see DB): one for the watch streams
 // and one for everything else, so that no number of streams can take the
 // connections unary calls need (invariant I8).
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package store

@@ -40,4 +40,6 @@
 //     At most
 //     MaxStreamsPerToken streams per token and MaxStreams in all are
 //     served; more are refused with ResourceExhausted.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package stream

@@ -47,4 +47,6 @@
 // W is persisted in stream_marks (only ever increased), so a restarted or
 // additional ctrld starts from a watermark that is already safe instead of
 // trusting the table's current maximum.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package tailer

@@ -77,4 +77,6 @@
 // lock and a parent delete's exclusive lock taken in opposite orders); the
 // database resolves them by rolling one transaction back, and
 // store.WithTx runs such a transaction again.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package changefeed

@@ -24,4 +24,6 @@
 // with (seed, worker), so a seed replays the same operations. The exact
 // interleaving of the workers is the scheduler's and the database's, so a
 // replay reproduces a failure often but not always.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package feedcheck

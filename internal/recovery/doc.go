@@ -12,4 +12,6 @@
 //
 // A goroutine's panic can only be recovered in that goroutine: every
 // goroutine the daemons start runs its body under a Guard.
+//
+// The invariants cited by number (I1-I8) are stated in docs/design.md.
 package recovery
