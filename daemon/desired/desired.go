@@ -204,6 +204,9 @@ func (s *Store) SetDesiredStatus(ctx context.Context, deploymentID, region strin
 	if err := deploymenttopology.DesiredStatusValidator(status); err != nil {
 		return fmt.Errorf("desired_status: %w: %v", ErrInvalid, err)
 	}
+	if err := checkID("deployment_id", deploymentID); err != nil {
+		return err
+	}
 	action := ActionStart
 	if status == Stopped {
 		action = ActionStop
@@ -216,6 +219,9 @@ func (s *Store) SetDesiredStatus(ctx context.Context, deploymentID, region strin
 // Scale sets a deployment's replicas in one region, or in all of its
 // regions when region is empty.
 func (s *Store) Scale(ctx context.Context, deploymentID, region string, replicas int) error {
+	if err := checkID("deployment_id", deploymentID); err != nil {
+		return err
+	}
 	if err := validate.Replicas(replicas); err != nil {
 		return fmt.Errorf("replicas: %w: %v", ErrInvalid, err)
 	}
@@ -254,6 +260,9 @@ func (s *Store) updateTopologies(ctx context.Context, deploymentID, region, acti
 // DeleteDeployment removes a deployment with its topologies, policies and
 // instances; agents get a delete for each region it ran in.
 func (s *Store) DeleteDeployment(ctx context.Context, deploymentID string) error {
+	if err := checkID("deployment_id", deploymentID); err != nil {
+		return err
+	}
 	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		n, err := tx.Deployment.Delete().Where(deployment.ID(deploymentID)).Exec(ctx)
 		if err == nil && n == 0 {
@@ -330,6 +339,9 @@ func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id strin
 
 // DeleteSentinel removes a sentinel; its agent deletes the workload.
 func (s *Store) DeleteSentinel(ctx context.Context, id string) error {
+	if err := checkID("sentinel_id", id); err != nil {
+		return err
+	}
 	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		err := tx.Sentinel.DeleteOneID(id).Exec(ctx)
 		if ent.IsNotFound(err) {
@@ -452,6 +464,16 @@ func invalidField(err error) error {
 	return fmt.Errorf("%s: %w: %v", verr.Name, ErrInvalid, reason)
 }
 
+// checkID fails with ErrInvalid naming field unless id is a well-formed
+// ID: a malformed one is the caller's mistake, not a resource that is
+// missing.
+func checkID(field, id string) error {
+	if err := validate.ID(id); err != nil {
+		return fmt.Errorf("%s: %w: %v", field, ErrInvalid, err)
+	}
+	return nil
+}
+
 func deref(s *string) string {
 	if s == nil {
 		return ""
@@ -461,6 +483,9 @@ func deref(s *string) string {
 
 // DeleteCiliumPolicy removes a policy; its agent deletes the object.
 func (s *Store) DeleteCiliumPolicy(ctx context.Context, id string) error {
+	if err := checkID("policy_id", id); err != nil {
+		return err
+	}
 	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		err := tx.CiliumNetworkPolicy.DeleteOneID(id).Exec(ctx)
 		if ent.IsNotFound(err) {

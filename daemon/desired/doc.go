@@ -1,6 +1,8 @@
 // Package desired is the write side of desired state: the few operations
-// that change what agents must run (deploy, start/stop, scale, sentinels,
-// Cilium policies), each one transaction. The change rows themselves are
+// that change what agents must run (deploy, update, start/stop, scale,
+// rollback, sentinels, Cilium policies) and how regions are served (pause,
+// forced resync), each one transaction. The operator API only translates
+// requests into these calls. The change rows themselves are
 // written by the Ent hooks in ent/changefeed, so nothing here can forget
 // them; this package owns the rules about what a valid change is and turns
 // them into clear errors: ErrInvalid for bad input (naming the field),

@@ -161,6 +161,9 @@ type SpecUpdate struct {
 // UpdateDeployment changes a deployment's spec in every region it runs in
 // and returns the revision it made.
 func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (int, error) {
+	if err := checkID("deployment_id", id); err != nil {
+		return 0, err
+	}
 	if u.Image == nil && u.CPUMillicores == nil && u.MemoryMiB == nil && len(u.Env) == 0 && !u.ReplaceEnv {
 		return 0, fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: set at least one", ErrInvalid)
 	}
@@ -226,6 +229,9 @@ func checkSpecFields(u SpecUpdate) error {
 // revision does not name. It returns the revision it made and the one it
 // restored.
 func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, restored int, err error) {
+	if err := checkID("deployment_id", id); err != nil {
+		return 0, 0, err
+	}
 	if to < 0 {
 		return 0, 0, fmt.Errorf("to_revision: %w: want a revision number, or 0 for the newest earlier one with another spec or other replicas; got %d", ErrInvalid, to)
 	}
@@ -325,6 +331,9 @@ func sameSpecAndReplicas(a, b *ent.DeploymentRevision) bool {
 // and, when there is one, the revision before the oldest of them (so that
 // each listed one can say what it changed).
 func (s *Store) History(ctx context.Context, id string, limit int) (revisions []*ent.DeploymentRevision, before *ent.DeploymentRevision, err error) {
+	if err := checkID("deployment_id", id); err != nil {
+		return nil, nil, err
+	}
 	exists, err := s.client.Deployment.Query().Where(deployment.ID(id)).Exist(ctx)
 	if err != nil {
 		return nil, nil, err

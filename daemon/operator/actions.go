@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"time"
-
-	"entgo.io/ent/dialect/sql"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -20,7 +17,6 @@ import (
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
-	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -237,9 +233,6 @@ func (s *Service) SetDesiredStatus(ctx context.Context, req *ctrlv1.SetDesiredSt
 		if want == "" {
 			return fmt.Errorf("status: %w: must be RUNNING or STOPPED", desired.ErrInvalid)
 		}
-		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
-			return err
-		}
 		return s.desired.SetDesiredStatus(ctx, req.GetDeploymentId(), req.GetRegion(), want)
 	})
 	if err != nil {
@@ -251,9 +244,6 @@ func (s *Service) SetDesiredStatus(ctx context.Context, req *ctrlv1.SetDesiredSt
 // Scale implements ctrlv1.OperatorServiceServer.
 func (s *Service) Scale(ctx context.Context, req *ctrlv1.ScaleRequest) (*ctrlv1.ScaleResponse, error) {
 	err := s.act(ctx, "scale", target(req.GetDeploymentId(), req.GetRegion()), req, func(ctx context.Context) error {
-		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
-			return err
-		}
 		return s.desired.Scale(ctx, req.GetDeploymentId(), req.GetRegion(), int(req.GetReplicas()))
 	})
 	if err != nil {
@@ -265,9 +255,6 @@ func (s *Service) Scale(ctx context.Context, req *ctrlv1.ScaleRequest) (*ctrlv1.
 // DeleteDeployment implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteDeployment(ctx context.Context, req *ctrlv1.DeleteDeploymentRequest) (*ctrlv1.DeleteDeploymentResponse, error) {
 	err := s.act(ctx, "delete-deployment", req.GetDeploymentId(), req, func(ctx context.Context) error {
-		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
-			return err
-		}
 		return s.desired.DeleteDeployment(ctx, req.GetDeploymentId())
 	})
 	if err != nil {
@@ -296,9 +283,6 @@ func (s *Service) PutSentinel(ctx context.Context, req *ctrlv1.PutSentinelReques
 // DeleteSentinel implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteSentinel(ctx context.Context, req *ctrlv1.DeleteSentinelRequest) (*ctrlv1.DeleteSentinelResponse, error) {
 	err := s.act(ctx, "delete-sentinel", req.GetSentinelId(), req, func(ctx context.Context) error {
-		if err := checkID("sentinel_id", req.GetSentinelId()); err != nil {
-			return err
-		}
 		return s.desired.DeleteSentinel(ctx, req.GetSentinelId())
 	})
 	if err != nil {
@@ -327,9 +311,6 @@ func (s *Service) PutCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.PutCil
 // DeleteCiliumNetworkPolicy implements ctrlv1.OperatorServiceServer.
 func (s *Service) DeleteCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.DeleteCiliumNetworkPolicyRequest) (*ctrlv1.DeleteCiliumNetworkPolicyResponse, error) {
 	err := s.act(ctx, "delete-cilium-policy", req.GetPolicyId(), req, func(ctx context.Context) error {
-		if err := checkID("policy_id", req.GetPolicyId()); err != nil {
-			return err
-		}
 		return s.desired.DeleteCiliumPolicy(ctx, req.GetPolicyId())
 	})
 	if err != nil {
@@ -341,10 +322,7 @@ func (s *Service) DeleteCiliumNetworkPolicy(ctx context.Context, req *ctrlv1.Del
 // ForceResync implements ctrlv1.OperatorServiceServer.
 func (s *Service) ForceResync(ctx context.Context, req *ctrlv1.ForceResyncRequest) (*ctrlv1.ForceResyncResponse, error) {
 	err := s.act(ctx, "force-resync", req.GetRegion(), req, func(ctx context.Context) error {
-		if n := len(req.GetReason()); n > 1024 {
-			return fmt.Errorf("reason: %w: at most 1024 bytes, got %d", desired.ErrInvalid, n)
-		}
-		return s.updateRegion(ctx, req.GetRegion(), func(u *ent.RegionUpdateOne) { u.AddResyncGeneration(1) })
+		return s.controlChanged(ctx, s.desired.ForceResync(ctx, req.GetRegion(), req.GetReason()))
 	})
 	if err != nil {
 		return nil, err
@@ -359,17 +337,7 @@ func (s *Service) SetRegionPaused(ctx context.Context, req *ctrlv1.SetRegionPaus
 		action = "pause"
 	}
 	err := s.act(ctx, action, req.GetRegion(), req, func(ctx context.Context) error {
-		return s.updateRegion(ctx, req.GetRegion(), func(u *ent.RegionUpdateOne) {
-			u.SetPaused(req.GetPaused())
-			if !req.GetPaused() {
-				u.ClearPausedAt()
-				return
-			}
-			// A pause of a paused region keeps when the pause began.
-			u.Modify(func(b *sql.UpdateBuilder) {
-				b.Set(region.FieldPausedAt, sql.Expr("COALESCE("+region.FieldPausedAt+", ?)", time.Now().UTC()))
-			})
-		})
+		return s.controlChanged(ctx, s.desired.SetRegionPaused(ctx, req.GetRegion(), req.GetPaused()))
 	})
 	if err != nil {
 		return nil, err
@@ -377,32 +345,15 @@ func (s *Service) SetRegionPaused(ctx context.Context, req *ctrlv1.SetRegionPaus
 	return &ctrlv1.SetRegionPausedResponse{}, nil
 }
 
-// updateRegion changes a region's control state and makes this process's
-// streams see it at once (other replicas see it within a second).
-func (s *Service) updateRegion(ctx context.Context, region string, set func(*ent.RegionUpdateOne)) error {
-	if err := validate.Region(region); err != nil {
-		return fmt.Errorf("region: %w: %v", desired.ErrInvalid, err)
-	}
-	u := s.client.Region.UpdateOneID(region)
-	set(u)
-	if err := u.Exec(ctx); err != nil {
-		if ent.IsNotFound(err) {
-			return fmt.Errorf("region %q: %w", region, desired.ErrUnknownRegion)
-		}
+// controlChanged makes this process's streams see a region's new control
+// state at once, after err (the change) is nil; other replicas see it
+// within a second.
+func (s *Service) controlChanged(ctx context.Context, err error) error {
+	if err != nil {
 		return err
 	}
 	if err := s.notifier.RefreshControl(ctx); err != nil {
 		s.log.Warn("operator: refreshing region control failed; streams pick it up within a second", "err", err)
-	}
-	return nil
-}
-
-// checkID fails with ErrInvalid naming field unless id is a well-formed
-// ID: a malformed one is the caller's mistake, not a resource that is
-// missing.
-func checkID(field, id string) error {
-	if err := validate.ID(id); err != nil {
-		return fmt.Errorf("%s: %w: %v", field, desired.ErrInvalid, err)
 	}
 	return nil
 }

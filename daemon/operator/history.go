@@ -23,9 +23,6 @@ import (
 func (s *Service) UpdateDeployment(ctx context.Context, req *ctrlv1.UpdateDeploymentRequest) (*ctrlv1.UpdateDeploymentResponse, error) {
 	var revision int
 	err := s.act(ctx, "update", req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
-		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
-			return err
-		}
 		u := desired.SpecUpdate{Image: req.Image, Env: req.GetEnv(), ReplaceEnv: req.GetReplaceEnv()}
 		if req.CpuMillicores != nil {
 			u.CPUMillicores = ptr(int(req.GetCpuMillicores()))
@@ -46,9 +43,6 @@ func (s *Service) UpdateDeployment(ctx context.Context, req *ctrlv1.UpdateDeploy
 func (s *Service) RollbackDeployment(ctx context.Context, req *ctrlv1.RollbackDeploymentRequest) (*ctrlv1.RollbackDeploymentResponse, error) {
 	var revision, restored int
 	err := s.act(ctx, "rollback", req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
-		if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
-			return err
-		}
 		revision, restored, err = s.desired.Rollback(ctx, req.GetDeploymentId(), int(req.GetToRevision()))
 		return err
 	})
@@ -66,9 +60,6 @@ const (
 
 // GetDeploymentHistory implements ctrlv1.OperatorServiceServer.
 func (s *Service) GetDeploymentHistory(ctx context.Context, req *ctrlv1.GetDeploymentHistoryRequest) (*ctrlv1.GetDeploymentHistoryResponse, error) {
-	if err := checkID("deployment_id", req.GetDeploymentId()); err != nil {
-		return nil, toStatus(err)
-	}
 	limit := int(req.GetLimit())
 	switch {
 	case limit < 0 || limit > maxHistoryLimit:
