@@ -9217,22 +9217,24 @@ func (m *RegionMutation) ResetEdge(name string) error {
 // ResourceSyncMutation represents an operation that mutates the ResourceSync nodes in the graph.
 type ResourceSyncMutation struct {
 	config
-	op                 Op
-	typ                string
-	id                 *int
-	region             *string
-	kind               *resourcesync.Kind
-	resource_id        *string
-	applied_version    *uint64
-	addapplied_version *int64
-	in_sync            *bool
-	error              *string
-	failing_since      *time.Time
-	reported_at        *time.Time
-	clearedFields      map[string]struct{}
-	done               bool
-	oldValue           func(context.Context) (*ResourceSync, error)
-	predicates         []predicate.ResourceSync
+	op                  Op
+	typ                 string
+	id                  *int
+	region              *string
+	kind                *resourcesync.Kind
+	resource_id         *string
+	applied_version     *uint64
+	addapplied_version  *int64
+	received_version    *uint64
+	addreceived_version *int64
+	in_sync             *bool
+	error               *string
+	failing_since       *time.Time
+	reported_at         *time.Time
+	clearedFields       map[string]struct{}
+	done                bool
+	oldValue            func(context.Context) (*ResourceSync, error)
+	predicates          []predicate.ResourceSync
 }
 
 var _ ent.Mutation = (*ResourceSyncMutation)(nil)
@@ -9497,6 +9499,62 @@ func (m *ResourceSyncMutation) ResetAppliedVersion() {
 	m.addapplied_version = nil
 }
 
+// SetReceivedVersion sets the "received_version" field.
+func (m *ResourceSyncMutation) SetReceivedVersion(u uint64) {
+	m.received_version = &u
+	m.addreceived_version = nil
+}
+
+// ReceivedVersion returns the value of the "received_version" field in the mutation.
+func (m *ResourceSyncMutation) ReceivedVersion() (r uint64, exists bool) {
+	v := m.received_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReceivedVersion returns the old "received_version" field's value of the ResourceSync entity.
+// If the ResourceSync object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *ResourceSyncMutation) OldReceivedVersion(ctx context.Context) (v uint64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReceivedVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReceivedVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReceivedVersion: %w", err)
+	}
+	return oldValue.ReceivedVersion, nil
+}
+
+// AddReceivedVersion adds u to the "received_version" field.
+func (m *ResourceSyncMutation) AddReceivedVersion(u int64) {
+	if m.addreceived_version != nil {
+		*m.addreceived_version += u
+	} else {
+		m.addreceived_version = &u
+	}
+}
+
+// AddedReceivedVersion returns the value that was added to the "received_version" field in this mutation.
+func (m *ResourceSyncMutation) AddedReceivedVersion() (r int64, exists bool) {
+	v := m.addreceived_version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetReceivedVersion resets all changes to the "received_version" field.
+func (m *ResourceSyncMutation) ResetReceivedVersion() {
+	m.received_version = nil
+	m.addreceived_version = nil
+}
+
 // SetInSync sets the "in_sync" field.
 func (m *ResourceSyncMutation) SetInSync(b bool) {
 	m.in_sync = &b
@@ -9688,7 +9746,7 @@ func (m *ResourceSyncMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *ResourceSyncMutation) Fields() []string {
-	fields := make([]string, 0, 8)
+	fields := make([]string, 0, 9)
 	if m.region != nil {
 		fields = append(fields, resourcesync.FieldRegion)
 	}
@@ -9700,6 +9758,9 @@ func (m *ResourceSyncMutation) Fields() []string {
 	}
 	if m.applied_version != nil {
 		fields = append(fields, resourcesync.FieldAppliedVersion)
+	}
+	if m.received_version != nil {
+		fields = append(fields, resourcesync.FieldReceivedVersion)
 	}
 	if m.in_sync != nil {
 		fields = append(fields, resourcesync.FieldInSync)
@@ -9729,6 +9790,8 @@ func (m *ResourceSyncMutation) Field(name string) (ent.Value, bool) {
 		return m.ResourceID()
 	case resourcesync.FieldAppliedVersion:
 		return m.AppliedVersion()
+	case resourcesync.FieldReceivedVersion:
+		return m.ReceivedVersion()
 	case resourcesync.FieldInSync:
 		return m.InSync()
 	case resourcesync.FieldError:
@@ -9754,6 +9817,8 @@ func (m *ResourceSyncMutation) OldField(ctx context.Context, name string) (ent.V
 		return m.OldResourceID(ctx)
 	case resourcesync.FieldAppliedVersion:
 		return m.OldAppliedVersion(ctx)
+	case resourcesync.FieldReceivedVersion:
+		return m.OldReceivedVersion(ctx)
 	case resourcesync.FieldInSync:
 		return m.OldInSync(ctx)
 	case resourcesync.FieldError:
@@ -9799,6 +9864,13 @@ func (m *ResourceSyncMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetAppliedVersion(v)
 		return nil
+	case resourcesync.FieldReceivedVersion:
+		v, ok := value.(uint64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReceivedVersion(v)
+		return nil
 	case resourcesync.FieldInSync:
 		v, ok := value.(bool)
 		if !ok {
@@ -9838,6 +9910,9 @@ func (m *ResourceSyncMutation) AddedFields() []string {
 	if m.addapplied_version != nil {
 		fields = append(fields, resourcesync.FieldAppliedVersion)
 	}
+	if m.addreceived_version != nil {
+		fields = append(fields, resourcesync.FieldReceivedVersion)
+	}
 	return fields
 }
 
@@ -9848,6 +9923,8 @@ func (m *ResourceSyncMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
 	case resourcesync.FieldAppliedVersion:
 		return m.AddedAppliedVersion()
+	case resourcesync.FieldReceivedVersion:
+		return m.AddedReceivedVersion()
 	}
 	return nil, false
 }
@@ -9863,6 +9940,13 @@ func (m *ResourceSyncMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddAppliedVersion(v)
+		return nil
+	case resourcesync.FieldReceivedVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddReceivedVersion(v)
 		return nil
 	}
 	return fmt.Errorf("unknown ResourceSync numeric field %s", name)
@@ -9911,6 +9995,9 @@ func (m *ResourceSyncMutation) ResetField(name string) error {
 		return nil
 	case resourcesync.FieldAppliedVersion:
 		m.ResetAppliedVersion()
+		return nil
+	case resourcesync.FieldReceivedVersion:
+		m.ResetReceivedVersion()
 		return nil
 	case resourcesync.FieldInSync:
 		m.ResetInSync()

@@ -25,6 +25,8 @@ type ResourceSync struct {
 	ResourceID string `json:"resource_id,omitempty"`
 	// AppliedVersion holds the value of the "applied_version" field.
 	AppliedVersion uint64 `json:"applied_version,omitempty"`
+	// ReceivedVersion holds the value of the "received_version" field.
+	ReceivedVersion uint64 `json:"received_version,omitempty"`
 	// InSync holds the value of the "in_sync" field.
 	InSync bool `json:"in_sync,omitempty"`
 	// Error holds the value of the "error" field.
@@ -43,7 +45,7 @@ func (*ResourceSync) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case resourcesync.FieldInSync:
 			values[i] = new(sql.NullBool)
-		case resourcesync.FieldID, resourcesync.FieldAppliedVersion:
+		case resourcesync.FieldID, resourcesync.FieldAppliedVersion, resourcesync.FieldReceivedVersion:
 			values[i] = new(sql.NullInt64)
 		case resourcesync.FieldRegion, resourcesync.FieldKind, resourcesync.FieldResourceID, resourcesync.FieldError:
 			values[i] = new(sql.NullString)
@@ -93,6 +95,12 @@ func (_m *ResourceSync) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field applied_version", values[i])
 			} else if value.Valid {
 				_m.AppliedVersion = uint64(value.Int64)
+			}
+		case resourcesync.FieldReceivedVersion:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field received_version", values[i])
+			} else if value.Valid {
+				_m.ReceivedVersion = uint64(value.Int64)
 			}
 		case resourcesync.FieldInSync:
 			if value, ok := values[i].(*sql.NullBool); !ok {
@@ -166,6 +174,9 @@ func (_m *ResourceSync) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("applied_version=")
 	builder.WriteString(fmt.Sprintf("%v", _m.AppliedVersion))
+	builder.WriteString(", ")
+	builder.WriteString("received_version=")
+	builder.WriteString(fmt.Sprintf("%v", _m.ReceivedVersion))
 	builder.WriteString(", ")
 	builder.WriteString("in_sync=")
 	builder.WriteString(fmt.Sprintf("%v", _m.InSync))

@@ -54,6 +54,20 @@ func (_c *ResourceSyncCreate) SetNillableAppliedVersion(v *uint64) *ResourceSync
 	return _c
 }
 
+// SetReceivedVersion sets the "received_version" field.
+func (_c *ResourceSyncCreate) SetReceivedVersion(v uint64) *ResourceSyncCreate {
+	_c.mutation.SetReceivedVersion(v)
+	return _c
+}
+
+// SetNillableReceivedVersion sets the "received_version" field if the given value is not nil.
+func (_c *ResourceSyncCreate) SetNillableReceivedVersion(v *uint64) *ResourceSyncCreate {
+	if v != nil {
+		_c.SetReceivedVersion(*v)
+	}
+	return _c
+}
+
 // SetInSync sets the "in_sync" field.
 func (_c *ResourceSyncCreate) SetInSync(v bool) *ResourceSyncCreate {
 	_c.mutation.SetInSync(v)
@@ -149,6 +163,10 @@ func (_c *ResourceSyncCreate) defaults() {
 		v := resourcesync.DefaultAppliedVersion
 		_c.mutation.SetAppliedVersion(v)
 	}
+	if _, ok := _c.mutation.ReceivedVersion(); !ok {
+		v := resourcesync.DefaultReceivedVersion
+		_c.mutation.SetReceivedVersion(v)
+	}
 	if _, ok := _c.mutation.InSync(); !ok {
 		v := resourcesync.DefaultInSync
 		_c.mutation.SetInSync(v)
@@ -191,6 +209,9 @@ func (_c *ResourceSyncCreate) check() error {
 	}
 	if _, ok := _c.mutation.AppliedVersion(); !ok {
 		return &ValidationError{Name: "applied_version", err: errors.New(`ent: missing required field "ResourceSync.applied_version"`)}
+	}
+	if _, ok := _c.mutation.ReceivedVersion(); !ok {
+		return &ValidationError{Name: "received_version", err: errors.New(`ent: missing required field "ResourceSync.received_version"`)}
 	}
 	if _, ok := _c.mutation.InSync(); !ok {
 		return &ValidationError{Name: "in_sync", err: errors.New(`ent: missing required field "ResourceSync.in_sync"`)}
@@ -248,6 +269,10 @@ func (_c *ResourceSyncCreate) createSpec() (*ResourceSync, *sqlgraph.CreateSpec)
 	if value, ok := _c.mutation.AppliedVersion(); ok {
 		_spec.SetField(resourcesync.FieldAppliedVersion, field.TypeUint64, value)
 		_node.AppliedVersion = value
+	}
+	if value, ok := _c.mutation.ReceivedVersion(); ok {
+		_spec.SetField(resourcesync.FieldReceivedVersion, field.TypeUint64, value)
+		_node.ReceivedVersion = value
 	}
 	if value, ok := _c.mutation.InSync(); ok {
 		_spec.SetField(resourcesync.FieldInSync, field.TypeBool, value)
@@ -332,6 +357,24 @@ func (u *ResourceSyncUpsert) UpdateAppliedVersion() *ResourceSyncUpsert {
 // AddAppliedVersion adds v to the "applied_version" field.
 func (u *ResourceSyncUpsert) AddAppliedVersion(v uint64) *ResourceSyncUpsert {
 	u.Add(resourcesync.FieldAppliedVersion, v)
+	return u
+}
+
+// SetReceivedVersion sets the "received_version" field.
+func (u *ResourceSyncUpsert) SetReceivedVersion(v uint64) *ResourceSyncUpsert {
+	u.Set(resourcesync.FieldReceivedVersion, v)
+	return u
+}
+
+// UpdateReceivedVersion sets the "received_version" field to the value that was provided on create.
+func (u *ResourceSyncUpsert) UpdateReceivedVersion() *ResourceSyncUpsert {
+	u.SetExcluded(resourcesync.FieldReceivedVersion)
+	return u
+}
+
+// AddReceivedVersion adds v to the "received_version" field.
+func (u *ResourceSyncUpsert) AddReceivedVersion(v uint64) *ResourceSyncUpsert {
+	u.Add(resourcesync.FieldReceivedVersion, v)
 	return u
 }
 
@@ -458,6 +501,27 @@ func (u *ResourceSyncUpsertOne) AddAppliedVersion(v uint64) *ResourceSyncUpsertO
 func (u *ResourceSyncUpsertOne) UpdateAppliedVersion() *ResourceSyncUpsertOne {
 	return u.Update(func(s *ResourceSyncUpsert) {
 		s.UpdateAppliedVersion()
+	})
+}
+
+// SetReceivedVersion sets the "received_version" field.
+func (u *ResourceSyncUpsertOne) SetReceivedVersion(v uint64) *ResourceSyncUpsertOne {
+	return u.Update(func(s *ResourceSyncUpsert) {
+		s.SetReceivedVersion(v)
+	})
+}
+
+// AddReceivedVersion adds v to the "received_version" field.
+func (u *ResourceSyncUpsertOne) AddReceivedVersion(v uint64) *ResourceSyncUpsertOne {
+	return u.Update(func(s *ResourceSyncUpsert) {
+		s.AddReceivedVersion(v)
+	})
+}
+
+// UpdateReceivedVersion sets the "received_version" field to the value that was provided on create.
+func (u *ResourceSyncUpsertOne) UpdateReceivedVersion() *ResourceSyncUpsertOne {
+	return u.Update(func(s *ResourceSyncUpsert) {
+		s.UpdateReceivedVersion()
 	})
 }
 
@@ -759,6 +823,27 @@ func (u *ResourceSyncUpsertBulk) AddAppliedVersion(v uint64) *ResourceSyncUpsert
 func (u *ResourceSyncUpsertBulk) UpdateAppliedVersion() *ResourceSyncUpsertBulk {
 	return u.Update(func(s *ResourceSyncUpsert) {
 		s.UpdateAppliedVersion()
+	})
+}
+
+// SetReceivedVersion sets the "received_version" field.
+func (u *ResourceSyncUpsertBulk) SetReceivedVersion(v uint64) *ResourceSyncUpsertBulk {
+	return u.Update(func(s *ResourceSyncUpsert) {
+		s.SetReceivedVersion(v)
+	})
+}
+
+// AddReceivedVersion adds v to the "received_version" field.
+func (u *ResourceSyncUpsertBulk) AddReceivedVersion(v uint64) *ResourceSyncUpsertBulk {
+	return u.Update(func(s *ResourceSyncUpsert) {
+		s.AddReceivedVersion(v)
+	})
+}
+
+// UpdateReceivedVersion sets the "received_version" field to the value that was provided on create.
+func (u *ResourceSyncUpsertBulk) UpdateReceivedVersion() *ResourceSyncUpsertBulk {
+	return u.Update(func(s *ResourceSyncUpsert) {
+		s.UpdateReceivedVersion()
 	})
 }
 

@@ -50,6 +50,27 @@ func (_u *ResourceSyncUpdate) AddAppliedVersion(v int64) *ResourceSyncUpdate {
 	return _u
 }
 
+// SetReceivedVersion sets the "received_version" field.
+func (_u *ResourceSyncUpdate) SetReceivedVersion(v uint64) *ResourceSyncUpdate {
+	_u.mutation.ResetReceivedVersion()
+	_u.mutation.SetReceivedVersion(v)
+	return _u
+}
+
+// SetNillableReceivedVersion sets the "received_version" field if the given value is not nil.
+func (_u *ResourceSyncUpdate) SetNillableReceivedVersion(v *uint64) *ResourceSyncUpdate {
+	if v != nil {
+		_u.SetReceivedVersion(*v)
+	}
+	return _u
+}
+
+// AddReceivedVersion adds value to the "received_version" field.
+func (_u *ResourceSyncUpdate) AddReceivedVersion(v int64) *ResourceSyncUpdate {
+	_u.mutation.AddReceivedVersion(v)
+	return _u
+}
+
 // SetInSync sets the "in_sync" field.
 func (_u *ResourceSyncUpdate) SetInSync(v bool) *ResourceSyncUpdate {
 	_u.mutation.SetInSync(v)
@@ -178,6 +199,12 @@ func (_u *ResourceSyncUpdate) sqlSave(ctx context.Context) (_node int, err error
 	if value, ok := _u.mutation.AddedAppliedVersion(); ok {
 		_spec.AddField(resourcesync.FieldAppliedVersion, field.TypeUint64, value)
 	}
+	if value, ok := _u.mutation.ReceivedVersion(); ok {
+		_spec.SetField(resourcesync.FieldReceivedVersion, field.TypeUint64, value)
+	}
+	if value, ok := _u.mutation.AddedReceivedVersion(); ok {
+		_spec.AddField(resourcesync.FieldReceivedVersion, field.TypeUint64, value)
+	}
 	if value, ok := _u.mutation.InSync(); ok {
 		_spec.SetField(resourcesync.FieldInSync, field.TypeBool, value)
 	}
@@ -233,6 +260,27 @@ func (_u *ResourceSyncUpdateOne) SetNillableAppliedVersion(v *uint64) *ResourceS
 // AddAppliedVersion adds value to the "applied_version" field.
 func (_u *ResourceSyncUpdateOne) AddAppliedVersion(v int64) *ResourceSyncUpdateOne {
 	_u.mutation.AddAppliedVersion(v)
+	return _u
+}
+
+// SetReceivedVersion sets the "received_version" field.
+func (_u *ResourceSyncUpdateOne) SetReceivedVersion(v uint64) *ResourceSyncUpdateOne {
+	_u.mutation.ResetReceivedVersion()
+	_u.mutation.SetReceivedVersion(v)
+	return _u
+}
+
+// SetNillableReceivedVersion sets the "received_version" field if the given value is not nil.
+func (_u *ResourceSyncUpdateOne) SetNillableReceivedVersion(v *uint64) *ResourceSyncUpdateOne {
+	if v != nil {
+		_u.SetReceivedVersion(*v)
+	}
+	return _u
+}
+
+// AddReceivedVersion adds value to the "received_version" field.
+func (_u *ResourceSyncUpdateOne) AddReceivedVersion(v int64) *ResourceSyncUpdateOne {
+	_u.mutation.AddReceivedVersion(v)
 	return _u
 }
 
@@ -393,6 +441,12 @@ func (_u *ResourceSyncUpdateOne) sqlSave(ctx context.Context) (_node *ResourceSy
 	}
 	if value, ok := _u.mutation.AddedAppliedVersion(); ok {
 		_spec.AddField(resourcesync.FieldAppliedVersion, field.TypeUint64, value)
+	}
+	if value, ok := _u.mutation.ReceivedVersion(); ok {
+		_spec.SetField(resourcesync.FieldReceivedVersion, field.TypeUint64, value)
+	}
+	if value, ok := _u.mutation.AddedReceivedVersion(); ok {
+		_spec.AddField(resourcesync.FieldReceivedVersion, field.TypeUint64, value)
 	}
 	if value, ok := _u.mutation.InSync(); ok {
 		_spec.SetField(resourcesync.FieldInSync, field.TypeBool, value)

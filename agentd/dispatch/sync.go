@@ -13,6 +13,11 @@ type Sync struct {
 	// AppliedVersion is the stream version of the last event applied for
 	// the resource (0: none since the agent started, or it is deleted).
 	AppliedVersion uint64
+	// ReceivedVersion is the stream version of the newest intent received
+	// for the resource, the one InSync and Err are about (0 for a delete
+	// garbage collection made up). A new intent is news even when its
+	// apply fails the same way as the last one did.
+	ReceivedVersion uint64
 	// InSync: the newest intent received for the resource is applied.
 	InSync bool
 	// Err is the failing apply's error; empty once an apply succeeds.
@@ -25,7 +30,7 @@ type Sync struct {
 }
 
 func (s Sync) same(o Sync) bool {
-	return s.Key == o.Key && s.AppliedVersion == o.AppliedVersion && s.InSync == o.InSync &&
+	return s.Key == o.Key && s.AppliedVersion == o.AppliedVersion && s.ReceivedVersion == o.ReceivedVersion && s.InSync == o.InSync &&
 		s.Err == o.Err && s.FailingSince.Equal(o.FailingSince) && s.Deleted == o.Deleted
 }
 
@@ -54,8 +59,8 @@ func (d *Dispatcher) Syncs() []Sync {
 // syncOf is key's state. Called with mu held.
 func (d *Dispatcher) syncOf(key Key) Sync {
 	_, pending := d.pending[key]
-	_, desired := d.desired[key]
-	s := Sync{Key: key, AppliedVersion: d.appliedVersion[key], InSync: !pending, Deleted: !desired}
+	intent, desired := d.desired[key]
+	s := Sync{Key: key, AppliedVersion: d.appliedVersion[key], ReceivedVersion: intent.Event.GetVersion(), InSync: !pending, Deleted: !desired}
 	if f, failing := d.failures[key]; failing {
 		s.Err, s.FailingSince = f.err.Error(), f.since
 	}

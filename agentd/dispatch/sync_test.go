@@ -149,3 +149,28 @@ func TestAReportCtrldDidNotTakeIsSentAgain(t *testing.T) {
 		t.Fatalf("after ctrld took the report: %+v still to report", left)
 	}
 }
+
+// A new intent for a failing resource is news even when its apply fails
+// the same way: it is reported with the intent's version, so ctrld can
+// tell a failure of the current desired state from an old one (a stop, or
+// a delete and a deploy again, that fails like the apply before it).
+func TestANewIntentFailingTheSameWayIsReported(t *testing.T) {
+	r := newRecorder()
+	bad := Key{KindDeployment, "bad"}
+	r.setFailing(bad, 1<<30)
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	v := newView(d)
+
+	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 7)))
+	eventually(t, func() bool { v.report(); return v.last[bad].Err != "" }, "the failing apply was not reported")
+	if got := v.last[bad].ReceivedVersion; got != 7 {
+		t.Fatalf("failing apply reported at received version %d, want 7", got)
+	}
+	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_DELETE), 8)))
+	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 9)))
+	eventually(t, func() bool { v.report(); return v.last[bad].ReceivedVersion == 9 }, "the new intent, failing the same way, was not reported")
+	if got := v.last[bad]; got.Err != "injected failure" || got.InSync {
+		t.Fatalf("new intent reported as %+v, want failing", got)
+	}
+}

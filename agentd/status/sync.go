@@ -92,7 +92,7 @@ func (r *SyncReporter) send(ctx context.Context, batch []dispatch.Sync) error {
 
 func resourceSync(s dispatch.Sync) *ctrlv1.ResourceSync {
 	rs := &ctrlv1.ResourceSync{
-		Kind: s.Key.Kind, ResourceId: s.Key.ID, AppliedVersion: s.AppliedVersion,
+		Kind: s.Key.Kind, ResourceId: s.Key.ID, AppliedVersion: s.AppliedVersion, ReceivedVersion: s.ReceivedVersion,
 		InSync: s.InSync, Deleted: s.Deleted,
 		// An error's text may hold any bytes, and one string that is not
 		// UTF-8 would make the whole request fail to encode, every time.

@@ -78,7 +78,8 @@ func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportReso
 				continue
 			}
 			create := tx.ResourceSync.Create().SetRegion(region).SetKind(k.kind).SetResourceID(k.id).
-				SetAppliedVersion(r.GetAppliedVersion()).SetInSync(r.GetInSync()).SetError(r.GetError()).
+				SetAppliedVersion(r.GetAppliedVersion()).SetReceivedVersion(r.GetReceivedVersion()).
+				SetInSync(r.GetInSync()).SetError(r.GetError()).
 				SetReportedAt(now)
 			if ts := r.GetFailingSince(); ts != nil && r.GetError() != "" {
 				create.SetFailingSince(ts.AsTime().UTC())
@@ -94,7 +95,7 @@ func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportReso
 		return tx.ResourceSync.CreateBulk(upserts...).
 			OnConflictColumns(resourcesync.FieldRegion, resourcesync.FieldKind, resourcesync.FieldResourceID).
 			Update(func(u *ent.ResourceSyncUpsert) {
-				u.UpdateAppliedVersion().UpdateInSync().UpdateError().UpdateReportedAt().UpdateFailingSince()
+				u.UpdateAppliedVersion().UpdateReceivedVersion().UpdateInSync().UpdateError().UpdateReportedAt().UpdateFailingSince()
 			}).Exec(ctx)
 	})
 	if err != nil {
@@ -112,11 +113,16 @@ func checkResourceSync(r *ctrlv1.ResourceSync, newest uint64, now time.Time) (sy
 	if err := validate.ID(k.id); err != nil {
 		return k, fmt.Errorf("resource_id: %v", err)
 	}
-	switch v := r.GetAppliedVersion(); {
-	case v > math.MaxInt64:
-		return k, fmt.Errorf("applied_version: %d is not below 2^63", v)
-	case v > newest:
-		return k, fmt.Errorf("applied_version: %d is ahead of the newest version issued, %d", v, newest)
+	for _, f := range []struct {
+		field string
+		v     uint64
+	}{{"applied_version", r.GetAppliedVersion()}, {"received_version", r.GetReceivedVersion()}} {
+		switch field, v := f.field, f.v; {
+		case v > math.MaxInt64:
+			return k, fmt.Errorf("%s: %d is not below 2^63", field, v)
+		case v > newest:
+			return k, fmt.Errorf("%s: %d is ahead of the newest version issued, %d", field, v, newest)
+		}
 	}
 	if len(r.GetError()) > maxErrorLength {
 		return k, fmt.Errorf("error: at most %d bytes", maxErrorLength)

@@ -109,6 +109,7 @@ func TestResourceSyncReportWithBadFieldsIsRefused(t *testing.T) {
 		{"bad id", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{Kind: "deployment", ResourceId: "../x"}}}, "resources[0].resource_id"},
 		{"twice", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{good, good}}, "listed twice"},
 		{"version from the future", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{Kind: "deployment", ResourceId: "api", AppliedVersion: 1 << 40}}}, "applied_version"},
+		{"received version from the future", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{Kind: "deployment", ResourceId: "api", ReceivedVersion: 1 << 40}}}, "received_version"},
 		{"version beyond int64", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{Kind: "deployment", ResourceId: "api", AppliedVersion: 1 << 63}}}, "applied_version"},
 		{"huge error", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{Kind: "deployment", ResourceId: "api", Error: strings.Repeat("x", 4096)}}}, "resources[0].error"},
 		{"since in the future", &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{Kind: "deployment", ResourceId: "api", Error: "e", FailingSince: timestamppb.New(time.Now().Add(time.Hour))}}}, "failing_since"},

@@ -88,7 +88,7 @@ func TestTheViewsSayWhyARegionAndADeploymentAreNotInSync(t *testing.T) {
 	head := region().Overview.HeadVersion
 	failingSince := time.Now().Add(-time.Minute).UTC()
 	if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{
-		Kind: "deployment", ResourceId: "api", AppliedVersion: head - 1, Error: "admission webhook \"quota\" denied the request",
+		Kind: "deployment", ResourceId: "api", AppliedVersion: head - 1, ReceivedVersion: head, Error: "admission webhook \"quota\" denied the request",
 		FailingSince: timestamppb.New(failingSince)}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +115,7 @@ func TestTheViewsSayWhyARegionAndADeploymentAreNotInSync(t *testing.T) {
 
 	// Fixed: applied and acked.
 	if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{
-		Kind: "deployment", ResourceId: "api", AppliedVersion: head, InSync: true}}}); err != nil {
+		Kind: "deployment", ResourceId: "api", AppliedVersion: head, ReceivedVersion: head, InSync: true}}}); err != nil {
 		t.Fatal(err)
 	}
 	heartbeat(head, "")
@@ -152,10 +152,20 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	head := func() uint64 {
+		t.Helper()
+		r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: "eu"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Overview.HeadVersion
+	}
+	// fail reports the apply of the newest change failing, as an agent
+	// that received it does.
 	fail := func(msg string) {
 		t.Helper()
 		if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: "eu", Resources: []*ctrlv1.ResourceSync{{
-			Kind: "deployment", ResourceId: "api", Error: msg, FailingSince: timestamppb.Now()}}}); err != nil {
+			Kind: "deployment", ResourceId: "api", ReceivedVersion: head(), Error: msg, FailingSince: timestamppb.Now()}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -193,6 +203,11 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 	if o, d := failing(); o.FailingResources != 0 || len(o.NotInSync) != 0 || len(d) != 0 {
 		t.Errorf("stopped and caught up: failing %d, region reasons %v, deployment reasons %v; want in sync", o.FailingResources, o.NotInSync, d)
 	}
+	// The stop's own delete failing the same way is news: counted again.
+	fail("exceeded quota")
+	if o, _ := failing(); o.FailingResources != 1 {
+		t.Errorf("the stop's delete fails: failing %d, want 1", o.FailingResources)
+	}
 
 	if _, err := op.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: "api"}); err != nil {
 		t.Fatal(err)
@@ -206,5 +221,9 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 	if o, d := failing(); o.FailingResources != 0 || reasonCodes(d) == "apply_failing" || strings.Contains(reasonCodes(o.NotInSync), "apply_failing") {
 		t.Errorf("redeployed: failing %d, region reasons %v, deployment reasons %v; the old one's failure is not the new one's",
 			o.FailingResources, o.NotInSync, d)
+	}
+	fail("image app:2 cannot be pulled") // the new one's own failure
+	if o, d := failing(); o.FailingResources != 1 || reasonCodes(d) != "apply_failing" {
+		t.Errorf("the redeployed one fails: failing %d, deployment reasons %v", o.FailingResources, d)
 	}
 }

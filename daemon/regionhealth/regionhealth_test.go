@@ -97,12 +97,12 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", Error: "forbidden", FailingSince: timestamppb.Now()})
+	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", ReceivedVersion: resume, Error: "forbidden", FailingSince: timestamppb.Now()})
 	waitFor(t, "one failing resource", func() bool {
 		failing, _ := gauge(t, reg, "deploysync_region_failing_resources", "us-east")
 		return failing == 1
 	})
-	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", AppliedVersion: resume, InSync: true})
+	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", AppliedVersion: resume, ReceivedVersion: resume, InSync: true})
 	waitFor(t, "no failing resource", func() bool {
 		failing, _ := gauge(t, reg, "deploysync_region_failing_resources", "us-east")
 		return failing == 0

@@ -132,20 +132,26 @@ func (h *Health) blockers(now time.Time) []Reason {
 }
 
 // currentSync holds for a resource_syncs row s that describes the resource
-// as the region desires it now. Not so: a row of a resource no longer
-// desired (retention deletes those), a row reported before the resource
-// was created (a deleted one's of the same ID: its agent has not
-// reported on the new one yet), and the row of a deployment stopped after
-// the report (a stopped deployment has nothing to apply; a new agent
-// process never hears of it again, so its old failure would stay).
+// as the region desires it now: the resource is desired in the region,
+// and no change of it is newer than the newest event the agent had
+// received for it when it reported. So a row goes stale when the
+// deployment is stopped, or deleted and deployed again under the same ID,
+// after the report (a new agent process never hears of a stopped
+// deployment again, and a new deployment is not the old one's failure),
+// and is current again once the agent reports on the new change. Versions,
+// not times: replicas' clocks differ. (A row from an agent that does not
+// send received_version falls back to its applied version.)
 const currentSync = `(
 	(s.kind = 'deployment' AND EXISTS (SELECT 1 FROM deployment_topology t
-		WHERE t.deployment_id = s.resource_id AND t.region = s.region AND t.created_at <= s.reported_at
-		AND (t.desired_status = 'running' OR t.updated_at <= s.reported_at)))
+		WHERE t.deployment_id = s.resource_id AND t.region = s.region))
 	OR (s.kind = 'sentinel' AND EXISTS (SELECT 1 FROM sentinels x
-		WHERE x.id = s.resource_id AND x.region = s.region AND x.created_at <= s.reported_at))
+		WHERE x.id = s.resource_id AND x.region = s.region))
 	OR (s.kind = 'cilium_network_policy' AND EXISTS (SELECT 1 FROM cilium_network_policies p
-		WHERE p.id = s.resource_id AND p.region = s.region AND p.created_at <= s.reported_at)))`
+		WHERE p.id = s.resource_id AND p.region = s.region)))
+	AND NOT EXISTS (SELECT 1 FROM deployment_changes c
+		WHERE c.resource_type = IF(s.kind = 'deployment', 'deployment_topology', s.kind)
+		AND c.resource_id = s.resource_id AND c.region = s.region
+		AND c.pk > GREATEST(s.received_version, s.applied_version))`
 
 // readFailures fills FailingResources of the regions (all of them for
 // name "", else the one), a count per region from the (region, in_sync)

@@ -355,6 +355,7 @@ var (
 		{Name: "kind", Type: field.TypeEnum, Enums: []string{"deployment", "sentinel", "cilium_network_policy"}},
 		{Name: "resource_id", Type: field.TypeString},
 		{Name: "applied_version", Type: field.TypeUint64, Default: 0},
+		{Name: "received_version", Type: field.TypeUint64, Default: 0},
 		{Name: "in_sync", Type: field.TypeBool, Default: false},
 		{Name: "error", Type: field.TypeString, Size: 2048, Default: ""},
 		{Name: "failing_since", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
@@ -374,7 +375,7 @@ var (
 			{
 				Name:    "resourcesync_region_in_sync",
 				Unique:  false,
-				Columns: []*schema.Column{ResourceSyncsColumns[1], ResourceSyncsColumns[5]},
+				Columns: []*schema.Column{ResourceSyncsColumns[1], ResourceSyncsColumns[6]},
 			},
 		},
 	}

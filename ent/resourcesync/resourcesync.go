@@ -22,6 +22,8 @@ const (
 	FieldResourceID = "resource_id"
 	// FieldAppliedVersion holds the string denoting the applied_version field in the database.
 	FieldAppliedVersion = "applied_version"
+	// FieldReceivedVersion holds the string denoting the received_version field in the database.
+	FieldReceivedVersion = "received_version"
 	// FieldInSync holds the string denoting the in_sync field in the database.
 	FieldInSync = "in_sync"
 	// FieldError holds the string denoting the error field in the database.
@@ -41,6 +43,7 @@ var Columns = []string{
 	FieldKind,
 	FieldResourceID,
 	FieldAppliedVersion,
+	FieldReceivedVersion,
 	FieldInSync,
 	FieldError,
 	FieldFailingSince,
@@ -64,6 +67,8 @@ var (
 	ResourceIDValidator func(string) error
 	// DefaultAppliedVersion holds the default value on creation for the "applied_version" field.
 	DefaultAppliedVersion uint64
+	// DefaultReceivedVersion holds the default value on creation for the "received_version" field.
+	DefaultReceivedVersion uint64
 	// DefaultInSync holds the default value on creation for the "in_sync" field.
 	DefaultInSync bool
 	// DefaultError holds the default value on creation for the "error" field.
@@ -124,6 +129,11 @@ func ByResourceID(opts ...sql.OrderTermOption) OrderOption {
 // ByAppliedVersion orders the results by the applied_version field.
 func ByAppliedVersion(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldAppliedVersion, opts...).ToFunc()
+}
+
+// ByReceivedVersion orders the results by the received_version field.
+func ByReceivedVersion(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldReceivedVersion, opts...).ToFunc()
 }
 
 // ByInSync orders the results by the in_sync field.

@@ -69,6 +69,11 @@ func AppliedVersion(v uint64) predicate.ResourceSync {
 	return predicate.ResourceSync(sql.FieldEQ(FieldAppliedVersion, v))
 }
 
+// ReceivedVersion applies equality check predicate on the "received_version" field. It's identical to ReceivedVersionEQ.
+func ReceivedVersion(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldEQ(FieldReceivedVersion, v))
+}
+
 // InSync applies equality check predicate on the "in_sync" field. It's identical to InSyncEQ.
 func InSync(v bool) predicate.ResourceSync {
 	return predicate.ResourceSync(sql.FieldEQ(FieldInSync, v))
@@ -277,6 +282,46 @@ func AppliedVersionLT(v uint64) predicate.ResourceSync {
 // AppliedVersionLTE applies the LTE predicate on the "applied_version" field.
 func AppliedVersionLTE(v uint64) predicate.ResourceSync {
 	return predicate.ResourceSync(sql.FieldLTE(FieldAppliedVersion, v))
+}
+
+// ReceivedVersionEQ applies the EQ predicate on the "received_version" field.
+func ReceivedVersionEQ(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldEQ(FieldReceivedVersion, v))
+}
+
+// ReceivedVersionNEQ applies the NEQ predicate on the "received_version" field.
+func ReceivedVersionNEQ(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldNEQ(FieldReceivedVersion, v))
+}
+
+// ReceivedVersionIn applies the In predicate on the "received_version" field.
+func ReceivedVersionIn(vs ...uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldIn(FieldReceivedVersion, vs...))
+}
+
+// ReceivedVersionNotIn applies the NotIn predicate on the "received_version" field.
+func ReceivedVersionNotIn(vs ...uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldNotIn(FieldReceivedVersion, vs...))
+}
+
+// ReceivedVersionGT applies the GT predicate on the "received_version" field.
+func ReceivedVersionGT(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldGT(FieldReceivedVersion, v))
+}
+
+// ReceivedVersionGTE applies the GTE predicate on the "received_version" field.
+func ReceivedVersionGTE(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldGTE(FieldReceivedVersion, v))
+}
+
+// ReceivedVersionLT applies the LT predicate on the "received_version" field.
+func ReceivedVersionLT(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldLT(FieldReceivedVersion, v))
+}
+
+// ReceivedVersionLTE applies the LTE predicate on the "received_version" field.
+func ReceivedVersionLTE(v uint64) predicate.ResourceSync {
+	return predicate.ResourceSync(sql.FieldLTE(FieldReceivedVersion, v))
 }
 
 // InSyncEQ applies the EQ predicate on the "in_sync" field.

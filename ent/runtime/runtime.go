@@ -484,18 +484,22 @@ func init() {
 	resourcesyncDescAppliedVersion := resourcesyncFields[3].Descriptor()
 	// resourcesync.DefaultAppliedVersion holds the default value on creation for the applied_version field.
 	resourcesync.DefaultAppliedVersion = resourcesyncDescAppliedVersion.Default.(uint64)
+	// resourcesyncDescReceivedVersion is the schema descriptor for received_version field.
+	resourcesyncDescReceivedVersion := resourcesyncFields[4].Descriptor()
+	// resourcesync.DefaultReceivedVersion holds the default value on creation for the received_version field.
+	resourcesync.DefaultReceivedVersion = resourcesyncDescReceivedVersion.Default.(uint64)
 	// resourcesyncDescInSync is the schema descriptor for in_sync field.
-	resourcesyncDescInSync := resourcesyncFields[4].Descriptor()
+	resourcesyncDescInSync := resourcesyncFields[5].Descriptor()
 	// resourcesync.DefaultInSync holds the default value on creation for the in_sync field.
 	resourcesync.DefaultInSync = resourcesyncDescInSync.Default.(bool)
 	// resourcesyncDescError is the schema descriptor for error field.
-	resourcesyncDescError := resourcesyncFields[5].Descriptor()
+	resourcesyncDescError := resourcesyncFields[6].Descriptor()
 	// resourcesync.DefaultError holds the default value on creation for the error field.
 	resourcesync.DefaultError = resourcesyncDescError.Default.(string)
 	// resourcesync.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
 	resourcesync.ErrorValidator = resourcesyncDescError.Validators[0].(func(string) error)
 	// resourcesyncDescReportedAt is the schema descriptor for reported_at field.
-	resourcesyncDescReportedAt := resourcesyncFields[7].Descriptor()
+	resourcesyncDescReportedAt := resourcesyncFields[8].Descriptor()
 	// resourcesync.DefaultReportedAt holds the default value on creation for the reported_at field.
 	resourcesync.DefaultReportedAt = resourcesyncDescReportedAt.Default.(func() time.Time)
 	sentinelMixin := schema.Sentinel{}.Mixin()

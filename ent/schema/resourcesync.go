@@ -31,6 +31,10 @@ func (ResourceSync) Fields() []ent.Field {
 		// applied_version is the stream version of the last event the
 		// agent applied for the resource (0: none since it started).
 		field.Uint64("applied_version").Default(0),
+		// received_version is the stream version of the newest event the
+		// agent received for the resource, the one in_sync and error are
+		// about: a change of the resource above it is news to this report.
+		field.Uint64("received_version").Default(0),
 		// in_sync: the newest event the agent received for the resource
 		// is applied.
 		field.Bool("in_sync").Default(false),

@@ -1216,9 +1216,13 @@ type ResourceSync struct {
 	// failing_since is when the resource's applies began failing.
 	FailingSince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=failing_since,json=failingSince,proto3" json:"failing_since,omitempty"`
 	// deleted: the resource's delete was applied; ctrld forgets it.
-	Deleted       bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Deleted bool `protobuf:"varint,7,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	// received_version is the stream version of the newest event received
+	// for the resource: the one in_sync and error are about. ctrld counts
+	// the report only while no newer change of the resource exists.
+	ReceivedVersion uint64 `protobuf:"varint,8,opt,name=received_version,json=receivedVersion,proto3" json:"received_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ResourceSync) Reset() {
@@ -1298,6 +1302,13 @@ func (x *ResourceSync) GetDeleted() bool {
 		return x.Deleted
 	}
 	return false
+}
+
+func (x *ResourceSync) GetReceivedVersion() uint64 {
+	if x != nil {
+		return x.ReceivedVersion
+	}
+	return 0
 }
 
 type ReportResourceSyncResponse struct {
@@ -1407,7 +1418,7 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x19ReportAgentStatusResponse\"s\n" +
 	"\x19ReportResourceSyncRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12>\n" +
-	"\tresources\x18\x02 \x03(\v2 .deploysync.ctrl.v1.ResourceSyncR\tresources\"\xf6\x01\n" +
+	"\tresources\x18\x02 \x03(\v2 .deploysync.ctrl.v1.ResourceSyncR\tresources\"\xa1\x02\n" +
 	"\fResourceSync\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1f\n" +
 	"\vresource_id\x18\x02 \x01(\tR\n" +
@@ -1416,7 +1427,8 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\ain_sync\x18\x04 \x01(\bR\x06inSync\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12?\n" +
 	"\rfailing_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12\x18\n" +
-	"\adeleted\x18\a \x01(\bR\adeleted\"\x1c\n" +
+	"\adeleted\x18\a \x01(\bR\adeleted\x12)\n" +
+	"\x10received_version\x18\b \x01(\x04R\x0freceivedVersion\"\x1c\n" +
 	"\x1aReportResourceSyncResponse*E\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
