@@ -49,3 +49,49 @@ func TestAnAgentOfAPausedRegionIsConnected(t *testing.T) {
 		t.Errorf("connected to a paused region, yet the last error is %v", err)
 	}
 }
+
+// A stream ctrld refuses (here: a token of another region) is not taken
+// for a connection: the agent never says it streams, and its last error
+// stays the refusal.
+func TestARefusedStreamIsNotAConnection(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	env.AgentToken("eu")
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	d := dispatch.New(&deletions{keys: map[dispatch.Key]bool{}}, log, nil)
+	w := watch.New(env.Agent("us"), d, func() ([]dispatch.Key, error) { return nil, nil },
+		watch.Config{Region: "eu", Identity: "krane-0", BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+		log, metrics.New(prometheus.NewRegistry()))
+	wg.Add(2)
+	go func() { defer wg.Done(); d.Run(ctx, 1) }()
+	go func() { defer wg.Done(); w.Run(ctx) }()
+
+	eventually(t, "several refused streams", func() bool { return strings.Count(logs.String(), "PermissionDenied") >= 5 })
+	if strings.Contains(logs.String(), "streaming from ctrld") {
+		t.Errorf("a refused stream was logged as streaming:\n%s", logs.String())
+	}
+	if err := w.Ready(); err == nil || !strings.Contains(err.Error(), "not streaming") {
+		t.Errorf("ready: %v, want not streaming", err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger and a test reading it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -36,6 +36,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/internal/recovery"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -186,13 +187,17 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	go func() {
 		// A panic here (a message that does not decode?) ends the stream.
 		recvErr <- w.guard.Run("watch-recv", func() error {
-			// ctrld sends the headers once it has accepted the stream
-			// (before any event, which a paused region may not send for
-			// hours).
-			if _, err := s.Header(); err != nil {
+			// ctrld sends rpc.AcceptedHeader once it has accepted the
+			// stream (before any event, which a paused region may not send
+			// for hours). A refused stream ends with no headers at all,
+			// which Header does not report as an error.
+			header, err := s.Header()
+			if err != nil {
 				return err
 			}
-			close(accepted)
+			if len(header.Get(rpc.AcceptedHeader)) > 0 {
+				close(accepted)
+			}
 			for {
 				ev, err := s.Recv()
 				if err != nil {

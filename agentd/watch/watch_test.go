@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/agentd/watch"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -47,7 +48,7 @@ func (c *newerCtrld) times() []time.Time {
 // which a real ctrld sends as soon as it accepts the stream.
 type fakeStream struct{ grpc.ClientStream }
 
-func (fakeStream) Header() (metadata.MD, error) { return nil, nil }
+func (fakeStream) Header() (metadata.MD, error) { return metadata.Pairs(rpc.AcceptedHeader, "1"), nil }
 
 type unknownEventStream struct {
 	fakeStream

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/validate"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -90,7 +92,7 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 			// Accepted: say so now (the response headers), for a paused
 			// region sends nothing for as long as the pause lasts, and the
 			// agent must not take that silence for a connection that failed.
-			return srv.SendHeader(nil)
+			return srv.SendHeader(metadata.Pairs(rpc.AcceptedHeader, "1"))
 		}}, srv.Send)
 	switch {
 	case err == nil, ctx.Err() != nil:
