@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/store"
-	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
@@ -44,7 +44,7 @@ func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportReso
 		return nil, status.Errorf(codes.InvalidArgument, "resources: at most %d per report", maxResourcesPerSyncReport)
 	}
 	now := time.Now().UTC()
-	newest, err := tailer.NewestVersion(ctx, s.db)
+	newest, err := changelog.NewestVersion(ctx, s.db)
 	if err != nil {
 		return nil, internal(s.log, "report resource sync", err)
 	}

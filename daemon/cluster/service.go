@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
@@ -60,7 +61,7 @@ type Watcher interface {
 type Service struct {
 	ctrlv1.UnimplementedClusterServiceServer
 	client   *ent.Client
-	db       *sql.DB // for the reads Ent cannot express (tailer.NewestVersion)
+	db       *sql.DB // for the reads Ent cannot express (changelog.NewestVersion)
 	streamer Watcher
 	cfg      Config
 	log      *slog.Logger
@@ -398,7 +399,7 @@ func (s *Service) checkAcked(ctx context.Context, acked uint64) error {
 	if acked > math.MaxInt64 {
 		return status.Errorf(codes.InvalidArgument, "acked_version: %d is not below 2^63", acked)
 	}
-	newest, err := tailer.NewestVersion(ctx, s.db)
+	newest, err := changelog.NewestVersion(ctx, s.db)
 	if err != nil {
 		return internal(s.log, "report agent status", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
-	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -121,7 +122,7 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 		return nil, s.viewError(err)
 	}
 	h := health[0]
-	changes, err := tailer.ReadChanges(ctx, s.sql, "WHERE region = ? AND pk > ? ORDER BY pk LIMIT ?", req.GetRegion(), h.Acked(), limit)
+	changes, err := changelog.InRegion(ctx, s.sql, req.GetRegion(), h.Acked(), math.MaxInt64, limit)
 	if err != nil {
 		return nil, s.viewError(err)
 	}

@@ -35,8 +35,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/metrics"
-	"github.com/deploysync/deploysync/daemon/tailer"
 )
 
 // lockName is the advisory lock that makes one replica the cleaner. Such
@@ -162,7 +162,7 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 		}
 		return 0, err
 	}
-	if err := tailer.RaiseMark(ctx, c.db, tailer.MarkCleanupFloor, upTo); err != nil {
+	if err := changelog.RaiseMark(ctx, c.db, changelog.MarkCleanupFloor, upTo); err != nil {
 		c.metrics.CleanupRuns.WithLabelValues("error").Inc()
 		return 0, err
 	}
@@ -244,7 +244,7 @@ func (c *Cleaner) deletableUpTo(ctx context.Context, conn *sql.Conn) (uint64, er
 		}
 		upTo = max(minAcked.V, hard)
 	}
-	w, err := tailer.ReadMark(ctx, c.db, tailer.MarkSafeWatermark)
+	w, err := changelog.ReadMark(ctx, c.db, changelog.MarkSafeWatermark)
 	if err != nil {
 		return 0, err
 	}

@@ -11,12 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
-	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
@@ -40,7 +40,7 @@ func writeChanges(t *testing.T, db *store.DB, n int) uint64 {
 	if err := db.SQL.QueryRow("SELECT MAX(pk) FROM deployment_changes").Scan(&head); err != nil {
 		t.Fatal(err)
 	}
-	if err := tailer.RaiseMark(ctx, db.SQL, tailer.MarkSafeWatermark, head); err != nil {
+	if err := changelog.RaiseMark(ctx, db.SQL, changelog.MarkSafeWatermark, head); err != nil {
 		t.Fatal(err)
 	}
 	return head
@@ -94,7 +94,7 @@ func TestRetentionDeletesInBatchesUnderOneLock(t *testing.T) {
 	if n := count(t, db); n != 0 {
 		t.Fatalf("%d rows left", n)
 	}
-	floor, err := tailer.ReadMark(ctx, db.SQL, tailer.MarkCleanupFloor)
+	floor, err := changelog.ReadMark(ctx, db.SQL, changelog.MarkCleanupFloor)
 	if err != nil || floor != head {
 		t.Fatalf("cleanup floor %d (%v), want %d", floor, err, head)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -34,7 +34,7 @@ type resourceKey struct {
 // All reads share one snapshot (a read-only REPEATABLE READ transaction):
 // read one by one, a deployment deleted between the topology read and the
 // read of its deployment would leave a topology without one (I6).
-func loadEvents(ctx context.Context, db *ent.Client, region string, changes []tailer.Change) ([]*ctrlv1.DeploymentChangeEvent, error) {
+func loadEvents(ctx context.Context, db *ent.Client, region string, changes []changelog.Change) ([]*ctrlv1.DeploymentChangeEvent, error) {
 	latest := map[resourceKey]uint64{}
 	var order []resourceKey
 	ids := map[string][]string{}

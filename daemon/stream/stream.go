@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
@@ -316,7 +317,7 @@ func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *
 // retention deleted changes it has not seen (I5), its cursor is from
 // another history, or it skipped a resync an operator forced.
 func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
-	floor, err := tailer.ReadMark(ctx, s.db, tailer.MarkCleanupFloor)
+	floor, err := changelog.ReadMark(ctx, s.db, changelog.MarkCleanupFloor)
 	if err != nil {
 		return "", err
 	}
@@ -328,7 +329,7 @@ func (s *Streamer) mustResync(ctx context.Context, st *state) (string, error) {
 	// the changes written since then have lower versions and would be
 	// filtered out as already seen. Every cursor a replica sent is at most
 	// its watermark, whose row retention keeps or whose value is persisted.
-	newest, err := tailer.NewestVersion(ctx, s.db)
+	newest, err := changelog.NewestVersion(ctx, s.db)
 	if err != nil {
 		return "", err
 	}
@@ -377,7 +378,7 @@ func (s *Streamer) catchUp(ctx context.Context, sub *tailer.Subscription, st *st
 	}
 	// Retention may have emptied part of the range while it was read; a
 	// bookmark now would claim changes nobody sent.
-	if floor, err := tailer.ReadMark(ctx, s.db, tailer.MarkCleanupFloor); err != nil {
+	if floor, err := changelog.ReadMark(ctx, s.db, changelog.MarkCleanupFloor); err != nil {
 		return err
 	} else if st.clientCursor < floor {
 		return errCursorTooOld
@@ -391,8 +392,8 @@ var errCursorTooOld = errors.New("cursor predates the retained changes")
 
 // changesBetween reads one page of the region's changes in (from, to].
 // Every pk in that range is settled, so a plain read sees them all.
-func (s *Streamer) changesBetween(ctx context.Context, region string, from, to uint64) ([]tailer.Change, error) {
-	return tailer.ReadChanges(ctx, s.db, "WHERE region = ? AND pk > ? AND pk <= ? ORDER BY pk LIMIT ?", region, from, to, s.cfg.PageSize)
+func (s *Streamer) changesBetween(ctx context.Context, region string, from, to uint64) ([]changelog.Change, error) {
+	return changelog.InRegion(ctx, s.db, region, from, to, s.cfg.PageSize)
 }
 
 // follow relays the tailer's notices until ctx ends or control says stop.
@@ -436,7 +437,7 @@ func (s *Streamer) follow(ctx context.Context, sub *tailer.Subscription, st *sta
 // relay sends the changes of notices and then a bookmark; it returns
 // outcomePaused or outcomeResync when control says so.
 func (s *Streamer) relay(ctx context.Context, st *state, notices []tailer.Notice) (outcome, error) {
-	var changes []tailer.Change
+	var changes []changelog.Change
 	for _, n := range notices {
 		st.control = n.Control
 		if result := st.controlOutcome(); result != outcomeDone {
@@ -452,7 +453,7 @@ func (s *Streamer) relay(ctx context.Context, st *state, notices []tailer.Notice
 }
 
 // sendChanges loads and sends events for changes the client has not seen.
-func (s *Streamer) sendChanges(ctx context.Context, st *state, changes []tailer.Change) error {
+func (s *Streamer) sendChanges(ctx context.Context, st *state, changes []changelog.Change) error {
 	fresh := changes[:0:0]
 	for _, c := range changes {
 		if c.Version > st.clientCursor {

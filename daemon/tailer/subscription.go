@@ -3,6 +3,8 @@ package tailer
 import (
 	"context"
 	"sync"
+
+	"github.com/deploysync/deploysync/daemon/changelog"
 )
 
 // Subscription receives one region's changes from the tailer.
@@ -16,7 +18,7 @@ type Subscription struct {
 	Watermark uint64
 	// Early are the region's visible changes above Watermark that were
 	// read before the subscription began.
-	Early []Change
+	Early []changelog.Change
 	// Control is the region's control state when the subscription began.
 	Control RegionControl
 

@@ -8,26 +8,13 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/internal/recovery"
 )
-
-// Change is one row of deployment_changes: a pointer to a resource in a
-// region, never its state.
-type Change struct {
-	Version    uint64
-	Type       string // deployment_topology | sentinel | cilium_network_policy
-	ResourceID string
-	Region     string
-	CreatedAt  time.Time
-}
-
-// gapType marks the filler rows that settle holes.
-const gapType = "gap"
 
 // RegionControl is the operator-set state of a region, read from the
 // regions table so every ctrld replica honours it.
@@ -40,7 +27,7 @@ type RegionControl struct {
 type Notice struct {
 	// Changes are the region's newly visible changes, ascending by
 	// Version except that a settled hole may arrive after higher versions.
-	Changes []Change
+	Changes []changelog.Change
 	// Watermark is the tailer's safe watermark after these changes.
 	Watermark uint64
 	// Control is the region's current control state.
@@ -138,10 +125,10 @@ type Tailer struct {
 	controlMu sync.Mutex
 
 	mu        sync.Mutex
-	watermark uint64   // W: every pk <= W is committed or dead
-	maxSeen   uint64   // newest pk read
-	holes     holeList // pks below maxSeen not visible yet
-	early     []Change // visible rows above W, by Version
+	watermark uint64             // W: every pk <= W is committed or dead
+	maxSeen   uint64             // newest pk read
+	holes     holeList           // pks below maxSeen not visible yet
+	early     []changelog.Change // visible rows above W, by Version
 	control   map[string]RegionControl
 	subs      map[*Subscription]struct{}
 	stopped   bool
@@ -250,7 +237,7 @@ func (t *Tailer) follow(ctx context.Context) {
 // start loads the persisted watermark, retrying until the database answers.
 func (t *Tailer) start(ctx context.Context) error {
 	for {
-		w, err := ReadMark(ctx, t.db, MarkSafeWatermark)
+		w, err := changelog.ReadMark(ctx, t.db, changelog.MarkSafeWatermark)
 		if err == nil {
 			err = t.readControl(ctx)
 		}
@@ -313,41 +300,36 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 
 	after, holes := t.toRead()
 
-	rows, err := t.query(ctx, "WHERE pk > ? ORDER BY pk LIMIT ?", after, t.cfg.BatchSize)
+	rows, err := changelog.After(ctx, t.db, after, t.cfg.BatchSize)
 	if err != nil {
 		return false, err
 	}
-	var settled []Change
-	if len(holes) > 0 {
-		where := make([]string, len(holes))
-		args := make([]any, 0, 2*len(holes)+1)
-		for i, h := range holes {
-			where[i] = "pk BETWEEN ? AND ?"
-			args = append(args, h.lo, h.hi)
-		}
-		settled, err = t.query(ctx, "WHERE "+strings.Join(where, " OR ")+" ORDER BY pk LIMIT ?", append(args, maxHoleRows)...)
-		if err != nil {
-			return false, err
-		}
+	spans := make([]changelog.Span, len(holes))
+	for i, h := range holes {
+		spans[i] = changelog.Span{Lo: h.lo, Hi: h.hi}
+	}
+	settled, err := changelog.InSpans(ctx, t.db, spans, maxHoleRows)
+	if err != nil {
+		return false, err
 	}
 	t.metrics.PollRows.Add(float64(len(rows) + len(settled)))
 
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var visible []Change
+	var visible []changelog.Change
 	for _, r := range rows {
 		if r.Version > t.maxSeen+1 {
 			t.holes.open(t.maxSeen+1, r.Version-1, now)
 		}
 		t.maxSeen = r.Version
-		if r.Type != gapType {
+		if r.Type != changelog.GapType {
 			visible = append(visible, r)
 		}
 	}
 	for _, r := range settled {
 		t.holes.settle(r.Version)
-		if r.Type != gapType {
+		if r.Type != changelog.GapType {
 			visible = append(visible, r)
 		}
 	}
@@ -377,7 +359,7 @@ func (t *Tailer) advance() {
 	if w > t.watermark {
 		t.watermark = w
 	}
-	t.early = slices.DeleteFunc(t.early, func(c Change) bool { return c.Version <= t.watermark })
+	t.early = slices.DeleteFunc(t.early, func(c changelog.Change) bool { return c.Version <= t.watermark })
 	t.metrics.Watermark.Set(float64(t.watermark))
 	t.metrics.OpenHoles.Set(float64(t.holes.pks()))
 	if len(t.holes) > 0 {
@@ -386,7 +368,7 @@ func (t *Tailer) advance() {
 }
 
 // deliver hands each subscriber its region's changes. Called with mu held.
-func (t *Tailer) deliver(visible []Change, watermarkMoved bool) {
+func (t *Tailer) deliver(visible []changelog.Change, watermarkMoved bool) {
 	grew := false
 	for _, c := range visible {
 		if c.Version > t.watermark {
@@ -395,12 +377,12 @@ func (t *Tailer) deliver(visible []Change, watermarkMoved bool) {
 		}
 	}
 	if grew { // settled holes may land below later rows
-		slices.SortFunc(t.early, func(a, b Change) int { return cmp.Compare(a.Version, b.Version) })
+		slices.SortFunc(t.early, func(a, b changelog.Change) int { return cmp.Compare(a.Version, b.Version) })
 	}
 	if len(visible) == 0 && !watermarkMoved {
 		return
 	}
-	byRegion := map[string][]Change{}
+	byRegion := map[string][]changelog.Change{}
 	for _, c := range visible {
 		byRegion[c.Region] = append(byRegion[c.Region], c)
 	}
@@ -424,30 +406,6 @@ func (t *Tailer) send(s *Subscription, n Notice) {
 		delete(t.subs, s)
 		t.metrics.Subscriptions.Set(float64(len(t.subs)))
 	}
-}
-
-func (t *Tailer) query(ctx context.Context, where string, args ...any) ([]Change, error) {
-	return ReadChanges(ctx, t.db, where, args...)
-}
-
-// ReadChanges reads deployment_changes rows; where is the SQL after FROM
-// (a WHERE clause with ORDER BY and LIMIT as needed).
-func ReadChanges(ctx context.Context, db *sql.DB, where string, args ...any) ([]Change, error) {
-	rows, err := db.QueryContext(ctx,
-		"SELECT pk, resource_type, resource_id, region, created_at FROM deployment_changes "+where, args...)
-	if err != nil {
-		return nil, fmt.Errorf("read deployment_changes: %w", err)
-	}
-	defer rows.Close()
-	var out []Change
-	for rows.Next() {
-		var c Change
-		if err := rows.Scan(&c.Version, &c.Type, &c.ResourceID, &c.Region, &c.CreatedAt); err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	return out, rows.Err()
 }
 
 // readControl refreshes every region's pause and resync state and tells
@@ -497,7 +455,7 @@ func (t *Tailer) persistWatermark(ctx context.Context) error {
 	if w <= done {
 		return nil
 	}
-	if err := RaiseMark(ctx, t.db, MarkSafeWatermark, w); err != nil {
+	if err := changelog.RaiseMark(ctx, t.db, changelog.MarkSafeWatermark, w); err != nil {
 		return err
 	}
 	t.mu.Lock()

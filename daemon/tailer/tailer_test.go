@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
@@ -137,7 +138,7 @@ func TestRolledBackHoleIsSettledQuickly(t *testing.T) {
 		t.Fatalf("want one gap row for the rolled-back pk, got %d", gaps)
 	}
 	waitFor(t, 3*time.Second, func() bool {
-		w, err := tailer.ReadMark(context.Background(), db.SQL, tailer.MarkSafeWatermark)
+		w, err := changelog.ReadMark(context.Background(), db.SQL, changelog.MarkSafeWatermark)
 		return err == nil && w >= 2
 	}, "the watermark was not persisted")
 	again := startTailer(t, db, tailer.Config{})
@@ -193,9 +194,9 @@ func TestSubscriptionCoversEveryChangeOfItsRegion(t *testing.T) {
 }
 
 // collect reads n changes from the subscription.
-func collect(t *testing.T, sub *tailer.Subscription, n int, within time.Duration) []tailer.Change {
+func collect(t *testing.T, sub *tailer.Subscription, n int, within time.Duration) []changelog.Change {
 	t.Helper()
-	var out []tailer.Change
+	var out []changelog.Change
 	deadline := time.After(within)
 	for len(out) < n {
 		select {

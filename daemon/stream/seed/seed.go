@@ -16,8 +16,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/stream"
-	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -55,9 +55,9 @@ func (w *Watcher) Serve(ctx context.Context, req stream.Request, send stream.Sen
 		if err != nil {
 			return err
 		}
-		var changes []tailer.Change
+		var changes []changelog.Change
 		for rows.Next() {
-			var c tailer.Change
+			var c changelog.Change
 			if err := rows.Scan(&c.Version, &c.Type, &c.ResourceID); err != nil {
 				rows.Close()
 				return err
@@ -95,7 +95,7 @@ func (w *Watcher) Serve(ctx context.Context, req stream.Request, send stream.Sen
 	}
 }
 
-func (w *Watcher) lookup(ctx context.Context, region string, c tailer.Change) (*ctrlv1.DeploymentChangeEvent, error) {
+func (w *Watcher) lookup(ctx context.Context, region string, c changelog.Change) (*ctrlv1.DeploymentChangeEvent, error) {
 	if c.Type != "deployment_topology" {
 		return nil, nil // the comparison only needs deployments
 	}

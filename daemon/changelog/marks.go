@@ -1,4 +1,4 @@
-package tailer
+package changelog
 
 import (
 	"context"
