@@ -2,11 +2,11 @@ package desired
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -72,27 +72,8 @@ func (s *Store) revise(ctx context.Context, id, action string, mutate func(tx *e
 // lastChange is the newest deployment_changes pk of the deployment's
 // topologies that tx sees, 0 when none.
 func lastChange(ctx context.Context, tx *ent.Tx, id string) (uint64, error) {
-	_, last, err := changesAbove(ctx, tx, id, 0)
-	return last, err
-}
-
-// changesAbove is the range of the deployment's topology change pks above
-// after that tx sees (0, 0 when none).
-func changesAbove(ctx context.Context, tx *ent.Tx, id string, after uint64) (first, last uint64, err error) {
-	rows, err := tx.QueryContext(ctx,
-		"SELECT MIN(pk), MAX(pk) FROM deployment_changes WHERE resource_type = ? AND resource_id = ? AND pk > ?",
-		deploymentchange.ResourceTypeDeploymentTopology.String(), id, after)
-	if err != nil {
-		return 0, 0, fmt.Errorf("read the deployment's change range: %w", err)
-	}
-	defer rows.Close()
-	var lo, hi sql.Null[uint64]
-	if rows.Next() {
-		if err := rows.Scan(&lo, &hi); err != nil {
-			return 0, 0, err
-		}
-	}
-	return lo.V, hi.V, rows.Err()
+	span, err := changelog.ResourceSpan(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), id, 0)
+	return span.Hi, err
 }
 
 // writeRevision records the deployment's spec as tx now has it, after an
@@ -130,7 +111,7 @@ func writeRevision(ctx context.Context, tx *ent.Tx, id, action string, before ui
 	if len(previous) > 0 {
 		revision = previous[0].Revision + 1
 	}
-	first, last, err := changesAbove(ctx, tx, id, before)
+	span, err := changelog.ResourceSpan(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), id, before)
 	if err != nil {
 		return 0, err
 	}
@@ -138,7 +119,7 @@ func writeRevision(ctx context.Context, tx *ent.Tx, id, action string, before ui
 		SetDeploymentID(id).SetRevision(revision).SetAction(action).SetActor(validate.Clip(actorOf(ctx), 255)).
 		SetImage(dep.Image).SetCPUMillicores(dep.CPUMillicores).SetMemoryMib(dep.MemoryMib).SetPort(dep.Port).
 		SetCommand(dep.Command).SetEnv(dep.Env).SetRegions(regions).
-		SetFirstVersion(first).SetLastVersion(last).
+		SetFirstVersion(span.Lo).SetLastVersion(span.Hi).
 		Exec(ctx)
 	if ent.IsConstraintError(err) {
 		// Only a writer that skipped the deployment's lock gets here.

@@ -4,9 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/ent"
 )
 
@@ -92,7 +92,7 @@ func read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 			return nil, fmt.Errorf("read regions: %w", err)
 		}
 	}
-	heads, err := heads(ctx, db, name)
+	heads, err := changelog.Heads(ctx, db, name)
 	if err != nil {
 		return nil, err
 	}
@@ -115,74 +115,25 @@ func read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 	return out, fillLag(ctx, db, out, forViews)
 }
 
-// heads returns the newest change version of one region or (name "") of
-// every region: one loose scan of the (region, pk) index.
-func heads(ctx context.Context, db *sql.DB, name string) (map[string]uint64, error) {
-	q, args := "SELECT region, MAX(pk) FROM deployment_changes WHERE region <> ''", []any(nil)
-	if name != "" {
-		q, args = "SELECT region, MAX(pk) FROM deployment_changes WHERE region = ?", []any{name}
-	}
-	rows, err := db.QueryContext(ctx, q+" GROUP BY region", args...)
-	if err != nil {
-		return nil, fmt.Errorf("read head versions: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]uint64{}
-	for rows.Next() {
-		var region string
-		var head uint64
-		if err := rows.Scan(&region, &head); err != nil {
-			return nil, fmt.Errorf("read head versions: %w", err)
-		}
-		out[region] = head
-	}
-	return out, rows.Err()
-}
-
-// fillLag counts the unacked changes, the distinct pending resources (if
-// countResources) and the oldest change's age of every region behind its
-// head, in one query (an index range per region) however many regions
-// there are.
+// fillLag fills in what waits above each region's acked cursor (regions
+// at their head have nothing waiting).
 func fillLag(ctx context.Context, db *sql.DB, regions []*Health, countResources bool) error {
-	behind := map[string]*Health{}
-	var where []string
-	var args []any
+	above := map[string]uint64{}
 	for _, h := range regions {
 		if h.Head > h.Acked() {
-			behind[h.Region] = h
-			where = append(where, "(region = ? AND pk > ?)")
-			args = append(args, h.Region, h.Acked())
+			above[h.Region] = h.Acked()
 		}
 	}
-	if len(behind) == 0 {
-		return nil
-	}
-	resources := "0"
-	if countResources {
-		resources = "COUNT(DISTINCT resource_type, resource_id)"
-	}
-	rows, err := db.QueryContext(ctx,
-		"SELECT region, COUNT(*), "+resources+", MIN(created_at) FROM deployment_changes WHERE "+
-			strings.Join(where, " OR ")+" GROUP BY region", args...)
+	backlogs, err := changelog.Backlogs(ctx, db, above, countResources)
 	if err != nil {
-		return fmt.Errorf("compute lag: %w", err)
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var region string
-		var changes, resources int64
-		var oldest sql.NullTime
-		if err := rows.Scan(&region, &changes, &resources, &oldest); err != nil {
-			return fmt.Errorf("compute lag: %w", err)
-		}
-		if h := behind[region]; h != nil {
-			h.LagChanges, h.PendingResources = changes, resources
-			if oldest.Valid {
-				h.OldestPending = oldest.Time
-			}
+	for _, h := range regions {
+		if b, ok := backlogs[h.Region]; ok {
+			h.LagChanges, h.PendingResources, h.OldestPending = b.Changes, b.Resources, b.Oldest
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // readAgents reads the agent records of one region, or (region "") all, with

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/deploysync/deploysync/daemon/changelog"
 )
 
 // Reason codes, stable for scripts (ctrlv1.SyncReason.code).
@@ -316,23 +318,16 @@ func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]
 		}
 		return out, nil
 	}
-	pending, err := db.QueryContext(ctx, `SELECT resource_type, resource_id, COUNT(*) FROM deployment_changes
-		WHERE region = ? AND pk > ? GROUP BY resource_type, resource_id`, h.Region, h.Acked())
+	pending, err := changelog.PendingPerResource(ctx, db, h.Region, h.Acked())
 	if err != nil {
-		return nil, fmt.Errorf("count pending changes per resource: %w", err)
+		return nil, err
 	}
-	defer pending.Close()
-	for pending.Next() {
-		var typ, id string
-		var n int64
-		if err := pending.Scan(&typ, &id, &n); err != nil {
-			return nil, fmt.Errorf("count pending changes per resource: %w", err)
-		}
-		k := ResourceKey{changeKinds[typ], id}
+	for r, n := range pending {
+		k := ResourceKey{changeKinds[r.Type], r.ID}
 		if out[k] == nil {
 			out[k] = &ResourceSync{}
 		}
 		out[k].Pending = n
 	}
-	return out, pending.Err()
+	return out, nil
 }
