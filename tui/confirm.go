@@ -22,10 +22,17 @@ type confirmation struct {
 }
 
 func (m Model) act(what, done string, call func(ctx context.Context) error) tea.Cmd {
+	return m.actSaying(what, func(ctx context.Context) (string, error) { return done, call(ctx) })
+}
+
+// actSaying is act for a call whose result says what was done (a rollback
+// to 0 learns from ctrld which revision it restored).
+func (m Model) actSaying(what string, call func(ctx context.Context) (done string, err error)) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return actionMsg{what: what, done: done, err: call(ctx)}
+		done, err := call(ctx)
+		return actionMsg{what: what, done: done, err: err}
 	}
 }
 

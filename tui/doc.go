@@ -4,7 +4,12 @@
 // force a resync, pause or resume a region, stop or start a deployment,
 // roll a deployment back to a revision of its history — each behind a
 // confirmation that says exactly what will change, and warns when the
-// region is paused or its agent down, so the change will wait.
+// region is paused or its agent down, so the change will wait. A
+// rollback's confirmation follows ctrld's rule: it lists only what ctrld
+// restores (never a start or stop), says that port, command and env values,
+// which the console is not shown, come back too, and on the newest revision
+// lets ctrld pick the revision (to 0) instead of one the console found
+// among the revisions it read.
 //
 // The root Model owns the program: it polls ctrld's operator API in
 // commands (never blocking input), routes keys to the active page, and

@@ -139,9 +139,41 @@ func TestConsoleMarksStaleWhileCtrldIsDownAndRecovers(t *testing.T) {
 	}
 }
 
-// Against a real ctrld: the history page lists what an update changed and
-// who did it, and rolling back from it restores the earlier image.
-func TestConsoleRollsBackFromHistory(t *testing.T) {
+// historyConsole opens deployment api's history in a console on op, and
+// returns it with the function that feeds it a message, as the program
+// loop would.
+func historyConsole(t *testing.T, op ctrlv1.OperatorServiceClient) (m *tui.Model, update func(tea.Msg) tea.Cmd) {
+	t.Helper()
+	console := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true}))
+	update = func(msg tea.Msg) tea.Cmd {
+		next, cmd := console.Update(msg)
+		console = next.(tui.Model)
+		return cmd
+	}
+	update(update(tea.KeyPressMsg{Code: tea.KeyTab})()) // deployments
+	update(update(tea.KeyPressMsg{Code: 'h', Text: "h"})())
+	return &console, update
+}
+
+// words is the console's text as one line of words: a confirmation's
+// sentences read whole wherever its box wrapped them.
+func words(content string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(ansi.Strip(content), "│", " ")), " ")
+}
+
+// confirm says yes to the confirmation shown and feeds the outcome back.
+func confirm(update func(tea.Msg) tea.Cmd) {
+	for _, msg := range results(update(tea.KeyPressMsg{Code: 'y', Text: "y"})) {
+		update(msg)
+	}
+}
+
+// Against a real ctrld: after deploy app:1, update to app:2 and a stop, r
+// on the newest revision lets ctrld pick what to restore, as it does by
+// default (the stop is passed over: rollback does not start or stop
+// regions), and the confirmation says so; the console once asked for the
+// stop's revision, "eu-west stopped -> running", and ctrld refused.
+func TestConsoleRollsBackPastAStop(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	env.AgentToken("eu-west")
 	op := env.Operator("oncall")
@@ -154,24 +186,26 @@ func TestConsoleRollsBackFromHistory(t *testing.T) {
 	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &image}); err != nil {
 		t.Fatal(err)
 	}
-	m := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true}))
-	update := func(msg tea.Msg) tea.Cmd {
-		next, cmd := m.Update(msg)
-		m = next.(tui.Model)
-		return cmd
+	if _, err := op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: "api", Region: "eu-west",
+		Status: ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED}); err != nil {
+		t.Fatal(err)
 	}
-	update(update(tea.KeyPressMsg{Code: tea.KeyTab})()) // deployments
-	update(update(tea.KeyPressMsg{Code: 'h', Text: "h"})())
+	m, update := historyConsole(t, op)
 	if got := m.Content(); !strings.Contains(got, "oncall") || !strings.Contains(got, "app:1") || !strings.Contains(got, "app:2") {
 		t.Fatalf("history lacks the update:\n%s", got)
 	}
 	update(tea.KeyPressMsg{Code: 'r', Text: "r"})
-	if got := m.Content(); !strings.Contains(got, "image app:2 -> app:1") {
-		t.Fatalf("the confirmation does not say what changes:\n%s", got)
+	got := words(m.Content())
+	for _, want := range []string{"newest earlier revision with another spec or other replicas (revision 1, as far as the console can see; now 3)",
+		"image app:2 -> app:1", "eu-west stays stopped"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the confirmation does not say %q:\n%s", want, got)
+		}
 	}
-	for _, msg := range results(update(tea.KeyPressMsg{Code: 'y', Text: "y"})) {
-		update(msg)
+	if strings.Contains(got, "-> running") {
+		t.Errorf("the confirmation says a rollback starts a region:\n%s", got)
 	}
+	confirm(update)
 	if got := m.Content(); !strings.Contains(got, "rolled back api to revision 1") {
 		t.Fatalf("no result:\n%s", got)
 	}
@@ -179,7 +213,50 @@ func TestConsoleRollsBackFromHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if newest := h.Revisions[0]; newest.Action != "rollback" || newest.Image != "app:1" {
+	if newest := h.Revisions[0]; newest.Action != "rollback" || newest.Image != "app:1" || newest.Regions[0].Status != "stopped" {
+		t.Fatalf("newest revision %v", newest)
+	}
+}
+
+// Against a real ctrld: when only env values differ, which the console is
+// not shown, it neither says "nothing differs" nor refuses: r on the
+// newest revision lets ctrld find the one with other values, and r on an
+// older one says its values come back.
+func TestConsoleRollsBackEnvValuesItCannotSee(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu-west")
+	op := env.Operator("oncall")
+	ctx := context.Background()
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu-west"}, Replicas: 1,
+		Env: map[string]string{"LOG_LEVEL": "info"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Env: map[string]string{"LOG_LEVEL": "debug"}}); err != nil {
+		t.Fatal(err)
+	}
+	m, update := historyConsole(t, op)
+	update(tea.KeyPressMsg{Code: tea.KeyDown})
+	update(tea.KeyPressMsg{Code: 'r', Text: "r"}) // revision 1, chosen
+	got := words(m.Content())
+	if strings.Contains(got, "nothing differs from the current spec") || !strings.Contains(got, "env values may") {
+		t.Errorf("the confirmation claims to know the env values are the same:\n%s", m.Content())
+	}
+	update(tea.KeyPressMsg{Code: 'n', Text: "n"})
+	update(tea.KeyPressMsg{Code: tea.KeyUp})
+	update(tea.KeyPressMsg{Code: 'r', Text: "r"}) // the newest
+	if got := words(m.Content()); !strings.Contains(got, "Roll back deployment api to the newest earlier revision") {
+		t.Fatalf("r on the newest asks nothing:\n%s", got)
+	}
+	confirm(update)
+	if got := m.Content(); !strings.Contains(got, "rolled back api to revision 1") {
+		t.Fatalf("no result:\n%s", got)
+	}
+	h, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if newest := h.Revisions[0]; newest.Action != "rollback" || newest.Summary != "env LOG_LEVEL changed" {
 		t.Fatalf("newest revision %v", newest)
 	}
 }

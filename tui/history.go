@@ -74,29 +74,75 @@ func specText(r *ctrlv1.DeploymentRevision) string {
 	return fmt.Sprintf("%s, %dm cpu, %d MiB; %s", r.GetImage(), r.GetCpuMillicores(), r.GetMemoryMib(), strings.Join(regions, ", "))
 }
 
-// rollbackTarget is the revision a rollback from the history page
-// restores: the selected one, or, on the newest (the current spec), the
-// newest earlier one whose spec differs, as ctrld's own default does.
-// Both are found among all revisions: the filter may hide the newest.
-func (h historyPage) rollbackTarget() (current, target *ctrlv1.DeploymentRevision) {
-	selected := h.selected()
-	if len(h.all) < 2 || selected == nil {
-		return nil, nil
-	}
-	current = h.all[0]
-	if selected != current {
-		return current, selected
-	}
-	for _, r := range h.all[1:] {
-		if specText(r) != specText(current) {
-			return current, r
-		}
-	}
-	return current, nil
+// rollback is what r on the history page asks ctrld for, and what the
+// console can tell of it in advance.
+type rollback struct {
+	current *ctrlv1.DeploymentRevision // the newest revision: the spec now
+	// to is the revision sent: the selected one, or, on the newest, 0:
+	// ctrld's own default, the newest earlier revision with another spec
+	// or other replicas. ctrld finds that one among all revisions and
+	// compares port, command and env values too; the console reads only
+	// historyShown revisions and is shown none of those values.
+	to int32
+	// target is the revision the console expects ctrld to restore: the
+	// selected one, or, for to 0, the newest earlier one read whose spec
+	// or replicas differ in what the console is shown; nil when it sees
+	// none.
+	target *ctrlv1.DeploymentRevision
 }
 
-// specChanges says what restoring to changes from from: "image a -> b;
-// replicas us-east 4 -> 3".
+// rollback is the rollback r asks for on the selected revision; ok is
+// false when there is nothing before it to restore. The current spec is
+// the newest of all revisions read: the filter may hide it.
+func (h historyPage) rollback() (r rollback, ok bool) {
+	selected := h.selected()
+	if len(h.all) < 2 || selected == nil {
+		return r, false // the only revision there is: fewer than historyShown were read
+	}
+	r.current = h.all[0]
+	if selected != r.current {
+		r.to, r.target = selected.GetRevision(), selected
+		return r, true
+	}
+	for _, earlier := range h.all[1:] {
+		if !sameShownSpecAndReplicas(r.current, earlier) {
+			r.target = earlier
+			break
+		}
+	}
+	return r, true
+}
+
+// sameShownSpecAndReplicas is ctrld's rule for "nothing to roll back"
+// (desired.sameSpecAndReplicas) applied to what the console is shown:
+// image, cpu, memory, env names and the replicas of the same regions;
+// desired status aside. Port, command and env values are not shown, so
+// true does not mean ctrld finds the two the same.
+func sameShownSpecAndReplicas(a, b *ctrlv1.DeploymentRevision) bool {
+	if len(specChanges(a, b)) > 0 || len(a.GetRegions()) != len(b.GetRegions()) {
+		return false
+	}
+	for _, r := range a.GetRegions() {
+		if regionSpec(b, r.GetRegion()) == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// regionSpec is r's spec in region, nil when r has none there.
+func regionSpec(r *ctrlv1.DeploymentRevision, region string) *ctrlv1.RegionSpec {
+	i := slices.IndexFunc(r.GetRegions(), func(s *ctrlv1.RegionSpec) bool { return s.GetRegion() == region })
+	if i < 0 {
+		return nil
+	}
+	return r.GetRegions()[i]
+}
+
+// specChanges says what restoring to changes from from, as far as the
+// console is shown: "image a -> b; replicas us-east 4 -> 3". Only what
+// ctrld's Rollback restores: never a region's start or stop, and replicas
+// only in regions both have.
 func specChanges(from, to *ctrlv1.DeploymentRevision) []string {
 	var out []string
 	if from.GetImage() != to.GetImage() {
@@ -108,49 +154,103 @@ func specChanges(from, to *ctrlv1.DeploymentRevision) []string {
 	if from.GetMemoryMib() != to.GetMemoryMib() {
 		out = append(out, fmt.Sprintf("memory %d -> %d MiB", from.GetMemoryMib(), to.GetMemoryMib()))
 	}
-	if !slices.Equal(from.GetEnvNames(), to.GetEnvNames()) {
-		out = append(out, fmt.Sprintf("env %v -> %v", from.GetEnvNames(), to.GetEnvNames()))
+	if c := envNameChanges(from.GetEnvNames(), to.GetEnvNames()); c != "" {
+		out = append(out, c)
 	}
 	for _, t := range to.GetRegions() {
-		i := slices.IndexFunc(from.GetRegions(), func(f *ctrlv1.RegionSpec) bool { return f.GetRegion() == t.GetRegion() })
-		if i < 0 {
-			continue
-		}
-		f := from.GetRegions()[i]
-		if f.GetReplicas() != t.GetReplicas() {
+		if f := regionSpec(from, t.GetRegion()); f != nil && f.GetReplicas() != t.GetReplicas() {
 			out = append(out, fmt.Sprintf("replicas %s %d -> %d", t.GetRegion(), f.GetReplicas(), t.GetReplicas()))
-		}
-		if f.GetStatus() != t.GetStatus() {
-			out = append(out, fmt.Sprintf("%s %s -> %s", t.GetRegion(), f.GetStatus(), t.GetStatus()))
 		}
 	}
 	return out
 }
 
-func (m Model) rollbackConfirmation(current, target *ctrlv1.DeploymentRevision) *confirmation {
+// envNameChanges is "env changes: removes A; adds B" when the names
+// differ, "" when they do not (the values may still: they are not shown).
+func envNameChanges(from, to []string) string {
+	var removed, added []string
+	for _, n := range from {
+		if !slices.Contains(to, n) {
+			removed = append(removed, n)
+		}
+	}
+	for _, n := range to {
+		if !slices.Contains(from, n) {
+			added = append(added, n)
+		}
+	}
+	var parts []string
+	if len(removed) > 0 {
+		parts = append(parts, "removes "+strings.Join(removed, ", "))
+	}
+	if len(added) > 0 {
+		parts = append(parts, "adds "+strings.Join(added, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "env changes: " + strings.Join(parts, "; ")
+}
+
+// keptStatus says, for each region both have whose desired status
+// differs, that it stays as it is: a rollback does not start or stop
+// regions, and the operator may expect it to.
+func keptStatus(current, target *ctrlv1.DeploymentRevision) []string {
+	var out []string
+	for _, c := range current.GetRegions() {
+		if t := regionSpec(target, c.GetRegion()); t != nil && t.GetStatus() != c.GetStatus() {
+			out = append(out, fmt.Sprintf("%s stays %s (rollback does not start or stop regions)", c.GetRegion(), c.GetStatus()))
+		}
+	}
+	return out
+}
+
+func (m Model) rollbackConfirmation(r rollback) *confirmation {
 	id := m.history.id
 	shownID := Clean(id)
-	what := fmt.Sprintf("roll back %s to revision %d", shownID, target.GetRevision())
-	done := fmt.Sprintf("rolled back %s to revision %d", shownID, target.GetRevision())
-	var changes []string
-	for _, c := range specChanges(current, target) {
-		changes = append(changes, Clean(c))
+	var question, what string
+	var lines []string
+	switch {
+	case r.to != 0:
+		what = fmt.Sprintf("roll back %s to revision %d", shownID, r.to)
+		question = fmt.Sprintf("Roll back deployment %s to revision %d (now %d)?", shownID, r.to, r.current.GetRevision())
+	case r.target != nil:
+		what = fmt.Sprintf("roll back %s to the newest earlier revision that differs", shownID)
+		question = fmt.Sprintf("Roll back deployment %s to the newest earlier revision with another spec or other replicas (revision %d, as far as the console can see; now %d)?",
+			shownID, r.target.GetRevision(), r.current.GetRevision())
+		lines = append(lines, "ctrld picks it among all revisions, comparing port, command and env values too; if it picks a newer one, that one's spec is restored.")
+	default:
+		what = fmt.Sprintf("roll back %s to the newest earlier revision that differs", shownID)
+		question = fmt.Sprintf("Roll back deployment %s to the newest earlier revision with another spec or other replicas (now %d)?", shownID, r.current.GetRevision())
+		lines = append(lines, fmt.Sprintf("None of the %d revisions the console read differs in image, cpu, memory, env names or replicas. ctrld searches all revisions and compares port, command and env values too; it refuses if none differs.", len(m.history.all)))
 	}
-	if len(changes) == 0 {
-		changes = []string{"nothing differs from the current spec"}
+	if r.target != nil {
+		var changes []string
+		for _, c := range specChanges(r.current, r.target) {
+			changes = append(changes, Clean(c))
+		}
+		if len(changes) == 0 {
+			changes = []string{"nothing the console is shown differs; port, command or env values may (it is not shown them): if they do not, ctrld refuses and changes nothing"}
+		} else {
+			changes = append(changes, fmt.Sprintf("port, command and env values become revision %d's too (the console is not shown them)", r.target.GetRevision()))
+		}
+		lines = append(changes, lines...)
+		lines = append(lines, keptStatus(r.current, r.target)...)
 	}
-	detail := fmt.Sprintf("Roll back deployment %s to revision %d (now %d)?\n%s", shownID, target.GetRevision(), current.GetRevision(),
-		strings.Join(changes, "\n"))
-	for _, r := range target.GetRegions() {
-		detail += m.regionWarning(r.GetRegion())
+	detail := question + "\n" + strings.Join(lines, "\n")
+	regions := r.current.GetRegions()
+	if r.target != nil {
+		regions = r.target.GetRegions()
+	}
+	for _, rs := range regions {
+		detail += m.regionWarning(rs.GetRegion())
 	}
 	return &confirmation{
 		what:   what,
-		done:   done,
 		detail: detail,
-		run: m.act(what, done, func(ctx context.Context) error {
-			_, err := m.op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: target.GetRevision()})
-			return err
+		run: m.actSaying(what, func(ctx context.Context) (string, error) {
+			resp, err := m.op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: r.to})
+			return fmt.Sprintf("rolled back %s to revision %d; now revision %d", shownID, resp.GetRestored(), resp.GetRevision()), err
 		}),
 	}
 }

@@ -349,11 +349,11 @@ func (m Model) historyKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Down):
 		m.history.move(1)
 	case key.Matches(msg, m.keys.Rollback) && m.history.selected() != nil:
-		current, target := m.history.rollbackTarget()
-		if target == nil {
-			return m, m.showStatus("nothing to roll back to: no earlier revision differs from the current one")
+		r, ok := m.history.rollback()
+		if !ok {
+			return m, m.showStatus("nothing to roll back to: this is the deployment's only revision")
 		}
-		m.confirm = m.rollbackConfirmation(current, target)
+		m.confirm = m.rollbackConfirmation(r)
 	}
 	return m, nil
 }

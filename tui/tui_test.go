@@ -169,7 +169,11 @@ func (f *fakeOperator) GetDeploymentHistory(_ context.Context, req *ctrlv1.GetDe
 
 func (f *fakeOperator) RollbackDeployment(_ context.Context, req *ctrlv1.RollbackDeploymentRequest, _ ...grpc.CallOption) (*ctrlv1.RollbackDeploymentResponse, error) {
 	f.record(req)
-	return &ctrlv1.RollbackDeploymentResponse{Revision: 5, Restored: req.ToRevision}, nil
+	restored := req.ToRevision
+	if restored == 0 {
+		restored = 2 // ctrld's default for this history: 3 differs from 4 only in a stop
+	}
+	return &ctrlv1.RollbackDeploymentResponse{Revision: 5, Restored: restored}, nil
 }
 
 func (f *fakeOperator) Scale(_ context.Context, req *ctrlv1.ScaleRequest, _ ...grpc.CallOption) (*ctrlv1.ScaleResponse, error) {
@@ -571,7 +575,7 @@ func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
 // Goldens of the main views' content at 80×24 and 120×40.
 func TestViewGoldens(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
-		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale", "history", "confirm-rollback"} {
+		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale", "history", "confirm-rollback", "confirm-rollback-newest"} {
 			name := view + "-" + strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")
 			t.Run(name, func(t *testing.T) {
 				op := &fakeOperator{}
@@ -593,13 +597,17 @@ func TestViewGoldens(t *testing.T) {
 					waitFor(t, tm, "PENDING CHANGES")
 					keys(tm, press('+'))
 					waitFor(t, tm, "[y] yes")
-				case "history", "confirm-rollback":
+				case "history", "confirm-rollback", "confirm-rollback-newest":
 					keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
 					waitFor(t, tm, "WORKFLOW")
 					keys(tm, press('h'))
 					waitFor(t, tm, "WHAT CHANGED")
-					if view == "confirm-rollback" {
+					switch view {
+					case "confirm-rollback":
 						keys(tm, down, down, press('r')) // revision 2
+						waitFor(t, tm, "[y] yes")
+					case "confirm-rollback-newest": // ctrld picks: to 0
+						keys(tm, press('r'))
 						waitFor(t, tm, "[y] yes")
 					}
 				case "stale": // ctrld went away 39 s after the last good read
@@ -731,8 +739,9 @@ func TestDevStackNoticeShownUntilRemoved(t *testing.T) {
 
 // On the deployments page, h opens a deployment's history; r there rolls
 // back to the selected revision after a confirmation that says what
-// changes, or, on the newest revision, to the newest earlier one that
-// differs.
+// changes, or, on the newest revision, asks ctrld for its default (to 0),
+// the newest earlier revision with another spec or other replicas: here
+// 2, as 3 only stopped a region, which a rollback does not undo.
 func TestRollbackFromHistory(t *testing.T) {
 	op := &fakeOperator{}
 	tm := start(t, op, 80, 24)
@@ -746,15 +755,15 @@ func TestRollbackFromHistory(t *testing.T) {
 	waitFor(t, tm, "Roll back deployment api to revision 2 (now 4)?")
 	keys(tm, press('n'))
 	waitFor(t, tm, "cancelled: roll back api to revision 2")
-	keys(tm, press('k'), press('k'), press('r')) // the newest: its stop is undone
-	waitFor(t, tm, "Roll back deployment api to revision 3 (now 4)?")
+	keys(tm, press('k'), press('k'), press('r')) // the newest
+	waitFor(t, tm, "revision 2, as far as")
 	keys(tm, press('y'))
-	waitFor(t, tm, "rolled back api to revision 3")
+	waitFor(t, tm, "rolled back api to revision 2; now revision 5")
 	calls := op.calls()
 	if len(calls) != 1 {
 		t.Fatalf("calls %v", calls)
 	}
-	if c := calls[0].(*ctrlv1.RollbackDeploymentRequest); c.DeploymentId != "api" || c.ToRevision != 3 {
+	if c := calls[0].(*ctrlv1.RollbackDeploymentRequest); c.DeploymentId != "api" || c.ToRevision != 0 {
 		t.Fatalf("call %v", c)
 	}
 }
