@@ -74,3 +74,24 @@ func read(ctx context.Context, db Querier, where string, args ...any) ([]Change,
 	}
 	return out, rows.Err()
 }
+
+// InsertFillers inserts a filler row (GapType) at each of pks, unless a
+// row holds it already: the statement waits behind a transaction still
+// inserting that pk, so afterwards each pk is either a committed change or
+// a filler, and the hole is settled (I2).
+func InsertFillers(ctx context.Context, db Execer, pks []uint64) error {
+	if len(pks) == 0 {
+		return nil
+	}
+	values := strings.TrimSuffix(strings.Repeat("(?, '"+GapType+"', '', '', NOW(6)),", len(pks)), ",")
+	args := make([]any, len(pks))
+	for i, pk := range pks {
+		args[i] = pk
+	}
+	_, err := db.ExecContext(ctx,
+		"INSERT IGNORE INTO deployment_changes (pk, resource_type, resource_id, region, created_at) VALUES "+values, args...)
+	if err != nil {
+		return fmt.Errorf("insert filler rows: %w", err)
+	}
+	return nil
+}

@@ -168,12 +168,11 @@ func (c *Cleaner) RunOnce(ctx context.Context) (int64, error) {
 	}
 	var total int64
 	for {
-		res, err := conn.ExecContext(ctx, "DELETE FROM deployment_changes WHERE pk <= ? ORDER BY pk LIMIT ?", upTo, BatchSize)
+		n, err := changelog.DeletePrefix(ctx, conn, upTo, BatchSize)
 		if err != nil {
 			c.metrics.CleanupRuns.WithLabelValues("error").Inc()
-			return total, fmt.Errorf("delete old changes: %w", err)
+			return total, err
 		}
-		n, _ := res.RowsAffected()
 		total += n
 		c.metrics.CleanupRows.Add(float64(n))
 		if n < BatchSize {
@@ -221,12 +220,7 @@ func (c *Cleaner) pruneAgents(ctx context.Context, conn *sql.Conn) error {
 // never above the safe watermark.
 func (c *Cleaner) deletableUpTo(ctx context.Context, conn *sql.Conn) (uint64, error) {
 	now := c.now().UTC()
-	maxPkBefore := func(t time.Time) (uint64, error) {
-		var pk sql.NullInt64
-		err := conn.QueryRowContext(ctx, "SELECT MAX(pk) FROM deployment_changes WHERE created_at < ?", t).Scan(&pk)
-		return uint64(pk.Int64), err
-	}
-	upTo, err := maxPkBefore(now.Add(-c.cfg.TTL))
+	upTo, err := changelog.NewestBefore(ctx, conn, now.Add(-c.cfg.TTL))
 	if err != nil || upTo == 0 {
 		return 0, err
 	}
@@ -238,7 +232,7 @@ func (c *Cleaner) deletableUpTo(ctx context.Context, conn *sql.Conn) (uint64, er
 		return 0, err
 	}
 	if minAcked.Valid && minAcked.V < upTo {
-		hard, err := maxPkBefore(now.Add(-c.cfg.MaxAge))
+		hard, err := changelog.NewestBefore(ctx, conn, now.Add(-c.cfg.MaxAge))
 		if err != nil {
 			return 0, err
 		}

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/internal/recovery"
 )
 
@@ -71,15 +71,5 @@ func (t *Tailer) fill(ctx context.Context, pks []uint64) error {
 	// The session setting must not leak into the pool.
 	defer conn.ExecContext(context.Background(), "SET SESSION innodb_lock_wait_timeout = DEFAULT")
 
-	values := strings.TrimSuffix(strings.Repeat("(?, 'gap', '', '', NOW(6)),", len(pks)), ",")
-	args := make([]any, len(pks))
-	for i, pk := range pks {
-		args[i] = pk
-	}
-	_, err = conn.ExecContext(ctx,
-		"INSERT IGNORE INTO deployment_changes (pk, resource_type, resource_id, region, created_at) VALUES "+values, args...)
-	if err != nil {
-		return fmt.Errorf("insert gap rows: %w", err)
-	}
-	return nil
+	return changelog.InsertFillers(ctx, conn, pks)
 }
