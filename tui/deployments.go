@@ -12,7 +12,6 @@ import (
 type deploymentRow struct {
 	deployment *ctrlv1.DeploymentSummary
 	region     *ctrlv1.DeploymentInRegion
-	name       string // the region
 }
 
 // deploymentsPage lists every deployment per region, newest first.
@@ -27,11 +26,11 @@ func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary, filter string) {
 	for _, d := range deps {
 		for _, r := range d.GetRegions() {
 			if strings.Contains(d.GetDeploymentId(), filter) || strings.Contains(r.GetRegion(), filter) {
-				rows = append(rows, &deploymentRow{deployment: d, region: r, name: r.GetRegion()})
+				rows = append(rows, &deploymentRow{deployment: d, region: r})
 			}
 		}
 	}
-	p.show(rows, func(r *deploymentRow) string { return r.deployment.GetDeploymentId() + "/" + r.name })
+	p.show(rows, func(r *deploymentRow) string { return r.deployment.GetDeploymentId() + "/" + r.region.GetRegion() })
 }
 
 func (m Model) renderDeployments() string {
@@ -43,7 +42,7 @@ func (m Model) renderDeployments() string {
 		b.WriteString(s.Dim.Render("  "+emptyText("deployments", m.filter, len(m.deployments.all), "no deployments yet")) + "\n")
 	}
 	for i, r := range m.deployments.rows {
-		line := fmt.Sprintf("%s %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", m.marker(), clip(r.deployment.DeploymentId, 18), clip(r.name, 10),
+		line := fmt.Sprintf("%s %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", m.marker(), clip(r.deployment.DeploymentId, 18), clip(r.region.GetRegion(), 10),
 			Clean(r.region.DesiredStatus), r.region.Replicas, r.region.ReadyInstances, r.region.Instances, Clean(r.region.ActualStatus),
 			workflowShown(r.region, r.deployment.WorkflowStatus))
 		style := s.Plain

@@ -326,13 +326,13 @@ func (m Model) deploymentsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Down):
 		m.deployments.move(1)
 	case key.Matches(msg, m.keys.Stop) && r != nil:
-		m.confirm = m.statusConfirmation(r.region, r.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
+		m.confirm = m.statusConfirmation(r.region, r.region.GetRegion(), ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
 	case key.Matches(msg, m.keys.Start) && r != nil:
-		m.confirm = m.statusConfirmation(r.region, r.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
+		m.confirm = m.statusConfirmation(r.region, r.region.GetRegion(), ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
 	case key.Matches(msg, m.keys.ScaleUp) && r != nil:
-		m.confirm = m.scaleConfirmation(r.region, r.name, r.region.GetReplicas()+1)
+		m.confirm = m.scaleConfirmation(r.region, r.region.GetRegion(), r.region.GetReplicas()+1)
 	case key.Matches(msg, m.keys.ScaleDown) && r != nil && r.region.GetReplicas() > 0:
-		m.confirm = m.scaleConfirmation(r.region, r.name, r.region.GetReplicas()-1)
+		m.confirm = m.scaleConfirmation(r.region, r.region.GetRegion(), r.region.GetReplicas()-1)
 	case key.Matches(msg, m.keys.History) && r != nil:
 		m.history = historyPage{id: r.deployment.GetDeploymentId()}
 		return m.turnTo(pageHistory)
