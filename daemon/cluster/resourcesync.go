@@ -59,22 +59,31 @@ func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportReso
 		}
 		seen[k] = true
 	}
+	// Grouped by kind: a statement per kind, not one per resource.
+	reported, deleted := map[resourcesync.Kind][]string{}, map[resourcesync.Kind][]string{}
+	for _, r := range req.GetResources() {
+		kind := resourcesync.Kind(r.GetKind())
+		if r.GetDeleted() {
+			deleted[kind] = append(deleted[kind], r.GetResourceId())
+		} else {
+			reported[kind] = append(reported[kind], r.GetResourceId())
+		}
+	}
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
-		desired, err := desiredHere(ctx, tx, region, seen)
+		for kind, ids := range deleted {
+			if _, err := tx.ResourceSync.Delete().Where(resourcesync.Region(region),
+				resourcesync.KindEQ(kind), resourcesync.ResourceIDIn(ids...)).Exec(ctx); err != nil {
+				return fmt.Errorf("forget deleted %ss: %w", kind, err)
+			}
+		}
+		desired, err := desiredHere(ctx, tx, region, reported)
 		if err != nil {
 			return err
 		}
 		var upserts []*ent.ResourceSyncCreate
 		for _, r := range req.GetResources() {
 			k := syncKey{resourcesync.Kind(r.GetKind()), r.GetResourceId()}
-			if r.GetDeleted() {
-				if _, err := tx.ResourceSync.Delete().Where(resourcesync.Region(region),
-					resourcesync.KindEQ(k.kind), resourcesync.ResourceID(k.id)).Exec(ctx); err != nil {
-					return fmt.Errorf("forget %s/%s: %w", k.kind, k.id, err)
-				}
-				continue
-			}
-			if !desired[k] {
+			if r.GetDeleted() || !desired[k] {
 				continue
 			}
 			create := tx.ResourceSync.Create().SetRegion(region).SetKind(k.kind).SetResourceID(k.id).
@@ -133,13 +142,9 @@ func checkResourceSync(r *ctrlv1.ResourceSync, newest uint64, now time.Time) (sy
 	return k, nil
 }
 
-// desiredHere returns which of keys the region desires: only those take
-// an agent's report.
-func desiredHere(ctx context.Context, tx *ent.Tx, region string, keys map[syncKey]bool) (map[syncKey]bool, error) {
-	ids := map[resourcesync.Kind][]string{}
-	for k := range keys {
-		ids[k.kind] = append(ids[k.kind], k.id)
-	}
+// desiredHere returns which of the resources ids (by kind) the region
+// desires: only those take an agent's report.
+func desiredHere(ctx context.Context, tx *ent.Tx, region string, ids map[resourcesync.Kind][]string) (map[syncKey]bool, error) {
 	here := map[syncKey]bool{}
 	mark := func(kind resourcesync.Kind, found []string, err error) error {
 		for _, id := range found {
