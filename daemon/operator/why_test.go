@@ -227,3 +227,60 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 		t.Errorf("the redeployed one fails: failing %d, deployment reasons %v", o.FailingResources, d)
 	}
 }
+
+// Each region counts its own failing resources and names the one failing
+// longest, however many regions fail at once.
+func TestEachRegionNamesItsLongestFailure(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	op := env.Operator("alice")
+	env.AgentToken("eu")
+	env.AgentToken("us")
+	for _, id := range []string{"api", "web", "db"} {
+		if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "ws", EnvironmentId: "prod",
+			Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu", "us"}, Replicas: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head uint64
+	for _, r := range regions.Regions {
+		head = max(head, r.HeadVersion)
+	}
+	now := time.Now()
+	fail := func(id string, ago time.Duration) *ctrlv1.ResourceSync {
+		return &ctrlv1.ResourceSync{Kind: "deployment", ResourceId: id, ReceivedVersion: head, Error: id + " fails",
+			FailingSince: timestamppb.New(now.Add(-ago))}
+	}
+	for region, rs := range map[string][]*ctrlv1.ResourceSync{
+		"eu": {fail("api", time.Minute), fail("web", time.Hour), fail("db", 2*time.Minute)},
+		"us": {fail("db", 3*time.Minute)},
+	} {
+		if _, err := env.Agent(region).ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: region, Resources: rs}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	regions, err = op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		n        int64
+		resource string
+	}{"eu": {3, "deployment/web"}, "us": {1, "deployment/db"}}
+	for _, r := range regions.Regions {
+		w := want[r.Region]
+		var got string
+		for _, reason := range r.NotInSync {
+			if reason.Code == "apply_failing" {
+				got = reason.Resource
+			}
+		}
+		if r.FailingResources != w.n || got != w.resource {
+			t.Errorf("%s: %d failing, longest %q; want %d and %q", r.Region, r.FailingResources, got, w.n, w.resource)
+		}
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
@@ -155,53 +154,49 @@ const currentSync = `(
 		AND c.resource_id = s.resource_id AND c.region = s.region
 		AND c.pk > GREATEST(s.received_version, s.applied_version))`
 
-// readFailures fills FailingResources of the regions (all of them for
-// name "", else the one), a count per region from the (region, in_sync)
-// index, and, if longest, OldestFailure: the longest-failing resource of
-// each failing region.
+// readFailures fills FailingResources and, if longest, OldestFailure (the
+// longest-failing resource) of the regions: all of them for name "", else
+// the one. One query whatever the number of failing regions: the count
+// and the longest come from window functions over each region's failing
+// rows (the (region, in_sync) index).
 func readFailures(ctx context.Context, db *sql.DB, regions []*Health, name string, longest bool) error {
-	q, args := "SELECT region, COUNT(*) FROM resource_syncs s WHERE in_sync = FALSE AND error <> '' AND "+currentSync, []any(nil)
+	where, args := "", []any(nil)
 	if name != "" {
-		q, args = q+" AND region = ?", []any{name}
+		where, args = " AND region = ?", []any{name}
 	}
-	rows, err := db.QueryContext(ctx, q+" GROUP BY region", args...)
+	rows, err := db.QueryContext(ctx, `SELECT region, failing, kind, resource_id, error, failing_since FROM (
+		SELECT region, kind, resource_id, error, failing_since,
+			COUNT(*) OVER (PARTITION BY region) AS failing,
+			ROW_NUMBER() OVER (PARTITION BY region ORDER BY failing_since IS NULL, failing_since, id) AS nth
+		FROM resource_syncs s WHERE in_sync = FALSE AND error <> '' AND `+currentSync+where+`) failures
+		WHERE nth = 1`, args...)
 	if err != nil {
-		return fmt.Errorf("count failing resources: %w", err)
+		return fmt.Errorf("read failing resources: %w", err)
 	}
-	failing := map[string]int64{}
+	defer rows.Close()
+	byRegion := map[string]*Health{}
+	for _, h := range regions {
+		byRegion[h.Region] = h
+	}
 	for rows.Next() {
 		var region string
 		var n int64
-		if err := rows.Scan(&region, &n); err != nil {
-			rows.Close()
-			return fmt.Errorf("count failing resources: %w", err)
-		}
-		failing[region] = n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("count failing resources: %w", err)
-	}
-	for _, h := range regions {
-		if h.FailingResources = failing[h.Region]; h.FailingResources == 0 || !longest {
-			continue
-		}
 		f := &Failure{}
 		var since sql.NullTime
-		err := db.QueryRowContext(ctx, `SELECT kind, resource_id, error, failing_since FROM resource_syncs s
-			WHERE region = ? AND in_sync = FALSE AND error <> '' AND `+currentSync+`
-			ORDER BY failing_since IS NULL, failing_since, id LIMIT 1`, h.Region).
-			Scan(&f.Kind, &f.ResourceID, &f.Error, &since)
-		switch {
-		case err == sql.ErrNoRows: // fixed meanwhile
-			continue
-		case err != nil:
-			return fmt.Errorf("read the longest-failing resource: %w", err)
+		if err := rows.Scan(&region, &n, &f.Kind, &f.ResourceID, &f.Error, &since); err != nil {
+			return fmt.Errorf("read failing resources: %w", err)
 		}
-		f.Since = since.Time
-		h.OldestFailure = f
+		h := byRegion[region]
+		if h == nil {
+			continue // registered after the regions were read
+		}
+		h.FailingResources = n
+		if longest {
+			f.Since = since.Time
+			h.OldestFailure = f
+		}
 	}
-	return nil
+	return rows.Err()
 }
 
 // clock shows t as a time of day, with how long ago.
@@ -230,7 +225,7 @@ func plural(n int64, what string) string {
 	if n == 1 {
 		return "1 " + what
 	}
-	return fmt.Sprintf("%d %ss", n, strings.TrimSuffix(what, "s"))
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // ResourceKey names a resource of a region the way agents report it:
