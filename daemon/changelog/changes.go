@@ -27,6 +27,11 @@ type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// Execer runs a statement: a *sql.DB, *sql.Conn or *sql.Tx.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // After reads up to limit rows above version, in order (all regions).
 func After(ctx context.Context, db Querier, version uint64, limit int) ([]Change, error) {
 	return read(ctx, db, "WHERE pk > ? ORDER BY pk LIMIT ?", version, limit)

@@ -7,11 +7,6 @@ import (
 	"time"
 )
 
-// Execer runs a statement: a *sql.DB, *sql.Conn or *sql.Tx.
-type Execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // NewestBefore is the highest version of a row created before t; 0 when
 // there is none (the created_at index).
 func NewestBefore(ctx context.Context, db Querier, t time.Time) (uint64, error) {
