@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -38,9 +39,21 @@ func (s Sync) same(o Sync) bool {
 // changed since ctrld last took a report on it, and forgets that they
 // changed: the caller reports them, then hands each back to Reported
 // (ctrld took it) or Unreported (it did not, so the next call returns it
-// again). A resource that changed and changed back (a no-op resync, a
-// drift repair) is not returned.
+// again). A resource that changed and changed back (a drift repair) is
+// not returned; one a full sync sent again is, when the sync's version
+// moved (full-sync events carry the sync's version, and ctrld counts a
+// report only while no change of the resource is newer than it).
 func (d *Dispatcher) Syncs() []Sync {
+	syncs := d.takeSyncs()
+	// Sorted outside the lock the watch loop and the apply workers need.
+	slices.SortFunc(syncs, func(a, b Sync) int {
+		return cmp.Or(strings.Compare(a.Key.Kind, b.Key.Kind), strings.Compare(a.Key.ID, b.Key.ID))
+	})
+	return syncs
+}
+
+// takeSyncs is Syncs, unsorted, under the lock.
+func (d *Dispatcher) takeSyncs() []Sync {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	syncs := make([]Sync, 0, len(d.dirty))
@@ -50,9 +63,6 @@ func (d *Dispatcher) Syncs() []Sync {
 		}
 	}
 	clear(d.dirty)
-	slices.SortFunc(syncs, func(a, b Sync) int {
-		return strings.Compare(a.Key.String(), b.Key.String())
-	})
 	return syncs
 }
 
