@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -72,6 +71,9 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 		return nil, s.viewError(err)
 	}
 	for _, t := range topologies {
+		if t.Edges.Deployment == nil {
+			continue // deleted between the two reads WithDeployment makes (I6)
+		}
 		d := inRegion(t, counts[countKey{t.DeploymentID, r.Region}])
 		d.Sync, d.NotInSync = resourceSync(r, states, regionhealth.ResourceKey{Kind: "deployment", ID: t.DeploymentID}, now)
 		out.Deployments = append(out.Deployments, d)
@@ -117,12 +119,12 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 	case limit == 0:
 		limit = 100
 	}
-	health, err := regionhealth.Read(ctx, s.client, s.sql, req.GetRegion(), time.Now())
+	health, err := regionhealth.ReadBrief(ctx, s.client, s.sql, req.GetRegion(), time.Now())
 	if err != nil {
 		return nil, s.viewError(err)
 	}
 	h := health[0]
-	changes, err := changelog.InRegion(ctx, s.sql, req.GetRegion(), h.Acked(), math.MaxInt64, limit)
+	changes, err := changelog.InRegion(ctx, s.sql, req.GetRegion(), h.Acked(), h.Head, limit)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -151,7 +153,7 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 		return nil, s.viewError(err)
 	}
 	now := time.Now()
-	regions, err := regionhealth.ReadBrief(ctx, s.client, s.sql, now)
+	regions, err := regionhealth.ReadBrief(ctx, s.client, s.sql, "", now)
 	if err != nil {
 		return nil, s.viewError(err)
 	}

@@ -69,9 +69,9 @@ func Read(ctx context.Context, client *ent.Client, db *sql.DB, name string, now 
 
 // ReadBrief is Read without PendingResources and OldestFailure, which
 // read every pending change row and each failing region's failures: what
-// the deployments view needs of every region on every refresh.
-func ReadBrief(ctx context.Context, client *ent.Client, db *sql.DB, now time.Time) ([]*Health, error) {
-	return read(ctx, client, db, "", now, false)
+// the deployments view and the pending list need on every refresh.
+func ReadBrief(ctx context.Context, client *ent.Client, db *sql.DB, name string, now time.Time) ([]*Health, error) {
+	return read(ctx, client, db, name, now, false)
 }
 
 // read is Read; forViews says whether PendingResources and OldestFailure
