@@ -275,6 +275,11 @@ func TestConcurrentScaleAndRollbackKeepRevisionsConsistent(t *testing.T) {
 				_, err = op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api", ToRevision: 2})
 			}
 			codesSeen[i] = status.Code(err)
+			if strings.Contains(status.Convert(err).Message(), "changed concurrently") {
+				// The deployment's lock serializes revisions: a
+				// revision number taken twice means it was lost.
+				t.Errorf("worker %d: %v", i, err)
+			}
 		}()
 	}
 	wg.Wait()
