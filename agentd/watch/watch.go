@@ -219,8 +219,7 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 			return healthy, err
 		case <-accepted:
 			accepted = nil // once
-			w.setErr(nil)  // connected: the last stream's error is over
-			w.setStreaming(true)
+			w.connected()
 			w.log.Info("watch: streaming from ctrld", "cursor", cursor, "full_sync", fullSync)
 		case <-resync.C:
 			w.mu.Lock()
@@ -232,8 +231,7 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 		case ev := <-events:
 			if !healthy {
 				healthy = true
-				w.setErr(nil)        // connected and streaming: no error to show
-				w.setStreaming(true) // (an old ctrld sends headers with the first event)
+				w.connected() // (an old ctrld sends no accepted header)
 			}
 			switch err := w.handle(ev, &fullSync); {
 			case errors.Is(err, errResync):
@@ -344,6 +342,13 @@ func (w *Watcher) setErr(err error) {
 	w.mu.Lock()
 	w.lastErr = err
 	w.mu.Unlock()
+}
+
+// connected records that a stream is up: the last stream's error is over.
+func (w *Watcher) connected() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lastErr, w.streaming = nil, true
 }
 
 func (w *Watcher) setStreaming(on bool) {
