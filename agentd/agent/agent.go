@@ -29,7 +29,9 @@ import (
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/agentd/status"
 	"github.com/deploysync/deploysync/agentd/watch"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/recovery"
+	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -394,14 +396,15 @@ func (h *heartbeat) send(ctx context.Context) {
 	req := &ctrlv1.ReportAgentStatusRequest{
 		Region: h.cfg.Region, AgentIdentity: h.cfg.Identity,
 		AckedVersion: h.dispatcher.Acked(), AgentVersion: h.cfg.Version,
-		LastError: h.dispatcher.LastError(),
+		// Any text an apply error held: see validate.Text.
+		LastError: validate.Text(h.dispatcher.LastError(), limits.MaxErrorBytes),
 	}
 	if err := h.watcher.GCError(); err != nil {
-		req.LastFullSyncError = err.Error()
+		req.LastFullSyncError = validate.Text(err.Error(), limits.MaxErrorBytes)
 	}
 	if req.LastError == "" {
 		if err := h.watcher.LastError(); err != nil {
-			req.LastError = "stream: " + err.Error()
+			req.LastError = validate.Text("stream: "+err.Error(), limits.MaxErrorBytes)
 		} else {
 			req.LastError = req.LastFullSyncError
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -94,9 +93,7 @@ func resourceSync(s dispatch.Sync) *ctrlv1.ResourceSync {
 	rs := &ctrlv1.ResourceSync{
 		Kind: s.Key.Kind, ResourceId: s.Key.ID, AppliedVersion: s.AppliedVersion, ReceivedVersion: s.ReceivedVersion,
 		InSync: s.InSync, Deleted: s.Deleted,
-		// An error's text may hold any bytes, and one string that is not
-		// UTF-8 would make the whole request fail to encode, every time.
-		Error: validate.Clip(strings.ToValidUTF8(s.Err, "\uFFFD"), maxSyncErrorBytes),
+		Error: validate.Text(s.Err, maxSyncErrorBytes),
 	}
 	if !s.FailingSince.IsZero() {
 		rs.FailingSince = timestamppb.New(s.FailingSince)

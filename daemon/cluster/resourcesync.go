@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -133,8 +134,8 @@ func checkResourceSync(r *ctrlv1.ResourceSync, newest uint64, now time.Time) (sy
 			return k, fmt.Errorf("%s: %d is ahead of the newest version issued, %d", field, v, newest)
 		}
 	}
-	if len(r.GetError()) > maxErrorLength {
-		return k, fmt.Errorf("error: at most %d bytes", maxErrorLength)
+	if len(r.GetError()) > limits.MaxErrorBytes {
+		return k, fmt.Errorf("error: at most %d bytes", limits.MaxErrorBytes)
 	}
 	if err := checkTime(r.GetFailingSince(), now); err != nil {
 		return k, fmt.Errorf("failing_since: %v", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/validate"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -39,7 +40,6 @@ const (
 	maxDeploymentsPerReport = 5000
 	maxInstancesPerReport   = 1000
 	maxSentinelsPerReport   = 5000
-	maxErrorLength          = 2048
 )
 
 // Times an agent reports (last_full_sync) must lie in [earliestTime,
@@ -370,8 +370,8 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	}
 	update := s.client.Agent.Update().Where(entagent.Region(region), entagent.Identity(identity)).
 		SetAckedCursor(req.GetAckedVersion()).SetLastHeartbeat(now).
-		SetVersion(req.GetAgentVersion()).SetLastError(validate.Clip(req.GetLastError(), maxErrorLength)).
-		SetLastFullSyncError(validate.Clip(req.GetLastFullSyncError(), maxErrorLength))
+		SetVersion(req.GetAgentVersion()).SetLastError(validate.Clip(req.GetLastError(), limits.MaxErrorBytes)).
+		SetLastFullSyncError(validate.Clip(req.GetLastFullSyncError(), limits.MaxErrorBytes))
 	if ts := req.GetLastFullSync(); ts != nil {
 		update.SetLastFullSync(ts.AsTime().UTC())
 	}

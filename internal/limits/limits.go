@@ -23,4 +23,9 @@ const (
 	// many labels): within this limit, its object fits etcd's 1.5 MiB
 	// request limit with half a MiB to spare.
 	MaxResourceBytes = 1 << 20
+
+	// MaxErrorBytes is the longest error text an agent reports (its last
+	// error, its full sync's, a resource's failing apply): what ctrld
+	// stores of one. Agents clip theirs to it.
+	MaxErrorBytes = 2 << 10
 )

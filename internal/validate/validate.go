@@ -170,6 +170,14 @@ func Clip(s string, n int) string {
 	return s[:n]
 }
 
+// Text makes s valid UTF-8 (each invalid byte becomes U+FFFD) and clips it
+// to n bytes: an error's text may hold any bytes, and a protobuf string
+// that is not UTF-8 fails the whole message it is in, every time it is
+// sent.
+func Text(s string, n int) string {
+	return Clip(strings.ToValidUTF8(s, "\uFFFD"), n)
+}
+
 // quoteLimit bounds how much of a refused value an error message repeats.
 const quoteLimit = 64
 

@@ -139,3 +139,23 @@ func TestRefusedValuesAreQuotedShort(t *testing.T) {
 		t.Errorf(`Quote("api") = %s`, got)
 	}
 }
+
+// Text turns any bytes into UTF-8 no longer than asked, so that an error's
+// text never stops a report from encoding.
+func TestTextIsValidUTF8WithinItsLength(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"apply failed", 100, "apply failed"},
+		{"bad \xff\xfe byte", 100, "bad \uFFFD byte"},
+		{"é" + strings.Repeat("x", 10), 1, ""}, // never half a character
+		{"xé", 2, "x"},
+	} {
+		got := Text(c.in, c.n)
+		if got != c.want || !utf8.ValidString(got) || len(got) > c.n {
+			t.Errorf("Text(%q, %d) = %q, want %q", c.in, c.n, got, c.want)
+		}
+	}
+}
