@@ -41,7 +41,7 @@
 //     deployment from before revisions starts its history at its next
 //     action. Rollback restores an earlier revision's spec and replicas.
 //
-// Deploys run one at a time (they lock every region's row first): run
+// Deploys run one at a time (each locks the first region's row): run
 // together, the change feed's locking reads make them deadlock on the
 // topology index whatever their regions (see oneDeployAtATime). Every other
 // write here is one transaction that store.WithTx reruns after a deadlock.

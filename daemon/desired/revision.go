@@ -148,9 +148,6 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 	if u.Image == nil && u.CPUMillicores == nil && u.MemoryMiB == nil && len(u.Env) == 0 && !u.ReplaceEnv {
 		return 0, fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: set at least one", ErrInvalid)
 	}
-	if err := checkSpecFields(u); err != nil {
-		return 0, err
-	}
 	return s.revise(ctx, id, ActionUpdate, func(tx *ent.Tx) error {
 		dep, err := tx.Deployment.Get(ctx, id)
 		if err != nil {
@@ -181,27 +178,6 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 		return tx.Deployment.UpdateOneID(id).SetImage(next.Image).SetCPUMillicores(next.CPUMillicores).
 			SetMemoryMib(next.MemoryMiB).SetEnv(next.Env).Exec(ctx)
 	})
-}
-
-// checkSpecFields checks the fields an update sets, as the schema would,
-// before any transaction.
-func checkSpecFields(u SpecUpdate) error {
-	if u.Image != nil {
-		if err := validate.Image(*u.Image); err != nil {
-			return fmt.Errorf("image: %w: %v", ErrInvalid, err)
-		}
-	}
-	if u.CPUMillicores != nil {
-		if err := validate.CPUMillicores(*u.CPUMillicores); err != nil {
-			return fmt.Errorf("cpu_millicores: %w: %v", ErrInvalid, err)
-		}
-	}
-	if u.MemoryMiB != nil {
-		if err := validate.MemoryMiB(*u.MemoryMiB); err != nil {
-			return fmt.Errorf("memory_mib: %w: %v", ErrInvalid, err)
-		}
-	}
-	return nil
 }
 
 // Rollback restores revision to of a deployment (0: the one before the
