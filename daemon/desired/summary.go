@@ -94,8 +94,8 @@ func specChanges(prev, cur *ent.DeploymentRevision) []string {
 	if !slices.Equal(prev.Command, cur.Command) {
 		parts = append(parts, "command changed")
 	}
-	names := slices.Sorted(maps.Keys(cur.Env))
-	for _, name := range slices.Sorted(maps.Keys(prev.Env)) {
+	names := slices.Collect(maps.Keys(cur.Env))
+	for name := range prev.Env {
 		if _, ok := cur.Env[name]; !ok {
 			names = append(names, name)
 		}

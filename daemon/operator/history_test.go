@@ -113,7 +113,6 @@ func TestHistorySaysWhatChangedAndWho(t *testing.T) {
 func TestRollbackRestoresWhatAgentsRun(t *testing.T) {
 	env, op := historyEnv(t)
 	ctx := context.Background()
-	head := env.DB.Ent.DeploymentChange.Query().CountX(ctx)
 
 	// A deployment whose only other revision stopped it has nothing to
 	// roll back (start and stop are not): refused, and nothing written.
@@ -125,7 +124,7 @@ func TestRollbackRestoresWhatAgentsRun(t *testing.T) {
 	if _, err := op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: "solo", Status: ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED}); err != nil {
 		t.Fatal(err)
 	}
-	head = env.DB.Ent.DeploymentChange.Query().CountX(ctx)
+	head := env.DB.Ent.DeploymentChange.Query().CountX(ctx)
 	_, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "solo"})
 	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "nothing to roll back") {
 		t.Fatalf("rollback of a deployment only stopped since: got %v, want FailedPrecondition", err)

@@ -29,7 +29,7 @@ func resourceSync(h *regionhealth.Health, states map[regionhealth.ResourceKey]*r
 		Reported: st.Reported, AppliedVersion: st.AppliedVersion, InSync: st.InSync, Error: st.Error,
 		FailingSince: timeOrNil(st.FailingSince), ReportedAt: timeOrNil(st.ReportedAt), PendingChanges: st.Pending,
 	}
-	return out, syncReasons(h.WhyResource(key.Kind+"/"+key.ID, st.Pending, st.Failure(key), now))
+	return out, syncReasons(h.WhyResource(key.String(), st.Pending, st.Failure(key), now))
 }
 
 func timeOrNil(t time.Time) *timestamppb.Timestamp {

@@ -37,7 +37,7 @@ type Failure struct {
 }
 
 // Resource returns "kind/id".
-func (f Failure) Resource() string { return f.Kind + "/" + f.ResourceID }
+func (f Failure) Resource() string { return ResourceKey{f.Kind, f.ResourceID}.String() }
 
 // Why says why the region is not in sync at now, most pressing first: what
 // stops changes from reaching the cluster (a pause, no agent or a dead
@@ -231,6 +231,9 @@ func plural(n int64, what string) string {
 // ResourceKey names a resource of a region the way agents report it:
 // kind "deployment", "sentinel" or "cilium_network_policy", and its ID.
 type ResourceKey struct{ Kind, ID string }
+
+// String returns "kind/id", as reasons name a resource.
+func (k ResourceKey) String() string { return k.Kind + "/" + k.ID }
 
 // ResourceSync is one resource's sync state in a region: what its agent
 // last reported (Reported false when it has not), and how many of its
