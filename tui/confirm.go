@@ -16,7 +16,6 @@ import (
 // cleaned (see Clean); the command sends them as the server gave them.
 type confirmation struct {
 	what   string // short, for the status line while it runs, if cancelled or if it fails
-	done   string // the result once it succeeded, in the script commands' words
 	detail string // exactly what will change
 	run    tea.Cmd
 }
@@ -40,7 +39,6 @@ func (m Model) resyncConfirmation(region string) *confirmation {
 	what, done := "force resync of "+Clean(region), "requested a full resync of "+Clean(region)
 	return &confirmation{
 		what: what,
-		done: done,
 		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", Clean(region)) +
 			m.regionWarning(region),
 		run: m.act(what, done, func(ctx context.Context) error {
@@ -59,7 +57,6 @@ func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
 	done += " " + Clean(region)
 	return &confirmation{
 		what:   what,
-		done:   done,
 		detail: fmt.Sprintf("%s streaming to region %s?\n%s", capitalize(verb), Clean(region), effect),
 		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: pause})
@@ -78,7 +75,6 @@ func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, w
 	done := fmt.Sprintf("%s %s in %s", past, shownID, shownRegion)
 	return &confirmation{
 		what:   what,
-		done:   done,
 		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect) + m.regionWarning(region),
 		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
@@ -137,7 +133,6 @@ func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to
 	done := fmt.Sprintf("scaled %s to %d in %s", shownID, to, shownRegion)
 	return &confirmation{
 		what:   what,
-		done:   done,
 		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to) + m.regionWarning(region),
 		run: m.act(what, done, func(ctx context.Context) error {
 			_, err := m.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})

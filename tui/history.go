@@ -235,14 +235,14 @@ func (m Model) rollbackConfirmation(r rollback) *confirmation {
 			changes = append(changes, fmt.Sprintf("port, command and env values become revision %d's too (the console is not shown them)", r.target.GetRevision()))
 		}
 		lines = append(changes, lines...)
-		lines = append(lines, keptStatus(r.current, r.target)...)
+		for _, kept := range keptStatus(r.current, r.target) {
+			lines = append(lines, Clean(kept))
+		}
 	}
 	detail := question + "\n" + strings.Join(lines, "\n")
-	regions := r.current.GetRegions()
-	if r.target != nil {
-		regions = r.target.GetRegions()
-	}
-	for _, rs := range regions {
+	// The rollback changes the deployment in every region it runs in now
+	// (the target revision's regions may have been others).
+	for _, rs := range r.current.GetRegions() {
 		detail += m.regionWarning(rs.GetRegion())
 	}
 	return &confirmation{

@@ -8,6 +8,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -187,7 +188,9 @@ func (m Model) call(read func(ctx context.Context) (tea.Msg, error)) tea.Cmd {
 		defer cancel()
 		msg, err := read(ctx)
 		if err != nil {
-			if reconnect != nil {
+			// Only a failure to reach ctrld is worth a new connection
+			// attempt; an answer (not found, refused) came from it.
+			if c := status.Code(err); reconnect != nil && (c == codes.Unavailable || c == codes.DeadlineExceeded) {
 				reconnect()
 			}
 			return errMsg{err}

@@ -2,6 +2,7 @@ package tui_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -193,14 +194,13 @@ func TestFailingSentinelAndPolicyShowTheirError(t *testing.T) {
 	c := newConsole(t, op, 120)
 	c.turn(enter)
 	lines := strings.Split(c.m.Content(), "\n")
-	for i, l := range lines {
-		for row, want := range map[string]string{
-			"sentinel gw":        "↳ apply failing 4m: apply Deployment gw: image pull back-off",
-			"policy   allow-api": `↳ apply failing 2m: apply CiliumNetworkPolicy allow-api: no matches for kind "CiliumNetworkPolicy"`,
-		} {
-			if strings.Contains(l, row) && (i+1 == len(lines) || !strings.Contains(lines[i+1], want)) {
-				t.Errorf("no %q under %q:\n%s", want, row, c.m.Content())
-			}
+	for row, want := range map[string]string{
+		"sentinel gw":        "↳ apply failing 4m: apply Deployment gw: image pull back-off",
+		"policy   allow-api": `↳ apply failing 2m: apply CiliumNetworkPolicy allow-api: no matches for kind "CiliumNetworkPolicy"`,
+	} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, row) })
+		if i < 0 || i+1 == len(lines) || !strings.Contains(lines[i+1], want) {
+			t.Errorf("no %q under %q:\n%s", want, row, c.m.Content())
 		}
 	}
 }
