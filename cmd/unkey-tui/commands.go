@@ -20,8 +20,9 @@ import (
 )
 
 // The script commands: the same operator API as the console, one call each
-// (and a read, to name the regions of --all-regions), the result or the
-// server's error text on failure (exit status 1).
+// (and a read, to name the regions an action reached: before stop, start
+// and scale with --all-regions, after update and rollback), the result or
+// the server's error text on failure (exit status 1).
 
 // withOperator runs fn with an operator client built from the global flags.
 func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error) cli.ActionFunc {
@@ -172,14 +173,11 @@ func scriptCommands() []*cli.Command {
 					}
 					*f.to = &n
 				}
-				regions, err := deploymentRegions(ctx, op, id)
-				if err != nil {
-					return err
-				}
 				r, err := op.UpdateDeployment(ctx, req)
 				if err != nil {
 					return err
 				}
+				regions := revisionRegions(ctx, op, id)
 				return printResult(c, result{Action: "update", DeploymentID: id, Regions: regions, AllRegions: true, Revision: &r.Revision,
 					Message: fmt.Sprintf("updated %s in %s; now revision %d", id, where(regions, true), r.Revision)})
 			}),
@@ -198,14 +196,11 @@ func scriptCommands() []*cli.Command {
 					return err
 				}
 				id := c.Args().First()
-				regions, err := deploymentRegions(ctx, op, id)
-				if err != nil {
-					return err
-				}
 				r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: to})
 				if err != nil {
 					return err
 				}
+				regions := revisionRegions(ctx, op, id)
 				return printResult(c, result{Action: "rollback", DeploymentID: id, Regions: regions, AllRegions: true,
 					Revision: &r.Revision, Restored: &r.Restored,
 					Message: fmt.Sprintf("rolled back %s to revision %d in %s; now revision %d", id, r.Restored, where(regions, true), r.Revision)})
@@ -382,6 +377,22 @@ func deploymentRegions(ctx context.Context, op ctrlv1.OperatorServiceClient, id 
 		}
 	}
 	return regions, nil
+}
+
+// revisionRegions names the regions of a deployment's newest revision,
+// the one an update or rollback just made: read after the action, so that
+// a slow or failing view cannot hold the action up. Unknown (empty) when
+// the read fails; the message then says "every region".
+func revisionRegions(ctx context.Context, op ctrlv1.OperatorServiceClient, id string) []string {
+	regions := []string{}
+	r, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: id, Limit: 1})
+	if err != nil || len(r.GetRevisions()) == 0 {
+		return regions
+	}
+	for _, rs := range r.GetRevisions()[0].GetRegions() {
+		regions = append(regions, rs.GetRegion())
+	}
+	return regions
 }
 
 // envFlag is --env NAME=VALUE ... as a map.
