@@ -3,7 +3,9 @@
 // sentinel's available replicas and health, from the informer cache; and
 // how far the agent got applying each resource (SyncReporter), from the
 // dispatcher. Both are batched and deduplicated — a burst of events for
-// one resource becomes one report — and retried until ctrld takes them.
+// one resource becomes one report — and retried until ctrld takes them,
+// except a batch ctrld refuses as invalid, which is logged and dropped (a
+// retry would be refused again, ahead of every later report).
 package status
 
 import (
@@ -23,7 +25,8 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// maxPerReport caps deployments per ReportDeploymentStatus call.
+// maxPerReport caps the resources of one report: deployments per
+// ReportDeploymentStatus, resources per ReportResourceSync (ctrld's limit).
 const maxPerReport = 500
 
 // Reporter sends deployment status.

@@ -1210,7 +1210,7 @@ type ResourceSync struct {
 	AppliedVersion uint64 `protobuf:"varint,3,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
 	// in_sync: the newest event received for the resource is applied.
 	InSync bool `protobuf:"varint,4,opt,name=in_sync,json=inSync,proto3" json:"in_sync,omitempty"`
-	// error is the failing apply's error (at most 1 KiB); empty when the
+	// error is the failing apply's error (at most 2 KiB; agents send 1 KiB); empty when the
 	// last apply succeeded.
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// failing_since is when the resource's applies began failing.

@@ -40,6 +40,9 @@ type ClusterServiceClient interface {
 	// client resumes from the last bookmark's resume_version, never from an
 	// event's version: events past a not-yet-settled change may arrive early
 	// and are delivered again after a reconnect (applies are idempotent).
+	// ctrld sends the response header "deploysync-accepted" once it accepts
+	// the stream, before any event (a paused region sends none for as long
+	// as the pause lasts); a refused stream ends without it.
 	WatchDeploymentChanges(ctx context.Context, in *WatchDeploymentChangesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[DeploymentChangeEvent], error)
 	// ReportDeploymentStatus replaces the instances of each listed deployment
 	// in the region with the reported set.
@@ -138,6 +141,9 @@ type ClusterServiceServer interface {
 	// client resumes from the last bookmark's resume_version, never from an
 	// event's version: events past a not-yet-settled change may arrive early
 	// and are delivered again after a reconnect (applies are idempotent).
+	// ctrld sends the response header "deploysync-accepted" once it accepts
+	// the stream, before any event (a paused region sends none for as long
+	// as the pause lasts); a refused stream ends without it.
 	WatchDeploymentChanges(*WatchDeploymentChangesRequest, grpc.ServerStreamingServer[DeploymentChangeEvent]) error
 	// ReportDeploymentStatus replaces the instances of each listed deployment
 	// in the region with the reported set.
