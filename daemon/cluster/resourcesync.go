@@ -10,12 +10,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
+	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
-	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
-	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/resourcesync"
-	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -147,31 +145,17 @@ func checkResourceSync(r *ctrlv1.ResourceSync, newest uint64, now time.Time) (sy
 // desires: only those take an agent's report.
 func desiredHere(ctx context.Context, tx *ent.Tx, region string, ids map[resourcesync.Kind][]string) (map[syncKey]bool, error) {
 	here := map[syncKey]bool{}
-	mark := func(kind resourcesync.Kind, found []string, err error) error {
+	for _, kind := range kinds.All {
+		list := ids[resourcesync.Kind(kind.Name)]
+		if len(list) == 0 {
+			continue
+		}
+		found, err := kind.Desired(ctx, tx.Client(), region, list)
+		if err != nil {
+			return nil, fmt.Errorf("which reported %ss are desired: %w", kind.Name, err)
+		}
 		for _, id := range found {
-			here[syncKey{kind, id}] = true
-		}
-		return err
-	}
-	if list := ids[resourcesync.KindDeployment]; len(list) > 0 {
-		found, err := tx.DeploymentTopology.Query().
-			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(list...)).
-			Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
-		if err := mark(resourcesync.KindDeployment, found, err); err != nil {
-			return nil, err
-		}
-	}
-	if list := ids[resourcesync.KindSentinel]; len(list) > 0 {
-		found, err := tx.Sentinel.Query().Where(sentinel.Region(region), sentinel.IDIn(list...)).IDs(ctx)
-		if err := mark(resourcesync.KindSentinel, found, err); err != nil {
-			return nil, err
-		}
-	}
-	if list := ids[resourcesync.KindCiliumNetworkPolicy]; len(list) > 0 {
-		found, err := tx.CiliumNetworkPolicy.Query().
-			Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.IDIn(list...)).IDs(ctx)
-		if err := mark(resourcesync.KindCiliumNetworkPolicy, found, err); err != nil {
-			return nil, err
+			here[syncKey{resourcesync.Kind(kind.Name), id}] = true
 		}
 	}
 	return here, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/validate"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -75,7 +76,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 			continue // deleted between the two reads WithDeployment makes (I6)
 		}
 		d := inRegion(t, counts[countKey{t.DeploymentID, r.Region}])
-		d.Sync, d.NotInSync = resourceSync(r, states, regionhealth.ResourceKey{Kind: "deployment", ID: t.DeploymentID}, now)
+		d.Sync, d.NotInSync = resourceSync(r, states, regionhealth.ResourceKey{Kind: rpc.KindDeployment, ID: t.DeploymentID}, now)
 		out.Deployments = append(out.Deployments, d)
 	}
 	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.Region)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
@@ -88,7 +89,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 			DesiredState: string(x.DesiredState), Replicas: int32(x.Replicas),
 			AvailableReplicas: int32(x.AvailableReplicas), Health: string(x.Health),
 		}
-		sr.Sync, _ = resourceSync(r, states, regionhealth.ResourceKey{Kind: "sentinel", ID: x.ID}, now)
+		sr.Sync, _ = resourceSync(r, states, regionhealth.ResourceKey{Kind: rpc.KindSentinel, ID: x.ID}, now)
 		out.Sentinels = append(out.Sentinels, sr)
 	}
 	policies, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.Region(r.Region)).
@@ -98,7 +99,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	}
 	for _, p := range policies {
 		pr := &ctrlv1.PolicyInRegion{PolicyId: p.ID, Name: p.Name, EnvironmentId: p.EnvironmentID}
-		pr.Sync, _ = resourceSync(r, states, regionhealth.ResourceKey{Kind: "cilium_network_policy", ID: p.ID}, now)
+		pr.Sync, _ = resourceSync(r, states, regionhealth.ResourceKey{Kind: rpc.KindCiliumNetworkPolicy, ID: p.ID}, now)
 		if p.DeploymentID != nil {
 			pr.DeploymentId = *p.DeploymentID
 		}
@@ -175,7 +176,7 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 			t.Edges.Deployment = d
 			r := inRegion(t, counts[countKey{d.ID, t.Region}])
 			if h := health[t.Region]; h != nil {
-				r.Sync, r.NotInSync = resourceSync(h, states[t.Region], regionhealth.ResourceKey{Kind: "deployment", ID: d.ID}, now)
+				r.Sync, r.NotInSync = resourceSync(h, states[t.Region], regionhealth.ResourceKey{Kind: rpc.KindDeployment, ID: d.ID}, now)
 			}
 			sum.Regions = append(sum.Regions, r)
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
+	"github.com/deploysync/deploysync/daemon/kinds"
+	"github.com/deploysync/deploysync/rpc"
 )
 
 // Reason codes, stable for scripts (ctrlv1.SyncReason.code).
@@ -37,7 +39,7 @@ type Failure struct {
 }
 
 // Resource returns "kind/id".
-func (f Failure) Resource() string { return ResourceKey{f.Kind, f.ResourceID}.String() }
+func (f Failure) Resource() string { return ResourceKey{Kind: f.Kind, ID: f.ResourceID}.String() }
 
 // Why says why the region is not in sync at now, most pressing first: what
 // stops changes from reaching the cluster (a pause, no agent or a dead
@@ -228,12 +230,8 @@ func plural(n int64, what string) string {
 	return fmt.Sprintf("%d %ss", n, what)
 }
 
-// ResourceKey names a resource of a region the way agents report it:
-// kind "deployment", "sentinel" or "cilium_network_policy", and its ID.
-type ResourceKey struct{ Kind, ID string }
-
-// String returns "kind/id", as reasons name a resource.
-func (k ResourceKey) String() string { return k.Kind + "/" + k.ID }
+// ResourceKey names a resource of a region the way agents report it.
+type ResourceKey = rpc.Resource
 
 // ResourceSync is one resource's sync state in a region: what its agent
 // last reported (Reported false when it has not), and how many of its
@@ -254,13 +252,6 @@ func (s *ResourceSync) Failure(key ResourceKey) *Failure {
 		return nil
 	}
 	return &Failure{Kind: key.Kind, ResourceID: key.ID, Error: s.Error, Since: s.FailingSince}
-}
-
-// changeKinds maps a change row's resource_type to the kind agents report.
-var changeKinds = map[string]string{
-	"deployment_topology":   "deployment",
-	"sentinel":              "sentinel",
-	"cilium_network_policy": "cilium_network_policy",
 }
 
 // maxPendingCount bounds the pending change rows ReadResources reads to
@@ -321,7 +312,11 @@ func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]
 		return nil, err
 	}
 	for r, n := range pending {
-		k := ResourceKey{changeKinds[r.Type], r.ID}
+		kind, ok := kinds.OfChange(r.Type)
+		if !ok {
+			continue // a filler row, or a kind this build does not know
+		}
+		k := ResourceKey{Kind: kind.Name, ID: r.ID}
 		if out[k] == nil {
 			out[k] = &ResourceSync{}
 		}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/store"
 )
 
@@ -22,19 +23,12 @@ func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
 	return errors.Join(c.pruneOrphanSyncs(ctx, conn), c.pruneRevisions(ctx, conn))
 }
 
-// desiredSyncs holds, per kind, for a resource_syncs row s whose resource
-// its region still desires.
-var desiredSyncs = map[string]string{
-	"deployment":            "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
-	"sentinel":              "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
-	"cilium_network_policy": "SELECT 1 FROM cilium_network_policies d WHERE d.id = s.resource_id AND d.region = s.region",
-}
-
 // pruneOrphanSyncs deletes the sync rows of resources that are gone, in
 // batches. A row reported again since it was read (its resource was
 // created again) has another reported_at, and stays.
 func (c *Cleaner) pruneOrphanSyncs(ctx context.Context, conn *sql.Conn) error {
-	for kind, desired := range desiredSyncs {
+	for _, k := range kinds.All {
+		kind, desired := k.Name, k.DesiredSQL
 		for {
 			rows, err := conn.QueryContext(ctx, "SELECT s.id, s.reported_at FROM resource_syncs s WHERE s.kind = ? AND NOT EXISTS ("+desired+") LIMIT ?", kind, BatchSize)
 			if err != nil {

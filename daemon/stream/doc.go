@@ -4,8 +4,8 @@
 // A stream starts with a full sync (cursor 0) or resumes from a cursor:
 //
 //   - Full sync (invariant I3): subscribe to the tailer first, which fixes
-//     the safe watermark W; then read every topology, sentinel and policy
-//     of the region in keyset pages, each page in a short read-only
+//     the safe watermark W; then read every resource of the region, kind
+//     by kind (daemon/kinds), in keyset pages, each page in a short read-only
 //     snapshot of its own, and send them; then a bookmark
 //     {resume_version: W, full_sync_done: true}. Every page is read after
 //     W was fixed, so it shows state at least as new as W, and every change

@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/tailer"
-	"github.com/deploysync/deploysync/ent"
-	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
-	"github.com/deploysync/deploysync/ent/deploymentchange"
-	"github.com/deploysync/deploysync/ent/deploymenttopology"
-	"github.com/deploysync/deploysync/ent/sentinel"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -39,75 +35,10 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 	sentLive := map[resourceKey]bool{}
 	between := func() error { return s.relayLive(ctx, sub, st, sentLive) }
 
-	topologyType := string(deploymentchange.ResourceTypeDeploymentTopology)
-	err := pages(ctx, s, st, between, func(c *ent.Client, after int, limit int) (int, int, []*ctrlv1.DeploymentChangeEvent, error) {
-		rows, err := c.DeploymentTopology.Query().
-			Where(deploymenttopology.Region(st.req.Region),
-				deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning),
-				deploymenttopology.IDGT(after)).
-			Order(ent.Asc(deploymenttopology.FieldID)).Limit(limit).
-			WithDeployment().All(ctx)
-		if err != nil {
-			return 0, 0, nil, err
+	for _, kind := range kinds.All {
+		if err := s.syncKind(ctx, st, kind, w, sentLive, between); err != nil {
+			return fmt.Errorf("full sync: %ss: %w", kind.Name, err)
 		}
-		var events []*ctrlv1.DeploymentChangeEvent
-		for _, t := range rows {
-			if !sentLive[resourceKey{topologyType, t.DeploymentID}] {
-				events = append(events, withVersion(deploymentEvent(t, t.Edges.Deployment), w))
-			}
-			after = t.ID
-		}
-		return after, len(rows), events, nil
-	})
-	if err != nil {
-		return fmt.Errorf("full sync: topologies: %w", err)
-	}
-
-	sentinelType := string(deploymentchange.ResourceTypeSentinel)
-	err = pages(ctx, s, st, between, func(c *ent.Client, after string, limit int) (string, int, []*ctrlv1.DeploymentChangeEvent, error) {
-		rows, err := c.Sentinel.Query().
-			Where(sentinel.Region(st.req.Region), sentinel.DesiredStateEQ(sentinel.DesiredStateRunning), sentinel.IDGT(after)).
-			Order(ent.Asc(sentinel.FieldID)).Limit(limit).All(ctx)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		var events []*ctrlv1.DeploymentChangeEvent
-		for _, r := range rows {
-			if !sentLive[resourceKey{sentinelType, r.ID}] {
-				events = append(events, withVersion(sentinelEvent(r), w))
-			}
-			after = r.ID
-		}
-		return after, len(rows), events, nil
-	})
-	if err != nil {
-		return fmt.Errorf("full sync: sentinels: %w", err)
-	}
-
-	policyType := string(deploymentchange.ResourceTypeCiliumNetworkPolicy)
-	err = pages(ctx, s, st, between, func(c *ent.Client, after string, limit int) (string, int, []*ctrlv1.DeploymentChangeEvent, error) {
-		rows, err := c.CiliumNetworkPolicy.Query().
-			Where(ciliumnetworkpolicy.Region(st.req.Region), ciliumnetworkpolicy.IDGT(after)).
-			Order(ent.Asc(ciliumnetworkpolicy.FieldID)).Limit(limit).All(ctx)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		var events []*ctrlv1.DeploymentChangeEvent
-		for _, r := range rows {
-			after = r.ID
-			if sentLive[resourceKey{policyType, r.ID}] {
-				continue
-			}
-			ev, err := policyEvent(r)
-			if err != nil {
-				return "", 0, nil, err
-			}
-			events = append(events, withVersion(ev, w))
-		}
-		return after, len(rows), events, nil
-	})
-	if err != nil {
-		return fmt.Errorf("full sync: policies: %w", err)
 	}
 
 	st.seen = max(st.seen, w)
@@ -162,39 +93,22 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 	}
 }
 
-// pageReader reads up to limit rows after the key through c and returns
-// the last key it read, how many rows, and the events to send.
-type pageReader[K any] func(c *ent.Client, after K, limit int) (K, int, []*ctrlv1.DeploymentChangeEvent, error)
-
-// inSnapshot reads one page in a short snapshot of its own, which has ended
-// when it returns (a panic included), holding one of the MaxFullSyncs
-// slots meanwhile. The slot bounds the full syncs reading at once; it is
-// never held while the page is sent, so a client that reads slowly (or
-// not at all) keeps no other stream from syncing.
-func (read pageReader[K]) inSnapshot(ctx context.Context, s *Streamer, after K, limit int) (K, int, []*ctrlv1.DeploymentChangeEvent, error) {
-	release, err := s.takeFullSyncSlot(ctx)
-	if err != nil {
-		return after, 0, nil, err
-	}
-	defer release()
-	tx, err := beginSnapshot(ctx, s.client)
-	if err != nil {
-		return after, 0, nil, err
-	}
-	defer tx.Rollback()
-	return read(tx.Client(), after, limit)
-}
-
-// pages runs a keyset page loop: each page is read in its own snapshot,
-// which ends before the page's events are sent; between runs after every
-// page that may have more behind it. (A function, not a method: methods
-// cannot have type parameters.)
-func pages[K any](ctx context.Context, s *Streamer, st *state, between func() error, read pageReader[K]) error {
-	var after K
+// syncKind sends every resource of one kind the region should run, page
+// by page (keyset pages, in the kind's key order), versioned w; between
+// runs after every page that may have more behind it. Resources already
+// sent live are skipped.
+func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w uint64, sentLive map[resourceKey]bool, between func() error) error {
+	after := ""
 	for {
-		last, n, events, err := read.inSnapshot(ctx, s, after, s.cfg.PageSize)
-		if err != nil || n == 0 {
+		page, last, rows, err := s.readPage(ctx, kind, st.req.Region, after)
+		if err != nil || rows == 0 {
 			return err
+		}
+		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page))
+		for _, e := range page {
+			if !sentLive[resourceKey{kind.ChangeType, e.ID}] {
+				events = append(events, withVersion(e.Event, w))
+			}
 		}
 		if err := s.sendEvents(st, events); err != nil {
 			return err
@@ -203,10 +117,29 @@ func pages[K any](ctx context.Context, s *Streamer, st *state, between func() er
 		if err := between(); err != nil {
 			return err
 		}
-		if n < s.cfg.PageSize {
+		if rows < s.cfg.PageSize {
 			return nil
 		}
 	}
+}
+
+// readPage reads one page in a short snapshot of its own, which has ended
+// when it returns (a panic included), holding one of the MaxFullSyncs
+// slots meanwhile. The slot bounds the full syncs reading at once; it is
+// never held while the page is sent, so a client that reads slowly (or
+// not at all) keeps no other stream from syncing.
+func (s *Streamer) readPage(ctx context.Context, kind kinds.Kind, region, after string) ([]kinds.Event, string, int, error) {
+	release, err := s.takeFullSyncSlot(ctx)
+	if err != nil {
+		return nil, after, 0, err
+	}
+	defer release()
+	tx, err := beginSnapshot(ctx, s.client)
+	if err != nil {
+		return nil, after, 0, err
+	}
+	defer tx.Rollback()
+	return kind.Page(ctx, tx.Client(), region, after, s.cfg.PageSize)
 }
 
 func withVersion(ev *ctrlv1.DeploymentChangeEvent, v uint64) *ctrlv1.DeploymentChangeEvent {

@@ -15,6 +15,7 @@ import (
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/internal/recovery"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -594,14 +595,13 @@ func (s *Streamer) recordSyncedGeneration(ctx context.Context, req Request, gene
 		Exec(ctx)
 }
 
+// eventKind labels an event in metrics: its resource's kind, or what else
+// it is.
 func eventKind(ev *ctrlv1.DeploymentChangeEvent) string {
+	if r, _, ok := rpc.ResourceOf(ev); ok {
+		return r.Kind
+	}
 	switch ev.Event.(type) {
-	case *ctrlv1.DeploymentChangeEvent_Deployment:
-		return "deployment"
-	case *ctrlv1.DeploymentChangeEvent_Sentinel:
-		return "sentinel"
-	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
-		return "cilium_network_policy"
 	case *ctrlv1.DeploymentChangeEvent_Bookmark:
 		return "bookmark"
 	case *ctrlv1.DeploymentChangeEvent_ResyncRequired:

@@ -10,6 +10,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/internal/wantstate"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -24,14 +25,14 @@ func desiredView(r *wantstate.Region) map[streamtest.Key]string {
 		return view
 	}
 	for _, d := range r.Deployments {
-		view[streamtest.Key{Kind: "deployment", ID: d.ID}] = deploymentText(d.Namespace, d.Image, d.Replicas,
+		view[streamtest.Key{Kind: rpc.KindDeployment, ID: d.ID}] = deploymentText(d.Namespace, d.Image, d.Replicas,
 			d.CPUMillicores, d.MemoryMiB, d.Port, d.Command, d.Env)
 	}
 	for _, s := range r.Sentinels {
-		view[streamtest.Key{Kind: "sentinel", ID: s.ID}] = sentinelText(s.Namespace, s.Image, s.Replicas, s.CPUMillicores, s.MemoryMiB)
+		view[streamtest.Key{Kind: rpc.KindSentinel, ID: s.ID}] = sentinelText(s.Namespace, s.Image, s.Replicas, s.CPUMillicores, s.MemoryMiB)
 	}
 	for _, p := range r.Policies {
-		view[streamtest.Key{Kind: "cilium_network_policy", ID: p.ID}] = policyText(p.Namespace, p.Name, p.DeploymentID, p.Spec)
+		view[streamtest.Key{Kind: rpc.KindCiliumNetworkPolicy, ID: p.ID}] = policyText(p.Namespace, p.Name, p.DeploymentID, p.Spec)
 	}
 	return view
 }

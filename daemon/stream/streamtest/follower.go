@@ -14,14 +14,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // Key names a resource in a region's view.
-type Key struct {
-	Kind string // deployment | sentinel | cilium_network_policy
-	ID   string
-}
+type Key = rpc.Resource
 
 // Follower follows one region's stream.
 type Follower struct {
@@ -137,13 +135,11 @@ func (f *Follower) handle(ev *ctrlv1.DeploymentChangeEvent) (done bool, err erro
 	if f.onEvent != nil {
 		f.onEvent(ev, time.Now())
 	}
+	if r, action, ok := rpc.ResourceOf(ev); ok {
+		f.apply(r, action, ev)
+		return false, nil
+	}
 	switch e := ev.Event.(type) {
-	case *ctrlv1.DeploymentChangeEvent_Deployment:
-		f.apply(Key{"deployment", e.Deployment.GetDeployment().GetDeploymentId()}, e.Deployment.GetAction(), ev)
-	case *ctrlv1.DeploymentChangeEvent_Sentinel:
-		f.apply(Key{"sentinel", e.Sentinel.GetSentinel().GetSentinelId()}, e.Sentinel.GetAction(), ev)
-	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
-		f.apply(Key{"cilium_network_policy", e.CiliumNetworkPolicy.GetCiliumNetworkPolicy().GetPolicyId()}, e.CiliumNetworkPolicy.GetAction(), ev)
 	case *ctrlv1.DeploymentChangeEvent_Bookmark:
 		if e.Bookmark.GetFullSyncDone() && f.inSync {
 			// GC: whatever the full sync did not list is gone.

@@ -1,0 +1,131 @@
+package kinds
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/rpc"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// deployments is a deployment's run in one region: its deployment_topology
+// row (replicas, running or stopped) with the deployment's spec.
+var deployments = Kind{
+	Name:       rpc.KindDeployment,
+	ChangeType: deploymentchange.ResourceTypeDeploymentTopology.String(),
+	Page:       pageDeployments,
+	Load:       loadDeployments,
+	Desired: func(ctx context.Context, c *ent.Client, region string, ids []string) ([]string, error) {
+		return c.DeploymentTopology.Query().
+			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...)).
+			Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
+	},
+	DesiredSQL: "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
+}
+
+// pageDeployments pages by the topology row's own ID, which the region
+// index orders; the key is that ID as text.
+func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, int, error) {
+	afterID := 0
+	if after != "" {
+		var err error
+		if afterID, err = strconv.Atoi(after); err != nil {
+			return nil, "", 0, fmt.Errorf("deployments: page key %q: %w", after, err)
+		}
+	}
+	rows, err := c.DeploymentTopology.Query().
+		Where(deploymenttopology.Region(region),
+			deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning),
+			deploymenttopology.IDGT(afterID)).
+		Order(ent.Asc(deploymenttopology.FieldID)).Limit(limit).
+		WithDeployment().All(ctx)
+	if err != nil || len(rows) == 0 {
+		return nil, after, 0, err
+	}
+	events := make([]Event, len(rows))
+	for i, t := range rows {
+		events[i] = Event{t.DeploymentID, deploymentEvent(t, t.Edges.Deployment)}
+	}
+	return events, strconv.Itoa(rows[len(rows)-1].ID), len(rows), nil
+}
+
+func loadDeployments(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {
+	topologies, err := c.DeploymentTopology.Query().
+		Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...)).
+		WithDeployment().All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load topologies: %w", err)
+	}
+	built := make(map[string]*ctrlv1.DeploymentChangeEvent, len(ids))
+	for _, t := range topologies {
+		built[t.DeploymentID] = deploymentEvent(t, t.Edges.Deployment)
+	}
+	// Topologies that are gone: delete, with the namespace when the
+	// deployment itself is still there.
+	var gone []string
+	for _, id := range ids {
+		if built[id] == nil {
+			gone = append(gone, id)
+		}
+	}
+	if len(gone) == 0 {
+		return built, nil
+	}
+	deps, err := c.Deployment.Query().Where(deployment.IDIn(gone...)).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load deployments: %w", err)
+	}
+	byID := make(map[string]*ent.Deployment, len(deps))
+	for _, d := range deps {
+		byID[d.ID] = d
+	}
+	for _, id := range gone {
+		state := &ctrlv1.DeploymentState{DeploymentId: id}
+		if d := byID[id]; d != nil {
+			state.WorkspaceId, state.EnvironmentId = d.WorkspaceID, d.EnvironmentID
+			state.Namespace = naming.Namespace(d.WorkspaceID, d.EnvironmentID)
+		}
+		built[id] = deleteDeployment(state)
+	}
+	return built, nil
+}
+
+// deploymentEvent is the apply (or, when stopped, delete) of a deployment
+// in the topology's region. A topology read without its deployment (d nil:
+// the deployment was deleted) is a delete.
+func deploymentEvent(t *ent.DeploymentTopology, d *ent.Deployment) *ctrlv1.DeploymentChangeEvent {
+	if d == nil {
+		return deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})
+	}
+	state := &ctrlv1.DeploymentState{
+		DeploymentId:  d.ID,
+		WorkspaceId:   d.WorkspaceID,
+		EnvironmentId: d.EnvironmentID,
+		Namespace:     naming.Namespace(d.WorkspaceID, d.EnvironmentID),
+	}
+	if t.DesiredStatus == deploymenttopology.DesiredStatusStopped {
+		return deleteDeployment(state)
+	}
+	state.Image = d.Image
+	state.Replicas = int32(t.Replicas)
+	state.CpuMillicores = int32(d.CPUMillicores)
+	state.MemoryMib = int32(d.MemoryMib)
+	state.Port = int32(d.Port)
+	state.Command = d.Command
+	state.Env = d.Env
+	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Deployment{
+		Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_APPLY, Deployment: state},
+	}}
+}
+
+func deleteDeployment(state *ctrlv1.DeploymentState) *ctrlv1.DeploymentChangeEvent {
+	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Deployment{
+		Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_DELETE, Deployment: state},
+	}}
+}

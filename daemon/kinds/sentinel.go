@@ -1,0 +1,77 @@
+package kinds
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/rpc"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// sentinels are an environment's sentinel in one region.
+var sentinels = Kind{
+	Name:       rpc.KindSentinel,
+	ChangeType: deploymentchange.ResourceTypeSentinel.String(),
+	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, int, error) {
+		rows, err := c.Sentinel.Query().
+			Where(sentinel.Region(region), sentinel.DesiredStateEQ(sentinel.DesiredStateRunning), sentinel.IDGT(after)).
+			Order(ent.Asc(sentinel.FieldID)).Limit(limit).All(ctx)
+		if err != nil || len(rows) == 0 {
+			return nil, after, 0, err
+		}
+		events := make([]Event, len(rows))
+		for i, s := range rows {
+			events[i] = Event{s.ID, sentinelEvent(s)}
+		}
+		return events, rows[len(rows)-1].ID, len(rows), nil
+	},
+	Load: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {
+		rows, err := c.Sentinel.Query().Where(sentinel.IDIn(ids...), sentinel.Region(region)).All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("load sentinels: %w", err)
+		}
+		built := make(map[string]*ctrlv1.DeploymentChangeEvent, len(ids))
+		for _, s := range rows {
+			built[s.ID] = sentinelEvent(s)
+		}
+		for _, id := range ids {
+			if built[id] == nil {
+				built[id] = deleteSentinel(&ctrlv1.SentinelState{SentinelId: id})
+			}
+		}
+		return built, nil
+	},
+	Desired: func(ctx context.Context, c *ent.Client, region string, ids []string) ([]string, error) {
+		return c.Sentinel.Query().Where(sentinel.Region(region), sentinel.IDIn(ids...)).IDs(ctx)
+	},
+	DesiredSQL: "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
+}
+
+func sentinelEvent(s *ent.Sentinel) *ctrlv1.DeploymentChangeEvent {
+	state := &ctrlv1.SentinelState{
+		SentinelId:    s.ID,
+		WorkspaceId:   s.WorkspaceID,
+		EnvironmentId: s.EnvironmentID,
+		Namespace:     naming.Namespace(s.WorkspaceID, s.EnvironmentID),
+	}
+	if s.DesiredState == sentinel.DesiredStateStopped {
+		return deleteSentinel(state)
+	}
+	state.Image = s.Image
+	state.Replicas = int32(s.Replicas)
+	state.CpuMillicores = int32(s.CPUMillicores)
+	state.MemoryMib = int32(s.MemoryMib)
+	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Sentinel{
+		Sentinel: &ctrlv1.SentinelEvent{Action: ctrlv1.Action_ACTION_APPLY, Sentinel: state},
+	}}
+}
+
+func deleteSentinel(state *ctrlv1.SentinelState) *ctrlv1.DeploymentChangeEvent {
+	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Sentinel{
+		Sentinel: &ctrlv1.SentinelEvent{Action: ctrlv1.Action_ACTION_DELETE, Sentinel: state},
+	}}
+}
