@@ -153,8 +153,9 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 		if err != nil {
 			return err
 		}
-		next := DeploymentSpec{Image: dep.Image, CPUMillicores: dep.CPUMillicores, MemoryMiB: dep.MemoryMib,
-			Command: dep.Command, Env: maps.Clone(dep.Env)}
+		current := specOf(dep)
+		next := current
+		next.Env = maps.Clone(current.Env)
 		if u.Image != nil {
 			next.Image = *u.Image
 		}
@@ -168,8 +169,7 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 			next.Env = map[string]string{}
 		}
 		maps.Copy(next.Env, u.Env)
-		if next.Image == dep.Image && next.CPUMillicores == dep.CPUMillicores && next.MemoryMiB == dep.MemoryMib &&
-			maps.Equal(next.Env, dep.Env) {
+		if next.runsLike(current) {
 			return fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: deployment %q has these values already; nothing to change", ErrInvalid, id)
 		}
 		if err := checkCommandAndEnv(next); err != nil {
@@ -203,8 +203,7 @@ func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, rest
 			return err
 		}
 		changed := false
-		if dep.Image != target.Image || dep.CPUMillicores != target.CPUMillicores || dep.MemoryMib != target.MemoryMib ||
-			dep.Port != target.Port || !slices.Equal(dep.Command, target.Command) || !maps.Equal(dep.Env, target.Env) {
+		if !specOf(dep).runsLike(revisionSpec(target)) {
 			changed = true
 			err := tx.Deployment.UpdateOneID(id).SetImage(target.Image).SetCPUMillicores(target.CPUMillicores).
 				SetMemoryMib(target.MemoryMib).SetPort(target.Port).SetCommand(target.Command).SetEnv(target.Env).Exec(ctx)
@@ -272,8 +271,7 @@ func rollbackTarget(ctx context.Context, tx *ent.Tx, id string, to int) (*ent.De
 // sameSpecAndReplicas reports whether two revisions run the same spec
 // with the same replicas in every region; desired status aside.
 func sameSpecAndReplicas(a, b *ent.DeploymentRevision) bool {
-	if a.Image != b.Image || a.CPUMillicores != b.CPUMillicores || a.MemoryMib != b.MemoryMib || a.Port != b.Port ||
-		!slices.Equal(a.Command, b.Command) || !maps.Equal(a.Env, b.Env) || len(a.Regions) != len(b.Regions) {
+	if !revisionSpec(a).runsLike(revisionSpec(b)) || len(a.Regions) != len(b.Regions) {
 		return false
 	}
 	for region, spec := range a.Regions {
@@ -282,6 +280,29 @@ func sameSpecAndReplicas(a, b *ent.DeploymentRevision) bool {
 		}
 	}
 	return true
+}
+
+// specOf is the spec a deployment runs now.
+func specOf(d *ent.Deployment) DeploymentSpec {
+	return DeploymentSpec{ID: d.ID, WorkspaceID: d.WorkspaceID, EnvironmentID: d.EnvironmentID,
+		Image: d.Image, CPUMillicores: d.CPUMillicores, MemoryMiB: d.MemoryMib, Port: d.Port,
+		Command: d.Command, Env: d.Env}
+}
+
+// revisionSpec is the spec a revision recorded.
+func revisionSpec(r *ent.DeploymentRevision) DeploymentSpec {
+	return DeploymentSpec{ID: r.DeploymentID,
+		Image: r.Image, CPUMillicores: r.CPUMillicores, MemoryMiB: r.MemoryMib, Port: r.Port,
+		Command: r.Command, Env: r.Env}
+}
+
+// runsLike reports whether two specs run the same thing: what every
+// region shares and a rollback restores (its IDs aside). The one
+// comparison of specs: a change to one compared field and not another
+// would make an update refuse real changes, or a rollback skip them.
+func (s DeploymentSpec) runsLike(o DeploymentSpec) bool {
+	return s.Image == o.Image && s.CPUMillicores == o.CPUMillicores && s.MemoryMiB == o.MemoryMiB &&
+		s.Port == o.Port && slices.Equal(s.Command, o.Command) && maps.Equal(s.Env, o.Env)
 }
 
 // History is a deployment's newest revisions, newest first, at most limit
