@@ -149,7 +149,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	// the main one (invariant I8). The tailer stays on the main pool: one
 	// poller with a bounded filler, which every stream depends on, so the
 	// streams must not be able to starve it either.
-	streamer := stream.New(db.StreamSQL, db.StreamEnt, s.Tailer, cfg.Stream, log, m)
+	streamer := stream.New(db.StreamEnt, db.StreamSQL, s.Tailer, cfg.Stream, log, m)
 
 	s.grpc = grpc.NewServer(opts...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))

@@ -112,10 +112,10 @@ type Streamer struct {
 	fullSyncSlots chan struct{}
 }
 
-// New returns a Streamer. db and client should be a pool of the streams'
-// own (store.DB's StreamSQL and StreamEnt), so that streams never take the
+// New returns a Streamer. client and db should be a pool of the streams'
+// own (store.DB's StreamEnt and StreamSQL), so that streams never take the
 // connections unary calls need.
-func New(db *sql.DB, client *ent.Client, t *tailer.Tailer, cfg Config, log *slog.Logger, m *metrics.Metrics) *Streamer {
+func New(client *ent.Client, db *sql.DB, t *tailer.Tailer, cfg Config, log *slog.Logger, m *metrics.Metrics) *Streamer {
 	cfg.defaults()
 	return &Streamer{
 		db: db, client: client, tailer: t, cfg: cfg, log: log, metrics: m,
