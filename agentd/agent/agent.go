@@ -32,6 +32,7 @@ import (
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/recovery"
 	"github.com/deploysync/deploysync/internal/validate"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -288,17 +289,17 @@ func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 
 func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Intent) error {
 	switch key.Kind {
-	case dispatch.KindDeployment:
+	case rpc.KindDeployment:
 		if in.Delete {
 			return r.deployments.Delete(ctx, key.ID)
 		}
 		return r.deployments.Apply(ctx, in.Event.GetDeployment().GetDeployment())
-	case dispatch.KindSentinel:
+	case rpc.KindSentinel:
 		if in.Delete {
 			return r.sentinels.Delete(ctx, key.ID)
 		}
 		return r.sentinels.Apply(ctx, in.Event.GetSentinel().GetSentinel())
-	case dispatch.KindPolicy:
+	case rpc.KindCiliumNetworkPolicy:
 		if in.Delete {
 			return r.policies.Delete(ctx, key.ID)
 		}
@@ -325,11 +326,11 @@ func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
 		}
 	}
 	deployments, err := r.deployments.Present()
-	add(dispatch.KindDeployment, deployments, err)
+	add(rpc.KindDeployment, deployments, err)
 	sentinels, err := r.sentinels.Present()
-	add(dispatch.KindSentinel, sentinels, err)
+	add(rpc.KindSentinel, sentinels, err)
 	policies, err := r.policies.Present(ctx)
-	add(dispatch.KindPolicy, policies, err)
+	add(rpc.KindCiliumNetworkPolicy, policies, err)
 	return keys, errors.Join(errs...)
 }
 
@@ -339,10 +340,10 @@ func keysOf(obj any) []dispatch.Key {
 	var keys []dispatch.Key
 	deployment, sentinel := kube.OwnerIDs(obj)
 	if deployment != "" {
-		keys = append(keys, dispatch.Key{Kind: dispatch.KindDeployment, ID: deployment})
+		keys = append(keys, dispatch.Key{Kind: rpc.KindDeployment, ID: deployment})
 	}
 	if sentinel != "" {
-		keys = append(keys, dispatch.Key{Kind: dispatch.KindSentinel, ID: sentinel})
+		keys = append(keys, dispatch.Key{Kind: rpc.KindSentinel, ID: sentinel})
 	}
 	return keys
 }

@@ -41,23 +41,14 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/deploysync/deploysync/internal/recovery"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// Kinds of resource.
-const (
-	KindDeployment = "deployment"
-	KindSentinel   = "sentinel"
-	KindPolicy     = "cilium_network_policy"
-)
-
-// Key names one resource.
-type Key struct {
-	Kind string
-	ID   string
-}
-
-func (k Key) String() string { return k.Kind + "/" + k.ID }
+// Key names one resource: the queue's key is the resource itself, in the
+// vocabulary both binaries share (an alias, so watch, status and the agent
+// pass rpc.Resource values through without converting them).
+type Key = rpc.Resource
 
 // Intent is the latest desired state of one resource.
 type Intent struct {
@@ -140,30 +131,24 @@ func New(handler Handler, log *slog.Logger, onAck func(uint64), opts ...Option) 
 	return d
 }
 
-// KeyOf names the resource an event is about.
+// KeyOf names the resource an event is about (rpc.ResourceOf) and whether
+// the event deletes it; an event about no resource, one without an ID and
+// one with an unknown action are ErrUnknownEvent.
 func KeyOf(ev *ctrlv1.DeploymentChangeEvent) (Key, bool, error) {
-	switch e := ev.GetEvent().(type) {
-	case *ctrlv1.DeploymentChangeEvent_Deployment:
-		return keyWith(KindDeployment, e.Deployment.GetDeployment().GetDeploymentId(), e.Deployment.GetAction())
-	case *ctrlv1.DeploymentChangeEvent_Sentinel:
-		return keyWith(KindSentinel, e.Sentinel.GetSentinel().GetSentinelId(), e.Sentinel.GetAction())
-	case *ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy:
-		return keyWith(KindPolicy, e.CiliumNetworkPolicy.GetCiliumNetworkPolicy().GetPolicyId(), e.CiliumNetworkPolicy.GetAction())
+	key, action, ok := rpc.ResourceOf(ev)
+	if !ok {
+		return Key{}, false, fmt.Errorf("%w: %T", ErrUnknownEvent, ev.GetEvent())
 	}
-	return Key{}, false, fmt.Errorf("%w: %T", ErrUnknownEvent, ev.GetEvent())
-}
-
-func keyWith(kind, id string, action ctrlv1.Action) (Key, bool, error) {
-	if id == "" {
-		return Key{}, false, fmt.Errorf("%w: %s event without an id", ErrUnknownEvent, kind)
+	if key.ID == "" {
+		return Key{}, false, fmt.Errorf("%w: %s event without an id", ErrUnknownEvent, key.Kind)
 	}
 	switch action {
 	case ctrlv1.Action_ACTION_APPLY:
-		return Key{kind, id}, false, nil
+		return key, false, nil
 	case ctrlv1.Action_ACTION_DELETE:
-		return Key{kind, id}, true, nil
+		return key, true, nil
 	}
-	return Key{}, false, fmt.Errorf("%w: %s %s with action %v", ErrUnknownEvent, kind, id, action)
+	return Key{}, false, fmt.Errorf("%w: %s %s with action %v", ErrUnknownEvent, key.Kind, key.ID, action)
 }
 
 // Event queues a resource event. Nil and unknown events are errors.

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -89,7 +90,7 @@ func TestApplyThenDeleteEndsDeleted(t *testing.T) {
 		d.Bookmark(1)
 		eventually(t, func() bool { return d.Acked() == 1 }, "bookmark never acknowledged")
 		r.mu.Lock()
-		applied, seen := r.final[Key{KindDeployment, id}]
+		applied, seen := r.final[Key{Kind: rpc.KindDeployment, ID: id}]
 		r.mu.Unlock()
 		if !seen || applied {
 			t.Fatalf("round %d: deployment ended applied=%v seen=%v, want deleted", round, applied, seen)
@@ -104,7 +105,7 @@ func TestApplyThenDeleteEndsDeleted(t *testing.T) {
 // on meanwhile.
 func TestFailingApplyHoldsTheCursor(t *testing.T) {
 	r := newRecorder()
-	bad := Key{KindDeployment, "bad"}
+	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
 	r.failLeft[bad] = 3
 	var acks []uint64
 	var mu sync.Mutex
@@ -117,7 +118,11 @@ func TestFailingApplyHoldsTheCursor(t *testing.T) {
 	must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
 	must(t, d.Event(deployment("good-2", ctrlv1.Action_ACTION_APPLY)))
 	d.Bookmark(20)
-	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[Key{KindDeployment, "good-2"}] }, "other resources blocked")
+	eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.final[Key{Kind: rpc.KindDeployment, ID: "good-2"}]
+	}, "other resources blocked")
 	// bad's first attempt may still be running on another worker.
 	eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
 	if d.Acked() != 10 {
@@ -138,7 +143,7 @@ func TestFailingApplyHoldsTheCursor(t *testing.T) {
 // failing longest, not whichever the map yields first.
 func TestLastErrorIsTheLongestFailing(t *testing.T) {
 	r := newRecorder()
-	first, second := Key{KindDeployment, "z-first"}, Key{KindDeployment, "a-second"}
+	first, second := Key{Kind: rpc.KindDeployment, ID: "z-first"}, Key{Kind: rpc.KindDeployment, ID: "a-second"}
 	r.failLeft[first], r.failLeft[second] = 1000, 1000
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
@@ -177,22 +182,22 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 	// Queued before the sync and failing: deleted upstream meanwhile, so
 	// the sync does not list it and it must not be applied late.
 	r.mu.Lock()
-	r.failLeft[Key{KindDeployment, "stuck"}] = 2
+	r.failLeft[Key{Kind: rpc.KindDeployment, ID: "stuck"}] = 2
 	r.mu.Unlock()
 	must(t, d.Event(deployment("stuck", ctrlv1.Action_ACTION_APPLY)))
 	d.BeginFullSync()
 	must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
-	n := d.Collect([]Key{{KindDeployment, "old"}, {KindDeployment, "kept"}, {KindDeployment, "orphan"}})
+	n := d.Collect([]Key{{Kind: rpc.KindDeployment, ID: "old"}, {Kind: rpc.KindDeployment, ID: "kept"}, {Kind: rpc.KindDeployment, ID: "orphan"}})
 	if n != 3 {
 		t.Fatalf("collected %d, want old, orphan and stuck", n)
 	}
 	eventually(t, func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		old, o1 := r.final[Key{KindDeployment, "old"}]
-		orphan, o2 := r.final[Key{KindDeployment, "orphan"}]
-		stuck, o3 := r.final[Key{KindDeployment, "stuck"}]
-		return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{KindDeployment, "kept"}]
+		old, o1 := r.final[Key{Kind: rpc.KindDeployment, ID: "old"}]
+		orphan, o2 := r.final[Key{Kind: rpc.KindDeployment, ID: "orphan"}]
+		stuck, o3 := r.final[Key{Kind: rpc.KindDeployment, ID: "stuck"}]
+		return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{Kind: rpc.KindDeployment, ID: "kept"}]
 	}, "garbage collection did not delete exactly old, orphan and stuck")
 }
 
@@ -203,11 +208,11 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 // it removes what it left elsewhere), and counts only what it deletes.
 func TestRequeueAppliesAgainOnlyWhatTheFilterAccepts(t *testing.T) {
 	r := newRecorder()
-	busy := Key{KindDeployment, "busy"}
+	busy := Key{Kind: rpc.KindDeployment, ID: "busy"}
 	g := &gated{recorder: r, key: busy, entered: make(chan struct{}), open: make(chan struct{})}
 	d := New(g, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 1)
-	x := Key{KindDeployment, "x"}
+	x := Key{Kind: rpc.KindDeployment, ID: "x"}
 	handled := func() []Key { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.handled) }
 	d.BeginFullSync()
 	must(t, d.Event(deploymentIn("x", "ns-b", ctrlv1.Action_ACTION_APPLY)))
@@ -272,7 +277,7 @@ func deploymentIn(id, ns string, action ctrlv1.Action) *ctrlv1.DeploymentChangeE
 // a resync while an apply fails does not ack past it.
 func TestFullSyncDoesNotReleaseBookmarksHeldByAFailingApply(t *testing.T) {
 	r := newRecorder()
-	bad, good := Key{KindDeployment, "bad"}, Key{KindDeployment, "good"}
+	bad, good := Key{Kind: rpc.KindDeployment, ID: "bad"}, Key{Kind: rpc.KindDeployment, ID: "good"}
 	r.failLeft[bad] = 1 << 30
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)

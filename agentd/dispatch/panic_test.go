@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -36,7 +37,7 @@ func (p *panicky) Handle(ctx context.Context, key Key, in Intent) error {
 // and the process lives on.
 func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
 	r := newRecorder()
-	bad := Key{KindDeployment, "bad"}
+	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
 	h := &panicky{recorder: r, key: bad}
 	h.left.Store(3) // retried after 200, 400 and 800ms
 	panics := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "panics_total"}, []string{"where"})
@@ -51,7 +52,7 @@ func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
 	applied := func(id string) bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.final[Key{KindDeployment, id}]
+		return r.final[Key{Kind: rpc.KindDeployment, ID: id}]
 	}
 	eventually(t, func() bool {
 		for i := range 5 {
@@ -84,7 +85,7 @@ func TestAPanicUnderTheLockLeavesTheDispatcherWorking(t *testing.T) {
 	r := newRecorder()
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
-	x := Key{KindDeployment, "x"}
+	x := Key{Kind: rpc.KindDeployment, ID: "x"}
 	must(t, d.Event(deployment(x.ID, ctrlv1.Action_ACTION_APPLY)))
 	func() {
 		defer func() {

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -45,7 +46,7 @@ func (r *recorder) setFailing(key Key, n int) {
 // reported in sync at the applied event's version, with no error.
 func TestAFailingResourceIsReportedWithItsErrorThenInSync(t *testing.T) {
 	r := newRecorder()
-	bad := Key{KindDeployment, "bad"}
+	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
 	r.setFailing(bad, 1<<30)
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
@@ -78,7 +79,7 @@ func TestADeleteIsReportedDeleted(t *testing.T) {
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
 	v := newView(d)
-	gone, orphan := Key{KindDeployment, "gone"}, Key{KindSentinel, "orphan"}
+	gone, orphan := Key{Kind: rpc.KindDeployment, ID: "gone"}, Key{Kind: rpc.KindSentinel, ID: "orphan"}
 
 	must(t, d.Event(versioned(deployment(gone.ID, ctrlv1.Action_ACTION_APPLY), 3)))
 	eventually(t, func() bool { v.report(); return v.last[gone].InSync }, "the apply was not reported")
@@ -105,7 +106,7 @@ func TestUnchangedResourcesAreNotReportedAgain(t *testing.T) {
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
 	v := newView(d)
-	a, b := Key{KindDeployment, "a"}, Key{KindPolicy, "b"}
+	a, b := Key{Kind: rpc.KindDeployment, ID: "a"}, Key{Kind: rpc.KindCiliumNetworkPolicy, ID: "b"}
 	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 1)))
 	b1 := &ctrlv1.DeploymentChangeEvent{Version: 2, Event: &ctrlv1.DeploymentChangeEvent_CiliumNetworkPolicy{
 		CiliumNetworkPolicy: &ctrlv1.CiliumNetworkPolicyEvent{Action: ctrlv1.Action_ACTION_APPLY,
@@ -134,7 +135,7 @@ func TestAReportCtrldDidNotTakeIsSentAgain(t *testing.T) {
 	r := newRecorder()
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 1)
-	a := Key{KindDeployment, "a"}
+	a := Key{Kind: rpc.KindDeployment, ID: "a"}
 	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 1)))
 	eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.pending) == 0 }, "the apply did not run")
 
@@ -156,7 +157,7 @@ func TestAReportCtrldDidNotTakeIsSentAgain(t *testing.T) {
 // a delete and a deploy again, that fails like the apply before it).
 func TestANewIntentFailingTheSameWayIsReported(t *testing.T) {
 	r := newRecorder()
-	bad := Key{KindDeployment, "bad"}
+	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
 	r.setFailing(bad, 1<<30)
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -136,7 +137,7 @@ func TestResourceSyncsAreSentInBatchesOf500WithErrorsClipped(t *testing.T) {
 		t.Fatalf("calls of %v resources, want 500, 500 and 201", sizes)
 	}
 	for key, n := range seen {
-		if n != 1 || !strings.HasPrefix(key, dispatch.KindDeployment+"/") {
+		if n != 1 || !strings.HasPrefix(key, rpc.KindDeployment+"/") {
 			t.Fatalf("%s reported %d times", key, n)
 		}
 	}
@@ -165,7 +166,7 @@ func TestAReportRefusedAsInvalidIsNotSentAgain(t *testing.T) {
 	if err := d.Event(apply("api")); err != nil {
 		t.Fatal(err)
 	}
-	d.Collect([]dispatch.Key{{Kind: dispatch.KindDeployment, ID: "api"}, {Kind: dispatch.KindDeployment, ID: "Labelled_By_Hand"}})
+	d.Collect([]dispatch.Key{{Kind: rpc.KindDeployment, ID: "api"}, {Kind: rpc.KindDeployment, ID: "Labelled_By_Hand"}})
 	d.Bookmark(1)
 	waitUntil(t, "the apply and the collection", func() bool { return d.Acked() == 1 })
 

@@ -181,9 +181,9 @@ func (d *deletions) has(key dispatch.Key) bool {
 // collection covers every kind.
 func TestIncompleteGarbageCollectionIsReportedAndRedone(t *testing.T) {
 	var (
-		kept      = dispatch.Key{Kind: dispatch.KindDeployment, ID: "kept"}
-		stopped   = dispatch.Key{Kind: dispatch.KindDeployment, ID: "stopped"}
-		oldPolicy = dispatch.Key{Kind: dispatch.KindPolicy, ID: "old"}
+		kept      = dispatch.Key{Kind: rpc.KindDeployment, ID: "kept"}
+		stopped   = dispatch.Key{Kind: rpc.KindDeployment, ID: "stopped"}
+		oldPolicy = dispatch.Key{Kind: rpc.KindCiliumNetworkPolicy, ID: "old"}
 	)
 	var calls atomic.Int32
 	listPolicies := make(chan struct{})
