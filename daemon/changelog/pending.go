@@ -123,3 +123,13 @@ func ResourceSpan(ctx context.Context, q Querier, typ, id string, after uint64) 
 	}
 	return Span{Lo: lo.V, Hi: hi.V}, rows.Err()
 }
+
+// NoChangeAbove is an SQL condition, for a query of another table to
+// embed, that holds when the resource its arguments name (SQL expressions
+// of that query: the resource type, ID and region) has no change above
+// version (an SQL expression too). It uses the (resource_type,
+// resource_id, pk) index.
+func NoChangeAbove(typ, id, region, version string) string {
+	return "NOT EXISTS (SELECT 1 FROM deployment_changes c WHERE c.resource_type = " + typ +
+		" AND c.resource_id = " + id + " AND c.region = " + region + " AND c.pk > " + version + ")"
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
@@ -144,17 +145,18 @@ func (h *Health) blockers(now time.Time) []Reason {
 // and is current again once the agent reports on the new change. Versions,
 // not times: replicas' clocks differ. (A row from an agent that does not
 // send received_version falls back to its applied version.)
-const currentSync = `(
-	(s.kind = 'deployment' AND EXISTS (SELECT 1 FROM deployment_topology t
-		WHERE t.deployment_id = s.resource_id AND t.region = s.region))
-	OR (s.kind = 'sentinel' AND EXISTS (SELECT 1 FROM sentinels x
-		WHERE x.id = s.resource_id AND x.region = s.region))
-	OR (s.kind = 'cilium_network_policy' AND EXISTS (SELECT 1 FROM cilium_network_policies p
-		WHERE p.id = s.resource_id AND p.region = s.region)))
-	AND NOT EXISTS (SELECT 1 FROM deployment_changes c
-		WHERE c.resource_type = IF(s.kind = 'deployment', 'deployment_topology', s.kind)
-		AND c.resource_id = s.resource_id AND c.region = s.region
-		AND c.pk > GREATEST(s.received_version, s.applied_version))`
+var currentSync = currentSyncSQL()
+
+func currentSyncSQL() string {
+	var desired, changeTypes []string
+	for _, k := range kinds.All {
+		desired = append(desired, fmt.Sprintf("(s.kind = '%s' AND EXISTS (%s))", k.Name, k.DesiredSQL))
+		changeTypes = append(changeTypes, fmt.Sprintf("WHEN '%s' THEN '%s'", k.Name, k.ChangeType))
+	}
+	changeType := "CASE s.kind " + strings.Join(changeTypes, " ") + " END"
+	return "(" + strings.Join(desired, " OR ") + ") AND " +
+		changelog.NoChangeAbove(changeType, "s.resource_id", "s.region", "GREATEST(s.received_version, s.applied_version)")
+}
 
 // readFailures fills FailingResources and, if longest, OldestFailure (the
 // longest-failing resource) of the regions: all of them for name "", else
