@@ -20,13 +20,13 @@ type confirmation struct {
 	run    tea.Cmd
 }
 
-func (m Model) act(what, done string, call func(ctx context.Context) error) tea.Cmd {
-	return m.actSaying(what, func(ctx context.Context) (string, error) { return done, call(ctx) })
+func act(what, done string, call func(ctx context.Context) error) tea.Cmd {
+	return actSaying(what, func(ctx context.Context) (string, error) { return done, call(ctx) })
 }
 
 // actSaying is act for a call whose result says what was done (a rollback
 // to 0 learns from ctrld which revision it restored).
-func (m Model) actSaying(what string, call func(ctx context.Context) (done string, err error)) tea.Cmd {
+func actSaying(what string, call func(ctx context.Context) (done string, err error)) tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -35,20 +35,20 @@ func (m Model) actSaying(what string, call func(ctx context.Context) (done strin
 	}
 }
 
-func (m Model) resyncConfirmation(region string) *confirmation {
+func (pc pageContext) resyncConfirmation(region string) *confirmation {
 	what, done := "force resync of "+Clean(region), "requested a full resync of "+Clean(region)
 	return &confirmation{
 		what: what,
 		detail: fmt.Sprintf("Force a full resync of region %s?\nIts agent re-reads all desired state and deletes managed objects not in it.", Clean(region)) +
-			m.regionWarning(region),
-		run: m.act(what, done, func(ctx context.Context) error {
-			_, err := m.op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "forced from unkey-tui"})
+			pc.regionWarning(region),
+		run: act(what, done, func(ctx context.Context) error {
+			_, err := pc.op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: region, Reason: "forced from unkey-tui"})
 			return err
 		}),
 	}
 }
 
-func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
+func (pc pageContext) pauseConfirmation(region string, pause bool) *confirmation {
 	verb, done, effect := "resume", "resumed", "Changes held back since the pause are delivered."
 	if pause {
 		verb, done, effect = "pause", "paused", "Its agent gets no changes until resumed; nothing is lost."
@@ -58,14 +58,14 @@ func (m Model) pauseConfirmation(region string, pause bool) *confirmation {
 	return &confirmation{
 		what:   what,
 		detail: fmt.Sprintf("%s streaming to region %s?\n%s", capitalize(verb), Clean(region), effect),
-		run: m.act(what, done, func(ctx context.Context) error {
-			_, err := m.op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: pause})
+		run: act(what, done, func(ctx context.Context) error {
+			_, err := pc.op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: region, Paused: pause})
 			return err
 		}),
 	}
 }
 
-func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, want ctrlv1.DesiredStatus) *confirmation {
+func (pc pageContext) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, want ctrlv1.DesiredStatus) *confirmation {
 	shownID, shownRegion := Clean(d.GetDeploymentId()), Clean(region)
 	verb, past, effect := "stop", "stopped", fmt.Sprintf("Its StatefulSet and Service in %s are deleted (%d replicas now).", shownRegion, d.GetReplicas())
 	if want == ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING {
@@ -75,9 +75,9 @@ func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, w
 	done := fmt.Sprintf("%s %s in %s", past, shownID, shownRegion)
 	return &confirmation{
 		what:   what,
-		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect) + m.regionWarning(region),
-		run: m.act(what, done, func(ctx context.Context) error {
-			_, err := m.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
+		detail: fmt.Sprintf("%s deployment %s in region %s?\n%s", capitalize(verb), shownID, shownRegion, effect) + pc.regionWarning(region),
+		run: act(what, done, func(ctx context.Context) error {
+			_, err := pc.op.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: d.GetDeploymentId(), Region: region, Status: want})
 			return err
 		}),
 	}
@@ -86,12 +86,12 @@ func (m Model) statusConfirmation(d *ctrlv1.DeploymentInRegion, region string, w
 // regionWarning tells, below a confirmation's text, that a change for the
 // region will not take effect now: the region is paused or its agent down
 // (as last read). Empty when neither is known.
-func (m Model) regionWarning(region string) string {
-	o := m.overviewOf(region)
+func (pc pageContext) regionWarning(region string) string {
+	o := pc.overviewOf(region)
 	if o == nil {
 		return ""
 	}
-	now, shown := m.opts.Now(), Clean(region)
+	now, shown := pc.now, Clean(region)
 	var warnings []string
 	if o.GetPaused() {
 		warnings = append(warnings, strings.TrimSpace(fmt.Sprintf("%s is paused %s", shown, since(o.GetPausedSince(), now)))+
@@ -107,13 +107,10 @@ func (m Model) regionWarning(region string) string {
 	return "\n\nNote: " + strings.Join(warnings, "\nNote: ")
 }
 
-// overviewOf is the region's health as last read: from its page if it is
-// shown, else from the regions list (read with the deployments too).
-func (m Model) overviewOf(region string) *ctrlv1.RegionOverview {
-	if m.page == pageRegion && m.detail.name == region && m.detail.region != nil {
-		return m.detail.region.GetOverview()
-	}
-	for _, o := range m.regions.all {
+// overviewOf is the region's health as last read (see
+// pageContext.overviews); nil when it was not.
+func (pc pageContext) overviewOf(region string) *ctrlv1.RegionOverview {
+	for _, o := range pc.overviews {
 		if o.GetRegion() == region {
 			return o
 		}
@@ -127,15 +124,16 @@ func capitalize(s string) string {
 	}
 	return string(s[0]-'a'+'A') + s[1:]
 }
-func (m Model) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to int32) *confirmation {
+
+func (pc pageContext) scaleConfirmation(d *ctrlv1.DeploymentInRegion, region string, to int32) *confirmation {
 	shownID, shownRegion := Clean(d.GetDeploymentId()), Clean(region)
 	what := fmt.Sprintf("scale %s in %s to %d", shownID, shownRegion, to)
 	done := fmt.Sprintf("scaled %s to %d in %s", shownID, to, shownRegion)
 	return &confirmation{
 		what:   what,
-		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to) + m.regionWarning(region),
-		run: m.act(what, done, func(ctx context.Context) error {
-			_, err := m.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})
+		detail: fmt.Sprintf("Scale deployment %s in region %s from %d to %d replicas?", shownID, shownRegion, d.GetReplicas(), to) + pc.regionWarning(region),
+		run: act(what, done, func(ctx context.Context) error {
+			_, err := pc.op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: d.GetDeploymentId(), Region: region, Replicas: to})
 			return err
 		}),
 	}

@@ -1,9 +1,13 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -12,6 +16,13 @@ import (
 type deploymentRow struct {
 	deployment *ctrlv1.DeploymentSummary
 	region     *ctrlv1.DeploymentInRegion
+}
+
+// deploymentsMsg is a read of every deployment, with the regions' health
+// for the confirmations' warnings.
+type deploymentsMsg struct {
+	deployments []*ctrlv1.DeploymentSummary
+	regions     []*ctrlv1.RegionOverview
 }
 
 // deploymentsPage lists every deployment per region, newest first.
@@ -33,27 +44,85 @@ func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary, filter string) {
 	p.show(rows, func(r *deploymentRow) string { return r.deployment.GetDeploymentId() + "/" + r.region.GetRegion() })
 }
 
-func (m Model) renderDeployments() string {
-	s := m.styles
-	now := m.asOf()
+func (deploymentsPage) title() string { return "deployments" }
+
+func (deploymentsPage) read(op ctrlv1.OperatorServiceClient) func(ctx context.Context) (tea.Msg, error) {
+	return func(ctx context.Context) (tea.Msg, error) {
+		r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+		if err != nil {
+			return nil, err
+		}
+		regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		return deploymentsMsg{r.GetDeployments(), regions.GetRegions()}, err
+	}
+}
+
+func (p deploymentsPage) receive(msg tea.Msg, pc pageContext) (page, bool) {
+	d, ok := msg.(deploymentsMsg)
+	if !ok {
+		return p, false
+	}
+	p.at = pc.now
+	p.set(d.deployments, pc.filter)
+	return p, true
+}
+
+func (p deploymentsPage) filter(f string) page {
+	p.set(p.all, f)
+	return p
+}
+
+func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
+	r, k := p.selected(), pc.keys
+	if p.moveKey(msg, k) || r == nil {
+		return p, action{}
+	}
+	region := r.region.GetRegion()
+	switch {
+	case key.Matches(msg, k.Stop):
+		return p, action{confirm: pc.statusConfirmation(r.region, region, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)}
+	case key.Matches(msg, k.Start):
+		return p, action{confirm: pc.statusConfirmation(r.region, region, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)}
+	case key.Matches(msg, k.ScaleUp):
+		return p, action{confirm: pc.scaleConfirmation(r.region, region, r.region.GetReplicas()+1)}
+	case key.Matches(msg, k.ScaleDown) && r.region.GetReplicas() > 0:
+		return p, action{confirm: pc.scaleConfirmation(r.region, region, r.region.GetReplicas()-1)}
+	case key.Matches(msg, k.History):
+		return p, action{open: historyPage{id: r.deployment.GetDeploymentId()}}
+	}
+	return p, action{}
+}
+
+func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
+	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
+	if p.selected() != nil {
+		short = append(short, k.History)
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History)
+	}
+	return short, keys
+}
+
+func (p deploymentsPage) view(pc pageContext) string {
+	s := pc.styles
+	now := pc.asOf
 	var b strings.Builder
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %-18s %-10s %-8s %4s %7s %-11s %s", "DEPLOYMENT", "REGION", "DESIRED", "REPL", "READY", "ACTUAL", "WORKFLOW")) + "\n")
-	if len(m.deployments.rows) == 0 {
-		b.WriteString(s.Dim.Render("  "+emptyText("deployments", m.filter, len(m.deployments.all), "no deployments yet")) + "\n")
+	if len(p.rows) == 0 {
+		b.WriteString(s.Dim.Render("  "+emptyText("deployments", pc.filter, len(p.all), "no deployments yet")) + "\n")
 	}
-	for i, r := range m.deployments.rows {
-		line := fmt.Sprintf("%s %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", m.marker(), clip(r.deployment.DeploymentId, 18), clip(r.region.GetRegion(), 10),
+	for i, r := range p.rows {
+		line := fmt.Sprintf("%s %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", pc.marker(), clip(r.deployment.DeploymentId, 18), clip(r.region.GetRegion(), 10),
 			Clean(r.region.DesiredStatus), r.region.Replicas, r.region.ReadyInstances, r.region.Instances, Clean(r.region.ActualStatus),
 			workflowShown(r.region, r.deployment.WorkflowStatus))
 		style := s.Plain
 		if r.deployment.WorkflowStatus == "failed" {
 			style = s.Bad
 		}
-		b.WriteString(m.rowStyle(clip(line, m.width), i == m.deployments.cursor, style) + "\n")
-		b.WriteString(m.noteLine(syncNote(r.region, now)))
+		b.WriteString(pc.rowStyle(clip(line, pc.width), i == p.cursor, style) + "\n")
+		b.WriteString(pc.noteLine(syncNote(r.region, now)))
 	}
-	if r := m.deployments.selected(); r != nil && r.deployment.WorkflowError != "" {
-		b.WriteString("\n" + s.Bad.Render("workflow: ") + elide(r.deployment.WorkflowError, m.width-10) + "\n")
+	if r := p.selected(); r != nil && r.deployment.WorkflowError != "" {
+		b.WriteString("\n" + s.Bad.Render("workflow: ") + elide(r.deployment.WorkflowError, pc.width-10) + "\n")
 	}
 	return b.String()
 }
@@ -106,25 +175,4 @@ func applyFailing(sync *ctrlv1.ResourceSyncState, now time.Time) string {
 		failing += " " + span(now.Sub(sync.GetFailingSince().AsTime()))
 	}
 	return failing + ": " + sync.GetError()
-}
-
-// noteLine is the line under a resource's row that says why it is not in
-// sync (see syncNote, applyFailing); nothing when note is empty.
-func (m Model) noteLine(note string) string {
-	if note == "" {
-		return ""
-	}
-	style := m.styles.Warn
-	if m.stale() {
-		style = m.styles.Dim
-	}
-	return style.Render(elide(m.marker()+"   ↳ "+note, m.width)) + "\n"
-}
-
-// marker starts a row: "?" while the data is stale (see rowStyle).
-func (m Model) marker() string {
-	if m.stale() {
-		return "?"
-	}
-	return " "
 }

@@ -1,10 +1,13 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -13,6 +16,13 @@ import (
 // pendingShown is how many pending changes the region page lists (and
 // fetches); it counts all of them.
 const pendingShown = 5
+
+// detailMsg is a read of one region and its pending changes.
+type detailMsg struct {
+	name    string // the region asked for
+	region  *ctrlv1.GetRegionResponse
+	pending *ctrlv1.ListPendingChangesResponse
+}
 
 // detailPage shows one region: its pending changes and its resources,
 // desired vs actual.
@@ -34,31 +44,101 @@ func (p *detailPage) set(r *ctrlv1.GetRegionResponse, pending *ctrlv1.ListPendin
 	p.show(rows, (*ctrlv1.DeploymentInRegion).GetDeploymentId)
 }
 
+func (p detailPage) title() string { return "region " + Clean(p.name) + "  (esc: back)" }
+
+func (p detailPage) read(op ctrlv1.OperatorServiceClient) func(ctx context.Context) (tea.Msg, error) {
+	return func(ctx context.Context) (tea.Msg, error) {
+		r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: p.name})
+		if err != nil {
+			return nil, err
+		}
+		pending, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: p.name, Limit: pendingShown})
+		return detailMsg{p.name, r, pending}, err
+	}
+}
+
+// receive takes a read of this page's region only: another's, asked for
+// before the operator moved on, would show its rows (and act on them)
+// under this one's name.
+func (p detailPage) receive(msg tea.Msg, pc pageContext) (page, bool) {
+	d, ok := msg.(detailMsg)
+	if !ok || d.name != p.name {
+		return p, false
+	}
+	p.at = pc.now
+	p.set(d.region, d.pending, pc.filter)
+	return p, true
+}
+
+func (p detailPage) filter(f string) page {
+	if p.region != nil {
+		p.set(p.region, p.pending, f)
+	}
+	return p
+}
+
+func (p detailPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
+	if p.moveKey(msg, pc.keys) {
+		return p, action{}
+	}
+	if p.region != nil {
+		// Its confirmations warn from the region's health as read with it.
+		pc.overviews = append([]*ctrlv1.RegionOverview{p.region.GetOverview()}, pc.overviews...)
+	}
+	k, d := pc.keys, p.selected()
+	var ask *confirmation
+	switch {
+	case key.Matches(msg, k.Resync):
+		ask = pc.resyncConfirmation(p.name)
+	case key.Matches(msg, k.Pause) && p.region != nil:
+		ask = pc.pauseConfirmation(p.name, !p.region.GetOverview().GetPaused())
+	case key.Matches(msg, k.Stop) && d != nil:
+		ask = pc.statusConfirmation(d, p.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
+	case key.Matches(msg, k.Start) && d != nil:
+		ask = pc.statusConfirmation(d, p.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
+	case key.Matches(msg, k.ScaleUp) && d != nil:
+		ask = pc.scaleConfirmation(d, p.name, d.GetReplicas()+1)
+	case key.Matches(msg, k.ScaleDown) && d != nil && d.GetReplicas() > 0:
+		ask = pc.scaleConfirmation(d, p.name, d.GetReplicas()-1)
+	}
+	return p, action{confirm: ask}
+}
+
+func (p detailPage) help(k KeyMap) (short, keys []key.Binding) {
+	keys = append(p.moveKeys(k), k.Resync)
+	if p.region != nil {
+		keys = append(keys, k.Pause)
+	}
+	if p.selected() != nil {
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp)
+	}
+	return []key.Binding{k.Back, k.Switch}, keys
+}
+
 // whyShown caps the region page's list of reasons; the regions page
 // shows them all for the selected region.
 const whyShown = 4
 
-func (m Model) renderDetail() string {
-	s := m.styles
-	d := m.detail
+func (p detailPage) view(pc pageContext) string {
+	s := pc.styles
 	var b strings.Builder
-	if d.region == nil {
-		return s.Dim.Render("  loading " + d.name + " ...\n")
+	if p.region == nil {
+		return s.Dim.Render("  loading " + p.name + " ...\n")
 	}
-	o := d.region.GetOverview()
-	now := m.asOf()
+	o := p.region.GetOverview()
+	now := pc.asOf
 	// The state first and whole, whatever the width: it is what the
 	// operator came for; the numbers after it give way.
-	state, style := m.regionState(o)
+	state, style := pc.regionState(o)
 	head := "  state " + state
 	rest := fmt.Sprintf("  head %d  acked %d  lag %d changes / %.1fs  agent %s",
 		o.GetHeadVersion(), o.GetAckedVersion(), o.GetLagChanges(), o.GetLagSeconds(), orNone(Clean(o.GetAgentIdentity())))
-	if room := m.width - ansi.StringWidth(head); room > 1 {
+	if room := pc.width - ansi.StringWidth(head); room > 1 {
 		rest = clip(rest, room)
 	} else {
 		rest = ""
 	}
-	b.WriteString(m.rowStyle(head, false, style) + rest + "\n")
+	b.WriteString(pc.rowStyle(head, false, style) + rest + "\n")
 	why := whyNotInSync(o, now)
 	for i, w := range why {
 		if i == whyShown {
@@ -69,44 +149,44 @@ func (m Model) renderDetail() string {
 		if i > 0 {
 			prefix = "       "
 		}
-		b.WriteString(s.Warn.Render(elide(prefix+w, m.width)) + "\n")
+		b.WriteString(s.Warn.Render(elide(prefix+w, pc.width)) + "\n")
 	}
 	b.WriteString("\n")
 	if !o.GetAgentConnected() && o.GetLastHeartbeat() != nil {
 		// The agent reports READY and ACTUAL; while it is down they are
 		// what it saw last.
-		b.WriteString(s.Warn.Render(clip("  READY and ACTUAL "+asOfText(o.GetLastHeartbeat().AsTime(), now)+", the agent's last report", m.width)) + "\n")
+		b.WriteString(s.Warn.Render(clip("  READY and ACTUAL "+asOfText(o.GetLastHeartbeat().AsTime(), now)+", the agent's last report", pc.width)) + "\n")
 	}
 
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %-20s %-9s %8s %9s %-11s %-9s", "DEPLOYMENT", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW")) + "\n")
-	if len(d.rows) == 0 {
-		b.WriteString(s.Dim.Render("  "+emptyText("deployments", m.filter, len(d.region.GetDeployments()), "no deployments in this region")) + "\n")
+	if len(p.rows) == 0 {
+		b.WriteString(s.Dim.Render("  "+emptyText("deployments", pc.filter, len(p.region.GetDeployments()), "no deployments in this region")) + "\n")
 	}
-	for i, dep := range d.rows {
-		line := fmt.Sprintf("%s %-20s %-9s %8d %4d/%-4d %-11s %-9s", m.marker(), clip(dep.DeploymentId, 20), Clean(dep.DesiredStatus), dep.Replicas,
+	for i, dep := range p.rows {
+		line := fmt.Sprintf("%s %-20s %-9s %8d %4d/%-4d %-11s %-9s", pc.marker(), clip(dep.DeploymentId, 20), Clean(dep.DesiredStatus), dep.Replicas,
 			dep.ReadyInstances, dep.Instances, Clean(dep.ActualStatus), workflowShown(dep, dep.WorkflowStatus))
-		b.WriteString(m.rowStyle(clip(line, m.width), i == d.cursor, s.Plain) + "\n")
-		b.WriteString(m.noteLine(syncNote(dep, now)))
+		b.WriteString(pc.rowStyle(clip(line, pc.width), i == p.cursor, s.Plain) + "\n")
+		b.WriteString(pc.noteLine(syncNote(dep, now)))
 	}
-	for _, sen := range d.region.GetSentinels() {
+	for _, sen := range p.region.GetSentinels() {
 		fmt.Fprintf(&b, "  sentinel %-14s %-8s %d/%d available  %s\n", clip(sen.SentinelId, 14), Clean(sen.DesiredState),
 			sen.AvailableReplicas, sen.Replicas, Clean(sen.Health))
-		b.WriteString(m.noteLine(applyFailing(sen.GetSync(), now)))
+		b.WriteString(pc.noteLine(applyFailing(sen.GetSync(), now)))
 	}
-	for _, p := range d.region.GetPolicies() {
-		owner := "environment " + Clean(p.EnvironmentId)
-		if p.DeploymentId != "" {
-			owner = "deployment " + Clean(p.DeploymentId)
+	for _, policy := range p.region.GetPolicies() {
+		owner := "environment " + Clean(policy.EnvironmentId)
+		if policy.DeploymentId != "" {
+			owner = "deployment " + Clean(policy.DeploymentId)
 		}
-		fmt.Fprintf(&b, "  policy   %-14s (%s)\n", clip(p.Name, 14), owner)
-		b.WriteString(m.noteLine(applyFailing(p.GetSync(), now)))
+		fmt.Fprintf(&b, "  policy   %-14s (%s)\n", clip(policy.Name, 14), owner)
+		b.WriteString(pc.noteLine(applyFailing(policy.GetSync(), now)))
 	}
 
-	total := d.pending.GetTotal()
+	total := p.pending.GetTotal()
 	b.WriteString("\n" + s.Header.Render(fmt.Sprintf("  PENDING CHANGES (%d): version, age, by, resource, change", total)) + "\n")
-	changes := d.pending.GetChanges() // the oldest pendingShown
+	changes := p.pending.GetChanges() // the oldest pendingShown
 	for _, c := range changes {
-		b.WriteString(m.rowStyle(m.pendingLine(c, now), false, s.Plain) + "\n")
+		b.WriteString(pc.rowStyle(pc.pendingLine(c, now), false, s.Plain) + "\n")
 	}
 	if more := total - int64(len(changes)); more > 0 {
 		fmt.Fprintf(&b, s.Dim.Render("  ... %d more")+"\n", more)
@@ -117,15 +197,15 @@ func (m Model) renderDetail() string {
 // pendingLine is one pending change: its age, who made it and what it
 // changes (where the server says; older servers do not), the part that
 // gets the rest of the line.
-func (m Model) pendingLine(c *ctrlv1.PendingChange, now time.Time) string {
+func (pc pageContext) pendingLine(c *ctrlv1.PendingChange, now time.Time) string {
 	kind := strings.TrimSuffix(strings.TrimPrefix(c.GetResourceType(), "cilium_network_"), "_topology")
 	actor := c.GetActor()
 	if actor == "" {
 		actor = "-"
 	}
-	line := fmt.Sprintf("%s %8d %-7s %-8s %-20s ", m.marker(), c.GetVersion(), ago(now, c.GetCreatedAt().AsTime()),
+	line := fmt.Sprintf("%s %8d %-7s %-8s %-20s ", pc.marker(), c.GetVersion(), ago(now, c.GetCreatedAt().AsTime()),
 		clip(actor, 8), clip(kind+"/"+c.GetResourceId(), 20))
-	return strings.TrimRight(line+elide(c.GetSummary(), m.width-ansi.StringWidth(line)), " ")
+	return strings.TrimRight(line+elide(c.GetSummary(), pc.width-ansi.StringWidth(line)), " ")
 }
 
 func orNone(s string) string {

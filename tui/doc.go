@@ -11,16 +11,29 @@
 // lets ctrld pick the revision (to 0) instead of one the console found
 // among the revisions it read.
 //
-// The root Model owns the program: it polls ctrld's operator API in
-// commands (never blocking input), routes keys to the active page, and
-// shows a banner while ctrld is unreachable instead of failing. Nothing
-// looks live that is not: while reads fail, the page keeps its last rows,
-// dimmed and marked "?", says "STALE as of" the last good read, and counts
-// ages to that read; the first good read clears all of it. Text that does
-// not fit is elided from the middle or wrapped (elide, fit), never cut
-// without "…", so the end of an error, which says why, stays. Pages and
-// components are small models; styles and key bindings are one struct
-// each, built per program (no package-global mutable state).
+// The console is a root Model and its pages (page.go): the regions and the
+// deployments page, which tab switches between, and a region or a
+// deployment's history, opened from them and closed with esc. A page owns
+// its rows, its cursor, its keys, its view and its help; it reads the
+// root's state only through a pageContext (styles, keys, size, clock,
+// stale marking, the filter, the regions' last health) and asks the root
+// for a confirmation, a status line or another page by returning an
+// action, never reaching into it. The root owns the program: it polls
+// ctrld's operator API in commands (never blocking input) for the page
+// shown, routes each read's answer to the pages it is for, takes the keys
+// that work everywhere (quit, help, filter, tab, esc) and the
+// confirmations, hands other keys to the page shown, draws the frame
+// around its view, and shows a banner while ctrld is unreachable instead
+// of failing. Help shows the page's keys that work now (no row action
+// without a row) and the root's that work there, nothing else.
+//
+// Nothing looks live that is not: while reads fail, the page keeps its
+// last rows, dimmed and marked "?", says "STALE as of" the last good read,
+// and counts ages to that read; the first good read clears all of it. Text
+// that does not fit is elided from the middle or wrapped (elide, fit),
+// never cut without "…", so the end of an error, which says why, stays.
+// Styles and key bindings are one struct each, built per program (no
+// package-global mutable state).
 //
 // No text from the server reaches the terminal as it came: agents write
 // some of it, and an escape sequence in an agent's last error must not

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -25,6 +27,12 @@ type historyPage struct {
 	loaded                           bool
 }
 
+// historyMsg is a read of one deployment's revisions.
+type historyMsg struct {
+	id        string // the deployment asked for
+	revisions []*ctrlv1.DeploymentRevision
+}
+
 func (p *historyPage) set(revs []*ctrlv1.DeploymentRevision, filter string) {
 	p.all, p.loaded = revs, true
 	var rows []*ctrlv1.DeploymentRevision
@@ -36,29 +44,76 @@ func (p *historyPage) set(revs []*ctrlv1.DeploymentRevision, filter string) {
 	p.show(rows, func(r *ctrlv1.DeploymentRevision) string { return fmt.Sprint(r.GetRevision()) })
 }
 
-func (m Model) renderHistory() string {
-	s := m.styles
-	h := m.history
-	if !h.loaded {
-		return s.Dim.Render("  loading the history of " + Clean(h.id) + " ...\n")
+func (p historyPage) title() string { return "history of " + Clean(p.id) + "  (esc: back)" }
+
+func (p historyPage) read(op ctrlv1.OperatorServiceClient) func(ctx context.Context) (tea.Msg, error) {
+	return func(ctx context.Context) (tea.Msg, error) {
+		r, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: p.id, Limit: historyShown})
+		return historyMsg{p.id, r.GetRevisions()}, err
 	}
-	now := m.asOf()
+}
+
+// receive takes the history of this page's deployment only (see
+// detailPage.receive).
+func (p historyPage) receive(msg tea.Msg, pc pageContext) (page, bool) {
+	h, ok := msg.(historyMsg)
+	if !ok || h.id != p.id {
+		return p, false
+	}
+	p.at = pc.now
+	p.set(h.revisions, pc.filter)
+	return p, true
+}
+
+func (p historyPage) filter(f string) page {
+	if p.loaded {
+		p.set(p.all, f)
+	}
+	return p
+}
+
+func (p historyPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
+	if p.moveKey(msg, pc.keys) || !key.Matches(msg, pc.keys.Rollback) || p.selected() == nil {
+		return p, action{}
+	}
+	r, ok := p.rollback()
+	if !ok {
+		return p, action{status: "nothing to roll back to: this is the deployment's only revision"}
+	}
+	return p, action{confirm: p.rollbackConfirmation(r, pc)}
+}
+
+func (p historyPage) help(k KeyMap) (short, keys []key.Binding) {
+	short, keys = []key.Binding{k.Back}, p.moveKeys(k)
+	if p.selected() != nil {
+		short = append(short, k.Rollback)
+		keys = append(keys, k.Rollback)
+	}
+	return short, keys
+}
+
+func (p historyPage) view(pc pageContext) string {
+	s := pc.styles
+	if !p.loaded {
+		return s.Dim.Render("  loading the history of " + Clean(p.id) + " ...\n")
+	}
+	now := pc.asOf
 	var b strings.Builder
 	b.WriteString(s.Header.Render(fmt.Sprintf("  %4s %-8s %-8s %-10s %s", "REV", "WHEN", "BY", "ACTION", "WHAT CHANGED")) + "\n")
-	if len(h.rows) == 0 {
-		b.WriteString(s.Dim.Render("  "+emptyText("revisions", m.filter, len(h.all), "no revisions")) + "\n")
+	if len(p.rows) == 0 {
+		b.WriteString(s.Dim.Render("  "+emptyText("revisions", pc.filter, len(p.all), "no revisions")) + "\n")
 	}
-	for i, r := range h.rows {
-		line := fmt.Sprintf("%s %4d %-8s %-8s %-10s ", m.marker(), r.GetRevision(), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10))
-		line += elide(r.GetSummary(), m.width-ansi.StringWidth(line))
-		b.WriteString(m.rowStyle(line, i == h.cursor, s.Plain) + "\n")
+	for i, r := range p.rows {
+		line := fmt.Sprintf("%s %4d %-8s %-8s %-10s ", pc.marker(), r.GetRevision(), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10))
+		line += elide(r.GetSummary(), pc.width-ansi.StringWidth(line))
+		b.WriteString(pc.rowStyle(line, i == p.cursor, s.Plain) + "\n")
 	}
-	if r := h.selected(); r != nil {
-		b.WriteString("\n" + clip(fmt.Sprintf("  revision %d: %s", r.GetRevision(), specText(r)), m.width) + "\n")
+	if r := p.selected(); r != nil {
+		b.WriteString("\n" + clip(fmt.Sprintf("  revision %d: %s", r.GetRevision(), specText(r)), pc.width) + "\n")
 		b.WriteString(clip(fmt.Sprintf("  by %s at %s, stream versions %d-%d", orNone(Clean(r.GetActor())),
-			r.GetCreatedAt().AsTime().In(now.Location()).Format("2006-01-02 15:04:05"), r.GetFirstVersion(), r.GetLastVersion()), m.width) + "\n")
+			r.GetCreatedAt().AsTime().In(now.Location()).Format("2006-01-02 15:04:05"), r.GetFirstVersion(), r.GetLastVersion()), pc.width) + "\n")
 		if names := r.GetEnvNames(); len(names) > 0 {
-			b.WriteString(elide("  env: "+strings.Join(names, ", "), m.width) + "\n")
+			b.WriteString(elide("  env: "+strings.Join(names, ", "), pc.width) + "\n")
 		}
 	}
 	return b.String()
@@ -205,8 +260,8 @@ func keptStatus(current, target *ctrlv1.DeploymentRevision) []string {
 	return out
 }
 
-func (m Model) rollbackConfirmation(r rollback) *confirmation {
-	id := m.history.id
+func (p historyPage) rollbackConfirmation(r rollback, pc pageContext) *confirmation {
+	id := p.id
 	shownID := Clean(id)
 	var question, what string
 	var lines []string
@@ -222,7 +277,7 @@ func (m Model) rollbackConfirmation(r rollback) *confirmation {
 	default:
 		what = fmt.Sprintf("roll back %s to the newest earlier revision that differs", shownID)
 		question = fmt.Sprintf("Roll back deployment %s to the newest earlier revision with another spec or other replicas (now %d)?", shownID, r.current.GetRevision())
-		lines = append(lines, fmt.Sprintf("None of the %d revisions the console read differs in image, cpu, memory, env names or replicas. ctrld searches all revisions and compares port, command and env values too; it refuses if none differs.", len(m.history.all)))
+		lines = append(lines, fmt.Sprintf("None of the %d revisions the console read differs in image, cpu, memory, env names or replicas. ctrld searches all revisions and compares port, command and env values too; it refuses if none differs.", len(p.all)))
 	}
 	if r.target != nil {
 		var changes []string
@@ -243,13 +298,13 @@ func (m Model) rollbackConfirmation(r rollback) *confirmation {
 	// The rollback changes the deployment in every region it runs in now
 	// (the target revision's regions may have been others).
 	for _, rs := range r.current.GetRegions() {
-		detail += m.regionWarning(rs.GetRegion())
+		detail += pc.regionWarning(rs.GetRegion())
 	}
 	return &confirmation{
 		what:   what,
 		detail: detail,
-		run: m.actSaying(what, func(ctx context.Context) (string, error) {
-			resp, err := m.op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: r.to})
+		run: actSaying(what, func(ctx context.Context) (string, error) {
+			resp, err := pc.op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: r.to})
 			return fmt.Sprintf("rolled back %s to revision %d; now revision %d", shownID, resp.GetRestored(), resp.GetRevision()), err
 		}),
 	}

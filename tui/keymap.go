@@ -38,7 +38,8 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
-// pageHelp is the help of one page: only the keys that do something there.
+// pageHelp is the help shown for one page: only the keys that do
+// something there (see Model.shownHelp).
 type pageHelp struct {
 	short []key.Binding
 	full  [][]key.Binding
@@ -49,20 +50,3 @@ func (h pageHelp) ShortHelp() []key.Binding { return h.short }
 
 // FullHelp implements help.KeyMap.
 func (h pageHelp) FullHelp() [][]key.Binding { return h.full }
-
-// helpFor is the help of page p.
-func (k KeyMap) helpFor(p page) pageHelp {
-	switch p {
-	case pageRegion:
-		return pageHelp{[]key.Binding{k.Back, k.Switch, k.Filter, k.Help, k.Quit},
-			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch, k.Filter}, {k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp}, {k.Help, k.Quit}}}
-	case pageDeployments:
-		return pageHelp{[]key.Binding{k.Switch, k.History, k.Filter, k.Help, k.Quit},
-			[][]key.Binding{{k.Up, k.Down, k.Switch, k.Filter}, {k.Stop, k.Start, k.ScaleUp, k.History}, {k.Help, k.Quit}}}
-	case pageHistory:
-		return pageHelp{[]key.Binding{k.Back, k.Rollback, k.Filter, k.Help, k.Quit},
-			[][]key.Binding{{k.Up, k.Down, k.Back, k.Switch, k.Filter}, {k.Rollback}, {k.Help, k.Quit}}}
-	}
-	return pageHelp{[]key.Binding{k.Switch, k.Open, k.Filter, k.Help, k.Quit},
-		[][]key.Binding{{k.Up, k.Down, k.Open, k.Switch, k.Filter}, {k.Resync, k.Pause}, {k.Help, k.Quit}}}
-}

@@ -1,6 +1,11 @@
 package tui
 
-import "time"
+import (
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+)
 
 // list is a page's rows, after the filter, and its selected row. A refresh
 // keeps the selection on the same item (by key) wherever the item moved, so
@@ -37,6 +42,9 @@ func emptyText(things, filter string, total int, ifNone string) string {
 	return ifNone
 }
 
+// readAt is when the rows were read (see page).
+func (l list[T]) readAt() time.Time { return l.at }
+
 func (l *list[T]) move(d int) { l.cursor = max(0, min(len(l.rows)-1, l.cursor+d)) }
 
 // selected is the selected row; the zero T (nil for pointers) when empty.
@@ -46,4 +54,25 @@ func (l *list[T]) selected() T {
 		return l.rows[l.cursor]
 	}
 	return none
+}
+
+// moveKeys is up and down when there is somewhere to move.
+func (l *list[T]) moveKeys(k KeyMap) []key.Binding {
+	if len(l.rows) < 2 {
+		return nil
+	}
+	return []key.Binding{k.Up, k.Down}
+}
+
+// moveKey moves the cursor if msg is up or down, and says whether it was.
+func (l *list[T]) moveKey(msg tea.KeyPressMsg, k KeyMap) bool {
+	switch {
+	case key.Matches(msg, k.Up):
+		l.move(-1)
+	case key.Matches(msg, k.Down):
+		l.move(1)
+	default:
+		return false
+	}
+	return true
 }

@@ -36,30 +36,32 @@ type Options struct {
 	Notices string
 }
 
-type page int
-
+// The home pages, which tab switches between.
 const (
-	pageRegions page = iota
-	pageRegion
-	pageDeployments
-	pageHistory
+	homeRegions = iota
+	homeDeployments
 )
 
 // Model is the console's root model.
 type Model struct {
-	op          ctrlv1.OperatorServiceClient
-	opts        Options
-	styles      Styles
-	keys        KeyMap
-	help        help.Model
-	width       int
-	height      int
-	page        page
-	regions     regionsPage
-	detail      detailPage
-	deployments deploymentsPage
-	history     historyPage
-	confirm     *confirmation
+	op     ctrlv1.OperatorServiceClient
+	opts   Options
+	styles Styles
+	keys   KeyMap
+	help   help.Model
+	width  int
+	height int
+	// home is the regions and the deployments page; each keeps its rows
+	// and cursor while the other is shown. top is the one shown, or the
+	// one opened was opened from.
+	home [2]page
+	top  int
+	// opened is the page opened from home[top] (a region, a deployment's
+	// history) while it is shown; nil when none is. esc closes it.
+	opened page
+	// overviews are the regions' health as last read (see pageContext).
+	overviews []*ctrlv1.RegionOverview
+	confirm   *confirmation
 	// filter narrows every list to rows containing it; filtering is true
 	// while it is being typed.
 	filter    string
@@ -89,28 +91,15 @@ func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
 		h.Styles = help.Styles{Ellipsis: plain, ShortKey: plain, ShortDesc: plain, ShortSeparator: plain,
 			FullKey: plain, FullDesc: plain, FullSeparator: plain}
 	}
-	return Model{op: op, opts: opts, styles: NewStyles(opts.NoColor), keys: DefaultKeyMap(), help: h, width: 80, height: 24}
+	return Model{op: op, opts: opts, styles: NewStyles(opts.NoColor), keys: DefaultKeyMap(), help: h, width: 80, height: 24,
+		home: [2]page{homeRegions: regionsPage{}, homeDeployments: deploymentsPage{}}}
 }
 
-// Messages.
+// The root's messages; each page has its own for its reads.
 type (
-	tickMsg        struct{}
-	regionsMsg     struct{ regions []*ctrlv1.RegionOverview }
-	deploymentsMsg struct {
-		deployments []*ctrlv1.DeploymentSummary
-		regions     []*ctrlv1.RegionOverview // for the confirmations' warnings
-	}
+	tickMsg    struct{}
 	noticesMsg struct{ notices []string }
-	historyMsg struct {
-		id        string // the deployment asked for
-		revisions []*ctrlv1.DeploymentRevision
-	}
-	detailMsg struct {
-		name    string // the region asked for
-		region  *ctrlv1.GetRegionResponse
-		pending *ctrlv1.ListPendingChangesResponse
-	}
-	errMsg struct{ err error }
+	errMsg     struct{ err error }
 	// statusExpiredMsg clears the status line if it still shows status seq.
 	statusExpiredMsg struct{ seq int }
 	actionMsg        struct {
@@ -143,39 +132,8 @@ func (m Model) tick() tea.Cmd {
 	return tea.Tick(m.opts.Refresh, func(time.Time) tea.Msg { return tickMsg{} })
 }
 
-// fetch loads what the current page shows, off the UI goroutine.
-func (m Model) fetch() tea.Cmd {
-	op, region, id := m.op, m.detail.name, m.history.id
-	switch m.page {
-	case pageHistory:
-		return m.call(func(ctx context.Context) (tea.Msg, error) {
-			r, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: id, Limit: historyShown})
-			return historyMsg{id, r.GetRevisions()}, err
-		})
-	case pageDeployments:
-		return m.call(func(ctx context.Context) (tea.Msg, error) {
-			r, err := op.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
-			if err != nil {
-				return nil, err
-			}
-			regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
-			return deploymentsMsg{r.GetDeployments(), regions.GetRegions()}, err
-		})
-	case pageRegion:
-		return m.call(func(ctx context.Context) (tea.Msg, error) {
-			r, err := op.GetRegion(ctx, &ctrlv1.GetRegionRequest{Region: region})
-			if err != nil {
-				return nil, err
-			}
-			p, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: region, Limit: pendingShown})
-			return detailMsg{region, r, p}, err
-		})
-	}
-	return m.call(func(ctx context.Context) (tea.Msg, error) {
-		r, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
-		return regionsMsg{r.GetRegions()}, err
-	})
-}
+// fetch loads what the shown page shows, off the UI goroutine.
+func (m Model) fetch() tea.Cmd { return m.call(m.shown().read(m.op)) }
 
 // call runs one read of the operator API as a command, bounded in time;
 // a failure becomes errMsg (the banner) and asks the connection to retry
@@ -211,35 +169,13 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.notices = msg.notices
 		return m, nil
 	case regionsMsg:
-		m.err = nil
-		m.regions.at = m.opts.Now()
-		m.regions.set(msg.regions, m.filter)
-		return m, nil
-	case detailMsg:
-		if m.page != pageRegion || msg.name != m.detail.name {
-			// Asked for before the operator moved on: applied, it would show
-			// another region's rows (and act on them) under this one's name.
-			return m, nil
-		}
-		m.err = nil
-		m.detail.at = m.opts.Now()
-		m.detail.set(msg.region, msg.pending, m.filter)
-		return m, nil
-	case historyMsg:
-		if m.page != pageHistory || msg.id != m.history.id {
-			return m, nil // asked for before the operator moved on (see detailMsg)
-		}
-		m.err = nil
-		m.history.at = m.opts.Now()
-		m.history.set(msg.revisions, m.filter)
-		return m, nil
+		m.overviews = msg.regions
+		return m.deliver(msg), nil
 	case deploymentsMsg:
-		m.err = nil
-		m.deployments.at = m.opts.Now()
-		m.deployments.set(msg.deployments, m.filter)
-		m.regions.at = m.deployments.at
-		m.regions.set(msg.regions, m.filter)
-		return m, nil
+		m.overviews = msg.regions
+		return m.deliver(msg), nil
+	case detailMsg, historyMsg:
+		return m.deliver(msg), nil
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
 		return m, nil
@@ -305,123 +241,104 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.applyFilter()
 		return m, nil
 	case key.Matches(msg, m.keys.Switch):
-		if m.page == pageDeployments || m.page == pageHistory {
-			return m.turnTo(pageRegions)
-		}
-		return m.turnTo(pageDeployments)
+		m.opened, m.top = nil, 1-m.top // the other home page
+		return m.turn()
+	case key.Matches(msg, m.keys.Back) && m.opened != nil:
+		m.opened = nil
+		return m.turn()
 	}
-	switch m.page {
-	case pageRegions:
-		return m.regionsKey(msg)
-	case pageDeployments:
-		return m.deploymentsKey(msg)
-	case pageHistory:
-		return m.historyKey(msg)
-	}
-	return m.detailKey(msg)
+	p, act := m.shown().update(msg, m.pageContext())
+	m.setShown(p)
+	return m.do(act)
 }
 
-func (m Model) deploymentsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	r := m.deployments.selected()
+// do does what a page asked for.
+func (m Model) do(a action) (tea.Model, tea.Cmd) {
 	switch {
-	case key.Matches(msg, m.keys.Up):
-		m.deployments.move(-1)
-	case key.Matches(msg, m.keys.Down):
-		m.deployments.move(1)
-	case key.Matches(msg, m.keys.Stop) && r != nil:
-		m.confirm = m.statusConfirmation(r.region, r.region.GetRegion(), ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
-	case key.Matches(msg, m.keys.Start) && r != nil:
-		m.confirm = m.statusConfirmation(r.region, r.region.GetRegion(), ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
-	case key.Matches(msg, m.keys.ScaleUp) && r != nil:
-		m.confirm = m.scaleConfirmation(r.region, r.region.GetRegion(), r.region.GetReplicas()+1)
-	case key.Matches(msg, m.keys.ScaleDown) && r != nil && r.region.GetReplicas() > 0:
-		m.confirm = m.scaleConfirmation(r.region, r.region.GetRegion(), r.region.GetReplicas()-1)
-	case key.Matches(msg, m.keys.History) && r != nil:
-		m.history = historyPage{id: r.deployment.GetDeploymentId()}
-		return m.turnTo(pageHistory)
+	case a.open != nil:
+		m.opened = a.open
+		return m.turn()
+	case a.confirm != nil:
+		m.confirm = a.confirm
+	case a.status != "":
+		return m, m.showStatus(a.status)
 	}
 	return m, nil
 }
 
-func (m Model) historyKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	switch {
-	case key.Matches(msg, m.keys.Back):
-		return m.turnTo(pageDeployments)
-	case key.Matches(msg, m.keys.Up):
-		m.history.move(-1)
-	case key.Matches(msg, m.keys.Down):
-		m.history.move(1)
-	case key.Matches(msg, m.keys.Rollback) && m.history.selected() != nil:
-		r, ok := m.history.rollback()
-		if !ok {
-			return m, m.showStatus("nothing to roll back to: this is the deployment's only revision")
-		}
-		m.confirm = m.rollbackConfirmation(r)
-	}
-	return m, nil
-}
-
-func (m Model) regionsKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	r := m.regions.selected()
-	switch {
-	case key.Matches(msg, m.keys.Up):
-		m.regions.move(-1)
-	case key.Matches(msg, m.keys.Down):
-		m.regions.move(1)
-	case key.Matches(msg, m.keys.Open) && r != nil:
-		m.detail = detailPage{name: r.Region}
-		return m.turnTo(pageRegion)
-	case key.Matches(msg, m.keys.Resync) && r != nil:
-		m.confirm = m.resyncConfirmation(r.Region)
-	case key.Matches(msg, m.keys.Pause) && r != nil:
-		m.confirm = m.pauseConfirmation(r.Region, !r.Paused)
-	}
-	return m, nil
-}
-
-func (m Model) detailKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
-	d := m.detail.selected()
-	switch {
-	case key.Matches(msg, m.keys.Back):
-		return m.turnTo(pageRegions)
-	case key.Matches(msg, m.keys.Up):
-		m.detail.move(-1)
-	case key.Matches(msg, m.keys.Down):
-		m.detail.move(1)
-	case key.Matches(msg, m.keys.Resync):
-		m.confirm = m.resyncConfirmation(m.detail.name)
-	case key.Matches(msg, m.keys.Pause) && m.detail.region != nil:
-		m.confirm = m.pauseConfirmation(m.detail.name, !m.detail.region.GetOverview().GetPaused())
-	case key.Matches(msg, m.keys.Stop) && d != nil:
-		m.confirm = m.statusConfirmation(d, m.detail.name, ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED)
-	case key.Matches(msg, m.keys.Start) && d != nil:
-		m.confirm = m.statusConfirmation(d, m.detail.name, ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING)
-	case key.Matches(msg, m.keys.ScaleUp) && d != nil:
-		m.confirm = m.scaleConfirmation(d, m.detail.name, d.GetReplicas()+1)
-	case key.Matches(msg, m.keys.ScaleDown) && d != nil && d.GetReplicas() > 0:
-		m.confirm = m.scaleConfirmation(d, m.detail.name, d.GetReplicas()-1)
-	}
-	return m, nil
-}
-
-// turnTo shows page p. The filter and the status line belong to the page
-// they were typed or shown on, so both are cleared.
-func (m Model) turnTo(p page) (tea.Model, tea.Cmd) {
-	m.page, m.filter, m.status = p, "", ""
+// turn shows the page now chosen and reads it. The filter and the status
+// line belong to the page they were typed or shown on, so both are
+// cleared.
+func (m Model) turn() (tea.Model, tea.Cmd) {
+	m.filter, m.status = "", ""
 	m.applyFilter()
 	return m, m.fetch()
 }
 
+// shown is the page on the screen.
+func (m Model) shown() page {
+	if m.opened != nil {
+		return m.opened
+	}
+	return m.home[m.top]
+}
+
+// setShown replaces the page on the screen with p, its next state.
+func (m *Model) setShown(p page) {
+	if m.opened != nil {
+		m.opened = p
+	} else {
+		m.home[m.top] = p
+	}
+}
+
+// eachPage replaces every page the root holds with next(page).
+func (m *Model) eachPage(next func(page) page) {
+	for i, p := range m.home {
+		m.home[i] = next(p)
+	}
+	if m.opened != nil {
+		m.opened = next(m.opened)
+	}
+}
+
+// deliver hands a read's answer to the pages it is for; ctrld answered,
+// so the banner goes. An answer no page takes (asked for before the
+// operator moved on) says nothing of now.
+func (m Model) deliver(msg tea.Msg) Model {
+	pc, took := m.pageContext(), false
+	m.eachPage(func(p page) page {
+		p, ok := p.receive(msg, pc)
+		took = took || ok
+		return p
+	})
+	if took {
+		m.err = nil
+	}
+	return m
+}
+
+// pageContext is what the pages read from the root now.
+func (m Model) pageContext() pageContext {
+	return pageContext{styles: m.styles, keys: m.keys, op: m.op, now: m.opts.Now(), asOf: m.asOf(), width: m.width,
+		stale: m.stale(), filter: m.filter, overviews: m.overviews}
+}
+
+// shownHelp is the help of the page shown: its keys, then the root's that
+// work there.
+func (m Model) shownHelp() pageHelp {
+	k := m.keys
+	short, keys := m.shown().help(k)
+	moves := []key.Binding{k.Switch, k.Filter}
+	if m.opened != nil {
+		moves = append([]key.Binding{k.Back}, moves...)
+	}
+	return pageHelp{short: append(short, k.Filter, k.Help, k.Quit), full: [][]key.Binding{keys, moves, {k.Help, k.Quit}}}
+}
+
 // applyFilter re-filters every list after the filter changed.
 func (m *Model) applyFilter() {
-	m.regions.set(m.regions.all, m.filter)
-	m.deployments.set(m.deployments.all, m.filter)
-	if m.detail.region != nil {
-		m.detail.set(m.detail.region, m.detail.pending, m.filter)
-	}
-	if m.history.loaded {
-		m.history.set(m.history.all, m.filter)
-	}
+	m.eachPage(func(p page) page { return p.filter(m.filter) })
 }
 
 // View implements tea.Model.
@@ -440,17 +357,7 @@ func (m Model) stale() bool { return m.err != nil && !m.shownAt().IsZero() }
 
 // shownAt is when the shown page's data was read (zero before the first
 // read answered).
-func (m Model) shownAt() time.Time {
-	switch m.page {
-	case pageRegion:
-		return m.detail.at
-	case pageDeployments:
-		return m.deployments.at
-	case pageHistory:
-		return m.history.at
-	}
-	return m.regions.at
-}
+func (m Model) shownAt() time.Time { return m.shown().readAt() }
 
 // asOf is the time the page's ages are counted to: now while ctrld
 // answers, the last good read while it does not, so that "3m ago" does

@@ -1,16 +1,22 @@
 package tui
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
+
+// regionsMsg is a read of every region's health.
+type regionsMsg struct{ regions []*ctrlv1.RegionOverview }
 
 // regionsPage is the home view: one row per region, worst lag first (the
 // server's order).
@@ -28,6 +34,60 @@ func (p *regionsPage) set(all []*ctrlv1.RegionOverview, filter string) {
 		}
 	}
 	p.show(rows, func(r *ctrlv1.RegionOverview) string { return r.Region })
+}
+
+func (regionsPage) title() string { return "regions" }
+
+func (regionsPage) read(op ctrlv1.OperatorServiceClient) func(ctx context.Context) (tea.Msg, error) {
+	return func(ctx context.Context) (tea.Msg, error) {
+		r, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+		return regionsMsg{r.GetRegions()}, err
+	}
+}
+
+// receive takes the regions read for this page, and those read with the
+// deployments (for their confirmations): tab back shows them at once.
+func (p regionsPage) receive(msg tea.Msg, pc pageContext) (page, bool) {
+	switch msg := msg.(type) {
+	case regionsMsg:
+		p.set(msg.regions, pc.filter)
+	case deploymentsMsg:
+		p.set(msg.regions, pc.filter)
+	default:
+		return p, false
+	}
+	p.at = pc.now
+	return p, true
+}
+
+func (p regionsPage) filter(f string) page {
+	p.set(p.all, f)
+	return p
+}
+
+func (p regionsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
+	r := p.selected()
+	if p.moveKey(msg, pc.keys) || r == nil {
+		return p, action{}
+	}
+	switch {
+	case key.Matches(msg, pc.keys.Open):
+		return p, action{open: detailPage{name: r.Region}}
+	case key.Matches(msg, pc.keys.Resync):
+		return p, action{confirm: pc.resyncConfirmation(r.Region)}
+	case key.Matches(msg, pc.keys.Pause):
+		return p, action{confirm: pc.pauseConfirmation(r.Region, !r.Paused)}
+	}
+	return p, action{}
+}
+
+func (p regionsPage) help(k KeyMap) (short, keys []key.Binding) {
+	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
+	if p.selected() != nil {
+		short = append(short, k.Open)
+		keys = append(keys, k.Open, k.Resync, k.Pause)
+	}
+	return short, keys
 }
 
 // problems lists what is wrong with a region, in words.
@@ -94,15 +154,15 @@ func whyNotInSync(r *ctrlv1.RegionOverview, now time.Time) []string {
 
 // regionState is the region's state in a word or a few ("ok",
 // "DOWN,PAUSED"; "was …" while the data is stale), and its style.
-func (m Model) regionState(r *ctrlv1.RegionOverview) (string, lipgloss.Style) {
-	state, style := "ok", m.styles.Plain
+func (pc pageContext) regionState(r *ctrlv1.RegionOverview) (string, lipgloss.Style) {
+	state, style := "ok", pc.styles.Plain
 	if p := problems(r); len(p) > 0 {
-		state, style = strings.Join(p, ","), m.styles.Warn
+		state, style = strings.Join(p, ","), pc.styles.Warn
 		if !r.GetAgentConnected() {
-			style = m.styles.Bad
+			style = pc.styles.Bad
 		}
 	}
-	if m.stale() {
+	if pc.stale {
 		state = "was " + state // the title says since when
 	}
 	return state, style
@@ -136,10 +196,10 @@ func reasonText(r *ctrlv1.SyncReason) string {
 	return text
 }
 
-func (m Model) renderRegions() string {
-	s := m.styles
-	now := m.asOf()
-	wide := m.width >= wideFrom
+func (p regionsPage) view(pc pageContext) string {
+	s := pc.styles
+	now := pc.asOf
+	wide := pc.width >= wideFrom
 	versions := func(head, acked any) string {
 		if !wide {
 			return ""
@@ -149,31 +209,31 @@ func (m Model) renderRegions() string {
 	var b strings.Builder
 	header := fmt.Sprintf("  %-12s %-11s%s %5s %6s %4s %-8s %s", "REGION", "AGENT", versions("HEAD", "ACKED"), "LAG", "LAG(s)", "PEND", "FULLSYNC", "STATE")
 	b.WriteString(s.Header.Render(header) + "\n")
-	if len(m.regions.rows) == 0 {
-		b.WriteString(s.Dim.Render("  "+emptyText("regions", m.filter, len(m.regions.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
+	if len(p.rows) == 0 {
+		b.WriteString(s.Dim.Render("  "+emptyText("regions", pc.filter, len(p.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
 	}
-	for i, r := range m.regions.rows {
+	for i, r := range p.rows {
 		fullSync := "never"
 		if r.LastFullSync != nil {
 			fullSync = ago(now, r.LastFullSync.AsTime())
 		}
-		state, style := m.regionState(r)
-		marker := m.marker()
+		state, style := pc.regionState(r)
+		marker := pc.marker()
 		if marker == " " && len(problems(r)) > 0 {
 			marker = "!"
 		}
 		line := fmt.Sprintf("%s %-12s %-11s%s %5d %6.1f %4d %-8s ", marker, clip(r.Region, 12), clip(agentText(r, now), 11),
 			versions(r.HeadVersion, r.AckedVersion), r.LagChanges, r.LagSeconds, r.PendingResources, clip(fullSync, 8))
-		line += elide(state, m.width-ansi.StringWidth(line))
-		b.WriteString(m.rowStyle(line, i == m.regions.cursor, style) + "\n")
+		line += elide(state, pc.width-ansi.StringWidth(line))
+		b.WriteString(pc.rowStyle(line, i == p.cursor, style) + "\n")
 	}
-	if r := m.regions.selected(); r != nil {
+	if r := p.selected(); r != nil {
 		why := whyNotInSync(r, now)
 		if len(why) > 0 {
 			b.WriteString("\n")
 		}
 		for _, w := range why {
-			b.WriteString(elide(Clean(r.Region)+": "+w, m.width) + "\n")
+			b.WriteString(elide(Clean(r.Region)+": "+w, pc.width) + "\n")
 		}
 	}
 	return b.String()

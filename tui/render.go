@@ -10,15 +10,7 @@ import (
 func (m Model) render() string {
 	s := m.styles
 	var b strings.Builder
-	title := "unkey-tui · regions"
-	switch m.page {
-	case pageRegion:
-		title = "unkey-tui · region " + Clean(m.detail.name) + "  (esc: back)"
-	case pageDeployments:
-		title = "unkey-tui · deployments"
-	case pageHistory:
-		title = "unkey-tui · history of " + Clean(m.history.id) + "  (esc: back)"
-	}
+	title := "unkey-tui · " + m.shown().title()
 	if m.stale() {
 		title += " · STALE " + asOfText(m.shownAt(), m.opts.Now())
 	}
@@ -34,21 +26,14 @@ func (m Model) render() string {
 		b.WriteString(s.Banner.Render(fit("ctrld unreachable, retrying: "+ErrorText(m.err), m.width, 2)) + "\n")
 	}
 	b.WriteString("\n")
-	switch {
-	case m.confirm != nil:
+	if m.confirm != nil {
 		// In place of the page, which it would push off a small screen:
 		// the dialog says all that will change. Wrapped to fit the screen,
 		// border included.
 		dialog := s.Dialog.Width(min(m.width-4, 76)).Render(m.confirm.detail + "\n\n[y] yes   [n] no")
 		b.WriteString(lipgloss.NewStyle().MarginLeft(2).Render(dialog) + "\n")
-	case m.page == pageRegions:
-		b.WriteString(m.renderRegions())
-	case m.page == pageRegion:
-		b.WriteString(m.renderDetail())
-	case m.page == pageDeployments:
-		b.WriteString(m.renderDeployments())
-	case m.page == pageHistory:
-		b.WriteString(m.renderHistory())
+	} else {
+		b.WriteString(m.shown().view(m.pageContext()))
 	}
 	if m.status != "" || len(m.notices) > 0 {
 		b.WriteString("\n")
@@ -59,18 +44,6 @@ func (m Model) render() string {
 	if m.status != "" {
 		b.WriteString(fit(m.status, m.width, 2) + "\n")
 	}
-	b.WriteString("\n" + s.Help.Render(m.help.View(m.keys.helpFor(m.page))))
+	b.WriteString("\n" + s.Help.Render(m.help.View(m.shownHelp())))
 	return b.String()
-}
-
-// rowStyle marks a table row: dimmed, with "?", while the data is stale,
-// so that no row reads as live when ctrld does not answer.
-func (m Model) rowStyle(line string, selected bool, style lipgloss.Style) string {
-	switch {
-	case selected:
-		return m.styles.Selected.Render(line)
-	case m.stale():
-		return m.styles.Dim.Render(line)
-	}
-	return style.Render(line)
 }

@@ -1,0 +1,139 @@
+package tui
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// keyPress is the key event of one of a binding's keys ("enter", "k", "+").
+func keyPress(t *testing.T, name string) tea.KeyPressMsg {
+	t.Helper()
+	named := map[string]rune{"up": tea.KeyUp, "down": tea.KeyDown, "enter": tea.KeyEnter, "esc": tea.KeyEscape,
+		"backspace": tea.KeyBackspace, "tab": tea.KeyTab}
+	msg := tea.KeyPressMsg{Code: []rune(name)[0], Text: name}
+	if code, ok := named[name]; ok {
+		msg = tea.KeyPressMsg{Code: code}
+	}
+	if msg.String() != name {
+		t.Fatalf("cannot press %q: the event reads %q", name, msg.String())
+	}
+	return msg
+}
+
+// shownBindings is every binding the help of the shown page lists, one
+// line or full.
+func shownBindings(m Model) []key.Binding {
+	h := m.shownHelp()
+	shown := h.ShortHelp()
+	for _, column := range h.FullHelp() {
+		shown = append(shown, column...)
+	}
+	return shown
+}
+
+// acts reports whether pressing k does something: the screen changes or a
+// command runs (a read, an action, quitting).
+func acts(t *testing.T, m Model, k string) bool {
+	t.Helper()
+	next, cmd := m.Update(keyPress(t, k))
+	return cmd != nil || next.(Model).Content() != m.Content()
+}
+
+// helpStates are the console on each page, loaded, empty and still
+// loading, the cursor on a middle row where there are rows.
+func helpStates(t *testing.T) map[string]Model {
+	t.Helper()
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	ts := timestamppb.New(now.Add(-time.Minute))
+	update := func(m Model, msgs ...tea.Msg) Model {
+		for _, msg := range msgs {
+			next, _ := m.Update(msg)
+			m = next.(Model)
+		}
+		return m
+	}
+	var overviews []*ctrlv1.RegionOverview
+	for _, r := range []string{"ap-south", "eu-west", "us-east"} {
+		overviews = append(overviews, &ctrlv1.RegionOverview{Region: r, AgentConnected: true, ConnectedSince: ts})
+	}
+	inRegion := func(id, region string) *ctrlv1.DeploymentInRegion {
+		return &ctrlv1.DeploymentInRegion{DeploymentId: id, Region: region, DesiredStatus: "running", Replicas: 2}
+	}
+	var deployments []*ctrlv1.DeploymentSummary
+	for _, id := range []string{"api", "worker"} {
+		deployments = append(deployments, &ctrlv1.DeploymentSummary{DeploymentId: id,
+			Regions: []*ctrlv1.DeploymentInRegion{inRegion(id, "eu-west"), inRegion(id, "us-east")}})
+	}
+	region := &ctrlv1.GetRegionResponse{Overview: overviews[0],
+		Deployments: []*ctrlv1.DeploymentInRegion{inRegion("api", "ap-south"), inRegion("batch", "ap-south"), inRegion("worker", "ap-south")}}
+	var revisions []*ctrlv1.DeploymentRevision
+	for n := int32(3); n > 0; n-- {
+		revisions = append(revisions, &ctrlv1.DeploymentRevision{Revision: n, Action: "update", CreatedAt: ts,
+			Image: fmt.Sprintf("ghcr.io/acme/api:v%d", n), Regions: []*ctrlv1.RegionSpec{{Region: "eu-west", Replicas: 2, Status: "running"}}})
+	}
+	var (
+		down, enter, tab = keyPress(t, "down"), keyPress(t, "enter"), keyPress(t, "tab")
+		history          = keyPress(t, "h")
+	)
+	start := New(nil, Options{NoColor: true, Now: func() time.Time { return now }})
+	regions := update(start, regionsMsg{overviews})
+	onDeployments := update(start, tab, deploymentsMsg{deployments, overviews})
+	onRegion := update(regions, enter)
+	onHistory := update(onDeployments, history)
+	return map[string]Model{
+		"regions":                update(regions, down),
+		"regions, none":          update(start, regionsMsg{}),
+		"regions, loading":       start,
+		"deployments":            update(onDeployments, down),
+		"deployments, none":      update(start, tab, deploymentsMsg{nil, overviews}),
+		"region":                 update(onRegion, detailMsg{"ap-south", region, &ctrlv1.ListPendingChangesResponse{}}, down),
+		"region, no deployments": update(onRegion, detailMsg{"ap-south", &ctrlv1.GetRegionResponse{Overview: overviews[0]}, nil}),
+		"region, loading":        onRegion,
+		"history":                update(onHistory, historyMsg{"api", revisions}, down),
+		"history, one revision":  update(onHistory, historyMsg{"api", revisions[:1]}),
+		"history, loading":       onHistory,
+	}
+}
+
+// The help of every page, in every state, lists exactly the keys that do
+// something there: none that does nothing (the operator would press it in
+// vain), none that acts unlisted.
+func TestHelpListsExactlyTheKeysThatWork(t *testing.T) {
+	k := DefaultKeyMap()
+	all := []key.Binding{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp,
+		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback}
+	for state, m := range helpStates(t) {
+		listed := map[string]bool{}
+		for _, b := range shownBindings(m) {
+			if !b.Enabled() || b.Help().Key == "" {
+				continue // help.Model does not show it
+			}
+			for _, name := range b.Keys() {
+				if listed[name] {
+					continue // in the short help and the full one
+				}
+				listed[name] = true
+				if !acts(t, m, name) {
+					t.Errorf("%s: help lists %q (%s), which does nothing there", state, name, b.Help().Desc)
+				}
+			}
+		}
+		// ScaleDown and Interrupt are left out: "+/-" of ScaleUp's help
+		// says the first, and ctrl+c quits everywhere unlisted, as a
+		// terminal's interrupt does.
+		for _, b := range all {
+			for _, name := range b.Keys() {
+				if !listed[name] && acts(t, m, name) {
+					t.Errorf("%s: %q (%s) does something there, and the help does not list it", state, name, b.Help().Desc)
+				}
+			}
+		}
+	}
+}
