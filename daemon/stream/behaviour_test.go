@@ -7,12 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"fmt"
-	"github.com/deploysync/deploysync/daemon/metrics"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
 
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/retention"
@@ -21,6 +22,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -84,7 +86,7 @@ func diffView(want, got map[string]int32) string {
 
 // seedDeployments creates n deployments in region, a thousand per
 // transaction.
-func seedDeployments(t *testing.T, db *store.DB, region string, n int) {
+func seedDeployments(t testing.TB, db *store.DB, region string, n int) {
 	t.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += 1000 {
@@ -94,7 +96,8 @@ func seedDeployments(t *testing.T, db *store.DB, region string, n int) {
 			for i := start; i < min(n, start+1000); i++ {
 				id := fmt.Sprintf("bulk-%05d", i)
 				deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
-					SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64))
+					SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).
+					SetWorkflowStatus(deployment.WorkflowStatusReady)) // the deploy workflow leaves them be
 				tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1))
 			}
 			if err := tx.Deployment.CreateBulk(deps...).Exec(ctx); err != nil {
