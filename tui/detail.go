@@ -123,7 +123,7 @@ func (p detailPage) view(pc pageContext) string {
 	s := pc.styles
 	var b strings.Builder
 	if p.region == nil {
-		return s.Dim.Render("  loading " + p.name + " ...\n")
+		return s.Dim.Render("  loading " + Clean(p.name) + " ...\n")
 	}
 	o := p.region.GetOverview()
 	now := pc.asOf
