@@ -57,11 +57,14 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 // blocking) and remembers their resources.
 func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *state, sentLive map[resourceKey]bool) error {
 	for {
-		select {
-		case n, ok := <-sub.C():
-			if !ok {
-				return sub.Err()
-			}
+		notices, ok := sub.Take(maxNoticesPerRelay)
+		if !ok {
+			return sub.Err()
+		}
+		if len(notices) == 0 {
+			return nil
+		}
+		for _, n := range notices {
 			st.control = n.Control
 			if n.Control.Paused || st.heldBack {
 				// Paused mid-sync: relay nothing more and move no
@@ -87,8 +90,6 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 			// The watermark moves on, but no bookmark may be sent before
 			// the last page is: it would claim a full sync.
 			st.seen = max(st.seen, n.Watermark)
-		default:
-			return nil
 		}
 	}
 }

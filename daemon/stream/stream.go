@@ -397,6 +397,9 @@ func (s *Streamer) changesBetween(ctx context.Context, region string, from, to u
 	return changelog.InRegion(ctx, s.db, region, from, to, s.cfg.PageSize)
 }
 
+// maxNoticesPerRelay bounds the notices one relay loads the state of.
+const maxNoticesPerRelay = 64
+
 // follow relays the tailer's notices until ctx ends or control says stop.
 func (s *Streamer) follow(ctx context.Context, sub *tailer.Subscription, st *state) (outcome, error) {
 	keepAlive := time.NewTicker(s.cfg.KeepAlive)
@@ -409,23 +412,14 @@ func (s *Streamer) follow(ctx context.Context, sub *tailer.Subscription, st *sta
 			if err := st.send(bookmark(st.bookmarked, false)); err != nil {
 				return outcomeDone, err
 			}
-		case n, ok := <-sub.C():
+		case <-sub.Ready():
+			// Whatever waits, up to a bound, makes one state load.
+			notices, ok := sub.Take(maxNoticesPerRelay)
 			if !ok {
 				return outcomeDone, sub.Err()
 			}
-			// Batch whatever else is already waiting into one state load.
-			notices := []tailer.Notice{n}
-			for more := true; more && len(notices) < 64; {
-				select {
-				case n, ok := <-sub.C():
-					if !ok {
-						more = false
-						break
-					}
-					notices = append(notices, n)
-				default:
-					more = false
-				}
+			if len(notices) == 0 {
+				continue
 			}
 			result, err := s.relay(ctx, st, notices)
 			if err != nil || result != outcomeDone {
@@ -516,14 +510,17 @@ func (s *Streamer) watchPause(ctx context.Context, region string) (resumed bool,
 		select {
 		case <-ctx.Done():
 			return false, ctx.Err()
-		case n, ok := <-sub.C():
+		case <-sub.Ready():
+			notices, ok := sub.Take(maxNoticesPerRelay)
 			if !ok {
 				if err := sub.Err(); !errors.Is(err, tailer.ErrSlowSubscriber) {
 					return true, err
 				}
 				return false, nil
 			}
-			paused = n.Control.Paused
+			if len(notices) > 0 {
+				paused = notices[len(notices)-1].Control.Paused
+			}
 		}
 	}
 	return true, nil

@@ -60,7 +60,8 @@ func TestAPanicInAPollRestartsTheTailerAndLosesNothing(t *testing.T) {
 	deadline := time.After(5 * time.Second)
 	for open := true; open; {
 		select {
-		case _, open = <-before.C():
+		case <-before.Ready():
+			_, open = before.Take(64)
 		case <-deadline:
 			t.Fatal("the subscription was not ended after the panic")
 		}

@@ -286,7 +286,7 @@ func (t *Tailer) stop() {
 // closeAll ends every subscription with err. Called with mu held.
 func (t *Tailer) closeAll(err error) {
 	for s := range t.subs {
-		s.closeWith(err)
+		s.endWith(err)
 	}
 	clear(t.subs)
 	t.metrics.Subscriptions.Set(0)
@@ -395,14 +395,12 @@ func (t *Tailer) deliver(visible []changelog.Change, watermarkMoved bool) {
 	}
 }
 
-// send delivers without ever blocking the tailer: a subscriber whose
-// buffer is full is dropped. Called with mu held.
+// send delivers without ever blocking the tailer: a subscriber with
+// SubscriberBuffer notices undelivered is dropped. Called with mu held.
 func (t *Tailer) send(s *Subscription, n Notice) {
-	select {
-	case s.ch <- n:
-	default:
+	if !s.deliver(n, t.cfg.SubscriberBuffer) {
 		t.metrics.SlowSubscribers.Inc()
-		s.closeWith(ErrSlowSubscriber)
+		s.endWith(ErrSlowSubscriber)
 		delete(t.subs, s)
 		t.metrics.Subscriptions.Set(float64(len(t.subs)))
 	}

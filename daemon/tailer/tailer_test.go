@@ -200,11 +200,14 @@ func collect(t *testing.T, sub *tailer.Subscription, n int, within time.Duration
 	deadline := time.After(within)
 	for len(out) < n {
 		select {
-		case note, ok := <-sub.C():
+		case <-sub.Ready():
+			notes, ok := sub.Take(64)
 			if !ok {
-				t.Fatalf("subscription closed: %v", sub.Err())
+				t.Fatalf("subscription ended: %v", sub.Err())
 			}
-			out = append(out, note.Changes...)
+			for _, note := range notes {
+				out = append(out, note.Changes...)
+			}
 		case <-deadline:
 			t.Fatalf("got %d of %d changes within %s: %+v", len(out), n, within, out)
 		}
