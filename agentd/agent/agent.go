@@ -1,4 +1,5 @@
-// Package agent assembles agentd: the informer cache, the controllers, the
+// Package agent assembles agentd: the informer cache, the controllers (one
+// per kind, from reconcile's registry: the agent names no kind), the
 // dispatcher, the watcher, status and resource sync reporting, and the
 // heartbeat that tells ctrld the acknowledged cursor and why the last full
 // sync did not complete; and, with leader election, makes sure only one
@@ -32,7 +33,6 @@ import (
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/recovery"
 	"github.com/deploysync/deploysync/internal/validate"
-	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -176,20 +176,17 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	c := reconcile.NewCache(clients.Kube, 0)
-	namespaces := reconcile.NewNamespaces(clients.Kube)
-	router := &router{
-		deployments: reconcile.NewDeployments(clients.Kube, c, namespaces),
-		sentinels:   reconcile.NewSentinels(clients.Kube, c, namespaces),
-		policies:    reconcile.NewPolicies(clients.Dynamic, namespaces),
-		metrics:     m,
-	}
+	controllers := reconcile.NewControllers(reconcile.Deps{
+		Kube: clients.Kube, Dynamic: clients.Dynamic, Cache: c, Namespaces: reconcile.NewNamespaces(clients.Kube),
+	})
+	router := &router{controllers: controllers, metrics: m}
 
 	hb := &heartbeat{client: cluster, cfg: cfg, log: log, metrics: m, kick: make(chan struct{}, 1)}
 	d := dispatch.New(router, log, func(acked uint64) {
 		m.AckedCursor.Set(float64(acked))
 		hb.poke()
 	}, dispatch.WithPanics(m.Panics))
-	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return router.present(ctx) }, watch.Config{
+	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return controllers.Present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, StatusChanged: hb.poke,
 	}, log, m)
@@ -209,7 +206,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 
 	// Drift: an edit or delete of a managed object re-applies its resource.
 	requeue := guarded(func(obj any) {
-		for _, key := range keysOf(obj) {
+		for _, key := range reconcile.Owners(obj) {
 			d.Requeue(key, nil)
 		}
 	})
@@ -224,7 +221,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 			if !ok {
 				return
 			}
-			for _, key := range keysOf(obj) {
+			for _, key := range reconcile.Owners(obj) {
 				d.Requeue(key, func(in dispatch.Intent) bool { return !in.Delete && reconcile.LeftBehind(in.Event, o) })
 			}
 		}),
@@ -236,9 +233,9 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		},
 		DeleteFunc: requeue,
 	}
-	c.StatefulSetInformer.AddEventHandler(drift)
-	c.ServiceInformer.AddEventHandler(drift)
-	c.DeploymentInformer.AddEventHandler(drift)
+	for _, informer := range c.AppliedInformers() {
+		informer.AddEventHandler(drift)
+	}
 
 	if err := c.Start(ctx); err != nil {
 		return err
@@ -261,11 +258,9 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	return err
 }
 
-// router sends each resource to its controller, and measures it.
+// router sends each resource to its kind's controller, and measures it.
 type router struct {
-	deployments *reconcile.Deployments
-	sentinels   *reconcile.Sentinels
-	policies    *reconcile.Policies
+	controllers *reconcile.Controllers
 	metrics     *metrics.Metrics
 }
 
@@ -288,64 +283,14 @@ func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 }
 
 func (r *router) handle(ctx context.Context, key dispatch.Key, in dispatch.Intent) error {
-	switch key.Kind {
-	case rpc.KindDeployment:
-		if in.Delete {
-			return r.deployments.Delete(ctx, key.ID)
-		}
-		return r.deployments.Apply(ctx, in.Event.GetDeployment().GetDeployment())
-	case rpc.KindSentinel:
-		if in.Delete {
-			return r.sentinels.Delete(ctx, key.ID)
-		}
-		return r.sentinels.Apply(ctx, in.Event.GetSentinel().GetSentinel())
-	case rpc.KindCiliumNetworkPolicy:
-		if in.Delete {
-			return r.policies.Delete(ctx, key.ID)
-		}
-		return r.policies.Apply(ctx, in.Event.GetCiliumNetworkPolicy().GetCiliumNetworkPolicy())
+	c, ok := r.controllers.For(key.Kind)
+	if !ok {
+		return fmt.Errorf("no controller for %s resources", key.Kind)
 	}
-	return fmt.Errorf("no controller for %s resources", key.Kind)
-}
-
-// present lists the resources with managed objects in the cluster, for
-// GC, kind by kind: a kind that cannot be listed (say, policies the agent
-// may not list) is reported in the error and left out, and must not keep
-// the other kinds' garbage, a stopped deployment still running,
-// uncollected.
-func (r *router) present(ctx context.Context) ([]dispatch.Key, error) {
-	var keys []dispatch.Key
-	var errs []error
-	add := func(kind string, placed []reconcile.Placed, err error) {
-		if err != nil {
-			errs = append(errs, fmt.Errorf("list managed %s objects: %w", kind, err))
-			return
-		}
-		for _, p := range placed {
-			keys = append(keys, dispatch.Key{Kind: kind, ID: p.ID})
-		}
+	if in.Delete {
+		return c.Delete(ctx, key.ID)
 	}
-	deployments, err := r.deployments.Present()
-	add(rpc.KindDeployment, deployments, err)
-	sentinels, err := r.sentinels.Present()
-	add(rpc.KindSentinel, sentinels, err)
-	policies, err := r.policies.Present(ctx)
-	add(rpc.KindCiliumNetworkPolicy, policies, err)
-	return keys, errors.Join(errs...)
-}
-
-// keysOf names the resources a managed object belongs to, by its ID
-// labels.
-func keysOf(obj any) []dispatch.Key {
-	var keys []dispatch.Key
-	deployment, sentinel := kube.OwnerIDs(obj)
-	if deployment != "" {
-		keys = append(keys, dispatch.Key{Kind: rpc.KindDeployment, ID: deployment})
-	}
-	if sentinel != "" {
-		keys = append(keys, dispatch.Key{Kind: rpc.KindSentinel, ID: sentinel})
-	}
-	return keys
+	return c.Apply(ctx, in.Event)
 }
 
 // heartbeat reports the agent's status: when the cursor moves (acks within

@@ -81,16 +81,16 @@ func Same(a, b any) bool {
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
-// OwnerIDs reads which deployment and which sentinel an informer event's
-// object belongs to (either may be ""), unwrapping a delete whose final
-// state the informer missed.
-func OwnerIDs(obj any) (deployment, sentinel string) {
+// LabelsOf reads the labels of an informer event's object, whose ID
+// labels say which resources it belongs to, unwrapping a delete whose
+// final state the informer missed (nil for an object without labels).
+func LabelsOf(obj any) map[string]string {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
 	o, ok := obj.(interface{ GetLabels() map[string]string })
 	if !ok {
-		return "", ""
+		return nil
 	}
-	return o.GetLabels()[DeploymentLabel], o.GetLabels()[SentinelLabel]
+	return o.GetLabels()
 }

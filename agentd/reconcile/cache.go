@@ -59,6 +59,13 @@ func NewCache(client kubernetes.Interface, resync time.Duration) *Cache {
 	return c
 }
 
+// AppliedInformers are the informers of the objects resources are applied
+// as (not of Pods, which the workloads make): an out-of-band change to one
+// of them re-applies its resource.
+func (c *Cache) AppliedInformers() []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{c.StatefulSetInformer, c.ServiceInformer, c.DeploymentInformer}
+}
+
 // byLabel indexes objects by the value of one label.
 func byLabel(label string) cache.IndexFunc {
 	return func(obj any) ([]string, error) {

@@ -41,6 +41,12 @@ func NewPolicies(client dynamic.Interface, ns *Namespaces) *Policies {
 	return &Policies{client: client, namespaces: ns, placed: map[string]at{}}
 }
 
+// policyAt is where applying p puts the policy's object: named by the
+// user.
+func policyAt(p *ctrlv1.CiliumNetworkPolicyState) at {
+	return at{p.GetNamespace(), p.GetName()}
+}
+
 func desiredPolicy(p *ctrlv1.CiliumNetworkPolicyState) *unstructured.Unstructured {
 	objLabels := map[string]any{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: p.GetPolicyId()}
 	if p.GetDeploymentId() != "" {

@@ -37,6 +37,12 @@ func NewDeployments(client kubernetes.Interface, cache *Cache, ns *Namespaces) *
 	}}
 }
 
+// deploymentAt is where applying s puts the deployment's objects: named
+// by its ID.
+func deploymentAt(s *ctrlv1.DeploymentState) at {
+	return at{s.GetNamespace(), s.GetDeploymentId()}
+}
+
 // desiredDeployment builds the Service and StatefulSet for a deployment,
 // without the hash annotation.
 func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.StatefulSetApplyConfiguration) {
@@ -160,7 +166,7 @@ func (d *Deployments) Delete(ctx context.Context, id string) error {
 
 // Present lists the deployments' managed objects in the cluster (by ID and
 // place), for garbage collection after a full sync.
-func (d *Deployments) Present() ([]Placed, error) {
+func (d *Deployments) Present(context.Context) ([]Placed, error) {
 	found := map[Placed]bool{}
 	sets, err := d.cache.StatefulSets.List(labels.Everything())
 	if err != nil {

@@ -28,8 +28,9 @@
 // under another name) while the agent missed the delete would otherwise
 // leave its old objects running: every apply also removes the resource's
 // objects anywhere else, the same way a delete does. Where an apply puts a
-// resource's objects is known here alone (place.go): the applies and
-// LeftBehind, which the agent asks, cannot disagree. Deployments and
+// resource's objects is one function per kind (deploymentAt, sentinelAt,
+// policyAt), which its apply calls and the registry hands to LeftBehind,
+// which the agent asks: the two cannot disagree. Deployments and
 // sentinels ask the informer cache whether there are objects elsewhere, so
 // a no-op apply stays free of API calls; an object created just before the
 // move that the cache did not hold yet is checked when it arrives (the
@@ -43,6 +44,33 @@
 // the controller started, or last applied elsewhere). A full sync applies
 // every resource it lists, so an agent that missed a move while it was
 // away removes what it left behind then.
+//
+// # Kinds
+//
+// The registry (controllers.go, kinds) declares each kind once: its name
+// (rpc.Kind*), the label that carries a resource's ID on its objects, the
+// state its events carry, where applying that state puts the objects, and
+// its controller. The agent builds every controller with NewControllers
+// and asks the registry alone: which controller applies or deletes a
+// resource (by the kind rpc.ResourceOf names), what is present for
+// garbage collection (Controllers.Present), which resources an object
+// belongs to (Owners) and whether it was left behind (LeftBehind). Nothing
+// else in agentd switches on a kind but the status reporter, as ctrld takes
+// a deployment's and a sentinel's status in reports of their own. A new
+// kind, once the proto and rpc.ResourceOf carry it, needs here:
+//
+//   - its controller, in a file of its own: Apply(ctx, state), Delete(ctx,
+//     id) and Present(ctx), the function that says where its objects go,
+//     and its ID label (kube holds the existing kinds' labels, which other
+//     packages read too);
+//   - one entry in kinds.
+//
+// TestEveryKindTheStreamCarriesHasOneController fails until the entry is
+// there. Two things follow from what the kind is rather than from its
+// being a kind: objects of a Kubernetes type no kind uses yet, to be read
+// from the informer cache, need their informer and ID label index in
+// NewCache (and in AppliedInformers, for drift); and a status report of
+// its own, if ctrld has one for it, belongs in agentd/status.
 //
 // The invariants cited by number (I1-I8) are stated in docs/design.md.
 package reconcile

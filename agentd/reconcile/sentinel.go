@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -37,6 +38,12 @@ func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Se
 		resource: "sentinel", label: kube.SentinelLabel,
 		kinds: []objectKind{deployments(client, cache), services(client, cache)},
 	}}
+}
+
+// sentinelAt is where applying s puts the sentinel's objects: named by
+// naming.Sentinel.
+func sentinelAt(s *ctrlv1.SentinelState) at {
+	return at{s.GetNamespace(), naming.Sentinel(s.GetSentinelId())}
 }
 
 func desiredSentinel(s *ctrlv1.SentinelState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.DeploymentApplyConfiguration) {
@@ -132,7 +139,7 @@ func (c *Sentinels) Delete(ctx context.Context, id string) error {
 
 // Present lists the sentinels' managed objects in the cluster (by ID and
 // place), for garbage collection after a full sync.
-func (c *Sentinels) Present() ([]Placed, error) {
+func (c *Sentinels) Present(context.Context) ([]Placed, error) {
 	found := map[Placed]bool{}
 	deps, err := c.cache.Deployments.List(labels.Everything())
 	if err != nil {

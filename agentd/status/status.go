@@ -49,11 +49,11 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	}
 	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}, sentinels: map[string]bool{}}
 	mark := func(obj any) {
-		deployment, sentinel := kube.OwnerIDs(obj)
-		if deployment != "" {
+		labels := kube.LabelsOf(obj)
+		if deployment := labels[kube.DeploymentLabel]; deployment != "" {
 			r.mark(r.dirty, deployment)
 		}
-		if sentinel != "" {
+		if sentinel := labels[kube.SentinelLabel]; sentinel != "" {
 			r.mark(r.sentinels, sentinel)
 		}
 	}
