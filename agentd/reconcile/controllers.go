@@ -112,7 +112,9 @@ func (cs *Controllers) Present(ctx context.Context) ([]rpc.Resource, error) {
 }
 
 // Owners names the resources an informer event's object belongs to, by
-// its ID labels (see kube.LabelsOf).
+// its ID labels (see kube.LabelsOf). It is for the cache's workload
+// objects: a CiliumNetworkPolicy, which no informer watches, carries its
+// deployment's label as a reference, not as that deployment's object.
 func Owners(obj any) []rpc.Resource {
 	var owners []rpc.Resource
 	labels := kube.LabelsOf(obj)
