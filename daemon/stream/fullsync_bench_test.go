@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -33,7 +34,7 @@ func BenchmarkFullSync(b *testing.B) {
 	for _, n := range sizes {
 		for _, algo := range []string{"stream", "seed"} {
 			b.Run(fmt.Sprintf("%s/deployments=%d", algo, n), func(b *testing.B) {
-				env, dial := benchEnv(b, algo)
+				env, _, dial := benchEnv(b, algo, server.Config{})
 				seedDeployments(b, env.DB, "eu", n)
 				b.ResetTimer()
 				for i := range b.N {

@@ -1,0 +1,223 @@
+package stream_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// idleClientsEnv names the spec file of TestHelperIdleClients; the helper
+// skips unless it is set.
+const idleClientsEnv = "DEPLOYSYNC_BENCH_IDLE_CLIENTS"
+
+// idleClients is what TestHelperIdleClients opens: one stream per token,
+// each on a connection of its own, as real agents have.
+type idleClients struct {
+	Addr   string
+	Region string
+	Tokens []string
+}
+
+// idleDeployments is what each idle stream's full sync sends.
+const idleDeployments = 10
+
+// BenchmarkIdleStreams measures what idle streams cost ctrld, side by side
+// with the seed algorithm: heap and RSS per stream once N streams have
+// done their full sync (after a GC, over the process before the streams
+// opened), the time to open them (from the first dial to every stream's
+// full_sync_done bookmark), and the database's statements/s while they are
+// idle. The clients run in a child process (TestHelperIdleClients), so that
+// only the server's side is counted. N is 1000, or
+// DEPLOYSYNC_BENCH_STREAMS (10000 needs about 10,000 file descriptors in
+// each process). Run alone, with -benchtime=1x: the statement count is
+// server-wide.
+func BenchmarkIdleStreams(b *testing.B) {
+	n := 1000
+	if s := os.Getenv("DEPLOYSYNC_BENCH_STREAMS"); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
+			b.Fatalf("DEPLOYSYNC_BENCH_STREAMS: %q is not a number of streams", s)
+		}
+	}
+	for _, algo := range []string{"stream", "seed"} {
+		b.Run(fmt.Sprintf("%s/streams=%d", algo, n), func(b *testing.B) {
+			for range b.N {
+				benchIdleStreams(b, algo, n)
+			}
+		})
+	}
+}
+
+func benchIdleStreams(b *testing.B, algo string, n int) {
+	// Admit n agents, each with a token and an identity of its own; the
+	// defaults (MaxStreams, MaxAgentsPerRegion) are sized for fewer.
+	env, addr, _ := benchEnv(b, algo, server.Config{
+		Stream:  stream.Config{MaxStreams: n},
+		Cluster: cluster.Config{MaxAgentsPerRegion: n},
+	})
+	seedDeployments(b, env.DB, "eu", idleDeployments)
+	spec := idleClients{Addr: addr, Region: "eu", Tokens: make([]string, n)}
+	for i := range spec.Tokens {
+		spec.Tokens[i] = env.AgentToken("eu")
+	}
+	specFile := filepath.Join(b.TempDir(), "clients.json")
+	data, err := json.Marshal(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(specFile, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+
+	heapBefore, rssBefore, goroutinesBefore := serverFootprint(b)
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperIdleClients$")
+	child.Env = append(os.Environ(), idleClientsEnv+"="+specFile)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		stdin.Close() // the helper's signal to end
+		done := make(chan error, 1)
+		go func() { done <- child.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			child.Process.Kill()
+			<-done
+		}
+	}()
+	openTime := waitReady(b, stdout)
+
+	heap, rss, goroutines := serverFootprint(b)
+	perStream := func(after, before uint64) float64 { return float64(int64(after)-int64(before)) / float64(n) }
+	b.ReportMetric(perStream(heap, heapBefore)/1024, "heap-KiB/stream")
+	b.ReportMetric(float64(int64(rss)-int64(rssBefore))/(1<<20), "rss-delta-MiB")
+	b.ReportMetric(perStream(uint64(goroutines), uint64(goroutinesBefore)), "goroutines/stream")
+	b.ReportMetric(openTime.Seconds(), "open-s")
+	b.ReportMetric(statementsPerSecond(b, env), "queries/s")
+}
+
+// waitReady reads the helper's output until its "ready" line and returns
+// the open time it reports.
+func waitReady(b *testing.B, stdout io.Reader) time.Duration {
+	b.Helper()
+	lines := bufio.NewScanner(stdout)
+	for lines.Scan() {
+		if rest, ok := strings.CutPrefix(lines.Text(), "ready "); ok {
+			d, err := time.ParseDuration(rest)
+			if err != nil {
+				b.Fatalf("helper: %q", lines.Text())
+			}
+			go io.Copy(io.Discard, stdout) // the helper may write more
+			return d
+		}
+		b.Log("helper: ", lines.Text())
+	}
+	b.Fatal("the idle clients ended before their streams were ready")
+	return 0
+}
+
+// serverFootprint returns, after a collection, the heap in use, the
+// process's resident memory (VmRSS) and its goroutines.
+func serverFootprint(b *testing.B) (heap, rss uint64, goroutines int) {
+	b.Helper()
+	time.Sleep(time.Second) // let stream starts finish their work
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for line := range strings.Lines(string(status)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				b.Fatalf("VmRSS: %q", line)
+			}
+			rss = kb * 1024
+		}
+	}
+	return m.HeapInuse, rss, runtime.NumGoroutine()
+}
+
+// TestHelperIdleClients is not a test: BenchmarkIdleStreams runs it in a
+// child process, and it skips unless DEPLOYSYNC_BENCH_IDLE_CLIENTS names
+// its spec file (idleClients). It opens one stream per token, each on a
+// connection of its own, prints "ready <open time>" once every stream got
+// its full_sync_done bookmark, and holds them until its stdin closes.
+func TestHelperIdleClients(t *testing.T) {
+	specFile := os.Getenv(idleClientsEnv)
+	if specFile == "" {
+		t.Skip("run by BenchmarkIdleStreams in a child process")
+	}
+	data, err := os.ReadFile(specFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec idleClients
+	if err := json.Unmarshal(data, &spec); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	var synced sync.WaitGroup
+	var running sync.WaitGroup
+	followers := make([]*streamtest.Follower, len(spec.Tokens))
+	start := time.Now()
+	for i, token := range spec.Tokens {
+		client := ctrlv1.NewClusterServiceClient(servertest.Dial(t, spec.Addr, token))
+		f := streamtest.New(client, spec.Region, fmt.Sprintf("idle-agent-%d", i))
+		synced.Add(1)
+		done := sync.OnceFunc(synced.Done) // later full syncs are not waited for
+		f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, _ time.Time) {
+			if ev.GetBookmark().GetFullSyncDone() {
+				done()
+			}
+		})
+		followers[i] = f
+		running.Go(func() { f.Run(ctx) })
+	}
+	allSynced := make(chan struct{})
+	go func() { synced.Wait(); close(allSynced) }()
+	select {
+	case <-allSynced:
+	case <-time.After(10 * time.Minute):
+		for _, f := range followers {
+			if s := f.Snapshot(); s.FullSyncs == 0 {
+				t.Fatalf("a stream did not sync within 10 minutes: last error %v", s.LastErr)
+			}
+		}
+	}
+	fmt.Printf("ready %v\n", time.Since(start))
+	io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
+	stop()
+	running.Wait()
+}
