@@ -152,7 +152,7 @@ func desiredHere(ctx context.Context, tx *ent.Tx, region string, ids map[resourc
 		}
 		found, err := kind.Desired(ctx, tx.Client(), region, list)
 		if err != nil {
-			return nil, fmt.Errorf("which reported %ss are desired: %w", kind.Name, err)
+			return nil, fmt.Errorf("which reported %s resources are desired: %w", kind.Name, err)
 		}
 		for _, id := range found {
 			here[syncKey{resourcesync.Kind(kind.Name), id}] = true

@@ -26,17 +26,32 @@ var deployments = Kind{
 			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...)).
 			Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
 	},
+	Describe: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]string, error) {
+		topologies, err := c.DeploymentTopology.Query().
+			Where(deploymenttopology.DeploymentIDIn(ids...), deploymenttopology.Region(region)).
+			WithDeployment().All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the topologies: %w", err)
+		}
+		now := map[string]string{}
+		for _, t := range topologies {
+			if d := t.Edges.Deployment; d != nil { // gone since the read of topologies (I6)
+				now[t.DeploymentID] = DescribeState(string(t.DesiredStatus), t.Replicas, d.Image)
+			}
+		}
+		return now, nil
+	},
 	DesiredSQL: "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
 }
 
 // pageDeployments pages by the topology row's own ID, which the region
 // index orders; the key is that ID as text.
-func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, int, error) {
+func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 	afterID := 0
 	if after != "" {
 		var err error
 		if afterID, err = strconv.Atoi(after); err != nil {
-			return nil, "", 0, fmt.Errorf("deployments: page key %q: %w", after, err)
+			return nil, "", fmt.Errorf("deployments: page key %q: %w", after, err)
 		}
 	}
 	rows, err := c.DeploymentTopology.Query().
@@ -46,13 +61,13 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 		Order(ent.Asc(deploymenttopology.FieldID)).Limit(limit).
 		WithDeployment().All(ctx)
 	if err != nil || len(rows) == 0 {
-		return nil, after, 0, err
+		return nil, after, err
 	}
 	events := make([]Event, len(rows))
 	for i, t := range rows {
 		events[i] = Event{t.DeploymentID, deploymentEvent(t, t.Edges.Deployment)}
 	}
-	return events, strconv.Itoa(rows[len(rows)-1].ID), len(rows), nil
+	return events, strconv.Itoa(rows[len(rows)-1].ID), nil
 }
 
 func loadDeployments(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {

@@ -12,7 +12,7 @@
 //     and retention's sweep of the reports of gone ones (DesiredSQL).
 //
 // The stream, the cluster service, region health and retention loop over
-// All or look a kind up by name; none of them names a kind. Adding a kind
+// All or look a kind up by its change type; none of them names a kind. Adding a kind
 // is its schema, its proto message, one entry here, and one controller in
 // agentd.
 //

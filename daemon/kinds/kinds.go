@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/deploysync/deploysync/ent"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -16,10 +17,10 @@ type Kind struct {
 
 	// Page reads, for a full sync, up to limit of the region's resources
 	// that should run, in key order after the key after ("" for the first
-	// page), and returns their apply events and the key of the last row it
-	// read (rows read may be more than events: a stopped one is read and
-	// skipped). Keys are opaque to callers.
-	Page func(ctx context.Context, c *ent.Client, region, after string, limit int) (events []Event, last string, rows int, err error)
+	// page), and returns their apply events and the key of the last one.
+	// Keys are opaque to callers. The caller may drop some of the events
+	// (those it sent live meanwhile).
+	Page func(ctx context.Context, c *ent.Client, region, after string, limit int) (events []Event, last string, err error)
 
 	// Load builds the event of each resource ids names in region, from its
 	// current state: an apply, or a delete when it is gone or stopped.
@@ -31,9 +32,20 @@ type Kind struct {
 	// stopped): only those take an agent's sync report.
 	Desired func(ctx context.Context, c *ent.Client, region string, ids []string) ([]string, error)
 
+	// Describe says, in a few words, what the region desires of each of
+	// the resources ids, for operators reading pending changes; a
+	// resource it has no words for is gone.
+	Describe func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]string, error)
+
 	// DesiredSQL holds for a resource_syncs row s whose resource its
 	// region still desires (the same rule as Desired, for a sweep in SQL).
 	DesiredSQL string
+}
+
+// DescribeState is a workload's desired state in a region in a few words:
+// "desired: running, 3 replicas, app:1".
+func DescribeState(status string, replicas int, image string) string {
+	return fmt.Sprintf("desired: %s, %d replicas, %s", status, replicas, image)
 }
 
 // Event is one resource's event, with the resource's ID.
@@ -44,16 +56,6 @@ type Event struct {
 
 // All is every kind, in the order a full sync sends them.
 var All = []Kind{deployments, sentinels, ciliumNetworkPolicies}
-
-// Named returns the kind agents report as name.
-func Named(name string) (Kind, bool) {
-	for _, k := range All {
-		if k.Name == name {
-			return k, true
-		}
-	}
-	return Kind{}, false
-}
 
 // OfChange returns the kind of a change row's resource_type.
 func OfChange(changeType string) (Kind, bool) {

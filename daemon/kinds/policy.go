@@ -19,22 +19,22 @@ import (
 var ciliumNetworkPolicies = Kind{
 	Name:       rpc.KindCiliumNetworkPolicy,
 	ChangeType: deploymentchange.ResourceTypeCiliumNetworkPolicy.String(),
-	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, int, error) {
+	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 		rows, err := c.CiliumNetworkPolicy.Query().
 			Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.IDGT(after)).
 			Order(ent.Asc(ciliumnetworkpolicy.FieldID)).Limit(limit).All(ctx)
 		if err != nil || len(rows) == 0 {
-			return nil, after, 0, err
+			return nil, after, err
 		}
 		events := make([]Event, len(rows))
 		for i, p := range rows {
 			ev, err := policyEvent(p)
 			if err != nil {
-				return nil, after, 0, err
+				return nil, after, err
 			}
 			events[i] = Event{p.ID, ev}
 		}
-		return events, rows[len(rows)-1].ID, len(rows), nil
+		return events, rows[len(rows)-1].ID, nil
 	},
 	Load: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {
 		rows, err := c.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.IDIn(ids...), ciliumnetworkpolicy.Region(region)).All(ctx)
@@ -57,6 +57,18 @@ var ciliumNetworkPolicies = Kind{
 	Desired: func(ctx context.Context, c *ent.Client, region string, ids []string) ([]string, error) {
 		return c.CiliumNetworkPolicy.Query().
 			Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.IDIn(ids...)).IDs(ctx)
+	},
+	Describe: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]string, error) {
+		rows, err := c.CiliumNetworkPolicy.Query().
+			Where(ciliumnetworkpolicy.IDIn(ids...), ciliumnetworkpolicy.Region(region)).All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the policies: %w", err)
+		}
+		now := map[string]string{}
+		for _, p := range rows {
+			now[p.ID] = "desired: policy " + p.Name
+		}
+		return now, nil
 	},
 	DesiredSQL: "SELECT 1 FROM cilium_network_policies d WHERE d.id = s.resource_id AND d.region = s.region",
 }

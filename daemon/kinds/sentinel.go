@@ -16,18 +16,18 @@ import (
 var sentinels = Kind{
 	Name:       rpc.KindSentinel,
 	ChangeType: deploymentchange.ResourceTypeSentinel.String(),
-	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, int, error) {
+	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 		rows, err := c.Sentinel.Query().
 			Where(sentinel.Region(region), sentinel.DesiredStateEQ(sentinel.DesiredStateRunning), sentinel.IDGT(after)).
 			Order(ent.Asc(sentinel.FieldID)).Limit(limit).All(ctx)
 		if err != nil || len(rows) == 0 {
-			return nil, after, 0, err
+			return nil, after, err
 		}
 		events := make([]Event, len(rows))
 		for i, s := range rows {
 			events[i] = Event{s.ID, sentinelEvent(s)}
 		}
-		return events, rows[len(rows)-1].ID, len(rows), nil
+		return events, rows[len(rows)-1].ID, nil
 	},
 	Load: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {
 		rows, err := c.Sentinel.Query().Where(sentinel.IDIn(ids...), sentinel.Region(region)).All(ctx)
@@ -47,6 +47,17 @@ var sentinels = Kind{
 	},
 	Desired: func(ctx context.Context, c *ent.Client, region string, ids []string) ([]string, error) {
 		return c.Sentinel.Query().Where(sentinel.Region(region), sentinel.IDIn(ids...)).IDs(ctx)
+	},
+	Describe: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]string, error) {
+		rows, err := c.Sentinel.Query().Where(sentinel.IDIn(ids...), sentinel.Region(region)).All(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the sentinels: %w", err)
+		}
+		now := map[string]string{}
+		for _, x := range rows {
+			now[x.ID] = DescribeState(string(x.DesiredState), x.Replicas, x.Image)
+		}
+		return now, nil
 	},
 	DesiredSQL: "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
 }

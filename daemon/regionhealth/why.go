@@ -316,7 +316,7 @@ func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]
 	for r, n := range pending {
 		kind, ok := kinds.OfChange(r.Type)
 		if !ok {
-			continue // a filler row, or a kind this build does not know
+			continue // a kind this build does not know
 		}
 		k := ResourceKey{Kind: kind.Name, ID: r.ID}
 		if out[k] == nil {

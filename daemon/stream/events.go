@@ -11,13 +11,6 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// resourceKey identifies a resource within a region's stream by its change
-// log type and ID.
-type resourceKey struct {
-	typ string
-	id  string
-}
-
 // loadEvents turns change rows of one region into events carrying the
 // resources' current state, with one query per resource kind however many
 // rows there are. Several rows for one resource become one event (the
@@ -28,11 +21,11 @@ type resourceKey struct {
 // read one by one, a deployment deleted between the topology read and the
 // read of its deployment would leave a topology without one (I6).
 func loadEvents(ctx context.Context, db *ent.Client, region string, changes []changelog.Change) ([]*ctrlv1.DeploymentChangeEvent, error) {
-	latest := map[resourceKey]uint64{}
-	var order []resourceKey
+	latest := map[changelog.Resource]uint64{}
+	var order []changelog.Resource
 	ids := map[string][]string{}
 	for _, c := range changes {
-		k := resourceKey{c.Type, c.ResourceID}
+		k := changelog.Resource{Type: c.Type, ID: c.ResourceID}
 		if _, ok := latest[k]; !ok {
 			order = append(order, k)
 			ids[c.Type] = append(ids[c.Type], c.ResourceID)
@@ -58,9 +51,9 @@ func loadEvents(ctx context.Context, db *ent.Client, region string, changes []ch
 
 	events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(order))
 	for _, k := range order {
-		ev := built[k.typ][k.id]
+		ev := built[k.Type][k.ID]
 		if ev == nil {
-			return nil, fmt.Errorf("change for unknown resource type %q (id %s)", k.typ, k.id)
+			return nil, fmt.Errorf("change for unknown resource type %q (id %s)", k.Type, k.ID)
 		}
 		ev.Version = latest[k]
 		events = append(events, ev)

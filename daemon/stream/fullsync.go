@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -32,12 +33,12 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 	st.generation = sub.Control.ResyncGeneration
 	w := sub.Watermark
 	// Resources sent from live changes carry newer state than the pages.
-	sentLive := map[resourceKey]bool{}
+	sentLive := map[changelog.Resource]bool{}
 	between := func() error { return s.relayLive(ctx, sub, st, sentLive) }
 
 	for _, kind := range kinds.All {
 		if err := s.syncKind(ctx, st, kind, w, sentLive, between); err != nil {
-			return fmt.Errorf("full sync: %ss: %w", kind.Name, err)
+			return fmt.Errorf("full sync: %s resources: %w", kind.Name, err)
 		}
 	}
 
@@ -55,7 +56,7 @@ func (s *Streamer) fullSync(ctx context.Context, sub *tailer.Subscription, st *s
 
 // relayLive sends the live changes waiting on the subscription (without
 // blocking) and remembers their resources.
-func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *state, sentLive map[resourceKey]bool) error {
+func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *state, sentLive map[changelog.Resource]bool) error {
 	for {
 		notices, ok := sub.Take(maxNoticesPerRelay)
 		if !ok {
@@ -77,7 +78,7 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 			for _, c := range n.Changes {
 				if c.Version > st.clientCursor {
 					fresh = append(fresh, c)
-					sentLive[resourceKey{c.Type, c.ResourceID}] = true
+					sentLive[changelog.Resource{Type: c.Type, ID: c.ResourceID}] = true
 				}
 			}
 			events, err := loadEvents(ctx, s.client, st.req.Region, fresh)
@@ -98,16 +99,16 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 // by page (keyset pages, in the kind's key order), versioned w; between
 // runs after every page that may have more behind it. Resources already
 // sent live are skipped.
-func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w uint64, sentLive map[resourceKey]bool, between func() error) error {
+func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w uint64, sentLive map[changelog.Resource]bool, between func() error) error {
 	after := ""
 	for {
-		page, last, rows, err := s.readPage(ctx, kind, st.req.Region, after)
-		if err != nil || rows == 0 {
+		page, last, err := s.readPage(ctx, kind, st.req.Region, after)
+		if err != nil || len(page) == 0 {
 			return err
 		}
 		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page))
 		for _, e := range page {
-			if !sentLive[resourceKey{kind.ChangeType, e.ID}] {
+			if !sentLive[changelog.Resource{Type: kind.ChangeType, ID: e.ID}] {
 				events = append(events, withVersion(e.Event, w))
 			}
 		}
@@ -118,7 +119,7 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 		if err := between(); err != nil {
 			return err
 		}
-		if rows < s.cfg.PageSize {
+		if len(page) < s.cfg.PageSize {
 			return nil
 		}
 	}
@@ -129,15 +130,15 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 // slots meanwhile. The slot bounds the full syncs reading at once; it is
 // never held while the page is sent, so a client that reads slowly (or
 // not at all) keeps no other stream from syncing.
-func (s *Streamer) readPage(ctx context.Context, kind kinds.Kind, region, after string) ([]kinds.Event, string, int, error) {
+func (s *Streamer) readPage(ctx context.Context, kind kinds.Kind, region, after string) ([]kinds.Event, string, error) {
 	release, err := s.takeFullSyncSlot(ctx)
 	if err != nil {
-		return nil, after, 0, err
+		return nil, after, err
 	}
 	defer release()
 	tx, err := beginSnapshot(ctx, s.client)
 	if err != nil {
-		return nil, after, 0, err
+		return nil, after, err
 	}
 	defer tx.Rollback()
 	return kind.Page(ctx, tx.Client(), region, after, s.cfg.PageSize)

@@ -1,0 +1,119 @@
+package kinds_test
+
+import (
+	"context"
+	"database/sql"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/deploysync/deploysync/daemon/kinds"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/sentinel"
+)
+
+// Each kind states which resources a region desires twice: as an Ent
+// query (Desired, for agents' sync reports) and as SQL (DesiredSQL, for
+// retention's sweep and region health). They must agree: a sync row one
+// keeps and the other sweeps or hides would show a failure that is not
+// there, or hide one that is.
+func TestDesiredAndDesiredSQLAgree(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	c := db.Ent
+	// Desired state is written in transactions only (the change feed's
+	// rows commit with it).
+	tx, err := c.Tx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := tx.Client()
+	for _, d := range []struct{ id, region string }{{"dep-eu", "eu"}, {"dep-us", "us"}} {
+		w.Deployment.Create().SetID(d.id).SetWorkspaceID("ws").SetEnvironmentID("prod").
+			SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).ExecX(ctx)
+		w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(1).ExecX(ctx)
+	}
+	// A stopped deployment is still desired: its sync row says how its
+	// stop went.
+	w.Deployment.Create().SetID("dep-stopped").SetWorkspaceID("ws").SetEnvironmentID("prod").
+		SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).ExecX(ctx)
+	w.DeploymentTopology.Create().SetDeploymentID("dep-stopped").SetRegion("eu").SetReplicas(1).
+		SetDesiredStatus("stopped").ExecX(ctx)
+	for _, s := range []struct{ id, env, region string }{{"sen-eu", "prod", "eu"}, {"sen-us", "prod", "us"}, {"sen-stopped", "dev", "eu"}} {
+		create := w.Sentinel.Create().SetID(s.id).SetWorkspaceID("ws").SetEnvironmentID(s.env).SetRegion(s.region).
+			SetImage("s:1").SetReplicas(1).SetCPUMillicores(1).SetMemoryMib(1)
+		if s.id == "sen-stopped" {
+			create.SetDesiredState(sentinel.DesiredStateStopped)
+		}
+		create.ExecX(ctx)
+	}
+	for _, p := range []struct{ id, region string }{{"pol-eu", "eu"}, {"pol-us", "us"}} {
+		w.CiliumNetworkPolicy.Create().SetID(p.id).SetWorkspaceID("ws").SetEnvironmentID("prod").SetRegion(p.region).
+			SetName(p.id).SetSpec(map[string]any{"endpointSelector": map[string]any{}}).ExecX(ctx)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	reported := map[string][]string{
+		"deployment":            {"dep-eu", "dep-us", "dep-stopped", "dep-gone"},
+		"sentinel":              {"sen-eu", "sen-us", "sen-stopped", "sen-gone"},
+		"cilium_network_policy": {"pol-eu", "pol-us", "pol-gone"},
+	}
+	if len(reported) != len(kinds.All) {
+		t.Fatalf("the test covers %d kinds, the registry has %d", len(reported), len(kinds.All))
+	}
+	for _, kind := range kinds.All {
+		ids := reported[kind.Name]
+		if len(ids) == 0 {
+			t.Fatalf("kind %s: no resources to check", kind.Name)
+		}
+		var rows []*ent.ResourceSyncCreate
+		for _, id := range ids {
+			rows = append(rows, c.ResourceSync.Create().SetRegion("eu").SetKind(resourcesync.Kind(kind.Name)).SetResourceID(id))
+		}
+		c.ResourceSync.CreateBulk(rows...).ExecX(ctx)
+
+		byEnt, err := kind.Desired(ctx, c, "eu", ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bySQL := queryStrings(t, db.SQL, "SELECT s.resource_id FROM resource_syncs s WHERE s.region = 'eu' AND s.kind = ? AND EXISTS ("+kind.DesiredSQL+")", kind.Name)
+		slices.Sort(byEnt)
+		slices.Sort(bySQL)
+		if !slices.Equal(byEnt, bySQL) {
+			t.Errorf("kind %s: Desired says %v, DesiredSQL says %v", kind.Name, byEnt, bySQL)
+		}
+		// Only the eu resources, stopped or not, and never the gone ones.
+		for _, id := range byEnt {
+			if strings.HasSuffix(id, "-us") || strings.HasSuffix(id, "-gone") {
+				t.Errorf("kind %s: %s is desired in eu", kind.Name, id)
+			}
+		}
+		if len(byEnt) == 0 {
+			t.Errorf("kind %s: nothing desired in eu", kind.Name)
+		}
+	}
+}
+
+func queryStrings(t *testing.T, db *sql.DB, query string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Query(query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
