@@ -5,8 +5,10 @@ import ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 // The kinds of resource the stream carries, as both binaries, the API and
 // the metrics name them. One vocabulary: a deployment's run in one region
 // (the database's deployment_topology row, the API's DeploymentInRegion)
-// is the kind "deployment" everywhere outside the database. Agents report
-// resource sync state by these names, so they are wire format.
+// is the kind "deployment" everywhere outside the database, but for
+// PendingChange.resource_type, which names a change row's type as stored
+// (PendingChange.kind names its kind). Agents report resource sync state by
+// these names, so they are wire format.
 const (
 	KindDeployment          = "deployment"
 	KindSentinel            = "sentinel"

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -198,7 +199,9 @@ func (p detailPage) view(pc pageContext) string {
 // changes (where the server says; older servers do not), the part that
 // gets the rest of the line.
 func (pc pageContext) pendingLine(c *ctrlv1.PendingChange, now time.Time) string {
-	kind := strings.TrimSuffix(strings.TrimPrefix(c.GetResourceType(), "cilium_network_"), "_topology")
+	// Servers before PendingChange.kind send only the change row's type.
+	kind := cmp.Or(c.GetKind(), strings.TrimSuffix(c.GetResourceType(), "_topology"))
+	kind = strings.TrimPrefix(kind, "cilium_network_")
 	actor := c.GetActor()
 	if actor == "" {
 		actor = "-"

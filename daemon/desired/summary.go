@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/ent"
 )
 
@@ -54,7 +55,7 @@ func SummarizeRegion(prev, cur *ent.DeploymentRevision, region string) string {
 		if cur.Action == ActionDeploy {
 			return "created"
 		}
-		return DescribeState(now.Status, now.Replicas, cur.Image)
+		return kinds.DescribeState(now.Status, now.Replicas, cur.Image)
 	}
 	was, ok := prev.Regions[region]
 	if !ok {
@@ -68,12 +69,6 @@ func SummarizeRegion(prev, cur *ent.DeploymentRevision, region string) string {
 		parts = append(parts, statusWord(now.Status))
 	}
 	return joined(parts)
-}
-
-// DescribeState is a deployment's desired state in a region in a few
-// words: "desired: running, 3 replicas, app:1".
-func DescribeState(status string, replicas int, image string) string {
-	return fmt.Sprintf("desired: %s, %d replicas, %s", status, replicas, image)
 }
 
 // specChanges lists what changed in the spec every region shares.

@@ -10,12 +10,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/ent"
-	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
-	"github.com/deploysync/deploysync/ent/deploymenttopology"
-	"github.com/deploysync/deploysync/ent/sentinel"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -100,45 +98,36 @@ func revisionMessage(r *ent.DeploymentRevision, summary string) *ctrlv1.Deployme
 func ptr[T any](v T) *T { return &v }
 
 // describeChanges fills in what each of a region's pending changes does,
-// and who did it where a revision says so: a deployment's change by the
-// revision whose versions hold it, compared with the revision before it;
-// otherwise (deletes, changes from before revisions, sentinels, policies)
-// by the resource's current desired state, or "deleted". One query per
-// kind of resource, whatever the number of changes.
+// and who did it where a revision says so: by the resource's current
+// desired state in the region, or "deleted"; and a deployment's change by
+// the revision whose versions hold it, compared with the revision before
+// it, where there is one (deletes and changes from before revisions have
+// none). A query per kind of resource, whatever the number of changes.
 func (s *Service) describeChanges(ctx context.Context, region string, changes []*ctrlv1.PendingChange) error {
 	byType := map[string][]*ctrlv1.PendingChange{}
 	for _, c := range changes {
 		byType[c.ResourceType] = append(byType[c.ResourceType], c)
 	}
-	if err := s.describeDeploymentChanges(ctx, region, byType[deploymentchange.ResourceTypeDeploymentTopology.String()]); err != nil {
-		return err
-	}
-	if cs := byType[deploymentchange.ResourceTypeSentinel.String()]; len(cs) > 0 {
-		rows, err := s.client.Sentinel.Query().Where(sentinel.IDIn(resourceIDs(cs)...)).All(ctx)
+	for _, kind := range kinds.All {
+		cs := byType[kind.ChangeType]
+		if len(cs) == 0 {
+			continue
+		}
+		now, err := kind.Describe(ctx, s.client, region, resourceIDs(cs))
 		if err != nil {
-			return fmt.Errorf("read the changes' sentinels: %w", err)
+			return fmt.Errorf("describe pending %s changes: %w", kind.Name, err)
 		}
-		now := map[string]string{}
-		for _, x := range rows {
-			now[x.ID] = desired.DescribeState(string(x.DesiredState), x.Replicas, x.Image)
+		for _, c := range cs {
+			c.Summary = cmp.Or(now[c.ResourceId], "deleted")
 		}
-		describeCurrent(cs, now)
 	}
-	if cs := byType[deploymentchange.ResourceTypeCiliumNetworkPolicy.String()]; len(cs) > 0 {
-		rows, err := s.client.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.IDIn(resourceIDs(cs)...)).All(ctx)
-		if err != nil {
-			return fmt.Errorf("read the changes' policies: %w", err)
-		}
-		now := map[string]string{}
-		for _, p := range rows {
-			now[p.ID] = "desired: policy " + p.Name
-		}
-		describeCurrent(cs, now)
-	}
-	return nil
+	// Revisions are deployments' alone.
+	return s.summarizeFromRevisions(ctx, region, byType[deploymentchange.ResourceTypeDeploymentTopology.String()])
 }
 
-func (s *Service) describeDeploymentChanges(ctx context.Context, region string, changes []*ctrlv1.PendingChange) error {
+// summarizeFromRevisions says what each deployment change does, and who
+// made it, where a revision's versions hold it.
+func (s *Service) summarizeFromRevisions(ctx context.Context, region string, changes []*ctrlv1.PendingChange) error {
 	if len(changes) == 0 {
 		return nil
 	}
@@ -172,19 +161,6 @@ func (s *Service) describeDeploymentChanges(ctx context.Context, region string, 
 			previous[key{r.DeploymentID, r.Revision}] = r
 		}
 	}
-	topologies, err := s.client.DeploymentTopology.Query().
-		Where(deploymenttopology.DeploymentIDIn(ids...), deploymenttopology.Region(region)).
-		WithDeployment().All(ctx)
-	if err != nil {
-		return fmt.Errorf("read the changes' topologies: %w", err)
-	}
-	now := map[string]string{}
-	for _, t := range topologies {
-		if d := t.Edges.Deployment; d != nil { // gone since the read of topologies (I6)
-			now[t.DeploymentID] = desired.DescribeState(string(t.DesiredStatus), t.Replicas, d.Image)
-		}
-	}
-	describeCurrent(changes, now)
 	for _, c := range changes {
 		for _, r := range covering {
 			if r.DeploymentID == c.ResourceId && r.FirstVersion <= c.Version && c.Version <= r.LastVersion {
@@ -194,14 +170,6 @@ func (s *Service) describeDeploymentChanges(ctx context.Context, region string, 
 		}
 	}
 	return nil
-}
-
-// describeCurrent sets each change's summary to its resource's current
-// desired state in now, or "deleted" when now has none.
-func describeCurrent(changes []*ctrlv1.PendingChange, now map[string]string) {
-	for _, c := range changes {
-		c.Summary = cmp.Or(now[c.ResourceId], "deleted")
-	}
 }
 
 func resourceIDs(changes []*ctrlv1.PendingChange) []string {

@@ -42,26 +42,26 @@ func TestPendingChangesSayWhatTheyChange(t *testing.T) {
 		}
 		var lines []string
 		for _, c := range r.Changes {
-			lines = append(lines, fmt.Sprintf("%s: %s (%s)", c.ResourceId, c.Summary, c.Actor))
+			lines = append(lines, fmt.Sprintf("%s/%s: %s (%s)", c.Kind, c.ResourceId, c.Summary, c.Actor))
 		}
 		return strings.Join(lines, "\n")
 	}
 	want := strings.Join([]string{
-		"api: created (dana)",
-		"api: image app:1 -> app:2; env FOO added (dana)",
-		"api: stopped (dana)",
-		"gw: desired: running, 2 replicas, sentinel:1 ()",
-		"old: desired: running, 1 replicas, app:1 ()",
-		"gone: deleted ()",
-		"gone: deleted ()",
+		"deployment/api: created (dana)",
+		"deployment/api: image app:1 -> app:2; env FOO added (dana)",
+		"deployment/api: stopped (dana)",
+		"sentinel/gw: desired: running, 2 replicas, sentinel:1 ()",
+		"deployment/old: desired: running, 1 replicas, app:1 ()",
+		"deployment/gone: deleted ()",
+		"deployment/gone: deleted ()",
 	}, "\n")
 	if got := pending("eu"); got != want {
 		t.Errorf("eu's pending changes:\n%s\nwant:\n%s", got, want)
 	}
 	want = strings.Join([]string{
-		"api: created (dana)",
-		"api: replicas 3 -> 4 (dana)",
-		"api: image app:1 -> app:2; env FOO added (dana)",
+		"deployment/api: created (dana)",
+		"deployment/api: replicas 3 -> 4 (dana)",
+		"deployment/api: image app:1 -> app:2; env FOO added (dana)",
 	}, "\n")
 	if got := pending("us"); got != want {
 		t.Errorf("us's pending changes:\n%s\nwant:\n%s", got, want)

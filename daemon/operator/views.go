@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
+	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
@@ -131,8 +132,12 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 	}
 	out := &ctrlv1.ListPendingChangesResponse{Total: h.LagChanges}
 	for _, c := range changes {
-		out.Changes = append(out.Changes, &ctrlv1.PendingChange{
-			Version: c.Version, ResourceType: c.Type, ResourceId: c.ResourceID, CreatedAt: timestamppb.New(c.CreatedAt)})
+		pc := &ctrlv1.PendingChange{
+			Version: c.Version, ResourceType: c.Type, ResourceId: c.ResourceID, CreatedAt: timestamppb.New(c.CreatedAt)}
+		if kind, ok := kinds.OfChange(c.Type); ok {
+			pc.Kind = kind.Name
+		}
+		out.Changes = append(out.Changes, pc)
 	}
 	if err := s.describeChanges(ctx, req.GetRegion(), out.Changes); err != nil {
 		return nil, s.viewError(err)

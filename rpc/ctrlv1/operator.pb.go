@@ -1031,8 +1031,10 @@ func (x *ListPendingChangesResponse) GetTotal() int64 {
 }
 
 type PendingChange struct {
-	state        protoimpl.MessageState `protogen:"open.v1"`
-	Version      uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// resource_type is the change row's type as stored: deployment_topology,
+	// sentinel or cilium_network_policy. Prefer kind.
 	ResourceType string                 `protobuf:"bytes,2,opt,name=resource_type,json=resourceType,proto3" json:"resource_type,omitempty"`
 	ResourceId   string                 `protobuf:"bytes,3,opt,name=resource_id,json=resourceId,proto3" json:"resource_id,omitempty"`
 	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
@@ -1040,7 +1042,10 @@ type PendingChange struct {
 	// "image app:1 -> app:2", "stopped", "deleted".
 	Summary string `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
 	// actor is who made it, where known.
-	Actor         string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	Actor string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// kind is the changed resource's kind, as everywhere else in the API:
+	// deployment, sentinel or cilium_network_policy.
+	Kind          string `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1113,6 +1118,13 @@ func (x *PendingChange) GetSummary() string {
 func (x *PendingChange) GetActor() string {
 	if x != nil {
 		return x.Actor
+	}
+	return ""
+}
+
+func (x *PendingChange) GetKind() string {
+	if x != nil {
+		return x.Kind
 	}
 	return ""
 }
@@ -2988,7 +3000,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"o\n" +
 	"\x1aListPendingChangesResponse\x12;\n" +
 	"\achanges\x18\x01 \x03(\v2!.deploysync.ctrl.v1.PendingChangeR\achanges\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\"\xda\x01\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"\xee\x01\n" +
 	"\rPendingChange\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12#\n" +
 	"\rresource_type\x18\x02 \x01(\tR\fresourceType\x12\x1f\n" +
@@ -2997,7 +3009,8 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x18\n" +
 	"\asummary\x18\x05 \x01(\tR\asummary\x12\x14\n" +
-	"\x05actor\x18\x06 \x01(\tR\x05actor\"\x18\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\"\x18\n" +
 	"\x16ListDeploymentsRequest\"b\n" +
 	"\x17ListDeploymentsResponse\x12G\n" +
 	"\vdeployments\x18\x01 \x03(\v2%.deploysync.ctrl.v1.DeploymentSummaryR\vdeployments\"\xe5\x02\n" +
