@@ -87,7 +87,7 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 		b.Fatal(err)
 	}
 
-	heapBefore, rssBefore, goroutinesBefore := serverFootprint(b)
+	before := serverFootprint(b)
 	child := exec.Command(os.Args[0], "-test.run=^TestHelperIdleClients$")
 	child.Env = append(os.Environ(), idleClientsEnv+"="+specFile)
 	child.Stderr = os.Stderr
@@ -115,11 +115,12 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 	}()
 	openTime := waitReady(b, stdout)
 
-	heap, rss, goroutines := serverFootprint(b)
-	perStream := func(after, before uint64) float64 { return float64(int64(after)-int64(before)) / float64(n) }
-	b.ReportMetric(perStream(heap, heapBefore)/1024, "heap-KiB/stream")
-	b.ReportMetric(float64(int64(rss)-int64(rssBefore))/(1<<20), "rss-delta-MiB")
-	b.ReportMetric(perStream(uint64(goroutines), uint64(goroutinesBefore)), "goroutines/stream")
+	after := serverFootprint(b)
+	perStream := func(after, before uint64) float64 { return (float64(after) - float64(before)) / float64(n) }
+	b.ReportMetric(perStream(after.heapLive, before.heapLive)/1024, "heap-live-KiB/stream")
+	b.ReportMetric(perStream(after.heapInuse, before.heapInuse)/1024, "heap-inuse-KiB/stream")
+	b.ReportMetric((float64(after.rss)-float64(before.rss))/(1<<20), "rss-delta-MiB")
+	b.ReportMetric(perStream(uint64(after.goroutines), uint64(before.goroutines)), "goroutines/stream")
 	b.ReportMetric(openTime.Seconds(), "open-s")
 	b.ReportMetric(statementsPerSecond(b, env), "queries/s")
 }
@@ -144,14 +145,23 @@ func waitReady(b *testing.B, stdout io.Reader) time.Duration {
 	return 0
 }
 
-// serverFootprint returns, after a collection, the heap in use, the
-// process's resident memory (VmRSS) and its goroutines.
-func serverFootprint(b *testing.B) (heap, rss uint64, goroutines int) {
+// footprint is what the server process holds.
+type footprint struct {
+	// heapLive counts live objects (HeapAlloc); heapInuse the spans they
+	// occupy (HeapInuse), which a start's garbage leaves partly empty.
+	heapLive, heapInuse uint64
+	rss                 uint64 // VmRSS: goroutine stacks and all
+	goroutines          int
+}
+
+// serverFootprint returns the process's footprint after a collection.
+func serverFootprint(b *testing.B) footprint {
 	b.Helper()
 	time.Sleep(time.Second) // let stream starts finish their work
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
+	f := footprint{heapLive: m.HeapAlloc, heapInuse: m.HeapInuse, goroutines: runtime.NumGoroutine()}
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Fatal(err)
@@ -162,10 +172,10 @@ func serverFootprint(b *testing.B) (heap, rss uint64, goroutines int) {
 			if err != nil {
 				b.Fatalf("VmRSS: %q", line)
 			}
-			rss = kb * 1024
+			f.rss = kb * 1024
 		}
 	}
-	return m.HeapInuse, rss, runtime.NumGoroutine()
+	return f
 }
 
 // TestHelperIdleClients is not a test: BenchmarkIdleStreams runs it in a
