@@ -198,6 +198,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		recheck := cmp.Or(cfg.TokenRecheck, DefaultTokenRecheck)
 		guard.Loop(runCtx, "token-recheck", func(ctx context.Context) { authn.Run(ctx, recheck, log) })
 	})
+	s.wg.Go(func() { guard.Loop(runCtx, "connection-refresh", streamer.RefreshConnections) })
 	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
 	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
 	s.wg.Go(func() {

@@ -52,12 +52,8 @@ type Config struct {
 	// MaxStreams bounds the streams this process serves; more are refused
 	// with ResourceExhausted (default 1000).
 	MaxStreams int
-	// ConnectionRefresh is how often a stream marks its agent's record as
-	// heard from (default 2m). An agent's heartbeats do that too, but an
-	// agent sends none before its first full sync is applied, which may
-	// take long, and a record nothing refreshed for ten minutes may be
-	// given to a new identity in a full region
-	// (cluster.Config.MaxAgentsPerRegion).
+	// ConnectionRefresh is how often RefreshConnections marks the records
+	// of the streams' agents as heard from (default 2m).
 	ConnectionRefresh time.Duration
 }
 
@@ -110,6 +106,9 @@ type Streamer struct {
 	admission *admission
 	// fullSyncSlots holds one entry per full sync in progress.
 	fullSyncSlots chan struct{}
+	// connections are the agent records the streams hold, for
+	// RefreshConnections.
+	connections connections
 }
 
 // New returns a Streamer. client and db should be a pool of the streams'
@@ -175,9 +174,7 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 		return err
 	}
 	defer s.disconnected(req, since)
-	refreshing, stopRefreshing := context.WithCancel(ctx)
-	defer stopRefreshing()
-	go s.refreshConnection(refreshing, req, since)
+	defer s.connections.hold(&connection{region: req.Region, identity: req.Identity, since: since})()
 
 	out := startOutbox(ctx, send, s.cfg.SendTimeout, s.guard)
 	defer out.close() // however serving ends, a panic included
@@ -544,28 +541,6 @@ func (s *Streamer) connected(ctx context.Context, req Request) (time.Time, error
 	return now, nil
 }
 
-// refreshConnection marks the agent's record as heard from every
-// Config.ConnectionRefresh, until ctx ends, while the record is still this
-// stream's.
-func (s *Streamer) refreshConnection(ctx context.Context, req Request, since time.Time) {
-	tick := time.NewTicker(s.cfg.ConnectionRefresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-		err := s.client.Agent.Update().
-			Where(entagent.Region(req.Region), entagent.Identity(req.Identity),
-				entagent.ConnectedTo(s.cfg.Instance), entagent.ConnectedSince(since)).
-			SetUpdatedAt(time.Now().UTC()).Exec(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("stream: refreshing the agent's record failed", "region", req.Region, "agent", req.Identity, "err", err)
-		}
-	}
-}
-
 // disconnected clears the connection record if it is still this stream's:
 // an agent that reconnected (to this process or another) before the old
 // stream was noticed gone keeps its newer record.
@@ -586,6 +561,12 @@ func (s *Streamer) disconnected(req Request, since time.Time) {
 // included) is the agent's to say, in its status reports: ctrld only knows
 // it sent the last page.
 func (s *Streamer) recordSyncedGeneration(ctx context.Context, req Request, generation int64) error {
+	// A region never forced to resync has nothing to record (a record's
+	// synced generation starts at 0, and mustResync only asks whether it
+	// is below the region's): a write per stream start saved.
+	if generation == 0 {
+		return nil
+	}
 	return s.client.Agent.Update().
 		Where(entagent.Region(req.Region), entagent.Identity(req.Identity)).
 		SetSyncedGeneration(generation).
