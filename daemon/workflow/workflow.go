@@ -10,8 +10,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
+
+	"entgo.io/ent/dialect/sql"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/ent"
@@ -36,11 +39,23 @@ type Driver struct {
 	log     *slog.Logger
 	metrics *metrics.Metrics
 	now     func() time.Time
+
+	// evaluated is when the last evaluation that read every change began;
+	// zero until one has (then every unfinished deployment is read).
+	evaluated time.Time
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
 // flags show them).
 var Defaults = Config{Timeout: 5 * time.Minute, Interval: time.Second}
+
+// batchSize bounds the deployments one round of reads and writes covers.
+const batchSize = 500
+
+// changeOverlap is how far before the last evaluation changes are read
+// again: updated_at is written by whichever replica's clock, and clocks
+// differ. Deciding a deployment twice changes nothing.
+const changeOverlap = 30 * time.Second
 
 // New returns a Driver.
 func New(client *ent.Client, cfg Config, log *slog.Logger, m *metrics.Metrics) *Driver {
@@ -69,35 +84,152 @@ func (d *Driver) Run(ctx context.Context) {
 	}
 }
 
-// Evaluate moves every unfinished deployment's workflow forward.
+// Evaluate moves unfinished deployments' workflows forward, at a cost
+// proportional to what changed: it decides the deployments whose
+// instances or topologies changed since the last evaluation (all
+// unfinished ones on the first), then those past Timeout, oldest first.
+// Nothing else is read, however many deployments wait (a deployment
+// whose instances never come is decided once, when it times out), and
+// the decisions are written a batch per statement.
 func (d *Driver) Evaluate(ctx context.Context) error {
+	start := d.now()
+	if d.evaluated.IsZero() {
+		if err := d.decideAllUnfinished(ctx, start); err != nil {
+			return err
+		}
+	} else if err := d.decideChangedSince(ctx, d.evaluated.Add(-changeOverlap), start); err != nil {
+		return err
+	}
+	if err := d.decideTimedOut(ctx, start); err != nil {
+		return err
+	}
+	d.evaluated = start
+	return nil
+}
+
+// unfinished holds for the deployments whose workflow is not decided.
+var unfinished = deployment.WorkflowStatusIn(deployment.WorkflowStatusPending, deployment.WorkflowStatusDeploying)
+
+// decideAllUnfinished decides every unfinished deployment, a batch at a
+// time in ID order.
+func (d *Driver) decideAllUnfinished(ctx context.Context, now time.Time) error {
+	after := ""
+	for {
+		ids, err := d.client.Deployment.Query().Where(unfinished, deployment.IDGT(after)).
+			Order(ent.Asc(deployment.FieldID)).Limit(batchSize).IDs(ctx)
+		if err != nil {
+			return fmt.Errorf("list unfinished deployments: %w", err)
+		}
+		if err := d.decideBatch(ctx, ids, now); err != nil || len(ids) < batchSize {
+			return err
+		}
+		after = ids[len(ids)-1]
+	}
+}
+
+// decideChangedSince decides the unfinished deployments with an instance
+// or topology written since since.
+func (d *Driver) decideChangedSince(ctx context.Context, since, now time.Time) error {
+	fromInstances, err := d.client.Instance.Query().Where(instance.UpdatedAtGTE(since)).
+		Unique(true).Select(instance.FieldDeploymentID).Strings(ctx)
+	if err != nil {
+		return fmt.Errorf("read changed instances: %w", err)
+	}
+	fromTopologies, err := d.client.DeploymentTopology.Query().Where(deploymenttopology.UpdatedAtGTE(since)).
+		Unique(true).Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
+	if err != nil {
+		return fmt.Errorf("read changed topologies: %w", err)
+	}
+	changed := slices.Compact(slices.Sorted(slices.Values(append(fromInstances, fromTopologies...))))
+	for batch := range slices.Chunk(changed, batchSize) {
+		if err := d.decideBatch(ctx, batch, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decideTimedOut decides the unfinished deployments created more than
+// Timeout before now, oldest first, until none is left: each is decided
+// (ready or failed), so each round takes the next ones.
+func (d *Driver) decideTimedOut(ctx context.Context, now time.Time) error {
+	for {
+		ids, err := d.client.Deployment.Query().
+			Where(unfinished, deployment.CreatedAtLT(now.Add(-d.cfg.Timeout))).
+			Order(ent.Asc(deployment.FieldCreatedAt)).Limit(batchSize).IDs(ctx)
+		if err != nil {
+			return fmt.Errorf("list timed-out deployments: %w", err)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := d.decideBatch(ctx, ids, now); err != nil || len(ids) < batchSize {
+			return err
+		}
+	}
+}
+
+// decision is one deployment's workflow moving from one status to another.
+type decision struct {
+	id       string
+	from, to deployment.WorkflowStatus
+	reason   string
+}
+
+// decideBatch decides the workflows of the unfinished deployments among
+// ids and writes those that move.
+func (d *Driver) decideBatch(ctx context.Context, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
 	deps, err := d.client.Deployment.Query().
-		Where(deployment.WorkflowStatusIn(deployment.WorkflowStatusPending, deployment.WorkflowStatusDeploying)).
+		Where(deployment.IDIn(ids...), unfinished).
 		WithTopologies(func(q *ent.DeploymentTopologyQuery) {
 			q.Where(deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning))
 		}).
 		WithInstances().
-		Limit(1000).All(ctx)
+		All(ctx)
 	if err != nil {
 		return fmt.Errorf("load unfinished deployments: %w", err)
 	}
-	now := d.now()
+	var moves []decision
 	for _, dep := range deps {
 		next, reason := d.decide(dep, now)
-		if next == dep.WorkflowStatus {
-			continue
+		if next != dep.WorkflowStatus {
+			moves = append(moves, decision{dep.ID, dep.WorkflowStatus, next, reason})
 		}
-		// Only from the status we read: another replica may have moved it.
-		err := d.client.Deployment.Update().
-			Where(deployment.ID(dep.ID), deployment.WorkflowStatusEQ(dep.WorkflowStatus)).
-			SetWorkflowStatus(next).SetWorkflowError(reason).
-			Exec(changefeed.ActualState(ctx))
+	}
+	return d.write(ctx, moves)
+}
+
+// write stores decisions: one UPDATE per (from, to) pair, each row's
+// reason chosen by its ID. Only rows still in the status that was read
+// move: another replica may have moved them meanwhile.
+func (d *Driver) write(ctx context.Context, moves []decision) error {
+	groups := map[[2]deployment.WorkflowStatus][]decision{}
+	for _, m := range moves {
+		k := [2]deployment.WorkflowStatus{m.from, m.to}
+		groups[k] = append(groups[k], m)
+	}
+	for k, group := range groups {
+		ids := make([]string, len(group))
+		reasons := make([]any, 0, 2*len(group))
+		for i, m := range group {
+			ids[i] = m.id
+			reasons = append(reasons, m.id, m.reason)
+		}
+		byID := "CASE `" + deployment.FieldID + "`" + strings.Repeat(" WHEN ? THEN ?", len(group)) + " END"
+		n, err := d.client.Deployment.Update().
+			Where(deployment.IDIn(ids...), deployment.WorkflowStatusEQ(k[0])).
+			SetWorkflowStatus(k[1]).
+			Modify(func(u *sql.UpdateBuilder) { u.Set(deployment.FieldWorkflowError, sql.Expr(byID, reasons...)) }).
+			Save(changefeed.ActualState(ctx))
 		if err != nil {
-			return fmt.Errorf("update workflow of %s: %w", dep.ID, err)
+			return fmt.Errorf("update the workflow of %d deployments (%s -> %s): %w", len(group), k[0], k[1], err)
 		}
-		if next == deployment.WorkflowStatusReady || next == deployment.WorkflowStatusFailed {
-			d.metrics.WorkflowsDecided.WithLabelValues(string(next)).Inc()
-			d.log.Info("workflow: deployment finished", "deployment", dep.ID, "status", next, "reason", reason)
+		if to := k[1]; n > 0 && (to == deployment.WorkflowStatusReady || to == deployment.WorkflowStatusFailed) {
+			d.metrics.WorkflowsDecided.WithLabelValues(string(to)).Add(float64(n))
+			d.log.Info("workflow: deployments finished", "status", to, "count", n, "first", group[0].id, "reason", group[0].reason)
 		}
 	}
 	return nil

@@ -2,7 +2,9 @@ package workflow_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -10,6 +12,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/instance"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -52,5 +55,121 @@ func TestInstancesElsewhereDoNotMoveTheWorkflow(t *testing.T) {
 	store("us", false)
 	if got := workflowAfterEvaluate(); got != deployment.WorkflowStatusDeploying {
 		t.Fatalf("workflow %s with an instance in us; want deploying", got)
+	}
+}
+
+// newDriver is a workflow driver on env's database (besides the one env's
+// ctrld runs, which decides the same).
+func newDriver(env *servertest.Env, cfg workflow.Config) *workflow.Driver {
+	return workflow.New(env.DB.Ent, cfg, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
+}
+
+// createPending creates n deployments running in region with one replica,
+// in bulk, IDs prefix-00000 on.
+func createPending(t *testing.T, env *servertest.Env, prefix, region string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for lo := 0; lo < n; lo += 1000 {
+		tx, err := env.DB.Ent.Tx(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var deps []*ent.DeploymentCreate
+		var tops []*ent.DeploymentTopologyCreate
+		for i := lo; i < min(n, lo+1000); i++ {
+			id := fmt.Sprintf("%s-%05d", prefix, i)
+			deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
+				SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64))
+			tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1))
+		}
+		tx.Deployment.CreateBulk(deps...).ExecX(ctx)
+		tx.DeploymentTopology.CreateBulk(tops...).ExecX(ctx)
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func storeInstance(t *testing.T, env *servertest.Env, id, region string, ready bool) {
+	t.Helper()
+	err := env.DB.Ent.Instance.Create().SetDeploymentID(id).SetRegion(region).SetPodName(id + "-0").
+		SetStatus(instance.StatusRunning).SetReady(ready).Exec(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func workflowOf(t *testing.T, env *servertest.Env, id string) (deployment.WorkflowStatus, string) {
+	t.Helper()
+	d := env.DB.Ent.Deployment.GetX(context.Background(), id)
+	return d.WorkflowStatus, d.WorkflowError
+}
+
+// However many deployments wait, each one's instances move its workflow:
+// the driver decides what changed, not the same first thousand again and
+// again.
+func TestEveryWaitingDeploymentMovesWhenItsInstancesCome(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ctx := context.Background()
+	createPending(t, env, "wait", "eu", 2500)
+	driver := newDriver(env, workflow.Config{})
+	if err := driver.Evaluate(ctx); err != nil { // the first round reads every unfinished one
+		t.Fatal(err)
+	}
+	for _, id := range []string{"wait-00000", "wait-01499", "wait-02499"} {
+		storeInstance(t, env, id, "eu", true)
+	}
+	if err := driver.Evaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"wait-00000", "wait-01499", "wait-02499"} {
+		if got, _ := workflowOf(t, env, id); got != deployment.WorkflowStatusReady {
+			t.Errorf("%s: workflow %s with its one replica ready; want ready", id, got)
+		}
+	}
+	if got, _ := workflowOf(t, env, "wait-01000"); got != deployment.WorkflowStatusPending {
+		t.Errorf("wait-01000: workflow %s without instances; want pending", got)
+	}
+	// A driver that starts afresh (a restarted ctrld) decides every
+	// unfinished deployment in its first round.
+	storeInstance(t, env, "wait-02000", "eu", false)
+	if err := newDriver(env, workflow.Config{}).Evaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := workflowOf(t, env, "wait-02000"); got != deployment.WorkflowStatusDeploying {
+		t.Errorf("wait-02000: workflow %s with an instance, after a restart; want deploying", got)
+	}
+}
+
+// Deployments past the timeout are decided in one round, each with its
+// own reason; one that is ready by then is ready, not failed.
+func TestTimedOutDeploymentsFailWithTheirOwnReasons(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	env.AgentToken("us")
+	ctx := context.Background()
+	createPending(t, env, "eu", "eu", 1200)
+	createPending(t, env, "us", "us", 3)
+	storeInstance(t, env, "eu-00007", "eu", true)
+	storeInstance(t, env, "us-00001", "us", false)
+	time.Sleep(20 * time.Millisecond)
+	if err := newDriver(env, workflow.Config{Timeout: 10 * time.Millisecond}).Evaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{
+		"eu-00000": "failed: not ready after 10ms: eu 0/1 ready",
+		"eu-01199": "failed: not ready after 10ms: eu 0/1 ready",
+		"eu-00007": "ready: ",
+		"us-00001": "failed: not ready after 10ms: us 0/1 ready",
+	} {
+		status, reason := workflowOf(t, env, id)
+		if got := string(status) + ": " + reason; got != want {
+			t.Errorf("%s: %q, want %q", id, got, want)
+		}
+	}
+	n := env.DB.Ent.Deployment.Query().Where(deployment.WorkflowStatusIn(deployment.WorkflowStatusPending, deployment.WorkflowStatusDeploying)).CountX(ctx)
+	if n != 0 {
+		t.Errorf("%d deployments still unfinished after one round past their timeout", n)
 	}
 }

@@ -152,9 +152,9 @@ var (
 		PrimaryKey: []*schema.Column{DeploymentsColumns[0]},
 		Indexes: []*schema.Index{
 			{
-				Name:    "deployment_workflow_status",
+				Name:    "deployment_workflow_status_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{DeploymentsColumns[11]},
+				Columns: []*schema.Column{DeploymentsColumns[11], DeploymentsColumns[1]},
 			},
 			{
 				Name:    "deployment_environment_id",
@@ -278,6 +278,11 @@ var (
 				Unique:  false,
 				Columns: []*schema.Column{DeploymentTopologyColumns[3]},
 			},
+			{
+				Name:    "deploymenttopology_updated_at",
+				Unique:  false,
+				Columns: []*schema.Column{DeploymentTopologyColumns[2]},
+			},
 		},
 	}
 	// InstancesColumns holds the columns for the "instances" table.
@@ -317,6 +322,11 @@ var (
 				Name:    "instance_region",
 				Unique:  false,
 				Columns: []*schema.Column{InstancesColumns[3]},
+			},
+			{
+				Name:    "instance_updated_at",
+				Unique:  false,
+				Columns: []*schema.Column{InstancesColumns[2]},
 			},
 		},
 	}

@@ -51,7 +51,8 @@ func (Deployment) Edges() []ent.Edge {
 // Indexes of the Deployment.
 func (Deployment) Indexes() []ent.Index {
 	return []ent.Index{
-		index.Fields("workflow_status"),
+		// The deploy workflow's timeout sweep: unfinished, oldest first.
+		index.Fields("workflow_status", "created_at"),
 		index.Fields("environment_id"),
 	}
 }

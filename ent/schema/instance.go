@@ -39,6 +39,8 @@ func (Instance) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("deployment_id", "region", "pod_name").Unique(),
 		index.Fields("region"),
+		// The deploy workflow reads what changed since its last round.
+		index.Fields("updated_at"),
 	}
 }
 

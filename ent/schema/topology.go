@@ -46,6 +46,8 @@ func (DeploymentTopology) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("deployment_id", "region").Unique(),
 		index.Fields("region"),
+		// The deploy workflow reads what changed since its last round.
+		index.Fields("updated_at"),
 	}
 }
 
