@@ -123,7 +123,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		return err
 	}
 	return applyObjects(ctx, d.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil,
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -131,7 +131,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 				_, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(liveSts, sts, stsHash), cached: liveSts != nil,
+		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(liveSts, sts, stsHash), cached: liveSts != nil, meta: sts.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}))
 			},

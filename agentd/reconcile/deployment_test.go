@@ -41,9 +41,20 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvWrapped(t, nil)
+}
+
+// newEnvWrapped is newEnv with the controllers' requests passing through
+// wrap, if set, before they are counted.
+func newEnvWrapped(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper) *env {
+	t.Helper()
 	cluster := shared.Get(t)
 	counter := &kubetest.WriteCounter{}
-	client := kubernetes.NewForConfigOrDie(counter.Wrap(cluster.Config))
+	cfg := counter.Wrap(cluster.Config)
+	if wrap != nil {
+		cfg.Wrap(wrap)
+	}
+	client := kubernetes.NewForConfigOrDie(cfg)
 	cache := reconcile.NewCache(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

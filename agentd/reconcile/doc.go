@@ -8,7 +8,12 @@
 // Every object carries unkey.managed.by=krane and its resource's ID label,
 // and nothing without the managed-by label is ever modified or deleted: an
 // unlabeled object in the way is a conflict, reported and retried, never
-// taken over. Nor is a managed object whose ID label names another
+// taken over. A create reads nothing first: the cache (of managed objects)
+// says the object is missing, and the create carries a precondition no
+// object meets (objects.go, createOnly), so the API server refuses it,
+// writing nothing, when any object holds the name, even one created the
+// instant before; only then is the object read, and a foreign one is a
+// conflict. Nor is a managed object whose ID label names another
 // resource (a policy's name is the user's, so a deleted policy and a new
 // namesake meet on one object): it is the other resource's to delete.
 // Applies that would change nothing make no API write: the live object

@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/deploysync/deploysync/agentd/kube"
 )
@@ -20,6 +21,9 @@ type object struct {
 	upToDate bool
 	// cached: the cache, which holds only managed objects, has it.
 	cached bool
+	// meta is the desired object's metadata, which apply sends: a create
+	// sets its resourceVersion (see createOnly).
+	meta *metav1ac.ObjectMetaApplyConfiguration
 	// labels reads the live object's labels from the API server.
 	labels func(context.Context) (map[string]string, error)
 	// apply server-side applies the desired object.
@@ -29,10 +33,25 @@ type object struct {
 // applyOptions are every controller's server-side apply options.
 var applyOptions = metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: true}
 
+// createOnly is the resourceVersion a create sends: no object ever has it
+// (etcd revisions are int64 counters that start at 1), and the API server
+// takes a resourceVersion in an apply as a precondition, so the apply
+// creates the object when the name is free and fails with a conflict,
+// writing nothing, when anything holds it. Checked on Kubernetes 1.36 for
+// Services, StatefulSets and Deployments (TestCreateIsNoTakeOverEvenInARace):
+// an absent object is created as if applied without it, with the field
+// manager's Apply entry. A UID precondition would not do: the API server
+// refuses it when no object exists.
+const createOnly = "9223372036854775807"
+
 // applyObjects applies, in order, the objects that are not up to date,
 // after making sure their namespace exists; it writes nothing when all are.
-// An object missing from the cache is checked first: one without the
-// managed-by label belongs to someone else and is never taken over.
+// An object missing from the cache, which holds managed objects only, is
+// created: one write, no read. Whatever holds its name meanwhile (an
+// object without the managed-by label, never cached; or one of ours the
+// cache has not seen yet) fails the create, atomically in the API server,
+// and only then is the object read: one without the managed-by label
+// belongs to someone else and is never taken over.
 func applyObjects(ctx context.Context, namespaces *Namespaces, ns string, objects ...object) error {
 	if !slices.ContainsFunc(objects, func(o object) bool { return !o.upToDate }) {
 		return nil
@@ -44,15 +63,35 @@ func applyObjects(ctx context.Context, namespaces *Namespaces, ns string, object
 		if o.upToDate {
 			continue
 		}
-		if !o.cached {
-			objLabels, err := o.labels(ctx)
-			if err := notTakenOver(o.kind, ns, o.name, objLabels, err); err != nil {
-				return err
+		if err := applyObject(ctx, ns, o); err != nil {
+			return namespaces.Check(ns, err)
+		}
+	}
+	return nil
+}
+
+// applyObject applies one object: a create when the cache does not hold
+// it, an apply otherwise or when the create finds a managed object.
+func applyObject(ctx context.Context, ns string, o object) error {
+	if !o.cached {
+		o.meta.WithResourceVersion(createOnly)
+		err := o.apply(ctx)
+		o.meta.ResourceVersion = nil
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return fmt.Errorf("create %s %s/%s: %w", o.kind, ns, o.name, err)
 			}
+			return nil
 		}
-		if err := o.apply(ctx); err != nil {
-			return namespaces.Check(ns, fmt.Errorf("apply %s %s/%s: %w", o.kind, ns, o.name, err))
+		// The name is taken: by someone else's object, or by ours if an
+		// apply created it since the cache last looked.
+		objLabels, err := o.labels(ctx)
+		if err := notTakenOver(o.kind, ns, o.name, objLabels, err); err != nil {
+			return err
 		}
+	}
+	if err := o.apply(ctx); err != nil {
+		return fmt.Errorf("apply %s %s/%s: %w", o.kind, ns, o.name, err)
 	}
 	return nil
 }

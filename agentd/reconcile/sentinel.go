@@ -104,7 +104,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return err
 	}
 	return applyObjects(ctx, c.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil,
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -112,7 +112,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 				_, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(liveDep, dep, depHash), cached: liveDep != nil,
+		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(liveDep, dep, depHash), cached: liveDep != nil, meta: dep.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
