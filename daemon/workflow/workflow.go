@@ -169,6 +169,18 @@ func (d *Driver) decideTimedOut(ctx context.Context, now time.Time) error {
 	}
 }
 
+// rest waits for d, or until ctx ends.
+func rest(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // decision is one deployment's workflow moving from one status to another.
 type decision struct {
 	id       string
@@ -178,10 +190,20 @@ type decision struct {
 
 // decideBatch decides the workflows of the unfinished deployments among
 // ids and writes those that move.
-func (d *Driver) decideBatch(ctx context.Context, ids []string, now time.Time) error {
+//
+// It then rests as long as it worked: a round of many batches (a sweep of
+// 100,000 timeouts) takes the database at most half the time, and full
+// syncs and operators' writes go on beside it at nearly their quiet pace.
+func (d *Driver) decideBatch(ctx context.Context, ids []string, now time.Time) (err error) {
 	if len(ids) == 0 {
 		return nil
 	}
+	start := time.Now()
+	defer func() {
+		if err == nil {
+			err = rest(ctx, time.Since(start))
+		}
+	}()
 	deps, err := d.client.Deployment.Query().
 		Where(deployment.IDIn(ids...), unfinished).
 		WithTopologies(func(q *ent.DeploymentTopologyQuery) {
