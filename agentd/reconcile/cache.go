@@ -30,7 +30,14 @@ type Cache struct {
 	Pods         corelisters.PodLister
 	// Informers to add handlers to (drift, status).
 	StatefulSetInformer, DeploymentInformer, ServiceInformer, PodInformer cache.SharedIndexInformer
+
+	// matched holds, by UID, the version of each applied object last found
+	// to match a desired object, and that object's hash (see upToDate).
+	matched sync.Map // types.UID -> match
 }
+
+// match is an object's version found to match the desired object of hash.
+type match struct{ version, hash string }
 
 // NewCache builds informers over every namespace, limited to objects with
 // the managed-by label. Call Start.
@@ -56,7 +63,42 @@ func NewCache(client kubernetes.Interface, resync time.Duration) *Cache {
 		kube.DeploymentLabel: byLabel(kube.DeploymentLabel),
 		kube.SentinelLabel:   byLabel(kube.SentinelLabel),
 	})
+	for _, informer := range c.AppliedInformers() {
+		informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: c.forget})
+	}
 	return c
+}
+
+// upToDate reports whether live, a cached object, matches the desired
+// object of hash: it carries hash, and same (which compares the fields the
+// agent owns, and costs a conversion of the whole object) says so. A match
+// is remembered for live's version, so that resyncs of an object unchanged
+// since compare nothing: a no-op resync of 10,000 deployments would spend
+// most of its CPU converting objects.
+func (c *Cache) upToDate(live metav1.Object, hash string, same func() bool) bool {
+	if live.GetAnnotations()[kube.HashAnnotation] != hash {
+		return false
+	}
+	seen := match{version: live.GetResourceVersion(), hash: hash}
+	if m, ok := c.matched.Load(live.GetUID()); ok && m.(match) == seen {
+		return true
+	}
+	if !same() {
+		return false
+	}
+	c.matched.Store(live.GetUID(), seen)
+	return true
+}
+
+// forget drops what upToDate remembers of an object the cache no longer
+// holds.
+func (c *Cache) forget(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if o, ok := obj.(metav1.Object); ok {
+		c.matched.Delete(o.GetUID())
+	}
 }
 
 // AppliedInformers are the informers of the objects resources are applied

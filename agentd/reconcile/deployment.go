@@ -123,7 +123,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		return err
 	}
 	return applyObjects(ctx, d.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(d.cache, liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -131,7 +131,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 				_, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(liveSts, sts, stsHash), cached: liveSts != nil, meta: sts.ObjectMetaApplyConfiguration,
+		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(d.cache, liveSts, sts, stsHash), cached: liveSts != nil, meta: sts.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -142,20 +142,18 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	)
 }
 
-func serviceUpToDate(live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration, hash string) bool {
-	if live == nil || live.Annotations[kube.HashAnnotation] != hash {
-		return false
-	}
-	owned, err := corev1ac.ExtractService(live, kube.FieldManager)
-	return err == nil && kube.Same(owned, desired)
+func serviceUpToDate(c *Cache, live *corev1.Service, desired *corev1ac.ServiceApplyConfiguration, hash string) bool {
+	return live != nil && c.upToDate(live, hash, func() bool {
+		owned, err := corev1ac.ExtractService(live, kube.FieldManager)
+		return err == nil && kube.Same(owned, desired)
+	})
 }
 
-func statefulSetUpToDate(live *appsv1.StatefulSet, desired *appsv1ac.StatefulSetApplyConfiguration, hash string) bool {
-	if live == nil || live.Annotations[kube.HashAnnotation] != hash {
-		return false
-	}
-	owned, err := appsv1ac.ExtractStatefulSet(live, kube.FieldManager)
-	return err == nil && kube.Same(owned, desired)
+func statefulSetUpToDate(c *Cache, live *appsv1.StatefulSet, desired *appsv1ac.StatefulSetApplyConfiguration, hash string) bool {
+	return live != nil && c.upToDate(live, hash, func() bool {
+		owned, err := appsv1ac.ExtractStatefulSet(live, kube.FieldManager)
+		return err == nil && kube.Same(owned, desired)
+	})
 }
 
 // Delete removes the deployment's managed objects wherever they are (see

@@ -104,7 +104,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return err
 	}
 	return applyObjects(ctx, c.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(c.cache, liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -112,7 +112,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 				_, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(liveDep, dep, depHash), cached: liveDep != nil, meta: dep.ObjectMetaApplyConfiguration,
+		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(c.cache, liveDep, dep, depHash), cached: liveDep != nil, meta: dep.ObjectMetaApplyConfiguration,
 			labels: func(ctx context.Context) (map[string]string, error) {
 				return labelsOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -123,12 +123,11 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 	)
 }
 
-func deploymentUpToDate(live *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, hash string) bool {
-	if live == nil || live.Annotations[kube.HashAnnotation] != hash {
-		return false
-	}
-	owned, err := appsv1ac.ExtractDeployment(live, kube.FieldManager)
-	return err == nil && kube.Same(owned, desired)
+func deploymentUpToDate(c *Cache, live *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, hash string) bool {
+	return live != nil && c.upToDate(live, hash, func() bool {
+		owned, err := appsv1ac.ExtractDeployment(live, kube.FieldManager)
+		return err == nil && kube.Same(owned, desired)
+	})
 }
 
 // Delete removes the sentinel's managed objects wherever they are (see
