@@ -4,15 +4,20 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	restclient "k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/reconcile"
-	"github.com/deploysync/deploysync/internal/kubetest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -30,12 +35,14 @@ func (h deploymentsHandler) Handle(ctx context.Context, key dispatch.Key, in dis
 
 // benchAgent is the agent's apply path (dispatcher with 8 workers,
 // deployment controller, informer cache) on the shared test API server,
-// with agentd's default client rate limits (QPS 50, burst 100).
-func benchAgent(b *testing.B) (*dispatch.Dispatcher, *kubetest.WriteCounter, *reconcile.Cache, string) {
+// with the given client rate limits (agentd's defaults: QPS 50, burst
+// 100). Its requests are counted, the informers' included.
+func benchAgent(b *testing.B, qps float32, burst int) (*dispatch.Dispatcher, *requests, *reconcile.Cache) {
 	cluster := shared.Get(b)
-	counter := &kubetest.WriteCounter{}
-	cfg := counter.Wrap(cluster.Config)
-	cfg.QPS, cfg.Burst = 50, 100
+	counted := &requests{}
+	cfg := restclient.CopyConfig(cluster.Config)
+	cfg.Wrap(counted.wrap)
+	cfg.QPS, cfg.Burst = qps, burst
 	client := kubernetes.NewForConfigOrDie(cfg)
 	cache := reconcile.NewCache(client, 0)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -45,22 +52,33 @@ func benchAgent(b *testing.B) (*dispatch.Dispatcher, *kubetest.WriteCounter, *re
 	}
 	d := dispatch.New(deploymentsHandler{reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client))}, slog.New(slog.DiscardHandler), nil)
 	go d.Run(ctx, 8)
-	return d, counter, cache, cluster.Namespace(b)
+	return d, counted, cache
 }
 
 func event(ns string, i, replicas int) *ctrlv1.DeploymentChangeEvent {
 	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Deployment{Deployment: &ctrlv1.DeploymentEvent{
 		Action: ctrlv1.Action_ACTION_APPLY,
-		Deployment: &ctrlv1.DeploymentState{DeploymentId: fmt.Sprintf("d%04d", i), Namespace: ns, Image: "app:1",
+		Deployment: &ctrlv1.DeploymentState{DeploymentId: fmt.Sprintf("d%07d", i), Namespace: ns, Image: "app:1",
 			Replicas: int32(replicas), CpuMillicores: 100, MemoryMib: 64, Port: 8080},
 	}}}
 }
 
-// applyAll queues n deployments and waits until the bookmark after them
-// is acknowledged, i.e. every apply is done.
-func applyAll(b *testing.B, d *dispatch.Dispatcher, ns string, n, replicas int, version uint64) time.Duration {
+// fresh numbers BenchmarkApplyThroughput's deployments, above
+// BenchmarkNoOpResync's: an ID the process used before in another
+// namespace (the test API server never finishes deleting a namespace, as
+// no namespace controller runs) would be a move, and cost a list and a
+// delete per object.
+var fresh = func() *atomic.Int64 {
+	var n atomic.Int64
+	n.Store(1_000_000)
+	return &n
+}()
+
+// applyAll queues deployments [from, from+n) and waits until the bookmark
+// after them is acknowledged, i.e. every apply is done.
+func applyAll(b *testing.B, d *dispatch.Dispatcher, ns string, from, n, replicas int, version uint64) time.Duration {
 	start := time.Now()
-	for i := range n {
+	for i := from; i < from+n; i++ {
 		if err := d.Event(event(ns, i, replicas)); err != nil {
 			b.Fatal(err)
 		}
@@ -73,37 +91,112 @@ func applyAll(b *testing.B, d *dispatch.Dispatcher, ns string, n, replicas int, 
 }
 
 // BenchmarkApplyThroughput: new deployments (a Service and a StatefulSet
-// each) applied per second.
+// each) created per second at agentd's default client rate limit and at
+// QPS 100 / burst 200, the requests each took, and the share of what the
+// rate limit allowed over the run (burst + QPS × time) that became writes.
+// Each iteration creates 400 deployments not seen before.
 func BenchmarkApplyThroughput(b *testing.B) {
-	d, counter, _, ns := benchAgent(b)
-	const n = 200
-	var total time.Duration
-	for i := range b.N {
-		total += applyAll(b, d, ns, n, 1+i, uint64(i+1))
+	for _, limit := range []struct {
+		qps   float32
+		burst int
+	}{{50, 100}, {100, 200}} {
+		b.Run(fmt.Sprintf("qps=%v,burst=%d", limit.qps, limit.burst), func(b *testing.B) {
+			d, counted, _ := benchAgent(b, limit.qps, limit.burst)
+			ns := shared.Get(b).Namespace(b)
+			reads0, writes0 := counted.reads.Load(), counted.writes.Load()
+			const n = 400
+			var total time.Duration
+			for i := range b.N {
+				total += applyAll(b, d, ns, int(fresh.Add(n))-n, n, 1, uint64(i+1))
+			}
+			reads, writes := counted.reads.Load()-reads0, counted.writes.Load()-writes0
+			allowed := float64(limit.burst) + float64(limit.qps)*total.Seconds()
+			b.ReportMetric(float64(n*b.N)/total.Seconds(), "deployments/s")
+			b.ReportMetric(float64(reads)/float64(n*b.N), "reads/deployment")
+			b.ReportMetric(float64(writes)/float64(n*b.N), "writes/deployment")
+			b.ReportMetric(100*float64(writes)/allowed, "%limit-as-writes")
+		})
 	}
-	b.ReportMetric(float64(n*b.N)/total.Seconds(), "deployments/s")
-	b.ReportMetric(float64(counter.Writes())/float64(n*b.N), "writes/deployment")
 }
 
-// BenchmarkNoOpResync: a full resync of 1,000 unchanged deployments.
+// resyncSize is how many deployments BenchmarkNoOpResync resyncs
+// (DEPLOYSYNC_BENCH_RESYNC, default 10,000).
+func resyncSize(b *testing.B) int {
+	if s := os.Getenv("DEPLOYSYNC_BENCH_RESYNC"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("DEPLOYSYNC_BENCH_RESYNC=%q: %v", s, err)
+		}
+		return n
+	}
+	return 10000
+}
+
+// resyncSetup creates BenchmarkNoOpResync's deployments once per run:
+// creating 10,000 on the test API server takes minutes.
+var resyncSetup struct {
+	once sync.Once
+	ns   string
+	took time.Duration
+}
+
+// BenchmarkNoOpResync: a full resync of unchanged deployments (10,000 by
+// default, see resyncSize): wall time, the agent process's CPU time
+// (user + system, from getrusage; the API server runs in a process of its
+// own) and writes, which must be 0, of the first resync of a started agent
+// (first-ms, first-cpu-ms) and of the next ones. setup-s is how long creating them took
+// (once per run, by an agent at QPS 1000 / burst 2000), sync-s how long the
+// informer cache took to list them.
 func BenchmarkNoOpResync(b *testing.B) {
-	d, counter, cache, ns := benchAgent(b)
-	const n = 1000
-	applyAll(b, d, ns, n, 1, 1)
+	n := resyncSize(b)
+	resyncSetup.once.Do(func() {
+		d, _, _ := benchAgent(b, 1000, 2000)
+		// Not Namespace(b): that goes when b ends, and the benchmark
+		// runs more than once.
+		resyncSetup.ns = fmt.Sprintf("bench-resync-%d", time.Now().UnixNano())
+		resyncSetup.took = applyAll(b, d, resyncSetup.ns, 0, n, 1, 1)
+	})
+	ns := resyncSetup.ns
+	start := time.Now()
+	d, counted, cache := benchAgent(b, 50, 100)
 	for { // the cache must hold what was applied, as it would at the next resync
 		sets, _ := cache.StatefulSets.StatefulSets(ns).List(everything)
-		if len(sets) == n {
+		svcs, _ := cache.Services.Services(ns).List(everything)
+		if len(sets) == n && len(svcs) == n {
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	before := counter.Writes()
+	synced := time.Since(start)
+	writes0 := counted.writes.Load()
+	// The first resync is an agent's first full sync after it starts: it
+	// compares every object; the next ones compare none (Cache.upToDate).
+	cpu0 := cpuTime(b)
+	first := applyAll(b, d, ns, 0, n, 1, 1)
+	firstCPU := cpuTime(b) - cpu0
 	b.ResetTimer()
+	cpu0 = cpuTime(b)
 	var total time.Duration
 	for i := range b.N {
-		total += applyAll(b, d, ns, n, 1, uint64(i+2))
+		total += applyAll(b, d, ns, 0, n, 1, uint64(i+2))
 	}
 	b.StopTimer()
-	b.ReportMetric(float64(counter.Writes()-before)/float64(b.N), "writes/resync")
+	cpu := cpuTime(b) - cpu0
+	b.ReportMetric(float64(n), "deployments")
+	b.ReportMetric(float64(counted.writes.Load()-writes0)/float64(b.N+1), "writes/resync")
 	b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms/resync")
+	b.ReportMetric(cpu.Seconds()*1000/float64(b.N), "cpu-ms/resync")
+	b.ReportMetric(first.Seconds()*1000, "first-ms")
+	b.ReportMetric(firstCPU.Seconds()*1000, "first-cpu-ms")
+	b.ReportMetric(resyncSetup.took.Seconds(), "setup-s")
+	b.ReportMetric(synced.Seconds(), "sync-s")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
