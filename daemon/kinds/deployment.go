@@ -2,6 +2,8 @@ package kinds
 
 import (
 	"context"
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -45,7 +47,10 @@ var deployments = Kind{
 }
 
 // pageDeployments pages by the topology row's own ID, which the region
-// index orders; the key is that ID as text.
+// index orders; the key is that ID as text. One statement, a topology
+// joined with its deployment (a consistent snapshot by itself): Ent would
+// read the deployments with a second statement, which needs a transaction
+// around both and so three more round trips per page.
 func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 	afterID := 0
 	if after != "" {
@@ -54,20 +59,53 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 			return nil, "", fmt.Errorf("deployments: page key %q: %w", after, err)
 		}
 	}
-	rows, err := c.DeploymentTopology.Query().
-		Where(deploymenttopology.Region(region),
-			deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning),
-			deploymenttopology.IDGT(afterID)).
-		Order(ent.Asc(deploymenttopology.FieldID)).Limit(limit).
-		WithDeployment().All(ctx)
-	if err != nil || len(rows) == 0 {
-		return nil, after, err
+	rows, err := c.QueryContext(ctx, `SELECT t.id, t.deployment_id, t.replicas, t.desired_status,
+		d.id, d.workspace_id, d.environment_id, d.image, d.cpu_millicores, d.memory_mib, d.port, d.command, d.env
+		FROM deployment_topology t LEFT JOIN deployments d ON d.id = t.deployment_id
+		WHERE t.region = ? AND t.desired_status = 'running' AND t.id > ?
+		ORDER BY t.id LIMIT ?`, region, afterID, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 	}
-	events := make([]Event, len(rows))
-	for i, t := range rows {
-		events[i] = Event{t.DeploymentID, deploymentEvent(t, t.Edges.Deployment)}
+	defer rows.Close()
+	var events []Event
+	last := after
+	for rows.Next() {
+		t := &ent.DeploymentTopology{}
+		var id, workspace, environment, image sql.NullString
+		var cpu, memory, port sql.NullInt64
+		var command, env []byte
+		if err := rows.Scan(&t.ID, &t.DeploymentID, &t.Replicas, &t.DesiredStatus,
+			&id, &workspace, &environment, &image, &cpu, &memory, &port, &command, &env); err != nil {
+			return nil, after, fmt.Errorf("read a page of deployments: %w", err)
+		}
+		var d *ent.Deployment // nil: deleted since its topology was written (I6)
+		if id.Valid {
+			d = &ent.Deployment{ID: id.String, WorkspaceID: workspace.String, EnvironmentID: environment.String,
+				Image: image.String, CPUMillicores: int(cpu.Int64), MemoryMib: int(memory.Int64), Port: int(port.Int64)}
+			if err := unmarshalIfSet(command, &d.Command); err != nil {
+				return nil, after, fmt.Errorf("deployment %s: command: %w", d.ID, err)
+			}
+			if err := unmarshalIfSet(env, &d.Env); err != nil {
+				return nil, after, fmt.Errorf("deployment %s: env: %w", d.ID, err)
+			}
+		}
+		events = append(events, Event{t.DeploymentID, deploymentEvent(t, d)})
+		last = strconv.Itoa(t.ID)
 	}
-	return events, strconv.Itoa(rows[len(rows)-1].ID), nil
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
+	}
+	return events, last, nil
+}
+
+// unmarshalIfSet decodes a JSON column into v, leaving v as it is for
+// NULL (the column is optional).
+func unmarshalIfSet(data []byte, v any) error {
+	if data == nil {
+		return nil
+	}
+	return json.Unmarshal(data, v)
 }
 
 func loadDeployments(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {

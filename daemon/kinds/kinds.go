@@ -19,7 +19,9 @@ type Kind struct {
 	// that should run, in key order after the key after ("" for the first
 	// page), and returns their apply events and the key of the last one.
 	// Keys are opaque to callers. The caller may drop some of the events
-	// (those it sent live meanwhile).
+	// (those it sent live meanwhile). A page is read with one statement,
+	// which InnoDB reads from one snapshot by itself: c needs no
+	// transaction.
 	Page func(ctx context.Context, c *ent.Client, region, after string, limit int) (events []Event, last string, err error)
 
 	// Load builds the event of each resource ids names in region, from its

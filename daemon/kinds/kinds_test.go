@@ -7,11 +7,16 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/rpc"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // Each kind states which resources a region desires twice: as an Ent
@@ -116,4 +121,87 @@ func queryStrings(t *testing.T, db *sql.DB, query string, args ...any) []string 
 		t.Fatal(err)
 	}
 	return out
+}
+
+// A full sync's pages hold every resource the region runs, once, and
+// nothing stopped or elsewhere, however the keyset splits them; an event
+// carries the resource's whole state.
+func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	tx, err := db.Ent.Tx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := tx.Client()
+	for _, d := range []struct {
+		id, region string
+		stopped    bool
+	}{{"dep-a", "eu", false}, {"dep-b", "eu", true}, {"dep-c", "us", false}, {"dep-d", "eu", false}} {
+		w.Deployment.Create().SetID(d.id).SetWorkspaceID("ws").SetEnvironmentID("prod").
+			SetImage("app:" + d.id).SetCPUMillicores(100).SetMemoryMib(64).SetPort(9090).
+			SetCommand([]string{"serve", "--fast"}).SetEnv(map[string]string{"A": "1"}).ExecX(ctx)
+		create := w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(3)
+		if d.stopped {
+			create.SetDesiredStatus("stopped")
+		}
+		create.ExecX(ctx)
+	}
+	for _, s := range []struct{ id, env, region string }{{"sen-a", "prod", "eu"}, {"sen-b", "dev", "eu"}, {"sen-c", "prod", "us"}} {
+		create := w.Sentinel.Create().SetID(s.id).SetWorkspaceID("ws").SetEnvironmentID(s.env).SetRegion(s.region).
+			SetImage("s:1").SetReplicas(1).SetCPUMillicores(1).SetMemoryMib(1)
+		if s.id == "sen-b" {
+			create.SetDesiredState(sentinel.DesiredStateStopped)
+		}
+		create.ExecX(ctx)
+	}
+	for _, p := range []struct{ id, region string }{{"pol-a", "eu"}, {"pol-b", "eu"}, {"pol-c", "us"}} {
+		w.CiliumNetworkPolicy.Create().SetID(p.id).SetWorkspaceID("ws").SetEnvironmentID("prod").SetRegion(p.region).
+			SetName(p.id).SetSpec(map[string]any{"endpointSelector": map[string]any{}}).ExecX(ctx)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+
+	want := map[string][]string{
+		"deployment":            {"dep-a", "dep-d"},
+		"sentinel":              {"sen-a"},
+		"cilium_network_policy": {"pol-a", "pol-b"},
+	}
+	for _, kind := range kinds.All {
+		var got []string
+		after := ""
+		for range 10 { // pages of one: every boundary is a page boundary
+			events, last, err := kind.Page(ctx, db.Ent, "eu", after, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(events) == 0 {
+				break
+			}
+			for _, e := range events {
+				got = append(got, e.ID)
+				if r, action, _ := rpc.ResourceOf(e.Event); r.ID != e.ID || action != ctrlv1.Action_ACTION_APPLY {
+					t.Errorf("kind %s: page event for %s names %v, action %v", kind.Name, e.ID, r, action)
+				}
+			}
+			after = last
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want[kind.Name]) {
+			t.Errorf("kind %s: pages hold %v, want %v", kind.Name, got, want[kind.Name])
+		}
+	}
+
+	events, _, err := kinds.All[0].Page(ctx, db.Ent, "eu", "", 1)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("first deployment page: %d events, %v", len(events), err)
+	}
+	got := events[0].Event.GetDeployment().GetDeployment()
+	want0 := &ctrlv1.DeploymentState{DeploymentId: "dep-a", WorkspaceId: "ws", EnvironmentId: "prod",
+		Namespace: naming.Namespace("ws", "prod"), Image: "app:dep-a", Replicas: 3, CpuMillicores: 100, MemoryMib: 64,
+		Port: 9090, Command: []string{"serve", "--fast"}, Env: map[string]string{"A": "1"}}
+	if !proto.Equal(got, want0) {
+		t.Errorf("dep-a's event carries %v, want %v", got, want0)
+	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/stream"
 
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/retention"
@@ -115,7 +116,9 @@ func seedDeployments(t testing.TB, db *store.DB, region string, n int) {
 // full sync of 10,000 streams; after the full_sync_done bookmark and the
 // incremental tail, the agent's view equals the database.
 func TestFullSyncOfTenThousandStaysConsistentWithConcurrentChanges(t *testing.T) {
-	env := servertest.Start(t, server.Config{})
+	// Small pages: more of them, so more changes land between pages, and
+	// the sync lasts long enough for the writer's changes to meet it.
+	env := servertest.Start(t, server.Config{Stream: stream.Config{PageSize: 50}})
 	env.AgentToken("eu")
 	seedDeployments(t, env.DB, "eu", 10000)
 	ds := desired.New(env.DB.Ent)

@@ -14,7 +14,7 @@ import (
 // subscription fixed W, then the full_sync_done bookmark at W. Live changes
 // are relayed between pages.
 //
-// Each page is read in a short snapshot of its own that ends before the
+// Each page is read in a short snapshot of its own (one statement) that ends before the
 // page is sent: no database connection or transaction is held while the
 // stream waits on its client (invariant I8). That is as correct as one
 // snapshot for the whole sync (I3). The events are versioned W. A page,
@@ -125,23 +125,18 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 	}
 }
 
-// readPage reads one page in a short snapshot of its own, which has ended
-// when it returns (a panic included), holding one of the MaxFullSyncs
-// slots meanwhile. The slot bounds the full syncs reading at once; it is
-// never held while the page is sent, so a client that reads slowly (or
-// not at all) keeps no other stream from syncing.
+// readPage reads one page, with one statement (a snapshot of its own,
+// ended when it returns, a panic included), holding one of the
+// MaxFullSyncs slots meanwhile. The slot bounds the full syncs reading at
+// once; it is never held while the page is sent, so a client that reads
+// slowly (or not at all) keeps no other stream from syncing.
 func (s *Streamer) readPage(ctx context.Context, kind kinds.Kind, region, after string) ([]kinds.Event, string, error) {
 	release, err := s.takeFullSyncSlot(ctx)
 	if err != nil {
 		return nil, after, err
 	}
 	defer release()
-	tx, err := beginSnapshot(ctx, s.client)
-	if err != nil {
-		return nil, after, err
-	}
-	defer tx.Rollback()
-	return kind.Page(ctx, tx.Client(), region, after, s.cfg.PageSize)
+	return kind.Page(ctx, s.client, region, after, s.cfg.PageSize)
 }
 
 func withVersion(ev *ctrlv1.DeploymentChangeEvent, v uint64) *ctrlv1.DeploymentChangeEvent {
