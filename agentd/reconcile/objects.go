@@ -37,10 +37,12 @@ var applyOptions = metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: t
 // (etcd revisions are int64 counters that start at 1), and the API server
 // takes a resourceVersion in an apply as a precondition, so the apply
 // creates the object when the name is free and fails with a conflict,
-// writing nothing, when anything holds it. Checked on Kubernetes 1.36 for
-// Services, StatefulSets and Deployments (TestCreateIsNoTakeOverEvenInARace):
-// an absent object is created as if applied without it, with the field
-// manager's Apply entry. A UID precondition would not do: the API server
+// writing nothing, when anything holds it. Checked against Kubernetes 1.36
+// for Services, StatefulSets and Deployments: an absent object is created
+// as if applied without it, with the field manager's Apply entry
+// (TestCreateCostsOneWritePerObjectAndNoRead), a present one, managed or
+// not, is refused (TestCreateIsNoTakeOverEvenInARace, for a deployment's
+// objects). A UID precondition would not do: the API server
 // refuses it when no object exists.
 const createOnly = "9223372036854775807"
 
