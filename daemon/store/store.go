@@ -64,12 +64,21 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	cfg.Loc = time.UTC
 	// One round trip per statement: the driver puts the arguments into
 	// the statement text itself (escaped for the connection's character
-	// set, utf8mb4, and sql_mode) instead of preparing it on the server,
+	// set, utf8mb4 below, and its sql_mode) instead of preparing it on the server,
 	// executing it and closing it, two round trips and a server-side
 	// statement each time, since database/sql keeps no prepared statements
 	// between calls. The statements are the same either way; only how
 	// their arguments travel changes.
 	cfg.InterpolateParams = true
+	// Escaping in the statement text is only safe in a character set where
+	// no multibyte character can end in a backslash (in GBK, Big5 or SJIS
+	// an agent's "中'" would close the string literal). Every connection
+	// says SET NAMES utf8mb4 itself, whatever the DSN's charset or the
+	// server's default (skip-character-set-client-handshake included):
+	// deploysync's tables are utf8mb4, and its text is UTF-8.
+	if err := cfg.Apply(mysql.Charset("utf8mb4", "utf8mb4_general_ci")); err != nil {
+		return nil, fmt.Errorf("database DSN: %w", err)
+	}
 	// The session speaks UTC too, so NOW() in SQL (the filler's gap rows)
 	// and the times Ent writes agree whatever the server's time zone.
 	if cfg.Params == nil {

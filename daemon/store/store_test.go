@@ -69,6 +69,56 @@ func TestSessionTimeZoneIsUTC(t *testing.T) {
 	}
 }
 
+// Arguments travel inside the statement text (interpolateParams), so the
+// connection must speak a character set in which escaping holds: in GBK,
+// "中'" escaped to "中\'" ends in a byte pair that swallows the backslash
+// and closes the literal. A DSN that asks for GBK still gets utf8mb4, and
+// a hostile string stays one value.
+func TestArgumentsStayValuesWhateverTheDSNCharset(t *testing.T) {
+	ctx := context.Background()
+	db := testdb.New(t)
+	sep := "?"
+	if strings.Contains(db.DSN, "?") {
+		sep = "&"
+	}
+	for _, charset := range []string{"", "gbk", "big5", "sjis"} {
+		dsn := db.DSN
+		if charset != "" {
+			dsn += sep + "charset=" + charset
+		}
+		conn, err := store.Open(ctx, dsn)
+		if err != nil {
+			t.Fatalf("charset %q: %v", charset, err)
+		}
+		const hostile = "中' UNION SELECT 0x696e6a6563746564 -- "
+		rows, err := conn.SQL.QueryContext(ctx, "SELECT ?", hostile)
+		if err != nil {
+			conn.Close()
+			t.Fatalf("charset %q: %v", charset, err)
+		}
+		var got []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, s)
+		}
+		rows.Close()
+		var client string
+		if err := conn.SQL.QueryRowContext(ctx, "SELECT @@character_set_client").Scan(&client); err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		if len(got) != 1 || got[0] != hostile {
+			t.Errorf("charset %q: SELECT of one argument returned %q, want just %q", charset, got, hostile)
+		}
+		if client != "utf8mb4" {
+			t.Errorf("charset %q: the connection speaks %s, want utf8mb4", charset, client)
+		}
+	}
+}
+
 func TestOpenRejectsDSNWithoutDatabase(t *testing.T) {
 	_, err := store.Open(context.Background(), "u:p@tcp(127.0.0.1:3306)/")
 	if err == nil {
