@@ -100,9 +100,9 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 }
 
 // unmarshalIfSet decodes a JSON column into v, leaving v as it is for
-// NULL (the column is optional).
+// NULL or empty (the column is optional; Ent reads both as unset).
 func unmarshalIfSet(data []byte, v any) error {
-	if data == nil {
+	if len(data) == 0 {
 		return nil
 	}
 	return json.Unmarshal(data, v)

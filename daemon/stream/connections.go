@@ -10,8 +10,12 @@ import (
 	"github.com/deploysync/deploysync/ent/predicate"
 )
 
-// refreshBatch bounds the agent records one refresh statement marks.
-const refreshBatch = 500
+// refreshBatch bounds the agent records one refresh statement marks, and
+// refreshTimeout the time it may take.
+const (
+	refreshBatch   = 500
+	refreshTimeout = 10 * time.Second
+)
 
 // connection is an agent record a stream of this process holds: the
 // record is the stream's while connected_to names this process and
@@ -77,9 +81,13 @@ func (s *Streamer) RefreshConnections(ctx context.Context) {
 			for i, c := range batch {
 				held[i] = entagent.And(entagent.Region(c.region), entagent.Identity(c.identity), entagent.ConnectedSince(c.since))
 			}
+			// Bounded: one batch stuck behind a lock must not hold up
+			// the others' refresh for the lock wait's 50 s.
+			batchCtx, cancel := context.WithTimeout(ctx, refreshTimeout)
 			err := s.client.Agent.Update().
 				Where(entagent.ConnectedTo(s.cfg.Instance), entagent.Or(held...)).
-				SetUpdatedAt(time.Now().UTC()).Exec(ctx)
+				SetUpdatedAt(time.Now().UTC()).Exec(batchCtx)
+			cancel()
 			if err != nil && ctx.Err() == nil {
 				s.log.Warn("stream: refreshing the agents' records failed", "records", len(batch), "err", err)
 			}

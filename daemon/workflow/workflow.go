@@ -151,22 +151,28 @@ func (d *Driver) decideChangedSince(ctx context.Context, since, now time.Time) e
 
 // decideTimedOut decides the unfinished deployments created more than
 // Timeout before now, oldest first, until none is left: each is decided
-// (ready or failed), so each round takes the next ones.
+// (ready or failed), so each round takes the next ones. One status at a
+// time: the (workflow_status, created_at) index then hands out each batch
+// in order, where both statuses at once would sort every timed-out row
+// again for every batch.
 func (d *Driver) decideTimedOut(ctx context.Context, now time.Time) error {
-	for {
-		ids, err := d.client.Deployment.Query().
-			Where(unfinished, deployment.CreatedAtLT(now.Add(-d.cfg.Timeout))).
-			Order(ent.Asc(deployment.FieldCreatedAt)).Limit(batchSize).IDs(ctx)
-		if err != nil {
-			return fmt.Errorf("list timed-out deployments: %w", err)
-		}
-		if len(ids) == 0 {
-			return nil
-		}
-		if err := d.decideBatch(ctx, ids, now); err != nil || len(ids) < batchSize {
-			return err
+	for _, status := range []deployment.WorkflowStatus{deployment.WorkflowStatusPending, deployment.WorkflowStatusDeploying} {
+		for {
+			ids, err := d.client.Deployment.Query().
+				Where(deployment.WorkflowStatusEQ(status), deployment.CreatedAtLT(now.Add(-d.cfg.Timeout))).
+				Order(ent.Asc(deployment.FieldCreatedAt)).Limit(batchSize).IDs(ctx)
+			if err != nil {
+				return fmt.Errorf("list timed-out deployments: %w", err)
+			}
+			if err := d.decideBatch(ctx, ids, now); err != nil {
+				return err
+			}
+			if len(ids) < batchSize {
+				break
+			}
 		}
 	}
+	return nil
 }
 
 // rest waits for d, or until ctx ends.
