@@ -16,6 +16,8 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/ent/changefeed"
+	"github.com/deploysync/deploysync/ent/deployment"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -89,7 +91,10 @@ func BenchmarkFullSyncDuringTimeoutSweep(b *testing.B) {
 				// Every deployment unfinished again, and timed out for a
 				// driver with a 1 ns timeout (ctrld's own, at 5 minutes,
 				// leaves them be).
-				if _, err := env.DB.SQL.Exec("UPDATE deployments SET workflow_status = 'pending', workflow_error = ''"); err != nil {
+				err := env.DB.Ent.Deployment.Update().
+					SetWorkflowStatus(deployment.WorkflowStatusPending).SetWorkflowError("").
+					Exec(changefeed.ActualState(context.Background()))
+				if err != nil {
 					b.Fatal(err)
 				}
 				driver := workflow.New(env.DB.Ent, workflow.Config{Timeout: time.Nanosecond}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
