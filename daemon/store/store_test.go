@@ -51,11 +51,7 @@ func TestOpenRegistersChangeFeedHooks(t *testing.T) {
 func TestSessionTimeZoneIsUTC(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
-	sep := "?"
-	if strings.Contains(db.DSN, "?") {
-		sep = "&"
-	}
-	conn, err := store.Open(ctx, db.DSN+sep+"time_zone=%27-05%3A00%27")
+	conn, err := store.Open(ctx, withParam(db.DSN, "time_zone=%27-05%3A00%27"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,14 +73,10 @@ func TestSessionTimeZoneIsUTC(t *testing.T) {
 func TestArgumentsStayValuesWhateverTheDSNCharset(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
-	sep := "?"
-	if strings.Contains(db.DSN, "?") {
-		sep = "&"
-	}
 	for _, charset := range []string{"", "gbk", "big5", "sjis"} {
 		dsn := db.DSN
 		if charset != "" {
-			dsn += sep + "charset=" + charset
+			dsn = withParam(dsn, "charset="+charset)
 		}
 		conn, err := store.Open(ctx, dsn)
 		if err != nil {
@@ -117,6 +109,14 @@ func TestArgumentsStayValuesWhateverTheDSNCharset(t *testing.T) {
 			t.Errorf("charset %q: the connection speaks %s, want utf8mb4", charset, client)
 		}
 	}
+}
+
+// withParam adds a parameter to a DSN.
+func withParam(dsn, param string) string {
+	if strings.Contains(dsn, "?") {
+		return dsn + "&" + param
+	}
+	return dsn + "?" + param
 }
 
 func TestOpenRejectsDSNWithoutDatabase(t *testing.T) {
