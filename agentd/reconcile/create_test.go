@@ -134,6 +134,41 @@ func TestApplyOverAManagedObjectTheCacheHasNotSeen(t *testing.T) {
 	}
 }
 
+// An object found to be the agent's, and then deleted and replaced by
+// someone else's before the agent's apply, is not taken over: the apply
+// carries the UID it found as a precondition, and fails.
+func TestAnObjectSwappedAfterItWasReadIsNotTakenOver(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	if err := e.deps.Apply(ctx, e.state("api", 1)); err != nil {
+		t.Fatal(err)
+	}
+	// A controller whose cache never started: its create of the
+	// StatefulSet is refused (ours holds the name), it reads ours, and
+	// right after that read ours is swapped for theirs.
+	var once sync.Once
+	swap := func(next http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			if req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/statefulsets/api") {
+				once.Do(func() {
+					if err := e.admin.AppsV1().StatefulSets(e.ns).Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
+						t.Errorf("delete ours: %v", err)
+					}
+					createTheirs(t, e.admin, "statefulsets", e.ns)
+				})
+			}
+			return resp, err
+		})
+	}
+	blind := wrappedClient(shared.Get(t).Config, swap)
+	deps := reconcile.NewDeployments(blind, reconcile.NewCache(blind, 0), reconcile.NewNamespaces(blind))
+	if err := deps.Apply(ctx, e.state("api", 4)); err == nil {
+		t.Error("the apply onto an object swapped since it was read succeeded; want it refused")
+	}
+	assertTheirs(t, e.admin, "statefulsets", e.ns)
+}
+
 // createTheirs creates an object of kind named like the agent's, without
 // the managed-by label, and in every immutable field like the agent's:
 // an apply would take it over rather than fail validation.

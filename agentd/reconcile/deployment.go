@@ -123,17 +123,17 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		return err
 	}
 	return applyObjects(ctx, d.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(d.cache, liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
-			labels: func(ctx context.Context) (map[string]string, error) {
-				return labelsOf(d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(d.cache, liveSvc, svc, svcHash), cached: liveSvc != nil, uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
+			live: func(ctx context.Context) (metav1.Object, error) {
+				return liveOf(d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
 			apply: func(ctx context.Context) error {
 				_, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(d.cache, liveSts, sts, stsHash), cached: liveSts != nil, meta: sts.ObjectMetaApplyConfiguration,
-			labels: func(ctx context.Context) (map[string]string, error) {
-				return labelsOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}))
+		object{kind: "StatefulSet", name: name, upToDate: statefulSetUpToDate(d.cache, liveSts, sts, stsHash), cached: liveSts != nil, uid: uidOf(liveSts), meta: sts.ObjectMetaApplyConfiguration,
+			live: func(ctx context.Context) (metav1.Object, error) {
+				return liveOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
 			apply: func(ctx context.Context) error {
 				_, err := d.client.AppsV1().StatefulSets(ns).Apply(ctx, sts, applyOptions)

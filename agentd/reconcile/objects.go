@@ -7,6 +7,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 
 	"github.com/deploysync/deploysync/agentd/kube"
@@ -19,13 +20,15 @@ type object struct {
 	kind, name string
 	// upToDate: the cached live object matches the desired one.
 	upToDate bool
-	// cached: the cache, which holds only managed objects, has it.
+	// cached: the cache, which holds only managed objects, has it, with
+	// this UID.
 	cached bool
+	uid    types.UID
 	// meta is the desired object's metadata, which apply sends: a create
 	// sets its resourceVersion (see createOnly).
 	meta *metav1ac.ObjectMetaApplyConfiguration
-	// labels reads the live object's labels from the API server.
-	labels func(context.Context) (map[string]string, error)
+	// live reads the live object from the API server.
+	live func(context.Context) (metav1.Object, error)
 	// apply server-side applies the desired object.
 	apply func(context.Context) error
 }
@@ -87,12 +90,22 @@ func applyObject(ctx context.Context, ns string, o object) error {
 		}
 		// The name is taken: by someone else's object, or by ours if an
 		// apply created it since the cache last looked.
-		objLabels, err := o.labels(ctx)
-		if err := notTakenOver(o.kind, ns, o.name, objLabels, err); err != nil {
+		live, err := o.live(ctx)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("create %s %s/%s: the object that held its name is gone; trying again", o.kind, ns, o.name)
+		}
+		if err := notTakenOver(o.kind, ns, o.name, live, err); err != nil {
 			return err
 		}
+		o.uid = live.GetUID()
 	}
-	if err := o.apply(ctx); err != nil {
+	// Only onto the object found to be ours: one deleted and replaced by
+	// someone else's since fails this precondition (409) instead of being
+	// taken over by the forced apply.
+	o.meta.WithUID(o.uid)
+	err := o.apply(ctx)
+	o.meta.UID = nil
+	if err != nil {
 		return fmt.Errorf("apply %s %s/%s: %w", o.kind, ns, o.name, err)
 	}
 	return nil
@@ -118,23 +131,39 @@ func cachedOrNil[T any](live *T, err error) (*T, error) {
 	return live, err
 }
 
-// notTakenOver fails with a conflict when the live object (its labels, or
-// the error reading it) exists without the managed-by label.
-func notTakenOver(kind, ns, name string, objLabels map[string]string, err error) error {
+// notTakenOver fails with a conflict when the live object (or the error
+// reading it) exists without the managed-by label.
+func notTakenOver(kind, ns, name string, live metav1.Object, err error) error {
 	switch {
 	case apierrors.IsNotFound(err):
 		return nil
 	case err != nil:
 		return err
-	case !kube.Managed(objLabels):
+	case !kube.Managed(live.GetLabels()):
 		return kube.Conflict(kind, ns, name)
 	}
 	return nil
 }
 
-func labelsOf(o metav1.Object, err error) (map[string]string, error) {
-	if err != nil {
+// liveOf is a Get's object as a metav1.Object, nil on error (a nil
+// typed pointer must not become a non-nil interface).
+func liveOf[T any, P interface {
+	*T
+	metav1.Object
+}](o P, err error) (metav1.Object, error) {
+	if err != nil || o == nil {
 		return nil, err
 	}
-	return o.GetLabels(), nil
+	return o, nil
+}
+
+// uidOf is a cached object's UID, "" when the cache has none.
+func uidOf[T any, P interface {
+	*T
+	metav1.Object
+}](o P) types.UID {
+	if o == nil {
+		return ""
+	}
+	return o.GetUID()
 }

@@ -104,17 +104,17 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return err
 	}
 	return applyObjects(ctx, c.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(c.cache, liveSvc, svc, svcHash), cached: liveSvc != nil, meta: svc.ObjectMetaApplyConfiguration,
-			labels: func(ctx context.Context) (map[string]string, error) {
-				return labelsOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
+		object{kind: "Service", name: name, upToDate: serviceUpToDate(c.cache, liveSvc, svc, svcHash), cached: liveSvc != nil, uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
+			live: func(ctx context.Context) (metav1.Object, error) {
+				return liveOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
 			apply: func(ctx context.Context) error {
 				_, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(c.cache, liveDep, dep, depHash), cached: liveDep != nil, meta: dep.ObjectMetaApplyConfiguration,
-			labels: func(ctx context.Context) (map[string]string, error) {
-				return labelsOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
+		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(c.cache, liveDep, dep, depHash), cached: liveDep != nil, uid: uidOf(liveDep), meta: dep.ObjectMetaApplyConfiguration,
+			live: func(ctx context.Context) (metav1.Object, error) {
+				return liveOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
 			apply: func(ctx context.Context) error {
 				_, err := c.client.AppsV1().Deployments(ns).Apply(ctx, dep, applyOptions)
