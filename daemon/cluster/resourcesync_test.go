@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent"
@@ -67,13 +68,9 @@ func TestResourceSyncReportsAreStoredForTheRegionsOwnResources(t *testing.T) {
 		t.Fatalf("failing apply stored as %+v", api)
 	}
 
-	regions, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{})
+	head, err := changelog.NewestVersion(ctx, env.DB.SQL)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var head uint64
-	for _, r := range regions.Regions {
-		head = max(head, r.HeadVersion)
 	}
 	report(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", AppliedVersion: head, InSync: true})
 	api = syncRows(t, env, "eu")["deployment/api"]
