@@ -5,8 +5,9 @@
 // resource; its head and newest versions; what is pending above a cursor;
 // the stream marks (the safe watermark and the cleanup floor); the filler
 // rows that settle holes (I2); retention's deletes (I5) — so the table's
-// shape and indexes are known in one place, and no SQL about it crosses a
-// package boundary as a string.
+// shape and indexes are known in one place. The one piece of SQL about it
+// that leaves the package is a condition other queries embed
+// (NoChangeAbove), built here from their column expressions.
 //
 // The invariants cited by number (I1-I8) are stated in docs/design.md.
 package changelog

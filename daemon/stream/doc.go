@@ -5,8 +5,8 @@
 //
 //   - Full sync (invariant I3): subscribe to the tailer first, which fixes
 //     the safe watermark W; then read every resource of the region, kind
-//     by kind (daemon/kinds), in keyset pages, each page in a short read-only
-//     snapshot of its own, and send them; then a bookmark
+//     by kind (daemon/kinds), in keyset pages, each page one statement
+//     (which InnoDB reads from one snapshot), and send them; then a bookmark
 //     {resume_version: W, full_sync_done: true}. Every page is read after
 //     W was fixed, so it shows state at least as new as W, and every change
 //     after W reaches the stream live (see fullSync for the whole

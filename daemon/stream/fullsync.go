@@ -65,6 +65,8 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 		if len(notices) == 0 {
 			return nil
 		}
+		// Whatever waits makes one state load, as in follow.
+		var changes []changelog.Change
 		for _, n := range notices {
 			st.control = n.Control
 			if n.Control.Paused || st.heldBack {
@@ -74,23 +76,18 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 				st.heldBack = true
 				continue
 			}
-			fresh := n.Changes[:0:0]
-			for _, c := range n.Changes {
-				if c.Version > st.clientCursor {
-					fresh = append(fresh, c)
-					sentLive[changelog.Resource{Type: c.Type, ID: c.ResourceID}] = true
-				}
-			}
-			events, err := loadEvents(ctx, s.client, st.req.Region, fresh)
-			if err != nil {
-				return err
-			}
-			if err := s.sendEvents(st, events); err != nil {
-				return err
-			}
+			changes = append(changes, n.Changes...)
 			// The watermark moves on, but no bookmark may be sent before
 			// the last page is: it would claim a full sync.
 			st.seen = max(st.seen, n.Watermark)
+		}
+		for _, c := range changes {
+			if c.Version > st.clientCursor {
+				sentLive[changelog.Resource{Type: c.Type, ID: c.ResourceID}] = true
+			}
+		}
+		if err := s.sendChanges(ctx, st, changes); err != nil {
+			return err
 		}
 	}
 }
@@ -125,8 +122,8 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 	}
 }
 
-// readPage reads one page, with one statement (a snapshot of its own,
-// ended when it returns, a panic included), holding one of the
+// readPage reads one page, with one statement (InnoDB reads a statement
+// from one snapshot; no transaction stays open), holding one of the
 // MaxFullSyncs slots meanwhile. The slot bounds the full syncs reading at
 // once; it is never held while the page is sent, so a client that reads
 // slowly (or not at all) keeps no other stream from syncing.
