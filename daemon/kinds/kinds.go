@@ -3,7 +3,9 @@ package kinds
 import (
 	"context"
 	"fmt"
+	"strings"
 
+	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/ent"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -67,4 +69,29 @@ func OfChange(changeType string) (Kind, bool) {
 		}
 	}
 	return Kind{}, false
+}
+
+// CurrentSyncSQL holds for a resource_syncs row s that describes the resource
+// as the region desires it now: the resource is desired in the region,
+// and no change of it is newer than the newest event the agent had
+// received for it when it reported. So a row goes stale when the
+// deployment is stopped, or deleted and deployed again under the same ID,
+// after the report (a new agent process never hears of a stopped
+// deployment again, and a new deployment is not the old one's failure),
+// and is current again once the agent reports on the new change. Versions,
+// not times: replicas' clocks differ. (A row from an agent that does not
+// send received_version falls back to its applied version.) Region health
+// counts only current rows, and retention deletes the others: a row
+// superseded by a change is written again when the agent reports on it.
+var CurrentSyncSQL = currentSyncSQL()
+
+func currentSyncSQL() string {
+	var desired, changeTypes []string
+	for _, k := range All {
+		desired = append(desired, fmt.Sprintf("(s.kind = '%s' AND EXISTS (%s))", k.Name, k.DesiredSQL))
+		changeTypes = append(changeTypes, fmt.Sprintf("WHEN '%s' THEN '%s'", k.Name, k.ChangeType))
+	}
+	changeType := "CASE s.kind " + strings.Join(changeTypes, " ") + " END"
+	return "(" + strings.Join(desired, " OR ") + ") AND " +
+		changelog.NoChangeAbove(changeType, "s.resource_id", "s.region", "GREATEST(s.received_version, s.applied_version)")
 }

@@ -8,7 +8,11 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/deploysync/deploysync/daemon/changelog"
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -203,6 +207,30 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 	caughtUp()
 	if o, d := failing(); o.FailingResources != 0 || len(o.NotInSync) != 0 || len(d) != 0 {
 		t.Errorf("stopped and caught up: failing %d, region reasons %v, deployment reasons %v; want in sync", o.FailingResources, o.NotInSync, d)
+	}
+	// Retention deleting the stop's change row (the agent acked past it)
+	// does not bring the old failure back: the agent never reports on a
+	// stopped deployment again.
+	cleaner := retention.New(env.DB.SQL, retention.Config{TTL: time.Nanosecond}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
+	stopped := head()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := cleaner.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var left int
+		if err := env.DB.SQL.QueryRowContext(ctx, "SELECT COUNT(*) FROM deployment_changes WHERE pk <= ?", stopped).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break // the tailer's persisted watermark has passed the stop
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("retention left %d change rows up to the stop's", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if o, _ := failing(); o.FailingResources != 0 {
+		t.Errorf("stopped, and the stop's change row deleted by retention: failing %d, want 0", o.FailingResources)
 	}
 	// The stop's own delete failing the same way is news: counted again.
 	fail("exceeded quota")

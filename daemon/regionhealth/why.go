@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
@@ -135,29 +134,6 @@ func (h *Health) blockers(now time.Time) []Reason {
 	return out
 }
 
-// currentSync holds for a resource_syncs row s that describes the resource
-// as the region desires it now: the resource is desired in the region,
-// and no change of it is newer than the newest event the agent had
-// received for it when it reported. So a row goes stale when the
-// deployment is stopped, or deleted and deployed again under the same ID,
-// after the report (a new agent process never hears of a stopped
-// deployment again, and a new deployment is not the old one's failure),
-// and is current again once the agent reports on the new change. Versions,
-// not times: replicas' clocks differ. (A row from an agent that does not
-// send received_version falls back to its applied version.)
-var currentSync = currentSyncSQL()
-
-func currentSyncSQL() string {
-	var desired, changeTypes []string
-	for _, k := range kinds.All {
-		desired = append(desired, fmt.Sprintf("(s.kind = '%s' AND EXISTS (%s))", k.Name, k.DesiredSQL))
-		changeTypes = append(changeTypes, fmt.Sprintf("WHEN '%s' THEN '%s'", k.Name, k.ChangeType))
-	}
-	changeType := "CASE s.kind " + strings.Join(changeTypes, " ") + " END"
-	return "(" + strings.Join(desired, " OR ") + ") AND " +
-		changelog.NoChangeAbove(changeType, "s.resource_id", "s.region", "GREATEST(s.received_version, s.applied_version)")
-}
-
 // readFailures fills FailingResources and, if longest, OldestFailure (the
 // longest-failing resource) of the regions: all of them for name "", else
 // the one. One query whatever the number of failing regions: the count
@@ -172,7 +148,7 @@ func readFailures(ctx context.Context, db *sql.DB, regions []*Health, name strin
 		SELECT region, kind, resource_id, error, failing_since,
 			COUNT(*) OVER (PARTITION BY region) AS failing,
 			ROW_NUMBER() OVER (PARTITION BY region ORDER BY failing_since IS NULL, failing_since, id) AS nth
-		FROM resource_syncs s WHERE in_sync = FALSE AND error <> '' AND `+currentSync+where+`) failures
+		FROM resource_syncs s WHERE in_sync = FALSE AND error <> '' AND `+kinds.CurrentSyncSQL+where+`) failures
 		WHERE nth = 1`, args...)
 	if err != nil {
 		return fmt.Errorf("read failing resources: %w", err)
@@ -282,7 +258,7 @@ const PendingUnknown = -1
 func ReadResources(ctx context.Context, db *sql.DB, h *Health) (map[ResourceKey]*ResourceSync, error) {
 	out := map[ResourceKey]*ResourceSync{}
 	rows, err := db.QueryContext(ctx, `SELECT kind, resource_id, applied_version, in_sync, error, failing_since, reported_at
-		FROM resource_syncs s WHERE region = ? AND `+currentSync, h.Region)
+		FROM resource_syncs s WHERE region = ? AND `+kinds.CurrentSyncSQL, h.Region)
 	if err != nil {
 		return nil, fmt.Errorf("read resource sync states: %w", err)
 	}

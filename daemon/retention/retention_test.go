@@ -229,8 +229,15 @@ func TestRetentionPrunesSyncRowsOfResourcesThatAreGone(t *testing.T) {
 		{"eu", resourcesync.KindSentinel, "s1"},
 		{"eu", resourcesync.KindCiliumNetworkPolicy, "p1"},
 	}
+	// Each reported on the newest change, as an agent does: only whether
+	// its resource is desired decides.
+	head, err := changelog.NewestVersion(ctx, db.SQL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, r := range rows {
-		if err := db.Ent.ResourceSync.Create().SetRegion(r.region).SetKind(r.kind).SetResourceID(r.id).Exec(ctx); err != nil {
+		if err := db.Ent.ResourceSync.Create().SetRegion(r.region).SetKind(r.kind).SetResourceID(r.id).
+			SetReceivedVersion(head).Exec(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}

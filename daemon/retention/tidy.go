@@ -12,7 +12,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 )
 
-// tidy deletes the sync rows of resources that are gone and the
+// tidy deletes the stale sync rows (of resources gone or changed since) and the
 // revisions beyond each deployment's newest RevisionsKept.
 //
 // Both find their rows with plain reads, which lock nothing, and delete
@@ -20,47 +20,49 @@ import (
 // write (a locking scan of resource_syncs deadlocked with agents'
 // reports), and retry a deadlock that happens anyway.
 func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
-	return errors.Join(c.pruneOrphanSyncs(ctx, conn), c.pruneRevisions(ctx, conn))
+	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn))
 }
 
-// pruneOrphanSyncs deletes the sync rows of resources that are gone, in
-// batches. A row reported again since it was read (its resource was
-// created again) has another reported_at, and stays.
-func (c *Cleaner) pruneOrphanSyncs(ctx context.Context, conn *sql.Conn) error {
-	for _, k := range kinds.All {
-		kind, desired := k.Name, k.DesiredSQL
-		for {
-			rows, err := conn.QueryContext(ctx, "SELECT s.id, s.reported_at FROM resource_syncs s WHERE s.kind = ? AND NOT EXISTS ("+desired+") LIMIT ?", kind, BatchSize)
-			if err != nil {
-				return fmt.Errorf("find sync rows of deleted %ss: %w", kind, err)
+// pruneStaleSyncs deletes, in batches, the sync rows that no longer
+// describe their resource as the region desires it (kinds.CurrentSyncSQL):
+// the resource is gone, or changed since the report. Region health ignores
+// such rows already, but only while the change's row exists: once this
+// cleaner deleted it, a stopped deployment's old failure, which an agent
+// that never heard of the stop does not report again, would count again.
+// A row superseded by a change the agent has yet to apply is written again
+// by its next report. A row reported again since it was read has another
+// reported_at, and stays.
+func (c *Cleaner) pruneStaleSyncs(ctx context.Context, conn *sql.Conn) error {
+	for {
+		rows, err := conn.QueryContext(ctx, "SELECT s.id, s.reported_at FROM resource_syncs s WHERE NOT ("+kinds.CurrentSyncSQL+") LIMIT ?", BatchSize)
+		if err != nil {
+			return fmt.Errorf("find stale sync rows: %w", err)
+		}
+		var keys []any
+		for rows.Next() {
+			var id int64
+			var reported time.Time
+			if err := rows.Scan(&id, &reported); err != nil {
+				rows.Close()
+				return fmt.Errorf("find stale sync rows: %w", err)
 			}
-			var keys []any
-			for rows.Next() {
-				var id int64
-				var reported time.Time
-				if err := rows.Scan(&id, &reported); err != nil {
-					rows.Close()
-					return fmt.Errorf("find sync rows of deleted %ss: %w", kind, err)
-				}
-				keys = append(keys, id, reported)
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fmt.Errorf("find sync rows of deleted %ss: %w", kind, err)
-			}
-			if len(keys) == 0 {
-				break
-			}
-			pairs := strings.TrimSuffix(strings.Repeat("(?, ?),", len(keys)/2), ",")
-			if err := execRetrying(ctx, conn, "DELETE FROM resource_syncs WHERE (id, reported_at) IN ("+pairs+")", keys...); err != nil {
-				return fmt.Errorf("delete sync rows of deleted %ss: %w", kind, err)
-			}
-			if len(keys)/2 < BatchSize {
-				break
-			}
+			keys = append(keys, id, reported)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("find stale sync rows: %w", err)
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		pairs := strings.TrimSuffix(strings.Repeat("(?, ?),", len(keys)/2), ",")
+		if err := execRetrying(ctx, conn, "DELETE FROM resource_syncs WHERE (id, reported_at) IN ("+pairs+")", keys...); err != nil {
+			return fmt.Errorf("delete stale sync rows: %w", err)
+		}
+		if len(keys)/2 < BatchSize {
+			return nil
 		}
 	}
-	return nil
 }
 
 // pruneRevisions deletes the revisions of each deployment but its newest
@@ -102,14 +104,10 @@ func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-// execRetrying runs a statement, again after a deadlock (at most three
-// times in all).
+// execRetrying runs a statement, again after a deadlock (store.RetryDeadlock).
 func execRetrying(ctx context.Context, conn *sql.Conn, query string, args ...any) error {
-	var err error
-	for range 3 {
-		if _, err = conn.ExecContext(ctx, query, args...); !store.IsDeadlock(err) {
-			return err
-		}
-	}
-	return err
+	return store.RetryDeadlock(ctx, func() error {
+		_, err := conn.ExecContext(ctx, query, args...)
+		return err
+	})
 }

@@ -148,8 +148,16 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 // otherwise start again together and collide the same way. A deadlock that
 // outlasts every run is returned as such (IsDeadlock): the caller may retry.
 func WithTx(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) error {
+	return RetryDeadlock(ctx, func() error { return withTxOnce(ctx, client, fn) })
+}
+
+// RetryDeadlock runs fn, a transaction or a statement that is one, again
+// while the database rolls it back to break a deadlock: up to
+// deadlockAttempts runs in all, each after a short random wait
+// (deadlockBackoff). fn must be safe to run again.
+func RetryDeadlock(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
-		err := withTxOnce(ctx, client, fn)
+		err := fn()
 		if !IsDeadlock(err) || attempt == deadlockAttempts || ctx.Err() != nil {
 			return err
 		}
