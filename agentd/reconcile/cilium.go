@@ -127,6 +127,15 @@ func (c *Policies) write(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 		// decoder), which are equal only once encoded.
 		return nil // up to date, and not edited out of band
 	}
+	// The apply goes only where the read looked: onto no object (a
+	// create, see createOnly) or onto the one read (its UID). Someone
+	// else's policy created or swapped in since then fails the apply
+	// instead of being taken over; the retry reads it and says whose.
+	if apierrors.IsNotFound(err) {
+		desired.SetResourceVersion(createOnly)
+	} else {
+		desired.SetUID(live.GetUID())
+	}
 	if err := c.namespaces.Ensure(ctx, ns); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -171,6 +172,69 @@ func TestPolicyOwnedByAnotherIsNotTakenOver(t *testing.T) {
 	}
 	if got.GetResourceVersion() != created.GetResourceVersion() || got.GetLabels()[kube.PolicyLabel] != "p1" {
 		t.Fatalf("the other policy's object was modified: labels %v", got.GetLabels())
+	}
+}
+
+// Someone else's policy created under the name between the agent's read
+// (which found the name free) and its apply, or swapped in for the
+// agent's own object in between, is not taken over: the apply carries
+// what the read saw as a precondition.
+func TestPolicyCreatedOrSwappedAfterTheReadIsNotTakenOver(t *testing.T) {
+	for _, swap := range []bool{false, true} {
+		t.Run(map[bool]string{false: "created", true: "swapped"}[swap], func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			cluster := shared.Get(t)
+			cluster.InstallCiliumCRD(t)
+			admin := dynamic.NewForConfigOrDie(cluster.Config).Resource(reconcile.PolicyResource).Namespace(e.ns)
+			spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "new"}}})
+			state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "p1", Namespace: e.ns, Name: "allow-api", Spec: spec}
+			if swap {
+				ours := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cluster.Config), reconcile.NewNamespaces(e.client))
+				if err := ours.Apply(ctx, state); err != nil {
+					t.Fatal(err)
+				}
+				state.Spec, _ = structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}}) // something to write
+			}
+			theirs := policyObject(e.ns, "allow-api", "")
+			theirs.SetLabels(map[string]string{"app": "theirs"})
+			var raced atomic.Bool
+			cfg := rest.CopyConfig(cluster.Config)
+			cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+				return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+					resp, err := next.RoundTrip(r)
+					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/allow-api") && raced.CompareAndSwap(false, true) {
+						if swap {
+							if err := admin.Delete(ctx, "allow-api", metav1.DeleteOptions{}); err != nil {
+								t.Errorf("delete ours: %v", err)
+							}
+						}
+						if _, err := admin.Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+							t.Errorf("create theirs: %v", err)
+						}
+					}
+					return resp, err
+				})
+			})
+			policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client))
+			if err := policies.Apply(ctx, state); err == nil {
+				t.Error("the apply over their policy, made after the read, succeeded; want it refused")
+			}
+			if !raced.Load() {
+				t.Fatal("their policy was never created; the test proves nothing")
+			}
+			got, err := admin.Get(ctx, "allow-api", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.GetLabels()[kube.ManagedByLabel] != "" || got.GetLabels()["app"] != "theirs" {
+				t.Errorf("their policy was taken over: labels %v", got.GetLabels())
+			}
+			// The retry reads theirs and says so.
+			if err := policies.Apply(ctx, state); !errors.Is(err, kube.ErrConflict) {
+				t.Errorf("the retry: got %v, want a conflict", err)
+			}
+		})
 	}
 }
 
