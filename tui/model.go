@@ -148,7 +148,7 @@ func (m Model) call(read func(ctx context.Context) (tea.Msg, error)) tea.Cmd {
 		if err != nil {
 			// Only a failure to reach ctrld is worth a new connection
 			// attempt; an answer (not found, refused) came from it.
-			if c := status.Code(err); reconnect != nil && (c == codes.Unavailable || c == codes.DeadlineExceeded) {
+			if reconnect != nil && unreachable(err) {
 				reconnect()
 			}
 			return errMsg{err}
@@ -353,7 +353,24 @@ func (m Model) Content() string { return m.render() }
 
 // stale reports whether the page shows data that may no longer be true:
 // ctrld does not answer, and the rows are the last it sent.
-func (m Model) stale() bool { return m.err != nil && !m.shownAt().IsZero() }
+func (m Model) stale() bool { return noAnswer(m.err) && !m.shownAt().IsZero() }
+
+// unreachable reports whether err is a failure to reach ctrld, or to hear
+// from it in time: only then is the connection worth a new attempt.
+func unreachable(err error) bool {
+	c := status.Code(err)
+	return err != nil && (c == codes.Unavailable || c == codes.DeadlineExceeded)
+}
+
+// noAnswer reports whether err left the read without an answer: ctrld
+// unreachable, or failing to serve it (Internal, Unknown). Then the rows
+// shown are its last answer, marked stale. Any other code is ctrld's
+// answer (a deployment not found, a permission refused): said as such,
+// with nothing marked stale.
+func noAnswer(err error) bool {
+	c := status.Code(err)
+	return unreachable(err) || c == codes.Internal || c == codes.Unknown
+}
 
 // shownAt is when the shown page's data was read (zero before the first
 // read answered).

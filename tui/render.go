@@ -23,7 +23,11 @@ func (m Model) render() string {
 		b.WriteString("filter: " + Clean(m.filter) + cursor + "\n")
 	}
 	if m.err != nil {
-		b.WriteString(s.Banner.Render(fit("ctrld unreachable, retrying: "+ErrorText(m.err), m.width, 2)) + "\n")
+		banner := "ctrld: " + ErrorText(m.err)
+		if noAnswer(m.err) {
+			banner = "ctrld unreachable, retrying: " + ErrorText(m.err)
+		}
+		b.WriteString(s.Banner.Render(fit(banner, m.width, 2)) + "\n")
 	}
 	b.WriteString("\n")
 	if m.confirm != nil {

@@ -37,6 +37,7 @@ type fakeOperator struct {
 	mu       sync.Mutex
 	received []proto.Message
 	down     bool
+	refusal  error // every read answers with it, from a ctrld that is up
 	newest   string // a deployment listed first, as if just created
 }
 
@@ -58,7 +59,7 @@ func (f *fakeOperator) unavailable() error {
 	if f.down {
 		return status.Error(codes.Unavailable, "connection refused")
 	}
-	return nil
+	return f.refusal
 }
 
 func (f *fakeOperator) ListRegions(context.Context, *ctrlv1.ListRegionsRequest, ...grpc.CallOption) (*ctrlv1.ListRegionsResponse, error) {
@@ -703,6 +704,33 @@ func TestStaleDataIsMarkedUntilARefreshSucceeds(t *testing.T) {
 	}
 	if row := eu(); !strings.Contains(row, "2m ago") {
 		t.Fatalf("ages did not resume: %q", row)
+	}
+}
+
+// An answer from ctrld that refuses the read (here: not found, as for a
+// deployment deleted while its history is shown) is said as ctrld's
+// answer: the rows are not marked stale, nothing says ctrld is
+// unreachable, and the connection is not reset.
+func TestARefusedReadIsNotAnOutage(t *testing.T) {
+	op := &fakeOperator{}
+	reconnects := 0
+	m := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true, Reconnect: func() { reconnects++ }}))
+	op.mu.Lock()
+	op.refusal = status.Error(codes.NotFound, `deployment "api" not found`)
+	op.mu.Unlock()
+	next, cmd := m.Update(tea.KeyPressMsg{Code: tea.KeyTab})
+	m = next.(tui.Model)
+	next, _ = m.Update(cmd())
+	m = next.(tui.Model)
+	got := m.Content()
+	if strings.Contains(got, "STALE") || strings.Contains(got, "unreachable") {
+		t.Errorf("a refused read shown as an outage:\n%s", got)
+	}
+	if !strings.Contains(got, `not found`) {
+		t.Errorf("ctrld's answer is not shown:\n%s", got)
+	}
+	if reconnects != 0 {
+		t.Errorf("a refused read reset the connection %d times", reconnects)
 	}
 }
 
