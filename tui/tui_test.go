@@ -37,7 +37,7 @@ type fakeOperator struct {
 	mu       sync.Mutex
 	received []proto.Message
 	down     bool
-	refusal  error // every read answers with it, from a ctrld that is up
+	refusal  error  // every read answers with it, from a ctrld that is up
 	newest   string // a deployment listed first, as if just created
 }
 
