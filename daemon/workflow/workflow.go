@@ -43,6 +43,9 @@ type Driver struct {
 	// evaluated is when the last evaluation that read every change began;
 	// zero until one has (then every unfinished deployment is read).
 	evaluated time.Time
+	// lastBatch is how long the round's previous batch took, zero before
+	// its first: the next batch rests as long first (see decideBatch).
+	lastBatch time.Duration
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
@@ -93,6 +96,7 @@ func (d *Driver) Run(ctx context.Context) {
 // the decisions are written a batch per statement.
 func (d *Driver) Evaluate(ctx context.Context) error {
 	start := d.now()
+	d.lastBatch = 0
 	if d.evaluated.IsZero() {
 		if err := d.decideAllUnfinished(ctx, start); err != nil {
 			return err
@@ -130,12 +134,15 @@ func (d *Driver) decideAllUnfinished(ctx context.Context, now time.Time) error {
 // decideChangedSince decides the unfinished deployments with an instance
 // or topology written since since.
 func (d *Driver) decideChangedSince(ctx context.Context, since, now time.Time) error {
-	fromInstances, err := d.client.Instance.Query().Where(instance.UpdatedAtGTE(since)).
+	// Unfinished ones only, in SQL: every status report rewrites its
+	// instances, most of finished deployments.
+	fromInstances, err := d.client.Instance.Query().Where(instance.UpdatedAtGTE(since), instance.HasDeploymentWith(unfinished)).
 		Unique(true).Select(instance.FieldDeploymentID).Strings(ctx)
 	if err != nil {
 		return fmt.Errorf("read changed instances: %w", err)
 	}
-	fromTopologies, err := d.client.DeploymentTopology.Query().Where(deploymenttopology.UpdatedAtGTE(since)).
+	fromTopologies, err := d.client.DeploymentTopology.Query().
+		Where(deploymenttopology.UpdatedAtGTE(since), deploymenttopology.HasDeploymentWith(unfinished)).
 		Unique(true).Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
 	if err != nil {
 		return fmt.Errorf("read changed topologies: %w", err)
@@ -197,19 +204,20 @@ type decision struct {
 // decideBatch decides the workflows of the unfinished deployments among
 // ids and writes those that move.
 //
-// It then rests as long as it worked: a round of many batches (a sweep of
-// 100,000 timeouts) takes the database at most half the time, and full
-// syncs and operators' writes go on beside it at nearly their quiet pace.
+// A batch that follows another in the same round first rests as long as
+// the one before took: a round of many batches (a sweep of 100,000
+// timeouts) takes the database at most half the time, and full syncs and
+// operators' writes go on beside it at nearly their quiet pace; a round of
+// one batch does not wait at all.
 func (d *Driver) decideBatch(ctx context.Context, ids []string, now time.Time) (err error) {
 	if len(ids) == 0 {
 		return nil
 	}
+	if err := rest(ctx, d.lastBatch); err != nil {
+		return err
+	}
 	start := time.Now()
-	defer func() {
-		if err == nil {
-			err = rest(ctx, time.Since(start))
-		}
-	}()
+	defer func() { d.lastBatch = time.Since(start) }()
 	deps, err := d.client.Deployment.Query().
 		Where(deployment.IDIn(ids...), unfinished).
 		WithTopologies(func(q *ent.DeploymentTopologyQuery) {

@@ -31,28 +31,21 @@ func TestInstancesElsewhereDoNotMoveTheWorkflow(t *testing.T) {
 		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"us"}, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
-	driver := workflow.New(env.DB.Ent, workflow.Config{}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
-	store := func(region string, ready bool) {
-		t.Helper()
-		err := env.DB.Ent.Instance.Create().SetDeploymentID("api").SetRegion(region).SetPodName("api-0").
-			SetStatus(instance.StatusRunning).SetReady(ready).Exec(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	driver := newDriver(env, workflow.Config{})
 	workflowAfterEvaluate := func() deployment.WorkflowStatus {
 		t.Helper()
 		if err := driver.Evaluate(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return env.DB.Ent.Deployment.GetX(ctx, "api").WorkflowStatus
+		status, _ := workflowOf(t, env, "api")
+		return status
 	}
 
-	store("eu", true)
+	storeInstance(t, env, "api", "eu", true)
 	if got := workflowAfterEvaluate(); got != deployment.WorkflowStatusPending {
 		t.Fatalf("workflow %s with a ready instance only in eu, where api does not run; want pending", got)
 	}
-	store("us", false)
+	storeInstance(t, env, "api", "us", false)
 	if got := workflowAfterEvaluate(); got != deployment.WorkflowStatusDeploying {
 		t.Fatalf("workflow %s with an instance in us; want deploying", got)
 	}
