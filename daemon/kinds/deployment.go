@@ -62,8 +62,8 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 	rows, err := c.QueryContext(ctx, `SELECT t.id, t.deployment_id, t.replicas, t.desired_status,
 		d.id, d.workspace_id, d.environment_id, d.image, d.cpu_millicores, d.memory_mib, d.port, d.command, d.env
 		FROM deployment_topology t LEFT JOIN deployments d ON d.id = t.deployment_id
-		WHERE t.region = ? AND t.desired_status = 'running' AND t.id > ?
-		ORDER BY t.id LIMIT ?`, region, afterID, limit)
+		WHERE t.region = ? AND t.desired_status = ? AND t.id > ?
+		ORDER BY t.id LIMIT ?`, region, deploymenttopology.DesiredStatusRunning, afterID, limit)
 	if err != nil {
 		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 	}

@@ -184,6 +184,16 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 				if r, action, _ := rpc.ResourceOf(e.Event); r.ID != e.ID || action != ctrlv1.Action_ACTION_APPLY {
 					t.Errorf("kind %s: page event for %s names %v, action %v", kind.Name, e.ID, r, action)
 				}
+				// A full sync and a live change say the same of a
+				// resource: a field one reads and the other forgets
+				// would differ by how the agent learned of it.
+				loaded, err := kind.Load(ctx, db.Ent, "eu", []string{e.ID})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !proto.Equal(loaded[e.ID], e.Event) {
+					t.Errorf("kind %s: %s's page event %v differs from its loaded event %v", kind.Name, e.ID, e.Event, loaded[e.ID])
+				}
 			}
 			after = last
 		}

@@ -82,10 +82,10 @@ func TestArgumentsStayValuesWhateverTheDSNCharset(t *testing.T) {
 		if err != nil {
 			t.Fatalf("charset %q: %v", charset, err)
 		}
+		t.Cleanup(func() { conn.Close() })
 		const hostile = "中' UNION SELECT 0x696e6a6563746564 -- "
 		rows, err := conn.SQL.QueryContext(ctx, "SELECT ?", hostile)
 		if err != nil {
-			conn.Close()
 			t.Fatalf("charset %q: %v", charset, err)
 		}
 		var got []string
@@ -101,7 +101,6 @@ func TestArgumentsStayValuesWhateverTheDSNCharset(t *testing.T) {
 		if err := conn.SQL.QueryRowContext(ctx, "SELECT @@character_set_client").Scan(&client); err != nil {
 			t.Fatal(err)
 		}
-		conn.Close()
 		if len(got) != 1 || got[0] != hostile {
 			t.Errorf("charset %q: SELECT of one argument returned %q, want just %q", charset, got, hostile)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -49,9 +50,10 @@ func fullSyncOnce(b *testing.B, dial func() ctrlv1.ClusterServiceClient, identit
 	// Told by the bookmark itself: polling the follower's snapshot would
 	// copy its view over and over meanwhile.
 	synced := make(chan struct{})
+	fullSyncDone := sync.OnceFunc(func() { close(synced) }) // a later full sync may come before stop
 	f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, _ time.Time) {
 		if ev.GetBookmark().GetFullSyncDone() {
-			close(synced)
+			fullSyncDone()
 		}
 	})
 	ctx, stop := context.WithCancel(context.Background())

@@ -50,13 +50,7 @@ const idleDeployments = 10
 // each process). Run alone, with -benchtime=1x: the statement count is
 // server-wide.
 func BenchmarkIdleStreams(b *testing.B) {
-	n := 1000
-	if s := os.Getenv("DEPLOYSYNC_BENCH_STREAMS"); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil || n <= 0 {
-			b.Fatalf("DEPLOYSYNC_BENCH_STREAMS: %q is not a number of streams", s)
-		}
-	}
+	n := benchSizes(b, "DEPLOYSYNC_BENCH_STREAMS", 1000)[0]
 	for _, algo := range []string{"stream", "seed"} {
 		b.Run(fmt.Sprintf("%s/streams=%d", algo, n), func(b *testing.B) {
 			for range b.N {
