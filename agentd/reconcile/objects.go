@@ -20,10 +20,9 @@ type object struct {
 	kind, name string
 	// upToDate: the cached live object matches the desired one.
 	upToDate bool
-	// cached: the cache, which holds only managed objects, has it, with
-	// this UID.
-	cached bool
-	uid    types.UID
+	// uid is the object's UID in the cache, which holds only managed
+	// objects; "" when the cache does not have it.
+	uid types.UID
 	// meta is the desired object's metadata, which apply sends: a create
 	// sets its resourceVersion (see createOnly).
 	meta *metav1ac.ObjectMetaApplyConfiguration
@@ -78,7 +77,7 @@ func applyObjects(ctx context.Context, namespaces *Namespaces, ns string, object
 // applyObject applies one object: a create when the cache does not hold
 // it, an apply otherwise or when the create finds a managed object.
 func applyObject(ctx context.Context, ns string, o object) error {
-	if !o.cached {
+	if o.uid == "" {
 		o.meta.WithResourceVersion(createOnly)
 		err := o.apply(ctx)
 		o.meta.ResourceVersion = nil
@@ -91,11 +90,13 @@ func applyObject(ctx context.Context, ns string, o object) error {
 		// The name is taken: by someone else's object, or by ours if an
 		// apply created it since the cache last looked.
 		live, err := o.live(ctx)
-		if apierrors.IsNotFound(err) {
+		switch {
+		case apierrors.IsNotFound(err):
 			return fmt.Errorf("create %s %s/%s: the object that held its name is gone; trying again", o.kind, ns, o.name)
-		}
-		if err := notTakenOver(o.kind, ns, o.name, live, err); err != nil {
-			return err
+		case err != nil:
+			return fmt.Errorf("read %s %s/%s: %w", o.kind, ns, o.name, err)
+		case !kube.Managed(live.GetLabels()):
+			return kube.Conflict(o.kind, ns, o.name)
 		}
 		o.uid = live.GetUID()
 	}
@@ -129,20 +130,6 @@ func cachedOrNil[T any](live *T, err error) (*T, error) {
 		return nil, nil
 	}
 	return live, err
-}
-
-// notTakenOver fails with a conflict when the live object (or the error
-// reading it) exists without the managed-by label.
-func notTakenOver(kind, ns, name string, live metav1.Object, err error) error {
-	switch {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return err
-	case !kube.Managed(live.GetLabels()):
-		return kube.Conflict(kind, ns, name)
-	}
-	return nil
 }
 
 // liveOf is a Get's object as a metav1.Object, nil on error (a nil
