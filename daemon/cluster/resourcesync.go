@@ -72,7 +72,7 @@ func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportReso
 		for kind, ids := range deleted {
 			if _, err := tx.ResourceSync.Delete().Where(resourcesync.Region(region),
 				resourcesync.KindEQ(kind), resourcesync.ResourceIDIn(ids...)).Exec(ctx); err != nil {
-				return fmt.Errorf("forget deleted %ss: %w", kind, err)
+				return fmt.Errorf("forget deleted %s resources: %w", kind, err)
 			}
 		}
 		desired, err := desiredHere(ctx, tx, region, reported)

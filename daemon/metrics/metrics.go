@@ -116,7 +116,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "deploysync_cleanup_rows_deleted_total", Help: "deployment_changes rows deleted by retention.",
 		}),
 		CleanupRuns: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "deploysync_cleanup_runs_total", Help: "Retention runs, by result (done, locked elsewhere, error).",
+			Name: "deploysync_cleanup_runs_total", Help: "Retention runs, by result (done, locked elsewhere, error), and runs that went on after tidying up failed (tidy_error).",
 		}, []string{"result"}),
 		AgentsPruned: f.NewCounter(prometheus.CounterOpts{
 			Name: "deploysync_cleanup_agents_deleted_total", Help: "Agent records deleted by retention because nothing was heard of their agent for the agent TTL.",

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent"
@@ -274,7 +275,7 @@ func TestConcurrentScaleAndRollbackKeepRevisionsConsistent(t *testing.T) {
 				_, err = op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api", ToRevision: 2})
 			}
 			codesSeen[i] = status.Code(err)
-			if strings.Contains(status.Convert(err).Message(), "changed concurrently") {
+			if strings.Contains(status.Convert(err).Message(), desired.ErrConcurrentChange.Error()) {
 				// The deployment's lock serializes revisions: a
 				// revision number taken twice means it was lost.
 				t.Errorf("worker %d: %v", i, err)

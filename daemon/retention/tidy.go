@@ -68,7 +68,7 @@ func (c *Cleaner) pruneStaleSyncs(ctx context.Context, conn *sql.Conn) error {
 // pruneRevisions deletes the revisions of each deployment but its newest
 // RevisionsKept: a script that scales in a loop would otherwise grow the
 // table without end. Only deployments with more than that are touched
-// (one loose scan of the (deployment_id, revision) index finds them), one
+// (one pass over the (deployment_id, revision) index finds them), one
 // index range each.
 func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
 	rows, err := conn.QueryContext(ctx, `SELECT deployment_id, MAX(revision) - ? FROM deployment_revisions

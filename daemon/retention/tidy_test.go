@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,6 +41,7 @@ func TestRetentionTidiesUpBesideAgentsAndOperators(t *testing.T) {
 	}
 	deadline := time.Now().Add(6 * time.Second)
 	var wg sync.WaitGroup
+	var reported, scaled atomic.Int64 // the writes that went through: the run raced them
 	for region, agent := range agents {
 		wg.Go(func() {
 			for i := 0; time.Now().Before(deadline); i++ {
@@ -47,7 +49,9 @@ func TestRetentionTidiesUpBesideAgentsAndOperators(t *testing.T) {
 				for j := range n {
 					rs = append(rs, &ctrlv1.ResourceSync{Kind: "deployment", ResourceId: fmt.Sprintf("d%02d", j), InSync: (i+j)%2 == 0})
 				}
-				agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: region, Resources: rs})
+				if _, err := agent.ReportResourceSync(ctx, &ctrlv1.ReportResourceSyncRequest{Region: region, Resources: rs}); err == nil {
+					reported.Add(1)
+				}
 				time.Sleep(20 * time.Millisecond)
 			}
 		})
@@ -55,7 +59,9 @@ func TestRetentionTidiesUpBesideAgentsAndOperators(t *testing.T) {
 	wg.Go(func() { // an operator churning: scales (revisions), deletes and deploys again (orphans)
 		for i := 0; time.Now().Before(deadline); i++ {
 			id := fmt.Sprintf("d%02d", i%n)
-			op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: id, Replicas: int32(1 + i%3)})
+			if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: id, Replicas: int32(1 + i%3)}); err == nil {
+				scaled.Add(1)
+			}
 			if i%5 == 0 {
 				op.DeleteDeployment(ctx, &ctrlv1.DeleteDeploymentRequest{DeploymentId: id})
 				deploy(id)
@@ -73,7 +79,10 @@ func TestRetentionTidiesUpBesideAgentsAndOperators(t *testing.T) {
 		time.Sleep(30 * time.Millisecond)
 	}
 	wg.Wait()
-	if failed := testutil.ToFloat64(m.CleanupRuns.WithLabelValues("error")); failed > 0 {
+	if reported.Load() == 0 || scaled.Load() == 0 {
+		t.Fatalf("%d reports and %d scales went through: the runs raced nothing", reported.Load(), scaled.Load())
+	}
+	if failed := testutil.ToFloat64(m.CleanupRuns.WithLabelValues("error")) + testutil.ToFloat64(m.CleanupRuns.WithLabelValues("tidy_error")); failed > 0 {
 		t.Errorf("%v of %d retention runs failed beside agents and operators", failed, runs)
 	}
 
