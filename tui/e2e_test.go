@@ -105,8 +105,9 @@ func TestConsoleShowsLagRisingAndFalling(t *testing.T) {
 
 // Against a real ctrld: killed, the console keeps its rows but marks them
 // stale with the time of its last good read; started again, it is live
-// again within a few seconds, not after the connection's own backoff
-// (which grows to minutes; the outage here lets it grow past 5 s).
+// again within a few seconds. (That the console resets the connection's
+// backoff on a failed read is the unit test's to prove: the backoff here
+// does not grow past 5 s within the outage.)
 func TestConsoleMarksStaleWhileCtrldIsDownAndRecovers(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	env.AgentToken("eu-west")

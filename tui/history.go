@@ -23,8 +23,7 @@ type historyPage struct {
 	// all is every revision read, newest (the current spec) first; the
 	// list holds those the filter matches by action, actor or summary.
 	all                              []*ctrlv1.DeploymentRevision
-	list[*ctrlv1.DeploymentRevision] // filtered
-	loaded                           bool
+	list[*ctrlv1.DeploymentRevision] // filtered; its readAt is zero until the first read
 }
 
 // historyMsg is a read of one deployment's revisions.
@@ -34,7 +33,7 @@ type historyMsg struct {
 }
 
 func (p *historyPage) set(revs []*ctrlv1.DeploymentRevision, filter string) {
-	p.all, p.loaded = revs, true
+	p.all = revs
 	var rows []*ctrlv1.DeploymentRevision
 	for _, r := range revs {
 		if strings.Contains(r.GetAction(), filter) || strings.Contains(r.GetActor(), filter) || strings.Contains(r.GetSummary(), filter) {
@@ -66,7 +65,7 @@ func (p historyPage) receive(msg tea.Msg, pc pageContext) (page, bool) {
 }
 
 func (p historyPage) filter(f string) page {
-	if p.loaded {
+	if !p.readAt().IsZero() {
 		p.set(p.all, f)
 	}
 	return p
@@ -94,7 +93,7 @@ func (p historyPage) help(k KeyMap) (short, keys []key.Binding) {
 
 func (p historyPage) view(pc pageContext) string {
 	s := pc.styles
-	if !p.loaded {
+	if p.readAt().IsZero() {
 		return s.Dim.Render("  loading the history of " + Clean(p.id) + " ...\n")
 	}
 	now := pc.asOf

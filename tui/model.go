@@ -25,9 +25,10 @@ type Options struct {
 	// StatusFor is how long an action's outcome stays on the status line
 	// (default 5s): long enough to read, gone before it is taken for news.
 	StatusFor time.Duration
-	// Reconnect, if set, runs after a read failed: the connection's own
-	// backoff grows to minutes between attempts, and a console that found
-	// ctrld back only that late would show it unreachable long after it
+	// Reconnect, if set, runs after a read found ctrld unreachable: the
+	// connection's own backoff grows between attempts (to 5 s with
+	// internal/dial, to minutes with gRPC's default), and a console that
+	// found ctrld back only that late would show it unreachable after it
 	// answers again. (Set it to the gRPC connection's ResetConnectBackoff.)
 	Reconnect func()
 	// Notices is a directory whose files each hold one line the console

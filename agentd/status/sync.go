@@ -11,13 +11,15 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// maxSyncErrorBytes clips a resource's apply error in a report, as the
-// API allows: one resource's long error must not make reports large.
-const maxSyncErrorBytes = 1 << 10
+// maxSyncErrorBytes clips a resource's apply error in a report, half of
+// what the API allows: one report carries up to 500 resources, and one
+// resource's long error must not make reports large.
+const maxSyncErrorBytes = limits.MaxErrorBytes / 2
 
 // SyncReporter sends each resource's apply state (ReportResourceSync) as
 // the dispatcher tracks it: what changed since ctrld last took a report,

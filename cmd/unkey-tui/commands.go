@@ -177,7 +177,7 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
-				regions := revisionRegions(ctx, op, id)
+				regions := revisionRegions(ctx, op, id, r.Revision)
 				return printResult(c, result{Action: "update", DeploymentID: id, Regions: regions, AllRegions: true, Revision: &r.Revision,
 					Message: fmt.Sprintf("updated %s in %s; now revision %d", id, where(regions, true), r.Revision)})
 			}),
@@ -200,7 +200,7 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
-				regions := revisionRegions(ctx, op, id)
+				regions := revisionRegions(ctx, op, id, r.Revision)
 				return printResult(c, result{Action: "rollback", DeploymentID: id, Regions: regions, AllRegions: true,
 					Revision: &r.Revision, Restored: &r.Restored,
 					Message: fmt.Sprintf("rolled back %s to revision %d in %s; now revision %d", id, r.Restored, where(regions, true), r.Revision)})
@@ -379,14 +379,15 @@ func deploymentRegions(ctx context.Context, op ctrlv1.OperatorServiceClient, id 
 	return regions, nil
 }
 
-// revisionRegions names the regions of a deployment's newest revision,
-// the one an update or rollback just made: read after the action, so that
-// a slow or failing view cannot hold the action up. Unknown (empty) when
-// the read fails; the message then says "every region".
-func revisionRegions(ctx context.Context, op ctrlv1.OperatorServiceClient, id string) []string {
+// revisionRegions names the regions of revision, the one an update or
+// rollback just made, read after the action so that a slow or failing view
+// cannot hold the action up. Unknown (empty) when the read fails, or when
+// another action made a newer revision meanwhile (its regions are not
+// this one's); the message then says "every region".
+func revisionRegions(ctx context.Context, op ctrlv1.OperatorServiceClient, id string, revision int32) []string {
 	regions := []string{}
 	r, err := op.GetDeploymentHistory(ctx, &ctrlv1.GetDeploymentHistoryRequest{DeploymentId: id, Limit: 1})
-	if err != nil || len(r.GetRevisions()) == 0 {
+	if err != nil || len(r.GetRevisions()) == 0 || r.GetRevisions()[0].GetRevision() != revision {
 		return regions
 	}
 	for _, rs := range r.GetRevisions()[0].GetRegions() {

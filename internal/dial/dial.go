@@ -59,8 +59,8 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 		// maxReconnectDelay, with jitter so a fleet does not reconnect in
 		// step.
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: time.Second, Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxReconnectDelay},
-			MinConnectTimeout: 20 * time.Second,
+			Backoff:           reconnectBackoff(),
+			MinConnectTimeout: 20 * time.Second, // gRPC's default, which a zero here would not mean
 		}),
 	}
 	if o.InsecureNonLoopback && !o.Insecure {
@@ -127,4 +127,12 @@ func Token(flag, file string) (string, error) {
 		return "", fmt.Errorf("token file: %w", err)
 	}
 	return strings.TrimSpace(string(b)), nil
+}
+
+// reconnectBackoff is gRPC's default reconnect backoff, capped at
+// maxReconnectDelay.
+func reconnectBackoff() backoff.Config {
+	b := backoff.DefaultConfig
+	b.MaxDelay = maxReconnectDelay
+	return b
 }

@@ -26,6 +26,7 @@ const (
 
 	// MaxErrorBytes is the longest error text an agent reports (its last
 	// error, its full sync's, a resource's failing apply): what ctrld
-	// stores of one. Agents clip theirs to it.
+	// takes of one. Agents clip theirs to it, a resource's to half of it
+	// (agentd/status: one report carries up to 500).
 	MaxErrorBytes = 2 << 10
 )
