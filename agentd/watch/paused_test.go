@@ -3,6 +3,7 @@ package watch_test
 import (
 	"context"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,51 @@ func TestAnAgentOfAPausedRegionIsConnected(t *testing.T) {
 	})
 	if err := w.LastError(); err != nil {
 		t.Errorf("connected to a paused region, yet the last error is %v", err)
+	}
+}
+
+// An accepted stream is a healthy one, events or not: an agent of a
+// paused region whose stream ctrld ends again and again (ctrld restarting,
+// rolling) reconnects after the first failure's short wait every time,
+// instead of one that doubles up to BackoffMax with each restart.
+func TestAPausedRegionsAgentReconnectsPromptlyEveryTime(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	agent := env.Agent("eu")
+	if _, err := env.Operator("alice").SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	const backoffMin = 100 * time.Millisecond
+	d := dispatch.New(&deletions{keys: map[dispatch.Key]bool{}}, log, nil)
+	w := watch.New(agent, d, func() ([]dispatch.Key, error) { return nil, nil },
+		watch.Config{Region: "eu", Identity: "krane-0", BackoffMin: backoffMin, BackoffMax: 10 * time.Second},
+		log, metrics.New(prometheus.NewRegistry()))
+	wg.Add(2)
+	go func() { defer wg.Done(); d.Run(ctx, 1) }()
+	go func() { defer wg.Done(); w.Run(ctx) }()
+
+	const restarts = 5
+	for i := 1; i <= restarts; i++ {
+		eventually(t, "the watcher streams from the paused region", func() bool {
+			return strings.Count(logs.String(), "streaming from ctrld") >= i
+		})
+		env.Restart()
+	}
+	eventually(t, "the watcher streams again after the last restart", func() bool {
+		return strings.Count(logs.String(), "streaming from ctrld") > restarts
+	})
+	waits := regexp.MustCompile(`reconnecting.*retry_in=(\S+)`).FindAllStringSubmatch(logs.String(), -1)
+	if len(waits) < restarts {
+		t.Fatalf("%d reconnects logged, want %d:\n%s", len(waits), restarts, logs.String())
+	}
+	for _, m := range waits {
+		if wait, err := time.ParseDuration(m[1]); err != nil || wait > 5*backoffMin {
+			t.Errorf("a reconnect waited %s (%v); after an accepted stream the wait is a first failure's, at most %s", m[1], err, 5*backoffMin)
+		}
 	}
 }
 

@@ -125,17 +125,21 @@ func (w *Watcher) Run(ctx context.Context) error {
 			failures = 0
 		}
 		w.setErr(err)
+		refused := false
 		if code := status.Code(err); code == codes.PermissionDenied || code == codes.Unauthenticated {
-			w.log.Error("watch: the token is not accepted for this region; retrying slowly", "err", err)
-			failures = 10
-		} else if err != nil {
-			w.log.Warn("watch: stream ended; reconnecting", "err", err)
+			failures, refused = 10, true
 		}
 		failures++
+		wait := w.backoff(failures)
+		if refused {
+			w.log.Error("watch: the token is not accepted for this region; retrying slowly", "err", err, "retry_in", wait)
+		} else if err != nil {
+			w.log.Warn("watch: stream ended; reconnecting", "err", err, "retry_in", wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(w.backoff(failures)):
+		case <-time.After(wait):
 		}
 	}
 	return nil
@@ -149,8 +153,9 @@ func (w *Watcher) backoff(failures int) time.Duration {
 	return min(d, w.cfg.BackoffMax)
 }
 
-// stream runs one stream; healthy reports that it delivered events and
-// did not end on one the agent failed to handle.
+// stream runs one stream; healthy reports that ctrld accepted it (or, an
+// older ctrld, delivered events) and it did not end on an event the agent
+// failed to handle.
 func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -218,7 +223,10 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 		case err := <-recvErr:
 			return healthy, err
 		case <-accepted:
-			accepted = nil // once
+			// Accepted is healthy: a paused region sends nothing for
+			// hours, and a stream it ends (ctrld restarting) must not
+			// make the next reconnect wait longer each time.
+			accepted, healthy = nil, true
 			w.connected()
 			w.log.Info("watch: streaming from ctrld", "cursor", cursor, "full_sync", fullSync)
 		case <-resync.C:
