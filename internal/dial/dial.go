@@ -58,10 +58,7 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 		// minutes more once it is back (issue 13 saw 40 s). Capped at
 		// maxReconnectDelay, with jitter so a fleet does not reconnect in
 		// step.
-		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           reconnectBackoff(),
-			MinConnectTimeout: 20 * time.Second, // gRPC's default, which a zero here would not mean
-		}),
+		grpc.WithConnectParams(Reconnect()),
 	}
 	if o.InsecureNonLoopback && !o.Insecure {
 		return nil, fmt.Errorf("--insecure-non-loopback only goes with --insecure")
@@ -129,10 +126,15 @@ func Token(flag, file string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// reconnectBackoff is gRPC's default reconnect backoff, capped at
-// maxReconnectDelay.
-func reconnectBackoff() backoff.Config {
+// Reconnect is how clients of ctrld reconnect: gRPC's default backoff,
+// capped at maxReconnectDelay. Tests that stand in for agents and
+// operators dial with it too, so they meet a restarted ctrld as soon as
+// real clients do.
+func Reconnect() grpc.ConnectParams {
 	b := backoff.DefaultConfig
 	b.MaxDelay = maxReconnectDelay
-	return b
+	return grpc.ConnectParams{
+		Backoff:           b,
+		MinConnectTimeout: 20 * time.Second, // gRPC's default, which a zero here would not mean
+	}
 }
