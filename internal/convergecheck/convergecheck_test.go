@@ -15,6 +15,7 @@ import (
 	"github.com/go-sql-driver/mysql"
 
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/testmariadb"
 )
 
 var (
@@ -64,7 +65,7 @@ func TestConvergence(t *testing.T) {
 	setup := Setup{Clusters: clusters(t), Logf: t.Logf}
 	// Without mariadbd (outside CI only): on the shared test server,
 	// without the MariaDB restart fault.
-	setup.MariaDB = ownMariaDB(t)
+	setup.MariaDB = testmariadb.Own(t)
 	t.Logf("seed %d", seed)
 	rep, err := Run(t, setup, Config{Seed: seed, Rounds: *roundsFlag, Duration: *durationFlag})
 	t.Logf("report: %s", rep)

@@ -24,6 +24,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/testmariadb"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -41,7 +42,7 @@ type Setup struct {
 	// MariaDB, when set, is a server of the checker's own that ctrld's
 	// database lives on, so a fault may restart it (the shared test server
 	// is never restarted: other test packages use it at the same time).
-	MariaDB *MariaDB
+	MariaDB *testmariadb.Server
 	// Logf reports progress (default: nothing).
 	Logf func(format string, args ...any)
 }
@@ -53,7 +54,7 @@ type System struct {
 	regions   map[string]*region
 	control   ctrlv1.OperatorServiceClient   // the fault schedule's: pause, resume, resync
 	operators []ctrlv1.OperatorServiceClient // one per concurrent operator
-	mariadb   *MariaDB
+	mariadb   *testmariadb.Server
 
 	retentionRows int64 // change rows the retention fault deleted
 	logf          func(format string, args ...any)

@@ -1,4 +1,4 @@
-package convergecheck
+package testmariadb
 
 import (
 	"context"
@@ -10,38 +10,17 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
-	"github.com/deploysync/deploysync/internal/ci"
 	"github.com/deploysync/deploysync/internal/testrec"
 )
 
-// ownMariaDB starts the checker's own MariaDB until t ends. Without the
-// server binaries it fails the test in CI, so CI never passes without the
-// MariaDB restart fault, and elsewhere returns nil, having said why.
-func ownMariaDB(t testing.TB) *MariaDB {
-	t.Helper()
-	m, err := StartMariaDB(context.Background())
-	switch {
-	case errors.Is(err, ErrNoMariaDB):
-		if ci.Running() {
-			t.Fatal(err)
-		}
-		t.Logf("%v (going without it outside CI)", err)
-		return nil
-	case err != nil:
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Stop)
-	return m
-}
-
-// The checker's own MariaDB keeps committed data across the restart its
-// fault does, and takes connections again afterwards.
-func TestOwnMariaDBRestartKeepsCommittedData(t *testing.T) {
+// A server of a test's own keeps committed data across a restart, and
+// takes connections again afterwards.
+func TestServerRestartKeepsCommittedData(t *testing.T) {
 	if testing.Short() {
-		t.Skip("convergecheck: starts a MariaDB server; skipped in -short mode")
+		t.Skip("testmariadb: starts a MariaDB server; skipped in -short mode")
 	}
 	ctx := context.Background()
-	m := ownMariaDB(t)
+	m := Own(t)
 	if m == nil {
 		t.Skip("no mariadbd")
 	}
@@ -69,11 +48,11 @@ func TestOwnMariaDBRestartKeepsCommittedData(t *testing.T) {
 // A restart fault still under way when its test ends must not outlive it:
 // the restart's time down ends with its context, and after Stop nothing
 // starts again.
-func TestOwnMariaDBRestartEndsWithItsContextAndAfterStop(t *testing.T) {
+func TestServerRestartEndsWithItsContextAndAfterStop(t *testing.T) {
 	if testing.Short() {
-		t.Skip("convergecheck: starts a MariaDB server; skipped in -short mode")
+		t.Skip("testmariadb: starts a MariaDB server; skipped in -short mode")
 	}
-	m := ownMariaDB(t)
+	m := Own(t)
 	if m == nil {
 		t.Skip("no mariadbd")
 	}
@@ -85,8 +64,8 @@ func TestOwnMariaDBRestartEndsWithItsContextAndAfterStop(t *testing.T) {
 		t.Fatalf("a restart down for a minute, its context ending after 200ms: %v after %s", err, took.Round(time.Millisecond))
 	}
 	m.Stop()
-	if err := m.Restart(context.Background(), 0); !errors.Is(err, ErrMariaDBStopped) {
-		t.Fatalf("a restart after Stop: %v, want ErrMariaDBStopped", err)
+	if err := m.Restart(context.Background(), 0); !errors.Is(err, ErrStopped) {
+		t.Fatalf("a restart after Stop: %v, want ErrStopped", err)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -95,7 +74,7 @@ func TestOwnMariaDBRestartEndsWithItsContextAndAfterStop(t *testing.T) {
 	}
 }
 
-// Without mariadbd the checker's tests fail in CI, naming how to install
+// Without mariadbd the tests that need a server of their own fail in CI, naming how to install
 // it, and go on without it only outside CI.
 func TestMissingMariaDBFailsInCI(t *testing.T) {
 	t.Setenv("PATH", t.TempDir())
@@ -104,8 +83,8 @@ func TestMissingMariaDBFailsInCI(t *testing.T) {
 	t.Cleanup(func() { mariadbDirs = dirs })
 	for _, ciValue := range []string{"true", "false"} {
 		t.Setenv("CI", ciValue)
-		var got *MariaDB
-		r := testrec.Run(t, func(tb testing.TB) { got = ownMariaDB(tb) })
+		var got *Server
+		r := testrec.Run(t, func(tb testing.TB) { got = Own(tb) })
 		switch {
 		case ciValue == "true" && !strings.Contains(r.Failed, "ensure-mariadb.sh"):
 			t.Errorf("CI=true: want a failure naming scripts/ensure-mariadb.sh, got failed=%q skipped=%q", r.Failed, r.Skipped)

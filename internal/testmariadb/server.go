@@ -1,6 +1,7 @@
-package convergecheck
+package testmariadb
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -18,31 +19,31 @@ import (
 	"github.com/deploysync/deploysync/internal/testproc"
 )
 
-// ErrNoMariaDB means mariadbd or mariadb-install-db is not installed, so
-// the checker cannot run a server of its own (and cannot inject the
-// MariaDB restart fault).
-var ErrNoMariaDB = errors.New("convergecheck: mariadbd or mariadb-install-db not found; " +
-	"scripts/ensure-mariadb.sh (go tool task db:up) installs them, or install Debian's mariadb-server-core")
+// ErrNotInstalled means mariadbd or mariadb-install-db is not installed, so
+// no server of a test's own can run.
+var ErrNotInstalled = errors.New("testmariadb: mariadbd or mariadb-install-db not found; " +
+	"scripts/ensure-mariadb.sh (go tool task db:up) installs them, or install Debian's mariadb-server")
 
-// ErrMariaDBStopped means Stop has run: the server does not start again.
-var ErrMariaDBStopped = errors.New("convergecheck: own MariaDB stopped")
+// ErrStopped means Stop has run: the server does not start again.
+var ErrStopped = errors.New("testmariadb: server stopped")
 
 // mariadbDirs are searched for the server binaries after PATH: Debian puts
 // mariadbd in /usr/sbin, which a non-root PATH often lacks.
 var mariadbDirs = []string{"/usr/sbin", "/usr/bin", "/usr/local/sbin", "/usr/local/bin"}
 
-// MariaDB is a MariaDB server of the checker's own on a free loopback
-// port, in a directory of its own under internal/testproc's reaped state
-// root: restarting it disturbs nobody, unlike the shared test server on
-// 127.0.0.1:3306, which other test packages use at the same time, and a
-// killed test binary leaves neither the server nor its data behind.
-type MariaDB struct {
+// Server is a MariaDB server of a test's own, on a free loopback port.
+type Server struct {
 	// DSN reaches the server (no database), as DEPLOYSYNC_TEST_MYSQL_DSN,
 	// as the user testdb.DefaultDSN names.
 	DSN string
 
 	dir  string
 	args []string
+	// probeDSN is what start connects with to see the server ready (DSN
+	// unless set), and synced, when set, must also hold (a Galera node
+	// must have joined its cluster).
+	probeDSN string
+	synced   func(ctx context.Context, db *sql.DB) error
 
 	// mu guards proc and stopped: a restart fault may run beside Stop.
 	mu      sync.Mutex
@@ -50,33 +51,29 @@ type MariaDB struct {
 	stopped bool
 }
 
-// StartMariaDB initializes a data directory and starts mariadbd on it.
-// Call Stop when done.
-func StartMariaDB(ctx context.Context) (*MariaDB, error) {
+// Start initializes a data directory and starts mariadbd on it. Call Stop
+// when done.
+func Start(ctx context.Context) (*Server, error) {
 	server, err1 := findBinary("mariadbd")
 	install, err2 := findBinary("mariadb-install-db")
 	if err1 != nil || err2 != nil {
-		return nil, ErrNoMariaDB
+		return nil, ErrNotInstalled
 	}
 	testproc.ReapStale()
 	dir, err := testproc.NewDir("mariadb")
 	if err != nil {
 		return nil, err
 	}
-	m := &MariaDB{dir: dir}
+	m := &Server{dir: dir}
 	ok := false
 	defer func() {
 		if !ok {
 			m.Stop()
 		}
 	}()
-	asRoot := []string{}
-	if os.Geteuid() == 0 {
-		asRoot = []string{"--user=root"} // mariadbd refuses root unless told
-	}
 	data := filepath.Join(dir, "data")
 	initArgs := append([]string{"--no-defaults", "--datadir=" + data, "--auth-root-authentication-method=normal",
-		"--skip-test-db", "--skip-name-resolve"}, asRoot...)
+		"--skip-test-db", "--skip-name-resolve"}, asRoot()...)
 	if err := testproc.Run(ctx, dir, install, initArgs...); err != nil {
 		return nil, err
 	}
@@ -105,13 +102,13 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 			// being killed, which is the fault; not fsynced, which only a
 			// machine crash would need.
 			"--innodb-flush-log-at-trx-commit=2",
-		}, asRoot...)
+		}, asRoot()...)
 		cfg := user.Clone()
 		cfg.Addr = "127.0.0.1:" + strconv.Itoa(ports[0])
 		m.DSN = cfg.FormatDSN()
 		err := m.start(ctx)
 		if err != nil {
-			m.kill() // a port taken in between: the next attempt has another
+			m.Kill() // a port taken in between: the next attempt has another
 		}
 		return err
 	})
@@ -120,6 +117,15 @@ func StartMariaDB(ctx context.Context) (*MariaDB, error) {
 	}
 	ok = true
 	return m, nil
+}
+
+// asRoot is what mariadbd and mariadb-install-db need to run as root,
+// which they refuse unless told.
+func asRoot() []string {
+	if os.Geteuid() == 0 {
+		return []string{"--user=root"}
+	}
+	return nil
 }
 
 // userSQL creates user on the server as scripts/ensure-mariadb.sh does on
@@ -146,13 +152,14 @@ func findBinary(name string) (string, error) {
 	return "", fmt.Errorf("%s not found", name)
 }
 
-// start runs mariadbd and waits until it takes connections.
-func (m *MariaDB) start(ctx context.Context) error {
-	p, err := m.launch()
+// start runs mariadbd, with extra arguments this once, and waits until it
+// takes connections (and, for a Galera node, has joined its cluster).
+func (m *Server) start(ctx context.Context, extra ...string) error {
+	p, err := m.launch(extra)
 	if err != nil {
 		return err
 	}
-	cfg, err := mysql.ParseDSN(m.DSN)
+	cfg, err := mysql.ParseDSN(cmp.Or(m.probeDSN, m.DSN))
 	if err != nil {
 		return err
 	}
@@ -162,26 +169,31 @@ func (m *MariaDB) start(ctx context.Context) error {
 	}
 	db := sql.OpenDB(connector)
 	defer db.Close()
-	err = testproc.WaitFor(ctx, p, 60*time.Second, db.PingContext)
+	ready := db.PingContext
+	if m.synced != nil {
+		ready = func(ctx context.Context) error { return m.synced(ctx, db) }
+	}
+	// A joining Galera node first copies a donor's whole data directory.
+	err = testproc.WaitFor(ctx, p, 90*time.Second, ready)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err != nil && m.stopped {
-		return ErrMariaDBStopped // what killed it
+		return ErrStopped // what killed it
 	}
 	return err
 }
 
-// launch starts the process, unless Stop has run.
-func (m *MariaDB) launch() (*testproc.Process, error) {
+// launch starts the process with extra arguments, unless Stop has run.
+func (m *Server) launch(extra []string) (*testproc.Process, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped {
-		return nil, ErrMariaDBStopped
+		return nil, ErrStopped
 	}
 	if m.proc != nil {
-		return nil, errors.New("convergecheck: own MariaDB already running")
+		return nil, errors.New("testmariadb: server already running")
 	}
-	p, err := testproc.Start(m.dir, m.args[0], m.args[1:]...)
+	p, err := testproc.Start(m.dir, m.args[0], append(m.args[1:len(m.args):len(m.args)], extra...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -189,9 +201,10 @@ func (m *MariaDB) launch() (*testproc.Process, error) {
 	return p, nil
 }
 
-// kill ends the server at once, as a crash would: open transactions are
+// Kill ends the server at once, as a crash would: open transactions are
 // lost, committed ones stay (crash recovery replays them at the next start).
-func (m *MariaDB) kill() {
+// Start brings it back.
+func (m *Server) Kill() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.proc != nil {
@@ -200,12 +213,16 @@ func (m *MariaDB) kill() {
 	}
 }
 
+// Start starts a killed server again on the same data and port (a Galera
+// node rejoins its cluster) and waits until it is ready.
+func (m *Server) Start(ctx context.Context) error { return m.start(ctx) }
+
 // Restart kills the server and starts it again on the same data and port.
 // down is how long it stays away; ctx ending cuts that short, or the wait
 // for the new server, with ctx's error (the server then stays down, or
 // runs until Stop).
-func (m *MariaDB) Restart(ctx context.Context, down time.Duration) error {
-	m.kill()
+func (m *Server) Restart(ctx context.Context, down time.Duration) error {
+	m.Kill()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
@@ -215,8 +232,8 @@ func (m *MariaDB) Restart(ctx context.Context, down time.Duration) error {
 }
 
 // Stop kills the server and removes its directory. A restart under way
-// ends with ErrMariaDBStopped; later ones start nothing.
-func (m *MariaDB) Stop() {
+// ends with ErrStopped; later ones start nothing.
+func (m *Server) Stop() {
 	m.mu.Lock()
 	m.stopped = true
 	if m.proc != nil {

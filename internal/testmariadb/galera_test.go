@@ -1,0 +1,95 @@
+package testmariadb
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+
+	_ "github.com/go-sql-driver/mysql"
+)
+
+// A write on any node is on every node; the cluster keeps taking writes
+// when one node is lost, and the lost node catches up when it comes back.
+func TestGaleraReplicatesAndSurvivesANodeLoss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("testmariadb: starts a Galera cluster; skipped in -short mode")
+	}
+	g := OwnGalera(t)
+	if g == nil {
+		t.Skip("no mariadbd or galera-4")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dbs := make([]*sql.DB, len(g.Nodes))
+	for i, n := range g.Nodes {
+		db, err := sql.Open("mysql", n.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		dbs[i] = db
+	}
+	exec := func(node int, q string, args ...any) {
+		t.Helper()
+		if _, err := dbs[node].ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("node %d: %s: %v", node+1, q, err)
+		}
+	}
+	count := func(node int) int {
+		t.Helper()
+		// wsrep_sync_wait: the read waits until the node has applied
+		// everything the cluster committed before it.
+		conn, err := dbs[node].Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		var n int
+		if _, err := conn.ExecContext(ctx, "SET SESSION wsrep_sync_wait = 1"); err != nil {
+			t.Fatalf("node %d: %v", node+1, err)
+		}
+		if err := conn.QueryRowContext(ctx, "SELECT COUNT(*) FROM g.x").Scan(&n); err != nil {
+			t.Fatalf("node %d: count: %v", node+1, err)
+		}
+		return n
+	}
+
+	exec(0, "CREATE DATABASE g")
+	exec(1, "CREATE TABLE g.x (id BIGINT AUTO_INCREMENT PRIMARY KEY, node INT)")
+	for i := range g.Nodes {
+		exec(i, "INSERT INTO g.x (node) VALUES (?)", i+1)
+	}
+	for i := range g.Nodes {
+		if n := count(i); n != 3 {
+			t.Fatalf("node %d sees %d rows, want the 3 written on the 3 nodes", i+1, n)
+		}
+	}
+	// Each node hands out its own interleaved auto-increment values.
+	var increment int
+	if err := dbs[0].QueryRowContext(ctx, "SELECT @@auto_increment_increment").Scan(&increment); err != nil || increment != 3 {
+		t.Fatalf("auto_increment_increment = %d (%v), want 3 as Galera sets it", increment, err)
+	}
+
+	g.Nodes[1].Kill()
+	exec(0, "INSERT INTO g.x (node) VALUES (1)")
+	exec(2, "INSERT INTO g.x (node) VALUES (3)")
+	if n := count(2); n != 5 {
+		t.Fatalf("with node 2 lost, node 3 sees %d rows, want 5", n)
+	}
+	start := time.Now()
+	if err := g.Nodes[1].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node 2 rejoined in %s", time.Since(start).Round(time.Millisecond))
+	if n := count(1); n != 5 {
+		t.Fatalf("node 2 back: sees %d rows, want the 5 (the 2 written while it was away)", n)
+	}
+	exec(1, "INSERT INTO g.x (node) VALUES (2)")
+	for i := range g.Nodes {
+		if n := count(i); n != 6 {
+			t.Fatal(fmt.Sprintf("node %d sees %d rows after node 2 came back and wrote, want 6", i+1, n))
+		}
+	}
+}
