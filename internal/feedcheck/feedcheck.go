@@ -64,6 +64,10 @@ type System struct {
 	// DB holds the desired state (a migrated database; the change-feed
 	// hooks registered).
 	DB *store.DB
+	// Writers, when set, are what the workers write through instead of
+	// DB, worker w through Writers[w%len(Writers)]: the nodes of a
+	// multi-primary cluster, each behind its own ctrld replica.
+	Writers []*store.DB
 	// Watch returns a cluster-service client allowed to watch region.
 	Watch func(region string) ctrlv1.ClusterServiceClient
 }
@@ -165,9 +169,13 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 	for w := range cfg.Workers {
 		workers.Go(func() {
 			r := rand.New(rand.NewPCG(cfg.Seed, uint64(w)))
-			s := desired.New(sys.DB.Ent)
+			db := sys.DB
+			if len(sys.Writers) > 0 {
+				db = sys.Writers[w%len(sys.Writers)]
+			}
+			s := desired.New(db.Ent)
 			for range perWorker {
-				names, outcome, err := runOne(ctx, sys.DB.Ent, s, r, cfg)
+				names, outcome, err := runOne(ctx, db.Ent, s, r, cfg)
 				mu.Lock()
 				if err != nil && rep.FirstError == nil {
 					rep.FirstError = err

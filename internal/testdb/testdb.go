@@ -75,6 +75,23 @@ func Create(ctx context.Context) (*Database, func() error, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return create(ctx, base)
+}
+
+// CreateOn is Create on the server serverDSN reaches (a server of the
+// test's own) instead of the shared test server.
+func CreateOn(ctx context.Context, serverDSN string) (*Database, func() error, error) {
+	base, err := mysql.ParseDSN(serverDSN)
+	if err != nil {
+		return nil, nil, fmt.Errorf("parse server DSN: %w", err)
+	}
+	base.DBName = ""
+	base.ParseTime = true
+	base.Loc = time.UTC
+	return create(ctx, base)
+}
+
+func create(ctx context.Context, base *mysql.Config) (*Database, func() error, error) {
 	admin, err := sql.Open("mysql", base.FormatDSN())
 	if err != nil {
 		return nil, nil, err
