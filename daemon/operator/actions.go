@@ -185,7 +185,7 @@ func toStatus(err error) error {
 		return status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return status.FromContextError(err).Err()
-	case store.IsDeadlock(err):
+	case store.IsConflict(err):
 		// Concurrent writes collided through every rerun store.WithTx gave
 		// them; the same request can succeed a moment later.
 		return status.Error(codes.Aborted, "the action collided with concurrent changes; nothing was changed; retry")

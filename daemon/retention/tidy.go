@@ -104,9 +104,10 @@ func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
 	return nil
 }
 
-// execRetrying runs a statement, again after a deadlock (store.RetryDeadlock).
+// execRetrying runs a statement, again after a deadlock or another
+// conflict (store.RetryConflict).
 func execRetrying(ctx context.Context, conn *sql.Conn, query string, args ...any) error {
-	return store.RetryDeadlock(ctx, func() error {
+	return store.RetryConflict(ctx, func() error {
 		_, err := conn.ExecContext(ctx, query, args...)
 		return err
 	})

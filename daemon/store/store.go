@@ -33,6 +33,10 @@ type DB struct {
 	// StreamEnt and StreamSQL are the watch streams' pool.
 	StreamEnt *ent.Client
 	StreamSQL *sql.DB
+	// Galera says the database is a node of a Galera cluster, where every
+	// connection's reads wait until the node has applied what the cluster
+	// committed before them (see Open).
+	Galera bool
 }
 
 // Pool sizes: together the 64 connections ctrld has always opened at most.
@@ -85,14 +89,31 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
+	connectCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	galera, err := isGaleraNode(connectCtx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
+	}
+	if galera {
+		// A Galera node applies the other nodes' commits a little after
+		// they happen. Without this, a read could miss a change committed
+		// through another node that the reader already knows of: a
+		// replica poked by a peer after its commit would poll too early,
+		// an operator's write through one replica would not yet show
+		// through another, an agent resuming on another replica from a
+		// cursor it got elsewhere could be ahead of what its node shows.
+		// With it each read (and each transaction's first read) first
+		// waits until the node has applied everything the cluster had
+		// committed, the causal reads one server gives by itself.
+		cfg.Params["wsrep_sync_wait"] = "1"
+	}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
 	}
 	db := openPool(connector, MainConns)
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := db.PingContext(pingCtx); err != nil {
+	if err := db.PingContext(connectCtx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
 	}
@@ -100,7 +121,30 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	return &DB{
 		Ent: entClient(db), SQL: db,
 		StreamEnt: entClient(streams), StreamSQL: streams,
+		Galera: galera,
 	}, nil
+}
+
+// isGaleraNode reports whether cfg reaches a node of a Galera cluster
+// (wsrep_on is ON); MySQL, which has no such variable, and a MariaDB
+// server without a cluster are not.
+func isGaleraNode(ctx context.Context, cfg *mysql.Config) (bool, error) {
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return false, err
+	}
+	db := sql.OpenDB(connector)
+	defer db.Close()
+	if err := db.PingContext(ctx); err != nil {
+		return false, err
+	}
+	var on bool
+	err = db.QueryRowContext(ctx, "SELECT @@wsrep_on").Scan(&on)
+	var merr *mysql.MySQLError
+	if errors.As(err, &merr) && merr.Number == 1193 { // unknown system variable
+		return false, nil
+	}
+	return on, err
 }
 
 // openPool opens a pool of at most size connections through connector.
@@ -138,54 +182,66 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 // WithTx runs fn in a transaction and commits it when fn returns nil;
 // otherwise (or on panic) it rolls back and nothing fn wrote remains.
 //
-// A transaction the database rolled back to break a deadlock is run again,
-// up to deadlockAttempts times in all: the change feed's locking reads make
-// such deadlocks a normal outcome of concurrent writers (a child insert and
-// its parent's delete taking the parent's lock in opposite orders), and the
-// caller's operation did nothing yet. fn must therefore be safe to run again
-// (it only writes through tx). Before each rerun it waits a short random
-// time (deadlockBackoff): a burst of writers that deadlocked together would
-// otherwise start again together and collide the same way. A deadlock that
-// outlasts every run is returned as such (IsDeadlock): the caller may retry.
+// A transaction the database rolled back for colliding with another
+// (IsConflict) is run again, up to conflictAttempts times in all: the
+// change feed's locking reads make deadlocks a normal outcome of
+// concurrent writers (a child insert and its parent's delete taking the
+// parent's lock in opposite orders), and on a Galera cluster two nodes'
+// transactions that wrote the same rows fail certification the same way;
+// either way the caller's operation did nothing yet. fn must therefore be
+// safe to run again (it only writes through tx). Before each rerun it
+// waits a short random time that grows with each attempt
+// (conflictBackoff): writers that collided together would otherwise start
+// again together and collide the same way. A conflict that outlasts every
+// run is returned as such (IsConflict): the caller may retry.
 func WithTx(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) error {
-	return RetryDeadlock(ctx, func() error { return withTxOnce(ctx, client, fn) })
+	return RetryConflict(ctx, func() error { return withTxOnce(ctx, client, fn) })
 }
 
-// RetryDeadlock runs fn, a transaction or a statement that is one, again
-// while the database rolls it back to break a deadlock: up to
-// deadlockAttempts runs in all, each after a short random wait
-// (deadlockBackoff). fn must be safe to run again.
-func RetryDeadlock(ctx context.Context, fn func() error) error {
+// RetryConflict runs fn, a transaction or a statement that is one, again
+// while the database rolls it back for a conflict (IsConflict): up to
+// conflictAttempts runs in all, each after a short random wait
+// (conflictBackoff). fn must be safe to run again.
+func RetryConflict(ctx context.Context, fn func() error) error {
 	for attempt := 1; ; attempt++ {
 		err := fn()
-		if !IsDeadlock(err) || attempt == deadlockAttempts || ctx.Err() != nil {
+		if !IsConflict(err) || attempt == conflictAttempts || ctx.Err() != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(deadlockBackoff(attempt)):
+		case <-time.After(conflictBackoff(attempt)):
 		}
 	}
 }
 
-// deadlockAttempts bounds WithTx's runs of one transaction.
-const deadlockAttempts = 4
+// conflictAttempts bounds the runs of one transaction. Eight: on one
+// server a deadlock is rare enough that four always sufficed, but on a
+// Galera cluster a hot row written through several nodes at once fails
+// certification for all but one writer each round, and four runs left a
+// few of every hundred contended writes failed (the Galera change-feed
+// check); the waits below keep the worst case near half a second.
+const conflictAttempts = 8
 
-// deadlockBackoff is the wait before rerunning a transaction that
-// deadlocked on its attempt'th run: random up to 5 ms times attempt, so the
-// victims of one deadlock spread out, and spread wider each time they meet
-// again. Our transactions last a few milliseconds; the worst case adds 30 ms
-// over the three waits.
-func deadlockBackoff(attempt int) time.Duration {
-	return rand.N(time.Duration(attempt) * 5 * time.Millisecond)
+// conflictBackoff is the wait before rerunning a transaction that collided
+// on its attempt'th run: random up to 4 ms doubled with each attempt (at
+// most 250 ms), so the victims of one collision spread out, and spread
+// wider each time they meet again. The seven waits add up to at most about
+// 0.5 s, and to a few milliseconds for the usual single rerun.
+func conflictBackoff(attempt int) time.Duration {
+	return rand.N(min(4*time.Millisecond<<(attempt-1), 250*time.Millisecond))
 }
 
-// IsDeadlock reports whether err is the database's "deadlock found; the
-// transaction was rolled back" (MySQL/MariaDB error 1213).
-func IsDeadlock(err error) bool {
+// IsConflict reports whether err is the database rolling a transaction
+// back because it collided with another, so that running it again can
+// succeed: a deadlock, or on a Galera cluster a certification conflict
+// with another node's transaction (both MySQL/MariaDB error 1213), or a
+// lock wait that timed out (1205; the statement failed, and WithTx rolls
+// the whole transaction back before it runs again).
+func IsConflict(err error) bool {
 	var merr *mysql.MySQLError
-	return errors.As(err, &merr) && merr.Number == 1213
+	return errors.As(err, &merr) && (merr.Number == 1213 || merr.Number == 1205)
 }
 
 func withTxOnce(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {

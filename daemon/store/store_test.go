@@ -197,6 +197,48 @@ func TestWithTxRerunsADeadlockedTransaction(t *testing.T) {
 	}
 }
 
+// A transaction whose lock wait timed out (error 1205) is run again: the
+// lock's holder may be done by then.
+func TestWithTxRerunsATransactionWhoseLockWaitTimedOut(t *testing.T) {
+	ctx := context.Background()
+	client := storetest.New(t).Ent
+	if err := client.Region.Create().SetID("a").Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan struct{})
+	holder := make(chan error, 1)
+	go func() {
+		holder <- store.WithTx(ctx, client, func(tx *ent.Tx) error {
+			if _, err := tx.Region.Query().Where(region.ID("a")).ForUpdate().IDs(ctx); err != nil {
+				return err
+			}
+			close(locked)
+			// Longer than the waiter's one-second lock wait, shorter than two.
+			time.Sleep(1500 * time.Millisecond)
+			return nil
+		})
+	}()
+	<-locked
+	runs := 0
+	err := store.WithTx(ctx, client, func(tx *ent.Tx) error {
+		runs++
+		if _, err := tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+			return err
+		}
+		_, err := tx.Region.Query().Where(region.ID("a")).ForUpdate().IDs(ctx)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the waiting transaction failed: %v", err)
+	}
+	if runs != 2 {
+		t.Fatalf("%d runs, want 2 (the first timed out waiting for the lock)", runs)
+	}
+	if err := <-holder; err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Streams holding every connection of their pool leave the rest of ctrld
 // its own: the main pool still answers (invariant I8).
 func TestStreamsCannotTakeTheMainPool(t *testing.T) {

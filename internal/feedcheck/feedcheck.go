@@ -78,8 +78,10 @@ type Report struct {
 	Committed, RolledBack int
 	// Error counts operations the database or the desired-state layer
 	// refused (a duplicate, a missing row or parent, an invalid owner),
-	// Deadlocks those still deadlocked after store.WithTx's retries.
-	Error, Deadlocks int
+	// Conflicts those still colliding with others (deadlocks,
+	// certification conflicts, lock wait timeouts) after store.WithTx's
+	// reruns.
+	Error, Conflicts int
 	// FirstError is the first refusal's text, to tell expected refusals
 	// (a duplicate, a missing row) from a sick database.
 	FirstError error
@@ -100,8 +102,8 @@ func (r Report) Summary() string {
 	for _, n := range names {
 		ops = append(ops, fmt.Sprintf("%s=%d", n, r.Ops[n]))
 	}
-	return fmt.Sprintf("seed %d: %d committed, %d rolled back, %d refused, %d deadlocked; %d followers, %d reconnects; %d violations; ops: %s",
-		r.Seed, r.Committed, r.RolledBack, r.Error, r.Deadlocks, r.Followers, r.Reconnects, len(r.Violations), strings.Join(ops, " "))
+	return fmt.Sprintf("seed %d: %d committed, %d rolled back, %d refused, %d conflicted; %d followers, %d reconnects; %d violations; ops: %s",
+		r.Seed, r.Committed, r.RolledBack, r.Error, r.Conflicts, r.Followers, r.Reconnects, len(r.Violations), strings.Join(ops, " "))
 }
 
 // Run runs the workload against sys while followers watch every region,
@@ -188,8 +190,8 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 					}
 				case rolledBack:
 					rep.RolledBack++
-				case deadlocked:
-					rep.Deadlocks++
+				case conflicted:
+					rep.Conflicts++
 				default:
 					rep.Error++
 				}
@@ -269,7 +271,7 @@ type outcome int
 const (
 	committed outcome = iota
 	rolledBack
-	deadlocked
+	conflicted
 	failed
 )
 
@@ -327,8 +329,8 @@ func runOne(ctx context.Context, client *ent.Client, s *desired.Store, r *rand.R
 }
 
 func failedWith(err error) outcome {
-	if store.IsDeadlock(err) {
-		return deadlocked
+	if store.IsConflict(err) {
+		return conflicted
 	}
 	return failed
 }

@@ -67,15 +67,15 @@ func TestChangeFeedMatchesTheDatabase(t *testing.T) {
 			total.Committed += rep.Committed
 			total.RolledBack += rep.RolledBack
 			total.Error += rep.Error
-			total.Deadlocks += rep.Deadlocks
+			total.Conflicts += rep.Conflicts
 			total.Reconnects += rep.Reconnects
 		})
 		if !ok {
 			break
 		}
 	}
-	t.Logf("%d rounds: %d transactions committed, %d rolled back, %d refused, %d deadlocked; %d stream cuts resumed", rounds,
-		total.Committed, total.RolledBack, total.Error, total.Deadlocks, total.Reconnects)
+	t.Logf("%d rounds: %d transactions committed, %d rolled back, %d refused, %d conflicted; %d stream cuts resumed", rounds,
+		total.Committed, total.RolledBack, total.Error, total.Conflicts, total.Reconnects)
 }
 
 // The checker fails where it should: behind the seed stream algorithm,
