@@ -122,8 +122,12 @@ func writeRevision(ctx context.Context, tx *ent.Tx, id, action string, before ui
 		SetFirstVersion(span.Lo).SetLastVersion(span.Hi).
 		Exec(ctx)
 	if ent.IsConstraintError(err) {
-		// Only a writer that skipped the deployment's lock gets here.
-		return 0, fmt.Errorf("deployment %q revision %d: %w", id, revision, ErrConcurrentChange)
+		// Only a writer that skipped the deployment's lock gets here: on
+		// one server, none of ours; on a Galera cluster, where row locks
+		// do not reach the other nodes, one revising the same deployment
+		// through another node, whose revision committed first. The rerun
+		// store.WithTx gives a conflict reads it and makes the next one.
+		return 0, rerun{fmt.Errorf("deployment %q revision %d: %w", id, revision, ErrConcurrentChange)}
 	}
 	return revision, err
 }
@@ -330,3 +334,10 @@ func (s *Store) History(ctx context.Context, id string, limit int) (revisions []
 	}
 	return revisions, before, nil
 }
+
+// rerun marks err as a store.ErrConflict, which store.WithTx runs again,
+// without changing its text.
+type rerun struct{ error }
+
+func (r rerun) Unwrap() error      { return r.error }
+func (rerun) Is(target error) bool { return target == store.ErrConflict }

@@ -233,15 +233,21 @@ func conflictBackoff(attempt int) time.Duration {
 	return rand.N(min(4*time.Millisecond<<(attempt-1), 250*time.Millisecond))
 }
 
-// IsConflict reports whether err is the database rolling a transaction
-// back because it collided with another, so that running it again can
-// succeed: a deadlock, or on a Galera cluster a certification conflict
-// with another node's transaction (both MySQL/MariaDB error 1213), or a
-// lock wait that timed out (1205; the statement failed, and WithTx rolls
-// the whole transaction back before it runs again).
+// ErrConflict is what a transaction returns (wrapped) when it finds itself
+// racing another that it expected its locks to keep out, e.g. a unique
+// key taken by a concurrent writer on another Galera node, where row locks
+// do not reach: WithTx runs it again, as after a deadlock.
+var ErrConflict = errors.New("collided with a concurrent transaction")
+
+// IsConflict reports whether err is a transaction colliding with another,
+// so that running it again can succeed: ErrConflict; a deadlock, or on a
+// Galera cluster a certification conflict with another node's transaction
+// (both MySQL/MariaDB error 1213); or a lock wait that timed out (1205; the
+// statement failed, and WithTx rolls the whole transaction back before it
+// runs again).
 func IsConflict(err error) bool {
 	var merr *mysql.MySQLError
-	return errors.As(err, &merr) && (merr.Number == 1213 || merr.Number == 1205)
+	return errors.Is(err, ErrConflict) || errors.As(err, &merr) && (merr.Number == 1213 || merr.Number == 1205)
 }
 
 func withTxOnce(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {

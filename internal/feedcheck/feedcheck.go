@@ -68,6 +68,10 @@ type System struct {
 	// DB, worker w through Writers[w%len(Writers)]: the nodes of a
 	// multi-primary cluster, each behind its own ctrld replica.
 	Writers []*store.DB
+	// During, when set, runs beside the workers (a fault schedule: a
+	// database node or a ctrld replica lost); the check starts once both
+	// it and the workers are done.
+	During func(ctx context.Context)
 	// Watch returns a cluster-service client allowed to watch region.
 	Watch func(region string) ctrlv1.ClusterServiceClient
 }
@@ -167,6 +171,9 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 		workers sync.WaitGroup
 		mu      sync.Mutex
 	)
+	if sys.During != nil {
+		workers.Go(func() { sys.During(ctx) })
+	}
 	perWorker := cfg.Transactions / cfg.Workers
 	for w := range cfg.Workers {
 		workers.Go(func() {

@@ -1,0 +1,210 @@
+package galeracheck
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	_ "google.golang.org/grpc/health" // client-side health checks: a balancer skips NOT_SERVING replicas
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/internal/dial"
+	"github.com/deploysync/deploysync/internal/feedcheck"
+	"github.com/deploysync/deploysync/internal/testdb"
+	"github.com/deploysync/deploysync/internal/testmariadb"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+var (
+	seedFlag = flag.Uint64("galeracheck.seed", 0, "replay this seed in the change-feed rounds")
+	txsFlag  = flag.Int("galeracheck.txs", 600, "transactions per change-feed round")
+)
+
+// One cluster for every check (it takes 20-40 s to start), each a subtest
+// in turn; the last loses a node and a replica for good.
+func TestOnGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("galeracheck: starts a Galera cluster; skipped in -short mode")
+	}
+	g := testmariadb.OwnGalera(t)
+	if g == nil {
+		t.Skip("no mariadbd or galera-4")
+	}
+	c := startCluster(t, g)
+	t.Run("feed", func(t *testing.T) { c.checkFeed(t, nil) })
+	t.Run("operators see no conflicts", c.checkOperatorsSeeNoConflicts)
+	t.Run("feed while a node and a replica are lost", func(t *testing.T) {
+		c.checkFeed(t, func(ctx context.Context) {
+			sleep(ctx, 500*time.Millisecond)
+			t.Logf("killing database node 2 (replica 2 loses its database)")
+			g.Nodes[1].Kill()
+			sleep(ctx, time.Second)
+			t.Logf("stopping replica 3")
+			c.replicas[2].Server.Stop()
+		})
+	})
+}
+
+// cluster is a ctrld replica on each Galera node, one database.
+type cluster struct {
+	replicas []*servertest.Env
+	next     atomic.Int64 // spreads new clients over the replicas
+}
+
+// startCluster creates a database on g and runs a ctrld replica on each
+// node, each with its own connection pools to its own node.
+func startCluster(t *testing.T, g *testmariadb.Galera) *cluster {
+	t.Helper()
+	ctx := context.Background()
+	db, drop, err := testdb.CreateOn(ctx, g.Nodes[0].DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { drop() })
+	c := &cluster{}
+	for i, n := range g.Nodes {
+		cfg, err := mysql.ParseDSN(n.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.DBName = db.Name
+		s, err := store.Open(ctx, cfg.FormatDSN())
+		if err != nil {
+			t.Fatalf("node %d: %v", i+1, err)
+		}
+		if !s.Galera {
+			t.Fatalf("node %d: store.Open did not find a Galera node (its reads would not wait for the cluster's commits)", i+1)
+		}
+		t.Cleanup(func() { s.Close() })
+		if i == 0 {
+			if err := store.Migrate(ctx, s.Ent); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.replicas = append(c.replicas, servertest.StartOn(t, s, server.Config{Instance: fmt.Sprintf("replica-%d", i+1)}))
+	}
+	return c
+}
+
+// dial connects with token to every replica at once, as clients behind a
+// load balancer do: round robin over the replicas that are up and SERVING,
+// the first one tried chosen in turn so that clients spread.
+func (c *cluster) dial(t *testing.T, token string) *grpc.ClientConn {
+	t.Helper()
+	first := int(c.next.Add(1))
+	var addrs []resolver.Address
+	for i := range c.replicas {
+		addrs = append(addrs, resolver.Address{Addr: c.replicas[(first+i)%len(c.replicas)].Server.Addr})
+	}
+	r := manual.NewBuilderWithScheme("ctrld")
+	r.InitialState(resolver.State{Addresses: addrs})
+	conn, err := grpc.NewClient(r.Scheme()+":///replicas",
+		grpc.WithResolvers(r),
+		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}`),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}),
+		grpc.WithConnectParams(dial.Reconnect()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// checkFeed runs one change-feed round: workers write through all three
+// nodes, followers watch through all replicas, during runs beside them.
+func (c *cluster) checkFeed(t *testing.T, during func(ctx context.Context)) {
+	var writers []*store.DB
+	for _, r := range c.replicas {
+		writers = append(writers, r.DB)
+	}
+	watch := func(region string) ctrlv1.ClusterServiceClient {
+		return ctrlv1.NewClusterServiceClient(c.dial(t, c.replicas[0].AgentToken(region)))
+	}
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	rep, err := feedcheck.Run(context.Background(), feedcheck.System{DB: c.replicas[0].DB, Writers: writers, Watch: watch, During: during},
+		feedcheck.Config{Seed: seed, Transactions: *txsFlag})
+	if err != nil {
+		t.Fatalf("seed %d: %v", seed, err)
+	}
+	t.Logf("%s", rep.Summary())
+	if len(rep.Violations) > 0 {
+		t.Fatalf("the change feed diverged from the database on Galera (seed %d; replay: go test ./internal/galeracheck -run 'TestOnGalera/%s' -galeracheck.seed=%d):\n%s",
+			seed, strings.ReplaceAll(t.Name()[strings.Index(t.Name(), "/")+1:], " ", "_"), seed, strings.Join(rep.Violations, "\n"))
+	}
+	if rep.Committed < *txsFlag/5 {
+		t.Fatalf("seed %d: only %d of %d transactions committed (e.g. refused: %v); the workload proves little", seed, rep.Committed, *txsFlag, rep.FirstError)
+	}
+	if during == nil && rep.Conflicts > 0 {
+		t.Errorf("seed %d: %d transactions still collided after store.WithTx's reruns", seed, rep.Conflicts)
+	}
+}
+
+// Two operators scale one deployment at once through replicas on different
+// nodes, so their transactions fail certification against each other
+// again and again: every call must still succeed (store.WithTx reruns
+// them), and the last scale wins.
+func (c *cluster) checkOperatorsSeeNoConflicts(t *testing.T) {
+	ctx := context.Background()
+	c.replicas[0].AgentToken("eu") // registers the region
+	ops := []ctrlv1.OperatorServiceClient{c.replicas[0].Operator("alice"), c.replicas[1].Operator("bob")}
+	if _, err := ops[0].Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "hot", WorkspaceId: "ws", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 128, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	const perOperator = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, 2*perOperator)
+	for i, op := range ops {
+		wg.Go(func() {
+			for n := range perOperator {
+				_, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "hot", Region: "eu", Replicas: int32(1 + (n+i)%5)})
+				if err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	var aborted, other int
+	var first error
+	for err := range errs {
+		if status.Code(err) == codes.Aborted {
+			aborted++
+		} else {
+			other++
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	if aborted+other > 0 {
+		t.Fatalf("%d of %d scales failed (%d aborted as collisions), e.g. %v", aborted+other, 2*perOperator, aborted, first)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
