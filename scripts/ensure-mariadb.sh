@@ -106,3 +106,23 @@ if ! has_server_binaries; then
 		say "warning: no mariadbd or mariadb-install-db: the convergence checker cannot run its own MariaDB (with CI=true its tests fail); install mariadb-server-core"
 	fi
 fi
+
+# The Galera checks (internal/galeracheck) run a three-node Galera cluster of
+# their own: they need Debian's galera-4 (the replication library) and rsync
+# (the state transfer that lets a node join), both of which mariadb-server
+# depends on, and, as root, the mysql user to run the nodes as.
+has_galera() {
+	[[ -e /usr/lib/galera/libgalera_smm.so ]] && command -v rsync >/dev/null && { [[ $(id -u) -ne 0 ]] || id mysql >/dev/null 2>&1; }
+}
+if ! has_galera; then
+	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+		say "installing galera-4 and rsync for the Galera checks' own cluster"
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >/dev/null || die "apt-get update failed"
+		apt-get install -y -qq --no-install-recommends galera-4 rsync >/dev/null || die "apt-get install galera-4 rsync failed"
+		id mysql >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin mysql || die "could not create the mysql user"
+		has_galera || die "galera-4 and rsync installed, but the Galera checks' needs are still missing"
+	else
+		say "warning: no galera-4, rsync or mysql user: the Galera checks cannot run their own cluster (with CI=true their tests fail); install galera-4 and rsync"
+	fi
+fi
