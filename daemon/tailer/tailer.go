@@ -214,21 +214,31 @@ func (t *Tailer) follow(ctx context.Context) {
 		if more && err == nil {
 			continue // a full batch: read on without waiting
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-pollTick.C:
-		case <-t.poke:
-		// Neither touches what a poll updates, so a panic in one is that
-		// round's failure (logged and counted by the guard), not a reason
-		// to end every stream.
-		case <-controlTick.C:
-			if err := t.guard.Run("tailer-control", func() error { return t.readControl(ctx) }); err != nil && ctx.Err() == nil {
-				t.log.Warn("tailer: reading region control failed", "err", err)
-			}
-		case <-persistTick.C:
-			if err := t.guard.Run("tailer-persist", func() error { return t.persistWatermark(ctx) }); err != nil && ctx.Err() == nil {
-				t.log.Warn("tailer: persisting the watermark failed", "err", err)
+		// The next poll waits for the poll tick or a poke, not for region
+		// control or the watermark's persistence: PollInterval means what
+		// it says. A tailer polling every hour reads the change log only
+		// when poked (daemon/peers' tests rely on it), and an idle one
+		// polls 10 times a second, not 12.
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-pollTick.C:
+				break wait
+			case <-t.poke:
+				break wait
+			// Neither touches what a poll updates, so a panic in one is
+			// that round's failure (logged and counted by the guard), not
+			// a reason to end every stream.
+			case <-controlTick.C:
+				if err := t.guard.Run("tailer-control", func() error { return t.readControl(ctx) }); err != nil && ctx.Err() == nil {
+					t.log.Warn("tailer: reading region control failed", "err", err)
+				}
+			case <-persistTick.C:
+				if err := t.guard.Run("tailer-persist", func() error { return t.persistWatermark(ctx) }); err != nil && ctx.Err() == nil {
+					t.log.Warn("tailer: persisting the watermark failed", "err", err)
+				}
 			}
 		}
 	}
