@@ -19,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
@@ -46,6 +47,8 @@ type Client struct {
 	AuditLog *AuditLogClient
 	// CiliumNetworkPolicy is the client for interacting with the CiliumNetworkPolicy builders.
 	CiliumNetworkPolicy *CiliumNetworkPolicyClient
+	// CtrldReplica is the client for interacting with the CtrldReplica builders.
+	CtrldReplica *CtrldReplicaClient
 	// Deployment is the client for interacting with the Deployment builders.
 	Deployment *DeploymentClient
 	// DeploymentChange is the client for interacting with the DeploymentChange builders.
@@ -81,6 +84,7 @@ func (c *Client) init() {
 	c.Agent = NewAgentClient(c.config)
 	c.AuditLog = NewAuditLogClient(c.config)
 	c.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(c.config)
+	c.CtrldReplica = NewCtrldReplicaClient(c.config)
 	c.Deployment = NewDeploymentClient(c.config)
 	c.DeploymentChange = NewDeploymentChangeClient(c.config)
 	c.DeploymentRevision = NewDeploymentRevisionClient(c.config)
@@ -187,6 +191,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		Agent:               NewAgentClient(cfg),
 		AuditLog:            NewAuditLogClient(cfg),
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
+		CtrldReplica:        NewCtrldReplicaClient(cfg),
 		Deployment:          NewDeploymentClient(cfg),
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
@@ -220,6 +225,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		Agent:               NewAgentClient(cfg),
 		AuditLog:            NewAuditLogClient(cfg),
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
+		CtrldReplica:        NewCtrldReplicaClient(cfg),
 		Deployment:          NewDeploymentClient(cfg),
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
@@ -259,9 +265,9 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
-		c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology, c.Instance,
-		c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
+		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
+		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
+		c.Instance, c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -271,9 +277,9 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.Deployment,
-		c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology, c.Instance,
-		c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
+		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
+		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
+		c.Instance, c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -290,6 +296,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.AuditLog.mutate(ctx, m)
 	case *CiliumNetworkPolicyMutation:
 		return c.CiliumNetworkPolicy.mutate(ctx, m)
+	case *CtrldReplicaMutation:
+		return c.CtrldReplica.mutate(ctx, m)
 	case *DeploymentMutation:
 		return c.Deployment.mutate(ctx, m)
 	case *DeploymentChangeMutation:
@@ -861,6 +869,139 @@ func (c *CiliumNetworkPolicyClient) mutate(ctx context.Context, m *CiliumNetwork
 		return (&CiliumNetworkPolicyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown CiliumNetworkPolicy mutation op: %q", m.Op())
+	}
+}
+
+// CtrldReplicaClient is a client for the CtrldReplica schema.
+type CtrldReplicaClient struct {
+	config
+}
+
+// NewCtrldReplicaClient returns a client for the CtrldReplica from the given config.
+func NewCtrldReplicaClient(c config) *CtrldReplicaClient {
+	return &CtrldReplicaClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `ctrldreplica.Hooks(f(g(h())))`.
+func (c *CtrldReplicaClient) Use(hooks ...Hook) {
+	c.hooks.CtrldReplica = append(c.hooks.CtrldReplica, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `ctrldreplica.Intercept(f(g(h())))`.
+func (c *CtrldReplicaClient) Intercept(interceptors ...Interceptor) {
+	c.inters.CtrldReplica = append(c.inters.CtrldReplica, interceptors...)
+}
+
+// Create returns a builder for creating a CtrldReplica entity.
+func (c *CtrldReplicaClient) Create() *CtrldReplicaCreate {
+	mutation := newCtrldReplicaMutation(c.config, OpCreate)
+	return &CtrldReplicaCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of CtrldReplica entities.
+func (c *CtrldReplicaClient) CreateBulk(builders ...*CtrldReplicaCreate) *CtrldReplicaCreateBulk {
+	return &CtrldReplicaCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *CtrldReplicaClient) MapCreateBulk(slice any, setFunc func(*CtrldReplicaCreate, int)) *CtrldReplicaCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &CtrldReplicaCreateBulk{err: fmt.Errorf("calling to CtrldReplicaClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*CtrldReplicaCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &CtrldReplicaCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for CtrldReplica.
+func (c *CtrldReplicaClient) Update() *CtrldReplicaUpdate {
+	mutation := newCtrldReplicaMutation(c.config, OpUpdate)
+	return &CtrldReplicaUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *CtrldReplicaClient) UpdateOne(_m *CtrldReplica) *CtrldReplicaUpdateOne {
+	mutation := newCtrldReplicaMutation(c.config, OpUpdateOne, withCtrldReplica(_m))
+	return &CtrldReplicaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *CtrldReplicaClient) UpdateOneID(id string) *CtrldReplicaUpdateOne {
+	mutation := newCtrldReplicaMutation(c.config, OpUpdateOne, withCtrldReplicaID(id))
+	return &CtrldReplicaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for CtrldReplica.
+func (c *CtrldReplicaClient) Delete() *CtrldReplicaDelete {
+	mutation := newCtrldReplicaMutation(c.config, OpDelete)
+	return &CtrldReplicaDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *CtrldReplicaClient) DeleteOne(_m *CtrldReplica) *CtrldReplicaDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *CtrldReplicaClient) DeleteOneID(id string) *CtrldReplicaDeleteOne {
+	builder := c.Delete().Where(ctrldreplica.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &CtrldReplicaDeleteOne{builder}
+}
+
+// Query returns a query builder for CtrldReplica.
+func (c *CtrldReplicaClient) Query() *CtrldReplicaQuery {
+	return &CtrldReplicaQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeCtrldReplica},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a CtrldReplica entity by its id.
+func (c *CtrldReplicaClient) Get(ctx context.Context, id string) (*CtrldReplica, error) {
+	return c.Query().Where(ctrldreplica.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *CtrldReplicaClient) GetX(ctx context.Context, id string) *CtrldReplica {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *CtrldReplicaClient) Hooks() []Hook {
+	return c.hooks.CtrldReplica
+}
+
+// Interceptors returns the client interceptors.
+func (c *CtrldReplicaClient) Interceptors() []Interceptor {
+	return c.inters.CtrldReplica
+}
+
+func (c *CtrldReplicaClient) mutate(ctx context.Context, m *CtrldReplicaMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&CtrldReplicaCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&CtrldReplicaUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&CtrldReplicaUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&CtrldReplicaDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown CtrldReplica mutation op: %q", m.Op())
 	}
 }
 
@@ -2312,14 +2453,14 @@ func (c *StreamMarkClient) mutate(ctx context.Context, m *StreamMarkMutation) (V
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentRevision, DeploymentTopology, Instance, Namespace, Region,
-		ResourceSync, Sentinel, StreamMark []ent.Hook
+		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
+		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
+		Region, ResourceSync, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
-		APIToken, Agent, AuditLog, CiliumNetworkPolicy, Deployment, DeploymentChange,
-		DeploymentRevision, DeploymentTopology, Instance, Namespace, Region,
-		ResourceSync, Sentinel, StreamMark []ent.Interceptor
+		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
+		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
+		Region, ResourceSync, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
@@ -90,6 +91,7 @@ func checkColumn(t, c string) error {
 			agent.Table:               agent.ValidColumn,
 			auditlog.Table:            auditlog.ValidColumn,
 			ciliumnetworkpolicy.Table: ciliumnetworkpolicy.ValidColumn,
+			ctrldreplica.Table:        ctrldreplica.ValidColumn,
 			deployment.Table:          deployment.ValidColumn,
 			deploymentchange.Table:    deploymentchange.ValidColumn,
 			deploymentrevision.Table:  deploymentrevision.ValidColumn,

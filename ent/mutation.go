@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
@@ -42,6 +43,7 @@ const (
 	TypeAgent               = "Agent"
 	TypeAuditLog            = "AuditLog"
 	TypeCiliumNetworkPolicy = "CiliumNetworkPolicy"
+	TypeCtrldReplica        = "CtrldReplica"
 	TypeDeployment          = "Deployment"
 	TypeDeploymentChange    = "DeploymentChange"
 	TypeDeploymentRevision  = "DeploymentRevision"
@@ -3228,6 +3230,500 @@ func (m *CiliumNetworkPolicyMutation) ResetEdge(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown CiliumNetworkPolicy edge %s", name)
+}
+
+// CtrldReplicaMutation represents an operation that mutates the CtrldReplica nodes in the graph.
+type CtrldReplicaMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *string
+	instance      *string
+	address       *string
+	secret        *string
+	heartbeat_at  *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*CtrldReplica, error)
+	predicates    []predicate.CtrldReplica
+}
+
+var _ ent.Mutation = (*CtrldReplicaMutation)(nil)
+
+// ctrldreplicaOption allows management of the mutation configuration using functional options.
+type ctrldreplicaOption func(*CtrldReplicaMutation)
+
+// newCtrldReplicaMutation creates new mutation for the CtrldReplica entity.
+func newCtrldReplicaMutation(c config, op Op, opts ...ctrldreplicaOption) *CtrldReplicaMutation {
+	m := &CtrldReplicaMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeCtrldReplica,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withCtrldReplicaID sets the ID field of the mutation.
+func withCtrldReplicaID(id string) ctrldreplicaOption {
+	return func(m *CtrldReplicaMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *CtrldReplica
+		)
+		m.oldValue = func(ctx context.Context) (*CtrldReplica, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().CtrldReplica.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withCtrldReplica sets the old CtrldReplica of the mutation.
+func withCtrldReplica(node *CtrldReplica) ctrldreplicaOption {
+	return func(m *CtrldReplicaMutation) {
+		m.oldValue = func(context.Context) (*CtrldReplica, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m CtrldReplicaMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m CtrldReplicaMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of CtrldReplica entities.
+func (m *CtrldReplicaMutation) SetID(id string) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *CtrldReplicaMutation) ID() (id string, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *CtrldReplicaMutation) IDs(ctx context.Context) ([]string, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []string{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().CtrldReplica.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetInstance sets the "instance" field.
+func (m *CtrldReplicaMutation) SetInstance(s string) {
+	m.instance = &s
+}
+
+// Instance returns the value of the "instance" field in the mutation.
+func (m *CtrldReplicaMutation) Instance() (r string, exists bool) {
+	v := m.instance
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInstance returns the old "instance" field's value of the CtrldReplica entity.
+// If the CtrldReplica object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CtrldReplicaMutation) OldInstance(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInstance is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInstance requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInstance: %w", err)
+	}
+	return oldValue.Instance, nil
+}
+
+// ResetInstance resets all changes to the "instance" field.
+func (m *CtrldReplicaMutation) ResetInstance() {
+	m.instance = nil
+}
+
+// SetAddress sets the "address" field.
+func (m *CtrldReplicaMutation) SetAddress(s string) {
+	m.address = &s
+}
+
+// Address returns the value of the "address" field in the mutation.
+func (m *CtrldReplicaMutation) Address() (r string, exists bool) {
+	v := m.address
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAddress returns the old "address" field's value of the CtrldReplica entity.
+// If the CtrldReplica object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CtrldReplicaMutation) OldAddress(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAddress is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAddress requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAddress: %w", err)
+	}
+	return oldValue.Address, nil
+}
+
+// ResetAddress resets all changes to the "address" field.
+func (m *CtrldReplicaMutation) ResetAddress() {
+	m.address = nil
+}
+
+// SetSecret sets the "secret" field.
+func (m *CtrldReplicaMutation) SetSecret(s string) {
+	m.secret = &s
+}
+
+// Secret returns the value of the "secret" field in the mutation.
+func (m *CtrldReplicaMutation) Secret() (r string, exists bool) {
+	v := m.secret
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSecret returns the old "secret" field's value of the CtrldReplica entity.
+// If the CtrldReplica object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CtrldReplicaMutation) OldSecret(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSecret is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSecret requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSecret: %w", err)
+	}
+	return oldValue.Secret, nil
+}
+
+// ResetSecret resets all changes to the "secret" field.
+func (m *CtrldReplicaMutation) ResetSecret() {
+	m.secret = nil
+}
+
+// SetHeartbeatAt sets the "heartbeat_at" field.
+func (m *CtrldReplicaMutation) SetHeartbeatAt(t time.Time) {
+	m.heartbeat_at = &t
+}
+
+// HeartbeatAt returns the value of the "heartbeat_at" field in the mutation.
+func (m *CtrldReplicaMutation) HeartbeatAt() (r time.Time, exists bool) {
+	v := m.heartbeat_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHeartbeatAt returns the old "heartbeat_at" field's value of the CtrldReplica entity.
+// If the CtrldReplica object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CtrldReplicaMutation) OldHeartbeatAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHeartbeatAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHeartbeatAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHeartbeatAt: %w", err)
+	}
+	return oldValue.HeartbeatAt, nil
+}
+
+// ResetHeartbeatAt resets all changes to the "heartbeat_at" field.
+func (m *CtrldReplicaMutation) ResetHeartbeatAt() {
+	m.heartbeat_at = nil
+}
+
+// Where appends a list predicates to the CtrldReplicaMutation builder.
+func (m *CtrldReplicaMutation) Where(ps ...predicate.CtrldReplica) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the CtrldReplicaMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *CtrldReplicaMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.CtrldReplica, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *CtrldReplicaMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *CtrldReplicaMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (CtrldReplica).
+func (m *CtrldReplicaMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *CtrldReplicaMutation) Fields() []string {
+	fields := make([]string, 0, 4)
+	if m.instance != nil {
+		fields = append(fields, ctrldreplica.FieldInstance)
+	}
+	if m.address != nil {
+		fields = append(fields, ctrldreplica.FieldAddress)
+	}
+	if m.secret != nil {
+		fields = append(fields, ctrldreplica.FieldSecret)
+	}
+	if m.heartbeat_at != nil {
+		fields = append(fields, ctrldreplica.FieldHeartbeatAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *CtrldReplicaMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case ctrldreplica.FieldInstance:
+		return m.Instance()
+	case ctrldreplica.FieldAddress:
+		return m.Address()
+	case ctrldreplica.FieldSecret:
+		return m.Secret()
+	case ctrldreplica.FieldHeartbeatAt:
+		return m.HeartbeatAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *CtrldReplicaMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case ctrldreplica.FieldInstance:
+		return m.OldInstance(ctx)
+	case ctrldreplica.FieldAddress:
+		return m.OldAddress(ctx)
+	case ctrldreplica.FieldSecret:
+		return m.OldSecret(ctx)
+	case ctrldreplica.FieldHeartbeatAt:
+		return m.OldHeartbeatAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown CtrldReplica field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *CtrldReplicaMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case ctrldreplica.FieldInstance:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInstance(v)
+		return nil
+	case ctrldreplica.FieldAddress:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAddress(v)
+		return nil
+	case ctrldreplica.FieldSecret:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSecret(v)
+		return nil
+	case ctrldreplica.FieldHeartbeatAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHeartbeatAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown CtrldReplica field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *CtrldReplicaMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *CtrldReplicaMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *CtrldReplicaMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown CtrldReplica numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *CtrldReplicaMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *CtrldReplicaMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *CtrldReplicaMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown CtrldReplica nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *CtrldReplicaMutation) ResetField(name string) error {
+	switch name {
+	case ctrldreplica.FieldInstance:
+		m.ResetInstance()
+		return nil
+	case ctrldreplica.FieldAddress:
+		m.ResetAddress()
+		return nil
+	case ctrldreplica.FieldSecret:
+		m.ResetSecret()
+		return nil
+	case ctrldreplica.FieldHeartbeatAt:
+		m.ResetHeartbeatAt()
+		return nil
+	}
+	return fmt.Errorf("unknown CtrldReplica field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *CtrldReplicaMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *CtrldReplicaMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *CtrldReplicaMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *CtrldReplicaMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *CtrldReplicaMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *CtrldReplicaMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *CtrldReplicaMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown CtrldReplica unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *CtrldReplicaMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown CtrldReplica edge %s", name)
 }
 
 // DeploymentMutation represents an operation that mutates the Deployment nodes in the graph.

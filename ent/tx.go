@@ -22,6 +22,8 @@ type Tx struct {
 	AuditLog *AuditLogClient
 	// CiliumNetworkPolicy is the client for interacting with the CiliumNetworkPolicy builders.
 	CiliumNetworkPolicy *CiliumNetworkPolicyClient
+	// CtrldReplica is the client for interacting with the CtrldReplica builders.
+	CtrldReplica *CtrldReplicaClient
 	// Deployment is the client for interacting with the Deployment builders.
 	Deployment *DeploymentClient
 	// DeploymentChange is the client for interacting with the DeploymentChange builders.
@@ -177,6 +179,7 @@ func (tx *Tx) init() {
 	tx.Agent = NewAgentClient(tx.config)
 	tx.AuditLog = NewAuditLogClient(tx.config)
 	tx.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(tx.config)
+	tx.CtrldReplica = NewCtrldReplicaClient(tx.config)
 	tx.Deployment = NewDeploymentClient(tx.config)
 	tx.DeploymentChange = NewDeploymentChangeClient(tx.config)
 	tx.DeploymentRevision = NewDeploymentRevisionClient(tx.config)

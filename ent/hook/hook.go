@@ -57,6 +57,18 @@ func (f CiliumNetworkPolicyFunc) Mutate(ctx context.Context, m ent.Mutation) (en
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CiliumNetworkPolicyMutation", m)
 }
 
+// The CtrldReplicaFunc type is an adapter to allow the use of ordinary
+// function as CtrldReplica mutator.
+type CtrldReplicaFunc func(context.Context, *ent.CtrldReplicaMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f CtrldReplicaFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.CtrldReplicaMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CtrldReplicaMutation", m)
+}
+
 // The DeploymentFunc type is an adapter to allow the use of ordinary
 // function as Deployment mutator.
 type DeploymentFunc func(context.Context, *ent.DeploymentMutation) (ent.Value, error)

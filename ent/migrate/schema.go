@@ -129,6 +129,20 @@ var (
 			},
 		},
 	}
+	// CtrldReplicasColumns holds the columns for the "ctrld_replicas" table.
+	CtrldReplicasColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeString, Size: 64},
+		{Name: "instance", Type: field.TypeString, Size: 255},
+		{Name: "address", Type: field.TypeString, Size: 255},
+		{Name: "secret", Type: field.TypeString, Size: 64},
+		{Name: "heartbeat_at", Type: field.TypeTime, Default: schema.Expr("CURRENT_TIMESTAMP(6)"), SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// CtrldReplicasTable holds the schema information for the "ctrld_replicas" table.
+	CtrldReplicasTable = &schema.Table{
+		Name:       "ctrld_replicas",
+		Columns:    CtrldReplicasColumns,
+		PrimaryKey: []*schema.Column{CtrldReplicasColumns[0]},
+	}
 	// DeploymentsColumns holds the columns for the "deployments" table.
 	DeploymentsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString},
@@ -440,6 +454,7 @@ var (
 		AgentsTable,
 		OperatorAuditLogTable,
 		CiliumNetworkPoliciesTable,
+		CtrldReplicasTable,
 		DeploymentsTable,
 		DeploymentChangesTable,
 		DeploymentRevisionsTable,
@@ -463,6 +478,9 @@ func init() {
 	CiliumNetworkPoliciesTable.ForeignKeys[0].RefTable = DeploymentsTable
 	CiliumNetworkPoliciesTable.Annotation = &entsql.Annotation{
 		Table: "cilium_network_policies",
+	}
+	CtrldReplicasTable.Annotation = &entsql.Annotation{
+		Table: "ctrld_replicas",
 	}
 	DeploymentChangesTable.Annotation = &entsql.Annotation{
 		Table: "deployment_changes",

@@ -18,6 +18,9 @@ type AuditLog func(*sql.Selector)
 // CiliumNetworkPolicy is the predicate function for ciliumnetworkpolicy builders.
 type CiliumNetworkPolicy func(*sql.Selector)
 
+// CtrldReplica is the predicate function for ctrldreplica builders.
+type CtrldReplica func(*sql.Selector)
+
 // Deployment is the predicate function for deployment builders.
 type Deployment func(*sql.Selector)
 

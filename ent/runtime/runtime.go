@@ -9,6 +9,7 @@ import (
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
+	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
@@ -214,6 +215,66 @@ func init() {
 	ciliumnetworkpolicyDescID := ciliumnetworkpolicyFields[0].Descriptor()
 	// ciliumnetworkpolicy.IDValidator is a validator for the "id" field. It is called by the builders before save.
 	ciliumnetworkpolicy.IDValidator = ciliumnetworkpolicyDescID.Validators[0].(func(string) error)
+	ctrldreplicaFields := schema.CtrldReplica{}.Fields()
+	_ = ctrldreplicaFields
+	// ctrldreplicaDescInstance is the schema descriptor for instance field.
+	ctrldreplicaDescInstance := ctrldreplicaFields[1].Descriptor()
+	// ctrldreplica.InstanceValidator is a validator for the "instance" field. It is called by the builders before save.
+	ctrldreplica.InstanceValidator = ctrldreplicaDescInstance.Validators[0].(func(string) error)
+	// ctrldreplicaDescAddress is the schema descriptor for address field.
+	ctrldreplicaDescAddress := ctrldreplicaFields[2].Descriptor()
+	// ctrldreplica.AddressValidator is a validator for the "address" field. It is called by the builders before save.
+	ctrldreplica.AddressValidator = func() func(string) error {
+		validators := ctrldreplicaDescAddress.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(address string) error {
+			for _, fn := range fns {
+				if err := fn(address); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// ctrldreplicaDescSecret is the schema descriptor for secret field.
+	ctrldreplicaDescSecret := ctrldreplicaFields[3].Descriptor()
+	// ctrldreplica.SecretValidator is a validator for the "secret" field. It is called by the builders before save.
+	ctrldreplica.SecretValidator = func() func(string) error {
+		validators := ctrldreplicaDescSecret.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(secret string) error {
+			for _, fn := range fns {
+				if err := fn(secret); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// ctrldreplicaDescID is the schema descriptor for id field.
+	ctrldreplicaDescID := ctrldreplicaFields[0].Descriptor()
+	// ctrldreplica.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	ctrldreplica.IDValidator = func() func(string) error {
+		validators := ctrldreplicaDescID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(id string) error {
+			for _, fn := range fns {
+				if err := fn(id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
 	deploymentMixin := schema.Deployment{}.Mixin()
 	deploymentHooks := schema.Deployment{}.Hooks()
 	deployment.Hooks[0] = deploymentHooks[0]
