@@ -126,6 +126,9 @@ type Authenticator struct {
 	// services maps a full gRPC service name to the token kind it admits.
 	services map[string]apitoken.Kind
 	streams  liveStreams
+	// selfChecked are the full methods that take no token and check their
+	// callers themselves (see SelfChecked).
+	selfChecked map[string]bool
 	// OnOperatorRefusal, if set, hears of every operator call refused
 	// here (the operator service audits them).
 	OnOperatorRefusal func(context.Context, Refusal)
@@ -137,7 +140,25 @@ func NewAuthenticator(client *ent.Client, agentService, operatorService string) 
 	return &Authenticator{client: client, services: map[string]apitoken.Kind{
 		agentService:    Agent,
 		operatorService: Operator,
-	}, streams: liveStreams{byHash: map[string]map[*streamEnd]struct{}{}}}
+	}, streams: liveStreams{byHash: map[string]map[*streamEnd]struct{}{}}, selfChecked: map[string]bool{}}
+}
+
+// selfCheckedService is the kind of a service that has SelfChecked methods:
+// no token admits any of its methods.
+const selfCheckedService apitoken.Kind = ""
+
+// SelfChecked lets fullMethod ("/pkg.Service/Method") through without a
+// bearer token, to a handler that checks its caller itself (ctrld replicas'
+// Poke, which checks the secret its target registered in the database).
+// Every other method of that service is refused, whatever token it
+// carries. Call it before the server serves, and never for a method of a
+// service that tokens admit: their holders would lose it.
+func (a *Authenticator) SelfChecked(fullMethod string) {
+	if kind, ok := a.services[serviceOf(fullMethod)]; ok && kind != selfCheckedService {
+		panic(fmt.Sprintf("auth: %s belongs to the service %s tokens admit", fullMethod, kind))
+	}
+	a.selfChecked[fullMethod] = true
+	a.services[serviceOf(fullMethod)] = selfCheckedService
 }
 
 type principalKey struct{}
@@ -158,8 +179,11 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ context.Context, tokenName string, _ error) {
 	service := serviceOf(fullMethod)
 	kind, guarded := a.services[service]
-	if !guarded {
+	if !guarded || a.selfChecked[fullMethod] {
 		return ctx, "", nil
+	}
+	if kind == selfCheckedService {
+		return nil, "", status.Errorf(codes.PermissionDenied, "%s is not open to callers", fullMethod)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	token := bearerToken(md)

@@ -188,3 +188,38 @@ func TestMigrationKeepsOlderOperatorNamesTaken(t *testing.T) {
 		t.Errorf("new token named alice once the older ones are revoked: %v", err)
 	}
 }
+
+// A method declared self-checked (a replica's Poke) reaches its handler
+// without a token; the rest of its service is refused whatever the caller
+// sends, and other services still ask for their tokens. A method of a
+// service tokens admit cannot be opened this way.
+func TestOnlySelfCheckedMethodsSkipTheToken(t *testing.T) {
+	const cluster, operator, peer = "deploysync.ctrl.v1.ClusterService", "deploysync.ctrl.v1.OperatorService", "deploysync.ctrl.v1.PeerService"
+	a := auth.NewAuthenticator(nil, cluster, operator) // no token is looked up here
+	a.SelfChecked("/" + peer + "/Poke")
+	call := func(method string) (reached bool, err error) {
+		_, err = a.Unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) {
+			reached = true
+			return nil, nil
+		})
+		return reached, err
+	}
+	if reached, err := call("/" + peer + "/Poke"); !reached || err != nil {
+		t.Fatalf("Poke: reached %v, %v; want its handler", reached, err)
+	}
+	for method, want := range map[string]codes.Code{
+		"/" + peer + "/Other":                codes.PermissionDenied,
+		"/" + cluster + "/ReportAgentStatus": codes.Unauthenticated,
+		"/" + operator + "/Poke":             codes.Unauthenticated,
+	} {
+		if reached, err := call(method); reached || status.Code(err) != want {
+			t.Errorf("%s: reached %v, %v; want %v", method, reached, err, want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("an operator method was opened to tokenless callers")
+		}
+	}()
+	a.SelfChecked("/" + operator + "/ListRegions")
+}

@@ -5,4 +5,9 @@
 // SHA-256 is stored, so a database leak does not leak credentials. A token
 // is checked on every call and, for streams, again every recheck interval
 // while they run, so revoking a token cuts off its agent's running stream.
+//
+// One method takes no token: a ctrld replica's Poke (daemon/peers), which
+// other replicas call with the secret the target registered in the
+// database and which checks that secret itself. Every other method of its
+// service is refused (Authenticator.SelfChecked).
 package auth
