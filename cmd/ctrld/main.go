@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -111,6 +112,11 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `file` (PEM); with --tls-key enables TLS", EnvVars: env("tls-cert")},
 			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `file` (PEM)", EnvVars: env("tls-key")},
 			&cli.StringFlag{Name: "tls-client-ca", Usage: "CA `file` (PEM): require client certificates signed by it", EnvVars: env("tls-client-ca")},
+			&cli.StringFlag{Name: "advertise-addr", Usage: "`host[:port]` the other ctrld replicas on this database dial to reach this one itself, not a load balancer (e.g. the pod's IP; the port defaults to --listen's). " +
+				"Replicas register in the table ctrld_replicas and poke each other after a write, so a change reaches every replica's agents at once. " +
+				"Empty: off; a change written through another replica then reaches this one's agents at its next poll, up to --poll-interval later. With --tls-cert, replicas dial each other with TLS (see --peer-ca)", EnvVars: env("advertise-addr")},
+			&cli.StringFlag{Name: "peer-ca", Usage: "CA `file` (PEM) that the other replicas' certificates are verified with when ctrld serves TLS (default: the system's roots). With --tls-client-ca, this replica presents its --tls-cert to them, which must then be signed by that CA and allow client authentication", EnvVars: env("peer-ca")},
+			&cli.StringFlag{Name: "peer-server-name", Usage: "`name` the other replicas' certificates are verified for (default: the host of each one's --advertise-addr), when their certificates name a service rather than each replica's address", EnvVars: env("peer-server-name")},
 			&cli.DurationFlag{Name: "stream-send-timeout", Value: stream.Defaults.SendTimeout, Usage: "a stream whose client reads nothing for this long while events wait is ended (logged, counted in deploysync_stream_stalled_total); the agent resumes from its last bookmark", EnvVars: env("stream-send-timeout")},
 			&cli.IntFlag{Name: "max-full-syncs", Value: stream.Defaults.MaxFullSyncs, Usage: "full syncs reading a page from the database at once; more wait for a slot, holding nothing (a full sync waiting on its client holds no slot)", EnvVars: env("max-full-syncs")},
 			&cli.IntFlag{Name: "max-streams-per-token", Value: stream.Defaults.MaxStreamsPerToken, Usage: "open streams one agent token may have; more are refused with ResourceExhausted", EnvVars: env("max-streams-per-token")},
@@ -137,6 +143,14 @@ func serveCommand() *cli.Command {
 			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
 				return fmt.Errorf("--tls-cert and --tls-key go together")
 			}
+			for _, peerFlag := range []string{"peer-ca", "peer-server-name"} {
+				if c.String(peerFlag) == "" {
+					continue
+				}
+				if c.String("advertise-addr") == "" || c.String("tls-cert") == "" {
+					return fmt.Errorf("--%s says how replicas verify each other over TLS: it needs --advertise-addr (peer pokes on) and --tls-cert (TLS)", peerFlag)
+				}
+			}
 			// The clients' rule (internal/dial): plaintext stays on this
 			// machine unless someone said otherwise.
 			if listen := c.String("listen"); c.String("tls-cert") == "" && !dial.Loopback(listen) {
@@ -161,13 +175,16 @@ func serveCommand() *cli.Command {
 				return err
 			}
 			srv, err := server.Start(c.Context, db, server.Config{
-				ListenAddr:   c.String("listen"),
-				MetricsAddr:  c.String("metrics-listen"),
-				TLSCert:      c.String("tls-cert"),
-				TLSKey:       c.String("tls-key"),
-				TLSClientCA:  c.String("tls-client-ca"),
-				Instance:     c.String("instance"),
-				TokenRecheck: c.Duration("token-recheck"),
+				ListenAddr:     c.String("listen"),
+				MetricsAddr:    c.String("metrics-listen"),
+				TLSCert:        c.String("tls-cert"),
+				TLSKey:         c.String("tls-key"),
+				TLSClientCA:    c.String("tls-client-ca"),
+				Peers:          peers.Config{AdvertiseAddr: c.String("advertise-addr")},
+				PeerCA:         c.String("peer-ca"),
+				PeerServerName: c.String("peer-server-name"),
+				Instance:       c.String("instance"),
+				TokenRecheck:   c.Duration("token-recheck"),
 				Tailer: tailer.Config{
 					PollInterval:   c.Duration("poll-interval"),
 					HoleGrace:      c.Duration("hole-grace"),

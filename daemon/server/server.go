@@ -1,7 +1,8 @@
-// Package server assembles ctrld: the gRPC server (cluster and operator
-// services, health, reflection, TLS, auth), the tailer, retention, the deploy
-// workflow, and the metrics/health HTTP endpoint; and shuts them down in an
-// order that ends agents' streams cleanly.
+// Package server assembles ctrld: the gRPC server (cluster, operator and
+// peer services, health, reflection, TLS, auth), the tailer, the replica's
+// registration and pokes of its peers, retention, the deploy workflow, and
+// the metrics/health HTTP endpoint; and shuts them down in an order that
+// ends agents' streams cleanly.
 package server
 
 import (
@@ -23,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
@@ -32,6 +34,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/operator"
+	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -59,6 +62,15 @@ type Config struct {
 	// TLSCert and TLSKey enable TLS; TLSClientCA also requires client
 	// certificates signed by it.
 	TLSCert, TLSKey, TLSClientCA string
+	// Peers says where other replicas on the database reach this one, to
+	// poke it after their writes; an empty Peers.AdvertiseAddr turns peer
+	// pokes off. Peers.Credentials is set here from the TLS fields.
+	Peers peers.Config
+	// PeerCA verifies other replicas' certificates when ctrld serves TLS
+	// (default: the system's roots). PeerServerName is the name they are
+	// verified for (default: the host of each one's advertised address).
+	// With TLSClientCA, this replica presents TLSCert to its peers.
+	PeerCA, PeerServerName string
 	// MaxMessageBytes caps a received message (default
 	// limits.MaxMessageBytes); larger requests fail with ResourceExhausted.
 	// Sent messages are always capped at limits.MaxMessageBytes, what
@@ -88,6 +100,11 @@ type Server struct {
 	MetricsAddr string
 	// Tailer is the process's tailer.
 	Tailer *tailer.Tailer
+	// Peers is this replica as other replicas poke it; nil when peer pokes
+	// are off.
+	Peers *peers.Replica
+	// Registry holds the process's metrics.
+	Registry *prometheus.Registry
 
 	grpc    *grpc.Server
 	http    *http.Server
@@ -133,6 +150,13 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
+	if cfg.Peers.AdvertiseAddr != "" {
+		creds, err := peerTLS(cfg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Peers.Credentials = creds
+	}
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
 	opts = append(opts,
 		grpc.ChainUnaryInterceptor(RecoverUnary(guard), authn.Unary),
@@ -143,8 +167,23 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{Addr: lis.Addr().String(), guard: guard, cancel: cancel, stopped: make(chan struct{})}
+	s := &Server{Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
 	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
+	// Writes committed here poke this tailer, and other replicas' through
+	// s.Peers when peer pokes are on.
+	var notifier operator.Notifier = s.Tailer
+	if cfg.Peers.AdvertiseAddr != "" {
+		addr, err := peers.ResolveAdvertiseAddr(cfg.Peers.AdvertiseAddr, s.Addr)
+		if err == nil {
+			s.Peers, err = peers.New(db.Ent, addr, cfg.Instance, cfg.Peers, s.Tailer, cfg.Registry, guard, log)
+		}
+		if err != nil {
+			lis.Close()
+			cancel()
+			return nil, err
+		}
+		notifier = s.Peers
+	}
 	// Streams use their own pool: however many there are, unary calls keep
 	// the main one (invariant I8). The tailer stays on the main pool: one
 	// poller with a bounded filler, which every stream depends on, so the
@@ -153,9 +192,13 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 
 	s.grpc = grpc.NewServer(opts...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))
-	operatorService := operator.New(db.Ent, db.SQL, s.Tailer, log)
+	operatorService := operator.New(db.Ent, db.SQL, notifier, log)
 	authn.OnOperatorRefusal = operatorService.AuditRefusal
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, operatorService)
+	if s.Peers != nil {
+		ctrlv1.RegisterPeerServiceServer(s.grpc, s.Peers.Service())
+		authn.SelfChecked(ctrlv1.PeerService_Poke_FullMethodName)
+	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
@@ -199,6 +242,11 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		guard.Loop(runCtx, "token-recheck", func(ctx context.Context) { authn.Run(ctx, recheck, log) })
 	})
 	s.wg.Go(func() { guard.Loop(runCtx, "connection-refresh", streamer.RefreshConnections) })
+	if s.Peers != nil {
+		// Run deletes this replica's row when runCtx ends, and Stop waits
+		// for it: peers stop poking a replica that stopped.
+		s.wg.Go(func() { guard.Loop(runCtx, "peers", s.Peers.Run) })
+	}
 	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
 	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
 	s.wg.Go(func() {
@@ -209,7 +257,11 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 			log.Error("grpc server stopped", "err", err)
 		}
 	})
-	log.Info("ctrld serving", "grpc", s.Addr, "metrics", s.MetricsAddr, "instance", cfg.Instance, "tls", cfg.TLSCert != "")
+	advertised := ""
+	if s.Peers != nil {
+		advertised = s.Peers.Address()
+	}
+	log.Info("ctrld serving", "grpc", s.Addr, "metrics", s.MetricsAddr, "instance", cfg.Instance, "tls", cfg.TLSCert != "", "advertise", advertised)
 	return s, nil
 }
 
@@ -282,6 +334,35 @@ func serverTLS(cfg Config) (credentials.TransportCredentials, error) {
 		}
 		tc.ClientCAs = pool
 		tc.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return credentials.NewTLS(tc), nil
+}
+
+// peerTLS returns what this replica dials its peers with: TLS when it
+// serves TLS (every replica of a database is configured alike), verified
+// with PeerCA or the system's roots, presenting this replica's own
+// certificate when replicas require client certificates.
+func peerTLS(cfg Config) (credentials.TransportCredentials, error) {
+	if cfg.TLSCert == "" && cfg.TLSKey == "" {
+		return insecure.NewCredentials(), nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.PeerServerName}
+	if cfg.PeerCA != "" {
+		pem, err := os.ReadFile(cfg.PeerCA)
+		if err != nil {
+			return nil, fmt.Errorf("read peer CA: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("peer CA %s holds no PEM certificate", cfg.PeerCA)
+		}
+	}
+	if cfg.TLSClientCA != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			return nil, fmt.Errorf("load TLS certificate for peers: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(tc), nil
 }
