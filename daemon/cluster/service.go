@@ -100,7 +100,8 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 		return nil
 	case errors.Is(err, stream.ErrUnknownRegion):
 		return status.Error(codes.InvalidArgument, "region: "+err.Error())
-	case errors.Is(err, tailer.ErrSlowSubscriber), errors.Is(err, tailer.ErrStopped), errors.Is(err, tailer.ErrRestarted):
+	case errors.Is(err, tailer.ErrSlowSubscriber), errors.Is(err, tailer.ErrStopped), errors.Is(err, tailer.ErrRestarted),
+		errors.Is(err, tailer.ErrDatabaseUnavailable):
 		return status.Error(codes.Unavailable, err.Error())
 	case status.Code(err) != codes.Unknown:
 		return err // the client went away mid-send, etc.

@@ -50,6 +50,9 @@ func (t *Tailer) Subscribe(ctx context.Context, region string) (*Subscription, e
 	if t.stopped {
 		return nil, ErrStopped
 	}
+	if t.unavailable {
+		return nil, ErrDatabaseUnavailable
+	}
 	s := &Subscription{
 		tailer:    t,
 		region:    region,

@@ -66,6 +66,10 @@ type Config struct {
 	// SubscriberBuffer is how many undelivered notices a subscriber may
 	// have before it is dropped (default 4096).
 	SubscriberBuffer int
+	// UnavailableAfter is how long polls may fail in a row before every
+	// subscription ends with ErrDatabaseUnavailable and new ones are
+	// refused until a poll succeeds (default DefaultUnavailableAfter).
+	UnavailableAfter time.Duration
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
@@ -77,6 +81,7 @@ var Defaults = Config{
 	FillerLockWait:   10 * time.Second,
 	ControlInterval:  time.Second,
 	SubscriberBuffer: 4096,
+	UnavailableAfter: DefaultUnavailableAfter,
 }
 
 func (c *Config) defaults() {
@@ -97,6 +102,9 @@ func (c *Config) defaults() {
 	}
 	if c.SubscriberBuffer <= 0 {
 		c.SubscriberBuffer = Defaults.SubscriberBuffer
+	}
+	if c.UnavailableAfter <= 0 {
+		c.UnavailableAfter = Defaults.UnavailableAfter
 	}
 }
 
@@ -138,8 +146,14 @@ type Tailer struct {
 	// must not run and log a stack every poll.
 	fillerHold    time.Time
 	fillerBackoff *recovery.Backoff
-	fillers       sync.WaitGroup // the filler run in flight, if any
-	persisted     uint64
+	// failingSince is when polls began to fail (zero while they succeed);
+	// unavailable is set once they have failed for UnavailableAfter, and
+	// onAvailability hears of each switch (see notePoll).
+	failingSince   time.Time
+	unavailable    bool
+	onAvailability func(available bool)
+	fillers        sync.WaitGroup // the filler run in flight, if any
+	persisted      uint64
 }
 
 // New returns a tailer reading through db.
@@ -210,6 +224,9 @@ func (t *Tailer) follow(ctx context.Context) {
 		more, err := t.poll(ctx)
 		if err != nil && ctx.Err() == nil {
 			t.log.Warn("tailer: poll failed; retrying", "err", err)
+		}
+		if ctx.Err() == nil {
+			t.notePoll(err, time.Now())
 		}
 		if more && err == nil {
 			continue // a full batch: read on without waiting

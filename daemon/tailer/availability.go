@@ -1,0 +1,64 @@
+package tailer
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrDatabaseUnavailable closes every subscription when the tailer has not
+// been able to read the change log for Config.UnavailableAfter, and refuses
+// new ones until it can again. Its streams would otherwise stay open and
+// silent for as long as the database is away, their agents seeing nothing
+// and suspecting nothing; ended, they reconnect, and behind a load balancer
+// reach a replica whose database answers (another node of a multi-primary
+// cluster), or come back here once this one's does.
+var ErrDatabaseUnavailable = errors.New("ctrld cannot read its database; reconnect (to another replica if there is one) from the last bookmark")
+
+// DefaultUnavailableAfter is Config.UnavailableAfter's default: long enough
+// that a database restart or a failover of a few seconds ends no stream,
+// short enough that agents leave a replica that lost its database node
+// well before anyone would notice them missing changes.
+const DefaultUnavailableAfter = 5 * time.Second
+
+// notePoll records a poll's outcome at now: the first failure starts the
+// clock, failures for UnavailableAfter make the tailer unavailable (every
+// subscription ends, Subscribe refuses), and the first success makes it
+// available again. The availability hook, when set, hears of each switch.
+func (t *Tailer) notePoll(err error, now time.Time) {
+	t.mu.Lock()
+	var switched, available bool
+	switch {
+	case err == nil:
+		t.failingSince = time.Time{}
+		if t.unavailable {
+			t.unavailable, switched, available = false, true, true
+		}
+	case t.failingSince.IsZero():
+		t.failingSince = now
+	case !t.unavailable && now.Sub(t.failingSince) >= t.cfg.UnavailableAfter:
+		t.unavailable, switched = true, true
+		t.closeAll(ErrDatabaseUnavailable)
+	}
+	hook := t.onAvailability
+	t.mu.Unlock()
+	if !switched {
+		return
+	}
+	if available {
+		t.log.Info("tailer: the database answers again; taking streams")
+	} else {
+		t.log.Error("tailer: cannot read the change log; ended every stream and refusing new ones until it can", "failing_for", now.Sub(t.failingSince).Round(time.Millisecond), "err", err)
+	}
+	if hook != nil {
+		hook(available)
+	}
+}
+
+// OnAvailability sets a function told each time the tailer becomes
+// unavailable (false) or available again (true), e.g. to take the replica
+// out of its load balancer meanwhile. Set it before Run.
+func (t *Tailer) OnAvailability(hook func(available bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onAvailability = hook
+}
