@@ -74,9 +74,11 @@
 // # Galera
 //
 // On a multi-primary cluster a poke may reach a replica whose node has
-// certified the writer's transaction but not applied it yet; the poll it
-// triggers then reads nothing new, and the change waits for the next poll.
-// Reading the change log with wsrep_sync_wait=1 would close that gap.
+// certified the writer's transaction but not applied it yet. daemon/store
+// opens Galera connections with wsrep_sync_wait=1, so the poll the poke
+// triggers first waits until its node has applied what the cluster had
+// committed, the writer's change included, instead of reading too early
+// and leaving the change to the next poll.
 //
 // # Cost
 //

@@ -134,3 +134,10 @@ func (r *Replica) unregister() {
 
 // Address is where peers dial this replica.
 func (r *Replica) Address() string { return r.self.Address }
+
+// Peers is how many replicas this one pokes after a write.
+func (r *Replica) Peers() int {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return len(r.peers)
+}

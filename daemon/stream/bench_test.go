@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream"
@@ -53,14 +54,61 @@ func BenchmarkCommitToReceive(b *testing.B) {
 	for _, algo := range []string{"stream", "seed"} {
 		for _, writers := range []int{0, 16} {
 			b.Run(fmt.Sprintf("%s/writers=%d", algo, writers), func(b *testing.B) {
-				benchLatency(b, algo, writers)
+				benchLatency(b, algo, writers, replicas{})
 			})
 		}
 	}
 }
 
-func benchLatency(b *testing.B, algo string, writers int) {
-	env, _, dial := benchEnv(b, algo, server.Config{})
+// BenchmarkCommitToReceiveAcrossReplicas is BenchmarkCommitToReceive with
+// two ctrld replicas on the database and the operator writing through the
+// first: the agent streams from the same replica or from the other one,
+// with peer pokes (daemon/peers) on or off. Without pokes, the other
+// replica hears of a change at its next poll (100 ms).
+func BenchmarkCommitToReceiveAcrossReplicas(b *testing.B) {
+	for _, agentOn := range []string{"same-replica", "other-replica"} {
+		for _, pokes := range []bool{true, false} {
+			for _, writers := range []int{0, 16} {
+				name := fmt.Sprintf("%s/pokes=%v/writers=%d", agentOn, pokes, writers)
+				b.Run(name, func(b *testing.B) {
+					benchLatency(b, "stream", writers, replicas{two: true, agentOnOther: agentOn == "other-replica", pokes: pokes})
+				})
+			}
+		}
+	}
+}
+
+// replicas says how many ctrld replicas a latency benchmark runs, which one
+// the agent streams from (the operator writes through the first), and
+// whether they poke each other.
+type replicas struct{ two, agentOnOther, pokes bool }
+
+func benchLatency(b *testing.B, algo string, writers int, r replicas) {
+	var cfg server.Config
+	if r.pokes {
+		cfg.Peers = peers.Config{AdvertiseAddr: "127.0.0.1"}
+	}
+	env, _, dial := benchEnv(b, algo, cfg)
+	if r.two {
+		other := env.StartReplica()
+		if r.pokes {
+			// Replicas find each other at their next heartbeat.
+			deadline := time.Now().Add(30 * time.Second)
+			for env.Server.Peers.Peers() != 1 || other.Peers.Peers() != 1 {
+				if time.Now().After(deadline) {
+					b.Fatal("the replicas did not find each other")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		addr := env.Server.Addr
+		if r.agentOnOther {
+			addr = other.Addr
+		}
+		dial = func() ctrlv1.ClusterServiceClient {
+			return ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, env.AgentToken("eu")))
+		}
+	}
 	ctx := context.Background()
 	op := env.Operator("bench")
 	deploy := func(id string) {
