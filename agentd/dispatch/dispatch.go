@@ -309,9 +309,22 @@ func (d *Dispatcher) LastError() string {
 
 // advance acknowledges bookmarks whose events are all applied. Called
 // with mu held; reports whether acked moved.
+//
+// It is called after every apply, so it looks no further than it must:
+// with no bookmark waiting there is nothing to do, and the first pending
+// event at or before the first bookmark holds every bookmark. A full sync
+// queues thousands of events before its bookmark, and a scan of them all
+// after each apply cost a no-op resync of 10,000 deployments more CPU
+// than its applies.
 func (d *Dispatcher) advance() bool {
+	if len(d.bookmarks) == 0 {
+		return false
+	}
 	oldest := ^uint64(0)
 	for _, seq := range d.pending {
+		if seq <= d.bookmarks[0].seq {
+			return false
+		}
 		oldest = min(oldest, seq)
 	}
 	moved := false
