@@ -1,7 +1,8 @@
 // Package kube holds what every agentd controller shares about the objects
 // it manages: the labels that mark them, the one server-side-apply field
-// manager, the spec hash that makes no-op applies free, and the rule that
-// an object without the managed-by label is never touched.
+// manager, the spec hash that makes no-op applies free, whether a live
+// object already holds what an apply would write (Holds), and the rule
+// that an object without the managed-by label is never touched.
 package kube
 
 import (
@@ -10,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -73,8 +75,8 @@ func Hash(objects ...any) (string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], nil
 }
 
-// Same reports whether two apply configurations (say, the desired one and
-// the one extracted from the live object for FieldManager) encode equally.
+// Same reports whether two values (say, a desired policy spec and the
+// live one) encode equally as JSON.
 func Same(a, b any) bool {
 	ja, err1 := json.Marshal(a)
 	jb, err2 := json.Marshal(b)

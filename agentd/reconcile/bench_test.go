@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -171,10 +173,13 @@ func BenchmarkNoOpResync(b *testing.B) {
 	writes0 := counted.writes.Load()
 	// The first resync is an agent's first full sync after it starts: it
 	// compares every object; the next ones compare none (Cache.upToDate).
+	stop := profile(b, "first")
 	cpu0 := cpuTime(b)
 	first := applyAll(b, d, ns, 0, n, 1, 1)
 	firstCPU := cpuTime(b) - cpu0
+	stop()
 	b.ResetTimer()
+	stop = profile(b, "later")
 	cpu0 = cpuTime(b)
 	var total time.Duration
 	for i := range b.N {
@@ -182,6 +187,7 @@ func BenchmarkNoOpResync(b *testing.B) {
 	}
 	b.StopTimer()
 	cpu := cpuTime(b) - cpu0
+	stop()
 	b.ReportMetric(float64(n), "deployments")
 	b.ReportMetric(float64(counted.writes.Load()-writes0)/float64(b.N+1), "writes/resync")
 	b.ReportMetric(total.Seconds()*1000/float64(b.N), "ms/resync")
@@ -190,6 +196,29 @@ func BenchmarkNoOpResync(b *testing.B) {
 	b.ReportMetric(firstCPU.Seconds()*1000, "first-cpu-ms")
 	b.ReportMetric(resyncSetup.took.Seconds(), "setup-s")
 	b.ReportMetric(synced.Seconds(), "sync-s")
+}
+
+// profile writes a CPU profile of what runs until stop is called to
+// DEPLOYSYNC_BENCH_PROFILE_DIR/name.prof, if that is set: go test's
+// -cpuprofile would mix in the minute of setup.
+func profile(b *testing.B, name string) (stop func()) {
+	dir := os.Getenv("DEPLOYSYNC_BENCH_PROFILE_DIR")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".prof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // cpuTime is the process's user and system CPU time so far.

@@ -19,11 +19,13 @@
 // Applies that would change nothing make no API write: the live object
 // (from the informer cache; for policies, whose CRD may be missing, a GET)
 // must carry the desired spec hash, and the fields the agent owns on it
-// must still hold the desired values (compared once per version of the
-// object: the cache remembers a match, see Cache.upToDate; an out-of-band
-// edit makes a new version, and moves a field to another manager and so
-// shows up as drift, which the next apply puts back). Deletes find objects by label, so they work even when the
-// namespace is no longer known, and list them from the API server rather
+// must be exactly the desired ones and still hold the desired values
+// (kube.Holds; compared once per version of the object: the cache
+// remembers a match, see Cache.upToDate; an out-of-band edit makes a new
+// version, and moves a field to another manager or changes its value, and
+// so shows up as drift, which the next apply puts back). Deletes find
+// objects by label, so they work even when the namespace is no longer
+// known, and list them from the API server rather
 // than the cache, so a delete right after an apply finds what the apply
 // created. They delete exactly the object version listed (UID and
 // ResourceVersion preconditions) and list again when it changed meanwhile,

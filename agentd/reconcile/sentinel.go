@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,7 +103,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return err
 	}
 	return applyObjects(ctx, c.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: serviceUpToDate(c.cache, liveSvc, svc, svcHash), uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
+		object{kind: "Service", name: name, upToDate: cachedUpToDate(c.cache, liveSvc, svc, svcHash), uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return liveOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -112,7 +111,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 				_, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "Deployment", name: name, upToDate: deploymentUpToDate(c.cache, liveDep, dep, depHash), uid: uidOf(liveDep), meta: dep.ObjectMetaApplyConfiguration,
+		object{kind: "Deployment", name: name, upToDate: cachedUpToDate(c.cache, liveDep, dep, depHash), uid: uidOf(liveDep), meta: dep.ObjectMetaApplyConfiguration,
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return liveOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -121,13 +120,6 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 				return err
 			}},
 	)
-}
-
-func deploymentUpToDate(c *Cache, live *appsv1.Deployment, desired *appsv1ac.DeploymentApplyConfiguration, hash string) bool {
-	return live != nil && c.upToDate(live, hash, func() bool {
-		owned, err := appsv1ac.ExtractDeployment(live, kube.FieldManager)
-		return err == nil && kube.Same(owned, desired)
-	})
 }
 
 // Delete removes the sentinel's managed objects wherever they are (see
