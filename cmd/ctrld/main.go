@@ -125,6 +125,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
 			&cli.DurationFlag{Name: "poll-interval", Value: tailer.Defaults.PollInterval, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
 			&cli.DurationFlag{Name: "token-recheck", Value: server.DefaultTokenRecheck, Usage: "how often the tokens of running streams are checked again: a revoked agent token's stream ends within this", EnvVars: env("token-recheck")},
+			&cli.DurationFlag{Name: "database-unavailable-after", Value: tailer.Defaults.UnavailableAfter, Usage: "when the change log cannot be read for this long, every stream ends (agents reconnect, behind a load balancer to a replica whose database answers), new ones are refused and gRPC health says NOT_SERVING until it can be read again", EnvVars: env("database-unavailable-after")},
 			&cli.DurationFlag{Name: "hole-grace", Value: tailer.Defaults.HoleGrace, Usage: "how long a pk gap may stay open before the filler settles it (bounds how long a rollback holds resume versions)", EnvVars: env("hole-grace")},
 			&cli.DurationFlag{Name: "filler-lock-wait", Value: tailer.Defaults.FillerLockWait, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
 			&cli.DurationFlag{Name: "change-ttl", Value: retention.Defaults.TTL, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
@@ -186,9 +187,10 @@ func serveCommand() *cli.Command {
 				Instance:       c.String("instance"),
 				TokenRecheck:   c.Duration("token-recheck"),
 				Tailer: tailer.Config{
-					PollInterval:   c.Duration("poll-interval"),
-					HoleGrace:      c.Duration("hole-grace"),
-					FillerLockWait: c.Duration("filler-lock-wait"),
+					PollInterval:     c.Duration("poll-interval"),
+					HoleGrace:        c.Duration("hole-grace"),
+					FillerLockWait:   c.Duration("filler-lock-wait"),
+					UnavailableAfter: c.Duration("database-unavailable-after"),
 				},
 				Cluster: cluster.Config{MaxAgentsPerRegion: c.Int("max-agents-per-region")},
 				Stream: stream.Config{

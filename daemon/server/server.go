@@ -169,6 +169,17 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s := &Server{Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
 	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
+	// A replica that cannot read its database serves no stream (the tailer
+	// ends them and refuses new ones): it says so to health checks, so a
+	// balancer that checks sends agents to replicas that can. (Stop's
+	// Shutdown of the health server makes later switches no-ops.)
+	s.Tailer.OnAvailability(func(available bool) {
+		status := healthpb.HealthCheckResponse_NOT_SERVING
+		if available {
+			status = healthpb.HealthCheckResponse_SERVING
+		}
+		s.health.SetServingStatus("", status)
+	})
 	// Writes committed here poke this tailer, and other replicas' through
 	// s.Peers when peer pokes are on.
 	var notifier operator.Notifier = s.Tailer
@@ -215,10 +226,11 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		s.spawn("metrics-http", func() { s.http.Serve(mlis) })
 	}
 
-	// SERVING before the tailer starts, so that a tailer that dies at once
-	// leaves NOT_SERVING, not the other way round. Nothing can ask before
-	// grpc-serve runs anyway.
-	s.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	// NOT_SERVING until the tailer has started (it then says SERVING
+	// through its availability hook): until it has loaded its watermark
+	// from the database no stream can be served, and a replica whose
+	// database is away from the start must not draw agents.
+	s.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	// The tailer starts over by itself after a panic in a poll (see
 	// Tailer.Run); it cannot be run a second time from here.
 	s.spawn("tailer", func() {

@@ -39,7 +39,6 @@ func (t *Tailer) notePoll(err error, now time.Time) {
 		t.unavailable, switched = true, true
 		t.closeAll(ErrDatabaseUnavailable)
 	}
-	hook := t.onAvailability
 	t.mu.Unlock()
 	if !switched {
 		return
@@ -49,14 +48,24 @@ func (t *Tailer) notePoll(err error, now time.Time) {
 	} else {
 		t.log.Error("tailer: cannot read the change log; ended every stream and refusing new ones until it can", "failing_for", now.Sub(t.failingSince).Round(time.Millisecond), "err", err)
 	}
+	t.announce(available)
+}
+
+// announce tells the availability hook, if any, that the tailer is
+// available or not.
+func (t *Tailer) announce(available bool) {
+	t.mu.Lock()
+	hook := t.onAvailability
+	t.mu.Unlock()
 	if hook != nil {
 		hook(available)
 	}
 }
 
-// OnAvailability sets a function told each time the tailer becomes
-// unavailable (false) or available again (true), e.g. to take the replica
-// out of its load balancer meanwhile. Set it before Run.
+// OnAvailability sets a function told when the tailer has started (true),
+// and then each time it becomes unavailable (false) or available again
+// (true), e.g. to keep the replica out of its load balancer meanwhile. Set
+// it before Run.
 func (t *Tailer) OnAvailability(hook func(available bool)) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

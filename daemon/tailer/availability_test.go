@@ -3,13 +3,16 @@ package tailer_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
-	"github.com/deploysync/deploysync/internal/testdb"
 	"github.com/deploysync/deploysync/internal/testmariadb"
 )
 
@@ -26,19 +29,7 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 		t.Skip("no mariadbd")
 	}
 	ctx := context.Background()
-	database, drop, err := testdb.CreateOn(ctx, server.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { drop() })
-	db, err := store.Open(ctx, database.DSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := store.Migrate(ctx, db.Ent); err != nil {
-		t.Fatal(err)
-	}
+	db := storetest.NewOn(t, server.DSN)
 
 	var (
 		mu       sync.Mutex
@@ -49,12 +40,17 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 		defer mu.Unlock()
 		return append([]bool(nil), switches...)
 	}
-	tl := startTailer(t, db, tailer.Config{PollInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond})
-	tl.OnAvailability(func(available bool) { // the database is up: nothing to hear yet
+	tl := tailer.New(db.SQL, tailer.Config{PollInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond},
+		slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+	tl.OnAvailability(func(available bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		switches = append(switches, available)
 	})
+	runCtx, stop := context.WithCancel(ctx)
+	stopped := make(chan struct{})
+	go func() { defer close(stopped); tl.Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-stopped })
 	sub, err := tl.Subscribe(ctx, "eu")
 	if err != nil {
 		t.Fatal(err)
@@ -77,22 +73,22 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 	if _, err := tl.Subscribe(ctx, "eu"); !errors.Is(err, tailer.ErrDatabaseUnavailable) {
 		t.Fatalf("a new subscription with the database gone: %v, want ErrDatabaseUnavailable", err)
 	}
-	if got := heard(); len(got) != 1 || got[0] {
-		t.Fatalf("the hook heard %v, want [false]", got)
+	if got := heard(); len(got) != 2 || !got[0] || got[1] {
+		t.Fatalf("the hook heard %v, want [true false] (started, then unavailable)", got)
 	}
 
 	if err := server.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for len(heard()) < 2 {
+	for len(heard()) < 3 {
 		select {
 		case <-deadline:
 			t.Fatalf("the database answers again, but the hook heard only %v", heard())
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if got := heard(); len(got) != 2 || !got[1] {
-		t.Fatalf("the hook heard %v, want [false true]", got)
+	if got := heard(); len(got) != 3 || !got[2] {
+		t.Fatalf("the hook heard %v, want [true false true]", got)
 	}
 	again, err := tl.Subscribe(ctx, "eu")
 	if err != nil {

@@ -208,6 +208,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 		return err
 	}
 	t.readyOnce.Do(func() { close(t.ready) })
+	t.announce(true)
 	t.guard.LoopResetting(ctx, "tailer", t.follow, t.restart)
 	return nil
 }

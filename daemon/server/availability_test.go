@@ -1,0 +1,72 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
+	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/internal/testmariadb"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// A replica whose database is gone says NOT_SERVING to health checks (a
+// balancer that checks sends agents elsewhere) and refuses streams with
+// Unavailable; once the database answers it is SERVING and streams again.
+func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("server: starts a MariaDB server of its own; skipped in -short mode")
+	}
+	db := testmariadb.Own(t)
+	if db == nil {
+		t.Skip("no mariadbd")
+	}
+	env := servertest.StartOn(t, storetest.NewOn(t, db.DSN), server.Config{Tailer: tailer.Config{UnavailableAfter: 300 * time.Millisecond}})
+	agent := env.Agent("eu")
+	health := healthpb.NewHealthClient(env.Dial(""))
+	ctx := context.Background()
+	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			r, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
+			if err == nil && r.Status == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("health: %v (%v), want %v", r.GetStatus(), err, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	watch := func() error {
+		stream, err := agent.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "a"})
+		if err != nil {
+			return err
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	waitFor(healthpb.HealthCheckResponse_SERVING)
+
+	db.Kill()
+	waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
+	if err := watch(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a watch with the database gone: %v, want Unavailable", err)
+	}
+
+	if err := db.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(healthpb.HealthCheckResponse_SERVING)
+	if err := watch(); err != nil {
+		t.Fatalf("a watch once the database answers again: %v", err)
+	}
+}
