@@ -70,13 +70,19 @@ func NewCache(client kubernetes.Interface, resync time.Duration) *Cache {
 	return c
 }
 
-// upToDate reports whether live, a cached object, matches the desired
-// object of hash: it carries hash, and same (which compares the fields the
-// agent owns, see kube.Holds) says so. A match is remembered for live's
-// version, so that resyncs of an object unchanged since compare nothing:
-// comparing is half of the CPU of a resync that remembers nothing (an
-// agent's first after it starts).
-func (c *Cache) upToDate(live metav1.Object, hash string, same func() bool) bool {
+// upToDate reports whether live, an object store (an informer's) holds,
+// matches the desired object of hash: it carries hash, and same (which
+// compares the fields the agent owns, see kube.Holds) says so. A match is
+// remembered for live's version, so that resyncs of an object unchanged
+// since compare nothing: comparing is half of the CPU of a resync that
+// remembers nothing (an agent's first after it starts).
+//
+// forget drops what is remembered of an object the cache no longer holds.
+// One deleted while it was compared here may be forgotten before the
+// match is remembered; the store, which drops an object before its
+// informer's handlers hear of it, then no longer holds it, and the match
+// is dropped again. Otherwise it would stay for good.
+func (c *Cache) upToDate(store cache.Store, live metav1.Object, hash string, same func() bool) bool {
 	if live.GetAnnotations()[kube.HashAnnotation] != hash {
 		return false
 	}
@@ -88,18 +94,35 @@ func (c *Cache) upToDate(live metav1.Object, hash string, same func() bool) bool
 		return false
 	}
 	c.matched.Store(live.GetUID(), seen)
+	if !stillCached(store, live) {
+		c.matched.CompareAndDelete(live.GetUID(), seen)
+	}
 	return true
 }
 
-// cachedUpToDate is upToDate of a desired object of live's kind,
-// compared by kube.Holds; false when live is nil (the cache has no such
-// object).
+// stillCached: store has the object o (by name, and by UID: not a namesake).
+func stillCached(store cache.Store, o metav1.Object) bool {
+	key, err := cache.MetaNamespaceKeyFunc(o)
+	if err != nil {
+		return false
+	}
+	obj, ok, err := store.GetByKey(key)
+	if err != nil || !ok {
+		return false
+	}
+	held, isObject := obj.(metav1.Object)
+	return isObject && held.GetUID() == o.GetUID()
+}
+
+// cachedUpToDate is upToDate of a desired object of live's kind, whose
+// informer is in, compared by kube.Holds; false when live is nil (the
+// cache has no such object).
 func cachedUpToDate[T any, P interface {
 	*T
 	metav1.Object
 	runtime.Object
-}](c *Cache, live P, desired any, hash string) bool {
-	return live != nil && c.upToDate(live, hash, func() bool { return kube.Holds(live, desired) })
+}](c *Cache, in cache.SharedIndexInformer, live P, desired any, hash string) bool {
+	return live != nil && c.upToDate(in.GetStore(), live, hash, func() bool { return kube.Holds(live, desired) })
 }
 
 // forget drops what upToDate remembers of an object the cache no longer

@@ -123,7 +123,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 		return err
 	}
 	return applyObjects(ctx, d.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: cachedUpToDate(d.cache, liveSvc, svc, svcHash), uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
+		object{kind: "Service", name: name, upToDate: cachedUpToDate(d.cache, d.cache.ServiceInformer, liveSvc, svc, svcHash), uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return liveOf(d.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -131,7 +131,7 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 				_, err := d.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "StatefulSet", name: name, upToDate: cachedUpToDate(d.cache, liveSts, sts, stsHash), uid: uidOf(liveSts), meta: sts.ObjectMetaApplyConfiguration,
+		object{kind: "StatefulSet", name: name, upToDate: cachedUpToDate(d.cache, d.cache.StatefulSetInformer, liveSts, sts, stsHash), uid: uidOf(liveSts), meta: sts.ObjectMetaApplyConfiguration,
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return liveOf(d.client.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{}))
 			},

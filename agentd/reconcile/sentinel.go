@@ -103,7 +103,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 		return err
 	}
 	return applyObjects(ctx, c.namespaces, ns,
-		object{kind: "Service", name: name, upToDate: cachedUpToDate(c.cache, liveSvc, svc, svcHash), uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
+		object{kind: "Service", name: name, upToDate: cachedUpToDate(c.cache, c.cache.ServiceInformer, liveSvc, svc, svcHash), uid: uidOf(liveSvc), meta: svc.ObjectMetaApplyConfiguration,
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return liveOf(c.client.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
@@ -111,7 +111,7 @@ func (c *Sentinels) Apply(ctx context.Context, s *ctrlv1.SentinelState) error {
 				_, err := c.client.CoreV1().Services(ns).Apply(ctx, svc, applyOptions)
 				return err
 			}},
-		object{kind: "Deployment", name: name, upToDate: cachedUpToDate(c.cache, liveDep, dep, depHash), uid: uidOf(liveDep), meta: dep.ObjectMetaApplyConfiguration,
+		object{kind: "Deployment", name: name, upToDate: cachedUpToDate(c.cache, c.cache.DeploymentInformer, liveDep, dep, depHash), uid: uidOf(liveDep), meta: dep.ObjectMetaApplyConfiguration,
 			live: func(ctx context.Context) (metav1.Object, error) {
 				return liveOf(c.client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{}))
 			},
