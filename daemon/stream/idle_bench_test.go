@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,15 +41,19 @@ type idleClients struct {
 const idleDeployments = 10
 
 // BenchmarkIdleStreams measures what idle streams cost ctrld, side by side
-// with the seed algorithm: heap and RSS per stream once N streams have
-// done their full sync (after a GC, over the process before the streams
-// opened), the time to open them (from the first dial to every stream's
-// full_sync_done bookmark), and the database's statements/s while they are
-// idle. The clients run in a child process (TestHelperIdleClients), so that
-// only the server's side is counted. N is 1000, or
-// DEPLOYSYNC_BENCH_STREAMS (10000 needs about 10,000 file descriptors in
-// each process). Run alone, with -benchtime=1x: the statement count is
-// server-wide.
+// with the seed algorithm: heap, goroutine stacks and RSS per stream once N
+// streams have done their full sync (after a GC, over the process before
+// the streams opened), the time to open them (from the first dial to every
+// stream's full_sync_done bookmark) and the statements that took, and the
+// database's statements/s while they are idle. The clients run in a child
+// process (TestHelperIdleClients), so that only the server's side is
+// counted. N is 1000, or DEPLOYSYNC_BENCH_STREAMS (10000 needs about 10,000
+// file descriptors in each process). Run alone, with -benchtime=1x: the
+// statement counts are server-wide.
+//
+// RSS is the process's: the second sub-benchmark reuses memory the first
+// freed and the runtime kept, so its rss-delta-MiB reads low. Compare RSS
+// with each run alone (-bench 'IdleStreams/seed', -bench 'IdleStreams/stream').
 func BenchmarkIdleStreams(b *testing.B) {
 	n := benchSizes(b, "DEPLOYSYNC_BENCH_STREAMS", 1000)[0]
 	for _, algo := range []string{"stream", "seed"} {
@@ -82,6 +87,7 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 	}
 
 	before := serverFootprint(b)
+	statementsBefore := statements(b, env)
 	child := exec.Command(os.Args[0], "-test.run=^TestHelperIdleClients$")
 	child.Env = append(os.Environ(), idleClientsEnv+"="+specFile)
 	child.Stderr = os.Stderr
@@ -108,14 +114,20 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 		}
 	}()
 	openTime := waitReady(b, stdout)
+	opened := statements(b, env) - statementsBefore
 
 	after := serverFootprint(b)
+	writeProfiles(b, algo)
 	perStream := func(after, before uint64) float64 { return (float64(after) - float64(before)) / float64(n) }
 	b.ReportMetric(perStream(after.heapLive, before.heapLive)/1024, "heap-live-KiB/stream")
 	b.ReportMetric(perStream(after.heapInuse, before.heapInuse)/1024, "heap-inuse-KiB/stream")
+	b.ReportMetric(perStream(after.stacks, before.stacks)/1024, "stack-KiB/stream")
 	b.ReportMetric((float64(after.rss)-float64(before.rss))/(1<<20), "rss-delta-MiB")
+	b.ReportMetric(float64(after.rss)/(1<<20), "rss-MiB")
 	b.ReportMetric(perStream(uint64(after.goroutines), uint64(before.goroutines)), "goroutines/stream")
 	b.ReportMetric(openTime.Seconds(), "open-s")
+	// The tailer's polls during the open are counted too (about 14/s).
+	b.ReportMetric(float64(opened)/float64(n), "statements/open")
 	b.ReportMetric(statementsPerSecond(b, env), "queries/s")
 }
 
@@ -144,6 +156,7 @@ type footprint struct {
 	// heapLive counts live objects (HeapAlloc); heapInuse the spans they
 	// occupy (HeapInuse), which a start's garbage leaves partly empty.
 	heapLive, heapInuse uint64
+	stacks              uint64 // StackInuse: goroutine stacks
 	rss                 uint64 // VmRSS: goroutine stacks and all
 	goroutines          int
 }
@@ -155,7 +168,7 @@ func serverFootprint(b *testing.B) footprint {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	f := footprint{heapLive: m.HeapAlloc, heapInuse: m.HeapInuse, goroutines: runtime.NumGoroutine()}
+	f := footprint{heapLive: m.HeapAlloc, heapInuse: m.HeapInuse, stacks: m.StackInuse, goroutines: runtime.NumGoroutine()}
 	status, err := os.ReadFile("/proc/self/status")
 	if err != nil {
 		b.Fatal(err)
@@ -224,4 +237,45 @@ func TestHelperIdleClients(t *testing.T) {
 	io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
 	stop()
 	running.Wait()
+}
+
+// profileDirEnv names a directory BenchmarkIdleStreams writes the server's
+// heap and goroutine profiles to while its streams are idle (ALGO-heap.pprof,
+// ALGO-goroutine.txt), to see what a stream holds.
+const profileDirEnv = "DEPLOYSYNC_BENCH_PROFILE_DIR"
+
+func writeProfiles(b *testing.B, algo string) {
+	b.Helper()
+	dir := os.Getenv(profileDirEnv)
+	if dir == "" {
+		return
+	}
+	for _, p := range []struct {
+		name, file string
+		debug      int
+	}{{"heap", algo + "-heap.pprof", 0}, {"goroutine", algo + "-goroutine.txt", 1}} {
+		f, err := os.Create(filepath.Join(dir, p.file))
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = pprof.Lookup(p.name).WriteTo(f, p.debug)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// statements is the database server's count of the statements it has
+// executed (server-wide: run alone).
+func statements(b *testing.B, env *servertest.Env) int64 {
+	b.Helper()
+	var name string
+	var n int64
+	if err := env.DB.SQL.QueryRow("SHOW GLOBAL STATUS LIKE 'Questions'").Scan(&name, &n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
