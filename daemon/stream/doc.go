@@ -31,7 +31,9 @@
 //     events are sent, on the streams' own connection pool (store.DB), so
 //     streams can never take the connections unary calls need.
 //   - Events go to the client through a small queue drained by a goroutine
-//     of the stream's own (outbox). A client that reads nothing for
+//     of the stream's own (outbox), which runs only while events wait: an
+//     idle stream holds no goroutine but its handler. A client that reads
+//     nothing for
 //     SendTimeout while events wait is ended (ErrFellBehind), logged with
 //     what was pending, and counted; it resumes from its last bookmark.
 //   - At most MaxFullSyncs full syncs read a page at once; a full sync

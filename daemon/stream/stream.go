@@ -176,8 +176,9 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 	defer s.disconnected(req, since)
 	defer s.connections.hold(&connection{region: req.Region, identity: req.Identity, since: since})()
 
-	out := startOutbox(ctx, send, s.cfg.SendTimeout, s.guard)
-	defer out.close() // however serving ends, a panic included
+	// The outbox's sender ends by itself once its queue is empty, or when
+	// its send fails, as every send does once the handler has returned.
+	out := newOutbox(ctx, send, s.cfg.SendTimeout, s.guard)
 	st := &state{req: req, send: out.send, clientCursor: req.Cursor, bookmarked: req.Cursor}
 	err = s.serve(ctx, st)
 	var stall *stallError
