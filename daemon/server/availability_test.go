@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -17,9 +19,11 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// A replica whose database is gone says NOT_SERVING to health checks (a
-// balancer that checks sends agents elsewhere) and refuses streams with
-// Unavailable; once the database answers it is SERVING and streams again.
+// A replica whose database is gone says NOT_SERVING to health checks and
+// fails /readyz (a balancer sends agents elsewhere), refuses streams with
+// Unavailable, and closes its clients' connections, so that they dial
+// again, through the balancer, instead of retrying on a connection that
+// stays with it; once the database answers it serves again.
 func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("server: starts a MariaDB server of its own; skipped in -short mode")
@@ -28,9 +32,19 @@ func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
 	if db == nil {
 		t.Skip("no mariadbd")
 	}
-	env := servertest.StartOn(t, storetest.NewOn(t, db.DSN), server.Config{Tailer: tailer.Config{UnavailableAfter: 300 * time.Millisecond}})
+	env := servertest.StartOn(t, storetest.NewOn(t, db.DSN), server.Config{MetricsAddr: "127.0.0.1:0",
+		Tailer: tailer.Config{UnavailableAfter: 300 * time.Millisecond}})
 	agent := env.Agent("eu")
-	health := healthpb.NewHealthClient(env.Dial(""))
+	conn := env.Dial("")
+	health := healthpb.NewHealthClient(conn)
+	ready := func() int {
+		r, err := http.Get("http://" + env.Server.MetricsAddr + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Body.Close()
+		return r.StatusCode
+	}
 	ctx := context.Background()
 	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
@@ -55,9 +69,21 @@ func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
 		return err
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
+	if code := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz: %d, want 200", code)
+	}
 
 	db.Kill()
+	// The connection the health checks use is closed by ctrld.
+	closed, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !conn.WaitForStateChange(closed, connectivity.Ready) {
+		t.Fatal("the client's connection stayed open with the database gone")
+	}
 	waitFor(healthpb.HealthCheckResponse_NOT_SERVING)
+	if code := ready(); code != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz with the database gone: %d, want 503", code)
+	}
 	if err := watch(); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a watch with the database gone: %v, want Unavailable", err)
 	}
@@ -66,6 +92,9 @@ func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(healthpb.HealthCheckResponse_SERVING)
+	if code := ready(); code != http.StatusOK {
+		t.Fatalf("/readyz once the database answers again: %d, want 200", code)
+	}
 	if err := watch(); err != nil {
 		t.Fatalf("a watch once the database answers again: %v", err)
 	}

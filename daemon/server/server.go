@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -106,6 +107,13 @@ type Server struct {
 	// Registry holds the process's metrics.
 	Registry *prometheus.Registry
 
+	// conns are the gRPC listener's open connections; serving is whether
+	// the tailer can serve streams, and lostDatabase is signalled when it
+	// stops being able to (see shedConnectionsWithoutDatabase).
+	conns        *connListener
+	serving      atomic.Bool
+	lostDatabase chan struct{}
+
 	grpc    *grpc.Server
 	http    *http.Server
 	health  *health.Server
@@ -167,18 +175,26 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		return nil, fmt.Errorf("listen on %s: %w", cfg.ListenAddr, err)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s := &Server{Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
+	conns := newConnListener(lis)
+	s := &Server{conns: conns, lostDatabase: make(chan struct{}, 1), Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
 	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
 	// A replica that cannot read its database serves no stream (the tailer
 	// ends them and refuses new ones): it says so to health checks, so a
 	// balancer that checks sends agents to replicas that can. (Stop's
 	// Shutdown of the health server makes later switches no-ops.)
 	s.Tailer.OnAvailability(func(available bool) {
+		s.serving.Store(available)
 		status := healthpb.HealthCheckResponse_NOT_SERVING
 		if available {
 			status = healthpb.HealthCheckResponse_SERVING
 		}
 		s.health.SetServingStatus("", status)
+		if !available {
+			select {
+			case s.lostDatabase <- struct{}{}:
+			default:
+			}
+		}
 	})
 	// Writes committed here poke this tailer, and other replicas' through
 	// s.Peers when peer pokes are on.
@@ -264,8 +280,11 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	s.wg.Go(func() {
 		guard.Loop(runCtx, "region-health", regionhealth.NewPublisher(db.Ent, db.SQL, cfg.RegionHealth, log, m).Run)
 	})
+	s.spawn("shed-connections", func() {
+		s.shedConnectionsWithoutDatabase(runCtx, cmp.Or(cfg.Tailer.UnavailableAfter, tailer.DefaultUnavailableAfter), log)
+	})
 	s.spawn("grpc-serve", func() {
-		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		if err := s.grpc.Serve(conns); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 			log.Error("grpc server stopped", "err", err)
 		}
 	})
@@ -275,6 +294,32 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	}
 	log.Info("ctrld serving", "grpc", s.Addr, "metrics", s.MetricsAddr, "instance", cfg.Instance, "tls", cfg.TLSCert != "", "advertise", advertised)
 	return s, nil
+}
+
+// shedConnectionsWithoutDatabase closes every client connection when the
+// tailer can no longer read the database, and again every period for as
+// long as it cannot: agents then dial again, and the load balancer, which
+// sees /readyz fail, sends them to a replica that can serve them (see
+// connListener). Connections are never closed while the tailer is
+// starting, only after it served and then lost its database.
+func (s *Server) shedConnectionsWithoutDatabase(ctx context.Context, period time.Duration, log *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.lostDatabase:
+		}
+		for !s.serving.Load() {
+			if n := s.conns.closeAll(); n > 0 {
+				log.Warn("closed every client connection: this replica cannot read its database; clients reconnect, through a load balancer to a replica that can", "connections", n)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(period):
+			}
+		}
+	}
 }
 
 // spawn runs f in a goroutine Stop waits for. A panic in f is logged and
@@ -318,6 +363,10 @@ func (s *Server) httpHandler(reg *prometheus.Registry, db *store.DB) http.Handle
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if !s.serving.Load() {
+			http.Error(w, "not serving streams: the change log has not been read yet, or cannot be read", http.StatusServiceUnavailable)
+			return
+		}
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := db.SQL.PingContext(ctx); err != nil {
