@@ -117,3 +117,14 @@ func validHost(h string) bool {
 	}
 	return true
 }
+
+// validPeerAddr accepts what ResolveAdvertiseAddr returns: host:port, the
+// host an IP address or a DNS name, the port 1-65535.
+func validPeerAddr(addr string) bool {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || !validHost(host) {
+		return false
+	}
+	n, err := strconv.Atoi(port)
+	return err == nil && n >= 1 && n <= 65535
+}

@@ -59,7 +59,9 @@
 // secret is stored in clear because the caller must send it; it is new at
 // every start. Someone who reads it can only make this replica poll the
 // change log sooner, which anyone able to write the database can do
-// anyway. A guesser costs one comparison per call.
+// anyway. A guesser costs one comparison per call. What a replica dials
+// comes from the table too, so it dials only host:port (no scheme, socket
+// file or path), and at most MaxPeers of them, however many rows there are.
 //
 // # Transport
 //

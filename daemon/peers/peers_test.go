@@ -403,3 +403,14 @@ func tlsDial(t *testing.T, addr, ca, token string) *grpc.ClientConn {
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// However many rows the table holds, a replica pokes at most MaxPeers.
+func TestAFloodedRegistryIsBounded(t *testing.T) {
+	env := servertest.Start(t, replicasConfig())
+	ctx := context.Background()
+	for i := range peers.MaxPeers + 36 {
+		id := fmt.Sprintf("flood-%d", i)
+		env.DB.Ent.CtrldReplica.Create().SetID(id).SetInstance(id).SetAddress(closedPort(t)).SetSecret("s").ExecX(ctx)
+	}
+	waitPeers(t, env.Server, peers.MaxPeers)
+}

@@ -58,6 +58,12 @@ func (r *Replica) follow(rows []*ent.CtrldReplica) {
 		if _, ok := r.peers[id]; ok {
 			continue
 		}
+		if !validPeerAddr(row.Address) {
+			// Only host:port gets dialled: no scheme or path that would
+			// make gRPC dial a socket file or another resolver.
+			r.log.Warn("peers: a replica's registered address is not host:port; not poking it", "peer", id, "address", row.Address)
+			continue
+		}
 		p, err := r.newPeer(row)
 		if err != nil {
 			r.log.Warn("peers: cannot dial a replica; its agents get changes made here at its next poll", "peer", id, "address", row.Address, "err", err)
@@ -83,7 +89,10 @@ type peer struct {
 }
 
 func (r *Replica) newPeer(row *ent.CtrldReplica) (*peer, error) {
-	conn, err := grpc.NewClient(row.Address,
+	// passthrough: the address is dialled as it is (a DNS name is looked
+	// up by the dialer at each connection), never read as a resolver's
+	// target.
+	conn, err := grpc.NewClient("passthrough:///"+row.Address,
 		grpc.WithTransportCredentials(r.cfg.Credentials),
 		grpc.WithConnectParams(dial.Reconnect()),
 		// Replicas dial each other directly, never through the HTTP

@@ -178,3 +178,22 @@ func TestResolveAdvertiseAddr(t *testing.T) {
 		}
 	}
 }
+
+// Only host:port is dialled: a row naming a scheme, a socket file or a path
+// (which only someone writing the table by hand could add) is skipped.
+func TestOnlyHostPortRowsAreDialled(t *testing.T) {
+	r := newTestReplica(t, &countingTailer{})
+	var rows []*ent.CtrldReplica
+	for i, addr := range []string{"unix:///run/x.sock", "unix:x.sock", "dns:///example.com:7070", "passthrough:///10.0.0.1:7070",
+		"example.com", "example.com:0", "example.com/path:7070", "user@example.com:7070", "[::1]", ""} {
+		rows = append(rows, &ent.CtrldReplica{ID: string(rune('a' + i)), Address: addr, Secret: "s"})
+	}
+	r.follow(rows)
+	if n := r.Peers(); n != 0 {
+		t.Fatalf("%d rows with addresses that are not host:port are poked", n)
+	}
+	r.follow([]*ent.CtrldReplica{{ID: "ok", Address: "example.com:7070", Secret: "s"}, {ID: "v6", Address: "[fd00::1]:7070", Secret: "s"}})
+	if n := r.Peers(); n != 2 {
+		t.Fatalf("%d of 2 host:port rows are poked", n)
+	}
+}

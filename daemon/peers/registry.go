@@ -31,10 +31,17 @@ func heartbeat(ctx context.Context, client *ent.Client, self *ent.CtrldReplica) 
 	return nil
 }
 
-// livePeers returns the replicas other than self heard of within ttl.
+// MaxPeers bounds the replicas one replica pokes: rows beyond it (which
+// only someone writing the table by hand could add) cost nothing.
+const MaxPeers = 64
+
+// livePeers returns the replicas other than self heard of within ttl, the
+// freshest MaxPeers of them.
 func livePeers(ctx context.Context, client *ent.Client, selfID string, ttl time.Duration) ([]*ent.CtrldReplica, error) {
 	rows, err := client.CtrldReplica.Query().
 		Where(ctrldreplica.IDNEQ(selfID), heardWithin(ttl)).
+		Order(ent.Desc(ctrldreplica.FieldHeartbeatAt)).
+		Limit(MaxPeers).
 		All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read live ctrld replicas: %w", err)
