@@ -62,33 +62,49 @@ func BenchmarkCommitToReceive(b *testing.B) {
 
 // BenchmarkCommitToReceiveAcrossReplicas is BenchmarkCommitToReceive with
 // two ctrld replicas on the database and the operator writing through the
-// first: the agent streams from the same replica or from the other one,
-// with peer pokes (daemon/peers) on or off. Without pokes, the other
-// replica hears of a change at its next poll (100 ms).
+// first, with peer pokes (daemon/peers) on or off. Two agents receive every
+// probe side by side, one streaming from the replica written through
+// (same-*) and one from the other (other-*), so both figures come from the
+// same probes under the same load. Without pokes, the other replica hears
+// of a change at its next poll (100 ms).
 func BenchmarkCommitToReceiveAcrossReplicas(b *testing.B) {
-	for _, agentOn := range []string{"same-replica", "other-replica"} {
-		for _, pokes := range []bool{true, false} {
-			for _, writers := range []int{0, 16} {
-				name := fmt.Sprintf("%s/pokes=%v/writers=%d", agentOn, pokes, writers)
-				b.Run(name, func(b *testing.B) {
-					benchLatency(b, "stream", writers, replicas{two: true, agentOnOther: agentOn == "other-replica", pokes: pokes})
-				})
-			}
+	for _, pokes := range []bool{true, false} {
+		for _, writers := range []int{0, 16} {
+			b.Run(fmt.Sprintf("pokes=%v/writers=%d", pokes, writers), func(b *testing.B) {
+				benchLatency(b, "stream", writers, replicas{two: true, pokes: pokes})
+			})
 		}
 	}
 }
 
-// replicas says how many ctrld replicas a latency benchmark runs, which one
-// the agent streams from (the operator writes through the first), and
-// whether they poke each other.
-type replicas struct{ two, agentOnOther, pokes bool }
+// replicas says whether a latency benchmark runs a second ctrld replica
+// (with an agent on each, the operator writing through the first), and
+// whether the replicas poke each other.
+type replicas struct{ two, pokes bool }
+
+// probeAgent is an agent a latency benchmark times: its latencies are
+// reported as <name>p50-ms, <name>p99-ms and <name>unseen-10s.
+type probeAgent struct {
+	name      string
+	addr      string
+	arrived   chan arrival
+	latencies []time.Duration
+	lost      int
+}
+
+// arrival is a probe's value as an agent received it, and when.
+type arrival struct {
+	replicas int32
+	at       time.Time
+}
 
 func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 	var cfg server.Config
 	if r.pokes {
 		cfg.Peers = peers.Config{AdvertiseAddr: "127.0.0.1"}
 	}
-	env, _, dial := benchEnv(b, algo, cfg)
+	env, addr, _ := benchEnv(b, algo, cfg)
+	agents := []*probeAgent{{name: "", addr: addr}}
 	if r.two {
 		other := env.StartReplica()
 		if r.pokes {
@@ -101,13 +117,7 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		addr := env.Server.Addr
-		if r.agentOnOther {
-			addr = other.Addr
-		}
-		dial = func() ctrlv1.ClusterServiceClient {
-			return ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, env.AgentToken("eu")))
-		}
+		agents = []*probeAgent{{name: "same-", addr: addr}, {name: "other-", addr: other.Addr}}
 	}
 	ctx := context.Background()
 	op := env.Operator("bench")
@@ -123,68 +133,49 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 		deploy(fmt.Sprintf("load-%d", w))
 	}
 
-	f := streamtest.New(dial(), "eu", "bench-agent")
-	arrived := make(chan int32, 1)
-	f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, _ time.Time) {
-		if d := ev.GetDeployment().GetDeployment(); d.GetDeploymentId() == "probe" {
-			select {
-			case arrived <- d.GetReplicas():
-			default:
-			}
-		}
-	})
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); f.Run(runCtx) }()
-	if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
-		b.Fatal("no full sync")
+	for i, a := range agents {
+		a.arrived = make(chan arrival, 1)
+		client := ctrlv1.NewClusterServiceClient(servertest.Dial(b, a.addr, env.AgentToken("eu")))
+		f := streamtest.New(client, "eu", fmt.Sprintf("bench-agent-%d", i))
+		f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, at time.Time) {
+			if d := ev.GetDeployment().GetDeployment(); d.GetDeploymentId() == "probe" {
+				select {
+				case a.arrived <- arrival{d.GetReplicas(), at}:
+				default:
+				}
+			}
+		})
+		wg.Go(func() { f.Run(runCtx) })
+		if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
+			b.Fatal("no full sync")
+		}
 	}
 	for w := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for i := 0; runCtx.Err() == nil; i++ {
 				op.Scale(runCtx, &ctrlv1.ScaleRequest{DeploymentId: fmt.Sprintf("load-%d", w), Region: "eu", Replicas: int32(1 + i%50)})
 			}
-		}()
-	}
-	drain := func() {
-		for {
-			select {
-			case <-arrived:
-			default:
-				return
-			}
-		}
+		})
 	}
 
-	latencies := make([]time.Duration, 0, b.N)
-	lost := 0
 	b.ResetTimer()
 	for i := range b.N {
 		want := int32(2 + i%900)
-		drain()
+		for _, a := range agents {
+			drain(a.arrived)
+		}
 		start := time.Now()
 		if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "probe", Region: "eu", Replicas: want}); err != nil {
 			b.Fatal(err)
 		}
 		// The seed algorithm loses changes under concurrent writers (and
 		// falls behind): a probe not seen within 10 s counts as unseen,
-		// not as a latency.
-		timeout := time.After(10 * time.Second)
-	wait:
-		for {
-			select {
-			case got := <-arrived:
-				if got == want {
-					latencies = append(latencies, time.Since(start))
-					break wait
-				}
-			case <-timeout:
-				lost++
-				break wait
-			}
+		// not as a latency. Each agent is timed from the same start.
+		deadline := start.Add(10 * time.Second)
+		for _, a := range agents {
+			a.await(want, start, deadline)
 		}
 		// Spread the probes over the poll cycle.
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
@@ -192,16 +183,50 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 	b.StopTimer()
 	stop()
 	wg.Wait()
-	b.ReportMetric(float64(lost), "unseen-10s")
-	if len(latencies) == 0 {
+	for _, a := range agents {
+		a.report(b)
+	}
+}
+
+func drain(c chan arrival) {
+	for {
+		select {
+		case <-c:
+		default:
+			return
+		}
+	}
+}
+
+// await records how long after start the agent received want (its arrival
+// time, whichever agent is awaited first), or that it did not by deadline.
+func (a *probeAgent) await(want int32, start, deadline time.Time) {
+	timeout := time.After(time.Until(deadline))
+	for {
+		select {
+		case got := <-a.arrived:
+			if got.replicas == want {
+				a.latencies = append(a.latencies, got.at.Sub(start))
+				return
+			}
+		case <-timeout:
+			a.lost++
+			return
+		}
+	}
+}
+
+func (a *probeAgent) report(b *testing.B) {
+	b.ReportMetric(float64(a.lost), a.name+"unseen-10s")
+	if len(a.latencies) == 0 {
 		return
 	}
-	slices.Sort(latencies)
+	slices.Sort(a.latencies)
 	pct := func(p float64) float64 {
-		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
+		return float64(a.latencies[min(len(a.latencies)-1, int(p*float64(len(a.latencies))))].Microseconds()) / 1000
 	}
-	b.ReportMetric(pct(0.50), "p50-ms")
-	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(pct(0.50), a.name+"p50-ms")
+	b.ReportMetric(pct(0.99), a.name+"p99-ms")
 }
 
 // BenchmarkIdleQueries counts the statements the database executes per
