@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	entsql "entgo.io/ent/dialect/sql"
@@ -208,6 +209,7 @@ func RetryConflict(ctx context.Context, fn func() error) error {
 		if !IsConflict(err) || attempt == conflictAttempts || ctx.Err() != nil {
 			return err
 		}
+		conflictReruns.Add(1)
 		select {
 		case <-ctx.Done():
 			return err
@@ -215,6 +217,15 @@ func RetryConflict(ctx context.Context, fn func() error) error {
 		}
 	}
 }
+
+// conflictReruns counts the reruns RetryConflict made, in this process.
+var conflictReruns atomic.Uint64
+
+// ConflictReruns is how many times, in this process, a transaction or
+// statement ran again after colliding with another (ctrld exports it as
+// deploysync_database_conflict_reruns_total): how hard writers contend, on a
+// Galera cluster across nodes.
+func ConflictReruns() uint64 { return conflictReruns.Load() }
 
 // conflictAttempts bounds the runs of one transaction. Eight: on one
 // server a deadlock is rare enough that four always sufficed, but on a

@@ -1,6 +1,7 @@
 package tailer
 
 import (
+	"cmp"
 	"errors"
 	"time"
 )
@@ -20,16 +21,26 @@ var ErrDatabaseUnavailable = errors.New("ctrld cannot read its database; reconne
 // well before anyone would notice them missing changes.
 const DefaultUnavailableAfter = 5 * time.Second
 
+// failureLogEvery spaces out the log lines of polls that keep failing.
+const failureLogEvery = 10 * time.Second
+
 // notePoll records a poll's outcome at now: the first failure starts the
 // clock, failures for UnavailableAfter make the tailer unavailable (every
 // subscription ends, Subscribe refuses), and the first success makes it
 // available again. The availability hook, when set, hears of each switch.
 func (t *Tailer) notePoll(err error, now time.Time) {
+	if err != nil && now.Sub(t.failureLogged) >= failureLogEvery {
+		// The first failure of a run of them, then one line per
+		// failureLogEvery: a database away for an hour must not write ten
+		// lines a second.
+		t.failureLogged = now
+		t.log.Warn("tailer: poll failed; retrying", "err", err, "failing_for", now.Sub(cmp.Or(t.failingSince, now)).Round(time.Millisecond))
+	}
 	t.mu.Lock()
 	var switched, available bool
 	switch {
 	case err == nil:
-		t.failingSince = time.Time{}
+		t.failingSince, t.failureLogged = time.Time{}, time.Time{}
 		if t.unavailable {
 			t.unavailable, switched, available = false, true, true
 		}

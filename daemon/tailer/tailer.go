@@ -150,6 +150,7 @@ type Tailer struct {
 	// unavailable is set once they have failed for UnavailableAfter, and
 	// onAvailability hears of each switch (see notePoll).
 	failingSince   time.Time
+	failureLogged  time.Time // when a failed poll was last logged; only Run's goroutine uses it
 	unavailable    bool
 	onAvailability func(available bool)
 	fillers        sync.WaitGroup // the filler run in flight, if any
@@ -223,11 +224,8 @@ func (t *Tailer) follow(ctx context.Context) {
 	defer persistTick.Stop()
 	for {
 		more, err := t.poll(ctx)
-		if err != nil && ctx.Err() == nil {
-			t.log.Warn("tailer: poll failed; retrying", "err", err)
-		}
 		if ctx.Err() == nil {
-			t.notePoll(err, time.Now())
+			t.notePoll(err, time.Now()) // logs the failure
 		}
 		if more && err == nil {
 			continue // a full batch: read on without waiting
