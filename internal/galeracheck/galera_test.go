@@ -46,7 +46,7 @@ func TestOnGalera(t *testing.T) {
 	if g == nil {
 		t.Skip("no mariadbd or galera-4")
 	}
-	c := startCluster(t, g)
+	c := startCluster(t, g, server.Config{})
 	t.Run("feed", func(t *testing.T) { c.checkFeed(t, nil) })
 	t.Run("operators see no conflicts", c.checkOperatorsSeeNoConflicts)
 	t.Run("feed while a node and a replica are lost", func(t *testing.T) {
@@ -67,9 +67,9 @@ type cluster struct {
 	next     atomic.Int64 // spreads new clients over the replicas
 }
 
-// startCluster creates a database on g and runs a ctrld replica on each
-// node, each with its own connection pools to its own node.
-func startCluster(t *testing.T, g *testmariadb.Galera) *cluster {
+// startCluster creates a database on g and runs a ctrld replica with cfg on
+// each node, each with its own connection pools to its own node.
+func startCluster(t testing.TB, g *testmariadb.Galera, cfg server.Config) *cluster {
 	t.Helper()
 	ctx := context.Background()
 	db, drop, err := testdb.CreateOn(ctx, g.Nodes[0].DSN)
@@ -79,12 +79,12 @@ func startCluster(t *testing.T, g *testmariadb.Galera) *cluster {
 	t.Cleanup(func() { drop() })
 	c := &cluster{}
 	for i, n := range g.Nodes {
-		cfg, err := mysql.ParseDSN(n.DSN)
+		dsn, err := mysql.ParseDSN(n.DSN)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg.DBName = db.Name
-		s, err := store.Open(ctx, cfg.FormatDSN())
+		dsn.DBName = db.Name
+		s, err := store.Open(ctx, dsn.FormatDSN())
 		if err != nil {
 			t.Fatalf("node %d: %v", i+1, err)
 		}
@@ -97,7 +97,8 @@ func startCluster(t *testing.T, g *testmariadb.Galera) *cluster {
 				t.Fatal(err)
 			}
 		}
-		c.replicas = append(c.replicas, servertest.StartOn(t, s, server.Config{Instance: fmt.Sprintf("replica-%d", i+1)}))
+		cfg.Instance = fmt.Sprintf("replica-%d", i+1)
+		c.replicas = append(c.replicas, servertest.StartOn(t, s, cfg))
 	}
 	return c
 }
