@@ -157,23 +157,13 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 		return err
 	}
 	defer release()
-	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
-		return err
-	} else if !exists {
-		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
-	}
-	if req.AdmitAgent != nil {
-		if err := req.AdmitAgent(ctx); err != nil {
-			return err
-		}
-	}
-	s.metrics.Streams.WithLabelValues(req.Region).Inc()
-	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
-	since, err := s.connected(ctx, req)
-	if err != nil {
+	var since time.Time
+	if err := aside(func() (err error) { since, err = s.admit(ctx, req); return err }); err != nil {
 		return err
 	}
 	defer s.disconnected(req, since)
+	s.metrics.Streams.WithLabelValues(req.Region).Inc()
+	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
 	defer s.connections.hold(&connection{region: req.Region, identity: req.Identity, since: since})()
 
 	// The outbox's sender ends by itself once its queue is empty, or when
@@ -195,6 +185,23 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 			"region", req.Region, "agent", req.Identity, "send_timeout", stall.timeout, "pending_events", stall.pending)
 	}
 	return err
+}
+
+// admit checks that the region exists and that its agent may have a
+// record (req.AdmitAgent), and records the stream's connection, since the
+// time it returns.
+func (s *Streamer) admit(ctx context.Context, req Request) (since time.Time, err error) {
+	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
+		return since, err
+	} else if !exists {
+		return since, fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+	}
+	if req.AdmitAgent != nil {
+		if err := req.AdmitAgent(ctx); err != nil {
+			return since, err
+		}
+	}
+	return s.connected(ctx, req)
 }
 
 // serve runs st's stream until it ends.
@@ -281,35 +288,51 @@ func (s *Streamer) serveOnce(ctx context.Context, sub *tailer.Subscription, st *
 		return outcomePaused, nil
 	}
 	st.control = sub.Control
+	var result outcome
+	var caughtUp bool
+	err := aside(func() (err error) {
+		result, caughtUp, err = s.bringUpToDate(ctx, sub, st)
+		return err
+	})
+	if err != nil || !caughtUp {
+		return result, err
+	}
+	return s.follow(ctx, sub, st)
+}
+
+// bringUpToDate sends st's client what it lacks up to the subscription's
+// watermark: a full sync, or the changes after its cursor. caughtUp is
+// false when the stream must stop instead, result says why.
+func (s *Streamer) bringUpToDate(ctx context.Context, sub *tailer.Subscription, st *state) (result outcome, caughtUp bool, err error) {
 	if st.clientCursor == 0 {
 		if err := s.fullSync(ctx, sub, st); err != nil {
-			return outcomeDone, err
+			return outcomeDone, false, err
 		}
 		// Control may have changed while the snapshot streamed; changes
 		// held back by a pause are caught up from the database.
 		if result := st.controlOutcome(); result != outcomeDone {
-			return result, nil
+			return result, false, nil
 		}
 		if st.heldBack {
 			st.heldBack = false
-			return outcomePaused, nil
+			return outcomePaused, false, nil
 		}
-	} else {
-		st.generation = sub.Control.ResyncGeneration
-		if reason, err := s.mustResync(ctx, st); err != nil || reason != "" {
-			if err == nil {
-				err = st.send(resyncRequired(reason))
-			}
-			return outcomeDone, err
-		}
-		if err := s.catchUp(ctx, sub, st); err != nil {
-			if errors.Is(err, errCursorTooOld) {
-				err = st.send(resyncRequired(fmt.Sprintf("cursor %d: retention deleted changes while they were being sent", st.clientCursor)))
-			}
-			return outcomeDone, err
-		}
+		return outcomeDone, true, nil
 	}
-	return s.follow(ctx, sub, st)
+	st.generation = sub.Control.ResyncGeneration
+	if reason, err := s.mustResync(ctx, st); err != nil || reason != "" {
+		if err == nil {
+			err = st.send(resyncRequired(reason))
+		}
+		return outcomeDone, false, err
+	}
+	if err := s.catchUp(ctx, sub, st); err != nil {
+		if errors.Is(err, errCursorTooOld) {
+			err = st.send(resyncRequired(fmt.Sprintf("cursor %d: retention deleted changes while they were being sent", st.clientCursor)))
+		}
+		return outcomeDone, false, err
+	}
+	return outcomeDone, true, nil
 }
 
 // mustResync says why a resuming client cannot be served incrementally:
@@ -419,7 +442,8 @@ func (s *Streamer) follow(ctx context.Context, sub *tailer.Subscription, st *sta
 			if len(notices) == 0 {
 				continue
 			}
-			result, err := s.relay(ctx, st, notices)
+			var result outcome
+			err := aside(func() (err error) { result, err = s.relay(ctx, st, notices); return err })
 			if err != nil || result != outcomeDone {
 				return result, err
 			}
