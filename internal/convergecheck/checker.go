@@ -166,7 +166,7 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 	kinds := cfg.Faults
 	if kinds == nil {
 		for _, k := range AllFaults {
-			if k != FaultMariaDB || setup.MariaDB != nil {
+			if k != FaultMariaDB || setup.MariaDB != nil || setup.Galera != nil {
 				kinds = append(kinds, k)
 			}
 		}

@@ -78,6 +78,34 @@ func TestConvergence(t *testing.T) {
 	}
 }
 
+// The whole system on a 3-node Galera cluster converges after every round:
+// ctrld on node 1, the replica fault's second ctrld on node 2 or 3, the
+// MariaDB restart fault killing and restarting any node. Two rounds in CI
+// (the cluster takes 20-40 s to start); -convergecheck.seed replays.
+func TestConvergenceOnGalera(t *testing.T) {
+	if testing.Short() {
+		t.Skip("convergecheck: starts a Galera cluster; skipped in -short mode")
+	}
+	g := testmariadb.OwnGalera(t)
+	if g == nil {
+		t.Skip("no mariadbd or galera-4")
+	}
+	seed := *seedFlag
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d", seed)
+	rep, err := Run(t, Setup{Clusters: clusters(t), Galera: g, Logf: t.Logf}, Config{Seed: seed, Rounds: 2})
+	t.Logf("report: %s", rep)
+	replay := fmt.Sprintf("replay: go test ./internal/convergecheck -run '^TestConvergenceOnGalera$' -timeout=0 -convergecheck.seed=%d", seed)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, replay)
+	}
+	if weak := rep.ProvesLittle(true); len(weak) > 0 {
+		t.Fatalf("converged, but the run proves little:\n  %s\n%s", strings.Join(weak, "\n  "), replay)
+	}
+}
+
 // replayLine is the command that replays a run of seed; a failure in round
 // R replays R rounds (the rounds before it made the state it started
 // from), without go test's time limit.

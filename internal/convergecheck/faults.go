@@ -9,11 +9,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -82,7 +84,11 @@ func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Dur
 		case FaultCtrldRestart:
 			start("restart ctrld", func(context.Context) (bool, error) { s.env.Restart(); return true, nil })
 		case FaultReplica:
-			start("move agent "+r.name+" to a new ctrld replica", func(context.Context) (bool, error) { return s.toReplica(r), nil })
+			node := 0 // with Galera, the replica's node: another than the main ctrld's
+			if s.galera != nil {
+				node = 1 + rng.IntN(len(s.galera.Nodes)-1)
+			}
+			start("move agent "+r.name+" to a new ctrld replica", func(context.Context) (bool, error) { return s.toReplica(r, node), nil })
 			end("move agent "+r.name+" back, stop the replica", func(context.Context) (bool, error) { return s.fromReplica(r), nil })
 		case FaultAgentKill:
 			start("kill agent "+r.name, func(context.Context) (bool, error) { return r.stopAgent(), nil })
@@ -108,10 +114,14 @@ func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Dur
 			})
 		case FaultMariaDB:
 			down := hold / 3
-			what := fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond))
+			server, what := s.mariadb, fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond))
+			if s.galera != nil {
+				node := rng.IntN(len(s.galera.Nodes))
+				server, what = s.galera.Nodes[node], fmt.Sprintf("restart Galera node %d (down %s)", node+1, down.Round(time.Millisecond))
+			}
 			start(what, func(context.Context) (bool, error) {
 				return s.background(&s.mariadbRestarting, what, func(ctx context.Context) error {
-					return s.mariadb.Restart(ctx, down)
+					return server.Restart(ctx, down)
 				}), nil
 			})
 		}
@@ -185,13 +195,24 @@ func (s *System) background(busy *atomic.Bool, what string, restart func(context
 	return true
 }
 
-// toReplica starts a second ctrld on the same database and moves the
-// region's agent to it.
-func (s *System) toReplica(r *region) bool {
+// toReplica starts a second ctrld on the same database (with Galera,
+// through node) and moves the region's agent to it.
+func (s *System) toReplica(r *region, node int) bool {
 	if r.replica != nil {
 		return false
 	}
-	r.replica = s.env.StartReplica()
+	if s.galera == nil {
+		r.replica = s.env.StartReplica()
+	} else {
+		// On another node, through its own pools: what it reads and
+		// writes goes through that node.
+		db, err := s.galeraNodeDB(node)
+		if err != nil { // the node is being restarted, say: no move this time
+			s.logf("  convergecheck: no replica on Galera node %d: %v", node+1, err)
+			return false
+		}
+		r.replica, r.replicaDB = s.env.StartReplicaOn(db), db
+	}
 	r.replicaConn = servertest.Dial(s.t, r.replica.Addr, r.token)
 	r.link.moveTo(ctrlv1.NewClusterServiceClient(r.replicaConn))
 	return true
@@ -205,8 +226,21 @@ func (s *System) fromReplica(r *region) bool {
 	r.link.moveTo(r.primary)
 	r.replicaConn.Close()
 	r.replica.Stop()
-	r.replica, r.replicaConn = nil, nil
+	if r.replicaDB != nil {
+		r.replicaDB.Close()
+	}
+	r.replica, r.replicaDB, r.replicaConn = nil, nil, nil
 	return true
+}
+
+// galeraNodeDB opens ctrld's database through Galera node i (0-based).
+func (s *System) galeraNodeDB(i int) (*store.DB, error) {
+	cfg, err := mysql.ParseDSN(s.galera.Nodes[i].DSN)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = s.database
+	return store.Open(context.Background(), cfg.FormatDSN())
 }
 
 // retryControl retries a control call through ctrld or database restarts:

@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/internal/kubetest"
 	"github.com/deploysync/deploysync/internal/testmariadb"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -43,6 +44,11 @@ type Setup struct {
 	// database lives on, so a fault may restart it (the shared test server
 	// is never restarted: other test packages use it at the same time).
 	MariaDB *testmariadb.Server
+	// Galera, when set instead, is a Galera cluster of the checker's own:
+	// ctrld runs on its first node, the second replica the replica fault
+	// starts on another node, and the MariaDB restart fault kills and
+	// restarts a node, any of them.
+	Galera *testmariadb.Galera
 	// Logf reports progress (default: nothing).
 	Logf func(format string, args ...any)
 }
@@ -55,6 +61,8 @@ type System struct {
 	control   ctrlv1.OperatorServiceClient   // the fault schedule's: pause, resume, resync
 	operators []ctrlv1.OperatorServiceClient // one per concurrent operator
 	mariadb   *testmariadb.Server
+	galera    *testmariadb.Galera
+	database  string // ctrld's database's name
 
 	retentionRows int64 // change rows the retention fault deleted
 	logf          func(format string, args ...any)
@@ -79,6 +87,7 @@ type region struct {
 	primary     ctrlv1.ClusterServiceClient // the restartable main ctrld
 	link        *link
 	replica     *server.Server   // the second ctrld serving the agent, while moved
+	replicaDB   *store.DB        // replica's own pools, when on another Galera node
 	replicaConn *grpc.ClientConn // the agent's connection to replica
 	agent       *agentRun        // nil while killed
 
@@ -108,14 +117,20 @@ const maxOperators = 3
 // clusters cleaned of managed objects. Everything stops when t ends.
 func Start(t testing.TB, setup Setup) *System {
 	t.Helper()
-	if setup.MariaDB != nil {
+	switch {
+	case setup.MariaDB != nil:
 		t.Setenv("DEPLOYSYNC_TEST_MYSQL_DSN", setup.MariaDB.DSN)
+	case setup.Galera != nil:
+		t.Setenv("DEPLOYSYNC_TEST_MYSQL_DSN", setup.Galera.Nodes[0].DSN)
 	}
 	env := servertest.Start(t, server.Config{})
 	s := &System{t: t, env: env, regions: map[string]*region{}, control: env.Operator("faults"), mariadb: setup.MariaDB,
-		logf: setup.Logf}
+		galera: setup.Galera, logf: setup.Logf}
 	if s.logf == nil {
 		s.logf = func(string, ...any) {}
+	}
+	if err := env.DB.SQL.QueryRow("SELECT DATABASE()").Scan(&s.database); err != nil {
+		t.Fatal(err)
 	}
 	for i := range maxOperators {
 		s.operators = append(s.operators, env.Operator(fmt.Sprintf("operator-%d", i)))

@@ -93,9 +93,17 @@ func (e *Env) Restart() {
 // replica behind the same load balancer would run.
 func (e *Env) StartReplica() *server.Server {
 	e.t.Helper()
+	return e.StartReplicaOn(e.DB)
+}
+
+// StartReplicaOn starts another ctrld on db, the same database as e's
+// reached another way (another node of a multi-primary cluster), until the
+// test ends or it is stopped.
+func (e *Env) StartReplicaOn(db *store.DB) *server.Server {
+	e.t.Helper()
 	cfg := e.Config
 	cfg.ListenAddr = "127.0.0.1:0"
-	s, err := server.Start(context.Background(), e.DB, cfg, Logger())
+	s, err := server.Start(context.Background(), db, cfg, Logger())
 	if err != nil {
 		e.t.Fatal(err)
 	}
