@@ -80,6 +80,10 @@ func (s *Service) act(ctx context.Context, action, target string, req proto.Mess
 	err := run(ctx)
 	if err != nil {
 		record.error = validate.Clip(err.Error(), auditTextLen)
+	} else {
+		// Committed: this replica's tailer and its peers read the change
+		// now, not after the audit record's round trip.
+		s.notifier.Poke()
 	}
 	s.audit(ctx, record)
 	if err != nil {
@@ -87,7 +91,6 @@ func (s *Service) act(ctx context.Context, action, target string, req proto.Mess
 		return toStatus(err)
 	}
 	s.log.Info("operator: action done", "action", record.action, "target", record.target, "actor", record.actor)
-	s.notifier.Poke()
 	return nil
 }
 
