@@ -30,6 +30,15 @@ type Config struct {
 	Timeout time.Duration
 	// Interval between evaluations (default 1s).
 	Interval time.Duration
+	// FullPass is how often an evaluation decides every unfinished
+	// deployment, whatever changed (default 1m). Other evaluations read
+	// what changed since the last one by updated_at, which the writing
+	// replica's clock stamps when it writes, not when it commits: a report
+	// whose transaction commits more than changeOverlap after its write
+	// (a long lock wait, a Galera node's flow control), or a replica whose
+	// clock is that far behind, is missed by them; the full pass decides
+	// it at most FullPass late, instead of at its timeout.
+	FullPass time.Duration
 }
 
 // Driver evaluates deploy workflows.
@@ -43,6 +52,9 @@ type Driver struct {
 	// evaluated is when the last evaluation that read every change began;
 	// zero until one has (then every unfinished deployment is read).
 	evaluated time.Time
+	// fullPass is when the last evaluation that decided every unfinished
+	// deployment began.
+	fullPass time.Time
 	// lastBatch is how long the round's previous batch took, zero before
 	// its first: the next batch rests as long first (see decideBatch).
 	lastBatch time.Duration
@@ -50,7 +62,7 @@ type Driver struct {
 
 // Defaults are the production settings zero Config fields take (ctrld's
 // flags show them).
-var Defaults = Config{Timeout: 5 * time.Minute, Interval: time.Second}
+var Defaults = Config{Timeout: 5 * time.Minute, Interval: time.Second, FullPass: time.Minute}
 
 // batchSize bounds the deployments one round of reads and writes covers.
 const batchSize = 500
@@ -67,6 +79,9 @@ func New(client *ent.Client, cfg Config, log *slog.Logger, m *metrics.Metrics) *
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = Defaults.Interval
+	}
+	if cfg.FullPass <= 0 {
+		cfg.FullPass = Defaults.FullPass
 	}
 	return &Driver{client: client, cfg: cfg, log: log, metrics: m, now: time.Now}
 }
@@ -90,17 +105,19 @@ func (d *Driver) Run(ctx context.Context) {
 // Evaluate moves unfinished deployments' workflows forward, at a cost
 // proportional to what changed: it decides the deployments whose
 // instances or topologies changed since the last evaluation (all
-// unfinished ones on the first), then those past Timeout, oldest first.
+// unfinished ones on the first, and once per FullPass), then those past
+// Timeout, oldest first.
 // Nothing else is read, however many deployments wait (a deployment
 // whose instances never come is decided once, when it times out), and
 // the decisions are written a batch per statement.
 func (d *Driver) Evaluate(ctx context.Context) error {
 	start := d.now()
 	d.lastBatch = 0
-	if d.evaluated.IsZero() {
+	if d.evaluated.IsZero() || start.Sub(d.fullPass) >= d.cfg.FullPass {
 		if err := d.decideAllUnfinished(ctx, start); err != nil {
 			return err
 		}
+		d.fullPass = start
 	} else if err := d.decideChangedSince(ctx, d.evaluated.Add(-changeOverlap), start); err != nil {
 		return err
 	}

@@ -11,9 +11,11 @@ import (
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -132,6 +134,60 @@ func TestEveryWaitingDeploymentMovesWhenItsInstancesCome(t *testing.T) {
 	}
 	if got, _ := workflowOf(t, env, "wait-02000"); got != deployment.WorkflowStatusDeploying {
 		t.Errorf("wait-02000: workflow %s with an instance, after a restart; want deploying", got)
+	}
+}
+
+// A report the driver's window misses (its updated_at older than the last
+// evaluation by more than the overlap: a transaction that committed long
+// after its write, or a replica whose clock is behind) still moves its
+// deployment at the next full pass, not only at its timeout.
+func TestALateReportMovesItsDeploymentAtTheNextFullPass(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ctx := context.Background()
+	longAgo := time.Now().Add(-10 * time.Minute)
+	// Each driver runs a first round, a full pass, before the report; the
+	// report and its deployment's topology then look written long ago.
+	lateReport := func(driver *workflow.Driver, prefix string) string {
+		t.Helper()
+		createPending(t, env, prefix, "eu", 1)
+		id := prefix + "-00000"
+		err := store.WithTx(ctx, env.DB.Ent, func(tx *ent.Tx) error {
+			return tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(id)).SetUpdatedAt(longAgo).Exec(ctx)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := driver.Evaluate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		err = env.DB.Ent.Instance.Create().SetDeploymentID(id).SetRegion("eu").SetPodName(id + "-0").
+			SetStatus(instance.StatusRunning).SetReady(true).SetUpdatedAt(longAgo).Exec(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+
+	// Without a full pass due, the window misses the report: what the full
+	// pass is for.
+	hourly := newDriver(env, workflow.Config{FullPass: time.Hour})
+	missed := lateReport(hourly, "missed")
+	if err := hourly.Evaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := workflowOf(t, env, missed); got != deployment.WorkflowStatusPending {
+		t.Fatalf("workflow %s: the late report was seen without a full pass, so this test shows nothing", got)
+	}
+
+	often := newDriver(env, workflow.Config{FullPass: 50 * time.Millisecond})
+	seen := lateReport(often, "seen")
+	time.Sleep(60 * time.Millisecond) // a full pass is due
+	if err := often.Evaluate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := workflowOf(t, env, seen); got != deployment.WorkflowStatusReady {
+		t.Fatalf("workflow %s after a full pass, with its one replica ready; want ready", got)
 	}
 }
 
