@@ -83,13 +83,7 @@ func TestConvergence(t *testing.T) {
 // MariaDB restart fault killing and restarting any node. Two rounds in CI
 // (the cluster takes 20-40 s to start); -convergecheck.seed replays.
 func TestConvergenceOnGalera(t *testing.T) {
-	if testing.Short() {
-		t.Skip("convergecheck: starts a Galera cluster; skipped in -short mode")
-	}
 	g := testmariadb.OwnGalera(t)
-	if g == nil {
-		t.Skip("no mariadbd or galera-4")
-	}
 	seed := *seedFlag
 	if seed == 0 {
 		seed = rand.Uint64()

@@ -39,13 +39,7 @@ var (
 // One cluster for every check (it takes 20-40 s to start), each a subtest
 // in turn; the last loses a node and a replica for good.
 func TestOnGalera(t *testing.T) {
-	if testing.Short() {
-		t.Skip("galeracheck: starts a Galera cluster; skipped in -short mode")
-	}
 	g := testmariadb.OwnGalera(t)
-	if g == nil {
-		t.Skip("no mariadbd or galera-4")
-	}
 	c := startCluster(t, g, server.Config{})
 	t.Run("feed", func(t *testing.T) { c.checkFeed(t, nil) })
 	t.Run("operators see no conflicts", c.checkOperatorsSeeNoConflicts)
