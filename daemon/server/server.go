@@ -82,6 +82,9 @@ type Config struct {
 	// TokenRecheck is how often the tokens of running streams are checked
 	// again, so a revoked token's stream ends (default DefaultTokenRecheck).
 	TokenRecheck time.Duration
+	// Tailer configures the tailer. Its UnavailableAfter: zero picks
+	// tailer.DefaultUnavailableAfter on a Galera node and off on a single
+	// server; negative is off.
 	Tailer       tailer.Config
 	Stream       stream.Config
 	Cluster      cluster.Config
@@ -193,6 +196,13 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	conns := newConnListener(lis)
 	s := &Server{conns: conns, lostDatabase: make(chan struct{}, 1), Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
+	switch {
+	case cfg.Tailer.UnavailableAfter < 0:
+		cfg.Tailer.UnavailableAfter = 0 // off, as asked
+	case cfg.Tailer.UnavailableAfter == 0 && db.Galera:
+		// Another replica may read the cluster through another node.
+		cfg.Tailer.UnavailableAfter = tailer.DefaultUnavailableAfter
+	}
 	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
 	// A replica that cannot read its database serves no stream (the tailer
 	// ends them and refuses new ones): it says so to health checks, so a
@@ -354,6 +364,7 @@ func (s *Server) Stop() {
 	default:
 		close(s.stopped)
 	}
+	s.serving.Store(false) // /readyz says what health says
 	s.health.Shutdown()
 	s.cancel()
 	done := make(chan struct{})

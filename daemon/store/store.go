@@ -204,10 +204,21 @@ func WithTx(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) 
 // conflictAttempts runs in all, each after a short random wait
 // (conflictBackoff). fn must be safe to run again.
 func RetryConflict(ctx context.Context, fn func() error) error {
+	lockWaits := 0
 	for attempt := 1; ; attempt++ {
 		err := fn()
 		if !IsConflict(err) || attempt == conflictAttempts || ctx.Err() != nil {
 			return err
+		}
+		// A lock wait that timed out is rerun once: each took
+		// innodb_lock_wait_timeout (50 s by default; on a Galera node a
+		// causal read that timed out is one too), and a lock held that
+		// long is not a collision the next run would escape. Eight of
+		// them would hold a connection for minutes.
+		if isLockWaitTimeout(err) {
+			if lockWaits++; lockWaits > 1 {
+				return err
+			}
 		}
 		conflictReruns.Add(1)
 		select {
@@ -227,7 +238,8 @@ var conflictReruns atomic.Uint64
 // Galera cluster across nodes.
 func ConflictReruns() uint64 { return conflictReruns.Load() }
 
-// conflictAttempts bounds the runs of one transaction. Eight: on one
+// conflictAttempts bounds the runs of one transaction (a lock wait timeout
+// is rerun once at most). Eight: on one
 // server a deadlock is rare enough that four always sufficed, but on a
 // Galera cluster a hot row written through several nodes at once fails
 // certification for all but one writer each round, and four runs left a
@@ -258,7 +270,14 @@ var ErrConflict = errors.New("collided with a concurrent transaction")
 // runs again).
 func IsConflict(err error) bool {
 	var merr *mysql.MySQLError
-	return errors.Is(err, ErrConflict) || errors.As(err, &merr) && (merr.Number == 1213 || merr.Number == 1205)
+	return errors.Is(err, ErrConflict) || errors.As(err, &merr) && merr.Number == 1213 || isLockWaitTimeout(err)
+}
+
+// isLockWaitTimeout reports whether err is "lock wait timeout exceeded"
+// (1205).
+func isLockWaitTimeout(err error) bool {
+	var merr *mysql.MySQLError
+	return errors.As(err, &merr) && merr.Number == 1205
 }
 
 func withTxOnce(ctx context.Context, client *ent.Client, fn func(tx *ent.Tx) error) (err error) {

@@ -239,6 +239,36 @@ func TestWithTxRerunsATransactionWhoseLockWaitTimedOut(t *testing.T) {
 	}
 }
 
+// A lock held for longer than two lock waits fails the transaction after
+// its one rerun, not after eight: each wait was a whole lock wait timeout.
+func TestWithTxRerunsALockWaitTimeoutOnce(t *testing.T) {
+	ctx := context.Background()
+	client := storetest.New(t).Ent
+	if err := client.Region.Create().SetID("a").Exec(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hold, err := client.Tx(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hold.Rollback()
+	if _, err := hold.Region.Query().Where(region.ID("a")).ForUpdate().IDs(ctx); err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	err = store.WithTx(ctx, client, func(tx *ent.Tx) error {
+		runs++
+		if _, err := tx.ExecContext(ctx, "SET SESSION innodb_lock_wait_timeout = 1"); err != nil {
+			return err
+		}
+		_, err := tx.Region.Query().Where(region.ID("a")).ForUpdate().IDs(ctx)
+		return err
+	})
+	if !store.IsConflict(err) || runs != 2 {
+		t.Fatalf("%d runs ending with %v, want 2 ending with a lock wait timeout", runs, err)
+	}
+}
+
 // Streams holding every connection of their pool leave the rest of ctrld
 // its own: the main pool still answers (invariant I8).
 func TestStreamsCannotTakeTheMainPool(t *testing.T) {

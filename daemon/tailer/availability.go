@@ -2,6 +2,7 @@ package tailer
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"time"
 )
@@ -15,17 +16,33 @@ import (
 // cluster), or come back here once this one's does.
 var ErrDatabaseUnavailable = errors.New("ctrld cannot read its database; reconnect (to another replica if there is one) from the last bookmark")
 
-// DefaultUnavailableAfter is Config.UnavailableAfter's default: long enough
-// that a database restart or a failover of a few seconds ends no stream,
-// short enough that agents leave a replica that lost its database node
-// well before anyone would notice them missing changes.
+// DefaultUnavailableAfter is what ctrld sets Config.UnavailableAfter to on
+// a node of a multi-primary (Galera) cluster, where a replica that lost its
+// node leaves others that can read: long enough that a blip ends no
+// stream, short enough that agents leave well before anyone would miss
+// changes. On a single database server ctrld leaves it off: no replica
+// could serve meanwhile, and ending streams would only delay the agents'
+// return once the database is back.
 const DefaultUnavailableAfter = 5 * time.Second
+
+// pollWithin polls, within UnavailableAfter when that is set: a database
+// that hangs rather than refuses (a host gone without a reset, a Galera
+// node's causal read waiting for a cluster it lost) must count as a failed
+// poll, not hold the tailer, and the streams, indefinitely.
+func (t *Tailer) pollWithin(ctx context.Context) (more bool, err error) {
+	if t.cfg.UnavailableAfter <= 0 {
+		return t.poll(ctx)
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.UnavailableAfter)
+	defer cancel()
+	return t.poll(ctx)
+}
 
 // failureLogEvery spaces out the log lines of polls that keep failing.
 const failureLogEvery = 10 * time.Second
 
-// notePoll records a poll's outcome at now: the first failure starts the
-// clock, failures for UnavailableAfter make the tailer unavailable (every
+// notePoll records a poll's outcome at now: a failure UnavailableAfter or
+// more after the last success makes the tailer unavailable (every
 // subscription ends, Subscribe refuses), and the first success makes it
 // available again. The availability hook, when set, hears of each switch.
 func (t *Tailer) notePoll(err error, now time.Time) {
@@ -38,17 +55,21 @@ func (t *Tailer) notePoll(err error, now time.Time) {
 	}
 	t.mu.Lock()
 	var switched, available bool
-	switch {
-	case err == nil:
-		t.failingSince, t.failureLogged = time.Time{}, time.Time{}
+	if err == nil {
+		t.failingSince, t.failureLogged, t.lastPollOK = time.Time{}, time.Time{}, now
 		if t.unavailable {
 			t.unavailable, switched, available = false, true, true
 		}
-	case t.failingSince.IsZero():
-		t.failingSince = now
-	case !t.unavailable && now.Sub(t.failingSince) >= t.cfg.UnavailableAfter:
-		t.unavailable, switched = true, true
-		t.closeAll(ErrDatabaseUnavailable)
+	} else {
+		if t.failingSince.IsZero() {
+			t.failingSince = now
+		}
+		// Counted from the last poll that succeeded, not the first that
+		// failed: a poll that hung for UnavailableAfter is enough.
+		if t.cfg.UnavailableAfter > 0 && !t.unavailable && now.Sub(t.lastPollOK) >= t.cfg.UnavailableAfter {
+			t.unavailable, switched = true, true
+			t.closeAll(ErrDatabaseUnavailable)
+		}
 	}
 	t.mu.Unlock()
 	if !switched {
@@ -57,7 +78,7 @@ func (t *Tailer) notePoll(err error, now time.Time) {
 	if available {
 		t.log.Info("tailer: the database answers again; taking streams")
 	} else {
-		t.log.Error("tailer: cannot read the change log; ended every stream and refusing new ones until it can", "failing_for", now.Sub(t.failingSince).Round(time.Millisecond), "err", err)
+		t.log.Error("tailer: cannot read the change log; ended every stream and refusing new ones until it can", "last_read", now.Sub(t.lastPollOK).Round(time.Millisecond), "err", err)
 	}
 	t.announce(available)
 }

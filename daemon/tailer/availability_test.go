@@ -1,18 +1,23 @@
 package tailer_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
+	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/internal/testdb"
 	"github.com/deploysync/deploysync/internal/testmariadb"
 )
 
@@ -95,4 +100,125 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 		t.Fatalf("a subscription once the database answers again: %v", err)
 	}
 	again.Close()
+}
+
+// A database that hangs instead of refusing (a host gone without a reset,
+// a network partition) is as unavailable as one that refuses: each poll
+// gets UnavailableAfter, and the streams end.
+func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
+	server, err := mysql.ParseDSN(cmp.Or(os.Getenv(testdb.EnvDSN), testdb.DefaultDSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, server.Addr)
+	server.Addr = proxy.addr
+	db := storetest.NewOn(t, server.FormatDSN())
+	t.Cleanup(proxy.thaw) // before the database is dropped through it
+
+	tl := startTailer(t, db, tailer.Config{PollInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond})
+	ctx := context.Background()
+	sub, err := tl.Subscribe(ctx, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	proxy.freeze()
+	deadline := time.After(20 * time.Second)
+	for open := true; open; {
+		select {
+		case <-sub.Ready():
+			_, open = sub.Take(64)
+		case <-deadline:
+			t.Fatal("the subscription stayed open with the database hanging")
+		}
+	}
+	if !errors.Is(sub.Err(), tailer.ErrDatabaseUnavailable) {
+		t.Fatalf("the subscription ended with %v, want ErrDatabaseUnavailable", sub.Err())
+	}
+	proxy.thaw()
+	for {
+		again, err := tl.Subscribe(ctx, "eu")
+		if err == nil {
+			again.Close()
+			return
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("the database answers again, but a subscription is refused: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// proxy forwards TCP connections to a server until frozen: then it keeps
+// them open and forwards nothing, as a dead host or a partition does.
+type proxy struct {
+	addr   string
+	mu     sync.Mutex
+	frozen chan struct{} // closed while thawed; replaced when frozen
+}
+
+func startProxy(t *testing.T, upstream string) *proxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &proxy{addr: l.Addr().String(), frozen: make(chan struct{})}
+	close(p.frozen)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", upstream)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			go p.pipe(c, u)
+			go p.pipe(u, c)
+		}
+	}()
+	return p
+}
+
+// pipe copies from src to dst, holding each read while the proxy is frozen.
+func (p *proxy) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			thawed := p.frozen
+			p.mu.Unlock()
+			<-thawed
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *proxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.frozen = make(chan struct{})
+}
+
+func (p *proxy) thaw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.frozen:
+	default:
+		close(p.frozen)
+	}
 }

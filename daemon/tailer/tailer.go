@@ -66,9 +66,13 @@ type Config struct {
 	// SubscriberBuffer is how many undelivered notices a subscriber may
 	// have before it is dropped (default 4096).
 	SubscriberBuffer int
-	// UnavailableAfter is how long polls may fail in a row before every
-	// subscription ends with ErrDatabaseUnavailable and new ones are
-	// refused until a poll succeeds (default DefaultUnavailableAfter).
+	// UnavailableAfter, when set, is how long the tailer may go without a
+	// poll that succeeds (one that fails, or one that hangs: each poll
+	// gets this long) before every subscription ends with
+	// ErrDatabaseUnavailable and new ones are refused until a poll
+	// succeeds. Zero: never; the subscriptions stay, silent, for as long
+	// as the database is away, which is right where no other replica
+	// could read it either (see DefaultUnavailableAfter).
 	UnavailableAfter time.Duration
 }
 
@@ -81,7 +85,6 @@ var Defaults = Config{
 	FillerLockWait:   10 * time.Second,
 	ControlInterval:  time.Second,
 	SubscriberBuffer: 4096,
-	UnavailableAfter: DefaultUnavailableAfter,
 }
 
 func (c *Config) defaults() {
@@ -102,9 +105,6 @@ func (c *Config) defaults() {
 	}
 	if c.SubscriberBuffer <= 0 {
 		c.SubscriberBuffer = Defaults.SubscriberBuffer
-	}
-	if c.UnavailableAfter <= 0 {
-		c.UnavailableAfter = Defaults.UnavailableAfter
 	}
 }
 
@@ -147,9 +147,10 @@ type Tailer struct {
 	fillerHold    time.Time
 	fillerBackoff *recovery.Backoff
 	// failingSince is when polls began to fail (zero while they succeed);
-	// unavailable is set once they have failed for UnavailableAfter, and
+	// unavailable is set once none has succeeded for UnavailableAfter, and
 	// onAvailability hears of each switch (see notePoll).
 	failingSince   time.Time
+	lastPollOK     time.Time // when a poll last succeeded (or the tailer started)
 	failureLogged  time.Time // when a failed poll was last logged; only Run's goroutine uses it
 	unavailable    bool
 	onAvailability func(available bool)
@@ -209,6 +210,7 @@ func (t *Tailer) Run(ctx context.Context) error {
 		return err
 	}
 	t.readyOnce.Do(func() { close(t.ready) })
+	t.lastPollOK = time.Now() // the start read the database
 	t.announce(true)
 	t.guard.LoopResetting(ctx, "tailer", t.follow, t.restart)
 	return nil
@@ -223,7 +225,7 @@ func (t *Tailer) follow(ctx context.Context) {
 	persistTick := time.NewTicker(time.Second)
 	defer persistTick.Stop()
 	for {
-		more, err := t.poll(ctx)
+		more, err := t.pollWithin(ctx)
 		if ctx.Err() == nil {
 			t.notePoll(err, time.Now()) // logs the failure
 		}
