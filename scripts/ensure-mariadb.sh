@@ -112,17 +112,29 @@ fi
 # (the state transfer that lets a node join), both of which mariadb-server
 # depends on, and, as root, the mysql user to run the nodes as.
 has_galera() {
-	[[ -e /usr/lib/galera/libgalera_smm.so ]] && command -v rsync >/dev/null && { [[ $(id -u) -ne 0 ]] || id mysql >/dev/null 2>&1; }
+	[[ -e /usr/lib/galera/libgalera_smm.so ]] && command -v rsync >/dev/null &&
+		{ command -v wsrep_sst_rsync >/dev/null || [[ -x /usr/bin/wsrep_sst_rsync ]]; } &&
+		{ command -v ss >/dev/null || command -v lsof >/dev/null; } &&
+		{ [[ $(id -u) -ne 0 ]] || id mysql >/dev/null 2>&1; }
 }
 if ! has_galera; then
 	if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
-		say "installing galera-4 and rsync for the Galera checks' own cluster"
+		say "installing mariadb-server's state-transfer scripts, galera-4, rsync and iproute2 for the Galera checks' own cluster"
 		export DEBIAN_FRONTEND=noninteractive
 		apt-get update -qq >/dev/null || die "apt-get update failed"
-		apt-get install -y -qq --no-install-recommends galera-4 rsync >/dev/null || die "apt-get install galera-4 rsync failed"
+		# mariadb-server holds wsrep_sst_rsync; its service must not start
+		# here (another server may own 3306): policy-rc.d says no.
+		own_policy=
+		if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+			printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && own_policy=1
+		fi
+		status=0
+		apt-get install -y -qq --no-install-recommends mariadb-server galera-4 rsync iproute2 >/dev/null || status=$?
+		[[ -z $own_policy ]] || rm -f /usr/sbin/policy-rc.d
+		[[ $status -eq 0 ]] || die "apt-get install mariadb-server galera-4 rsync iproute2 failed"
 		id mysql >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin mysql || die "could not create the mysql user"
 		has_galera || die "galera-4 and rsync installed, but the Galera checks' needs are still missing"
 	else
-		say "warning: no galera-4, rsync or mysql user: the Galera checks cannot run their own cluster (with CI=true their tests fail); install galera-4 and rsync"
+		say "warning: no galera-4, rsync, wsrep_sst_rsync, ss/lsof or mysql user: the Galera checks cannot run their own cluster (with CI=true their tests fail); install mariadb-server, galera-4, rsync and iproute2"
 	fi
 fi

@@ -24,6 +24,11 @@
 //     silent for Config.ForgetAfter are deleted by whichever replica
 //     notices; a replica that stops deletes its own. Heartbeats are stamped
 //     and aged by the database's clock, so replicas' clocks may disagree.
+//     On a Galera cluster that is each node's clock (a row carries the
+//     writing node's NOW), so the database hosts' clocks must agree to
+//     well within PeerTTL: with more skew, peers stop poking a replica
+//     (its agents then get changes at its next poll, nothing is lost), and
+//     past ForgetAfter its row is deleted and written again every beat.
 //     The table holds no desired or actual state and writes no change rows.
 //   - Pokes: after an operator's write commits (the operator service's
 //     notifier is the Replica), the replica pokes its own tailer and wakes

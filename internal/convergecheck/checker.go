@@ -40,6 +40,10 @@ type Config struct {
 	// Faults are the kinds drawn from: nil means all that the setup can
 	// inject, empty means none.
 	Faults []string
+	// Each is a fault kind every round's schedule injects at least once,
+	// besides those drawn (e.g. the Galera node restart and the replica on
+	// another node, for a Galera run that must not pass without them).
+	Each []string
 }
 
 // Report is what a run did.
@@ -200,7 +204,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	operators := 2 + rng.IntN(maxOperators-1)
 	var steps []step
 	if len(kinds) > 0 {
-		steps = s.schedule(rng, kinds, 3+rng.IntN(4), cfg.RoundLength)
+		steps = s.schedule(rng, kinds, cfg.Each, 3+rng.IntN(4), cfg.RoundLength)
 	}
 	schedule := []string{"(no faults)"}
 	if len(steps) > 0 {

@@ -64,13 +64,17 @@ type step struct {
 	do    func(ctx context.Context) (injected bool, err error)
 }
 
-// schedule draws n faults of the given kinds within length. Faults may
-// overlap; a step that finds its fault already in place (an agent already
-// killed, say) does nothing and is not counted.
-func (s *System) schedule(rng *rand.Rand, kinds []string, n int, length time.Duration) []step {
+// schedule draws n faults of the given kinds within length, the first
+// ones each of the kinds in each. Faults may overlap; a step that finds its
+// fault already in place (an agent already killed, say) does nothing and
+// is not counted.
+func (s *System) schedule(rng *rand.Rand, kinds, each []string, n int, length time.Duration) []step {
 	var steps []step
-	for range n {
+	for i := range max(n, len(each)) {
 		kind := pick(rng, kinds)
+		if i < len(each) {
+			kind = each[i]
+		}
 		at := time.Duration(rng.Int64N(int64(length)))
 		hold := 300*time.Millisecond + time.Duration(rng.Int64N(int64(3*time.Second)))
 		r := s.regions[pick(rng, Regions)]

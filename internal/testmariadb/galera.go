@@ -52,8 +52,15 @@ func StartGalera(ctx context.Context) (*Galera, error) {
 	install, err2 := findBinary("mariadb-install-db")
 	_, err3 := os.Stat(galeraProvider)
 	_, err4 := findBinary("rsync")
-	if err := errors.Join(err1, err2, err3, err4); err != nil {
-		return nil, fmt.Errorf("%w (Galera needs mariadbd, galera-4 and rsync: %v)", ErrNotInstalled, err)
+	// The joiner's state transfer runs mariadb-server's script, which
+	// finds its listening port with ss or lsof.
+	_, err5 := findBinary("wsrep_sst_rsync")
+	_, err6 := findBinary("ss")
+	if err6 != nil {
+		_, err6 = findBinary("lsof")
+	}
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+		return nil, fmt.Errorf("%w (Galera needs mariadb-server (mariadbd, wsrep_sst_rsync), galera-4, rsync and ss or lsof: %v)", ErrNotInstalled, err)
 	}
 	testproc.ReapStale()
 	g := &Galera{}
@@ -164,7 +171,9 @@ func (n *Server) configureGaleraNode(server string, i int, cluster string, membe
 		"wsrep_cluster_address=gcomm://" + strings.Join(members, ","),
 		fmt.Sprintf("wsrep_node_address=127.0.0.1:%d", gcomm),
 		fmt.Sprintf("wsrep_node_name=n%d", i),
-		fmt.Sprintf(`wsrep_provider_options="base_port=%d;ist.recv_addr=127.0.0.1:%d"`, gcomm, ist),
+		// Group communication on loopback only: by default it listens on
+		// every interface, and anyone who reaches it could join the cluster.
+		fmt.Sprintf(`wsrep_provider_options="base_port=%d;gmcast.listen_addr=tcp://127.0.0.1:%d;ist.recv_addr=127.0.0.1:%d"`, gcomm, gcomm, ist),
 		"wsrep_sst_method=rsync",
 		fmt.Sprintf("wsrep_sst_receive_address=127.0.0.1:%d", sst),
 	}
