@@ -4,18 +4,20 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
-	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	"github.com/deploysync/deploysync/daemon/stream/seed"
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -23,53 +25,170 @@ import (
 )
 
 // BenchmarkFullSync measures a full sync from cursor 0 of a region with n
-// running deployments: from the stream's start to its full_sync_done
-// bookmark (the seed's: its last state row), side by side with the seed
-// algorithm. Sizes: DEPLOYSYNC_BENCH_FULLSYNC_SIZES (comma-separated,
-// default 1000,10000).
+// running deployments, ours and the seed algorithm's on the same database,
+// one after the other in every iteration (which goes first alternates), so
+// that a machine busy with other work weighs on both alike. For each it
+// reports:
+//
+//   - ms/sync: from the stream's start to its full_sync_done bookmark (the
+//     seed's: after its last state row);
+//   - B/resource: the encoded size of the resource events (proto.Size,
+//     without gRPC's 5-byte frame);
+//   - peak-live-heap-MiB: the highest live heap (as the garbage collector
+//     last measured it) during the sync, above the live heap before it.
+//     The client keeps nothing, so this is the server's, and gRPC's
+//     buffers on both sides.
+//
+// and the ratio of our time to the seed's. The seed cannot sync more than
+// seedMaxResources. Sizes: DEPLOYSYNC_BENCH_FULLSYNC_SIZES
+// (comma-separated, default 1000,10000).
 func BenchmarkFullSync(b *testing.B) {
 	for _, n := range benchSizes(b, "DEPLOYSYNC_BENCH_FULLSYNC_SIZES", 1000, 10000) {
-		for _, algo := range []string{"stream", "seed"} {
-			b.Run(fmt.Sprintf("%s/deployments=%d", algo, n), func(b *testing.B) {
-				env, _, dial := benchEnv(b, algo, server.Config{})
-				seedDeployments(b, env.DB, "eu", n)
-				b.ResetTimer()
-				for i := range b.N {
-					fullSyncOnce(b, dial, fmt.Sprintf("bench-agent-%d", i%4), n)
+		b.Run(fmt.Sprintf("deployments=%d", n), func(b *testing.B) {
+			env, addr, _ := benchEnv(b, "stream", server.Config{})
+			algos := []*syncTotals{{name: "stream", addr: addr}}
+			if n <= seedMaxResources {
+				algos = append(algos, &syncTotals{name: "seed",
+					addr: servertest.ServeWatcher(b, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})})
+			} else {
+				b.Logf("the seed cannot sync %d deployments (at most %d): ours alone", n, seedMaxResources)
+			}
+			for _, a := range algos {
+				a.client = ctrlv1.NewClusterServiceClient(servertest.Dial(b, a.addr, env.AgentToken("eu")))
+			}
+			seedDeployments(b, env.DB, "eu", n)
+			b.ResetTimer()
+			for i := range b.N {
+				for j := range algos {
+					a := algos[(i+j)%len(algos)]
+					a.add(fullSyncOnce(b, a.client, fmt.Sprintf("bench-agent-%d", i%4), n))
 				}
-				b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/sync")
-			})
-		}
+			}
+			b.StopTimer()
+			for _, a := range algos {
+				a.report(b, n)
+			}
+			if len(algos) == 2 {
+				b.ReportMetric(float64(algos[0].elapsed)/float64(algos[1].elapsed), "stream/seed")
+			}
+			b.ReportMetric(0, "ns/op") // both algorithms' time: meaningless
+		})
 	}
 }
 
-// fullSyncOnce runs one full sync of a region of n resources as agent
-// identity, timed from the stream's start to its full_sync_done bookmark.
-func fullSyncOnce(b *testing.B, dial func() ctrlv1.ClusterServiceClient, identity string, n int) {
-	f := streamtest.New(dial(), "eu", identity)
-	// Told by the bookmark itself: polling the follower's snapshot would
-	// copy its view over and over meanwhile.
-	synced := make(chan struct{})
-	fullSyncDone := sync.OnceFunc(func() { close(synced) }) // a later full sync may come before stop
-	f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, _ time.Time) {
-		if ev.GetBookmark().GetFullSyncDone() {
-			fullSyncDone()
-		}
-	})
+// seedMaxResources is the largest region the seed algorithm can sync: it
+// reads the deployments of all the region's topologies with one IN list,
+// and MariaDB takes at most 65,535 placeholders in a statement.
+const seedMaxResources = 65535
+
+// syncTotals adds up one algorithm's full syncs.
+type syncTotals struct {
+	name    string
+	addr    string
+	client  ctrlv1.ClusterServiceClient
+	syncs   int
+	elapsed time.Duration
+	bytes   int
+	peak    uint64
+}
+
+func (t *syncTotals) add(f syncFigures) {
+	t.syncs++
+	t.elapsed += f.elapsed
+	t.bytes += f.bytes
+	t.peak = max(t.peak, f.peakLiveHeap)
+}
+
+func (t *syncTotals) report(b *testing.B, n int) {
+	b.ReportMetric(float64(t.elapsed.Microseconds())/1000/float64(t.syncs), t.name+"-ms/sync")
+	b.ReportMetric(float64(t.bytes)/float64(t.syncs*n), t.name+"-B/resource")
+	b.ReportMetric(float64(t.peak)/(1<<20), t.name+"-peak-live-heap-MiB")
+}
+
+// syncFigures are what fullSyncOnce measured of one full sync.
+type syncFigures struct {
+	elapsed      time.Duration
+	bytes        int    // of the resource events, encoded
+	peakLiveHeap uint64 // above the live heap before the sync
+}
+
+// fullSyncOnce runs one full sync of a region of n deployments (named as
+// seedDeployments names them) as agent identity, from the stream's start
+// to its full_sync_done bookmark, and checks that it listed each of them
+// once. The client keeps no events, so the heap measured is the server's.
+func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity string, n int) syncFigures {
+	b.StopTimer()
+	listed := make([]bool, n)
+	runtime.GC()
+	before := liveHeap()
+	peak := make(chan uint64)
 	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); f.Run(ctx) }()
-	select {
-	case <-synced:
-	case <-time.After(5 * time.Minute):
-		b.Fatalf("no full sync of %d resources within 5 minutes", n)
+	defer stop() // on failure
+	sampled := make(chan struct{})
+	go func() { peak <- samplePeak(sampled); close(peak) }()
+	b.StartTimer()
+
+	start := time.Now()
+	stream, err := client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: identity})
+	if err != nil {
+		b.Fatal(err)
 	}
+	var figures syncFigures
+	for count := 0; ; {
+		ev, err := stream.Recv()
+		if err != nil {
+			b.Fatalf("after %d of %d deployments: %v", count, n, err)
+		}
+		if ev.GetBookmark().GetFullSyncDone() {
+			if count != n {
+				b.Fatalf("full sync listed %d deployments, want %d", count, n)
+			}
+			break
+		}
+		d := ev.GetDeployment()
+		if d.GetAction() != ctrlv1.Action_ACTION_APPLY {
+			b.Fatalf("unexpected event during the full sync: %v", ev)
+		}
+		i, err := strconv.Atoi(strings.TrimPrefix(d.GetDeployment().GetDeploymentId(), "bulk-"))
+		if err != nil || i < 0 || i >= n || listed[i] {
+			b.Fatalf("full sync listed %q, unknown or again", d.GetDeployment().GetDeploymentId())
+		}
+		listed[i] = true
+		count++
+		figures.bytes += proto.Size(ev)
+	}
+	figures.elapsed = time.Since(start)
+
 	b.StopTimer()
 	defer b.StartTimer()
 	stop()
-	<-done
-	if s := f.Snapshot(); len(s.View) != n {
-		b.Fatalf("full sync holds %d resources, want %d", len(s.View), n)
+	close(sampled)
+	if p := <-peak; p > before {
+		figures.peakLiveHeap = p - before
+	}
+	return figures
+}
+
+// liveHeap is the live heap as the garbage collector last measured it.
+func liveHeap() uint64 {
+	s := []rtmetrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	rtmetrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+// samplePeak returns the highest live heap seen every millisecond until
+// done is closed.
+func samplePeak(done <-chan struct{}) uint64 {
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	peak := liveHeap()
+	for {
+		select {
+		case <-done:
+			return max(peak, liveHeap())
+		case <-tick.C:
+			peak = max(peak, liveHeap())
+		}
 	}
 }
 
@@ -83,12 +202,12 @@ func BenchmarkFullSyncDuringTimeoutSweep(b *testing.B) {
 	for _, n := range benchSizes(b, "DEPLOYSYNC_BENCH_SWEEP_SIZES", 10000) {
 		b.Run(fmt.Sprintf("deployments=%d", n), func(b *testing.B) {
 			env, _, dial := benchEnv(b, "stream", server.Config{})
+			client := dial()
 			seedDeployments(b, env.DB, "eu", n)
 			var quiet, during, sweeps time.Duration
-			timed := func(f func()) time.Duration { start := time.Now(); f(); return time.Since(start) }
 			for i := range b.N {
 				agent := fmt.Sprintf("bench-agent-%d", i%4)
-				quiet += timed(func() { fullSyncOnce(b, dial, agent, n) })
+				quiet += fullSyncOnce(b, client, agent, n).elapsed
 
 				// Every deployment unfinished again, and timed out for a
 				// driver with a 1 ns timeout (ctrld's own, at 5 minutes,
@@ -103,7 +222,7 @@ func BenchmarkFullSyncDuringTimeoutSweep(b *testing.B) {
 				swept := make(chan error, 1)
 				start := time.Now()
 				go func() { err := driver.Evaluate(context.Background()); sweeps += time.Since(start); swept <- err }()
-				during += timed(func() { fullSyncOnce(b, dial, agent, n) })
+				during += fullSyncOnce(b, client, agent, n).elapsed
 				if err := <-swept; err != nil {
 					b.Fatal(err)
 				}
