@@ -44,8 +44,10 @@ const idleDeployments = 10
 // with the seed algorithm: heap, goroutine stacks and RSS per stream once N
 // streams have done their full sync (after a GC, over the process before
 // the streams opened), the time to open them (from the first dial to every
-// stream's full_sync_done bookmark) and the statements that took, and the
-// database's statements/s while they are idle. The clients run in a child
+// stream's full_sync_done bookmark) and the statements that took, the
+// database's statements/s while they are idle, and the time and statements
+// to open them again once they closed (reopen: the agents' identities are
+// known then, as after a ctrld restart). The clients run in a child
 // process (TestHelperIdleClients), so that only the server's side is
 // counted. N is 1000, or DEPLOYSYNC_BENCH_STREAMS (10000 needs about 10,000
 // file descriptors in each process). Run alone, with -benchtime=1x: the
@@ -88,32 +90,7 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 
 	before := serverFootprint(b)
 	statementsBefore := statements(b, env)
-	child := exec.Command(os.Args[0], "-test.run=^TestHelperIdleClients$")
-	child.Env = append(os.Environ(), idleClientsEnv+"="+specFile)
-	child.Stderr = os.Stderr
-	stdin, err := child.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := child.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := child.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stdin.Close() // the helper's signal to end
-		done := make(chan error, 1)
-		go func() { done <- child.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			child.Process.Kill()
-			<-done
-		}
-	}()
-	openTime := waitReady(b, stdout)
+	openTime, closeClients := openIdleClients(b, specFile)
 	opened := statements(b, env) - statementsBefore
 
 	after := serverFootprint(b)
@@ -129,6 +106,51 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 	// The tailer's polls during the open are counted too (about 14/s).
 	b.ReportMetric(float64(opened)/float64(n), "statements/open")
 	b.ReportMetric(statementsPerSecond(b, env), "queries/s")
+
+	// The same agents again, as after a ctrld restart: their identities
+	// are known now.
+	closeClients()
+	time.Sleep(2 * time.Second) // the ended streams' disconnects
+	statementsBefore = statements(b, env)
+	reopenTime, closeClients := openIdleClients(b, specFile)
+	reopened := statements(b, env) - statementsBefore
+	closeClients()
+	b.ReportMetric(reopenTime.Seconds(), "reopen-s")
+	b.ReportMetric(float64(reopened)/float64(n), "statements/reopen")
+}
+
+// openIdleClients starts TestHelperIdleClients on specFile in a child
+// process, waits until every stream did its full sync, and returns how long
+// that took and the function that closes the clients.
+func openIdleClients(b *testing.B, specFile string) (time.Duration, func()) {
+	b.Helper()
+	child := exec.Command(os.Args[0], "-test.run=^TestHelperIdleClients$")
+	child.Env = append(os.Environ(), idleClientsEnv+"="+specFile)
+	child.Stderr = os.Stderr
+	stdin, err := child.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := child.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := child.Start(); err != nil {
+		b.Fatal(err)
+	}
+	closeClients := sync.OnceFunc(func() {
+		stdin.Close() // the helper's signal to end
+		done := make(chan error, 1)
+		go func() { done <- child.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			child.Process.Kill()
+			<-done
+		}
+	})
+	b.Cleanup(closeClients)
+	return waitReady(b, stdout), closeClients
 }
 
 // waitReady reads the helper's output until its "ready" line and returns
