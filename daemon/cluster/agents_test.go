@@ -155,16 +155,30 @@ func TestAnAgentRecordRetentionDeletedMakesRoom(t *testing.T) {
 	}
 }
 
-// New identities arriving all at once are counted one at a time: a burst
-// does not leave the region over its limit.
+// New identities arriving all at once, by heartbeats and streams alike and
+// through two ctrld replicas, are counted one at a time: a burst does not
+// leave the region over its limit.
 func TestABurstOfNewIdentitiesStaysWithinTheLimit(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
-	agent := env.Agent("eu")
+	replicas := []string{env.Server.Addr, env.StartReplica().Addr}
 	const burst = 100
 	errs := make(chan error, burst)
+	start := make(chan struct{})
 	for i := range burst {
-		go func() { errs <- heartbeat(agent, "eu", fmt.Sprintf("burst-%d", i)) }()
+		// A token each, as each agent has: no stream is refused for
+		// its token's limit.
+		agent := ctrlv1.NewClusterServiceClient(servertest.Dial(t, replicas[i%2], env.AgentToken("eu")))
+		go func() {
+			<-start
+			identity := fmt.Sprintf("burst-%d", i)
+			if i%4 < 2 {
+				errs <- heartbeat(agent, "eu", identity)
+			} else {
+				errs <- watch(t, agent, "eu", identity)
+			}
+		}()
 	}
+	close(start)
 	admitted := 0
 	for range burst {
 		err := <-errs
@@ -172,11 +186,47 @@ func TestABurstOfNewIdentitiesStaysWithinTheLimit(t *testing.T) {
 		case err == nil:
 			admitted++
 		case status.Code(err) != codes.ResourceExhausted:
-			t.Errorf("heartbeat: %v", err)
+			t.Errorf("heartbeat or stream: %v", err)
 		}
 	}
 	if ids := identities(t, env, "eu"); len(ids) != maxAgents || admitted != maxAgents {
-		t.Fatalf("%d heartbeats admitted, %d records; want exactly the limit, %d", admitted, len(ids), maxAgents)
+		t.Fatalf("%d heartbeats and streams admitted, %d records; want exactly the limit, %d", admitted, len(ids), maxAgents)
+	}
+}
+
+// A new identity's heartbeats and streams arriving together take one place:
+// with one place left in the region, all of them are admitted, and the
+// region is full, not over.
+func TestANewIdentityArrivingTwiceAtOnceTakesOnePlace(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	for i := range maxAgents - 1 {
+		if err := heartbeat(agent, "eu", fmt.Sprintf("krane-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const calls = 20
+	errs := make(chan error, calls)
+	start := make(chan struct{})
+	for i := range calls {
+		agent := env.Agent("eu") // a token each: no stream is refused for its token's limit
+		go func() {
+			<-start
+			if i%2 == 0 {
+				errs <- heartbeat(agent, "eu", "krane-new")
+			} else {
+				errs <- watch(t, agent, "eu", "krane-new")
+			}
+		}()
+	}
+	close(start)
+	for range calls {
+		if err := <-errs; err != nil {
+			t.Errorf("krane-new: %v", err)
+		}
+	}
+	if ids := identities(t, env, "eu"); len(ids) != maxAgents || !slices.Contains(ids, "krane-new") {
+		t.Errorf("agent records %v, want krane-new among %d", ids, maxAgents)
 	}
 }
 

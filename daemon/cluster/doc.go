@@ -31,11 +31,12 @@
 // and stream of a new identity creates a record, which every console reads
 // each second. So a region holds at most Config.MaxAgentsPerRegion records
 // (admitAgent, the one check for heartbeats and streams alike): a known
-// identity always gets through; a new one gets a free place, or the place
-// of a record silent for ten minutes (a gone agent's: agents report every
-// ten seconds and streams refresh their record), or ResourceExhausted. New
-// identities are admitted one at a time per region (a lock on the region's
-// row, the record written in the same transaction), so a burst cannot
-// overshoot. Retention deletes records silent for --agent-ttl, which frees
-// their places too.
+// identity always gets through, with one UPDATE of its record and no lock;
+// a new one gets a free place, or the place of a record silent for ten
+// minutes (a gone agent's: agents report every ten seconds and streams
+// refresh their record), or ResourceExhausted. A region's new identities
+// are counted under a lock on the region's row, their records written in
+// the same transaction (those that wait together, in one), so a burst
+// cannot overshoot, even through several replicas. Retention deletes
+// records silent for --agent-ttl, which frees their places too.
 package cluster

@@ -65,6 +65,8 @@ type Service struct {
 	streamer Watcher
 	cfg      Config
 	log      *slog.Logger
+	// admissions are the new agent identities waiting to be decided.
+	admissions admissions
 }
 
 // New returns the cluster service tuned by cfg (zero fields take Defaults).
@@ -86,15 +88,14 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen(),
 		// After the stream's own limits, before it records the agent's
 		// connection: a refused stream leaves no record.
-		AdmitAgent: func(ctx context.Context) error {
-			if err := s.admitAgent(ctx, req.GetRegion(), identity); err != nil {
-				return err
-			}
-			// Accepted: say so now (the response headers), for a paused
-			// region sends nothing for as long as the pause lasts, and the
-			// agent must not take that silence for a connection that failed.
-			return srv.SendHeader(metadata.Pairs(rpc.AcceptedHeader, "1"))
-		}}, srv.Send)
+		AdmitAgent: func(ctx context.Context, connectedTo string, since time.Time) error {
+			return s.admitAgent(ctx, req.GetRegion(), identity, &connection{to: connectedTo, since: since})
+		},
+		// Say so now (the response headers), for a paused region sends
+		// nothing for as long as the pause lasts, and the agent must not
+		// take that silence for a connection that failed.
+		Accepted: func() error { return srv.SendHeader(metadata.Pairs(rpc.AcceptedHeader, "1")) },
+	}, srv.Send)
 	switch {
 	case err == nil, ctx.Err() != nil:
 		return nil
@@ -381,7 +382,12 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	// new identity goes through admission, which writes its record.
 	n, err := update.Save(ctx)
 	if err == nil && n == 0 {
-		if err := s.admitAgent(ctx, region, identity); err != nil {
+		switch err := s.admitAgent(ctx, region, identity, nil); {
+		case errors.Is(err, stream.ErrUnknownRegion):
+			// Nothing to record: a region is registered before its
+			// tokens are made, so only one removed since gets here.
+			return &ctrlv1.ReportAgentStatusResponse{}, nil
+		case err != nil:
 			return nil, err
 		}
 		_, err = update.Save(ctx)

@@ -129,10 +129,15 @@ type Request struct {
 	Region   string
 	Identity string
 	Cursor   uint64 // last bookmark's resume_version; 0 for a full sync
-	// AdmitAgent, if set, decides whether the agent may have a record,
-	// once the stream itself is admitted and before its record is
-	// written; its error ends the stream.
-	AdmitAgent func(context.Context) error
+	// AdmitAgent, if set, is called when the agent has no record yet,
+	// once the stream itself is admitted: it decides whether the agent
+	// may have one and writes it, connected to connectedTo since since;
+	// its error ends the stream. Unset, any agent may.
+	AdmitAgent func(ctx context.Context, connectedTo string, since time.Time) error
+	// Accepted, if set, is called once the stream is accepted (admitted,
+	// its connection recorded), before anything is sent; its error ends
+	// the stream.
+	Accepted func() error
 }
 
 // Send delivers one event to the client.
@@ -188,20 +193,42 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 }
 
 // admit checks that the region exists and that its agent may have a
-// record (req.AdmitAgent), and records the stream's connection, since the
-// time it returns.
+// record, and records the stream's connection, since the time it returns.
+//
+// A known agent's record is updated in place, one statement: the agents
+// that reconnect (all of them, after a ctrld restart) take no lock and no
+// transaction. Only an identity with no record goes through AdmitAgent,
+// which counts the region's records under a lock (cluster.admitAgent).
 func (s *Streamer) admit(ctx context.Context, req Request) (since time.Time, err error) {
 	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
 		return since, err
 	} else if !exists {
 		return since, fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
 	}
-	if req.AdmitAgent != nil {
-		if err := req.AdmitAgent(ctx); err != nil {
+	since = time.Now().UTC().Truncate(time.Microsecond) // the column's precision
+	// connected_since always changes, so a record that exists is always
+	// counted as updated.
+	n, err := s.client.Agent.Update().
+		Where(entagent.Region(req.Region), entagent.Identity(req.Identity)).
+		SetConnectedTo(s.cfg.Instance).SetConnectedSince(since).
+		Save(ctx)
+	if err != nil {
+		return since, fmt.Errorf("record agent connection: %w", err)
+	}
+	if n == 0 {
+		if req.AdmitAgent != nil {
+			err = req.AdmitAgent(ctx, s.cfg.Instance, since)
+		} else {
+			err = s.connected(ctx, req, since)
+		}
+		if err != nil {
 			return since, err
 		}
 	}
-	return s.connected(ctx, req)
+	if req.Accepted != nil {
+		return since, req.Accepted()
+	}
+	return since, nil
 }
 
 // serve runs st's stream until it ends.
@@ -548,22 +575,20 @@ func (s *Streamer) watchPause(ctx context.Context, region string) (resumed bool,
 	return true, nil
 }
 
-// connected records the agent's stream in the agents table (actual state:
-// no change rows).
-// connected records that this process holds the agent's stream since now,
-// which it returns: the stream's own mark for disconnected.
-func (s *Streamer) connected(ctx context.Context, req Request) (time.Time, error) {
-	now := time.Now().UTC().Truncate(time.Microsecond) // the column's precision
+// connected records in the agents table (actual state: no change rows)
+// that this process holds the agent's stream since since, the stream's own
+// mark for disconnected; it writes the agent's record if there is none.
+func (s *Streamer) connected(ctx context.Context, req Request, since time.Time) error {
 	err := s.client.Agent.Create().
 		SetRegion(req.Region).SetIdentity(req.Identity).
-		SetConnectedTo(s.cfg.Instance).SetConnectedSince(now).
+		SetConnectedTo(s.cfg.Instance).SetConnectedSince(since).
 		OnConflictColumns(entagent.FieldRegion, entagent.FieldIdentity).
 		Update(func(u *ent.AgentUpsert) { u.UpdateConnectedTo().UpdateConnectedSince().UpdateUpdatedAt() }).
 		Exec(ctx)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("record agent connection: %w", err)
+		return fmt.Errorf("record agent connection: %w", err)
 	}
-	return now, nil
+	return nil
 }
 
 // disconnected clears the connection record if it is still this stream's:
