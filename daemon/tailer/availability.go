@@ -31,11 +31,11 @@ const DefaultUnavailableAfter = 5 * time.Second
 // poll, not hold the tailer, and the streams, indefinitely.
 func (t *Tailer) pollWithin(ctx context.Context) (more bool, err error) {
 	if t.cfg.UnavailableAfter <= 0 {
-		return t.poll(ctx)
+		return t.poll(ctx, ctx)
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.cfg.UnavailableAfter)
+	reads, cancel := context.WithTimeout(ctx, t.cfg.UnavailableAfter)
 	defer cancel()
-	return t.poll(ctx)
+	return t.poll(reads, ctx)
 }
 
 // failureLogEvery spaces out the log lines of polls that keep failing.

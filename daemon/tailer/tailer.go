@@ -320,9 +320,10 @@ func (t *Tailer) closeAll(err error) {
 	t.metrics.Subscriptions.Set(0)
 }
 
-// poll reads the rows above maxSeen and re-reads open holes, then updates
-// W and delivers. It reports whether a full batch was read.
-func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
+// poll reads the rows above maxSeen and re-reads open holes under ctx,
+// then updates W and delivers; a filler it starts runs under runCtx, as it
+// outlives the poll. It reports whether a full batch was read.
+func (t *Tailer) poll(ctx, runCtx context.Context) (more bool, err error) {
 	start := time.Now()
 	defer func() { t.metrics.PollDuration.Observe(time.Since(start).Seconds()) }()
 
@@ -364,7 +365,7 @@ func (t *Tailer) poll(ctx context.Context) (more bool, err error) {
 	oldW := t.watermark
 	t.advance()
 	t.deliver(visible, t.watermark != oldW)
-	t.fillOldHoles(ctx, now)
+	t.fillOldHoles(runCtx, now)
 	return len(rows) == t.cfg.BatchSize, nil
 }
 

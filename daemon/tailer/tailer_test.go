@@ -111,11 +111,20 @@ func TestOpenTransactionHoldsWatermarkButNotDelivery(t *testing.T) {
 
 // A rolled-back insert leaves a hole forever; the filler settles it, so
 // the watermark stalls no longer than the grace window plus a poll and the
-// filler's run.
+// filler's run; also when each poll has a deadline (UnavailableAfter), which
+// the filler, running past its poll, must not inherit.
 func TestRolledBackHoleIsSettledQuickly(t *testing.T) {
+	for _, unavailableAfter := range []time.Duration{0, 5 * time.Second} {
+		t.Run(fmt.Sprintf("unavailable-after=%s", unavailableAfter), func(t *testing.T) {
+			rolledBackHoleIsSettledQuickly(t, unavailableAfter)
+		})
+	}
+}
+
+func rolledBackHoleIsSettledQuickly(t *testing.T, unavailableAfter time.Duration) {
 	db := storetest.New(t)
 	grace := 100 * time.Millisecond
-	tl := startTailer(t, db, tailer.Config{PollInterval: 10 * time.Millisecond, HoleGrace: grace})
+	tl := startTailer(t, db, tailer.Config{PollInterval: 10 * time.Millisecond, HoleGrace: grace, UnavailableAfter: unavailableAfter})
 	dead := openChange(t, db, "eu")
 	live := openChange(t, db, "eu")
 	if err := dead.Rollback(); err != nil {
