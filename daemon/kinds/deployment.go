@@ -11,6 +11,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/migrate"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -46,11 +47,21 @@ var deployments = Kind{
 	DesiredSQL: "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
 }
 
-// pageDeployments pages by the topology row's own ID, which the region
-// index orders; the key is that ID as text. One statement, a topology
-// joined with its deployment (a consistent snapshot by itself): Ent would
-// read the deployments with a second statement, which needs a transaction
-// around both and so three more round trips per page.
+// pageStatement reads a page of a region's running deployments: each
+// topology row joined with its deployment, in the order of the topology's
+// own ID, which the region index orders (read as a range, regionIndex).
+var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, t.desired_status,
+		d.id, d.workspace_id, d.environment_id, d.image, d.cpu_millicores, d.memory_mib, d.port, d.command, d.env
+		FROM deployment_topology t FORCE INDEX (` + regionIndex(migrate.DeploymentTopologyTable) + `)
+		LEFT JOIN deployments d ON d.id = t.deployment_id
+		WHERE t.region = ? AND t.desired_status = ? AND t.id > ?
+		ORDER BY t.id LIMIT ?`
+
+// pageDeployments pages by the topology row's own ID; the key is that ID
+// as text. One statement, a topology joined with its deployment (a
+// consistent snapshot by itself): Ent would read the deployments with a
+// second statement, which needs a transaction around both and so three
+// more round trips per page.
 func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 	afterID := 0
 	if after != "" {
@@ -59,11 +70,7 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 			return nil, "", fmt.Errorf("deployments: page key %q: %w", after, err)
 		}
 	}
-	rows, err := c.QueryContext(ctx, `SELECT t.id, t.deployment_id, t.replicas, t.desired_status,
-		d.id, d.workspace_id, d.environment_id, d.image, d.cpu_millicores, d.memory_mib, d.port, d.command, d.env
-		FROM deployment_topology t LEFT JOIN deployments d ON d.id = t.deployment_id
-		WHERE t.region = ? AND t.desired_status = ? AND t.id > ?
-		ORDER BY t.id LIMIT ?`, region, deploymenttopology.DesiredStatusRunning, afterID, limit)
+	rows, err := c.QueryContext(ctx, pageStatement, region, deploymenttopology.DesiredStatusRunning, afterID, limit)
 	if err != nil {
 		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 	}

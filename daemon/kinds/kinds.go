@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 
+	"entgo.io/ent/dialect/sql/schema"
+
 	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/ent"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -69,6 +71,25 @@ func OfChange(changeType string) (Kind, bool) {
 		}
 	}
 	return Kind{}, false
+}
+
+// regionIndex returns the name of table's index on its region column
+// alone, which InnoDB extends with the primary key: (region, id). A page
+// statement names it (FORCE INDEX) so that MariaDB reads it as a range
+// from (region, after): on its own, with statistics that lag the table (a
+// region filled since they were last taken), it looks the region up and
+// filters the key inside the index, walking every entry of the region
+// before the page's start, so a full sync of n resources read n²/2 entries
+// over its pages. The range costs the page's rows whatever the statistics
+// or the other regions hold; the primary key in key order, MariaDB's other
+// choice, costs every region's rows in between.
+func regionIndex(table *schema.Table) string {
+	for _, idx := range table.Indexes {
+		if len(idx.Columns) == 1 && idx.Columns[0].Name == "region" {
+			return idx.Name
+		}
+	}
+	panic(fmt.Sprintf("kinds: table %s has no index on region alone, which its full-sync page reads", table.Name))
 }
 
 // CurrentSyncSQL holds for a resource_syncs row s that describes the resource

@@ -6,6 +6,7 @@ import (
 
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/migrate"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/rpc"
@@ -16,19 +17,7 @@ import (
 var sentinels = Kind{
 	Name:       rpc.KindSentinel,
 	ChangeType: deploymentchange.ResourceTypeSentinel.String(),
-	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
-		rows, err := c.Sentinel.Query().
-			Where(sentinel.Region(region), sentinel.DesiredStateEQ(sentinel.DesiredStateRunning), sentinel.IDGT(after)).
-			Order(ent.Asc(sentinel.FieldID)).Limit(limit).All(ctx)
-		if err != nil || len(rows) == 0 {
-			return nil, after, err
-		}
-		events := make([]Event, len(rows))
-		for i, s := range rows {
-			events[i] = Event{s.ID, sentinelEvent(s)}
-		}
-		return events, rows[len(rows)-1].ID, nil
-	},
+	Page:       pageSentinels,
 	Load: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {
 		rows, err := c.Sentinel.Query().Where(sentinel.IDIn(ids...), sentinel.Region(region)).All(ctx)
 		if err != nil {
@@ -60,6 +49,36 @@ var sentinels = Kind{
 		return now, nil
 	},
 	DesiredSQL: "SELECT 1 FROM sentinels d WHERE d.id = s.resource_id AND d.region = s.region",
+}
+
+// sentinelPageStatement reads a page of a region's running sentinels in
+// ID order, through the region index read as a range (regionIndex).
+var sentinelPageStatement = `SELECT id, workspace_id, environment_id, image, replicas, cpu_millicores, memory_mib
+		FROM sentinels FORCE INDEX (` + regionIndex(migrate.SentinelsTable) + `)
+		WHERE region = ? AND desired_state = ? AND id > ?
+		ORDER BY id LIMIT ?`
+
+// pageSentinels pages by the sentinel's ID, which is the key.
+func pageSentinels(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
+	rows, err := c.QueryContext(ctx, sentinelPageStatement, region, sentinel.DesiredStateRunning, after, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("read a page of sentinels: %w", err)
+	}
+	defer rows.Close()
+	var events []Event
+	last := after
+	for rows.Next() {
+		s := &ent.Sentinel{Region: region, DesiredState: sentinel.DesiredStateRunning}
+		if err := rows.Scan(&s.ID, &s.WorkspaceID, &s.EnvironmentID, &s.Image, &s.Replicas, &s.CPUMillicores, &s.MemoryMib); err != nil {
+			return nil, after, fmt.Errorf("read a page of sentinels: %w", err)
+		}
+		events = append(events, Event{s.ID, sentinelEvent(s)})
+		last = s.ID
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("read a page of sentinels: %w", err)
+	}
+	return events, last, nil
 }
 
 func sentinelEvent(s *ent.Sentinel) *ctrlv1.DeploymentChangeEvent {
