@@ -148,7 +148,6 @@ func loadDeployments(ctx context.Context, c *ent.Client, region string, ids []st
 	for _, id := range gone {
 		state := &ctrlv1.DeploymentState{DeploymentId: id}
 		if d := byID[id]; d != nil {
-			state.WorkspaceId, state.EnvironmentId = d.WorkspaceID, d.EnvironmentID
 			state.Namespace = naming.Namespace(d.WorkspaceID, d.EnvironmentID)
 		}
 		built[id] = deleteDeployment(state)
@@ -163,11 +162,11 @@ func deploymentEvent(t *ent.DeploymentTopology, d *ent.Deployment) *ctrlv1.Deplo
 	if d == nil {
 		return deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})
 	}
+	// Not the workspace and environment IDs: agents place objects by
+	// namespace, and every resource sent costs their bytes (state.proto).
 	state := &ctrlv1.DeploymentState{
-		DeploymentId:  d.ID,
-		WorkspaceId:   d.WorkspaceID,
-		EnvironmentId: d.EnvironmentID,
-		Namespace:     naming.Namespace(d.WorkspaceID, d.EnvironmentID),
+		DeploymentId: d.ID,
+		Namespace:    naming.Namespace(d.WorkspaceID, d.EnvironmentID),
 	}
 	if t.DesiredStatus == deploymenttopology.DesiredStatusStopped {
 		return deleteDeployment(state)

@@ -3,11 +3,13 @@ package kinds_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
@@ -194,6 +196,9 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 				if !proto.Equal(loaded[e.ID], e.Event) {
 					t.Errorf("kind %s: %s's page event %v differs from its loaded event %v", kind.Name, e.ID, e.Event, loaded[e.ID])
 				}
+				if set := unreadFieldsSet(e.Event); len(set) > 0 {
+					t.Errorf("kind %s: %s's event sets %v, which agents do not read", kind.Name, e.ID, set)
+				}
 			}
 			after = last
 		}
@@ -208,10 +213,36 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 		t.Fatalf("first deployment page: %d events, %v", len(events), err)
 	}
 	got := events[0].Event.GetDeployment().GetDeployment()
-	want0 := &ctrlv1.DeploymentState{DeploymentId: "dep-a", WorkspaceId: "ws", EnvironmentId: "prod",
+	// Not the workspace and environment IDs, which agents do not read.
+	want0 := &ctrlv1.DeploymentState{DeploymentId: "dep-a",
 		Namespace: naming.Namespace("ws", "prod"), Image: "app:dep-a", Replicas: 3, CpuMillicores: 100, MemoryMib: 64,
 		Port: 9090, Command: []string{"serve", "--fast"}, Env: map[string]string{"A": "1"}}
 	if !proto.Equal(got, want0) {
 		t.Errorf("dep-a's event carries %v, want %v", got, want0)
 	}
+}
+
+// unreadFieldsSet lists the fields of an event's resource state that agents
+// do not read and the stream leaves unset (state.proto), among those it
+// sets.
+func unreadFieldsSet(ev *ctrlv1.DeploymentChangeEvent) []string {
+	var state proto.Message
+	switch {
+	case ev.GetDeployment() != nil:
+		state = ev.GetDeployment().GetDeployment()
+	case ev.GetSentinel() != nil:
+		state = ev.GetSentinel().GetSentinel()
+	case ev.GetCiliumNetworkPolicy() != nil:
+		state = ev.GetCiliumNetworkPolicy().GetCiliumNetworkPolicy()
+	default:
+		return []string{fmt.Sprintf("unexpected event %T", ev.Event)}
+	}
+	m := state.ProtoReflect()
+	var set []string
+	for _, name := range []protoreflect.Name{"workspace_id", "environment_id"} {
+		if fd := m.Descriptor().Fields().ByName(name); fd != nil && m.Has(fd) {
+			set = append(set, string(name))
+		}
+	}
+	return set
 }

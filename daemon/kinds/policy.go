@@ -79,12 +79,10 @@ func policyEvent(p *ent.CiliumNetworkPolicy) (*ctrlv1.DeploymentChangeEvent, err
 		return nil, fmt.Errorf("policy %s: spec is not JSON-shaped: %w", p.ID, err)
 	}
 	state := &ctrlv1.CiliumNetworkPolicyState{
-		PolicyId:      p.ID,
-		WorkspaceId:   p.WorkspaceID,
-		EnvironmentId: p.EnvironmentID,
-		Namespace:     naming.Namespace(p.WorkspaceID, p.EnvironmentID),
-		Name:          p.Name,
-		Spec:          spec,
+		PolicyId:  p.ID,
+		Namespace: naming.Namespace(p.WorkspaceID, p.EnvironmentID),
+		Name:      p.Name,
+		Spec:      spec,
 	}
 	if p.DeploymentID != nil {
 		state.DeploymentId = *p.DeploymentID

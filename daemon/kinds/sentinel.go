@@ -83,10 +83,8 @@ func pageSentinels(ctx context.Context, c *ent.Client, region, after string, lim
 
 func sentinelEvent(s *ent.Sentinel) *ctrlv1.DeploymentChangeEvent {
 	state := &ctrlv1.SentinelState{
-		SentinelId:    s.ID,
-		WorkspaceId:   s.WorkspaceID,
-		EnvironmentId: s.EnvironmentID,
-		Namespace:     naming.Namespace(s.WorkspaceID, s.EnvironmentID),
+		SentinelId: s.ID,
+		Namespace:  naming.Namespace(s.WorkspaceID, s.EnvironmentID),
 	}
 	if s.DesiredState == sentinel.DesiredStateStopped {
 		return deleteSentinel(state)

@@ -25,10 +25,14 @@ const (
 // DeploymentState is everything an agent needs to run a deployment in its
 // region: a headless Service and a StatefulSet.
 type DeploymentState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
-	WorkspaceId   string                 `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
-	EnvironmentId string                 `protobuf:"bytes,3,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// workspace_id and environment_id are not set in the watch stream: agents
+	// place objects by namespace, and every resource sent would carry them.
+	// Their numbers stay taken: an agent built when they were set reads them
+	// as empty, never as something else.
+	WorkspaceId   string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string `protobuf:"bytes,3,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
 	// namespace is the Kubernetes namespace of the deployment's environment.
 	Namespace     string            `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Image         string            `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
@@ -152,15 +156,16 @@ func (x *DeploymentState) GetEnv() map[string]string {
 // SentinelState is an environment's sentinel in the region: a Deployment
 // and a ClusterIP Service.
 type SentinelState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SentinelId    string                 `protobuf:"bytes,1,opt,name=sentinel_id,json=sentinelId,proto3" json:"sentinel_id,omitempty"`
-	WorkspaceId   string                 `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
-	EnvironmentId string                 `protobuf:"bytes,3,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
-	Namespace     string                 `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Image         string                 `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
-	Replicas      int32                  `protobuf:"varint,6,opt,name=replicas,proto3" json:"replicas,omitempty"`
-	CpuMillicores int32                  `protobuf:"varint,7,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
-	MemoryMib     int32                  `protobuf:"varint,8,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	SentinelId string                 `protobuf:"bytes,1,opt,name=sentinel_id,json=sentinelId,proto3" json:"sentinel_id,omitempty"`
+	// Not set in the watch stream (see DeploymentState).
+	WorkspaceId   string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string `protobuf:"bytes,3,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	Namespace     string `protobuf:"bytes,4,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Image         string `protobuf:"bytes,5,opt,name=image,proto3" json:"image,omitempty"`
+	Replicas      int32  `protobuf:"varint,6,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	CpuMillicores int32  `protobuf:"varint,7,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
+	MemoryMib     int32  `protobuf:"varint,8,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,10 +258,11 @@ func (x *SentinelState) GetMemoryMib() int32 {
 
 // CiliumNetworkPolicyState is a cilium.io/v2 CiliumNetworkPolicy.
 type CiliumNetworkPolicyState struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	PolicyId      string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
-	WorkspaceId   string                 `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
-	EnvironmentId string                 `protobuf:"bytes,3,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	PolicyId string                 `protobuf:"bytes,1,opt,name=policy_id,json=policyId,proto3" json:"policy_id,omitempty"`
+	// Not set in the watch stream (see DeploymentState).
+	WorkspaceId   string `protobuf:"bytes,2,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string `protobuf:"bytes,3,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
 	// deployment_id is set when a deployment owns the policy.
 	DeploymentId string `protobuf:"bytes,4,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
 	Namespace    string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
