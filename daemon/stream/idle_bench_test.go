@@ -17,11 +17,17 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	"github.com/deploysync/deploysync/internal/dial"
+	"github.com/deploysync/deploysync/internal/testcerts"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -35,6 +41,9 @@ type idleClients struct {
 	Addr   string
 	Region string
 	Tokens []string
+	// CA, if set, is the PEM file of the CA the server's TLS certificate
+	// is signed by: the clients dial with TLS.
+	CA string
 }
 
 // idleDeployments is what each idle stream's full sync sends.
@@ -53,12 +62,13 @@ const idleDeployments = 10
 // file descriptors in each process). Run alone, with -benchtime=1x: the
 // statement counts are server-wide.
 //
-// RSS is the process's: the second sub-benchmark reuses memory the first
-// freed and the runtime kept, so its rss-delta-MiB reads low. Compare RSS
-// with each run alone (-bench 'IdleStreams/seed', -bench 'IdleStreams/stream').
+// stream-tls is ctrld with TLS, as production runs it; the seed has no TLS.
+// RSS is the process's: a sub-benchmark after the first reuses memory an
+// earlier one freed and the runtime kept, so its rss-delta-MiB reads low.
+// Compare RSS with each run alone (-bench 'IdleStreams/seed$').
 func BenchmarkIdleStreams(b *testing.B) {
 	n := benchSizes(b, "DEPLOYSYNC_BENCH_STREAMS", 1000)[0]
-	for _, algo := range []string{"stream", "seed"} {
+	for _, algo := range []string{"stream", "stream-tls", "seed"} {
 		b.Run(fmt.Sprintf("%s/streams=%d", algo, n), func(b *testing.B) {
 			for range b.N {
 				benchIdleStreams(b, algo, n)
@@ -70,12 +80,21 @@ func BenchmarkIdleStreams(b *testing.B) {
 func benchIdleStreams(b *testing.B, algo string, n int) {
 	// Admit n agents, each with a token and an identity of its own; the
 	// defaults (MaxStreams, MaxAgentsPerRegion) are sized for fewer.
-	env, addr, _ := benchEnv(b, algo, server.Config{
+	cfg := server.Config{
 		Stream:  stream.Config{MaxStreams: n},
 		Cluster: cluster.Config{MaxAgentsPerRegion: n},
-	})
+	}
+	// stream-tls: ctrld as production runs it, with TLS (every connection
+	// then holds TLS's buffers and state).
+	var certs testcerts.Files
+	served := algo
+	if algo == "stream-tls" {
+		served, certs = "stream", testcerts.Write(b)
+		cfg.TLSCert, cfg.TLSKey = certs.ServerCert, certs.ServerKey
+	}
+	env, addr, _ := benchEnv(b, served, cfg)
 	seedDeployments(b, env.DB, "eu", idleDeployments)
-	spec := idleClients{Addr: addr, Region: "eu", Tokens: make([]string, n)}
+	spec := idleClients{Addr: addr, Region: "eu", Tokens: make([]string, n), CA: certs.CA}
 	for i := range spec.Tokens {
 		spec.Tokens[i] = env.AgentToken("eu")
 	}
@@ -232,7 +251,7 @@ func TestHelperIdleClients(t *testing.T) {
 	followers := make([]*streamtest.Follower, len(spec.Tokens))
 	start := time.Now()
 	for i, token := range spec.Tokens {
-		client := ctrlv1.NewClusterServiceClient(servertest.Dial(t, spec.Addr, token))
+		client := ctrlv1.NewClusterServiceClient(dialIdle(t, spec, token))
 		f := streamtest.New(client, spec.Region, fmt.Sprintf("idle-agent-%d", i))
 		synced.Add(1)
 		done := sync.OnceFunc(synced.Done) // later full syncs are not waited for
@@ -259,6 +278,25 @@ func TestHelperIdleClients(t *testing.T) {
 	io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
 	stop()
 	running.Wait()
+}
+
+// dialIdle connects to the spec's server with token, with TLS if the spec
+// has a CA.
+func dialIdle(t *testing.T, spec idleClients, token string) *grpc.ClientConn {
+	if spec.CA == "" {
+		return servertest.Dial(t, spec.Addr, token)
+	}
+	creds, err := credentials.NewClientTLSFromFile(spec.CA, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(spec.Addr, grpc.WithTransportCredentials(creds),
+		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}), grpc.WithConnectParams(dial.Reconnect()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // profileDirEnv names a directory BenchmarkIdleStreams writes the server's
