@@ -12,7 +12,12 @@ type Config struct {
 	// MaxAgentsPerRegion bounds the agent records of one region (default
 	// 16). Every console reads them all each second, and an agent token
 	// may name any identity, so without a bound one token could make
-	// every console slow.
+	// every console slow. The bound is per region, and a region is one
+	// cluster (its agent pair, and their rollouts: region health speaks
+	// for a region through one agent), so it does not limit the agents
+	// of a ctrld: 10,000 agents are 10,000 regions, each with places of
+	// its own. Raised, it would only let one leaked token add that many
+	// records more.
 	MaxAgentsPerRegion int
 }
 

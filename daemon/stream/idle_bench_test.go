@@ -78,8 +78,9 @@ func BenchmarkIdleStreams(b *testing.B) {
 }
 
 func benchIdleStreams(b *testing.B, algo string, n int) {
-	// Admit n agents, each with a token and an identity of its own; the
-	// defaults (MaxStreams, MaxAgentsPerRegion) are sized for fewer.
+	// Admit n agents, each with a token and an identity of its own, all in
+	// one region (the worst case for admission, whose bound is per region,
+	// sized for one cluster's agents: MaxAgentsPerRegion).
 	cfg := server.Config{
 		Stream:  stream.Config{MaxStreams: n},
 		Cluster: cluster.Config{MaxAgentsPerRegion: n},
