@@ -8,6 +8,7 @@ import (
 	rtmetrics "runtime/metrics"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,8 @@ import (
 //     seed's: after its last state row);
 //   - B/resource: the encoded size of the resource events (proto.Size,
 //     without gRPC's 5-byte frame);
+//   - cpu-ms/sync: the CPU time this process spent meanwhile, ctrld's and
+//     the client's (the database's is its own process's);
 //   - peak-live-heap-MiB: the highest live heap (as the garbage collector
 //     last measured it) during the sync, above the live heap before it.
 //     The client keeps nothing, so this is the server's, and gRPC's
@@ -88,6 +91,7 @@ type syncTotals struct {
 	client  ctrlv1.ClusterServiceClient
 	syncs   int
 	elapsed time.Duration
+	cpu     time.Duration
 	bytes   int
 	peak    uint64
 }
@@ -95,12 +99,14 @@ type syncTotals struct {
 func (t *syncTotals) add(f syncFigures) {
 	t.syncs++
 	t.elapsed += f.elapsed
+	t.cpu += f.cpu
 	t.bytes += f.bytes
 	t.peak = max(t.peak, f.peakLiveHeap)
 }
 
 func (t *syncTotals) report(b *testing.B, n int) {
 	b.ReportMetric(float64(t.elapsed.Microseconds())/1000/float64(t.syncs), t.name+"-ms/sync")
+	b.ReportMetric(float64(t.cpu.Microseconds())/1000/float64(t.syncs), t.name+"-cpu-ms/sync")
 	b.ReportMetric(float64(t.bytes)/float64(t.syncs*n), t.name+"-B/resource")
 	b.ReportMetric(float64(t.peak)/(1<<20), t.name+"-peak-live-heap-MiB")
 }
@@ -108,8 +114,9 @@ func (t *syncTotals) report(b *testing.B, n int) {
 // syncFigures are what fullSyncOnce measured of one full sync.
 type syncFigures struct {
 	elapsed      time.Duration
-	bytes        int    // of the resource events, encoded
-	peakLiveHeap uint64 // above the live heap before the sync
+	cpu          time.Duration // this process's
+	bytes        int           // of the resource events, encoded
+	peakLiveHeap uint64        // above the live heap before the sync
 }
 
 // fullSyncOnce runs one full sync of a region of n deployments (named as
@@ -128,7 +135,7 @@ func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity str
 	go func() { peak <- samplePeak(sampled); close(peak) }()
 	b.StartTimer()
 
-	start := time.Now()
+	start, startCPU := time.Now(), cpuTime(b)
 	stream, err := client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: identity})
 	if err != nil {
 		b.Fatal(err)
@@ -157,7 +164,7 @@ func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity str
 		count++
 		figures.bytes += proto.Size(ev)
 	}
-	figures.elapsed = time.Since(start)
+	figures.elapsed, figures.cpu = time.Since(start), cpuTime(b)-startCPU
 
 	b.StopTimer()
 	defer b.StartTimer()
@@ -167,6 +174,15 @@ func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity str
 		figures.peakLiveHeap = p - before
 	}
 	return figures
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // liveHeap is the live heap as the garbage collector last measured it.
