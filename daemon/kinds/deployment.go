@@ -49,9 +49,11 @@ var deployments = Kind{
 
 // pageStatement reads a page of a region's running deployments: each
 // topology row joined with its deployment, in the order of the topology's
-// own ID, which the region index orders (read as a range, regionIndex).
-var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, t.desired_status,
-		d.id, d.workspace_id, d.environment_id, d.image, d.cpu_millicores, d.memory_mib, d.port, d.command, d.env
+// own ID, which the region index orders (read as a range, regionIndex). A
+// topology whose deployment is gone reads present false and empty values.
+var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, d.id IS NOT NULL,
+		COALESCE(d.workspace_id, ''), COALESCE(d.environment_id, ''), COALESCE(d.image, ''),
+		COALESCE(d.cpu_millicores, 0), COALESCE(d.memory_mib, 0), COALESCE(d.port, 0), d.command, d.env
 		FROM deployment_topology t FORCE INDEX (` + regionIndex(migrate.DeploymentTopologyTable) + `)
 		LEFT JOIN deployments d ON d.id = t.deployment_id
 		WHERE t.region = ? AND t.desired_status = ? AND t.id > ?
@@ -62,6 +64,13 @@ var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, t.desired_status,
 // consistent snapshot by itself): Ent would read the deployments with a
 // second statement, which needs a transaction around both and so three
 // more round trips per page.
+//
+// A full sync reads every deployment of the region through here, so a row
+// costs what its event keeps and little more: the columns are scanned into
+// the same variables row after row, text the event does not keep is read
+// in place (sql.RawBytes), and the namespace of a workspace's environment
+// is built once a page. Allocating all of it afresh for each row was half
+// of the page's CPU.
 func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 	afterID := 0
 	if after != "" {
@@ -75,35 +84,67 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 	}
 	defer rows.Close()
-	var events []Event
-	last := after
+	var (
+		t                                    = ent.DeploymentTopology{DesiredStatus: deploymenttopology.DesiredStatusRunning}
+		d                                    ent.Deployment
+		present                              bool
+		workspace, environment, command, env sql.RawBytes
+		namespaces                           namespaceCache
+	)
+	columns := []any{&t.ID, &t.DeploymentID, &t.Replicas, &present,
+		&workspace, &environment, &d.Image, &d.CPUMillicores, &d.MemoryMib, &d.Port, &command, &env}
+	events := make([]Event, 0, min(limit, 1024))
 	for rows.Next() {
-		t := &ent.DeploymentTopology{}
-		var id, workspace, environment, image sql.NullString
-		var cpu, memory, port sql.NullInt64
-		var command, env []byte
-		if err := rows.Scan(&t.ID, &t.DeploymentID, &t.Replicas, &t.DesiredStatus,
-			&id, &workspace, &environment, &image, &cpu, &memory, &port, &command, &env); err != nil {
+		// Command and env are decoded into fresh values: the last row's
+		// event holds its own.
+		d = ent.Deployment{}
+		if err := rows.Scan(columns...); err != nil {
 			return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 		}
-		var d *ent.Deployment // nil: deleted since its topology was written (I6)
-		if id.Valid {
-			d = &ent.Deployment{ID: id.String, WorkspaceID: workspace.String, EnvironmentID: environment.String,
-				Image: image.String, CPUMillicores: int(cpu.Int64), MemoryMib: int(memory.Int64), Port: int(port.Int64)}
-			if err := unmarshalIfSet(command, &d.Command); err != nil {
-				return nil, after, fmt.Errorf("deployment %s: command: %w", d.ID, err)
-			}
-			if err := unmarshalIfSet(env, &d.Env); err != nil {
-				return nil, after, fmt.Errorf("deployment %s: env: %w", d.ID, err)
-			}
+		if !present { // deleted since its topology was written (I6)
+			events = append(events, Event{t.DeploymentID, deploymentEvent(&t, nil)})
+			continue
 		}
-		events = append(events, Event{t.DeploymentID, deploymentEvent(t, d)})
-		last = strconv.Itoa(t.ID)
+		d.ID = t.DeploymentID
+		if err := unmarshalIfSet(command, &d.Command); err != nil {
+			return nil, after, fmt.Errorf("deployment %s: command: %w", d.ID, err)
+		}
+		if err := unmarshalIfSet(env, &d.Env); err != nil {
+			return nil, after, fmt.Errorf("deployment %s: env: %w", d.ID, err)
+		}
+		events = append(events, Event{t.DeploymentID, deploymentEventIn(&t, &d, namespaces.of(workspace, environment))})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 	}
-	return events, last, nil
+	if len(events) == 0 {
+		return nil, after, nil
+	}
+	return events, strconv.Itoa(t.ID), nil
+}
+
+// namespaceCache holds the namespaces of the workspaces' environments a
+// page has met, by workspace and environment ID: most deployments share
+// their environment with others.
+type namespaceCache struct {
+	byIDs map[string]string
+	key   []byte
+}
+
+// of returns the namespace of environment in workspace, given as the
+// column bytes it does not keep.
+func (c *namespaceCache) of(workspace, environment []byte) string {
+	// IDs are DNS labels (internal/validate): no NUL inside either.
+	c.key = append(append(append(c.key[:0], workspace...), 0), environment...)
+	if ns, ok := c.byIDs[string(c.key)]; ok {
+		return ns
+	}
+	if c.byIDs == nil {
+		c.byIDs = map[string]string{}
+	}
+	ns := naming.Namespace(string(workspace), string(environment))
+	c.byIDs[string(c.key)] = ns
+	return ns
 }
 
 // unmarshalIfSet decodes a JSON column into v, leaving v as it is for
@@ -162,12 +203,15 @@ func deploymentEvent(t *ent.DeploymentTopology, d *ent.Deployment) *ctrlv1.Deplo
 	if d == nil {
 		return deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})
 	}
+	return deploymentEventIn(t, d, naming.Namespace(d.WorkspaceID, d.EnvironmentID))
+}
+
+// deploymentEventIn is deploymentEvent of a deployment that is there, whose
+// namespace the caller knows.
+func deploymentEventIn(t *ent.DeploymentTopology, d *ent.Deployment, namespace string) *ctrlv1.DeploymentChangeEvent {
 	// Not the workspace and environment IDs: agents place objects by
 	// namespace, and every resource sent costs their bytes (state.proto).
-	state := &ctrlv1.DeploymentState{
-		DeploymentId: d.ID,
-		Namespace:    naming.Namespace(d.WorkspaceID, d.EnvironmentID),
-	}
+	state := &ctrlv1.DeploymentState{DeploymentId: d.ID, Namespace: namespace}
 	if t.DesiredStatus == deploymenttopology.DesiredStatusStopped {
 		return deleteDeployment(state)
 	}

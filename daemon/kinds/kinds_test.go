@@ -136,18 +136,31 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := tx.Client()
+	// Deployments of other environments, with and without a command and
+	// env, one after the other in a page: none may show another's.
 	for _, d := range []struct {
-		id, region string
-		stopped    bool
-	}{{"dep-a", "eu", false}, {"dep-b", "eu", true}, {"dep-c", "us", false}, {"dep-d", "eu", false}} {
-		w.Deployment.Create().SetID(d.id).SetWorkspaceID("ws").SetEnvironmentID("prod").
-			SetImage("app:" + d.id).SetCPUMillicores(100).SetMemoryMib(64).SetPort(9090).
-			SetCommand([]string{"serve", "--fast"}).SetEnv(map[string]string{"A": "1"}).ExecX(ctx)
-		create := w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(3)
-		if d.stopped {
-			create.SetDesiredStatus("stopped")
+		id, region, workspace, env string
+		stopped                    bool
+		command                    []string
+		vars                       map[string]string
+	}{
+		{"dep-a", "eu", "ws", "prod", false, []string{"serve", "--fast"}, map[string]string{"A": "1"}},
+		{"dep-b", "eu", "ws", "prod", true, nil, nil},
+		{"dep-c", "us", "ws", "prod", false, nil, nil},
+		{"dep-d", "eu", "ws", "dev", false, nil, nil},
+		{"dep-e", "eu", "ws2", "prod", false, []string{"run"}, map[string]string{"E": "5"}},
+	} {
+		create := w.Deployment.Create().SetID(d.id).SetWorkspaceID(d.workspace).SetEnvironmentID(d.env).
+			SetImage("app:" + d.id).SetCPUMillicores(100).SetMemoryMib(64)
+		if d.command != nil {
+			create.SetPort(9090).SetCommand(d.command).SetEnv(d.vars)
 		}
 		create.ExecX(ctx)
+		topology := w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(3)
+		if d.stopped {
+			topology.SetDesiredStatus("stopped")
+		}
+		topology.ExecX(ctx)
 	}
 	for _, s := range []struct{ id, env, region string }{{"sen-a", "prod", "eu"}, {"sen-b", "dev", "eu"}, {"sen-c", "prod", "us"}} {
 		create := w.Sentinel.Create().SetID(s.id).SetWorkspaceID("ws").SetEnvironmentID(s.env).SetRegion(s.region).
@@ -166,59 +179,76 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 	}
 
 	want := map[string][]string{
-		"deployment":            {"dep-a", "dep-d"},
+		"deployment":            {"dep-a", "dep-d", "dep-e"},
 		"sentinel":              {"sen-a"},
 		"cilium_network_policy": {"pol-a", "pol-b"},
 	}
-	for _, kind := range kinds.All {
-		var got []string
-		after := ""
-		for range 10 { // pages of one: every boundary is a page boundary
-			events, last, err := kind.Page(ctx, db.Ent, "eu", after, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(events) == 0 {
-				break
-			}
-			for _, e := range events {
-				got = append(got, e.ID)
-				if r, action, _ := rpc.ResourceOf(e.Event); r.ID != e.ID || action != ctrlv1.Action_ACTION_APPLY {
-					t.Errorf("kind %s: page event for %s names %v, action %v", kind.Name, e.ID, r, action)
-				}
-				// A full sync and a live change say the same of a
-				// resource: a field one reads and the other forgets
-				// would differ by how the agent learned of it.
-				loaded, err := kind.Load(ctx, db.Ent, "eu", []string{e.ID})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !proto.Equal(loaded[e.ID], e.Event) {
-					t.Errorf("kind %s: %s's page event %v differs from its loaded event %v", kind.Name, e.ID, e.Event, loaded[e.ID])
-				}
-				if set := unreadFieldsSet(e.Event); len(set) > 0 {
-					t.Errorf("kind %s: %s's event sets %v, which agents do not read", kind.Name, e.ID, set)
-				}
-			}
-			after = last
-		}
-		slices.Sort(got)
-		if !slices.Equal(got, want[kind.Name]) {
-			t.Errorf("kind %s: pages hold %v, want %v", kind.Name, got, want[kind.Name])
+	// Pages of one (every boundary is a page boundary) and one page for all.
+	for _, size := range []int{1, 10} {
+		for _, kind := range kinds.All {
+			checkPages(t, ctx, db.Ent, kind, size, want[kind.Name])
 		}
 	}
 
-	events, _, err := kinds.All[0].Page(ctx, db.Ent, "eu", "", 1)
-	if err != nil || len(events) != 1 {
-		t.Fatalf("first deployment page: %d events, %v", len(events), err)
+	events, _, err := kinds.All[0].Page(ctx, db.Ent, "eu", "", 10)
+	if err != nil || len(events) != 3 {
+		t.Fatalf("deployment page: %d events, %v", len(events), err)
 	}
-	got := events[0].Event.GetDeployment().GetDeployment()
 	// Not the workspace and environment IDs, which agents do not read.
-	want0 := &ctrlv1.DeploymentState{DeploymentId: "dep-a",
-		Namespace: naming.Namespace("ws", "prod"), Image: "app:dep-a", Replicas: 3, CpuMillicores: 100, MemoryMib: 64,
-		Port: 9090, Command: []string{"serve", "--fast"}, Env: map[string]string{"A": "1"}}
-	if !proto.Equal(got, want0) {
-		t.Errorf("dep-a's event carries %v, want %v", got, want0)
+	wants := []*ctrlv1.DeploymentState{
+		{DeploymentId: "dep-a", Namespace: naming.Namespace("ws", "prod"), Image: "app:dep-a", Replicas: 3, CpuMillicores: 100,
+			MemoryMib: 64, Port: 9090, Command: []string{"serve", "--fast"}, Env: map[string]string{"A": "1"}},
+		{DeploymentId: "dep-d", Namespace: naming.Namespace("ws", "dev"), Image: "app:dep-d", Replicas: 3, CpuMillicores: 100,
+			MemoryMib: 64, Port: 8080},
+		{DeploymentId: "dep-e", Namespace: naming.Namespace("ws2", "prod"), Image: "app:dep-e", Replicas: 3, CpuMillicores: 100,
+			MemoryMib: 64, Port: 9090, Command: []string{"run"}, Env: map[string]string{"E": "5"}},
+	}
+	for i, want := range wants {
+		if got := events[i].Event.GetDeployment().GetDeployment(); !proto.Equal(got, want) {
+			t.Errorf("event %d carries %v, want %v", i, got, want)
+		}
+	}
+}
+
+// checkPages reads kind's resources in eu in pages of size and checks that
+// they are want, each once, as applies that say what a live change's
+// loaded event says.
+func checkPages(t *testing.T, ctx context.Context, c *ent.Client, kind kinds.Kind, size int, want []string) {
+	t.Helper()
+	var got []string
+	after := ""
+	for range 10 {
+		events, last, err := kind.Page(ctx, c, "eu", after, size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(events) == 0 {
+			break
+		}
+		for _, e := range events {
+			got = append(got, e.ID)
+			if r, action, _ := rpc.ResourceOf(e.Event); r.ID != e.ID || action != ctrlv1.Action_ACTION_APPLY {
+				t.Errorf("kind %s: page event for %s names %v, action %v", kind.Name, e.ID, r, action)
+			}
+			// A full sync and a live change say the same of a
+			// resource: a field one reads and the other forgets
+			// would differ by how the agent learned of it.
+			loaded, err := kind.Load(ctx, c, "eu", []string{e.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !proto.Equal(loaded[e.ID], e.Event) {
+				t.Errorf("kind %s: %s's page event %v differs from its loaded event %v", kind.Name, e.ID, e.Event, loaded[e.ID])
+			}
+			if set := unreadFieldsSet(e.Event); len(set) > 0 {
+				t.Errorf("kind %s: %s's event sets %v, which agents do not read", kind.Name, e.ID, set)
+			}
+		}
+		after = last
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("kind %s, pages of %d: pages hold %v, want %v", kind.Name, size, got, want)
 	}
 }
 
