@@ -35,7 +35,7 @@ type connection struct {
 
 // admission is one new identity waiting to be decided.
 type admission struct {
-	ctx      context.Context // the caller's: one that gave up is skipped
+	ctx      context.Context // the caller's: one that gave up before its batch is skipped
 	identity string
 	conn     *connection // a stream's; nil for a heartbeat
 	result   chan error  // capacity 1
@@ -80,12 +80,10 @@ func (s *Service) admitAgent(ctx context.Context, region, identity string, conn 
 	if !deciding {
 		go s.decideAdmissions(region)
 	}
-	select {
-	case err := <-a.result:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	// However long the caller waits, it learns whether its record was
+	// written (a stream that went away clears its connection then): a
+	// batch lasts at most admissionTimeout.
+	return <-a.result
 }
 
 // decideAdmissions decides region's waiting admissions, a batch per
@@ -106,7 +104,14 @@ func (s *Service) decideAdmissions(region string) {
 		s.admissions.waiting[region] = waiting[n:]
 		s.admissions.mu.Unlock()
 
-		batch = slices.DeleteFunc(batch, func(a *admission) bool { return a.ctx.Err() != nil })
+		// Callers that gave up before their batch began are not admitted.
+		batch = slices.DeleteFunc(batch, func(a *admission) bool {
+			if err := a.ctx.Err(); err != nil {
+				a.result <- status.FromContextError(err).Err()
+				return true
+			}
+			return false
+		})
 		var results []error
 		err := guard.Run("agent-admission", func() (err error) {
 			results, err = s.admitBatch(region, batch)

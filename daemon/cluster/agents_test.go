@@ -259,3 +259,66 @@ func TestAHostileStoredCursorBlocksNoAdmissionAndNoResume(t *testing.T) {
 		t.Fatalf("krane-1's stream: %v", err)
 	}
 }
+
+// A stream whose client went away while its new identity waited to be
+// admitted leaves no record that says it is connected: the admission,
+// decided after the client left, writes the record, and the stream's end
+// clears its connection.
+func TestAStreamThatGaveUpWhileAdmittedIsNotLeftConnected(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	agent := env.Agent("eu")
+	ctx := context.Background()
+	// Hold the region's row: admissions wait for it.
+	lock, err := env.DB.SQL.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback()
+	if _, err := lock.ExecContext(ctx, "SELECT id FROM regions WHERE id = 'eu' FOR UPDATE"); err != nil {
+		t.Fatal(err)
+	}
+	streamCtx, giveUp := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		s, err := agent.WatchDeploymentChanges(streamCtx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "krane-new"})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		done <- err
+	}()
+	// The admission waits for the lock (its locking read shows in the
+	// process list meanwhile); the client gives up then.
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting := 0; waiting == 0; {
+		err := env.DB.SQL.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM `regions`%FOR UPDATE%'").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the admission never waited for the region's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	giveUp()
+	if err := <-done; status.Code(err) != codes.Canceled {
+		t.Fatalf("the stream ended with %v, want Canceled", err)
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	// The admission goes through now; then the stream's end clears it.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		records, err := env.DB.Ent.Agent.Query().Where(entagent.Region("eu"), entagent.Identity("krane-new")).All(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(records) == 1 && records[0].ConnectedTo == "" && records[0].ConnectedSince == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("krane-new's record %+v: want it written and not connected", records)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

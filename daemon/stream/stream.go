@@ -167,10 +167,21 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 	}
 	defer release()
 	var since time.Time
-	if err := aside(func() (err error) { since, err = s.admit(ctx, req); return err }); err != nil {
+	err = aside(func() (err error) { since, err = s.admit(ctx, req); return err })
+	if !since.IsZero() {
+		// Whatever of this stream's connection was written is cleared when
+		// it ends, after a failed start too: an admission decided after
+		// its client went away still writes the record.
+		defer s.disconnected(req, since)
+	}
+	if err != nil {
 		return err
 	}
-	defer s.disconnected(req, since)
+	if req.Accepted != nil {
+		if err := req.Accepted(); err != nil {
+			return err
+		}
+	}
 	s.metrics.Streams.WithLabelValues(req.Region).Inc()
 	defer s.metrics.Streams.WithLabelValues(req.Region).Dec()
 	defer s.connections.hold(&connection{region: req.Region, identity: req.Identity, since: since})()
@@ -197,7 +208,8 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 }
 
 // admit checks that the region exists and that its agent may have a
-// record, and records the stream's connection, since the time it returns.
+// record, and records the stream's connection, since the time it returns
+// (zero when it wrote nothing).
 //
 // A known agent's record is updated in place, one statement: the agents
 // that reconnect (all of them, after a ctrld restart) take no lock and no
@@ -205,9 +217,9 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 // which counts the region's records under a lock (cluster.admitAgent).
 func (s *Streamer) admit(ctx context.Context, req Request) (since time.Time, err error) {
 	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
-		return since, err
+		return time.Time{}, err
 	} else if !exists {
-		return since, fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+		return time.Time{}, fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
 	}
 	since = time.Now().UTC().Truncate(time.Microsecond) // the column's precision
 	// connected_since always changes, so a record that exists is always
@@ -228,9 +240,6 @@ func (s *Streamer) admit(ctx context.Context, req Request) (since time.Time, err
 		if err != nil {
 			return since, err
 		}
-	}
-	if req.Accepted != nil {
-		return since, req.Accepted()
 	}
 	return since, nil
 }
