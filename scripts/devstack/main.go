@@ -545,16 +545,20 @@ func (s *stack) exited() error {
 // portsFree fails, naming the flag to change, when an address the stack
 // would listen on is taken (a stack already running, Prometheus on 9090).
 func portsFree() error {
-	addrs := map[string]string{ctrldAddr: "--ctrld"}
+	// In the order the flags give them (ctrld's, then ctrld's metrics port
+	// and the agents' after it), so the first taken one named is the first
+	// the user would look at.
+	type want struct{ addr, flag string }
+	wants := []want{{ctrldAddr, "--ctrld"}}
 	for i := range 1 + len(regions) {
 		if a := metricsAddr(i); a != "" {
-			addrs[a] = "--metrics-port (0 turns metrics off)"
+			wants = append(wants, want{a, "--metrics-port (0 turns metrics off)"})
 		}
 	}
-	for addr, flag := range addrs {
-		l, err := net.Listen("tcp", addr)
+	for _, w := range wants {
+		l, err := net.Listen("tcp", w.addr)
 		if err != nil {
-			return fmt.Errorf("%s is taken (%v): stop what listens there (`go tool task dev:down` if it is an earlier stack) or pass %s", addr, err, flag)
+			return fmt.Errorf("%s is taken (%v): stop what listens there (`go tool task dev:down` if it is an earlier stack) or pass %s", w.addr, err, w.flag)
 		}
 		l.Close()
 	}
