@@ -45,9 +45,10 @@ import (
 //
 // and the ratio of our time to the seed's. The seed cannot sync more than
 // seedMaxResources. Sizes: DEPLOYSYNC_BENCH_FULLSYNC_SIZES
-// (comma-separated, default 1000,10000).
+// (comma-separated, default 10000,60000,100000: the sizes issue 15 names,
+// so that `go tool task bench` shows them).
 func BenchmarkFullSync(b *testing.B) {
-	for _, n := range benchSizes(b, "DEPLOYSYNC_BENCH_FULLSYNC_SIZES", 1000, 10000) {
+	for _, n := range benchSizes(b, "DEPLOYSYNC_BENCH_FULLSYNC_SIZES", 10000, 60000, 100000) {
 		b.Run(fmt.Sprintf("deployments=%d", n), func(b *testing.B) {
 			env, addr, _ := benchEnv(b, "stream", server.Config{})
 			algos := []*syncTotals{{name: "stream", addr: addr}}
