@@ -14,8 +14,9 @@ import (
 // subscription fixed W, then the full_sync_done bookmark at W. Live changes
 // are relayed between pages.
 //
-// Each page is read in a short snapshot of its own (one statement) that ends before the
-// page is sent: no database connection or transaction is held while the
+// Each page is read in a short snapshot of its own (one statement) that
+// ends before the page is sent (while the page before it is sent: see
+// syncKind): no database connection or transaction is held while the
 // stream waits on its client (invariant I8). That is as correct as one
 // snapshot for the whole sync (I3). The events are versioned W. A page,
 // read at whatever moment after the subscription began, shows every change
@@ -96,15 +97,31 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 // by page (keyset pages, in the kind's key order), versioned w; between
 // runs after every page that may have more behind it. Resources already
 // sent live are skipped.
+//
+// Pages are read one ahead: while one is sent, readPages reads the next,
+// so that the database's time and the client's overlap instead of adding
+// up (the client's share of a page is its events going through gRPC). At
+// most one page waits, read, beside the one being sent: the heap stays
+// O(page). Which resources were sent live is asked when a page is sent,
+// not when it was read, so that a live event is never followed by an
+// older page's.
 func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w uint64, sentLive map[changelog.Resource]bool, between func() error) error {
-	after := ""
-	for {
-		page, last, err := s.readPage(ctx, kind, st.req.Region, after)
-		if err != nil || len(page) == 0 {
-			return err
+	ctx, cancel := context.WithCancel(ctx)
+	pages := make(chan readResult) // unbuffered: one page read ahead, no more
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		s.readPages(ctx, kind, st.req.Region, pages)
+	}()
+	// The reader ends before the stream goes on: it holds a database
+	// connection while it reads.
+	defer func() { cancel(); <-read }()
+	for page := range pages {
+		if page.err != nil {
+			return page.err
 		}
-		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page))
-		for _, e := range page {
+		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page.events))
+		for _, e := range page.events {
 			if !sentLive[changelog.Resource{Type: kind.ChangeType, ID: e.ID}] {
 				events = append(events, withVersion(e.Event, w))
 			}
@@ -112,12 +129,49 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 		if err := s.sendEvents(st, events); err != nil {
 			return err
 		}
-		after = last
 		if err := between(); err != nil {
 			return err
 		}
-		if len(page) < s.cfg.PageSize {
-			return nil
+	}
+	return nil
+}
+
+// readResult is one page, or why it could not be read.
+type readResult struct {
+	events []kinds.Event
+	err    error
+}
+
+// readPages reads kind's pages of region in order into out until the last
+// one (a page shorter than the page size), an error (sent as the last
+// result), or ctx's end, and then closes out. A panic ends it with an
+// error, never the process (I6).
+func (s *Streamer) readPages(ctx context.Context, kind kinds.Kind, region string, out chan<- readResult) {
+	defer close(out)
+	after := ""
+	err := s.guard.Run("full-sync-read", func() error {
+		for {
+			events, last, err := s.readPage(ctx, kind, region, after)
+			if err != nil {
+				return err
+			}
+			if len(events) > 0 {
+				select {
+				case out <- readResult{events: events}:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+			if len(events) < s.cfg.PageSize {
+				return nil
+			}
+			after = last
+		}
+	})
+	if err != nil {
+		select {
+		case out <- readResult{err: err}:
+		case <-ctx.Done():
 		}
 	}
 }
