@@ -4,6 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +81,11 @@ func TestGaleraReplicatesAndSurvivesANodeLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("node 2 rejoined in %s", time.Since(start).Round(time.Millisecond))
+	// It was sent only what it missed: a node sent a whole copy (what it
+	// gets when it does not know its position) blocks its donor's writes.
+	if from := lastStateTransferFrom(t, g.Nodes[1]); from == 0 {
+		t.Errorf("node 2 rejoined by a full copy of a donor's data, want only what it missed (incremental state transfer)")
+	}
 	if n := count(1); n != 5 {
 		t.Fatalf("node 2 back: sees %d rows, want the 5 (the 2 written while it was away)", n)
 	}
@@ -86,4 +95,26 @@ func TestGaleraReplicatesAndSurvivesANodeLoss(t *testing.T) {
 			t.Fatal(fmt.Sprintf("node %d sees %d rows after node 2 came back and wrote, want 6", i+1, n))
 		}
 	}
+}
+
+// lastStateTransferFrom is the first change the node's last state transfer
+// brought it: 0 for a whole copy, more when it was sent only what it
+// missed. It reads the node's log, which is the only place that says.
+func lastStateTransferFrom(t *testing.T, n *Server) int {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(n.dir, "mariadbd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mark = "Prepared IST receiver for "
+	i := strings.LastIndex(string(data), mark)
+	if i < 0 {
+		t.Fatalf("no state transfer in node's log")
+	}
+	from, _, _ := strings.Cut(string(data[i+len(mark):]), "-")
+	n2, err := strconv.Atoi(from)
+	if err != nil {
+		t.Fatalf("state transfer line: %v", err)
+	}
+	return n2
 }

@@ -44,6 +44,10 @@ type Server struct {
 	// must have joined its cluster).
 	probeDSN string
 	synced   func(ctx context.Context, db *sql.DB) error
+	// restartArgs, when set, is asked before every start after the
+	// first for the extra arguments that one needs (where a Galera node
+	// left off in the cluster's history).
+	restartArgs func(ctx context.Context) ([]string, error)
 
 	// mu guards proc and stopped: a restart fault may run beside Stop.
 	mu      sync.Mutex
@@ -215,7 +219,16 @@ func (m *Server) Kill() {
 
 // Start starts a killed server again on the same data and port (a Galera
 // node rejoins its cluster) and waits until it is ready.
-func (m *Server) Start(ctx context.Context) error { return m.start(ctx) }
+func (m *Server) Start(ctx context.Context) error {
+	var extra []string
+	if m.restartArgs != nil {
+		var err error
+		if extra, err = m.restartArgs(ctx); err != nil {
+			return err
+		}
+	}
+	return m.start(ctx, extra...)
+}
 
 // Restart kills the server and starts it again on the same data and port.
 // down is how long it stays away; ctx ending cuts that short, or the wait
@@ -228,7 +241,7 @@ func (m *Server) Restart(ctx context.Context, down time.Duration) error {
 		return ctx.Err()
 	case <-time.After(down):
 	}
-	return m.start(ctx)
+	return m.Start(ctx)
 }
 
 // Stop kills the server and removes its directory. A restart under way
