@@ -80,6 +80,32 @@ func TestReportThatProvesLittleIsNamed(t *testing.T) {
 	if weak := good.ProvesLittle(true); len(weak) != 0 {
 		t.Errorf("a run that did its work: %q", weak)
 	}
+	// Calls a database restart left unanswered count in neither share;
+	// other failures do.
+	outage := good
+	outage.Ops = map[string]OpStats{"deploy": {OK: 30, Rejected: 40, Failed: 110, InOutage: 100}}
+	if weak := outage.ProvesLittle(true); len(weak) != 0 {
+		t.Errorf("a run whose extra failures all fell in a database outage: %q", weak)
+	}
+	outage.Ops = map[string]OpStats{"deploy": {OK: 30, Rejected: 40, Failed: 110, InOutage: 10}}
+	if weak := outage.ProvesLittle(true); len(weak) != 1 {
+		t.Errorf("a run whose calls mostly failed outside an outage: %q, want one complaint", weak)
+	}
+}
+
+// Only unanswered calls made while the database is down count as the
+// outage's: a call refused as invalid then is still the system's failure.
+func TestOnlyUnansweredCallsCountAsTheOutages(t *testing.T) {
+	down := false
+	c := opCounter{inOutage: func() bool { return down }}
+	c.add("deploy", status.Error(codes.Unavailable, "database unavailable"))
+	down = true
+	c.add("deploy", status.Error(codes.Unavailable, "database unavailable"))
+	c.add("deploy", status.Error(codes.DeadlineExceeded, "context deadline exceeded"))
+	c.add("deploy", status.Error(codes.InvalidArgument, "replicas must not be negative"))
+	if got := *c.ops["deploy"]; got != (OpStats{Failed: 4, InOutage: 2}) {
+		t.Errorf("got %+v, want 4 failed, 2 of them in the outage", got)
+	}
 }
 
 // The pools send only valid requests: one refused as invalid is a failure

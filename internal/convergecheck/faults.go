@@ -119,12 +119,18 @@ func (s *System) schedule(rng *rand.Rand, kinds, each []string, n int, length ti
 		case FaultMariaDB:
 			down := hold / 3
 			server, what := s.mariadb, fmt.Sprintf("restart MariaDB (down %s)", down.Round(time.Millisecond))
+			ctrldsOwn := true // the main ctrld's database
 			if s.galera != nil {
 				node := rng.IntN(len(s.galera.Nodes))
 				server, what = s.galera.Nodes[node], fmt.Sprintf("restart Galera node %d (down %s)", node+1, down.Round(time.Millisecond))
+				ctrldsOwn = node == 0
 			}
 			start(what, func(context.Context) (bool, error) {
 				return s.background(&s.mariadbRestarting, what, func(ctx context.Context) error {
+					if ctrldsOwn {
+						s.dbOutage.begin()
+						defer s.dbOutage.end()
+					}
 					return server.Restart(ctx, down)
 				}), nil
 			})

@@ -45,10 +45,17 @@ type OpStats struct {
 	// Failed calls did not get an answer (ctrld or the database down), or
 	// were refused as invalid, which no call the pools make is.
 	Failed int
+	// InOutage of the Failed calls found ctrld unavailable while a fault
+	// had its database down: they prove nothing either way.
+	InOutage int
 }
 
 // opCounter is OpStats by operation, shared by concurrent operators.
 type opCounter struct {
+	// inOutage, when set, tells whether ctrld's database is down on
+	// purpose right now.
+	inOutage func() bool
+
 	mu  sync.Mutex
 	ops map[string]*OpStats
 }
@@ -69,6 +76,11 @@ func (c *opCounter) add(op string, err error) {
 		s.OK++
 	case codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition:
 		s.Rejected++
+	case codes.Unavailable, codes.DeadlineExceeded:
+		s.Failed++
+		if c.inOutage != nil && c.inOutage() {
+			s.InOutage++
+		}
 	default:
 		s.Failed++
 	}

@@ -76,6 +76,40 @@ type System struct {
 	slowMu            sync.Mutex
 	slowErr           error
 	mariadbRestarting atomic.Bool
+	dbOutage          outage // the main ctrld's database down on purpose
+}
+
+// outage is how long a fault has ctrld's database down: from the kill
+// until a moment after the server is back (ctrld's pools reconnect and
+// its tailer polls again).
+type outage struct {
+	mu   sync.Mutex
+	down int       // restarts under way
+	upAt time.Time // when the last one ended
+}
+
+// outageTail is how long after the database is back calls may still find
+// ctrld unavailable: the tailer's next successful poll.
+const outageTail = 2 * time.Second
+
+func (o *outage) begin() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down++
+}
+
+func (o *outage) end() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down--
+	o.upAt = time.Now()
+}
+
+// now tells whether the database is down, or was a moment ago.
+func (o *outage) now() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.down > 0 || (!o.upAt.IsZero() && time.Since(o.upAt) < outageTail)
 }
 
 // region is one region's cluster and agent, and how the agent reaches ctrld.
