@@ -107,21 +107,19 @@ func (s *Streamer) relayLive(ctx context.Context, sub *tailer.Subscription, st *
 // older page's.
 func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w uint64, sentLive map[changelog.Resource]bool, between func() error) error {
 	ctx, cancel := context.WithCancel(ctx)
-	pages := make(chan readResult) // unbuffered: one page read ahead, no more
+	pages := make(chan []kinds.Event) // unbuffered: one page read ahead, no more
 	read := make(chan struct{})
+	var readErr error
 	go func() {
 		defer close(read)
-		s.readPages(ctx, kind, st.req.Region, pages)
+		readErr = s.readPages(ctx, kind, st.req.Region, pages)
 	}()
 	// The reader ends before the stream goes on: it holds a database
 	// connection while it reads.
 	defer func() { cancel(); <-read }()
 	for page := range pages {
-		if page.err != nil {
-			return page.err
-		}
-		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page.events))
-		for _, e := range page.events {
+		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page))
+		for _, e := range page {
 			if !sentLive[changelog.Resource{Type: kind.ChangeType, ID: e.ID}] {
 				events = append(events, withVersion(e.Event, w))
 			}
@@ -133,23 +131,22 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 			return err
 		}
 	}
-	return nil
+	// No more pages: the kind was sent whole only if the reader says so.
+	// It also stops for an error or for ctx's end, and a kind cut short
+	// must never be followed by the full sync's bookmark: the agent would
+	// delete what the missing pages hold (I3).
+	<-read
+	return readErr
 }
 
-// readResult is one page, or why it could not be read.
-type readResult struct {
-	events []kinds.Event
-	err    error
-}
-
-// readPages reads kind's pages of region in order into out until the last
-// one (a page shorter than the page size), an error (sent as the last
-// result), or ctx's end, and then closes out. A panic ends it with an
-// error, never the process (I6).
-func (s *Streamer) readPages(ctx context.Context, kind kinds.Kind, region string, out chan<- readResult) {
+// readPages reads kind's pages of region in order into out, closing it when
+// it stops, and returns nil only once it has handed over the last page (a
+// page shorter than the page size): an error reading, ctx's end or a
+// panic (I6) is returned instead.
+func (s *Streamer) readPages(ctx context.Context, kind kinds.Kind, region string, out chan<- []kinds.Event) error {
 	defer close(out)
 	after := ""
-	err := s.guard.Run("full-sync-read", func() error {
+	return s.guard.Run("full-sync-read", func() error {
 		for {
 			events, last, err := s.readPage(ctx, kind, region, after)
 			if err != nil {
@@ -157,9 +154,9 @@ func (s *Streamer) readPages(ctx context.Context, kind kinds.Kind, region string
 			}
 			if len(events) > 0 {
 				select {
-				case out <- readResult{events: events}:
+				case out <- events:
 				case <-ctx.Done():
-					return nil
+					return ctx.Err()
 				}
 			}
 			if len(events) < s.cfg.PageSize {
@@ -168,12 +165,6 @@ func (s *Streamer) readPages(ctx context.Context, kind kinds.Kind, region string
 			after = last
 		}
 	})
-	if err != nil {
-		select {
-		case out <- readResult{err: err}:
-		case <-ctx.Done():
-		}
-	}
 }
 
 // readPage reads one page, with one statement (InnoDB reads a statement

@@ -158,3 +158,32 @@ func TestAPageReadAheadSkipsWhatWasSentLiveSinceItWasRead(t *testing.T) {
 		t.Errorf("sent %v, want %v", sent, want)
 	}
 }
+
+// A full sync whose stream's context ends while a kind's pages are read
+// fails that kind, whichever way the reader notices: one that ended as
+// if it had read the last page would be followed by the full sync's
+// bookmark, and the agent would delete everything the missing pages hold.
+// Token revocation ends a stream's context this way while the stream
+// itself still delivers.
+func TestAFullSyncCutShortByItsContextFails(t *testing.T) {
+	const pageSize = 2
+	for i := range 200 {
+		s := testStreamer(pageSize)
+		ctx, cancel := context.WithCancel(context.Background())
+		reads := make(chan int, 100)
+		kind := pagedKind(5, pageSize, reads)
+		page := kind.Page
+		kind.Page = func(pctx context.Context, c *ent.Client, region, after string, limit int) ([]kinds.Event, string, error) {
+			if after != "" { // the second page: the stream's context ends
+				cancel()
+				return nil, after, pctx.Err()
+			}
+			return page(pctx, c, region, after, limit)
+		}
+		st := &state{req: Request{Region: "eu"}, send: func(*ctrlv1.DeploymentChangeEvent) error { return nil }}
+		err := s.syncKind(ctx, st, kind, 7, map[changelog.Resource]bool{}, func() error { return nil })
+		if err == nil {
+			t.Fatalf("run %d: a kind cut short after its first page ended without an error", i)
+		}
+	}
+}
