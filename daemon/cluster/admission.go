@@ -165,7 +165,7 @@ func (s *Service) admitBatch(region string, batch []*admission) ([]error, error)
 				identities[i] = a.identity
 			}
 			found, err := tx.Agent.Query().Where(entagent.Region(region), entagent.IdentityIn(identities...)).
-				Select(entagent.FieldIdentity).Strings(ctx)
+				ForUpdate().Select(entagent.FieldIdentity).Strings(ctx)
 			if err != nil {
 				return err
 			}
@@ -224,9 +224,13 @@ func (s *Service) makeRoom(ctx context.Context, tx *ent.Tx, region, identity str
 	gone := entagent.And(entagent.Region(region), silentSince(time.Now().UTC().Add(-agentGoneAfter)))
 	// The identity only: Ent reads acked_cursor through a signed integer,
 	// and one stored value at or above 2^63 must not stop a full region
-	// from admitting.
+	// from admitting. A locking read: it sees the records as they are now,
+	// not as the transaction's snapshot had them, and holds the one it
+	// picks. A known agent's stream start updates its record without the
+	// region's lock, so a record silent in the snapshot may have come
+	// back to life since; deleting it would take a live agent's place.
 	stalest, err := tx.Agent.Query().Where(gone).Order(ent.Asc(entagent.FieldUpdatedAt)).Limit(1).
-		Select(entagent.FieldIdentity).Strings(ctx)
+		ForUpdate().Select(entagent.FieldIdentity).Strings(ctx)
 	if err != nil {
 		return nil, err
 	}
