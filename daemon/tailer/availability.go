@@ -25,17 +25,41 @@ var ErrDatabaseUnavailable = errors.New("ctrld cannot read its database; reconne
 // return once the database is back.
 const DefaultUnavailableAfter = 5 * time.Second
 
-// pollWithin polls, within UnavailableAfter when that is set: a database
-// that hangs rather than refuses (a host gone without a reset, a Galera
-// node's causal read waiting for a cluster it lost) must count as a failed
-// poll, not hold the tailer, and the streams, indefinitely.
+// stuckAfter bounds each of the tailer's database rounds when
+// UnavailableAfter is off: a statement on a connection whose server went
+// away without a reset would otherwise wait until the kernel gives up on
+// the connection (about 15 minutes), every stream silent meanwhile; cut
+// short, it fails and is tried again on a fresh connection. No poll,
+// region read or watermark write of a database that answers comes near it.
+const stuckAfter = 30 * time.Second
+
+// within bounds one database round of the tailer's (a poll, a region
+// read, a watermark write) by UnavailableAfter, or stuckAfter when that is
+// off. A database that hangs rather than refuses (a host gone without a
+// reset, a Galera node's causal read waiting for a cluster it lost) must
+// fail the round in time, not hold the tailer's one loop: a region read
+// that hung would keep every later poll from running, and so from noticing.
+func (t *Tailer) within(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(t.cfg.UnavailableAfter, stuckAfter))
+}
+
+// pollWithin polls, its reads bounded by within (the filler it may start
+// runs under ctx: it outlives the poll).
 func (t *Tailer) pollWithin(ctx context.Context) (more bool, err error) {
-	if t.cfg.UnavailableAfter <= 0 {
-		return t.poll(ctx, ctx)
-	}
-	reads, cancel := context.WithTimeout(ctx, t.cfg.UnavailableAfter)
+	reads, cancel := t.within(ctx)
 	defer cancel()
 	return t.poll(reads, ctx)
+}
+
+// boundedRun runs one of the tailer's side rounds (region control, the
+// watermark's persistence) within its bound, as a guarded unit: a panic in
+// it is that round's failure, not a reason to end every stream.
+func (t *Tailer) boundedRun(ctx context.Context, name string, round func(context.Context) error) error {
+	return t.guard.Run(name, func() error {
+		bounded, cancel := t.within(ctx)
+		defer cancel()
+		return round(bounded)
+	})
 }
 
 // failureLogEvery spaces out the log lines of polls that keep failing.

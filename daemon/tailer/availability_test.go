@@ -151,6 +151,44 @@ func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
 	}
 }
 
+// A region read that hangs fails in time too, and the polls after it
+// notice: the tailer's one loop must not wait on it. With polls only on a
+// poke, the region read is the first statement the hang catches.
+func TestATailerWhoseRegionReadHangsEndsItsStreams(t *testing.T) {
+	server, err := mysql.ParseDSN(cmp.Or(os.Getenv(testdb.EnvDSN), testdb.DefaultDSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := startProxy(t, server.Addr)
+	server.Addr = proxy.addr
+	db := storetest.NewOn(t, server.FormatDSN())
+	t.Cleanup(proxy.thaw)
+
+	tl := startTailer(t, db, tailer.Config{PollInterval: time.Hour, ControlInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond})
+	sub, err := tl.Subscribe(context.Background(), "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	time.Sleep(200 * time.Millisecond) // the first poll is done, and the region reads go on
+	proxy.freeze()
+	time.Sleep(50 * time.Millisecond) // a region read is under way, hanging
+	tl.Poke()
+	deadline := time.After(20 * time.Second)
+	for open := true; open; {
+		select {
+		case <-sub.Ready():
+			_, open = sub.Take(64)
+		case <-deadline:
+			t.Fatal("the subscription stayed open with the database hanging")
+		}
+	}
+	if !errors.Is(sub.Err(), tailer.ErrDatabaseUnavailable) {
+		t.Fatalf("the subscription ended with %v, want ErrDatabaseUnavailable", sub.Err())
+	}
+}
+
 // proxy forwards TCP connections to a server until frozen: then it keeps
 // them open and forwards nothing, as a dead host or a partition does.
 type proxy struct {

@@ -67,12 +67,13 @@ type Config struct {
 	// have before it is dropped (default 4096).
 	SubscriberBuffer int
 	// UnavailableAfter, when set, is how long the tailer may go without a
-	// poll that succeeds (one that fails, or one that hangs: each poll
-	// gets this long) before every subscription ends with
-	// ErrDatabaseUnavailable and new ones are refused until a poll
-	// succeeds. Zero: never; the subscriptions stay, silent, for as long
-	// as the database is away, which is right where no other replica
-	// could read it either (see DefaultUnavailableAfter).
+	// poll that succeeds (one that fails, or one that hangs: each poll,
+	// region read and watermark write gets this long) before every
+	// subscription ends with ErrDatabaseUnavailable and new ones are
+	// refused until a poll succeeds. Zero: never; the subscriptions stay,
+	// silent, for as long as the database is away, which is right where
+	// no other replica could read it either (see DefaultUnavailableAfter),
+	// and each round gets 30 s before it is tried again.
 	UnavailableAfter time.Duration
 }
 
@@ -250,11 +251,11 @@ func (t *Tailer) follow(ctx context.Context) {
 			// that round's failure (logged and counted by the guard), not
 			// a reason to end every stream.
 			case <-controlTick.C:
-				if err := t.guard.Run("tailer-control", func() error { return t.readControl(ctx) }); err != nil && ctx.Err() == nil {
+				if err := t.boundedRun(ctx, "tailer-control", t.readControl); err != nil && ctx.Err() == nil {
 					t.log.Warn("tailer: reading region control failed", "err", err)
 				}
 			case <-persistTick.C:
-				if err := t.guard.Run("tailer-persist", func() error { return t.persistWatermark(ctx) }); err != nil && ctx.Err() == nil {
+				if err := t.boundedRun(ctx, "tailer-persist", t.persistWatermark); err != nil && ctx.Err() == nil {
 					t.log.Warn("tailer: persisting the watermark failed", "err", err)
 				}
 			}
