@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/internal/testmariadb"
@@ -97,5 +99,39 @@ func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
 	}
 	if err := watch(); err != nil {
 		t.Fatalf("a watch once the database answers again: %v", err)
+	}
+}
+
+// A replica whose unary calls hold every connection of the main pool (a
+// burst of status reports, calls waiting on locks) still reads its change
+// log: the tailer has connections of its own, so a wait for one is never
+// taken for a database that hangs, and no stream ends for it.
+func TestABusyMainPoolLeavesTheReplicaServing(t *testing.T) {
+	env := servertest.Start(t, server.Config{Tailer: tailer.Config{UnavailableAfter: 300 * time.Millisecond}})
+	ctx := context.Background()
+	sub, err := env.Server.Tailer.Subscribe(ctx, "eu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+
+	var held []*sql.Conn
+	for range store.MainConns {
+		c, err := env.DB.SQL.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	time.Sleep(time.Second) // more than three times UnavailableAfter
+	for _, c := range held {
+		c.Close()
+	}
+	if err := sub.Err(); err != nil {
+		t.Fatalf("the stream's subscription ended while the main pool was busy: %v", err)
+	}
+	health := healthpb.NewHealthClient(env.Dial(""))
+	if r, err := health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || r.Status != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health: %v (%v), want SERVING", r.GetStatus(), err)
 	}
 }

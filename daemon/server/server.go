@@ -203,7 +203,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		// Another replica may read the cluster through another node.
 		cfg.Tailer.UnavailableAfter = tailer.DefaultUnavailableAfter
 	}
-	s.Tailer = tailer.New(db.SQL, cfg.Tailer, log, m)
+	s.Tailer = tailer.New(db.TailerSQL, cfg.Tailer, log, m)
 	// A replica that cannot read its database serves no stream (the tailer
 	// ends them and refuses new ones): it says so to health checks, so a
 	// balancer that checks sends agents to replicas that can. (Stop's

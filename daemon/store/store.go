@@ -20,20 +20,26 @@ import (
 
 // DB is ctrld's database: the Ent client for state, with every schema hook
 // registered, and the same pool for the few statements Ent cannot express
-// (the tailer's filler inserts, retention deletes, advisory locks); and a
-// second, smaller pool on the same database for the watch streams alone.
+// (retention deletes, advisory locks); a second, smaller pool on the same
+// database for the watch streams alone; and a third, of a few connections,
+// for the tailer alone.
 //
 // The split keeps invariant I8: unary calls always keep capacity of their
 // own. Streams are many and long-lived; however many there are and however
 // they behave, they queue for StreamConns connections and never for the
-// MainConns that operator calls, status reports, token checks, the tailer,
-// retention and the workflow share.
+// MainConns that operator calls, status reports, token checks, retention
+// and the workflow share. And the tailer, which every stream waits on,
+// never queues behind any of them: a poll that waited seconds for a
+// connection would look like a database that hangs, and end every stream
+// of a replica whose database answers.
 type DB struct {
 	Ent *ent.Client
 	SQL *sql.DB
 	// StreamEnt and StreamSQL are the watch streams' pool.
 	StreamEnt *ent.Client
 	StreamSQL *sql.DB
+	// TailerSQL is the tailer's pool (daemon/tailer).
+	TailerSQL *sql.DB
 	// Galera says the database is a node of a Galera cluster, where every
 	// connection's reads wait until the node has applied what the cluster
 	// committed before them (see Open).
@@ -42,17 +48,25 @@ type DB struct {
 
 // Pool sizes: together the 64 connections ctrld has always opened at most.
 const (
-	// MainConns bounds the pool of everything but the streams.
-	MainConns = 48
+	// MainConns bounds the pool of everything but the streams and the
+	// tailer.
+	MainConns = 45
 	// StreamConns bounds the streams' pool: a stream uses a connection
 	// only for one short read or write at a time (a full sync page, the
 	// state of a batch of changes, its connection record), never while it
 	// waits on its client.
 	StreamConns = 16
+	// TailerConns bounds the tailer's pool, all kept open: its loop's one
+	// statement at a time (a poll, a region read, the watermark's write),
+	// the filler's run beside it, and a region read an operator's pause
+	// asks for.
+	TailerConns = 3
 )
 
-// Close closes both pools.
-func (db *DB) Close() error { return errors.Join(db.Ent.Close(), db.StreamEnt.Close()) }
+// Close closes the pools.
+func (db *DB) Close() error {
+	return errors.Join(db.Ent.Close(), db.StreamEnt.Close(), db.TailerSQL.Close())
+}
 
 // Open connects to MySQL/MariaDB at dsn (go-sql-driver syntax, e.g.
 // "user:pass@tcp(127.0.0.1:3306)/deploysync"). Times are read and written
@@ -113,16 +127,17 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := openPool(connector, MainConns)
+	db := openPool(connector, MainConns, MainConns/3)
 	if err := db.PingContext(connectCtx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
 	}
-	streams := openPool(connector, StreamConns)
+	streams := openPool(connector, StreamConns, StreamConns/3)
 	return &DB{
 		Ent: entClient(db), SQL: db,
 		StreamEnt: entClient(streams), StreamSQL: streams,
-		Galera: galera,
+		TailerSQL: openPool(connector, TailerConns, TailerConns),
+		Galera:    galera,
 	}, nil
 }
 
@@ -148,11 +163,12 @@ func isGaleraNode(ctx context.Context, cfg *mysql.Config) (bool, error) {
 	return on, err
 }
 
-// openPool opens a pool of at most size connections through connector.
-func openPool(connector driver.Connector, size int) *sql.DB {
+// openPool opens a pool of at most size connections through connector,
+// keeping up to idle of them open while unused.
+func openPool(connector driver.Connector, size, idle int) *sql.DB {
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(size)
-	db.SetMaxIdleConns(size / 3)
+	db.SetMaxIdleConns(idle)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	return db
 }
