@@ -26,6 +26,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/internal/kubetest"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -106,30 +107,14 @@ func TestNoOpResyncWritesNothing(t *testing.T) {
 		return statefulSetExists(client, ns, "a") && statefulSetExists(client, ns, "b") && statefulSetExists(client, ns, "c")
 	})
 	time.Sleep(time.Second) // let the first applies settle in the cache
-	before, syncs := counter.Writes(), fullSyncs(t, reg)
+	before, syncs := counter.Writes(), testmetrics.Value(t, reg, "agentd_full_syncs_total")
 	time.Sleep(2500 * time.Millisecond) // several full resyncs
 	if n := counter.Writes() - before; n != 0 {
 		t.Fatalf("resyncs of unchanged state made %d API writes", n)
 	}
-	if n := fullSyncs(t, reg) - syncs; n < 2 {
+	if n := testmetrics.Value(t, reg, "agentd_full_syncs_total") - syncs; n < 2 {
 		t.Fatalf("only %v full resyncs in the window; the test proves nothing", n)
 	}
-}
-
-// fullSyncs reads agentd_full_syncs_total from reg.
-func fullSyncs(t *testing.T, reg prometheus.Gatherer) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "agentd_full_syncs_total" {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatal("agentd_full_syncs_total is not registered")
-	return 0
 }
 
 // A replica starting its term reports no acked version before it has

@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/agentd/watch"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -219,15 +220,15 @@ func TestIncompleteGarbageCollectionIsReportedAndRedone(t *testing.T) {
 	if err := w.GCError(); err == nil || !strings.Contains(err.Error(), "forbidden") {
 		t.Errorf("the failed listing is not the watcher's error: %v", err)
 	}
-	if !w.LastFullSync().IsZero() || counter(t, reg, "agentd_full_syncs_total") != 0 {
-		t.Errorf("a full sync whose collection was incomplete counts as completed (last %v, %v counted)", w.LastFullSync(), counter(t, reg, "agentd_full_syncs_total"))
+	if !w.LastFullSync().IsZero() || testmetrics.Value(t, reg, "agentd_full_syncs_total") != 0 {
+		t.Errorf("a full sync whose collection was incomplete counts as completed (last %v, %v counted)", w.LastFullSync(), testmetrics.Value(t, reg, "agentd_full_syncs_total"))
 	}
 
 	listPolicies <- struct{}{}
 	eventually(t, "the redo collects the kind that failed and completes", func() bool {
 		return deleted.has(oldPolicy) && w.GCError() == nil && !w.LastFullSync().IsZero()
 	})
-	if n := counter(t, reg, "agentd_full_syncs_total"); n != 1 {
+	if n := testmetrics.Value(t, reg, "agentd_full_syncs_total"); n != 1 {
 		t.Errorf("%v full syncs counted, want 1", n)
 	}
 }
@@ -241,20 +242,4 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// counter reads a counter without labels from reg.
-func counter(t *testing.T, reg prometheus.Gatherer, name string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("%s is not registered", name)
-	return 0
 }

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -25,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/internal/testcerts"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -73,35 +72,14 @@ func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id string, replicas i
 	}
 }
 
-// gathered reads metric name (with label=value, if label is set) from reg:
-// a counter's or gauge's value, a histogram's sample count; 0 if absent.
-func gathered(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue() + float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return 0
-}
-
 func polls(t testing.TB, s *server.Server) float64 {
-	return gathered(t, s.Registry, "deploysync_tailer_poll_duration_seconds", "", "")
+	return testmetrics.Sum(t, s.Registry, "deploysync_tailer_poll_duration_seconds")
 }
 
 // waitPeers waits until s pokes n peers.
 func waitPeers(t *testing.T, s *server.Server, n int) {
 	t.Helper()
-	waitFor(t, func() bool { return gathered(t, s.Registry, "deploysync_peers", "", "") == float64(n) },
+	waitFor(t, func() bool { return testmetrics.Sum(t, s.Registry, "deploysync_peers") == float64(n) },
 		fmt.Sprintf("replica %s does not poke %d peers", s.Addr, n))
 }
 
@@ -265,7 +243,7 @@ func TestDeadPeersNeitherBlockNorFailAWrite(t *testing.T) {
 	if s, ok := agent.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "d4") == 5 }); !ok {
 		t.Fatalf("the live replica's agent never got the writes: %+v", s)
 	}
-	if errs := gathered(t, env.Server.Registry, "deploysync_peer_pokes_sent_total", "result", "error"); errs == 0 {
+	if errs := testmetrics.Sum(t, env.Server.Registry, "deploysync_peer_pokes_sent_total", "result", "error"); errs == 0 {
 		t.Fatal("no poke failed: the dead peers were never dialled")
 	}
 }
@@ -312,7 +290,7 @@ func TestAPokeWithoutTheSecretIsRefusedAndPollsNothing(t *testing.T) {
 	if got := polls(t, b); got != before {
 		t.Fatalf("wrong secrets made the tailer poll %v times", got-before)
 	}
-	if refused := gathered(t, b.Registry, "deploysync_peer_pokes_received_total", "result", "refused"); refused != 500 {
+	if refused := testmetrics.Sum(t, b.Registry, "deploysync_peer_pokes_received_total", "result", "refused"); refused != 500 {
 		t.Errorf("%v pokes counted as refused, want 500", refused)
 	}
 
@@ -385,7 +363,7 @@ func TestReplicasServingTLSPokeOverTLS(t *testing.T) {
 	if s, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "over-tls") == 4 }); !ok {
 		t.Fatalf("a write through replica A never reached the agent on replica B over TLS: %+v", s)
 	}
-	if errs := gathered(t, env.Server.Registry, "deploysync_peer_pokes_sent_total", "result", "error"); errs != 0 {
+	if errs := testmetrics.Sum(t, env.Server.Registry, "deploysync_peer_pokes_sent_total", "result", "error"); errs != 0 {
 		t.Fatalf("%v pokes failed over TLS", errs)
 	}
 }

@@ -13,31 +13,9 @@ import (
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
-
-// gauge reads one region's series of the gauge named name; ok is false
-// when the series does not exist.
-func gauge(t *testing.T, reg *prometheus.Registry, name, region string) (value float64, ok bool) {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "region" && l.GetValue() == region {
-					return m.GetGauge().GetValue(), true
-				}
-			}
-		}
-	}
-	return 0, false
-}
 
 func deploy(t *testing.T, op ctrlv1.OperatorServiceClient, id, region string) {
 	t.Helper()
@@ -81,11 +59,11 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "a connected, caught-up agent", func() bool {
-		connected, _ := gauge(t, reg, "deploysync_region_agent_connected", "us-east")
-		lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "us-east")
-		paused, _ := gauge(t, reg, "deploysync_region_paused", "us-east")
-		_, heartbeat := gauge(t, reg, "deploysync_region_heartbeat_age_seconds", "us-east")
-		_, fullSync := gauge(t, reg, "deploysync_region_full_sync_age_seconds", "us-east")
+		connected, _ := testmetrics.Lookup(t, reg, "deploysync_region_agent_connected", "region", "us-east")
+		lag, _ := testmetrics.Lookup(t, reg, "deploysync_stream_lag_changes", "region", "us-east")
+		paused, _ := testmetrics.Lookup(t, reg, "deploysync_region_paused", "region", "us-east")
+		_, heartbeat := testmetrics.Lookup(t, reg, "deploysync_region_heartbeat_age_seconds", "region", "us-east")
+		_, fullSync := testmetrics.Lookup(t, reg, "deploysync_region_full_sync_age_seconds", "region", "us-east")
 		return connected == 1 && lag == 0 && paused == 0 && heartbeat && fullSync
 	})
 
@@ -99,12 +77,12 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 	}
 	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", ReceivedVersion: resume, Error: "forbidden", FailingSince: timestamppb.Now()})
 	waitFor(t, "one failing resource", func() bool {
-		failing, _ := gauge(t, reg, "deploysync_region_failing_resources", "us-east")
+		failing, _ := testmetrics.Lookup(t, reg, "deploysync_region_failing_resources", "region", "us-east")
 		return failing == 1
 	})
 	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", AppliedVersion: resume, ReceivedVersion: resume, InSync: true})
 	waitFor(t, "no failing resource", func() bool {
-		failing, _ := gauge(t, reg, "deploysync_region_failing_resources", "us-east")
+		failing, _ := testmetrics.Lookup(t, reg, "deploysync_region_failing_resources", "region", "us-east")
 		return failing == 0
 	})
 
@@ -115,13 +93,13 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 	}
 	deploy(t, op, "web", "us-east")
 	waitFor(t, "the paused region with its agent gone and a change pending", func() bool {
-		connected, _ := gauge(t, reg, "deploysync_region_agent_connected", "us-east")
-		lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "us-east")
-		lagSeconds, _ := gauge(t, reg, "deploysync_region_lag_seconds", "us-east")
-		paused, _ := gauge(t, reg, "deploysync_region_paused", "us-east")
+		connected, _ := testmetrics.Lookup(t, reg, "deploysync_region_agent_connected", "region", "us-east")
+		lag, _ := testmetrics.Lookup(t, reg, "deploysync_stream_lag_changes", "region", "us-east")
+		lagSeconds, _ := testmetrics.Lookup(t, reg, "deploysync_region_lag_seconds", "region", "us-east")
+		paused, _ := testmetrics.Lookup(t, reg, "deploysync_region_paused", "region", "us-east")
 		return connected == 0 && lag == 1 && lagSeconds > 0 && paused == 1
 	})
-	if age, ok := gauge(t, reg, "deploysync_region_heartbeat_age_seconds", "us-east"); !ok || age < 0 {
+	if age, ok := testmetrics.Lookup(t, reg, "deploysync_region_heartbeat_age_seconds", "region", "us-east"); !ok || age < 0 {
 		t.Errorf("heartbeat age %v (present %v), want the time since the dead agent's last report", age, ok)
 	}
 
@@ -130,7 +108,7 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := regions.GetRegions()[0]
-	if lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "us-east"); float64(o.GetLagChanges()) != lag || o.GetAgentConnected() || !o.GetPaused() {
+	if lag, _ := testmetrics.Lookup(t, reg, "deploysync_stream_lag_changes", "region", "us-east"); float64(o.GetLagChanges()) != lag || o.GetAgentConnected() || !o.GetPaused() {
 		t.Errorf("the console says lag %d, connected %v, paused %v; the gauge says lag %v", o.GetLagChanges(), o.GetAgentConnected(), o.GetPaused(), lag)
 	}
 }
@@ -152,16 +130,16 @@ func TestGaugesOfRegionsWithoutAgentAndOfRemovedRegions(t *testing.T) {
 	if err := p.PublishOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if lag, _ := gauge(t, reg, "deploysync_stream_lag_changes", "eu"); lag != 2 {
+	if lag, _ := testmetrics.Lookup(t, reg, "deploysync_stream_lag_changes", "region", "eu"); lag != 2 {
 		t.Errorf("eu lag %v, want 2 (no agent ever acked)", lag)
 	}
-	if connected, ok := gauge(t, reg, "deploysync_region_agent_connected", "eu"); !ok || connected != 0 {
+	if connected, ok := testmetrics.Lookup(t, reg, "deploysync_region_agent_connected", "region", "eu"); !ok || connected != 0 {
 		t.Errorf("eu agent connected %v (present %v), want 0", connected, ok)
 	}
-	if _, ok := gauge(t, reg, "deploysync_region_heartbeat_age_seconds", "eu"); ok {
+	if _, ok := testmetrics.Lookup(t, reg, "deploysync_region_heartbeat_age_seconds", "region", "eu"); ok {
 		t.Error("eu has a heartbeat age without any agent")
 	}
-	if _, ok := gauge(t, reg, "deploysync_region_paused", "gone"); !ok {
+	if _, ok := testmetrics.Lookup(t, reg, "deploysync_region_paused", "region", "gone"); !ok {
 		t.Fatal("no series for the registered region gone")
 	}
 
@@ -173,11 +151,11 @@ func TestGaugesOfRegionsWithoutAgentAndOfRemovedRegions(t *testing.T) {
 	}
 	for _, name := range []string{"deploysync_stream_lag_changes", "deploysync_region_lag_seconds",
 		"deploysync_region_agent_connected", "deploysync_region_paused"} {
-		if _, ok := gauge(t, reg, name, "gone"); ok {
+		if _, ok := testmetrics.Lookup(t, reg, name, "region", "gone"); ok {
 			t.Errorf("%s still has a series for the removed region", name)
 		}
 	}
-	if _, ok := gauge(t, reg, "deploysync_region_paused", "eu"); !ok {
+	if _, ok := testmetrics.Lookup(t, reg, "deploysync_region_paused", "region", "eu"); !ok {
 		t.Error("eu lost its series with the other region")
 	}
 }

@@ -2,14 +2,12 @@ package server_test
 
 import (
 	"context"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -43,28 +42,7 @@ func (tr *trap) interceptor() ent.Interceptor {
 // panics reads deploysync_panics_total{where}.
 func panics(t *testing.T, reg *prometheus.Registry, where string) float64 {
 	t.Helper()
-	return gathered(t, reg, "deploysync_panics_total", "where", where)
-}
-
-// gathered reads the value of metric name (with label=value, if label is
-// set) from reg: 0 if it has none.
-func gathered(t testing.TB, reg *prometheus.Registry, name, label, value string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if label == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label && l.GetValue() == value }) {
-				return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
+	return testmetrics.Sum(t, reg, "deploysync_panics_total", "where", where)
 }
 
 func wantInternal(t *testing.T, err error) {
@@ -156,9 +134,9 @@ func TestAPanickingStreamEndsWithInternalAndTheAgentResumes(t *testing.T) {
 	// The panicking stream released its tailer subscription: the tailer
 	// does not go on feeding a buffer nobody reads.
 	deadline := time.Now().Add(5 * time.Second)
-	for gathered(t, reg, "deploysync_tailer_subscriptions", "", "") != 0 {
+	for testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") != 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("%v tailer subscriptions left after the only stream ended", gathered(t, reg, "deploysync_tailer_subscriptions", "", ""))
+			t.Fatalf("%v tailer subscriptions left after the only stream ended", testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions"))
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

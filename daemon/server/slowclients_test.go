@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/internal/limits"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -63,7 +64,7 @@ func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, re
 		tokens[i] = env.AgentToken(region)
 	}
 	takenUp := func() float64 {
-		return gathered(t, reg, "deploysync_streams", "region", region) + gathered(t, reg, "deploysync_stream_stalled_total", "region", region)
+		return testmetrics.Sum(t, reg, "deploysync_streams", "region", region) + testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", region)
 	}
 	before := takenUp()
 	var client ctrlv1.ClusterServiceClient
@@ -121,7 +122,7 @@ func TestNonReadingStreamsNeitherStallCtrldNorStayOpen(t *testing.T) {
 
 	streams := slowStreams(t, env, reg, "eu", silent)
 	for round := range 5 {
-		open := int(gathered(t, reg, "deploysync_streams", "region", "eu")) - 1
+		open := int(testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu")) - 1
 		call := func(what string, f func(ctx context.Context) error) {
 			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
@@ -152,9 +153,9 @@ func TestNonReadingStreamsNeitherStallCtrldNorStayOpen(t *testing.T) {
 	// Every silent stream is ended: none is left open on ctrld, nor
 	// subscribed to the tailer, and each was counted as stalled.
 	waitFor(t, 2*time.Minute, func() bool {
-		return gathered(t, reg, "deploysync_stream_stalled_total", "region", "eu") == silent &&
-			gathered(t, reg, "deploysync_streams", "region", "eu") == 1 &&
-			gathered(t, reg, "deploysync_tailer_subscriptions", "", "") == 1
+		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") == silent &&
+			testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu") == 1 &&
+			testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") == 1
 	}, "the silent streams were not all ended")
 	// A client that reads at last gets what was under way, then the end.
 	for {
@@ -188,7 +189,7 @@ func TestFullSyncsBlockedOnTheirClientsHoldNoConnection(t *testing.T) {
 
 	slowStreams(t, env, reg, "eu", silent)
 	waitFor(t, time.Minute, func() bool {
-		return gathered(t, reg, "deploysync_stream_full_syncs_total", "region", "eu") == silent+1 &&
+		return testmetrics.Sum(t, reg, "deploysync_stream_full_syncs_total", "region", "eu") == silent+1 &&
 			env.DB.StreamSQL.Stats().InUse == 0
 	}, "full syncs waiting on their clients hold connections of the streams' pool")
 	if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "app-000", Region: "eu", Replicas: 7}); err != nil {
@@ -199,7 +200,7 @@ func TestFullSyncsBlockedOnTheirClientsHoldNoConnection(t *testing.T) {
 	}); !ok {
 		t.Fatal("the healthy agent did not get the scale")
 	}
-	if n := gathered(t, reg, "deploysync_streams", "region", "eu"); n != silent+1 {
+	if n := testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu"); n != silent+1 {
 		t.Fatalf("%v streams open, want the %d silent ones still waiting and the healthy one", n, silent)
 	}
 }
@@ -222,7 +223,7 @@ func TestSilentFullSyncsHoldNoSlot(t *testing.T) {
 	go healthy.Run(ctx)
 	if _, ok := healthy.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 && len(s.View) == 200 }); !ok {
 		t.Fatalf("a healthy agent did not sync beside two silent full syncs (%v waiting for a slot)",
-			gathered(t, reg, "deploysync_stream_full_syncs_waiting", "", ""))
+			testmetrics.Sum(t, reg, "deploysync_stream_full_syncs_waiting"))
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/retention"
@@ -260,9 +261,9 @@ func TestOldStreamEndingKeepsTheNewConnection(t *testing.T) {
 	defer endNew()
 	endOld()
 	// The stream gauge falls back to 1 after the old stream's cleanup ran.
-	for deadline := time.Now().Add(10 * time.Second); openStreams(t, reg) != 1; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); testmetrics.Sum(t, reg, "deploysync_streams") != 1; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the server did not end the old stream: %v streams open", openStreams(t, reg))
+			t.Fatalf("the server did not end the old stream: %v streams open", testmetrics.Sum(t, reg, "deploysync_streams"))
 		}
 	}
 	a, err := env.DB.Ent.Agent.Query().Only(ctx)
@@ -272,23 +273,6 @@ func TestOldStreamEndingKeepsTheNewConnection(t *testing.T) {
 	if a.ConnectedTo == "" || a.ConnectedSince == nil {
 		t.Fatalf("the old stream's end cleared the new stream's connection record: %+v", a)
 	}
-}
-
-func openStreams(t *testing.T, reg *prometheus.Registry) float64 {
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() == "deploysync_streams" {
-			var n float64
-			for _, m := range f.GetMetric() {
-				n += m.GetGauge().GetValue()
-			}
-			return n
-		}
-	}
-	return 0
 }
 
 // An operator's forced resync reaches a connected agent at once, and an
