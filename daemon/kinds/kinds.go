@@ -25,12 +25,10 @@ type Kind struct {
 	// Keys are opaque to callers. The caller may drop some of the events
 	// (those it sent live meanwhile). A page is read with one statement,
 	// which InnoDB reads from one snapshot by itself: c needs no
-	// transaction. A deployment or sentinel page reads about as many rows
-	// as it returns, however far into the region it starts (regionIndex):
-	// a full sync costs the region's size, not its square. Policies have
-	// no index on their region alone, so MariaDB picks how to read a page
-	// of them: by primary key in the tests, which costs a full sync the
-	// table's size.
+	// transaction. A page reads about as many rows as it returns, however
+	// far into the region it starts and whatever other regions hold
+	// (regionIndex): a full sync costs the region's size, not its square
+	// nor the table's.
 	Page func(ctx context.Context, c *ent.Client, region, after string, limit int) (events []Event, last string, err error)
 
 	// Load builds the event of each resource ids names in region, from its

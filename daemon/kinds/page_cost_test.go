@@ -72,6 +72,23 @@ func TestAPageReadsWhatItReturnsNotTheRegionBeforeIt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Policies of many regions, between eu's in key order where the page
+	// is read: a page read in key order (the primary key) would walk them.
+	err := store.WithTx(ctx, db.Ent, func(tx *ent.Tx) error {
+		var pols []*ent.CiliumNetworkPolicyCreate
+		for i := perRegion - 3*limit; i < perRegion; i++ {
+			for r := range 20 {
+				region := fmt.Sprintf("r%02d", r)
+				pols = append(pols, tx.CiliumNetworkPolicy.Create().SetID(fmt.Sprintf("pol-%05d-%s", i, region)).
+					SetWorkspaceID("ws").SetEnvironmentID("prod").SetRegion(region).SetName(fmt.Sprintf("p%05d", i)).
+					SetSpec(map[string]any{"endpointSelector": map[string]any{}}))
+			}
+		}
+		return tx.CiliumNetworkPolicy.CreateBulk(pols...).Exec(ctx)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// One connection, so that its session counters are the page's.
 	conn, err := db.StreamSQL.Conn(ctx)

@@ -2,6 +2,7 @@ package kinds
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -9,6 +10,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/migrate"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -19,23 +21,7 @@ import (
 var ciliumNetworkPolicies = Kind{
 	Name:       rpc.KindCiliumNetworkPolicy,
 	ChangeType: deploymentchange.ResourceTypeCiliumNetworkPolicy.String(),
-	Page: func(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
-		rows, err := c.CiliumNetworkPolicy.Query().
-			Where(ciliumnetworkpolicy.Region(region), ciliumnetworkpolicy.IDGT(after)).
-			Order(ent.Asc(ciliumnetworkpolicy.FieldID)).Limit(limit).All(ctx)
-		if err != nil || len(rows) == 0 {
-			return nil, after, err
-		}
-		events := make([]Event, len(rows))
-		for i, p := range rows {
-			ev, err := policyEvent(p)
-			if err != nil {
-				return nil, after, err
-			}
-			events[i] = Event{p.ID, ev}
-		}
-		return events, rows[len(rows)-1].ID, nil
-	},
+	Page:       pagePolicies,
 	Load: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]*ctrlv1.DeploymentChangeEvent, error) {
 		rows, err := c.CiliumNetworkPolicy.Query().Where(ciliumnetworkpolicy.IDIn(ids...), ciliumnetworkpolicy.Region(region)).All(ctx)
 		if err != nil {
@@ -71,6 +57,46 @@ var ciliumNetworkPolicies = Kind{
 		return now, nil
 	},
 	DesiredSQL: "SELECT 1 FROM cilium_network_policies d WHERE d.id = s.resource_id AND d.region = s.region",
+}
+
+// policyPageStatement reads a page of a region's policies in ID order,
+// through the region index read as a range (regionIndex): in key order
+// through the primary key it would walk every other region's policies
+// between the page's.
+var policyPageStatement = `SELECT id, workspace_id, environment_id, deployment_id, name, spec
+		FROM cilium_network_policies FORCE INDEX (` + regionIndex(migrate.CiliumNetworkPoliciesTable) + `)
+		WHERE region = ? AND id > ?
+		ORDER BY id LIMIT ?`
+
+// pagePolicies pages by the policy's ID, which is the key.
+func pagePolicies(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
+	rows, err := c.QueryContext(ctx, policyPageStatement, region, after, limit)
+	if err != nil {
+		return nil, after, fmt.Errorf("read a page of policies: %w", err)
+	}
+	defer rows.Close()
+	var events []Event
+	last := after
+	for rows.Next() {
+		p := &ent.CiliumNetworkPolicy{Region: region}
+		var spec []byte
+		if err := rows.Scan(&p.ID, &p.WorkspaceID, &p.EnvironmentID, &p.DeploymentID, &p.Name, &spec); err != nil {
+			return nil, after, fmt.Errorf("read a page of policies: %w", err)
+		}
+		if err := json.Unmarshal(spec, &p.Spec); err != nil {
+			return nil, after, fmt.Errorf("policy %s: read its spec: %w", p.ID, err)
+		}
+		ev, err := policyEvent(p)
+		if err != nil {
+			return nil, after, err
+		}
+		events = append(events, Event{p.ID, ev})
+		last = p.ID
+	}
+	if err := rows.Err(); err != nil {
+		return nil, after, fmt.Errorf("read a page of policies: %w", err)
+	}
+	return events, last, nil
 }
 
 func policyEvent(p *ent.CiliumNetworkPolicy) (*ctrlv1.DeploymentChangeEvent, error) {

@@ -127,6 +127,11 @@ var (
 				Unique:  true,
 				Columns: []*schema.Column{CiliumNetworkPoliciesColumns[5], CiliumNetworkPoliciesColumns[4], CiliumNetworkPoliciesColumns[6]},
 			},
+			{
+				Name:    "ciliumnetworkpolicy_region",
+				Unique:  false,
+				Columns: []*schema.Column{CiliumNetworkPoliciesColumns[5]},
+			},
 		},
 	}
 	// CtrldReplicasColumns holds the columns for the "ctrld_replicas" table.

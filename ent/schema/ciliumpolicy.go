@@ -47,6 +47,8 @@ func (CiliumNetworkPolicy) Edges() []ent.Edge {
 func (CiliumNetworkPolicy) Indexes() []ent.Index {
 	return []ent.Index{
 		index.Fields("region", "environment_id", "name").Unique(),
+		// A full sync's pages read it as a range (daemon/kinds).
+		index.Fields("region"),
 	}
 }
 
