@@ -364,7 +364,6 @@ func (s *Server) Stop() {
 	default:
 		close(s.stopped)
 	}
-	s.serving.Store(false) // /readyz says what health says
 	s.health.Shutdown()
 	s.cancel()
 	done := make(chan struct{})
@@ -390,6 +389,14 @@ func (s *Server) httpHandler(reg *prometheus.Registry, db *store.DB) http.Handle
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-s.stopped:
+			// Whatever the tailer said last: its hook may still be
+			// running as Stop begins.
+			http.Error(w, "stopping", http.StatusServiceUnavailable)
+			return
+		default:
+		}
 		if !s.serving.Load() {
 			http.Error(w, "not serving streams: the change log has not been read yet, or cannot be read", http.StatusServiceUnavailable)
 			return
