@@ -166,14 +166,18 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 		return err
 	}
 	defer release()
+	// Whatever of this stream's connection was written is cleared when it
+	// ends, after a failed start too (an admission decided after its
+	// client went away still writes the record), and after a panic in
+	// admit: so the deferred call is in place before admit runs, and
+	// admit sets since before its first write.
 	var since time.Time
-	err = aside(func() (err error) { since, err = s.admit(ctx, req); return err })
-	if !since.IsZero() {
-		// Whatever of this stream's connection was written is cleared when
-		// it ends, after a failed start too: an admission decided after
-		// its client went away still writes the record.
-		defer s.disconnected(req, since)
-	}
+	defer func() {
+		if !since.IsZero() {
+			s.disconnected(req, since)
+		}
+	}()
+	err = aside(func() error { return s.admit(ctx, req, &since) })
 	if err != nil {
 		return err
 	}
@@ -208,40 +212,37 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 }
 
 // admit checks that the region exists and that its agent may have a
-// record, and records the stream's connection, since the time it returns
-// (zero when it wrote nothing).
+// record, and records the stream's connection as of *since, which it sets
+// before it writes (left zero when it wrote nothing).
 //
 // A known agent's record is updated in place, one statement: the agents
 // that reconnect (all of them, after a ctrld restart) take no lock and no
 // transaction. Only an identity with no record goes through AdmitAgent,
 // which counts the region's records under a lock (cluster.admitAgent).
-func (s *Streamer) admit(ctx context.Context, req Request) (since time.Time, err error) {
+func (s *Streamer) admit(ctx context.Context, req Request, since *time.Time) error {
 	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
-		return time.Time{}, err
+		return err
 	} else if !exists {
-		return time.Time{}, fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
 	}
-	since = time.Now().UTC().Truncate(time.Microsecond) // the column's precision
+	at := time.Now().UTC().Truncate(time.Microsecond) // the column's precision
+	*since = at
 	// connected_since always changes, so a record that exists is always
 	// counted as updated.
 	n, err := s.client.Agent.Update().
 		Where(entagent.Region(req.Region), entagent.Identity(req.Identity)).
-		SetConnectedTo(s.cfg.Instance).SetConnectedSince(since).
+		SetConnectedTo(s.cfg.Instance).SetConnectedSince(at).
 		Save(ctx)
 	if err != nil {
-		return since, fmt.Errorf("record agent connection: %w", err)
+		return fmt.Errorf("record agent connection: %w", err)
 	}
 	if n == 0 {
 		if req.AdmitAgent != nil {
-			err = req.AdmitAgent(ctx, s.cfg.Instance, since)
-		} else {
-			err = s.connected(ctx, req, since)
+			return req.AdmitAgent(ctx, s.cfg.Instance, at)
 		}
-		if err != nil {
-			return since, err
-		}
+		return s.connected(ctx, req, at)
 	}
-	return since, nil
+	return nil
 }
 
 // serve runs st's stream until it ends.
