@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -82,29 +81,13 @@ func BenchmarkCommitToReceiveAcrossReplicas(b *testing.B) {
 // whether the replicas poke each other.
 type replicas struct{ two, pokes bool }
 
-// probeAgent is an agent a latency benchmark times: its latencies are
-// reported as <name>p50-ms, <name>p99-ms and <name>unseen-10s.
-type probeAgent struct {
-	name      string
-	addr      string
-	arrived   chan arrival
-	latencies []time.Duration
-	lost      int
-}
-
-// arrival is a probe's value as an agent received it, and when.
-type arrival struct {
-	replicas int32
-	at       time.Time
-}
-
 func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 	var cfg server.Config
 	if r.pokes {
 		cfg.Peers = peers.Config{AdvertiseAddr: "127.0.0.1"}
 	}
 	env, addr, _ := benchEnv(b, algo, cfg)
-	agents := []*probeAgent{{name: "", addr: addr}}
+	addrs, names := []string{addr}, []string{""}
 	if r.two {
 		other := env.StartReplica()
 		if r.pokes {
@@ -117,7 +100,7 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 				time.Sleep(10 * time.Millisecond)
 			}
 		}
-		agents = []*probeAgent{{name: "same-", addr: addr}, {name: "other-", addr: other.Addr}}
+		addrs, names = []string{addr, other.Addr}, []string{"same-", "other-"}
 	}
 	ctx := context.Background()
 	op := env.Operator("bench")
@@ -135,18 +118,11 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i, a := range agents {
-		a.arrived = make(chan arrival, 1)
-		client := ctrlv1.NewClusterServiceClient(servertest.Dial(b, a.addr, env.AgentToken("eu")))
+	var probes []*streamtest.Probe
+	for i, addr := range addrs {
+		client := ctrlv1.NewClusterServiceClient(servertest.Dial(b, addr, env.AgentToken("eu")))
 		f := streamtest.New(client, "eu", fmt.Sprintf("bench-agent-%d", i))
-		f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, at time.Time) {
-			if d := ev.GetDeployment().GetDeployment(); d.GetDeploymentId() == "probe" {
-				select {
-				case a.arrived <- arrival{d.GetReplicas(), at}:
-				default:
-				}
-			}
-		})
+		probes = append(probes, streamtest.NewProbe(names[i], f, "probe"))
 		wg.Go(func() { f.Run(runCtx) })
 		if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
 			b.Fatal("no full sync")
@@ -163,8 +139,8 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 	b.ResetTimer()
 	for i := range b.N {
 		want := int32(2 + i%900)
-		for _, a := range agents {
-			drain(a.arrived)
+		for _, p := range probes {
+			p.Drain()
 		}
 		start := time.Now()
 		if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "probe", Region: "eu", Replicas: want}); err != nil {
@@ -174,8 +150,8 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 		// falls behind): a probe not seen within 10 s counts as unseen,
 		// not as a latency. Each agent is timed from the same start.
 		deadline := start.Add(10 * time.Second)
-		for _, a := range agents {
-			a.await(want, start, deadline)
+		for _, p := range probes {
+			p.Await(want, start, deadline)
 		}
 		// Spread the probes over the poll cycle.
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond)
@@ -183,50 +159,9 @@ func benchLatency(b *testing.B, algo string, writers int, r replicas) {
 	b.StopTimer()
 	stop()
 	wg.Wait()
-	for _, a := range agents {
-		a.report(b)
+	for _, p := range probes {
+		p.Report(b)
 	}
-}
-
-func drain(c chan arrival) {
-	for {
-		select {
-		case <-c:
-		default:
-			return
-		}
-	}
-}
-
-// await records how long after start the agent received want (its arrival
-// time, whichever agent is awaited first), or that it did not by deadline.
-func (a *probeAgent) await(want int32, start, deadline time.Time) {
-	timeout := time.After(time.Until(deadline))
-	for {
-		select {
-		case got := <-a.arrived:
-			if got.replicas == want {
-				a.latencies = append(a.latencies, got.at.Sub(start))
-				return
-			}
-		case <-timeout:
-			a.lost++
-			return
-		}
-	}
-}
-
-func (a *probeAgent) report(b *testing.B) {
-	b.ReportMetric(float64(a.lost), a.name+"unseen-10s")
-	if len(a.latencies) == 0 {
-		return
-	}
-	slices.Sort(a.latencies)
-	pct := func(p float64) float64 {
-		return float64(a.latencies[min(len(a.latencies)-1, int(p*float64(len(a.latencies))))].Microseconds()) / 1000
-	}
-	b.ReportMetric(pct(0.50), a.name+"p50-ms")
-	b.ReportMetric(pct(0.99), a.name+"p99-ms")
 }
 
 // BenchmarkIdleQueries counts the statements the database executes per

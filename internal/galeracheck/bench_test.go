@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,25 +61,13 @@ func benchProbes(b *testing.B, c *cluster) {
 		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1}); err != nil {
 		b.Fatal(err)
 	}
-	type agent struct {
-		name      string
-		arrived   chan int32
-		at        chan time.Time
-		latencies []time.Duration
-	}
-	agents := []*agent{{name: "same-"}, {name: "other-"}}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i, a := range agents {
-		a.arrived, a.at = make(chan int32, 16), make(chan time.Time, 16)
+	var probes []*streamtest.Probe
+	for i, name := range []string{"same-", "other-"} {
 		client := ctrlv1.NewClusterServiceClient(servertest.Dial(b, c.replicas[i].Server.Addr, token))
 		f := streamtest.New(client, "eu", fmt.Sprintf("bench-agent-%d", i))
-		f.OnEvent(func(ev *ctrlv1.DeploymentChangeEvent, at time.Time) {
-			if d := ev.GetDeployment().GetDeployment(); d.GetDeploymentId() == "probe" {
-				a.arrived <- d.GetReplicas()
-				a.at <- at
-			}
-		})
+		probes = append(probes, streamtest.NewProbe(name, f, "probe"))
 		wg.Go(func() { f.Run(runCtx) })
 		if _, ok := f.WaitFor(30*time.Second, func(s streamtest.Snapshot) bool { return s.FullSyncs == 1 }); !ok {
 			b.Fatal("no full sync")
@@ -89,37 +76,23 @@ func benchProbes(b *testing.B, c *cluster) {
 	b.ResetTimer()
 	for i := range b.N {
 		want := int32(2 + i%900)
+		for _, p := range probes {
+			p.Drain()
+		}
 		start := time.Now()
 		if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "probe", Region: "eu", Replicas: want}); err != nil {
 			b.Fatal(err)
 		}
-		for _, a := range agents {
-			timeout := time.After(10 * time.Second)
-		wait:
-			for {
-				select {
-				case got := <-a.arrived:
-					at := <-a.at
-					if got == want {
-						a.latencies = append(a.latencies, at.Sub(start))
-						break wait
-					}
-				case <-timeout:
-					b.Fatalf("%sagent did not receive the probe within 10 s", a.name)
-				}
-			}
+		deadline := start.Add(10 * time.Second)
+		for _, p := range probes {
+			p.Await(want, start, deadline)
 		}
 		time.Sleep(time.Duration(rand.IntN(50)) * time.Millisecond) // spread the probes over the poll cycle
 	}
 	b.StopTimer()
 	stop()
 	wg.Wait()
-	for _, a := range agents {
-		slices.Sort(a.latencies)
-		pct := func(p float64) float64 {
-			return float64(a.latencies[min(len(a.latencies)-1, int(p*float64(len(a.latencies))))].Microseconds()) / 1000
-		}
-		b.ReportMetric(pct(0.50), a.name+"p50-ms")
-		b.ReportMetric(pct(0.99), a.name+"p99-ms")
+	for _, p := range probes {
+		p.Report(b)
 	}
 }
