@@ -11,8 +11,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -102,29 +104,74 @@ func TestManifestsNeverSendTokensInTheClear(t *testing.T) {
 	}
 }
 
-// containerEnv is the literal environment of the named container of the
-// Deployment in file.
-func containerEnv(t *testing.T, file, container string) map[string]string {
+// Each binary's GOMEMLIMIT is below its container's memory limit, with room
+// for what is not heap: the runtime then collects harder as the heap grows
+// instead of the container being killed for it.
+func TestGoMemoryLimitsStayBelowTheContainers(t *testing.T) {
+	for file, container := range map[string]string{"ctrld.yaml": "ctrld", "agentd.yaml": "agentd"} {
+		soft, err := resource.ParseQuantity(strings.Replace(containerEnv(t, file, container)["GOMEMLIMIT"], "iB", "i", 1))
+		if err != nil {
+			t.Errorf("%s: GOMEMLIMIT: %v", file, err)
+			continue
+		}
+		limit := memoryLimit(t, file, container)
+		if ratio := float64(soft.Value()) / float64(limit.Value()); ratio < 0.8 || ratio > 0.95 {
+			t.Errorf("%s: GOMEMLIMIT %s is %.0f%% of the memory limit %s, want 80-95%%", file, soft.String(), 100*ratio, limit.String())
+		}
+	}
+}
+
+// memoryLimit is the named container's memory limit in file.
+func memoryLimit(t *testing.T, file, container string) resource.Quantity {
+	t.Helper()
+	for _, c := range containers(t, file) {
+		if c["name"] == container {
+			v, _, _ := unstructured.NestedString(c, "resources", "limits", "memory")
+			q, err := resource.ParseQuantity(v)
+			if err != nil {
+				t.Fatalf("%s: %s's memory limit %q: %v", file, container, v, err)
+			}
+			return q
+		}
+	}
+	t.Fatalf("%s: no Deployment with a container %s", file, container)
+	return resource.Quantity{}
+}
+
+// containers are the containers of the Deployment in file.
+func containers(t *testing.T, file string) []map[string]any {
 	t.Helper()
 	for _, obj := range decode(t, file) {
 		if obj.GetKind() != "Deployment" {
 			continue
 		}
-		containers, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
-		for _, c := range containers {
-			c := c.(map[string]any)
-			if c["name"] != container {
-				continue
-			}
-			env := map[string]string{}
-			for _, e := range c["env"].([]any) {
-				e := e.(map[string]any)
-				if v, ok := e["value"].(string); ok {
-					env[e["name"].(string)] = v
-				}
-			}
-			return env
+		list, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+		var out []map[string]any
+		for _, c := range list {
+			out = append(out, c.(map[string]any))
 		}
+		return out
+	}
+	t.Fatalf("%s: no Deployment", file)
+	return nil
+}
+
+// containerEnv is the literal environment of the named container of the
+// Deployment in file.
+func containerEnv(t *testing.T, file, container string) map[string]string {
+	t.Helper()
+	for _, c := range containers(t, file) {
+		if c["name"] != container {
+			continue
+		}
+		env := map[string]string{}
+		for _, e := range c["env"].([]any) {
+			e := e.(map[string]any)
+			if v, ok := e["value"].(string); ok {
+				env[e["name"].(string)] = v
+			}
+		}
+		return env
 	}
 	t.Fatalf("%s: no Deployment with a container %s", file, container)
 	return nil
