@@ -150,6 +150,15 @@ func (s *Service) admitBatch(region string, batch []*admission) ([]error, error)
 		} else if err != nil {
 			return err
 		}
+		// On a Galera cluster the lock above holds on this node only, and
+		// another node's admission could count the same free places.
+		// Written, the region row makes two such batches collide when
+		// they are certified: the later one is rerun (store.WithTx) and
+		// counts again, the other's records included. On one server it
+		// changes nothing the lock has not already settled.
+		if err := tx.Region.UpdateOneID(region).Exec(ctx); err != nil {
+			return err
+		}
 		// The unique index on (region, identity) answers the count.
 		records, err := tx.Agent.Query().Where(entagent.Region(region)).Count(ctx)
 		if err != nil {

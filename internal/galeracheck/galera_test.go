@@ -21,9 +21,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	dcluster "github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
+	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/feedcheck"
 	"github.com/deploysync/deploysync/internal/testdb"
@@ -43,6 +45,9 @@ func TestOnGalera(t *testing.T) {
 	c := startCluster(t, g, server.Config{})
 	t.Run("feed", func(t *testing.T) { c.checkFeed(t, nil) })
 	t.Run("operators see no conflicts", c.checkOperatorsSeeNoConflicts)
+	t.Run("agents admitted through every node keep the region's limit", func(t *testing.T) {
+		checkAdmissionLimit(t, startCluster(t, g, server.Config{Cluster: dcluster.Config{MaxAgentsPerRegion: admissionLimit}}))
+	})
 	t.Run("feed while a node and a replica are lost", func(t *testing.T) {
 		c.checkFeed(t, func(ctx context.Context) {
 			sleep(ctx, 500*time.Millisecond)
@@ -213,6 +218,54 @@ func (c *cluster) checkOperatorsSeeNoConflicts(t *testing.T) {
 	} else {
 		t.Logf("%d scales through two nodes, all done; %d transactions rerun after a conflict", 2*perOperator, n)
 	}
+}
+
+// admissionLimit is the agent records a region may have in
+// checkAdmissionLimit.
+const admissionLimit = 2
+
+// checkAdmissionLimit has new agents report at once through every replica,
+// each on its own node, in several regions: each region ends with no more
+// agent records than its limit. Each node's admission locks the region on
+// that node only; unless the nodes' admissions collide at certification,
+// two of them count the same free places.
+func checkAdmissionLimit(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	const regions, perRegion = 8, 6
+	var wg sync.WaitGroup
+	for r := range regions {
+		region := fmt.Sprintf("r%d", r)
+		var clients []ctrlv1.ClusterServiceClient
+		for _, replica := range c.replicas {
+			clients = append(clients, replica.Agent(region))
+		}
+		start := make(chan struct{})
+		for i := range perRegion {
+			wg.Go(func() {
+				<-start
+				// Refused (the region full) or admitted: only the
+				// records written count.
+				clients[i%len(clients)].ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{
+					Region: region, AgentIdentity: fmt.Sprintf("agent-%d", i)})
+			})
+		}
+		close(start)
+	}
+	wg.Wait()
+	over := 0
+	for r := range regions {
+		n, err := c.replicas[0].DB.Ent.Agent.Query().Where(entagent.Region(fmt.Sprintf("r%d", r))).Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > admissionLimit {
+			over++
+			t.Errorf("region r%d has %d agent records, its limit is %d", r, n, admissionLimit)
+		} else if n == 0 {
+			t.Errorf("region r%d has no agent record: no admission was tried", r)
+		}
+	}
+	t.Logf("%d regions, %d new agents each through %d nodes: %d over the limit", regions, perRegion, len(c.replicas), over)
 }
 
 func sleep(ctx context.Context, d time.Duration) {
