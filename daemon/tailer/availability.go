@@ -73,14 +73,15 @@ func (t *Tailer) notePoll(err error, now time.Time) {
 	if err != nil && now.Sub(t.failureLogged) >= failureLogEvery {
 		// The first failure of a run of them, then one line per
 		// failureLogEvery: a database away for an hour must not write ten
-		// lines a second.
+		// lines a second, nor one that answers every other poll (so a
+		// success does not reset it).
 		t.failureLogged = now
 		t.log.Warn("tailer: poll failed; retrying", "err", err, "failing_for", now.Sub(cmp.Or(t.failingSince, now)).Round(time.Millisecond))
 	}
 	t.mu.Lock()
 	var switched, available bool
 	if err == nil {
-		t.failingSince, t.failureLogged, t.lastPollOK = time.Time{}, time.Time{}, now
+		t.failingSince, t.lastPollOK = time.Time{}, now
 		if t.unavailable {
 			t.unavailable, switched, available = false, true, true
 		}

@@ -225,6 +225,14 @@ func (t *Tailer) follow(ctx context.Context) {
 	defer controlTick.Stop()
 	persistTick := time.NewTicker(time.Second)
 	defer persistTick.Stop()
+	var controlLogged, persistLogged time.Time
+	due := func(last *time.Time) bool {
+		if now := time.Now(); now.Sub(*last) >= failureLogEvery {
+			*last = now
+			return true
+		}
+		return false
+	}
 	for {
 		more, err := t.pollWithin(ctx)
 		if ctx.Err() == nil {
@@ -250,12 +258,15 @@ func (t *Tailer) follow(ctx context.Context) {
 			// Neither touches what a poll updates, so a panic in one is
 			// that round's failure (logged and counted by the guard), not
 			// a reason to end every stream.
+			// Their failures are logged as a poll's are, at most one line
+			// per failureLogEvery: they fail every second while the
+			// database is away.
 			case <-controlTick.C:
-				if err := t.boundedRun(ctx, "tailer-control", t.readControl); err != nil && ctx.Err() == nil {
+				if err := t.boundedRun(ctx, "tailer-control", t.readControl); err != nil && ctx.Err() == nil && due(&controlLogged) {
 					t.log.Warn("tailer: reading region control failed", "err", err)
 				}
 			case <-persistTick.C:
-				if err := t.boundedRun(ctx, "tailer-persist", t.persistWatermark); err != nil && ctx.Err() == nil {
+				if err := t.boundedRun(ctx, "tailer-persist", t.persistWatermark); err != nil && ctx.Err() == nil && due(&persistLogged) {
 					t.log.Warn("tailer: persisting the watermark failed", "err", err)
 				}
 			}
