@@ -63,18 +63,7 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 	defer sub.Close()
 
 	server.Kill()
-	deadline := time.After(30 * time.Second)
-	for open := true; open; {
-		select {
-		case <-sub.Ready():
-			_, open = sub.Take(64)
-		case <-deadline:
-			t.Fatal("the subscription stayed open with the database gone")
-		}
-	}
-	if !errors.Is(sub.Err(), tailer.ErrDatabaseUnavailable) {
-		t.Fatalf("the subscription ended with %v, want ErrDatabaseUnavailable", sub.Err())
-	}
+	awaitEnd(t, sub, 30*time.Second, tailer.ErrDatabaseUnavailable, "the subscription stayed open with the database gone")
 	if _, err := tl.Subscribe(ctx, "eu"); !errors.Is(err, tailer.ErrDatabaseUnavailable) {
 		t.Fatalf("a new subscription with the database gone: %v, want ErrDatabaseUnavailable", err)
 	}
@@ -85,6 +74,7 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 	if err := server.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	deadline := time.After(30 * time.Second)
 	for len(heard()) < 3 {
 		select {
 		case <-deadline:
@@ -124,19 +114,9 @@ func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
 	defer sub.Close()
 
 	proxy.freeze()
-	deadline := time.After(20 * time.Second)
-	for open := true; open; {
-		select {
-		case <-sub.Ready():
-			_, open = sub.Take(64)
-		case <-deadline:
-			t.Fatal("the subscription stayed open with the database hanging")
-		}
-	}
-	if !errors.Is(sub.Err(), tailer.ErrDatabaseUnavailable) {
-		t.Fatalf("the subscription ended with %v, want ErrDatabaseUnavailable", sub.Err())
-	}
+	awaitEnd(t, sub, 20*time.Second, tailer.ErrDatabaseUnavailable, "the subscription stayed open with the database hanging")
 	proxy.thaw()
+	deadline := time.After(20 * time.Second)
 	for {
 		again, err := tl.Subscribe(ctx, "eu")
 		if err == nil {
@@ -175,18 +155,7 @@ func TestATailerWhoseRegionReadHangsEndsItsStreams(t *testing.T) {
 	proxy.freeze()
 	time.Sleep(50 * time.Millisecond) // a region read is under way, hanging
 	tl.Poke()
-	deadline := time.After(20 * time.Second)
-	for open := true; open; {
-		select {
-		case <-sub.Ready():
-			_, open = sub.Take(64)
-		case <-deadline:
-			t.Fatal("the subscription stayed open with the database hanging")
-		}
-	}
-	if !errors.Is(sub.Err(), tailer.ErrDatabaseUnavailable) {
-		t.Fatalf("the subscription ended with %v, want ErrDatabaseUnavailable", sub.Err())
-	}
+	awaitEnd(t, sub, 20*time.Second, tailer.ErrDatabaseUnavailable, "the subscription stayed open with the database hanging")
 }
 
 // proxy forwards TCP connections to a server until frozen: then it keeps

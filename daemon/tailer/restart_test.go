@@ -57,18 +57,7 @@ func TestAPanicInAPollRestartsTheTailerAndLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	deadline := time.After(5 * time.Second)
-	for open := true; open; {
-		select {
-		case <-before.Ready():
-			_, open = before.Take(64)
-		case <-deadline:
-			t.Fatal("the subscription was not ended after the panic")
-		}
-	}
-	if !errors.Is(before.Err(), tailer.ErrRestarted) {
-		t.Fatalf("subscription ended with %v, want ErrRestarted", before.Err())
-	}
+	awaitEnd(t, before, 5*time.Second, tailer.ErrRestarted, "the subscription was not ended after the panic")
 	if got := testutil.ToFloat64(m.Panics.WithLabelValues("tailer")); got != 1 {
 		t.Errorf("counted %v panics, want 1", got)
 	}

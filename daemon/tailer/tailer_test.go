@@ -2,6 +2,7 @@ package tailer_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -21,6 +22,25 @@ import (
 func startTailer(t testing.TB, db *store.DB, cfg tailer.Config) *tailer.Tailer {
 	t.Helper()
 	return startTailerWith(t, db, cfg, metrics.New(prometheus.NewRegistry()))
+}
+
+// awaitEnd takes what sub receives until it ends, within limit, and fails
+// t unless it ended with want; stillOpen says what a subscription that
+// outlived limit means.
+func awaitEnd(t *testing.T, sub *tailer.Subscription, limit time.Duration, want error, stillOpen string) {
+	t.Helper()
+	deadline := time.After(limit)
+	for open := true; open; {
+		select {
+		case <-sub.Ready():
+			_, open = sub.Take(64)
+		case <-deadline:
+			t.Fatal(stillOpen)
+		}
+	}
+	if !errors.Is(sub.Err(), want) {
+		t.Fatalf("the subscription ended with %v, want %v", sub.Err(), want)
+	}
 }
 
 // startTailerWith runs a tailer reporting to m until t ends.
