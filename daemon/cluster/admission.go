@@ -174,7 +174,7 @@ func (s *Service) admitBatch(region string, batch []*admission) ([]error, error)
 				identities[i] = a.identity
 			}
 			found, err := tx.Agent.Query().Where(entagent.Region(region), entagent.IdentityIn(identities...)).
-				ForUpdate().Select(entagent.FieldIdentity).Strings(ctx)
+				Select(entagent.FieldIdentity).Strings(ctx)
 			if err != nil {
 				return err
 			}
