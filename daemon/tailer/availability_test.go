@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/internal/testdb"
@@ -96,14 +97,7 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 // a network partition) is as unavailable as one that refuses: each poll
 // gets UnavailableAfter, and the streams end.
 func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
-	server, err := mysql.ParseDSN(cmp.Or(os.Getenv(testdb.EnvDSN), testdb.DefaultDSN))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startProxy(t, server.Addr)
-	server.Addr = proxy.addr
-	db := storetest.NewOn(t, server.FormatDSN())
-	t.Cleanup(proxy.thaw) // before the database is dropped through it
+	db, proxy := dbBehindProxy(t)
 
 	tl := startTailer(t, db, tailer.Config{PollInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond})
 	ctx := context.Background()
@@ -135,14 +129,7 @@ func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
 // notice: the tailer's one loop must not wait on it. With polls only on a
 // poke, the region read is the first statement the hang catches.
 func TestATailerWhoseRegionReadHangsEndsItsStreams(t *testing.T) {
-	server, err := mysql.ParseDSN(cmp.Or(os.Getenv(testdb.EnvDSN), testdb.DefaultDSN))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := startProxy(t, server.Addr)
-	server.Addr = proxy.addr
-	db := storetest.NewOn(t, server.FormatDSN())
-	t.Cleanup(proxy.thaw)
+	db, proxy := dbBehindProxy(t)
 
 	tl := startTailer(t, db, tailer.Config{PollInterval: time.Hour, ControlInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond})
 	sub, err := tl.Subscribe(context.Background(), "eu")
@@ -156,6 +143,21 @@ func TestATailerWhoseRegionReadHangsEndsItsStreams(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // a region read is under way, hanging
 	tl.Poke()
 	awaitEnd(t, sub, 20*time.Second, tailer.ErrDatabaseUnavailable, "the subscription stayed open with the database hanging")
+}
+
+// dbBehindProxy is a test database on the shared server, reached through
+// a proxy the test can freeze.
+func dbBehindProxy(t *testing.T) (*store.DB, *proxy) {
+	t.Helper()
+	server, err := mysql.ParseDSN(cmp.Or(os.Getenv(testdb.EnvDSN), testdb.DefaultDSN))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startProxy(t, server.Addr)
+	server.Addr = p.addr
+	db := storetest.NewOn(t, server.FormatDSN())
+	t.Cleanup(p.thaw) // runs first: the database is dropped through the proxy
+	return db, p
 }
 
 // proxy forwards TCP connections to a server until frozen: then it keeps
