@@ -62,20 +62,32 @@ func (t *Tailer) boundedRun(ctx context.Context, name string, round func(context
 	})
 }
 
-// failureLogEvery spaces out the log lines of polls that keep failing.
+// failureLogEvery spaces out the log lines of database rounds that keep
+// failing.
 const failureLogEvery = 10 * time.Second
+
+// logThrottle spaces one kind of log line failureLogEvery apart.
+type logThrottle struct{ last time.Time }
+
+// due reports whether a line may be written at now, and if so counts it.
+func (l *logThrottle) due(now time.Time) bool {
+	if now.Sub(l.last) < failureLogEvery {
+		return false
+	}
+	l.last = now
+	return true
+}
 
 // notePoll records a poll's outcome at now: a failure UnavailableAfter or
 // more after the last success makes the tailer unavailable (every
 // subscription ends, Subscribe refuses), and the first success makes it
 // available again. The availability hook, when set, hears of each switch.
 func (t *Tailer) notePoll(err error, now time.Time) {
-	if err != nil && now.Sub(t.failureLogged) >= failureLogEvery {
-		// The first failure of a run of them, then one line per
-		// failureLogEvery: a database away for an hour must not write ten
-		// lines a second, nor one that answers every other poll (so a
-		// success does not reset it).
-		t.failureLogged = now
+	// The first failure of a run of them, then one line per
+	// failureLogEvery: a database away for an hour must not write ten
+	// lines a second, nor one that answers every other poll (so a success
+	// does not reset it).
+	if err != nil && t.pollLog.due(now) {
 		t.log.Warn("tailer: poll failed; retrying", "err", err, "failing_for", now.Sub(cmp.Or(t.failingSince, now)).Round(time.Millisecond))
 	}
 	t.mu.Lock()

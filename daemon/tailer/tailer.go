@@ -151,8 +151,8 @@ type Tailer struct {
 	// unavailable is set once none has succeeded for UnavailableAfter, and
 	// onAvailability hears of each switch (see notePoll).
 	failingSince   time.Time
-	lastPollOK     time.Time // when a poll last succeeded (or the tailer started)
-	failureLogged  time.Time // when a failed poll was last logged; only Run's goroutine uses it
+	lastPollOK     time.Time   // when a poll last succeeded (or the tailer started)
+	pollLog        logThrottle // failed polls' log lines; only Run's goroutine uses it
 	unavailable    bool
 	onAvailability func(available bool)
 	fillers        sync.WaitGroup // the filler run in flight, if any
@@ -225,14 +225,7 @@ func (t *Tailer) follow(ctx context.Context) {
 	defer controlTick.Stop()
 	persistTick := time.NewTicker(time.Second)
 	defer persistTick.Stop()
-	var controlLogged, persistLogged time.Time
-	due := func(last *time.Time) bool {
-		if now := time.Now(); now.Sub(*last) >= failureLogEvery {
-			*last = now
-			return true
-		}
-		return false
-	}
+	var controlLog, persistLog logThrottle
 	for {
 		more, err := t.pollWithin(ctx)
 		if ctx.Err() == nil {
@@ -262,11 +255,11 @@ func (t *Tailer) follow(ctx context.Context) {
 			// per failureLogEvery: they fail every second while the
 			// database is away.
 			case <-controlTick.C:
-				if err := t.boundedRun(ctx, "tailer-control", t.readControl); err != nil && ctx.Err() == nil && due(&controlLogged) {
+				if err := t.boundedRun(ctx, "tailer-control", t.readControl); err != nil && ctx.Err() == nil && controlLog.due(time.Now()) {
 					t.log.Warn("tailer: reading region control failed", "err", err)
 				}
 			case <-persistTick.C:
-				if err := t.boundedRun(ctx, "tailer-persist", t.persistWatermark); err != nil && ctx.Err() == nil && due(&persistLogged) {
+				if err := t.boundedRun(ctx, "tailer-persist", t.persistWatermark); err != nil && ctx.Err() == nil && persistLog.due(time.Now()) {
 					t.log.Warn("tailer: persisting the watermark failed", "err", err)
 				}
 			}
