@@ -127,16 +127,16 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := openPool(connector, MainConns, MainConns/3)
+	db := openPool(connector, MainConns, poolIdleTime)
 	if err := db.PingContext(connectCtx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("connect to database at %s: %w", cfg.Addr, err)
 	}
-	streams := openPool(connector, StreamConns, StreamConns/3)
+	streams := openPool(connector, StreamConns, poolIdleTime)
 	return &DB{
 		Ent: entClient(db), SQL: db,
 		StreamEnt: entClient(streams), StreamSQL: streams,
-		TailerSQL: openPool(connector, TailerConns, TailerConns),
+		TailerSQL: openPool(connector, TailerConns, 0),
 		Galera:    galera,
 	}, nil
 }
@@ -163,12 +163,24 @@ func isGaleraNode(ctx context.Context, cfg *mysql.Config) (bool, error) {
 	return on, err
 }
 
+// poolIdleTime is how long the main and stream pools keep a connection
+// nobody uses.
+const poolIdleTime = time.Minute
+
 // openPool opens a pool of at most size connections through connector,
-// keeping up to idle of them open while unused.
-func openPool(connector driver.Connector, size, idle int) *sql.DB {
+// closing one unused for idleTime (0: keeping them all open).
+//
+// A connection a call puts back is kept, however many the pool holds:
+// capping the idle ones below size would close a connection each time a
+// burst (a thousand agents reconnecting after a restart) hands one back,
+// and open another for the next call, a TCP connect, a login and two SETs
+// each, more than the statements the burst came for. After a quiet
+// minute the burst's connections close.
+func openPool(connector driver.Connector, size int, idleTime time.Duration) *sql.DB {
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(size)
-	db.SetMaxIdleConns(idle)
+	db.SetMaxIdleConns(size)
+	db.SetConnMaxIdleTime(idleTime)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	return db
 }
