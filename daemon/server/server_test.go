@@ -103,6 +103,44 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 	}
 }
 
+// A stream for a region that is not registered (its row gone, as after a
+// restore from an older backup, while the token lives on) is refused as
+// invalid and leaves no agent record behind, however often it comes back;
+// an agent of a registered region is admitted meanwhile.
+func TestAStreamForAnUnregisteredRegionIsRefusedAndWritesNothing(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ghost := ctrlv1.NewClusterServiceClient(env.Dial(env.AgentToken("ghost-1")))
+	eu := ctrlv1.NewClusterServiceClient(env.Dial(env.AgentToken("eu")))
+	if _, err := env.DB.SQL.ExecContext(ctx, "DELETE FROM regions WHERE id = 'ghost-1'"); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(c ctrlv1.ClusterServiceClient, region string) error {
+		s, err := c.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: "krane"})
+		if err != nil {
+			return err
+		}
+		_, err = s.Recv()
+		return err
+	}
+	for range 3 {
+		if err := watch(ghost, "ghost-1"); code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "ghost-1") {
+			t.Fatalf("stream for an unregistered region: got %v, want InvalidArgument naming it", err)
+		}
+	}
+	if err := watch(eu, "eu"); err != nil {
+		t.Fatalf("stream for eu: %v", err)
+	}
+	var records int
+	if err := env.DB.SQL.QueryRowContext(ctx, "SELECT COUNT(*) FROM agents WHERE region = 'ghost-1'").Scan(&records); err != nil {
+		t.Fatal(err)
+	}
+	if records != 0 {
+		t.Errorf("%d agent records in the unregistered region, want none", records)
+	}
+}
+
 // Bad input comes back as InvalidArgument naming the field, and nothing is
 // written; an oversize message is refused before it is read.
 // Stopping ctrld ends running streams with Unavailable saying why, so

@@ -217,14 +217,11 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 //
 // A known agent's record is updated in place, one statement: the agents
 // that reconnect (all of them, after a ctrld restart) take no lock and no
-// transaction. Only an identity with no record goes through AdmitAgent,
-// which counts the region's records under a lock (cluster.admitAgent).
+// transaction, and their region needs no look: a record is only written
+// once its region exists, and regions are never deleted. Only an identity
+// with no record goes through AdmitAgent, which finds the region under a
+// lock and counts its records there (cluster.admitAgent).
 func (s *Streamer) admit(ctx context.Context, req Request, since *time.Time) error {
-	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
-		return err
-	} else if !exists {
-		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
-	}
 	at := time.Now().UTC().Truncate(time.Microsecond) // the column's precision
 	*since = at
 	// connected_since always changes, so a record that exists is always
@@ -236,13 +233,18 @@ func (s *Streamer) admit(ctx context.Context, req Request, since *time.Time) err
 	if err != nil {
 		return fmt.Errorf("record agent connection: %w", err)
 	}
-	if n == 0 {
-		if req.AdmitAgent != nil {
-			return req.AdmitAgent(ctx, s.cfg.Instance, at)
-		}
-		return s.connected(ctx, req, at)
+	if n > 0 {
+		return nil
 	}
-	return nil
+	if req.AdmitAgent != nil {
+		return req.AdmitAgent(ctx, s.cfg.Instance, at)
+	}
+	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
+		return err
+	} else if !exists {
+		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+	}
+	return s.connected(ctx, req, at)
 }
 
 // serve runs st's stream until it ends.
