@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,12 +55,14 @@ const idleDeployments = 10
 // with the seed algorithm: heap, goroutine stacks and RSS per stream once N
 // streams have done their full sync (after a GC, over the process before
 // the streams opened), the time to open them (from the first dial to every
-// stream's full_sync_done bookmark) and the statements that took, the
-// database's statements/s while they are idle, and the time and statements
-// to open them again once they closed (reopen: the agents' identities are
+// stream's full_sync_done bookmark) and the statements and CPU time (the
+// server's, and the database server's where it runs on this machine) that
+// took, the database's statements/s while they are idle, and the same for
+// opening them again once they closed (reopen: the agents' identities are
 // known then, as after a ctrld restart). The clients run in a child
 // process (TestHelperIdleClients), so that only the server's side is
-// counted. N is 1000, or DEPLOYSYNC_BENCH_STREAMS (10000 needs about 10,000
+// counted. On a machine of few cores the three processes share, the open
+// times vary by a quarter from run to run; the CPU times vary less. N is 1000, or DEPLOYSYNC_BENCH_STREAMS (10000 needs about 10,000
 // file descriptors in each process). Run alone, with -benchtime=1x: the
 // statement counts are server-wide.
 //
@@ -111,8 +114,10 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 
 	before := serverFootprint(b)
 	statementsBefore := statements(b, env)
+	cpuBefore := cpuTimes(b, env)
 	openTime, closeClients := openIdleClients(b, specFile)
 	opened := statements(b, env) - statementsBefore
+	cpuOpen := cpuTimes(b, env).since(cpuBefore)
 
 	after := serverFootprint(b)
 	writeProfiles(b, algo)
@@ -126,6 +131,7 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 	b.ReportMetric(openTime.Seconds(), "open-s")
 	// The tailer's polls during the open are counted too (about 14/s).
 	b.ReportMetric(float64(opened)/float64(n), "statements/open")
+	cpuOpen.report(b, n, "open")
 	b.ReportMetric(statementsPerSecond(b, env), "queries/s")
 	// The runtime keeps what the opening used and freed, and returns it to
 	// the system a little at a time: rss-MiB is the process as the streams
@@ -138,8 +144,10 @@ func benchIdleStreams(b *testing.B, algo string, n int) {
 	closeClients()
 	time.Sleep(2 * time.Second) // the ended streams' disconnects
 	statementsBefore = statements(b, env)
+	cpuBefore = cpuTimes(b, env)
 	reopenTime, closeClients := openIdleClients(b, specFile)
 	reopened := statements(b, env) - statementsBefore
+	cpuTimes(b, env).since(cpuBefore).report(b, n, "reopen")
 	closeClients()
 	b.ReportMetric(reopenTime.Seconds(), "reopen-s")
 	b.ReportMetric(float64(reopened)/float64(n), "statements/reopen")
@@ -336,6 +344,61 @@ func writeProfiles(b *testing.B, algo string) {
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// cpu is CPU time (user and system) used by this process, the server, and
+// by the database server's; db is negative where the database's process
+// cannot be seen (not on this machine).
+type cpu struct{ server, db time.Duration }
+
+// cpuTimes returns the CPU time used so far by this process and by the
+// database server's (found through its pid file).
+func cpuTimes(b *testing.B, env *servertest.Env) cpu {
+	b.Helper()
+	var self syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &self); err != nil {
+		b.Fatal(err)
+	}
+	c := cpu{server: time.Duration(self.Utime.Nano() + self.Stime.Nano()), db: -1}
+	var pidFile string
+	if err := env.DB.SQL.QueryRow("SELECT @@pid_file").Scan(&pidFile); err != nil {
+		b.Fatal(err)
+	}
+	pid, err := os.ReadFile(pidFile)
+	if err != nil {
+		return c
+	}
+	stat, err := os.ReadFile(filepath.Join("/proc", strings.TrimSpace(string(pid)), "stat"))
+	if err != nil {
+		return c
+	}
+	// After the command's name in parentheses, utime and stime are the
+	// 12th and 13th fields, in clock ticks (100 a second on Linux).
+	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		b.Fatalf("%s: utime %q, stime %q", pidFile, fields[11], fields[12])
+	}
+	c.db = time.Duration(utime+stime) * 10 * time.Millisecond
+	return c
+}
+
+// since is the CPU time used between before and c.
+func (c cpu) since(before cpu) cpu {
+	d := cpu{server: c.server - before.server, db: -1}
+	if c.db >= 0 && before.db >= 0 {
+		d.db = c.db - before.db
+	}
+	return d
+}
+
+// report reports c per stream of n, in milliseconds, as what's metrics.
+func (c cpu) report(b *testing.B, n int, what string) {
+	b.ReportMetric(float64(c.server.Microseconds())/1000/float64(n), "server-cpu-ms/"+what)
+	if c.db >= 0 {
+		b.ReportMetric(float64(c.db.Microseconds())/1000/float64(n), "db-cpu-ms/"+what)
 	}
 }
 
