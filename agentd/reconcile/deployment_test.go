@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -192,6 +193,37 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
 	if *got.Spec.Replicas != 4 {
 		t.Fatalf("drift not repaired: %d replicas", *got.Spec.Replicas)
+	}
+}
+
+// A state whose environment holds an empty value (the API server stores
+// it without the value) is still a no-op to apply again, and the container
+// gets the variable, empty.
+func TestAnEmptyEnvValueIsANoOpToApplyAgain(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.state("api", 1)
+	s.Env["EMPTY"] = ""
+	if err := e.deps.Apply(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 1)
+	before := e.counter.Writes()
+	for range 3 {
+		if err := e.deps.Apply(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := e.counter.Writes() - before; n != 0 {
+		t.Errorf("applying the same state again made %d writes", n)
+	}
+	sts, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := sts.Spec.Template.Spec.Containers[0].Env
+	if !slices.ContainsFunc(env, func(v corev1.EnvVar) bool { return v.Name == "EMPTY" && v.Value == "" && v.ValueFrom == nil }) {
+		t.Errorf("container env %+v, want EMPTY set to the empty string", env)
 	}
 }
 
