@@ -244,6 +244,13 @@ func (w *walker) object(ref smdschema.TypeRef, want, have value.Value, fields, s
 			skipBelow = below
 		}
 		hv, ok := hm.Get(key)
+		if !ok && wv.IsString() && wv.AsString() == "" {
+			// A Go string field holds "" however it was written, and
+			// one marked omitempty (an env var's value, say) reads as
+			// absent then: the empty string is what the live object
+			// has.
+			hv, ok = value.NewValueInterface(""), true
+		}
 		return ok && w.field(fieldType(atom.Map, key), pe, wv, hv, fields, skipBelow)
 	})
 }

@@ -74,15 +74,7 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 		container.WithCommand(s.GetCommand()...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(s.GetEnv())) {
-		// An empty value is left out, as the API server stores it: a
-		// variable without a value is set to the empty string, and an
-		// applied "" that the stored object lacks would make every resync
-		// see a difference and write again.
-		env := corev1ac.EnvVar().WithName(name)
-		if value := s.GetEnv()[name]; value != "" {
-			env.WithValue(value)
-		}
-		container.WithEnv(env)
+		container.WithEnv(corev1ac.EnvVar().WithName(name).WithValue(s.GetEnv()[name]))
 	}
 	sts := appsv1ac.StatefulSet(name, ns).WithLabels(objLabels).WithSpec(appsv1ac.StatefulSetSpec().
 		WithReplicas(s.GetReplicas()).

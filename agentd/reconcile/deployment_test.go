@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
@@ -374,5 +376,85 @@ func TestUnlabeledObjectIsAConflict(t *testing.T) {
 	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
 	if got.Spec.Template.Spec.Containers[0].Image != "theirs:1" || kube.Managed(got.Labels) {
 		t.Fatal("the unlabeled statefulset was modified")
+	}
+}
+
+// A namespace someone else creates between the agent's read and its create
+// stays theirs: the agent's create is refused, not turned into a take-over
+// of an object without the managed-by label, and the namespace counts as
+// there.
+func TestEnsureLeavesANamespaceCreatedMeanwhileAlone(t *testing.T) {
+	cluster := shared.Get(t)
+	ctx := context.Background()
+	admin := cluster.Client(t)
+	ns := "theirs-" + strings.ToLower(strings.ReplaceAll(t.Name()[len(t.Name())-6:], "_", "x"))
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(r)
+			if err == nil && r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/namespaces/"+ns) && resp.StatusCode == 404 {
+				// Someone creates it right after the agent's read.
+				if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+					Labels: map[string]string{"owner": "someone-else"}}}, metav1.CreateOptions{}); err != nil {
+					t.Error(err)
+				}
+			}
+			return resp, err
+		})
+	})
+	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if err := reconcile.NewNamespaces(kubernetes.NewForConfigOrDie(cfg)).Ensure(ctx, ns); err != nil {
+		t.Logf("ensure: %v", err)
+	}
+	got, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels["unkey.managed.by"] == "krane" {
+		t.Fatalf("someone else's namespace was taken over: labels %v", got.Labels)
+	}
+}
+
+// An environment variable meant to be empty that someone set by hand is
+// put back to empty by the next apply, like any other drift.
+func TestAnEmptyEnvValueSetByHandIsPutBack(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.state("api", 1)
+	s.Env["EMPTY"] = ""
+	if err := e.deps.Apply(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	e.waitCached(t, cachedStatefulSet, e.ns, "api", 1)
+
+	// Someone sets the variable by hand (an Update by another manager).
+	sts, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &sts.Spec.Template.Spec.Containers[0]
+	for i := range c.Env {
+		if c.Env[i].Name == "EMPTY" {
+			c.Env[i].Value = "oops"
+		}
+	}
+	edited, err := e.admin.AppsV1().StatefulSets(e.ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		got, err := e.cache.StatefulSets.StatefulSets(e.ns).Get("api")
+		return err == nil && got.ResourceVersion == edited.ResourceVersion
+	})
+	for range 2 { // the drift handler's re-apply, and a resync
+		if err := e.deps.Apply(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	for _, v := range got.Spec.Template.Spec.Containers[0].Env {
+		if v.Name == "EMPTY" && v.Value != "" {
+			t.Fatalf("desired EMPTY=\"\", live EMPTY=%q after re-applies: drift never repaired", v.Value)
+		}
 	}
 }
