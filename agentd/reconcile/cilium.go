@@ -83,11 +83,17 @@ func (c *Policies) Apply(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 	if p.GetPolicyId() == "" || p.GetNamespace() == "" || p.GetName() == "" {
 		return fmt.Errorf("policy event without id, namespace or name: %v", p)
 	}
+	id, keep := p.GetPolicyId(), policyAt(p)
+	last, known := c.lastPlaced(id)
+	// Forgotten until this apply succeeds whole: one that wrote the policy
+	// at a new place and then failed to remove the old object must list
+	// again next time, even when the policy is back where it was
+	// remembered by then (the object it wrote would stay behind for good).
+	c.forget(id)
 	if err := c.write(ctx, p); err != nil {
 		return err
 	}
-	id, keep := p.GetPolicyId(), policyAt(p)
-	if last, known := c.lastPlaced(id); !known || last != keep {
+	if !known || last != keep {
 		if err := relisting(func() error { return c.remove(ctx, id, keep) }); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -437,4 +438,52 @@ func policyObject(ns, name, id string) *unstructured.Unstructured {
 			"labels": map[string]any{kube.ManagedByLabel: kube.ManagedByValue, kube.PolicyLabel: id}},
 		"spec": map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "old"}}},
 	}}
+}
+
+// A policy moved from a to b whose clean-up failed (b written, the list
+// that finds a's object refused), then moved back to a, leaves nothing at
+// b: the apply that failed half-way left no memory of a place, so the next
+// one lists again and removes what the failed move wrote.
+func TestAPolicyMovedBackAfterAFailedCleanUpLeavesNothingBehind(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	cluster := shared.Get(t)
+	cluster.InstallCiliumCRD(t)
+	var failList atomic.Bool
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			// The cluster-wide list of the policy's objects fails (a 500, a
+			// timeout): the new object is written, the old one not removed.
+			if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/apis/cilium.io/v2/ciliumnetworkpolicies") && failList.Load() {
+				return &http.Response{StatusCode: 500, Header: http.Header{"Content-Type": {"application/json"}}, Request: r,
+					Body: io.NopCloser(strings.NewReader(`{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"reason":"InternalError","message":"injected"}`))}, nil
+			}
+			return rt.RoundTrip(r)
+		})
+	})
+	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client))
+	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}}})
+	at := func(name string) *ctrlv1.CiliumNetworkPolicyState {
+		return &ctrlv1.CiliumNetworkPolicyState{PolicyId: "p", Namespace: e.ns, Name: name, Spec: spec}
+	}
+	if err := policies.Apply(ctx, at("a")); err != nil {
+		t.Fatal(err)
+	}
+	failList.Store(true)
+	if err := policies.Apply(ctx, at("b")); err == nil {
+		t.Fatal("the move's clean-up was meant to fail")
+	}
+	failList.Store(false)
+	// The policy goes back (its latest intent supersedes the failing one),
+	// and a full sync applies it again.
+	for range 2 {
+		if err := policies.Apply(ctx, at("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin := dynamic.NewForConfigOrDie(cluster.Config).Resource(reconcile.PolicyResource).Namespace(e.ns)
+	if _, err := admin.Get(ctx, "b", metav1.GetOptions{}); err == nil {
+		t.Fatal("policy p's object at b is left behind: applies at a never look for it again")
+	}
 }
