@@ -201,9 +201,15 @@ func (n *Namespaces) Ensure(ctx context.Context, ns string) error {
 	}
 	_, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		// Created only (createOnly): a namespace someone else created
+		// since the read exists, as needed, and stays theirs, unlabeled.
 		_, err = n.client.CoreV1().Namespaces().Apply(ctx,
-			corev1ac.Namespace(ns).WithLabels(map[string]string{kube.ManagedByLabel: kube.ManagedByValue}),
+			corev1ac.Namespace(ns).WithLabels(map[string]string{kube.ManagedByLabel: kube.ManagedByValue}).
+				WithResourceVersion(createOnly),
 			applyOptions)
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			err = nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("ensure namespace %s: %w", ns, err)
