@@ -238,12 +238,10 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		notifier = s.Peers
 	}
 	// Streams use their own pool: however many there are, unary calls keep
-	// the main one (invariant I8). The tailer stays on the main pool: one
-	// poller with a bounded filler, which every stream depends on, so the
-	// streams must not be able to starve it either.
+	// the main one (invariant I8); the tailer has its own (store.DB).
 	streamer := stream.New(db.StreamEnt, db.StreamSQL, s.Tailer, cfg.Stream, log, m)
 
-	s.grpc = grpc.NewServer(opts...)
+	s.grpc = grpc.NewServer(append(opts, grpc.StatsHandler(connCloser{conns}))...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))
 	operatorService := operator.New(db.Ent, db.SQL, notifier, log)
 	authn.OnOperatorRefusal = operatorService.AuditRefusal

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -50,27 +51,29 @@ type silentStream struct {
 	end context.CancelFunc
 }
 
+// slowStreamsPerConn is how many of slowStreams' streams share a
+// connection.
+const slowStreamsPerConn = 20
+
 // slowStreams opens n full-sync streams of region that never read, four
 // per agent token (the default limit per token), spread over connections
 // of 20 streams with 64 KiB flow-control windows: clients that fall
-// silent after their first request. It returns once ctrld has taken up
-// them all (reg's metrics count each as open or as ended for not reading);
-// they end when t does.
+// silent after their first request. It returns once ctrld has begun
+// every one's full sync (reg's metrics count them); they end when t does,
+// or when ctrld ends them for not reading.
 func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, region string, n int) []silentStream {
 	t.Helper()
-	const perConn, perToken = 20, 4
+	const perToken = 4
 	tokens := make([]string, (n+perToken-1)/perToken)
 	for i := range tokens {
 		tokens[i] = env.AgentToken(region)
 	}
-	takenUp := func() float64 {
-		return testmetrics.Sum(t, reg, "deploysync_streams", "region", region) + testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", region)
-	}
+	takenUp := func() float64 { return testmetrics.Sum(t, reg, "deploysync_stream_full_syncs_total", "region", region) }
 	before := takenUp()
 	var client ctrlv1.ClusterServiceClient
 	streams := make([]silentStream, n)
 	for i := range streams {
-		if i%perConn == 0 {
+		if i%slowStreamsPerConn == 0 {
 			conn, err := grpc.NewClient(env.Server.Addr,
 				grpc.WithTransportCredentials(insecure.NewCredentials()),
 				grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
@@ -151,18 +154,20 @@ func TestNonReadingStreamsNeitherStallCtrldNorStayOpen(t *testing.T) {
 	}
 
 	// Every silent stream is ended: none is left open on ctrld, nor
-	// subscribed to the tailer, and each was counted as stalled.
+	// subscribed to the tailer. The first of a connection's streams to be
+	// counted as stalled closes the connection, and its others with it.
 	waitFor(t, 2*time.Minute, func() bool {
-		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") == silent &&
+		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") >= silent/slowStreamsPerConn &&
 			testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu") == 1 &&
 			testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") == 1
 	}, "the silent streams were not all ended")
-	// A client that reads at last gets what was under way, then the end.
+	// A client that reads at last finds its stream gone, as a connection
+	// that failed: it dials again and resumes.
 	for {
 		_, err := streams[0].Recv()
 		if err != nil {
-			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "read nothing") {
-				t.Fatalf("the silent stream ended with %v, want Unavailable saying the client read nothing", err)
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("the silent stream ended with %v, want Unavailable", err)
 			}
 			break
 		}
@@ -362,5 +367,77 @@ func TestCtrldSendsNoMessageAboveTheLimit(t *testing.T) {
 		if ev.GetDeployment() != nil {
 			t.Fatalf("ctrld sent a message of %d bytes", proto.Size(ev))
 		}
+	}
+}
+
+// Clients that open streams and never read them, waves of a token's limit
+// each on a connection they keep open, make ctrld
+// keep nothing of them once they ended for not reading: what gRPC had
+// queued for a stream (here a large first event) would otherwise stay,
+// behind the stream's end, for as long as the connection lasts.
+func TestStalledStreamsLeaveNothingQueuedBehind(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg, Stream: stream.Config{SendTimeout: 300 * time.Millisecond}})
+	env.AgentToken("eu") // registers the region
+	op := env.Operator("alice")
+	ctx := context.Background()
+	deploy := func(id string, env map[string]string) {
+		_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: "ws", EnvironmentId: "prod",
+			Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1, Env: env})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first event of every full sync is 840 KiB; the small ones after
+	// it fill the stream's outbox.
+	large := map[string]string{}
+	for v := range 7 {
+		large[fmt.Sprintf("PAYLOAD_%d", v)] = strings.Repeat("x", 120<<10)
+	}
+	deploy("app-000", large)
+	for i := 1; i <= 24; i++ {
+		deploy(fmt.Sprintf("app-%03d", i), nil)
+	}
+	heapInUse := func() uint64 {
+		runtime.GC()
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapInuse
+	}
+	stalled := func() float64 { return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") }
+	live := func() float64 { return testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu") }
+	before := heapInUse()
+
+	const waves, perWave = 25, 4 // perWave: the token's stream limit
+	for range waves {
+		conn, err := grpc.NewClient(env.Server.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		client := ctrlv1.NewClusterServiceClient(conn)
+		// A token per wave: the last wave's may not have given its
+		// places back yet when its streams are seen gone.
+		token := env.AgentToken("eu")
+		stalledBefore := stalled()
+		for i := range perWave {
+			streamCtx, end := context.WithCancel(ctx)
+			t.Cleanup(end)
+			_, err := client.WatchDeploymentChanges(streamCtx,
+				&ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: fmt.Sprintf("a-%d", i)},
+				grpc.PerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 30*time.Second, func() bool { return stalled() > stalledBefore && live() == 0 },
+			"the wave's streams did not end for not reading")
+	}
+	grown := int64(heapInUse()) - int64(before)
+	t.Logf("%d streams ended for not reading: heap grew %d KiB", waves*perWave, grown>>10)
+	if grown > 24<<20 {
+		t.Fatalf("ended streams' queued events stayed: the heap grew %d MiB (%d KiB per stream)", grown>>20, grown/(waves*perWave)>>10)
 	}
 }

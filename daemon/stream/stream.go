@@ -205,8 +205,15 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 	}
 	if errors.As(err, &stall) {
 		s.metrics.StalledStreams.WithLabelValues(req.Region).Inc()
-		s.log.Warn("stream: ending a stream whose client does not read",
+		s.log.Warn("stream: ending a stream whose client does not read, and closing its connection",
 			"region", req.Region, "agent", req.Identity, "send_timeout", stall.timeout, "pending_events", stall.pending)
+		// What the stream handed gRPC stays queued after the handler
+		// returns, with the stream's end behind it, for as long as the
+		// client reads nothing: up to an event (a MiB) per ended stream,
+		// which a client could pile up without bound while the token's
+		// stream limit, released now, let it open more. Closed, the
+		// connection takes it all; the agent dials again.
+		closeConnection(ctx)
 	}
 	return err
 }
