@@ -163,6 +163,10 @@ func (a *Authenticator) SelfChecked(fullMethod string) {
 
 type principalKey struct{}
 
+// Token identifies the caller's token (its hash): calls made with one
+// token share its limits.
+func (p Principal) Token() string { return p.tokenHash }
+
 // FromContext returns the authenticated caller.
 func FromContext(ctx context.Context) (Principal, bool) {
 	p, ok := ctx.Value(principalKey{}).(Principal)

@@ -186,7 +186,8 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	}
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
 	opts = append(opts,
-		grpc.ChainUnaryInterceptor(RecoverUnary(guard), authn.Unary),
+		grpc.ChainUnaryInterceptor(RecoverUnary(guard), authn.Unary,
+			newAgentCallLimits(agentCallsPerToken, agentCallsInAll).Unary),
 		grpc.ChainStreamInterceptor(RecoverStream(guard), authn.Stream))
 
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
