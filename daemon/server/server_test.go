@@ -105,8 +105,9 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 
 // A stream for a region that is not registered (its row gone, as after a
 // restore from an older backup, while the token lives on) is refused as
-// invalid and leaves no agent record behind, however often it comes back;
-// an agent of a registered region is admitted meanwhile.
+// invalid and leaves no agent record behind, however often it comes back,
+// and whether or not its agent has a record; an agent of a registered
+// region is admitted meanwhile.
 func TestAStreamForAnUnregisteredRegionIsRefusedAndWritesNothing(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -138,6 +139,21 @@ func TestAStreamForAnUnregisteredRegionIsRefusedAndWritesNothing(t *testing.T) {
 	}
 	if records != 0 {
 		t.Errorf("%d agent records in the unregistered region, want none", records)
+	}
+
+	// An agent that has a record is refused too, once its region is gone
+	// (and ctrld has read the regions table since).
+	if err := watch(eu, "eu"); err != nil {
+		t.Fatalf("stream for eu: %v", err)
+	}
+	if _, err := env.DB.SQL.ExecContext(ctx, "DELETE FROM regions WHERE id = 'eu'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Server.Tailer.RefreshControl(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := watch(eu, "eu"); code(err) != codes.InvalidArgument {
+		t.Fatalf("stream of a known agent whose region is gone: got %v, want InvalidArgument", err)
 	}
 }
 

@@ -222,13 +222,21 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 // record, and records the stream's connection as of *since, which it sets
 // before it writes (left zero when it wrote nothing).
 //
-// A known agent's record is updated in place, one statement: the agents
-// that reconnect (all of them, after a ctrld restart) take no lock and no
-// transaction, and their region needs no look: a record is only written
-// once its region exists, and regions are never deleted. Only an identity
-// with no record goes through AdmitAgent, which finds the region under a
-// lock and counts its records there (cluster.admitAgent).
+// The region is looked up in the tailer's copy of the regions table, read
+// every ControlInterval; only a region it did not find (registered since,
+// or gone) costs a statement. A known agent's record is then updated in
+// place, one statement: the agents that reconnect (all of them, after a
+// ctrld restart) take no lock and no transaction. Only an identity with no
+// record goes through AdmitAgent, which counts the region's records under
+// a lock (cluster.admitAgent).
 func (s *Streamer) admit(ctx context.Context, req Request, since *time.Time) error {
+	if !s.tailer.KnowsRegion(req.Region) {
+		if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
+			return err
+		} else if !exists {
+			return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
+		}
+	}
 	at := time.Now().UTC().Truncate(time.Microsecond) // the column's precision
 	*since = at
 	// connected_since always changes, so a record that exists is always
@@ -245,11 +253,6 @@ func (s *Streamer) admit(ctx context.Context, req Request, since *time.Time) err
 	}
 	if req.AdmitAgent != nil {
 		return req.AdmitAgent(ctx, s.cfg.Instance, at)
-	}
-	if exists, err := s.client.Region.Query().Where(region.ID(req.Region)).Exist(ctx); err != nil {
-		return err
-	} else if !exists {
-		return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
 	}
 	return s.connected(ctx, req, at)
 }

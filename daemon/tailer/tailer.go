@@ -474,6 +474,15 @@ func (t *Tailer) readControl(ctx context.Context) error {
 	return nil
 }
 
+// KnowsRegion says whether the last read of the regions table (at most
+// ControlInterval ago) found region.
+func (t *Tailer) KnowsRegion(region string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.control[region]
+	return ok
+}
+
 // RefreshControl re-reads region control now, e.g. right after an operator
 // paused a region through this process.
 func (t *Tailer) RefreshControl(ctx context.Context) error {
