@@ -45,8 +45,9 @@ var ciliumSpecFields = map[string]func(path string, v any) error{
 // over (JSON-shaped: maps, slices, strings, numbers, booleans, nil): only
 // Cilium's top-level fields, each of the type Cilium's CRD declares, exactly
 // one of endpointSelector and nodeSelector, nesting within MaxJSONDepth, no
-// NaN or infinity (a protobuf Struct holds them, JSON cannot), valid UTF-8,
-// and at most limits.MaxResourceBytes both as Kubernetes stores it (its
+// null at any depth, no NaN or infinity (a protobuf Struct holds them, JSON
+// cannot), valid UTF-8, and at most limits.MaxResourceBytes both as
+// Kubernetes stores it (its
 // JSON plus server-side apply's record of its fields) and as the stream
 // sends it (a protobuf Struct, bigger than the JSON for numbers: eight bytes
 // each, plus framing).
@@ -267,6 +268,13 @@ func jsonValue(v any, depth int) (path string, err error) {
 			if p, err := jsonValue(e, depth+1); err != nil {
 				return fmt.Sprintf("[%d]%s", i, p), err
 			}
+		}
+	case nil:
+		// Cilium's CRD declares no field nullable: the API server refuses
+		// a null below the spec's own fields (the top ones' checks say
+		// what they must be instead).
+		if depth > 2 {
+			return "", errors.New("is null, which no field of a CiliumNetworkPolicy may be")
 		}
 	case float64:
 		return "", finite(v)

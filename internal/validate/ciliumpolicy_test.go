@@ -86,6 +86,8 @@ func TestCiliumPolicySpec(t *testing.T) {
 		{"no selector", map[string]any{"description": "x"}, "needs endpointSelector or nodeSelector"},
 		{"both selectors", map[string]any{"endpointSelector": anySelector, "nodeSelector": anySelector}, "has both endpointSelector and nodeSelector"},
 		{"a rule not an object", map[string]any{"endpointSelector": anySelector, "egress": []any{map[string]any{}, "x"}}, "egress[1] must be a rule (an object), got a string"},
+		{"a null in a rule", map[string]any{"endpointSelector": anySelector, "ingress": []any{map[string]any{"fromEndpoints": nil}}}, "ingress[0].fromEndpoints is null"},
+		{"a null in a list", map[string]any{"endpointSelector": anySelector, "egress": []any{map[string]any{"toPorts": []any{nil}}}}, "egress[0].toPorts[0] is null"},
 		{"deny rules null", map[string]any{"endpointSelector": anySelector, "ingressDeny": nil}, "ingressDeny must be a list of rules, got null"},
 		{"deny rules an object", map[string]any{"endpointSelector": anySelector, "egressDeny": map[string]any{}}, "egressDeny must be a list of rules, got an object"},
 		{"labels a string", map[string]any{"endpointSelector": anySelector, "labels": "team=a"}, "labels must be a list of labels, got a string"},
@@ -131,6 +133,7 @@ func TestStructMapKeepsNonFiniteNumbersForTheCheck(t *testing.T) {
 	if got, want := StructMap(spec), spec.AsMap(); !reflect.DeepEqual(got, want) {
 		t.Errorf("StructMap = %v, want AsMap's %v", got, want)
 	}
+	icmp["family"] = structpb.NewStringValue("IPv4") // a null is refused itself
 	for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
 		icmp["type"] = structpb.NewNumberValue(bad)
 		if err := CiliumPolicySpec(spec.AsMap()); err != nil {
