@@ -199,9 +199,9 @@ func TestDeploymentNoOpApplyWritesNothingAndDriftIsRepaired(t *testing.T) {
 }
 
 // A state whose environment holds an empty value (the API server stores
-// it without the value) is still a no-op to apply again, and the container
-// gets the variable, empty.
-func TestAnEmptyEnvValueIsANoOpToApplyAgain(t *testing.T) {
+// it without the value) is still a no-op to apply again, the container
+// gets the variable, empty, and a value someone sets by hand is put back.
+func TestAnEmptyEnvValueIsANoOpToApplyAgainAndKeptEmpty(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	s := e.state("api", 1)
@@ -226,6 +226,38 @@ func TestAnEmptyEnvValueIsANoOpToApplyAgain(t *testing.T) {
 	env := sts.Spec.Template.Spec.Containers[0].Env
 	if !slices.ContainsFunc(env, func(v corev1.EnvVar) bool { return v.Name == "EMPTY" && v.Value == "" && v.ValueFrom == nil }) {
 		t.Errorf("container env %+v, want EMPTY set to the empty string", env)
+	}
+
+	// Someone sets it by hand (an Update by another manager): the next
+	// applies put the empty value back, like any other drift.
+	sts, err = e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &sts.Spec.Template.Spec.Containers[0]
+	for i := range c.Env {
+		if c.Env[i].Name == "EMPTY" {
+			c.Env[i].Value = "oops"
+		}
+	}
+	edited, err := e.admin.AppsV1().StatefulSets(e.ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-set"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		got, err := e.cache.StatefulSets.StatefulSets(e.ns).Get("api")
+		return err == nil && got.ResourceVersion == edited.ResourceVersion
+	})
+	for range 2 { // the drift handler's re-apply, and a resync
+		if err := e.deps.Apply(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
+	for _, v := range got.Spec.Template.Spec.Containers[0].Env {
+		if v.Name == "EMPTY" && v.Value != "" {
+			t.Fatalf("desired EMPTY=\"\", live EMPTY=%q after re-applies: drift never repaired", v.Value)
+		}
 	}
 }
 
@@ -412,49 +444,5 @@ func TestEnsureLeavesANamespaceCreatedMeanwhileAlone(t *testing.T) {
 	}
 	if got.Labels["unkey.managed.by"] == "krane" {
 		t.Fatalf("someone else's namespace was taken over: labels %v", got.Labels)
-	}
-}
-
-// An environment variable meant to be empty that someone set by hand is
-// put back to empty by the next apply, like any other drift.
-func TestAnEmptyEnvValueSetByHandIsPutBack(t *testing.T) {
-	e := newEnv(t)
-	ctx := context.Background()
-	s := e.state("api", 1)
-	s.Env["EMPTY"] = ""
-	if err := e.deps.Apply(ctx, s); err != nil {
-		t.Fatal(err)
-	}
-	e.waitCached(t, cachedStatefulSet, e.ns, "api", 1)
-
-	// Someone sets the variable by hand (an Update by another manager).
-	sts, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &sts.Spec.Template.Spec.Containers[0]
-	for i := range c.Env {
-		if c.Env[i].Name == "EMPTY" {
-			c.Env[i].Value = "oops"
-		}
-	}
-	edited, err := e.admin.AppsV1().StatefulSets(e.ns).Update(ctx, sts, metav1.UpdateOptions{FieldManager: "kubectl-set"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool {
-		got, err := e.cache.StatefulSets.StatefulSets(e.ns).Get("api")
-		return err == nil && got.ResourceVersion == edited.ResourceVersion
-	})
-	for range 2 { // the drift handler's re-apply, and a resync
-		if err := e.deps.Apply(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, _ := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, "api", metav1.GetOptions{})
-	for _, v := range got.Spec.Template.Spec.Containers[0].Env {
-		if v.Name == "EMPTY" && v.Value != "" {
-			t.Fatalf("desired EMPTY=\"\", live EMPTY=%q after re-applies: drift never repaired", v.Value)
-		}
 	}
 }
