@@ -226,3 +226,39 @@ func TestSentinelReportsCountOnlyInTheAgentsRegion(t *testing.T) {
 		t.Errorf("eu's report changed the us sentinel: %d available, %s", s.AvailableReplicas, s.Health)
 	}
 }
+
+// A sentinel report sets each listed sentinel of the region to its status,
+// the last one where a sentinel is listed twice; sentinels it does not
+// list, and ones the region does not have, are left as they are.
+func TestSentinelReportsSetEachSentinelsLastStatus(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	eu := env.Agent("eu")
+	op := env.Operator("alice")
+	for _, id := range []string{"gw-a", "gw-b", "gw-c", "gw-d"} { // an environment has one sentinel per region
+		if _, err := op.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: id, WorkspaceId: "ws",
+			EnvironmentId: "env-" + id, Region: "eu", Image: "gw:1", Replicas: 3, CpuMillicores: 1, MemoryMib: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy, unhealthy := ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY, ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY
+	_, err := eu.ReportSentinelStatus(ctx, &ctrlv1.ReportSentinelStatusRequest{Region: "eu", Sentinels: []*ctrlv1.SentinelStatus{
+		{SentinelId: "gw-a", AvailableReplicas: 3, Health: healthy},
+		{SentinelId: "gw-b", AvailableReplicas: 3, Health: healthy},
+		{SentinelId: "gw-c", AvailableReplicas: 0, Health: unhealthy},
+		{SentinelId: "gw-a", AvailableReplicas: 1, Health: unhealthy},
+		{SentinelId: "not-here", AvailableReplicas: 3, Health: healthy},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]struct {
+		available int
+		health    string
+	}{"gw-a": {1, "unhealthy"}, "gw-b": {3, "healthy"}, "gw-c": {0, "unhealthy"}, "gw-d": {0, "unknown"}} {
+		s := env.DB.Ent.Sentinel.GetX(ctx, id)
+		if s.AvailableReplicas != want.available || string(s.Health) != want.health {
+			t.Errorf("%s: %d available, %s; want %d, %s", id, s.AvailableReplicas, s.Health, want.available, want.health)
+		}
+	}
+}

@@ -324,19 +324,35 @@ func (s *Service) ReportSentinelStatus(ctx context.Context, req *ctrlv1.ReportSe
 			return nil, status.Errorf(codes.InvalidArgument, "sentinels[%d].available_replicas: must not be negative", i)
 		}
 	}
+	// One UPDATE per distinct status rather than per sentinel: a region's
+	// sentinels mostly report the same few, and a report of thousands
+	// would otherwise hold a connection for most of a second. A sentinel
+	// listed twice takes its last status.
+	type sentinelStatus struct {
+		available int
+		health    sentinel.Health
+	}
+	latest := map[string]sentinelStatus{}
+	for _, r := range req.GetSentinels() {
+		health := sentinel.HealthUnknown
+		switch r.GetHealth() {
+		case ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY:
+			health = sentinel.HealthHealthy
+		case ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY:
+			health = sentinel.HealthUnhealthy
+		}
+		latest[r.GetSentinelId()] = sentinelStatus{int(r.GetAvailableReplicas()), health}
+	}
+	byStatus := map[sentinelStatus][]string{}
+	for id, st := range latest {
+		byStatus[st] = append(byStatus[st], id)
+	}
 	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		actual := changefeed.ActualState(ctx)
-		for _, r := range req.GetSentinels() {
-			health := sentinel.HealthUnknown
-			switch r.GetHealth() {
-			case ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY:
-				health = sentinel.HealthHealthy
-			case ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY:
-				health = sentinel.HealthUnhealthy
-			}
+		for st, ids := range byStatus {
 			err := tx.Sentinel.Update().
-				Where(sentinel.ID(r.GetSentinelId()), sentinel.Region(region)).
-				SetAvailableReplicas(int(r.GetAvailableReplicas())).SetHealth(health).
+				Where(sentinel.IDIn(ids...), sentinel.Region(region)).
+				SetAvailableReplicas(st.available).SetHealth(st.health).
 				Exec(actual)
 			if err != nil {
 				return err
