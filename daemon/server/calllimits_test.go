@@ -15,8 +15,9 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// One agent token sending its largest status reports (5,000 sentinels,
-// each an UPDATE in one transaction) from 64 goroutines at once leaves
+// One agent token sending its costliest status reports (5,000 sentinels of
+// different statuses, an UPDATE each in one transaction) from 64
+// goroutines at once leaves
 // operators their calls: each answers within its 5 s deadline (before the
 // limits, the reports held all 45 connections of the main pool and
 // operators' calls timed out), and the calls beyond the token's limit are
@@ -29,7 +30,8 @@ func TestOneTokensReportsLeaveOperatorsTheirCalls(t *testing.T) {
 	defer cancel()
 	report := &ctrlv1.ReportSentinelStatusRequest{Region: "eu"}
 	for i := range 5000 {
-		report.Sentinels = append(report.Sentinels, &ctrlv1.SentinelStatus{SentinelId: fmt.Sprintf("s-%05d", i), AvailableReplicas: 1})
+		// Each with a status of its own: an UPDATE each.
+		report.Sentinels = append(report.Sentinels, &ctrlv1.SentinelStatus{SentinelId: fmt.Sprintf("s-%05d", i), AvailableReplicas: int32(i)})
 	}
 	floodCtx, stopFlood := context.WithCancel(ctx)
 	var flood sync.WaitGroup
