@@ -17,11 +17,10 @@ import (
 
 // One agent token sending its costliest status reports (5,000 sentinels of
 // different statuses, an UPDATE each in one transaction) from 64
-// goroutines at once leaves
-// operators their calls: each answers within its 5 s deadline (before the
-// limits, the reports held all 45 connections of the main pool and
-// operators' calls timed out), and the calls beyond the token's limit are
-// refused as such.
+// goroutines at once leaves operators their calls: each answers within its
+// 5 s deadline (before the limits, the reports held all 45 connections of
+// the main pool and operators' calls timed out), and the calls beyond the
+// token's limit are refused as such.
 func TestOneTokensReportsLeaveOperatorsTheirCalls(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	agent := env.Agent("eu")
