@@ -244,11 +244,14 @@ func (w *walker) object(ref smdschema.TypeRef, want, have value.Value, fields, s
 			skipBelow = below
 		}
 		hv, ok := hm.Get(key)
-		if !ok && wv.IsString() && wv.AsString() == "" {
+		if _, isField := atom.Map.FindField(key); !ok && isField && wv.IsString() && wv.AsString() == "" {
 			// A Go string field holds "" however it was written, and
 			// one marked omitempty (an env var's value, say) reads as
 			// absent then: the empty string is what the live object
-			// has.
+			// has. Only a struct's field: a map's entry (a label, an
+			// annotation) that is absent is not there at all. (A
+			// *string field, nil, reads as absent too; the agent
+			// applies "" to none.)
 			hv, ok = value.NewValueInterface(""), true
 		}
 		return ok && w.field(fieldType(atom.Map, key), pe, wv, hv, fields, skipBelow)

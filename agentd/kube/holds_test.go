@@ -300,3 +300,30 @@ func BenchmarkHolds(b *testing.B) {
 		}
 	})
 }
+
+// A map entry whose desired value is "" (an annotation here) that the live
+// object lacks is not held, even where the manager's field set still names
+// it (someone removed the entry, then wrote the agent's managed fields
+// back): an absent entry is not an empty one, unlike a string field
+// marked omitempty, which reads as absent when it is "".
+func TestHoldsNoAbsentMapEntryForAnEmptyOne(t *testing.T) {
+	cluster := shared.Get(t)
+	ns := cluster.Namespace(t)
+	ctx := context.Background()
+	sets := cluster.Client(t).AppsV1().StatefulSets(ns)
+	intruder := metav1.UpdateOptions{FieldManager: "intruder"}
+
+	desired := statefulSet("e0", ns, "app:1", "A", "1").WithAnnotations(map[string]string{"note": ""})
+	live := must[*appsv1.StatefulSet](t)(sets.Apply(ctx, desired, applied))
+	agents := live.ManagedFields
+	delete(live.Annotations, "note")
+	live = must[*appsv1.StatefulSet](t)(sets.Update(ctx, live, intruder))
+	live.ManagedFields = agents
+	live = must[*appsv1.StatefulSet](t)(sets.Update(ctx, live, intruder))
+	if _, has := live.Annotations["note"]; has {
+		t.Fatal("the annotation is still there")
+	}
+	if got, want := kube.Holds(live, desired), extracted(t, live, desired); got != want {
+		t.Errorf("Holds = %v, Extract… says %v (live annotations %v)", got, want, live.Annotations)
+	}
+}
