@@ -51,13 +51,10 @@ type silentStream struct {
 	end context.CancelFunc
 }
 
-// slowStreamsPerConn is how many of slowStreams' streams share a
-// connection.
-const slowStreamsPerConn = 20
-
 // slowStreams opens n full-sync streams of region that never read, four
-// per agent token (the default limit per token), spread over connections
-// of 20 streams with 64 KiB flow-control windows: clients that fall
+// per agent token (the default limit per token), each on a connection of
+// its own (ctrld closes a stalled stream's connection, and with it any
+// other stream on it) with 64 KiB flow-control windows: clients that fall
 // silent after their first request. It returns once ctrld has begun
 // every one's full sync (reg's metrics count them); they end when t does,
 // or when ctrld ends them for not reading.
@@ -70,19 +67,16 @@ func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, re
 	}
 	takenUp := func() float64 { return testmetrics.Sum(t, reg, "deploysync_stream_full_syncs_total", "region", region) }
 	before := takenUp()
-	var client ctrlv1.ClusterServiceClient
 	streams := make([]silentStream, n)
 	for i := range streams {
-		if i%slowStreamsPerConn == 0 {
-			conn, err := grpc.NewClient(env.Server.Addr,
-				grpc.WithTransportCredentials(insecure.NewCredentials()),
-				grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { conn.Close() })
-			client = ctrlv1.NewClusterServiceClient(conn)
+		conn, err := grpc.NewClient(env.Server.Addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+		if err != nil {
+			t.Fatal(err)
 		}
+		t.Cleanup(func() { conn.Close() })
+		client := ctrlv1.NewClusterServiceClient(conn)
 		ctx, end := context.WithCancel(context.Background())
 		t.Cleanup(end)
 		s, err := client.WatchDeploymentChanges(ctx,
@@ -154,15 +148,14 @@ func TestNonReadingStreamsNeitherStallCtrldNorStayOpen(t *testing.T) {
 	}
 
 	// Every silent stream is ended: none is left open on ctrld, nor
-	// subscribed to the tailer. The first of a connection's streams to be
-	// counted as stalled closes the connection, and its others with it.
+	// subscribed to the tailer, and each was counted as stalled.
 	waitFor(t, 2*time.Minute, func() bool {
-		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") >= silent/slowStreamsPerConn &&
+		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") == silent &&
 			testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu") == 1 &&
 			testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") == 1
 	}, "the silent streams were not all ended")
-	// A client that reads at last finds its stream gone, as a connection
-	// that failed: it dials again and resumes.
+	// A client that reads at last finds its stream gone with its
+	// connection: it dials again and resumes.
 	for {
 		_, err := streams[0].Recv()
 		if err != nil {
