@@ -46,7 +46,7 @@ mkdir -p "$root"
 tmp=$(mktemp -d "$root/.build-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-echo "kube binaries: building $kube_version into $dir (cold build takes ~9 minutes on 2 cores)" >&2
+echo "kube binaries: building $kube_version into $dir (a cold build compiles about 2,000 packages: 9-15 minutes on 2 cores)" >&2
 start=$(date +%s)
 vpkgs=(k8s.io/component-base/version k8s.io/client-go/pkg/version)
 ldflags="-s -w"
@@ -55,7 +55,7 @@ for p in "${vpkgs[@]}"; do
 done
 (
 	cd "$mod"
-	go build -trimpath -ldflags "$ldflags" -o "$tmp/" \
+	bash "$repo/scripts/go-build-progress.sh" "kube binaries" -trimpath -ldflags "$ldflags" -o "$tmp/" \
 		k8s.io/kubernetes/cmd/kube-apiserver \
 		k8s.io/kubernetes/cmd/kube-controller-manager \
 		k8s.io/kubernetes/cmd/kube-scheduler \

@@ -155,11 +155,6 @@ func (n nameRecorder) MustRegister(cs ...prometheus.Collector) {
 
 func (n nameRecorder) Unregister(prometheus.Collector) bool { return false }
 
-// promtoolVersion is the Prometheus module version promtool is built
-// from: v0.3XX.Y is Prometheus 3.XX.Y. (v0.316.0 needs a module version
-// the proxy no longer serves.)
-const promtoolVersion = "v0.313.5"
-
 // promtool runs promtool with args in this directory and fails the test
 // with its output when it fails.
 func promtool(t *testing.T, args ...string) {
@@ -171,49 +166,24 @@ func promtool(t *testing.T, args ...string) {
 	t.Logf("promtool %s:\n%s", strings.Join(args, " "), out)
 }
 
-// promtoolBinary builds promtool from the Go module proxy once per version
-// into the user cache, in a throwaway module of its own, so that
-// Prometheus's dependencies stay out of this module's go.mod. A build goes
-// to a temporary directory renamed into place, so an interrupted one leaves
-// no half-built binary behind.
+// promtoolBinary is $DEPLOYSYNC_PROMTOOL when set (for example a
+// Prometheus 3 promtool, as `go tool task monitoring:v3` sets it), else
+// the one scripts/promtool.sh fetches into the user cache on first use.
 func promtoolBinary(t *testing.T) string {
 	t.Helper()
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	root := filepath.Join(cache, "deploysync", "promtool")
-	bin := filepath.Join(root, promtoolVersion, "promtool")
-	if _, err := os.Stat(bin); err == nil {
+	if bin := os.Getenv("DEPLOYSYNC_PROMTOOL"); bin != "" {
 		return bin
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tmp, err := os.MkdirTemp(root, ".build-")
+	script, err := filepath.Abs(filepath.Join("..", "..", "scripts", "promtool.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(tmp)
-	t.Logf("building promtool %s from the module proxy into %s (a few minutes the first time)", promtoolVersion, bin)
-	for _, args := range [][]string{
-		{"mod", "init", "promtoolbuild"},
-		{"get", "github.com/prometheus/prometheus/cmd/promtool@" + promtoolVersion},
-		{"build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(tmp, "promtool"), "github.com/prometheus/prometheus/cmd/promtool"},
-	} {
-		cmd := exec.Command("go", args...)
-		cmd.Dir = tmp
-		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
+	var stderr bytes.Buffer
+	cmd := exec.Command("bash", script)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("scripts/promtool.sh: %v\n%s", err, stderr.String())
 	}
-	// Another test process may have finished the same build first; either
-	// binary will do.
-	if err := os.Rename(tmp, filepath.Dir(bin)); err != nil {
-		if _, statErr := os.Stat(bin); statErr != nil {
-			t.Fatalf("put promtool in place: %v", err)
-		}
-	}
-	return bin
+	return strings.TrimSpace(string(out))
 }

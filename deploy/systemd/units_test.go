@@ -102,11 +102,13 @@ func TestCtrldRefusesPlaintextOnTheNetwork(t *testing.T) {
 	}
 }
 
-// build builds both daemons from the repository at root.
+// build builds both daemons from the repository at root as their
+// Dockerfiles do, so that the build cache `go tool task test` filled before
+// the tests serves them and this only links.
 func build(t *testing.T, root string) string {
 	t.Helper()
 	bin := t.TempDir()
-	cmd := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd")
+	cmd := exec.Command("bash", "scripts/static-build.sh", bin)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build: %v\n%s", err, out)

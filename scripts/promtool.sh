@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Prints the path of a promtool that checks deploy/monitoring's alert rules,
+# fetching it into the user cache on first use.
+#
+# By default that is Debian's promtool (package prometheus), unpacked from the
+# .deb and not installed: no Prometheus service starts, nothing else is
+# installed, and it takes seconds. Building Prometheus 3's promtool from the
+# module proxy instead compiles about 1,100 packages (client-go and the AWS,
+# Azure and GCP SDKs among them, even without the service-discovery plugins)
+# and took 23 minutes of a newcomer's first test run.
+#
+# Debian 12 ships Prometheus 2.42, while users run 3.x too. The two read
+# some things differently (3.x ranges are left-open, its regex dot matches a
+# newline, it takes UTF-8 names), so the rules' unit tests must pass under
+# both: `--v3` builds Prometheus 3's promtool (the version below) without
+# the service-discovery plugins, and `go tool task monitoring:v3` runs the
+# same tests with it. CI runs the Debian one only.
+#
+# Usage: promtool.sh [--v3]
+# Env: DEPLOYSYNC_PROMTOOL_CACHE overrides the cache root
+#      (default ${XDG_CACHE_HOME:-$HOME/.cache}/deploysync/promtool).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=${DEPLOYSYNC_PROMTOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deploysync/promtool}
+say() { echo "promtool: $*" >&2; }
+
+v3=false
+case "${1:-}" in
+--v3) v3=true ;;
+"") ;;
+*) echo "usage: $0 [--v3]" >&2; exit 2 ;;
+esac
+
+# v0.3XX.Y is Prometheus 3.XX.Y.
+prometheus_module_version=v0.313.5
+if $v3; then
+	dir="$root/$prometheus_module_version-nosd"
+else
+	dir="$root/debian"
+fi
+if [[ -x "$dir/promtool" ]]; then
+	echo "$dir/promtool"
+	exit 0
+fi
+
+mkdir -p "$root"
+tmp=$(mktemp -d "$root/.fetch-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+if $v3; then
+	say "building Prometheus $prometheus_module_version's promtool without service discovery (about 1,100 packages; several minutes)"
+	(
+		cd "$tmp"
+		export GOWORK=off GOFLAGS=-mod=mod
+		go mod init promtoolbuild >/dev/null 2>&1
+		go get "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" 2>/dev/null
+		bash "$repo/scripts/go-build-progress.sh" promtool -tags remove_all_sd -trimpath -ldflags=-s\ -w \
+			-o "$tmp/promtool" github.com/prometheus/prometheus/cmd/promtool
+	)
+else
+	say "fetching Debian's prometheus package for its promtool (unpacked into $dir, not installed)"
+	(
+		cd "$tmp"
+		# apt-get download runs as _apt where it can; a root-owned temporary
+		# directory would make it warn.
+		chmod 0777 "$tmp"
+		if ! apt-get download prometheus >/dev/null 2>&1; then
+			apt-get update -qq
+			apt-get download prometheus >/dev/null
+		fi
+		dpkg-deb -x prometheus_*.deb unpacked
+		mv unpacked/usr/bin/promtool "$tmp/promtool"
+		rm -rf unpacked prometheus_*.deb
+	)
+fi
+"$tmp/promtool" --version >"$tmp/VERSION" 2>&1
+rm -rf "$dir"
+mv "$tmp" "$dir"
+trap - EXIT
+say "$(head -1 "$dir/VERSION") in $dir"
+echo "$dir/promtool"
