@@ -117,7 +117,8 @@ func portless(p map[string]any) error {
 }
 
 // rangeUpward refuses an endPort below its port; stricter than Cilium,
-// which takes it but does not enforce the range it seems to say.
+// which takes it: a range that runs downwards is a mistake, whatever Cilium
+// makes of it.
 func rangeUpward(p map[string]any) error {
 	end, _ := integer(p["endPort"])
 	if n, numeric := portNumber(p["port"].(string)); numeric && end != 0 && end < int64(n) {
