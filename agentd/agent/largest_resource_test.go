@@ -42,15 +42,16 @@ func clientRules(offset int) func(rules int) map[string]any {
 }
 
 // podLabels makes map-heavy specs: an endpoint selector of as many labels,
-// "k00000": "v<offset>" on. Server-side apply records every key again in
-// the object's managedFields, so the object is about twice the spec.
+// "k00000": "v<offset>" on, for pods denied all ingress. Server-side apply
+// records every key again in the object's managedFields, so the object is
+// about twice the spec.
 func podLabels(offset int) func(labels int) map[string]any {
 	return func(labels int) map[string]any {
 		match := make(map[string]any, labels)
 		for i := range labels {
 			match[fmt.Sprintf("k%05d", i)] = fmt.Sprintf("v%d", offset)
 		}
-		return map[string]any{"endpointSelector": map[string]any{"matchLabels": match}}
+		return map[string]any{"endpointSelector": map[string]any{"matchLabels": match}, "ingress": []any{map[string]any{}}}
 	}
 }
 

@@ -36,7 +36,7 @@ func TestFullSyncRemovesWhatAMissedMoveLeftBehind(t *testing.T) {
 			Region: "eu", Image: "sentinel:1", Replicas: 1, CpuMillicores: 10, MemoryMib: 16}); err != nil {
 			t.Fatal(err)
 		}
-		spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
+		spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}})
 		if _, err := e.op.PutCiliumNetworkPolicy(e.ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "pol", WorkspaceId: workspace,
 			EnvironmentId: "prod", Region: "eu", Name: "allow", Spec: spec}); err != nil {
 			t.Fatal(err)

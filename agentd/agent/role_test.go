@@ -100,7 +100,7 @@ func TestShippedRoleIsSufficient(t *testing.T) {
 		Region: "eu", Image: "sentinel:1", Replicas: 1, CpuMillicores: 10, MemoryMib: 16}); err != nil {
 		t.Fatal(err)
 	}
-	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
+	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}})
 	if _, err := op.PutCiliumNetworkPolicy(ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "pol", WorkspaceId: "role",
 		EnvironmentId: "prod", DeploymentId: "api", Region: "eu", Name: "allow-api", Spec: spec}); err != nil {
 		t.Fatal(err)

@@ -169,11 +169,11 @@ func TestEnsureCiliumPolicyAndDeploymentDelete(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", DeploymentID: "api-1",
-		Region: "eu-west", Name: "allow-api", Spec: map[string]any{"endpointSelector": map[string]any{}}}
+		Region: "eu-west", Name: "allow-api", Spec: map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}}
 	if id, err := s.EnsureCiliumPolicy(ctx, p); err != nil || id != "pol-1" {
 		t.Fatalf("ensure policy: %q %v", id, err)
 	}
-	p.ID, p.Spec = "pol-2", map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}
+	p.ID, p.Spec = "pol-2", map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"a": "b"}}, "ingress": []any{map[string]any{}}}
 	if id, err := s.EnsureCiliumPolicy(ctx, p); err != nil || id != "pol-1" {
 		t.Fatalf("update policy: %q %v", id, err)
 	}
@@ -217,7 +217,7 @@ func TestEnsureRefusesAnIDOfAnotherResourceAndAnOwnerChange(t *testing.T) {
 	}
 	pol := func(id, dep, name string) desired.PolicySpec {
 		return desired.PolicySpec{ID: id, WorkspaceID: "ws1", EnvironmentID: "prod", DeploymentID: dep,
-			Region: "eu-west", Name: name, Spec: map[string]any{"endpointSelector": map[string]any{}}}
+			Region: "eu-west", Name: name, Spec: map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}}
 	}
 	if _, err := s.EnsureCiliumPolicy(ctx, pol("pol-1", "api-1", "allow-api")); err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 	}
 	policyWith := func(mut func(*desired.PolicySpec)) error {
 		sp := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west",
-			Name: "allow", Spec: map[string]any{"endpointSelector": map[string]any{}}}
+			Name: "allow", Spec: map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}}
 		mut(&sp)
 		_, err := s.EnsureCiliumPolicy(ctx, sp)
 		return err
@@ -323,6 +323,12 @@ func TestInvalidValuesAreRejectedNamingTheField(t *testing.T) {
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = map[string]any{"labels": []any{math.Inf(1)}} })},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { // as the API receives it
 			sp.Spec = validate.StructMap(&structpb.Struct{Fields: map[string]*structpb.Value{"description": structpb.NewNumberValue(math.NaN())}})
+		})},
+		{"spec", policyWith(func(sp *desired.PolicySpec) { // Cilium: "rule cannot have NodeSelector"
+			sp.Spec = map[string]any{"nodeSelector": map[string]any{}, "ingress": []any{map[string]any{}}}
+		})},
+		{"spec", policyWith(func(sp *desired.PolicySpec) {
+			sp.Spec = map[string]any{"endpointSelector": map[string]any{}, "egress": []any{}}
 		})},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nestedSpec(90) })},
 		{"spec", policyWith(func(sp *desired.PolicySpec) { sp.Spec = nestedSpec(validate.MaxJSONDepth + 1) })},
@@ -388,7 +394,7 @@ func TestPolicyOwnerMustRunWhereThePolicyGoes(t *testing.T) {
 	before := written(t, client)
 	pol := func(dep, region string) desired.PolicySpec {
 		return desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", DeploymentID: dep,
-			Region: region, Name: "allow-api", Spec: map[string]any{"endpointSelector": map[string]any{}}}
+			Region: region, Name: "allow-api", Spec: map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}}
 	}
 	for _, c := range []struct {
 		name string

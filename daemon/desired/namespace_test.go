@@ -47,7 +47,7 @@ func TestNamespaceOfAnotherPairIsRefused(t *testing.T) {
 			sentinel := desired.SentinelSpec{ID: "sen-1", WorkspaceID: second.WorkspaceID, EnvironmentID: second.EnvironmentID,
 				Region: "eu-west", Image: "sentinel:1", Replicas: 1, CPUMillicores: 100, MemoryMiB: 64}
 			policy := desired.PolicySpec{ID: "pol-1", WorkspaceID: second.WorkspaceID, EnvironmentID: second.EnvironmentID,
-				Region: "eu-west", Name: "allow-all", Spec: map[string]any{"endpointSelector": map[string]any{}}}
+				Region: "eu-west", Name: "allow-all", Spec: map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}}
 			_, sentinelErr := s.EnsureSentinel(ctx, sentinel)
 			_, policyErr := s.EnsureCiliumPolicy(ctx, policy)
 			for name, err := range map[string]error{
@@ -156,7 +156,7 @@ func TestClaimExistingNamespaces(t *testing.T) {
 			return err
 		}
 		return tx.CiliumNetworkPolicy.Create().SetID("pol-1").SetWorkspaceID("ws2").SetEnvironmentID("dev").SetRegion("eu-west").
-			SetName("allow").SetSpec(map[string]any{"endpointSelector": map[string]any{}}).Exec(ctx)
+			SetName("allow").SetSpec(map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}).Exec(ctx)
 	})
 	if err != nil {
 		t.Fatal(err)

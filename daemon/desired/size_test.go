@@ -26,7 +26,7 @@ func TestOversizeResourcesAreRefusedAndTheLargestAccepted(t *testing.T) {
 		return desired.PolicySpec{ID: id, WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west", Name: name, Spec: spec}
 	}
 	description := func(n int) map[string]any {
-		return map[string]any{"endpointSelector": map[string]any{}, "description": strings.Repeat("x", n)}
+		return map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}, "description": strings.Repeat("x", n)}
 	}
 
 	// The largest: a little under the limit as stored, and as sent.
@@ -58,20 +58,24 @@ func TestOversizeResourcesAreRefusedAndTheLargestAccepted(t *testing.T) {
 		overEnv.Env[fmt.Sprintf("V%d", i)] = strings.Repeat("x", 120<<10)
 	}
 	// ICMP types are numbers, 9 bytes each in the stream's protobuf and 1
-	// in JSON: this fits as stored but not as sent.
-	icmpFields := make([]any, limits.MaxResourceBytes/16)
+	// in JSON: this fits as stored but not as sent (Cilium takes 40 to an
+	// ICMP rule).
+	icmpFields := make([]any, 40)
 	for i := range icmpFields {
 		icmpFields[i] = map[string]any{"type": 8.0}
 	}
-	numbers := map[string]any{"endpointSelector": map[string]any{},
-		"ingress": []any{map[string]any{"icmps": []any{map[string]any{"fields": icmpFields}}}}}
+	icmpRules := make([]any, limits.MaxResourceBytes/16/40)
+	for i := range icmpRules {
+		icmpRules[i] = map[string]any{"icmps": []any{map[string]any{"fields": icmpFields}}}
+	}
+	numbers := map[string]any{"endpointSelector": map[string]any{}, "ingress": icmpRules}
 	for _, c := range []struct {
 		name, field, size string
 		err               error
 	}{
-		{"policy too big as stored", "spec", "1048667 bytes as Kubernetes stores it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-2", "huge", description(tooBig))))},
+		{"policy too big as stored", "spec", "1048697 bytes as Kubernetes stores it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-2", "huge", description(tooBig))))},
 		{"policy too big as sent", "spec", "as the stream sends it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-3", "numbers", numbers)))},
-		{"update of a stored policy", "spec", "1048667 bytes as Kubernetes stores it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-1", "big", description(tooBig))))},
+		{"update of a stored policy", "spec", "1048697 bytes as Kubernetes stores it", policyErr(s.EnsureCiliumPolicy(ctx, policy("pol-1", "big", description(tooBig))))},
 		{"command", "command", "bytes as stored (command", s.Deploy(ctx, overCommand, []string{"eu-west"}, 1)},
 		{"env", "env", "bytes as stored (command", s.Deploy(ctx, overEnv, []string{"eu-west"}, 1)},
 	} {
@@ -91,16 +95,22 @@ func TestOversizeResourcesAreRefusedAndTheLargestAccepted(t *testing.T) {
 
 func policyErr(_ string, err error) error { return err }
 
-// A spec as deep as validate.MaxJSONDepth passes the database's own JSON
-// check; one level deeper is bad input (it used to fail that check, a
+// The deepest spec Cilium takes (11 levels: a secret of a header match of
+// an HTTP rule) passes the database's own JSON check; a spec deeper than
+// validate.MaxJSONDepth is bad input (it used to fail that check, a
 // database error answered as Unavailable).
 func TestDeepestAcceptedPolicyIsStored(t *testing.T) {
 	s, client := setup(t)
 	ctx := context.Background()
-	p := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west", Name: "deep",
-		Spec: nestedSpec(validate.MaxJSONDepth)}
+	deepest := map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{"toPorts": []any{map[string]any{
+		"ports": []any{map[string]any{"port": "80", "protocol": "TCP"}},
+		"rules": map[string]any{"http": []any{map[string]any{"headerMatches": []any{map[string]any{
+			"name": "X-Token", "secret": map[string]any{"name": "token", "namespace": "prod"},
+		}}}}},
+	}}}}}
+	p := desired.PolicySpec{ID: "pol-1", WorkspaceID: "ws1", EnvironmentID: "prod", Region: "eu-west", Name: "deep", Spec: deepest}
 	if _, err := s.EnsureCiliumPolicy(ctx, p); err != nil {
-		t.Fatalf("a spec %d levels deep: %v", validate.MaxJSONDepth, err)
+		t.Fatalf("the deepest spec Cilium takes: %v", err)
 	}
 	if n := client.CiliumNetworkPolicy.Query().CountX(ctx); n != 1 {
 		t.Fatalf("%d policies stored, want 1", n)

@@ -164,7 +164,7 @@ func TestDeletesRefuseBadIDs(t *testing.T) {
 		Region: "eu", Image: "sentinel:1", Replicas: 1, CpuMillicores: 10, MemoryMib: 16}); err != nil {
 		t.Fatal(err)
 	}
-	spec, err := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
+	spec, err := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -453,7 +453,7 @@ func TestSentinelAndPolicyDeletesPropagate(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := ds.EnsureCiliumPolicy(ctx, desired.PolicySpec{ID: "pol", WorkspaceID: "ws", EnvironmentID: "prod", Region: "eu",
-		Name: "allow", Spec: map[string]any{"endpointSelector": map[string]any{}}}); err != nil {
+		Name: "allow", Spec: map[string]any{"endpointSelector": map[string]any{}, "ingress": []any{map[string]any{}}}}); err != nil {
 		t.Fatal(err)
 	}
 	f := follow(t, env, "eu")

@@ -45,8 +45,11 @@ type storeOp struct {
 
 func image(r *rand.Rand) string { return fmt.Sprintf("app:%d", r.IntN(4)) }
 
+// policySpec is a policy Cilium takes (a deployment's pods in default deny
+// for ingress), varied by its description.
 func policySpec(r *rand.Rand) map[string]any {
-	return map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": draw(r, deploymentIDs)}}, "description": fmt.Sprint(r.IntN(5))}
+	return map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": draw(r, deploymentIDs)}},
+		"ingress": []any{map[string]any{}}, "description": fmt.Sprint(r.IntN(5))}
 }
 
 var txOps = []txOp{

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/deploysync/deploysync/internal/limits"
+	"github.com/deploysync/deploysync/internal/validate/ciliumspec"
 )
 
 // MaxJSONDepth bounds how deeply a policy spec nests objects and arrays (the
@@ -23,59 +24,27 @@ import (
 // levels.
 const MaxJSONDepth = 24
 
-// ciliumSpecFields are the top-level fields of a CiliumNetworkPolicy's spec
-// (cilium.io/v2; the Rule type of Cilium's pkg/policy/api), each with the
-// check of the type Cilium's CRD gives it. The API server refuses any other
-// field or type (and drops a null, which the agent would then re-apply
-// forever), so a spec with one would be accepted but never applied.
-var ciliumSpecFields = map[string]func(path string, v any) error{
-	"endpointSelector":  labelSelector,
-	"nodeSelector":      labelSelector,
-	"ingress":           listOf("rule"),
-	"ingressDeny":       listOf("rule"),
-	"egress":            listOf("rule"),
-	"egressDeny":        listOf("rule"),
-	"labels":            listOf("label"),
-	"description":       isString,
-	"enableDefaultDeny": isObject,
-	"log":               isObject,
-}
-
 // CiliumPolicySpec checks a CiliumNetworkPolicy's .spec as the API hands it
-// over (JSON-shaped: maps, slices, strings, numbers, booleans, nil): only
-// Cilium's top-level fields, each of the type Cilium's CRD declares, exactly
-// one of endpointSelector and nodeSelector, nesting within MaxJSONDepth, no
-// null at any depth, no NaN or infinity (a protobuf Struct holds them, JSON
-// cannot), valid UTF-8, and at most limits.MaxResourceBytes both as
-// Kubernetes stores it (its
+// over (JSON-shaped: maps, slices, strings, numbers, booleans, nil): nesting
+// within MaxJSONDepth, no null at any depth, no NaN or infinity (a protobuf
+// Struct holds them, JSON cannot), valid UTF-8; then what Cilium itself
+// refuses, by its CRD or by its agent (package ciliumspec: only Cilium's
+// fields and types, an endpointSelector and no nodeSelector, at least one
+// rule, valid ports, protocols, CIDRs, entities and label selectors, …);
+// and at most limits.MaxResourceBytes both as Kubernetes stores it (its
 // JSON plus server-side apply's record of its fields) and as the stream
-// sends it (a protobuf Struct, bigger than the JSON for numbers: eight bytes
-// each, plus framing).
+// sends it (a protobuf Struct, bigger than the JSON for numbers: eight
+// bytes each, plus framing). The error names the field by its path in the
+// spec.
 func CiliumPolicySpec(spec map[string]any) error {
 	if len(spec) == 0 {
 		return ErrEmpty
 	}
-	fields := slices.Sorted(maps.Keys(spec))
-	for _, k := range fields {
-		if ciliumSpecFields[k] == nil {
-			return fmt.Errorf("%.64q is not a field of a CiliumNetworkPolicy spec (%s)", k, strings.Join(slices.Sorted(maps.Keys(ciliumSpecFields)), ", "))
-		}
-	}
 	if path, err := jsonValue(spec, 1); err != nil {
 		return fmt.Errorf("%s %w", strings.TrimPrefix(path, "."), err)
 	}
-	for _, k := range fields {
-		if err := ciliumSpecFields[k](k, spec[k]); err != nil {
-			return err
-		}
-	}
-	_, endpoints := spec["endpointSelector"]
-	_, nodes := spec["nodeSelector"]
-	switch {
-	case !endpoints && !nodes:
-		return errors.New("needs endpointSelector or nodeSelector: Cilium requires one, to know what the policy applies to")
-	case endpoints && nodes:
-		return errors.New("has both endpointSelector and nodeSelector: Cilium takes exactly one")
+	if err := ciliumspec.Check(spec); err != nil {
+		return err
 	}
 	stored, err := json.Marshal(spec)
 	if err != nil {
@@ -129,89 +98,6 @@ func fieldRecordBytes(v any) int {
 		n += len("f:") + len(name) + len(":{},") + fieldRecordBytes(e)
 	}
 	return n
-}
-
-// labelSelector checks a Kubernetes label selector, which is how Cilium
-// selects endpoints and nodes.
-func labelSelector(path string, v any) error {
-	selector, ok := v.(map[string]any)
-	if !ok {
-		return mustBe(path, "a label selector (an object)", v)
-	}
-	for _, k := range slices.Sorted(maps.Keys(selector)) {
-		switch k {
-		case "matchLabels":
-			labels, ok := selector[k].(map[string]any)
-			if !ok {
-				return mustBe(path+".matchLabels", "an object of strings", selector[k])
-			}
-			for _, name := range slices.Sorted(maps.Keys(labels)) {
-				if err := isString(path+".matchLabels."+Clip(name, 64), labels[name]); err != nil {
-					return err
-				}
-			}
-		case "matchExpressions":
-			if err := listOf("requirement")(path+".matchExpressions", selector[k]); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("%s: %.64q is not a field of a label selector (matchLabels, matchExpressions)", path, k)
-		}
-	}
-	return nil
-}
-
-// listOf checks a list of objects, each a what.
-func listOf(what string) func(path string, v any) error {
-	return func(path string, v any) error {
-		list, ok := v.([]any)
-		if !ok {
-			return mustBe(path, "a list of "+what+"s", v)
-		}
-		for i, e := range list {
-			if _, ok := e.(map[string]any); !ok {
-				return mustBe(fmt.Sprintf("%s[%d]", path, i), "a "+what+" (an object)", e)
-			}
-		}
-		return nil
-	}
-}
-
-func isString(path string, v any) error {
-	if _, ok := v.(string); !ok {
-		return mustBe(path, "a string", v)
-	}
-	return nil
-}
-
-func isObject(path string, v any) error {
-	if _, ok := v.(map[string]any); !ok {
-		return mustBe(path, "an object", v)
-	}
-	return nil
-}
-
-func mustBe(path, want string, got any) error {
-	return fmt.Errorf("%s must be %s, got %s", path, want, jsonType(got))
-}
-
-// jsonType names the JSON type of v, a JSON-shaped value.
-func jsonType(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	case float64, float32, int, int64, int32:
-		return "a number"
-	}
-	return fmt.Sprintf("a Go %T", v)
 }
 
 // StructMap is s as a JSON-shaped map, for CiliumPolicySpec. It differs
