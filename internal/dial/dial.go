@@ -25,7 +25,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/limits"
 )
 
@@ -69,7 +69,7 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 				ErrPlaintextNonLoopback, o.Address)
 		}
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token, Insecure: true}))
+			grpc.WithPerRPCCredentials(bearer.Credentials{Token: o.Token, Insecure: true}))
 		return grpc.NewClient(o.Address, opts...)
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -91,7 +91,7 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token}))
+		grpc.WithPerRPCCredentials(bearer.Credentials{Token: o.Token}))
 	return grpc.NewClient(o.Address, opts...)
 }
 
