@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"bytes"
@@ -17,9 +17,9 @@ import (
 func (e *cliEnv) runJSON(t *testing.T, v any, args ...string) error {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	a := app()
+	a := App()
 	a.Writer, a.ErrWriter = &stdout, &stderr
-	err := run(a, append([]string{"unkey-tui", "--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token, "--output", "json"}, args...))
+	err := Run(a, append([]string{"unkey-tui", "--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token, "--output", "json"}, args...))
 	text := stdout.String()
 	dec := json.NewDecoder(&stdout)
 	if derr := dec.Decode(v); derr != nil {
