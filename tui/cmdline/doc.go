@@ -4,8 +4,9 @@
 // read to name the regions it reached), printed as a table or, with
 // --output json, as one JSON document (docs/cli-json.md).
 //
-// Text from ctrld may be agent-written, so tables pass it through
-// tui.Clean.
+// Text from ctrld may be agent-written, so it never reaches the terminal
+// as it is: tables pass it through tui.Clean, and JSON escapes every
+// character Clean drops (tui.Unsafe) while keeping the text itself.
 //
 // cmd/unkey-tui only calls Run(App(), os.Args); the tests here drive App
 // against a real ctrld (servertest) exactly as main does.
