@@ -15,7 +15,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -112,18 +111,6 @@ func Flags(env func(flag string) []string) []cli.Flag {
 func FromFlags(c *cli.Context, token string) Options {
 	return Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"), InsecureNonLoopback: c.Bool("insecure-non-loopback"),
 		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")}
-}
-
-// Token reads the token from file when given, else returns flag.
-func Token(flag, file string) (string, error) {
-	if file == "" {
-		return flag, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // Reconnect is how clients of ctrld reconnect: gRPC's default backoff,

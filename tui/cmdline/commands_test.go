@@ -2,7 +2,10 @@ package cmdline
 
 import (
 	"bytes"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -277,5 +280,24 @@ func TestValuesAreTakenAsTyped(t *testing.T) {
 	}
 	if _, err := e.run("regions", "eu"); err == nil || !strings.Contains(err.Error(), "takes no arguments") {
 		t.Fatalf("regions with an argument: got %v", err)
+	}
+}
+
+// unkey-tui refuses a token file other users may read before it dials
+// ctrld, and says how to fix it.
+func TestRefusesATokenFileOthersMayRead(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "alice.token")
+	if err := os.WriteFile(file, []byte("dso_x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := App()
+	a.Writer, a.ErrWriter = io.Discard, io.Discard
+	a.ExitErrHandler = func(*cli.Context, error) {}
+	err := Run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token-file", file, "regions"})
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+file) {
+		t.Fatalf("got %v, want the refusal saying `chmod 600 %s`", err, file)
 	}
 }
