@@ -29,9 +29,18 @@ func Clean(s string) string {
 		switch {
 		case r == '\t' || r == '\n' || r == '\r' || unicode.In(r, unicode.Zl, unicode.Zp):
 			return ' '
-		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+		case Unsafe(r):
 			return -1
 		}
 		return r
 	}, s)
+}
+
+// Unsafe reports whether Clean keeps r from the terminal, dropping it or
+// turning it into a space: a C0 or C1 control character (DEL and the
+// escape sequences' introducers included), a Unicode format character
+// (category Cf) or a line or paragraph separator. What shows server text
+// without Clean (the one-shot commands' JSON) escapes exactly these.
+func Unsafe(r rune) bool {
+	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp)
 }

@@ -7,23 +7,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/deploysync/deploysync/daemon/auth"
-	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
-	"github.com/deploysync/deploysync/daemon/peers"
-	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
-	"github.com/deploysync/deploysync/daemon/stream"
-	"github.com/deploysync/deploysync/daemon/tailer"
-	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent/apitoken"
-	"github.com/deploysync/deploysync/internal/dial"
 )
 
 func main() {
@@ -98,120 +90,51 @@ func migrate(ctx context.Context, db *store.DB, log *slog.Logger) error {
 }
 
 func serveCommand() *cli.Command {
-	env := func(name string) []string {
-		return []string{"CTRLD_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
-	}
+	o := &serveOptions{}
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",
-		Flags: []cli.Flag{
-			databaseFlag, logLevelFlag, logFormatFlag,
-			&cli.StringFlag{Name: "listen", Value: ":7070", Usage: "gRPC listen address; without --tls-cert a loopback one (127.0.0.1:7070, [::1]:7070, localhost:7070) unless --insecure-listen", EnvVars: env("listen")},
-			&cli.BoolFlag{Name: "insecure-listen", Usage: "serve without TLS on a non-loopback --listen address: tokens cross the network in the clear (only behind a TLS-terminating proxy or on a network you trust)", EnvVars: env("insecure-listen")},
-			&cli.StringFlag{Name: "metrics-listen", Value: ":9090", Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
-			&cli.StringFlag{Name: "tls-cert", Usage: "TLS certificate `file` (PEM); with --tls-key enables TLS", EnvVars: env("tls-cert")},
-			&cli.StringFlag{Name: "tls-key", Usage: "TLS private key `file` (PEM)", EnvVars: env("tls-key")},
-			&cli.StringFlag{Name: "tls-client-ca", Usage: "CA `file` (PEM): require client certificates signed by it", EnvVars: env("tls-client-ca")},
-			&cli.StringFlag{Name: "advertise-addr", Usage: "`host[:port]` the other ctrld replicas on this database dial to reach this one itself, not a load balancer (e.g. the pod's IP; the port defaults to --listen's). " +
-				"Replicas register in the table ctrld_replicas and poke each other after a write, so a change reaches every replica's agents at once. " +
-				"Empty: off; a change written through another replica then reaches this one's agents at its next poll, up to --poll-interval later. With --tls-cert, replicas dial each other with TLS (see --peer-ca)", EnvVars: env("advertise-addr")},
-			&cli.StringFlag{Name: "peer-ca", Usage: "CA `file` (PEM) that the other replicas' certificates are verified with when ctrld serves TLS (default: the system's roots). With --tls-client-ca, this replica presents its --tls-cert to them, which must then be signed by that CA and allow client authentication", EnvVars: env("peer-ca")},
-			&cli.StringFlag{Name: "peer-server-name", Usage: "`name` the other replicas' certificates are verified for (default: the host of each one's --advertise-addr), when their certificates name a service rather than each replica's address", EnvVars: env("peer-server-name")},
-			&cli.DurationFlag{Name: "stream-send-timeout", Value: stream.Defaults.SendTimeout, Usage: "a stream whose client reads nothing for this long while events wait is ended and its connection closed (logged, counted in deploysync_stream_stalled_total); the agent dials again and resumes from its last bookmark", EnvVars: env("stream-send-timeout")},
-			&cli.IntFlag{Name: "max-full-syncs", Value: stream.Defaults.MaxFullSyncs, Usage: "full syncs reading a page from the database at once; more wait for a slot, holding nothing (a full sync waiting on its client holds no slot)", EnvVars: env("max-full-syncs")},
-			&cli.IntFlag{Name: "max-streams-per-token", Value: stream.Defaults.MaxStreamsPerToken, Usage: "open streams one agent token may have; more are refused with ResourceExhausted", EnvVars: env("max-streams-per-token")},
-			&cli.IntFlag{Name: "max-agents-per-region", Value: cluster.Defaults.MaxAgentsPerRegion, Usage: "agent records (identities) one region may have; a new identity beyond it takes the place of a record silent for 10m, or is refused with ResourceExhausted", EnvVars: env("max-agents-per-region")},
-			&cli.IntFlag{Name: "max-streams", Value: stream.Defaults.MaxStreams, Usage: "open streams this replica serves; more are refused with ResourceExhausted (agents retry, or reach another replica)", EnvVars: env("max-streams")},
-			&cli.StringFlag{Name: "instance", Usage: "name of this replica in agents' connection records (default: host/pid)", EnvVars: env("instance")},
-			&cli.DurationFlag{Name: "poll-interval", Value: tailer.Defaults.PollInterval, Usage: "how often the tailer reads deployment_changes", EnvVars: env("poll-interval")},
-			&cli.DurationFlag{Name: "token-recheck", Value: server.DefaultTokenRecheck, Usage: "how often the tokens of running streams are checked again: a revoked agent token's stream ends within this", EnvVars: env("token-recheck")},
-			&cli.DurationFlag{Name: "database-unavailable-after", Usage: "when no read of the change log has succeeded for this long (failed or hung), every stream ends and client connections are closed (agents dial again, behind a load balancer to a replica whose database answers), new streams are refused and gRPC health and /readyz say not serving, until a read succeeds. 0 (default): 5s on a Galera node, where another replica may reach the cluster through another node; off on a single database server, where no replica could serve meanwhile and ending streams would only delay the agents' return. Negative: off", EnvVars: env("database-unavailable-after")},
-			&cli.DurationFlag{Name: "hole-grace", Value: tailer.Defaults.HoleGrace, Usage: "how long a pk gap may stay open before the filler settles it (bounds how long a rollback holds resume versions)", EnvVars: env("hole-grace")},
-			&cli.DurationFlag{Name: "filler-lock-wait", Value: tailer.Defaults.FillerLockWait, Usage: "how long one filler attempt waits behind an open transaction", EnvVars: env("filler-lock-wait")},
-			&cli.DurationFlag{Name: "change-ttl", Value: retention.Defaults.TTL, Usage: "how long deployment_changes rows are kept", EnvVars: env("change-ttl")},
-			&cli.DurationFlag{Name: "change-max-age", Value: retention.Defaults.MaxAge, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
-			&cli.IntFlag{Name: "revisions-kept", Value: retention.Defaults.RevisionsKept, Usage: "how many of each deployment's newest revisions (its history, what rollback can restore) are kept", EnvVars: env("revisions-kept")},
-			&cli.DurationFlag{Name: "agent-ttl", Value: retention.Defaults.AgentTTL, Usage: "an agent record nothing was heard of (heartbeat, stream, update) for this long is deleted", EnvVars: env("agent-ttl")},
-			&cli.DurationFlag{Name: "cleanup-interval", Value: retention.Defaults.Interval, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
-			&cli.DurationFlag{Name: "deploy-timeout", Value: workflow.Defaults.Timeout, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
-			&cli.BoolFlag{Name: "migrate", Value: true, Usage: "migrate the schema before serving", EnvVars: env("migrate")},
-		},
+		Flags: o.flags(),
 		Action: func(c *cli.Context) error {
-			log, err := newLogger(c.String(logLevelFlag.Name), c.String(logFormatFlag.Name))
-			if err != nil {
+			if err := o.Validate(); err != nil {
 				return err
 			}
-			if (c.String("tls-cert") == "") != (c.String("tls-key") == "") {
-				return fmt.Errorf("--tls-cert and --tls-key go together")
-			}
-			for _, peerFlag := range []string{"peer-ca", "peer-server-name"} {
-				if c.String(peerFlag) == "" {
-					continue
-				}
-				if c.String("advertise-addr") == "" || c.String("tls-cert") == "" {
-					return fmt.Errorf("--%s says how replicas verify each other over TLS: it needs --advertise-addr (peer pokes on) and --tls-cert (TLS)", peerFlag)
-				}
-			}
-			// The clients' rule (internal/dial): plaintext stays on this
-			// machine unless someone said otherwise.
-			if listen := c.String("listen"); c.String("tls-cert") == "" && !dial.Loopback(listen) {
-				if !c.Bool("insecure-listen") {
-					return fmt.Errorf("--listen %q is not a loopback address, and without TLS every token would cross the network in the clear: "+
-						"give --tls-cert and --tls-key, listen on loopback (--listen 127.0.0.1:7070), or accept it with --insecure-listen", listen)
-				}
-				log.Warn("serving without TLS on a non-loopback address (--insecure-listen): tokens cross the network in the clear", "listen", listen)
-			}
-			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			if c.Bool("migrate") {
-				if err := migrate(c.Context, db, log); err != nil {
-					return err
-				}
-			} else if _, err := desired.ClaimExistingNamespaces(c.Context, db.Ent, log); err != nil {
-				// Replicas of an older ctrld may have written resources
-				// without claiming their namespace; claim them now.
-				return err
-			}
-			srv, err := server.Start(c.Context, db, server.Config{
-				ListenAddr:     c.String("listen"),
-				MetricsAddr:    c.String("metrics-listen"),
-				TLSCert:        c.String("tls-cert"),
-				TLSKey:         c.String("tls-key"),
-				TLSClientCA:    c.String("tls-client-ca"),
-				Peers:          peers.Config{AdvertiseAddr: c.String("advertise-addr")},
-				PeerCA:         c.String("peer-ca"),
-				PeerServerName: c.String("peer-server-name"),
-				Instance:       c.String("instance"),
-				TokenRecheck:   c.Duration("token-recheck"),
-				Tailer: tailer.Config{
-					PollInterval:     c.Duration("poll-interval"),
-					HoleGrace:        c.Duration("hole-grace"),
-					FillerLockWait:   c.Duration("filler-lock-wait"),
-					UnavailableAfter: c.Duration("database-unavailable-after"),
-				},
-				Cluster: cluster.Config{MaxAgentsPerRegion: c.Int("max-agents-per-region")},
-				Stream: stream.Config{
-					SendTimeout:        c.Duration("stream-send-timeout"),
-					MaxFullSyncs:       c.Int("max-full-syncs"),
-					MaxStreamsPerToken: c.Int("max-streams-per-token"),
-					MaxStreams:         c.Int("max-streams"),
-				},
-				Retention: retention.Config{TTL: c.Duration("change-ttl"), MaxAge: c.Duration("change-max-age"), Interval: c.Duration("cleanup-interval"),
-					AgentTTL: c.Duration("agent-ttl"), RevisionsKept: c.Int("revisions-kept")},
-				Workflow: workflow.Config{Timeout: c.Duration("deploy-timeout")},
-			}, log)
-			if err != nil {
-				return err
-			}
-			<-c.Context.Done()
-			log.Info("shutting down")
-			srv.Stop()
-			return nil
+			return serve(c.Context, o)
 		},
 	}
+}
+
+// serve runs ctrld with o (valid) until ctx ends.
+func serve(ctx context.Context, o *serveOptions) error {
+	log, err := newLogger(o.LogLevel, o.LogFormat)
+	if err != nil {
+		return err
+	}
+	if o.plaintextOffMachine() {
+		log.Warn("serving without TLS on a non-loopback address (--insecure-listen): tokens cross the network in the clear", "listen", o.Server.ListenAddr)
+	}
+	db, err := store.Open(ctx, o.DatabaseDSN)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if o.Migrate {
+		if err := migrate(ctx, db, log); err != nil {
+			return err
+		}
+	} else if _, err := desired.ClaimExistingNamespaces(ctx, db.Ent, log); err != nil {
+		// Replicas of an older ctrld may have written resources
+		// without claiming their namespace; claim them now.
+		return err
+	}
+	srv, err := server.Start(ctx, db, o.Server, log)
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	log.Info("shutting down")
+	srv.Stop()
+	return nil
 }
 
 func tokenCommand() *cli.Command {
@@ -284,19 +207,4 @@ func tokenCommand() *cli.Command {
 			},
 		},
 	}
-}
-
-func newLogger(level, format string) (*slog.Logger, error) {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("--log-level: %w", err)
-	}
-	opts := &slog.HandlerOptions{Level: l}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format: want text or json, got %q", format)
 }

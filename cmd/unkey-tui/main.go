@@ -1,87 +1,17 @@
 // Command unkey-tui is the operator console for deploysync. See
-// `unkey-tui --help`.
+// `unkey-tui --help`; the command line is package tui/cmdline.
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"strings"
-	"time"
 
-	"github.com/urfave/cli/v2"
-	"google.golang.org/grpc"
-
-	"github.com/deploysync/deploysync/internal/dial"
-	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
-	"github.com/deploysync/deploysync/tui"
+	"github.com/deploysync/deploysync/tui/cmdline"
 )
 
 func main() {
-	if err := run(app(), os.Args); err != nil {
+	if err := cmdline.Run(cmdline.App(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "unkey-tui:", err)
 		os.Exit(1)
 	}
-}
-
-func env(name string) []string {
-	return []string{"UNKEY_TUI_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))}
-}
-
-func app() *cli.App {
-	a := &cli.App{
-		// A value is never split at commas: --env DSN=host=db,user=app
-		// is one variable. Repeat a flag for several values.
-		DisableSliceFlagSeparator: true,
-		Name:                      "unkey-tui",
-		Usage:                     "the deploysync operator console (no command) and script commands on the same operator API",
-		Description: "Shows every region's agent, cursor and lag (worst first), a region's pending changes and\n" +
-			"deployments, and lets you force a resync, pause/resume a region and stop/start a deployment,\n" +
-			"each after a confirmation. Keyboard only; ? shows all keys; q quits. Every flag can also be\n" +
-			"set through the environment variable shown; NO_COLOR turns colors off.",
-		Flags: slices.Concat(dial.Flags(env), []cli.Flag{
-			&cli.StringFlag{Name: "token", Usage: "operator token, from: ctrld token create --operator NAME (prefer --token-file)", EnvVars: env("token")},
-			&cli.StringFlag{Name: "token-file", Usage: "file holding the operator token", EnvVars: env("token-file")},
-			&cli.DurationFlag{Name: "refresh", Value: time.Second, Usage: "how often views refresh", EnvVars: env("refresh")},
-			outputFlag(),
-		}),
-		Before:   checkOutput,
-		Commands: scriptCommands(),
-		Action: func(c *cli.Context) error {
-			if c.Args().Present() {
-				// A mistyped command must fail, not open the console.
-				cli.HelpPrinter(c.App.ErrWriter, cli.AppHelpTemplate, c.App)
-				return fmt.Errorf("unknown command %q (the commands are listed above)", c.Args().First())
-			}
-			conn, err := connect(c)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			_, noColor := os.LookupEnv("NO_COLOR")
-			m := tui.New(ctrlv1.NewOperatorServiceClient(conn), tui.Options{Refresh: c.Duration("refresh"), NoColor: noColor,
-				Reconnect: conn.ResetConnectBackoff,
-				// Set by `go tool task dev` only (scripts/devstack).
-				Notices: os.Getenv("DEVSTACK_NOTICES")})
-			return tui.Run(c.Context, m, os.Stdout)
-		},
-	}
-	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
-	for _, cmd := range a.Commands {
-		cmd.OnUsageError = usageOnStderr(cli.CommandHelpTemplate, cmd)
-	}
-	return a
-}
-
-// connect dials ctrld with the global flags' token and TLS settings.
-func connect(c *cli.Context) (*grpc.ClientConn, error) {
-	token, err := dial.Token(c.String("token"), c.String("token-file"))
-	if err != nil {
-		return nil, err
-	}
-	if token == "" {
-		return nil, errors.New("an operator token is required: --token or --token-file (create one with `ctrld token create --operator NAME`)")
-	}
-	return dial.Ctrld(dial.FromFlags(c, token))
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/apitoken"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/validate"
 )
 
@@ -190,7 +191,7 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ 
 		return nil, "", status.Errorf(codes.PermissionDenied, "%s is not open to callers", fullMethod)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
-	token := bearerToken(md)
+	token := bearer.FromMetadata(md)
 	if token == "" {
 		return nil, "", status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
 	}
@@ -214,19 +215,6 @@ func serviceOf(fullMethod string) string {
 		return strings.TrimPrefix(fullMethod[:i], "/")
 	}
 	return fullMethod
-}
-
-// bearerToken returns the token of an "authorization: Bearer <token>"
-// header, or "". The scheme is case-insensitive (RFC 7235 section 2.1, on
-// which RFC 6750 builds), and one or more spaces may follow it.
-func bearerToken(md metadata.MD) string {
-	var token string
-	for _, v := range md.Get("authorization") {
-		if scheme, t, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Bearer") {
-			token = strings.TrimSpace(t)
-		}
-	}
-	return token
 }
 
 // Refusal is an operator call refused before it reached the operator
@@ -290,18 +278,3 @@ func RequireRegion(ctx context.Context, region string) error {
 	}
 	return nil
 }
-
-// BearerCredentials attaches a token to every call (client side).
-type BearerCredentials struct {
-	Token string
-	// Insecure allows sending the token without TLS (loopback, tests).
-	Insecure bool
-}
-
-// GetRequestMetadata implements credentials.PerRPCCredentials.
-func (b BearerCredentials) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer " + b.Token}, nil
-}
-
-// RequireTransportSecurity implements credentials.PerRPCCredentials.
-func (b BearerCredentials) RequireTransportSecurity() bool { return !b.Insecure }

@@ -16,12 +16,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/testcerts"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -374,7 +374,7 @@ func tlsDial(t *testing.T, addr, ca, token string) *grpc.ClientConn {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(bearer.Credentials{Token: token}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/testcerts"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -498,7 +499,7 @@ func TestMutualTLS(t *testing.T) {
 	pool.AppendCertsFromPEM(ca)
 	call := func(tc *tls.Config) error {
 		conn, err := grpc.NewClient(env.Server.Addr, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}))
+			grpc.WithPerRPCCredentials(bearer.Credentials{Token: token}))
 		if err != nil {
 			return err
 		}

@@ -16,13 +16,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -83,7 +83,7 @@ func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, re
 			// Eight identities: a region admits only so many agents
 			// (cluster.Config), and streams are what these tests count.
 			&ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: fmt.Sprintf("silent-%d", i%8)},
-			grpc.PerRPCCredentials(auth.BearerCredentials{Token: tokens[i/perToken], Insecure: true}))
+			grpc.PerRPCCredentials(bearer.Credentials{Token: tokens[i/perToken], Insecure: true}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,7 +420,7 @@ func TestStalledStreamsLeaveNothingQueuedBehind(t *testing.T) {
 			t.Cleanup(end)
 			_, err := client.WatchDeploymentChanges(streamCtx,
 				&ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: fmt.Sprintf("a-%d", i)},
-				grpc.PerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}))
+				grpc.PerRPCCredentials(bearer.Credentials{Token: token, Insecure: true}))
 			if err != nil {
 				t.Fatal(err)
 			}

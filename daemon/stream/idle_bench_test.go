@@ -22,12 +22,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/testcerts"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -310,7 +310,7 @@ func dialIdle(t *testing.T, spec idleClients, token string) *grpc.ClientConn {
 		t.Fatal(err)
 	}
 	conn, err := grpc.NewClient(spec.Addr, grpc.WithTransportCredentials(creds),
-		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token}), grpc.WithConnectParams(dial.Reconnect()))
+		grpc.WithPerRPCCredentials(bearer.Credentials{Token: token}), grpc.WithConnectParams(dial.Reconnect()))
 	if err != nil {
 		t.Fatal(err)
 	}

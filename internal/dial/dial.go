@@ -15,7 +15,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -25,7 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
 
-	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/limits"
 )
 
@@ -69,7 +68,7 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 				ErrPlaintextNonLoopback, o.Address)
 		}
 		opts = append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token, Insecure: true}))
+			grpc.WithPerRPCCredentials(bearer.Credentials{Token: o.Token, Insecure: true}))
 		return grpc.NewClient(o.Address, opts...)
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -91,7 +90,7 @@ func Ctrld(o Options) (*grpc.ClientConn, error) {
 		tc.Certificates = []tls.Certificate{pair}
 	}
 	opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tc)),
-		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: o.Token}))
+		grpc.WithPerRPCCredentials(bearer.Credentials{Token: o.Token}))
 	return grpc.NewClient(o.Address, opts...)
 }
 
@@ -112,18 +111,6 @@ func Flags(env func(flag string) []string) []cli.Flag {
 func FromFlags(c *cli.Context, token string) Options {
 	return Options{Address: c.String("ctrld-address"), Token: token, Insecure: c.Bool("insecure"), InsecureNonLoopback: c.Bool("insecure-non-loopback"),
 		CA: c.String("tls-ca"), Cert: c.String("tls-cert"), Key: c.String("tls-key")}
-}
-
-// Token reads the token from file when given, else returns flag.
-func Token(flag, file string) (string, error) {
-	if file == "" {
-		return flag, nil
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	return strings.TrimSpace(string(b)), nil
 }
 
 // Reconnect is how clients of ctrld reconnect: gRPC's default backoff,

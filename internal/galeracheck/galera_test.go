@@ -20,12 +20,12 @@ import (
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 
-	"github.com/deploysync/deploysync/daemon/auth"
 	dcluster "github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
 	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/feedcheck"
 	"github.com/deploysync/deploysync/internal/testdb"
@@ -118,7 +118,7 @@ func (c *cluster) dial(t *testing.T, token string) *grpc.ClientConn {
 		grpc.WithResolvers(r),
 		grpc.WithDefaultServiceConfig(`{"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}}`),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}),
+		grpc.WithPerRPCCredentials(bearer.Credentials{Token: token, Insecure: true}),
 		grpc.WithConnectParams(dial.Reconnect()))
 	if err != nil {
 		t.Fatal(err)

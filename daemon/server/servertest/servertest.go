@@ -19,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent/apitoken"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -150,7 +151,7 @@ func Dial(t testing.TB, addr, token string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr,
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(auth.BearerCredentials{Token: token, Insecure: true}),
+		grpc.WithPerRPCCredentials(bearer.Credentials{Token: token, Insecure: true}),
 		grpc.WithConnectParams(dial.Reconnect())) // as agents and the console reconnect
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"os"
@@ -37,7 +37,7 @@ func TestCLIJSONDocNamesEveryField(t *testing.T) {
 // The README names every environment variable the console reads.
 func TestREADMENamesEveryEnvironmentVariable(t *testing.T) {
 	readme := readFile(t, "../../README.md")
-	for _, f := range app().Flags {
+	for _, f := range App().Flags {
 		for _, v := range f.(cli.DocGenerationFlag).GetEnvVars() {
 			if !strings.Contains(readme, "`"+v+"`") {
 				t.Errorf("README.md does not name %s", v)

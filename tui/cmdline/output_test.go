@@ -1,14 +1,21 @@
-package main
+package cmdline
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+
+	"github.com/urfave/cli/v2"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+	"github.com/deploysync/deploysync/tui"
 )
 
 // runJSON runs the command line with --output json and decodes stdout,
@@ -17,9 +24,9 @@ import (
 func (e *cliEnv) runJSON(t *testing.T, v any, args ...string) error {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	a := app()
+	a := App()
 	a.Writer, a.ErrWriter = &stdout, &stderr
-	err := run(a, append([]string{"unkey-tui", "--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token, "--output", "json"}, args...))
+	err := Run(a, append([]string{"unkey-tui", "--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token, "--output", "json"}, args...))
 	text := stdout.String()
 	dec := json.NewDecoder(&stdout)
 	if derr := dec.Decode(v); derr != nil {
@@ -258,5 +265,83 @@ func TestErrorsJSON(t *testing.T) {
 		if doc.Error.Code != c.code || !strings.Contains(doc.Error.Message, c.words) {
 			t.Errorf("%v: error document %+v, want code %s and a message naming %s", c.args, doc.Error, c.code, c.words)
 		}
+	}
+}
+
+// hostile is agent-written text with what a terminal obeys or shows
+// disguised: C1's CSI (0x9b, "\x1b[" in one byte) clearing the screen,
+// DEL, a bidi override and isolate, a zero-width space, a BOM, a tag
+// character (outside the BMP), a line separator, ESC and a tab.
+const hostile = "apply failed \u009b2J\u007f\u202eevil\u2066\u200b\ufeff\U000E0041\u2028\x1b]0;t\a\tend"
+
+// With --output json, agent-written text reaches stdout with every
+// character tui.Clean keeps from a terminal escaped as \uXXXX: a script
+// decodes the agent's exact words, and a person who runs the command at a
+// terminal is not shown them raw.
+func TestJSONEscapesWhatCleanDrops(t *testing.T) {
+	e := newCLIEnv(t)
+	if _, err := e.env.Agent("eu").ReportAgentStatus(t.Context(), &ctrlv1.ReportAgentStatusRequest{
+		Region: "eu", AgentIdentity: "agentd-eu-0", LastError: hostile}); err != nil {
+		t.Fatal(err)
+	}
+	var stdout bytes.Buffer
+	a := App()
+	a.Writer, a.ErrWriter = &stdout, io.Discard
+	a.ExitErrHandler = func(*cli.Context, error) {}
+	if err := Run(a, []string{"unkey-tui", "--ctrld-address", e.env.Server.Addr, "--insecure", "--token", e.token, "--output", "json", "regions"}); err != nil {
+		t.Fatal(err)
+	}
+	out := stdout.String()
+	if i := strings.IndexFunc(out, func(r rune) bool { return r != '\n' && tui.Unsafe(r) }); i >= 0 {
+		t.Fatalf("stdout carries %U raw at byte %d:\n%q", []rune(out[i:])[0], i, out)
+	}
+	for _, escaped := range []string{`\u009b2J`, `\u007f`, `\u202eevil`, `\u2066`, `\u200b`, `\ufeff`, `\udb40\udc41`, `\u2028`, `\u001b]0;t\u0007\tend`} {
+		if !strings.Contains(out, escaped) {
+			t.Errorf("stdout lacks %s:\n%s", escaped, out)
+		}
+	}
+	var doc struct {
+		Regions []struct {
+			Region    string `json:"region"`
+			LastError string `json:"last_error"`
+		} `json:"regions"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &doc); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	for _, r := range doc.Regions {
+		if r.Region == "eu" && r.LastError != hostile {
+			t.Errorf("last_error decodes to %q, want the agent's words %q", r.LastError, hostile)
+		}
+	}
+}
+
+// writeJSON escapes each character Clean drops, whatever document holds it
+// (results and error documents too), and leaves the rest as encoding/json
+// writes it.
+func TestWriteJSONEscapesEveryCharacterCleanDrops(t *testing.T) {
+	var unsafe []rune
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if tui.Unsafe(r) {
+			unsafe = append(unsafe, r)
+		}
+	}
+	in := string(unsafe) + " plain é 中 🙂"
+	var out bytes.Buffer
+	if err := writeJSON(&out, errorDocument(errors.New(in))); err != nil {
+		t.Fatal(err)
+	}
+	if i := strings.IndexFunc(out.String(), func(r rune) bool { return r != '\n' && tui.Unsafe(r) }); i >= 0 {
+		t.Fatalf("%U written raw", []rune(out.String()[i:])[0])
+	}
+	var doc struct{ Error struct{ Message string } }
+	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if doc.Error.Message != in {
+		t.Fatalf("the message does not decode to what was written")
+	}
+	if !strings.Contains(out.String(), " plain é 中 🙂") {
+		t.Fatalf("printable text is escaped too:\n%s", out.String()[len(out.String())-40:])
 	}
 }

@@ -1,8 +1,11 @@
-package main
+package cmdline
 
 import (
 	"bytes"
+	"io"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,10 +25,10 @@ func TestScriptCommands(t *testing.T) {
 	token := env.OperatorToken("ci-bot")
 	run := func(args ...string) (string, error) {
 		var out bytes.Buffer
-		a := app()
+		a := App()
 		a.Writer = &out
 		a.ExitErrHandler = func(*cli.Context, error) {} // return errors, do not exit the test
-		err := run(a, append([]string{"unkey-tui", "--ctrld-address", env.Server.Addr, "--insecure", "--token", token}, args...))
+		err := Run(a, append([]string{"unkey-tui", "--ctrld-address", env.Server.Addr, "--insecure", "--token", token}, args...))
 		return out.String(), err
 	}
 	steps := []struct {
@@ -80,10 +83,10 @@ func TestScriptCommandsRejectBadNumbers(t *testing.T) {
 		{deploy("--port", "65536"), "--port"},
 		{[]string{"scale", "--region", "eu", "--", "api", "-1"}, `REPLICAS "-1"`},
 	} {
-		a := app()
+		a := App()
 		a.Writer = &bytes.Buffer{}
 		a.ExitErrHandler = func(*cli.Context, error) {}
-		err := run(a, append([]string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t"}, c.args...))
+		err := Run(a, append([]string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t"}, c.args...))
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "Unavailable") {
 			t.Errorf("%v: got %v, want a local error naming %s", c.args, err, c.want)
 		}
@@ -120,10 +123,10 @@ func (e *cliEnv) run(args ...string) (string, error) {
 // stderr together.
 func (e *cliEnv) runLine(args ...string) (string, error) {
 	var out bytes.Buffer
-	a := app()
+	a := App()
 	a.Writer, a.ErrWriter = &out, &out
 	a.ExitErrHandler = func(*cli.Context, error) {}
-	err := run(a, append([]string{"unkey-tui"}, args...))
+	err := Run(a, append([]string{"unkey-tui"}, args...))
 	return out.String(), err
 }
 
@@ -217,10 +220,10 @@ func TestFlagsAnywhereOnTheCommandLine(t *testing.T) {
 // An unknown command fails with the usage instead of opening the console.
 func TestUnknownCommandFailsWithUsage(t *testing.T) {
 	var out bytes.Buffer
-	a := app()
+	a := App()
 	a.Writer, a.ErrWriter = &out, &out
 	a.ExitErrHandler = func(*cli.Context, error) {}
-	err := run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t", "stpo", "api"})
+	err := Run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token", "t", "stpo", "api"})
 	if err == nil || !strings.Contains(err.Error(), `unknown command "stpo"`) || !strings.Contains(out.String(), "COMMANDS:") {
 		t.Fatalf("error %v, output %q; want an unknown-command error and the usage", err, out.String())
 	}
@@ -277,5 +280,24 @@ func TestValuesAreTakenAsTyped(t *testing.T) {
 	}
 	if _, err := e.run("regions", "eu"); err == nil || !strings.Contains(err.Error(), "takes no arguments") {
 		t.Fatalf("regions with an argument: got %v", err)
+	}
+}
+
+// unkey-tui refuses a token file other users may read before it dials
+// ctrld, and says how to fix it.
+func TestRefusesATokenFileOthersMayRead(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "alice.token")
+	if err := os.WriteFile(file, []byte("dso_x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	a := App()
+	a.Writer, a.ErrWriter = io.Discard, io.Discard
+	a.ExitErrHandler = func(*cli.Context, error) {}
+	err := Run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token-file", file, "regions"})
+	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+file) {
+		t.Fatalf("got %v, want the refusal saying `chmod 600 %s`", err, file)
 	}
 }

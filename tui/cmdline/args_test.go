@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"slices"
@@ -29,13 +29,13 @@ func TestFlagsFirst(t *testing.T) {
 		// An unknown command is left for the app to refuse.
 		"unkey-tui stpo api --region eu": "unkey-tui stpo api --region eu",
 	} {
-		got := strings.Join(flagsFirst(app(), strings.Fields(in)), " ")
+		got := strings.Join(flagsFirst(App(), strings.Fields(in)), " ")
 		if got != want {
 			t.Errorf("flagsFirst(%s)\n got %s\nwant %s", in, got, want)
 		}
 	}
 	args := []string{"unkey-tui", "stop", "api", "--region", "eu"}
-	flagsFirst(app(), args)
+	flagsFirst(App(), args)
 	if !slices.Equal(args, []string{"unkey-tui", "stop", "api", "--region", "eu"}) {
 		t.Fatalf("flagsFirst changed its input: %v", args)
 	}

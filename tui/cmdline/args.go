@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"slices"
@@ -8,10 +8,10 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// run runs a on a command line as the shell gave it. With --output json, a
-// command that fails also prints its error document on stdout; the caller
-// prints the error on stderr.
-func run(a *cli.App, args []string) error {
+// Run runs a (App) on a command line as the shell gave it (os.Args). With
+// --output json, a command that fails also prints its error document on
+// stdout; the caller prints the error on stderr.
+func Run(a *cli.App, args []string) error {
 	err := a.Run(flagsFirst(a, args))
 	if err != nil && a.Metadata["output"] == outputJSON {
 		_ = writeJSON(a.Writer, errorDocument(err)) // stderr has it anyway

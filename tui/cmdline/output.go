@@ -1,4 +1,4 @@
-package main
+package cmdline
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/grpc/status"
@@ -100,19 +102,52 @@ func printResult(c *cli.Context, r result) error {
 	return err
 }
 
-// writeJSON writes v as one indented JSON document and a newline.
+// writeJSON writes v as one indented JSON document and a newline, with
+// every character tui.Clean would keep from a terminal escaped.
 func writeJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
+	if err := json.Indent(&out, escapeUnsafe(b), "", "  "); err != nil {
 		return err
 	}
 	out.WriteByte('\n')
 	_, err = out.WriteTo(w)
 	return err
+}
+
+// escapeUnsafe returns the compact JSON document b with every character
+// tui.Unsafe names written as a \uXXXX escape (a surrogate pair outside
+// the Basic Multilingual Plane), and any byte that is not UTF-8 as \ufffd.
+// encoding/json and protojson escape only what JSON requires (below
+// U+0020), so agent-written text would reach a terminal with its C1
+// controls (0x9b is CSI: "\x1b[" in one character), DEL, bidi overrides
+// and zero-width characters intact. A script decodes the same text either
+// way.
+//
+// Outside strings a compact document holds only ASCII punctuation, digits
+// and letters, so every character escaped here is inside a string, where
+// an escape means the character itself.
+func escapeUnsafe(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		switch {
+		case r == utf8.RuneError && n == 1:
+			out = append(out, `\ufffd`...)
+		case r < ' ' || !tui.Unsafe(r): // below ' ', already escaped
+			out = append(out, b[:n]...)
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			out = fmt.Appendf(out, `\u%04x\u%04x`, hi, lo)
+		default:
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 // usageOnStderr is the OnUsageError of the app (template and data: its
