@@ -69,6 +69,7 @@ type APITokenMutation struct {
 	created_at         *time.Time
 	revoked_at         *time.Time
 	live_operator_name *string
+	public_id          *string
 	clearedFields      map[string]struct{}
 	done               bool
 	oldValue           func(context.Context) (*APIToken, error)
@@ -451,6 +452,55 @@ func (m *APITokenMutation) ResetLiveOperatorName() {
 	delete(m.clearedFields, apitoken.FieldLiveOperatorName)
 }
 
+// SetPublicID sets the "public_id" field.
+func (m *APITokenMutation) SetPublicID(s string) {
+	m.public_id = &s
+}
+
+// PublicID returns the value of the "public_id" field in the mutation.
+func (m *APITokenMutation) PublicID() (r string, exists bool) {
+	v := m.public_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPublicID returns the old "public_id" field's value of the APIToken entity.
+// If the APIToken object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *APITokenMutation) OldPublicID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPublicID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPublicID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPublicID: %w", err)
+	}
+	return oldValue.PublicID, nil
+}
+
+// ClearPublicID clears the value of the "public_id" field.
+func (m *APITokenMutation) ClearPublicID() {
+	m.public_id = nil
+	m.clearedFields[apitoken.FieldPublicID] = struct{}{}
+}
+
+// PublicIDCleared returns if the "public_id" field was cleared in this mutation.
+func (m *APITokenMutation) PublicIDCleared() bool {
+	_, ok := m.clearedFields[apitoken.FieldPublicID]
+	return ok
+}
+
+// ResetPublicID resets all changes to the "public_id" field.
+func (m *APITokenMutation) ResetPublicID() {
+	m.public_id = nil
+	delete(m.clearedFields, apitoken.FieldPublicID)
+}
+
 // Where appends a list predicates to the APITokenMutation builder.
 func (m *APITokenMutation) Where(ps ...predicate.APIToken) {
 	m.predicates = append(m.predicates, ps...)
@@ -485,7 +535,7 @@ func (m *APITokenMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *APITokenMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 8)
 	if m.kind != nil {
 		fields = append(fields, apitoken.FieldKind)
 	}
@@ -506,6 +556,9 @@ func (m *APITokenMutation) Fields() []string {
 	}
 	if m.live_operator_name != nil {
 		fields = append(fields, apitoken.FieldLiveOperatorName)
+	}
+	if m.public_id != nil {
+		fields = append(fields, apitoken.FieldPublicID)
 	}
 	return fields
 }
@@ -529,6 +582,8 @@ func (m *APITokenMutation) Field(name string) (ent.Value, bool) {
 		return m.RevokedAt()
 	case apitoken.FieldLiveOperatorName:
 		return m.LiveOperatorName()
+	case apitoken.FieldPublicID:
+		return m.PublicID()
 	}
 	return nil, false
 }
@@ -552,6 +607,8 @@ func (m *APITokenMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldRevokedAt(ctx)
 	case apitoken.FieldLiveOperatorName:
 		return m.OldLiveOperatorName(ctx)
+	case apitoken.FieldPublicID:
+		return m.OldPublicID(ctx)
 	}
 	return nil, fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -610,6 +667,13 @@ func (m *APITokenMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetLiveOperatorName(v)
 		return nil
+	case apitoken.FieldPublicID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPublicID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -646,6 +710,9 @@ func (m *APITokenMutation) ClearedFields() []string {
 	if m.FieldCleared(apitoken.FieldLiveOperatorName) {
 		fields = append(fields, apitoken.FieldLiveOperatorName)
 	}
+	if m.FieldCleared(apitoken.FieldPublicID) {
+		fields = append(fields, apitoken.FieldPublicID)
+	}
 	return fields
 }
 
@@ -665,6 +732,9 @@ func (m *APITokenMutation) ClearField(name string) error {
 		return nil
 	case apitoken.FieldLiveOperatorName:
 		m.ClearLiveOperatorName()
+		return nil
+	case apitoken.FieldPublicID:
+		m.ClearPublicID()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken nullable field %s", name)
@@ -694,6 +764,9 @@ func (m *APITokenMutation) ResetField(name string) error {
 		return nil
 	case apitoken.FieldLiveOperatorName:
 		m.ResetLiveOperatorName()
+		return nil
+	case apitoken.FieldPublicID:
+		m.ResetPublicID()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)

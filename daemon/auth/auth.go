@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -48,13 +47,15 @@ type Principal struct {
 	tokenHash string
 }
 
-// Create issues a token and returns it; only its hash is stored. Agent
+// Create issues a token and returns it; only its hash is stored, with the
+// token's ID (TokenID), which names it to people. Agent
 // tokens need a region, which is registered if new. An operator token's
 // name must not be taken by a live operator token (ErrNameTaken): the audit
 // log names operators by it. Agent tokens may share a name, in a region or
 // across regions: the audit log does not name them, and a cluster's agent
 // replicas, or an old and a new token during a rotation, may well carry the
-// same one ("agent-<region>" is the CLI's default).
+// same one ("agent-<region>" is the CLI's default); their IDs tell them
+// apart. A name may not look like an ID (IDPrefix).
 //
 // The database decides who gets a name: an operator token stores it in
 // live_operator_name, which has a unique index. Of concurrent creators of
@@ -66,6 +67,9 @@ type Principal struct {
 func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("name: must not be empty")
+	}
+	if strings.HasPrefix(name, IDPrefix) {
+		return "", fmt.Errorf("name %q: must not begin with %q, which marks token IDs", name, IDPrefix)
 	}
 	prefix := operatorPrefix
 	if kind == Agent {
@@ -87,7 +91,7 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 				return fmt.Errorf("register region: %w", err)
 			}
 		}
-		create := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token))
+		create := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).SetPublicID(TokenID(token))
 		if kind == Operator {
 			create.SetLiveOperatorName(name)
 		}
@@ -104,14 +108,6 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 		return "", err
 	}
 	return token, nil
-}
-
-// Revoke revokes every live token with the given name and kind; it returns
-// how many. A revoked operator token's name is free again.
-func Revoke(ctx context.Context, client *ent.Client, kind apitoken.Kind, name string) (int, error) {
-	return client.APIToken.Update().
-		Where(apitoken.KindEQ(kind), apitoken.Name(name), apitoken.RevokedAtIsNil()).
-		SetRevokedAt(time.Now().UTC()).ClearLiveOperatorName().Save(ctx)
 }
 
 func hash(token string) string {

@@ -79,6 +79,10 @@ func init() {
 	apitokenDescLiveOperatorName := apitokenFields[6].Descriptor()
 	// apitoken.LiveOperatorNameValidator is a validator for the "live_operator_name" field. It is called by the builders before save.
 	apitoken.LiveOperatorNameValidator = apitokenDescLiveOperatorName.Validators[0].(func(string) error)
+	// apitokenDescPublicID is the schema descriptor for public_id field.
+	apitokenDescPublicID := apitokenFields[7].Descriptor()
+	// apitoken.PublicIDValidator is a validator for the "public_id" field. It is called by the builders before save.
+	apitoken.PublicIDValidator = apitokenDescPublicID.Validators[0].(func(string) error)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0
