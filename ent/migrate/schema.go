@@ -88,6 +88,8 @@ var (
 		{Name: "detail", Type: field.TypeString, Size: 4096, Default: ""},
 		{Name: "error", Type: field.TypeString, Size: 4096, Default: ""},
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "count", Type: field.TypeInt, Default: 1},
+		{Name: "last_seen_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 	}
 	// OperatorAuditLogTable holds the schema information for the "operator_audit_log" table.
 	OperatorAuditLogTable = &schema.Table{

@@ -178,6 +178,12 @@ func init() {
 	auditlogDescCreatedAt := auditlogFields[5].Descriptor()
 	// auditlog.DefaultCreatedAt holds the default value on creation for the created_at field.
 	auditlog.DefaultCreatedAt = auditlogDescCreatedAt.Default.(func() time.Time)
+	// auditlogDescCount is the schema descriptor for count field.
+	auditlogDescCount := auditlogFields[6].Descriptor()
+	// auditlog.DefaultCount holds the default value on creation for the count field.
+	auditlog.DefaultCount = auditlogDescCount.Default.(int)
+	// auditlog.CountValidator is a validator for the "count" field. It is called by the builders before save.
+	auditlog.CountValidator = auditlogDescCount.Validators[0].(func(int) error)
 	ciliumnetworkpolicyMixin := schema.CiliumNetworkPolicy{}.Mixin()
 	ciliumnetworkpolicyHooks := schema.CiliumNetworkPolicy{}.Hooks()
 	ciliumnetworkpolicy.Hooks[0] = ciliumnetworkpolicyHooks[0]
