@@ -59,13 +59,15 @@ func unknownToken(i int, wellFormed bool) string {
 
 // Refused operator calls take bounded work, whatever their number: 64
 // writes at once with one leaked agent token, then 200 unknown tokens
-// sending 5 writes each, all while an operator deploys. The refusals
-// never hold more than a third of the main pool (before: an audit INSERT
-// each, with no deadline, 45 at once, the whole pool), a token is looked
-// up in the database at most once however often it is refused, and never
-// more than a bounded number at once, the agent token's refusals are one
-// audit record that counts them (before: one each), and every one of the
-// operator's calls succeeds within its usual 5 s deadline.
+// (half shaped like ctrld's) sending 5 writes each, all while an operator
+// scales and reads. The refusals never hold more than a third of the main
+// pool (before: an audit INSERT each, with no deadline, 45 connections at
+// once, the whole pool); tokens are looked up at most LookupsAtOnce at
+// once (before: 199), an unknown token at most once however often it is
+// sent, one not shaped like ctrld's never; the agent token's 64 refusals
+// are one audit record that counts them (before: 64 records, 30 written
+// at once); every one of the operator's calls succeeds within its usual
+// 5 s deadline, and a token issued after the flood works at once.
 func TestRefusedCallsTakeBoundedWork(t *testing.T) {
 	db := storetest.New(t)
 	var lookups, auditWrites inFlight
@@ -180,6 +182,11 @@ func TestRefusedCallsTakeBoundedWork(t *testing.T) {
 	}
 	if n := auditWrites.peak.Load(); n > 2 {
 		t.Errorf("%d audit records were written at once; want at most 2 (the operator's own, and the refusals' in one statement)", n)
+	}
+	// Unknown tokens are remembered as such, never a new one: a token
+	// issued now works at once.
+	if _, err := env.Operator("bob").ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); err != nil {
+		t.Errorf("a token issued after the flood of unknown ones: %v", err)
 	}
 	env.Server.Stop() // writes what it gathered
 	refused := env.DB.Ent.AuditLog.Query().Where(auditlog.Actor("agent-eu")).AllX(context.Background())
