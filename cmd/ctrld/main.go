@@ -132,7 +132,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "change-max-age", Value: retention.Defaults.MaxAge, Usage: "how long rows are kept for a lagging agent at most", EnvVars: env("change-max-age")},
 			&cli.IntFlag{Name: "revisions-kept", Value: retention.Defaults.RevisionsKept, Usage: "how many of each deployment's newest revisions (its history, what rollback can restore) are kept", EnvVars: env("revisions-kept")},
 			&cli.DurationFlag{Name: "agent-ttl", Value: retention.Defaults.AgentTTL, Usage: "an agent record nothing was heard of (heartbeat, stream, update) for this long is deleted", EnvVars: env("agent-ttl")},
-			&cli.DurationFlag{Name: "audit-ttl", Value: retention.Defaults.AuditTTL, Usage: "how long operator_audit_log rows (operators' actions, and writes refused for the token's kind) are kept; retention deletes older ones. Default 400 days: a year's audit period and a month to export it", EnvVars: env("audit-ttl")},
+			&cli.DurationFlag{Name: "audit-ttl", Value: retention.Defaults.AuditTTL, Usage: "how long operator_audit_log rows (operators' actions, and writes refused for the token's kind) are kept before retention deletes them; 9600h is 400 days, a year's audit period and a month to export it", EnvVars: env("audit-ttl")},
 			&cli.DurationFlag{Name: "cleanup-interval", Value: retention.Defaults.Interval, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
 			&cli.DurationFlag{Name: "deploy-timeout", Value: workflow.Defaults.Timeout, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
 			&cli.BoolFlag{Name: "migrate", Value: true, Usage: "migrate the schema before serving", EnvVars: env("migrate")},
