@@ -31,7 +31,9 @@ type APIToken struct {
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
 	// LiveOperatorName holds the value of the "live_operator_name" field.
 	LiveOperatorName *string `json:"live_operator_name,omitempty"`
-	selectValues     sql.SelectValues
+	// PublicID holds the value of the "public_id" field.
+	PublicID     string `json:"public_id,omitempty"`
+	selectValues sql.SelectValues
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -41,7 +43,7 @@ func (*APIToken) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case apitoken.FieldID:
 			values[i] = new(sql.NullInt64)
-		case apitoken.FieldKind, apitoken.FieldName, apitoken.FieldRegion, apitoken.FieldHash, apitoken.FieldLiveOperatorName:
+		case apitoken.FieldKind, apitoken.FieldName, apitoken.FieldRegion, apitoken.FieldHash, apitoken.FieldLiveOperatorName, apitoken.FieldPublicID:
 			values[i] = new(sql.NullString)
 		case apitoken.FieldCreatedAt, apitoken.FieldRevokedAt:
 			values[i] = new(sql.NullTime)
@@ -110,6 +112,12 @@ func (_m *APIToken) assignValues(columns []string, values []any) error {
 				_m.LiveOperatorName = new(string)
 				*_m.LiveOperatorName = value.String
 			}
+		case apitoken.FieldPublicID:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field public_id", values[i])
+			} else if value.Valid {
+				_m.PublicID = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -169,6 +177,9 @@ func (_m *APIToken) String() string {
 		builder.WriteString("live_operator_name=")
 		builder.WriteString(*v)
 	}
+	builder.WriteString(", ")
+	builder.WriteString("public_id=")
+	builder.WriteString(_m.PublicID)
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -96,6 +96,20 @@ func (_c *APITokenCreate) SetNillableLiveOperatorName(v *string) *APITokenCreate
 	return _c
 }
 
+// SetPublicID sets the "public_id" field.
+func (_c *APITokenCreate) SetPublicID(v string) *APITokenCreate {
+	_c.mutation.SetPublicID(v)
+	return _c
+}
+
+// SetNillablePublicID sets the "public_id" field if the given value is not nil.
+func (_c *APITokenCreate) SetNillablePublicID(v *string) *APITokenCreate {
+	if v != nil {
+		_c.SetPublicID(*v)
+	}
+	return _c
+}
+
 // Mutation returns the APITokenMutation object of the builder.
 func (_c *APITokenCreate) Mutation() *APITokenMutation {
 	return _c.mutation
@@ -183,6 +197,11 @@ func (_c *APITokenCreate) check() error {
 			return &ValidationError{Name: "live_operator_name", err: fmt.Errorf(`ent: validator failed for field "APIToken.live_operator_name": %w`, err)}
 		}
 	}
+	if v, ok := _c.mutation.PublicID(); ok {
+		if err := apitoken.PublicIDValidator(v); err != nil {
+			return &ValidationError{Name: "public_id", err: fmt.Errorf(`ent: validator failed for field "APIToken.public_id": %w`, err)}
+		}
+	}
 	return nil
 }
 
@@ -237,6 +256,10 @@ func (_c *APITokenCreate) createSpec() (*APIToken, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.LiveOperatorName(); ok {
 		_spec.SetField(apitoken.FieldLiveOperatorName, field.TypeString, value)
 		_node.LiveOperatorName = &value
+	}
+	if value, ok := _c.mutation.PublicID(); ok {
+		_spec.SetField(apitoken.FieldPublicID, field.TypeString, value)
+		_node.PublicID = value
 	}
 	return _node, _spec
 }
@@ -351,6 +374,9 @@ func (u *APITokenUpsertOne) UpdateNewValues() *APITokenUpsertOne {
 		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(apitoken.FieldCreatedAt)
+		}
+		if _, exists := u.create.mutation.PublicID(); exists {
+			s.SetIgnore(apitoken.FieldPublicID)
 		}
 	}))
 	return u
@@ -615,6 +641,9 @@ func (u *APITokenUpsertBulk) UpdateNewValues() *APITokenUpsertBulk {
 			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(apitoken.FieldCreatedAt)
+			}
+			if _, exists := b.mutation.PublicID(); exists {
+				s.SetIgnore(apitoken.FieldPublicID)
 			}
 		}
 	}))

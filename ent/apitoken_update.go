@@ -141,6 +141,9 @@ func (_u *APITokenUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	if _u.mutation.LiveOperatorNameCleared() {
 		_spec.ClearField(apitoken.FieldLiveOperatorName, field.TypeString)
 	}
+	if _u.mutation.PublicIDCleared() {
+		_spec.ClearField(apitoken.FieldPublicID, field.TypeString)
+	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -304,6 +307,9 @@ func (_u *APITokenUpdateOne) sqlSave(ctx context.Context) (_node *APIToken, err 
 	}
 	if _u.mutation.LiveOperatorNameCleared() {
 		_spec.ClearField(apitoken.FieldLiveOperatorName, field.TypeString)
+	}
+	if _u.mutation.PublicIDCleared() {
+		_spec.ClearField(apitoken.FieldPublicID, field.TypeString)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &APIToken{config: _u.config}

@@ -28,7 +28,11 @@ type AuditLog struct {
 	// Error holds the value of the "error" field.
 	Error string `json:"error,omitempty"`
 	// CreatedAt holds the value of the "created_at" field.
-	CreatedAt    time.Time `json:"created_at,omitempty"`
+	CreatedAt time.Time `json:"created_at,omitempty"`
+	// Count holds the value of the "count" field.
+	Count int `json:"count,omitempty"`
+	// LastSeenAt holds the value of the "last_seen_at" field.
+	LastSeenAt   *time.Time `json:"last_seen_at,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -37,11 +41,11 @@ func (*AuditLog) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case auditlog.FieldID:
+		case auditlog.FieldID, auditlog.FieldCount:
 			values[i] = new(sql.NullInt64)
 		case auditlog.FieldActor, auditlog.FieldAction, auditlog.FieldTarget, auditlog.FieldDetail, auditlog.FieldError:
 			values[i] = new(sql.NullString)
-		case auditlog.FieldCreatedAt:
+		case auditlog.FieldCreatedAt, auditlog.FieldLastSeenAt:
 			values[i] = new(sql.NullTime)
 		default:
 			values[i] = new(sql.UnknownType)
@@ -100,6 +104,19 @@ func (_m *AuditLog) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.CreatedAt = value.Time
 			}
+		case auditlog.FieldCount:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field count", values[i])
+			} else if value.Valid {
+				_m.Count = int(value.Int64)
+			}
+		case auditlog.FieldLastSeenAt:
+			if value, ok := values[i].(*sql.NullTime); !ok {
+				return fmt.Errorf("unexpected type %T for field last_seen_at", values[i])
+			} else if value.Valid {
+				_m.LastSeenAt = new(time.Time)
+				*_m.LastSeenAt = value.Time
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -153,6 +170,14 @@ func (_m *AuditLog) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("created_at=")
 	builder.WriteString(_m.CreatedAt.Format(time.ANSIC))
+	builder.WriteString(", ")
+	builder.WriteString("count=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Count))
+	builder.WriteString(", ")
+	if v := _m.LastSeenAt; v != nil {
+		builder.WriteString("last_seen_at=")
+		builder.WriteString(v.Format(time.ANSIC))
+	}
 	builder.WriteByte(')')
 	return builder.String()
 }

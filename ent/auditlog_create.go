@@ -90,6 +90,34 @@ func (_c *AuditLogCreate) SetNillableCreatedAt(v *time.Time) *AuditLogCreate {
 	return _c
 }
 
+// SetCount sets the "count" field.
+func (_c *AuditLogCreate) SetCount(v int) *AuditLogCreate {
+	_c.mutation.SetCount(v)
+	return _c
+}
+
+// SetNillableCount sets the "count" field if the given value is not nil.
+func (_c *AuditLogCreate) SetNillableCount(v *int) *AuditLogCreate {
+	if v != nil {
+		_c.SetCount(*v)
+	}
+	return _c
+}
+
+// SetLastSeenAt sets the "last_seen_at" field.
+func (_c *AuditLogCreate) SetLastSeenAt(v time.Time) *AuditLogCreate {
+	_c.mutation.SetLastSeenAt(v)
+	return _c
+}
+
+// SetNillableLastSeenAt sets the "last_seen_at" field if the given value is not nil.
+func (_c *AuditLogCreate) SetNillableLastSeenAt(v *time.Time) *AuditLogCreate {
+	if v != nil {
+		_c.SetLastSeenAt(*v)
+	}
+	return _c
+}
+
 // Mutation returns the AuditLogMutation object of the builder.
 func (_c *AuditLogCreate) Mutation() *AuditLogMutation {
 	return _c.mutation
@@ -141,6 +169,10 @@ func (_c *AuditLogCreate) defaults() {
 		v := auditlog.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
 	}
+	if _, ok := _c.mutation.Count(); !ok {
+		v := auditlog.DefaultCount
+		_c.mutation.SetCount(v)
+	}
 }
 
 // check runs all checks and user-defined validators on the builder.
@@ -182,6 +214,14 @@ func (_c *AuditLogCreate) check() error {
 	}
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		return &ValidationError{Name: "created_at", err: errors.New(`ent: missing required field "AuditLog.created_at"`)}
+	}
+	if _, ok := _c.mutation.Count(); !ok {
+		return &ValidationError{Name: "count", err: errors.New(`ent: missing required field "AuditLog.count"`)}
+	}
+	if v, ok := _c.mutation.Count(); ok {
+		if err := auditlog.CountValidator(v); err != nil {
+			return &ValidationError{Name: "count", err: fmt.Errorf(`ent: validator failed for field "AuditLog.count": %w`, err)}
+		}
 	}
 	return nil
 }
@@ -233,6 +273,14 @@ func (_c *AuditLogCreate) createSpec() (*AuditLog, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.CreatedAt(); ok {
 		_spec.SetField(auditlog.FieldCreatedAt, field.TypeTime, value)
 		_node.CreatedAt = value
+	}
+	if value, ok := _c.mutation.Count(); ok {
+		_spec.SetField(auditlog.FieldCount, field.TypeInt, value)
+		_node.Count = value
+	}
+	if value, ok := _c.mutation.LastSeenAt(); ok {
+		_spec.SetField(auditlog.FieldLastSeenAt, field.TypeTime, value)
+		_node.LastSeenAt = &value
 	}
 	return _node, _spec
 }
@@ -314,6 +362,12 @@ func (u *AuditLogUpsertOne) UpdateNewValues() *AuditLogUpsertOne {
 		}
 		if _, exists := u.create.mutation.CreatedAt(); exists {
 			s.SetIgnore(auditlog.FieldCreatedAt)
+		}
+		if _, exists := u.create.mutation.Count(); exists {
+			s.SetIgnore(auditlog.FieldCount)
+		}
+		if _, exists := u.create.mutation.LastSeenAt(); exists {
+			s.SetIgnore(auditlog.FieldLastSeenAt)
 		}
 	}))
 	return u
@@ -539,6 +593,12 @@ func (u *AuditLogUpsertBulk) UpdateNewValues() *AuditLogUpsertBulk {
 			}
 			if _, exists := b.mutation.CreatedAt(); exists {
 				s.SetIgnore(auditlog.FieldCreatedAt)
+			}
+			if _, exists := b.mutation.Count(); exists {
+				s.SetIgnore(auditlog.FieldCount)
+			}
+			if _, exists := b.mutation.LastSeenAt(); exists {
+				s.SetIgnore(auditlog.FieldLastSeenAt)
 			}
 		}
 	}))

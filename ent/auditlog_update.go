@@ -75,6 +75,9 @@ func (_u *AuditLogUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 			}
 		}
 	}
+	if _u.mutation.LastSeenAtCleared() {
+		_spec.ClearField(auditlog.FieldLastSeenAt, field.TypeTime)
+	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -173,6 +176,9 @@ func (_u *AuditLogUpdateOne) sqlSave(ctx context.Context) (_node *AuditLog, err 
 				ps[i](selector)
 			}
 		}
+	}
+	if _u.mutation.LastSeenAtCleared() {
+		_spec.ClearField(auditlog.FieldLastSeenAt, field.TypeTime)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &AuditLog{config: _u.config}

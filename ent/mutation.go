@@ -69,6 +69,7 @@ type APITokenMutation struct {
 	created_at         *time.Time
 	revoked_at         *time.Time
 	live_operator_name *string
+	public_id          *string
 	clearedFields      map[string]struct{}
 	done               bool
 	oldValue           func(context.Context) (*APIToken, error)
@@ -451,6 +452,55 @@ func (m *APITokenMutation) ResetLiveOperatorName() {
 	delete(m.clearedFields, apitoken.FieldLiveOperatorName)
 }
 
+// SetPublicID sets the "public_id" field.
+func (m *APITokenMutation) SetPublicID(s string) {
+	m.public_id = &s
+}
+
+// PublicID returns the value of the "public_id" field in the mutation.
+func (m *APITokenMutation) PublicID() (r string, exists bool) {
+	v := m.public_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPublicID returns the old "public_id" field's value of the APIToken entity.
+// If the APIToken object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *APITokenMutation) OldPublicID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPublicID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPublicID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPublicID: %w", err)
+	}
+	return oldValue.PublicID, nil
+}
+
+// ClearPublicID clears the value of the "public_id" field.
+func (m *APITokenMutation) ClearPublicID() {
+	m.public_id = nil
+	m.clearedFields[apitoken.FieldPublicID] = struct{}{}
+}
+
+// PublicIDCleared returns if the "public_id" field was cleared in this mutation.
+func (m *APITokenMutation) PublicIDCleared() bool {
+	_, ok := m.clearedFields[apitoken.FieldPublicID]
+	return ok
+}
+
+// ResetPublicID resets all changes to the "public_id" field.
+func (m *APITokenMutation) ResetPublicID() {
+	m.public_id = nil
+	delete(m.clearedFields, apitoken.FieldPublicID)
+}
+
 // Where appends a list predicates to the APITokenMutation builder.
 func (m *APITokenMutation) Where(ps ...predicate.APIToken) {
 	m.predicates = append(m.predicates, ps...)
@@ -485,7 +535,7 @@ func (m *APITokenMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *APITokenMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 8)
 	if m.kind != nil {
 		fields = append(fields, apitoken.FieldKind)
 	}
@@ -506,6 +556,9 @@ func (m *APITokenMutation) Fields() []string {
 	}
 	if m.live_operator_name != nil {
 		fields = append(fields, apitoken.FieldLiveOperatorName)
+	}
+	if m.public_id != nil {
+		fields = append(fields, apitoken.FieldPublicID)
 	}
 	return fields
 }
@@ -529,6 +582,8 @@ func (m *APITokenMutation) Field(name string) (ent.Value, bool) {
 		return m.RevokedAt()
 	case apitoken.FieldLiveOperatorName:
 		return m.LiveOperatorName()
+	case apitoken.FieldPublicID:
+		return m.PublicID()
 	}
 	return nil, false
 }
@@ -552,6 +607,8 @@ func (m *APITokenMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldRevokedAt(ctx)
 	case apitoken.FieldLiveOperatorName:
 		return m.OldLiveOperatorName(ctx)
+	case apitoken.FieldPublicID:
+		return m.OldPublicID(ctx)
 	}
 	return nil, fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -610,6 +667,13 @@ func (m *APITokenMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetLiveOperatorName(v)
 		return nil
+	case apitoken.FieldPublicID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPublicID(v)
+		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -646,6 +710,9 @@ func (m *APITokenMutation) ClearedFields() []string {
 	if m.FieldCleared(apitoken.FieldLiveOperatorName) {
 		fields = append(fields, apitoken.FieldLiveOperatorName)
 	}
+	if m.FieldCleared(apitoken.FieldPublicID) {
+		fields = append(fields, apitoken.FieldPublicID)
+	}
 	return fields
 }
 
@@ -665,6 +732,9 @@ func (m *APITokenMutation) ClearField(name string) error {
 		return nil
 	case apitoken.FieldLiveOperatorName:
 		m.ClearLiveOperatorName()
+		return nil
+	case apitoken.FieldPublicID:
+		m.ClearPublicID()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken nullable field %s", name)
@@ -694,6 +764,9 @@ func (m *APITokenMutation) ResetField(name string) error {
 		return nil
 	case apitoken.FieldLiveOperatorName:
 		m.ResetLiveOperatorName()
+		return nil
+	case apitoken.FieldPublicID:
+		m.ResetPublicID()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)
@@ -1862,6 +1935,9 @@ type AuditLogMutation struct {
 	detail        *string
 	error         *string
 	created_at    *time.Time
+	count         *int
+	addcount      *int
+	last_seen_at  *time.Time
 	clearedFields map[string]struct{}
 	done          bool
 	oldValue      func(context.Context) (*AuditLog, error)
@@ -2182,6 +2258,111 @@ func (m *AuditLogMutation) ResetCreatedAt() {
 	m.created_at = nil
 }
 
+// SetCount sets the "count" field.
+func (m *AuditLogMutation) SetCount(i int) {
+	m.count = &i
+	m.addcount = nil
+}
+
+// Count returns the value of the "count" field in the mutation.
+func (m *AuditLogMutation) Count() (r int, exists bool) {
+	v := m.count
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCount returns the old "count" field's value of the AuditLog entity.
+// If the AuditLog object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AuditLogMutation) OldCount(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCount is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCount requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCount: %w", err)
+	}
+	return oldValue.Count, nil
+}
+
+// AddCount adds i to the "count" field.
+func (m *AuditLogMutation) AddCount(i int) {
+	if m.addcount != nil {
+		*m.addcount += i
+	} else {
+		m.addcount = &i
+	}
+}
+
+// AddedCount returns the value that was added to the "count" field in this mutation.
+func (m *AuditLogMutation) AddedCount() (r int, exists bool) {
+	v := m.addcount
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCount resets all changes to the "count" field.
+func (m *AuditLogMutation) ResetCount() {
+	m.count = nil
+	m.addcount = nil
+}
+
+// SetLastSeenAt sets the "last_seen_at" field.
+func (m *AuditLogMutation) SetLastSeenAt(t time.Time) {
+	m.last_seen_at = &t
+}
+
+// LastSeenAt returns the value of the "last_seen_at" field in the mutation.
+func (m *AuditLogMutation) LastSeenAt() (r time.Time, exists bool) {
+	v := m.last_seen_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLastSeenAt returns the old "last_seen_at" field's value of the AuditLog entity.
+// If the AuditLog object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *AuditLogMutation) OldLastSeenAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLastSeenAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLastSeenAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLastSeenAt: %w", err)
+	}
+	return oldValue.LastSeenAt, nil
+}
+
+// ClearLastSeenAt clears the value of the "last_seen_at" field.
+func (m *AuditLogMutation) ClearLastSeenAt() {
+	m.last_seen_at = nil
+	m.clearedFields[auditlog.FieldLastSeenAt] = struct{}{}
+}
+
+// LastSeenAtCleared returns if the "last_seen_at" field was cleared in this mutation.
+func (m *AuditLogMutation) LastSeenAtCleared() bool {
+	_, ok := m.clearedFields[auditlog.FieldLastSeenAt]
+	return ok
+}
+
+// ResetLastSeenAt resets all changes to the "last_seen_at" field.
+func (m *AuditLogMutation) ResetLastSeenAt() {
+	m.last_seen_at = nil
+	delete(m.clearedFields, auditlog.FieldLastSeenAt)
+}
+
 // Where appends a list predicates to the AuditLogMutation builder.
 func (m *AuditLogMutation) Where(ps ...predicate.AuditLog) {
 	m.predicates = append(m.predicates, ps...)
@@ -2216,7 +2397,7 @@ func (m *AuditLogMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *AuditLogMutation) Fields() []string {
-	fields := make([]string, 0, 6)
+	fields := make([]string, 0, 8)
 	if m.actor != nil {
 		fields = append(fields, auditlog.FieldActor)
 	}
@@ -2234,6 +2415,12 @@ func (m *AuditLogMutation) Fields() []string {
 	}
 	if m.created_at != nil {
 		fields = append(fields, auditlog.FieldCreatedAt)
+	}
+	if m.count != nil {
+		fields = append(fields, auditlog.FieldCount)
+	}
+	if m.last_seen_at != nil {
+		fields = append(fields, auditlog.FieldLastSeenAt)
 	}
 	return fields
 }
@@ -2255,6 +2442,10 @@ func (m *AuditLogMutation) Field(name string) (ent.Value, bool) {
 		return m.Error()
 	case auditlog.FieldCreatedAt:
 		return m.CreatedAt()
+	case auditlog.FieldCount:
+		return m.Count()
+	case auditlog.FieldLastSeenAt:
+		return m.LastSeenAt()
 	}
 	return nil, false
 }
@@ -2276,6 +2467,10 @@ func (m *AuditLogMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldError(ctx)
 	case auditlog.FieldCreatedAt:
 		return m.OldCreatedAt(ctx)
+	case auditlog.FieldCount:
+		return m.OldCount(ctx)
+	case auditlog.FieldLastSeenAt:
+		return m.OldLastSeenAt(ctx)
 	}
 	return nil, fmt.Errorf("unknown AuditLog field %s", name)
 }
@@ -2327,6 +2522,20 @@ func (m *AuditLogMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetCreatedAt(v)
 		return nil
+	case auditlog.FieldCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCount(v)
+		return nil
+	case auditlog.FieldLastSeenAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLastSeenAt(v)
+		return nil
 	}
 	return fmt.Errorf("unknown AuditLog field %s", name)
 }
@@ -2334,13 +2543,21 @@ func (m *AuditLogMutation) SetField(name string, value ent.Value) error {
 // AddedFields returns all numeric fields that were incremented/decremented during
 // this mutation.
 func (m *AuditLogMutation) AddedFields() []string {
-	return nil
+	var fields []string
+	if m.addcount != nil {
+		fields = append(fields, auditlog.FieldCount)
+	}
+	return fields
 }
 
 // AddedField returns the numeric value that was incremented/decremented on a field
 // with the given name. The second boolean return value indicates that this field
 // was not set, or was not defined in the schema.
 func (m *AuditLogMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case auditlog.FieldCount:
+		return m.AddedCount()
+	}
 	return nil, false
 }
 
@@ -2349,6 +2566,13 @@ func (m *AuditLogMutation) AddedField(name string) (ent.Value, bool) {
 // type.
 func (m *AuditLogMutation) AddField(name string, value ent.Value) error {
 	switch name {
+	case auditlog.FieldCount:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCount(v)
+		return nil
 	}
 	return fmt.Errorf("unknown AuditLog numeric field %s", name)
 }
@@ -2356,7 +2580,11 @@ func (m *AuditLogMutation) AddField(name string, value ent.Value) error {
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *AuditLogMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(auditlog.FieldLastSeenAt) {
+		fields = append(fields, auditlog.FieldLastSeenAt)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -2369,6 +2597,11 @@ func (m *AuditLogMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *AuditLogMutation) ClearField(name string) error {
+	switch name {
+	case auditlog.FieldLastSeenAt:
+		m.ClearLastSeenAt()
+		return nil
+	}
 	return fmt.Errorf("unknown AuditLog nullable field %s", name)
 }
 
@@ -2393,6 +2626,12 @@ func (m *AuditLogMutation) ResetField(name string) error {
 		return nil
 	case auditlog.FieldCreatedAt:
 		m.ResetCreatedAt()
+		return nil
+	case auditlog.FieldCount:
+		m.ResetCount()
+		return nil
+	case auditlog.FieldLastSeenAt:
+		m.ResetLastSeenAt()
 		return nil
 	}
 	return fmt.Errorf("unknown AuditLog field %s", name)

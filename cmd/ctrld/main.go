@@ -140,7 +140,7 @@ func serve(ctx context.Context, o *serveOptions) error {
 func tokenCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "token",
-		Usage: "issue and revoke API tokens (shown once; only a hash is stored)",
+		Usage: "issue, list and revoke API tokens (a token is shown once, only its hash is stored; its ID names it)",
 		Subcommands: []*cli.Command{
 			{
 				Name:  "create",
@@ -173,20 +173,23 @@ func tokenCommand() *cli.Command {
 						return err
 					}
 					fmt.Fprintln(c.App.Writer, token)
+					// Beside the token, not with it: scripts keep the token
+					// that stdout alone carries.
+					fmt.Fprintf(c.App.ErrWriter, "issued %s %s token %q; revoke it with: ctrld token revoke %[1]s\n", auth.TokenID(token), kind, name)
 					return nil
 				},
 			},
 			{
 				Name:      "revoke",
-				Usage:     "revoke every token with this name",
-				ArgsUsage: "NAME",
+				Usage:     "revoke one token: by its ID (tok_…, shown at creation and by `ctrld token list`), or by a name exactly one live token has (a name several share is refused, listing their IDs)",
+				ArgsUsage: "ID|NAME",
 				Flags: []cli.Flag{
 					databaseFlag,
-					&cli.BoolFlag{Name: "operator", Usage: "the name is an operator's (default: an agent token's)", EnvVars: []string{"CTRLD_TOKEN_REVOKE_OPERATOR"}},
+					&cli.BoolFlag{Name: "operator", Usage: "a NAME is an operator's (default: an agent token's); an ID needs no kind", EnvVars: []string{"CTRLD_TOKEN_REVOKE_OPERATOR"}},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
-						return fmt.Errorf("want exactly one token NAME")
+						return fmt.Errorf("want exactly one token ID or NAME")
 					}
 					db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 					if err != nil {
@@ -197,14 +200,15 @@ func tokenCommand() *cli.Command {
 					if c.Bool("operator") {
 						kind = apitoken.KindOperator
 					}
-					n, err := auth.Revoke(c.Context, db.Ent, kind, c.Args().First())
+					t, err := auth.Revoke(c.Context, db.Ent, kind, c.Args().First())
 					if err != nil {
 						return err
 					}
-					fmt.Fprintf(c.App.Writer, "revoked %d token(s)\n", n)
+					fmt.Fprintf(c.App.Writer, "revoked %s\n", t)
 					return nil
 				},
 			},
+			tokenListCommand(),
 		},
 	}
 }

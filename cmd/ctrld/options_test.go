@@ -73,14 +73,15 @@ func TestServeOptionsValidate(t *testing.T) {
 func TestServeFlagsFillTheOptions(t *testing.T) {
 	o := parseServe(t)
 	if o.DatabaseDSN != "u:p@tcp(db:3306)/ds" || o.Server.ListenAddr != ":7070" || !o.Migrate ||
-		o.Server.Stream.SendTimeout != stream.Defaults.SendTimeout || o.Server.Retention.RevisionsKept != retention.Defaults.RevisionsKept {
+		o.Server.Stream.SendTimeout != stream.Defaults.SendTimeout || o.Server.Retention.RevisionsKept != retention.Defaults.RevisionsKept ||
+		o.Server.Retention.AuditTTL != retention.Defaults.AuditTTL || o.Server.Retention.AuditTTL < 365*24*time.Hour {
 		t.Fatalf("defaults: %+v", o)
 	}
 	t.Setenv("CTRLD_STREAM_SEND_TIMEOUT", "7s")
 	t.Setenv("CTRLD_TLS_CLIENT_CA", "ca.pem")
-	o = parseServe(t, "--max-streams", "9", "--advertise-addr", "10.0.0.5", "--migrate=false", "--change-ttl", "1h")
+	o = parseServe(t, "--max-streams", "9", "--advertise-addr", "10.0.0.5", "--migrate=false", "--change-ttl", "1h", "--audit-ttl", "48h")
 	if o.Server.Stream.SendTimeout != 7*time.Second || o.Server.TLSClientCA != "ca.pem" || o.Server.Stream.MaxStreams != 9 ||
-		o.Server.Peers.AdvertiseAddr != "10.0.0.5" || o.Migrate || o.Server.Retention.TTL != time.Hour {
+		o.Server.Peers.AdvertiseAddr != "10.0.0.5" || o.Migrate || o.Server.Retention.TTL != time.Hour || o.Server.Retention.AuditTTL != 48*time.Hour {
 		t.Fatalf("flags and environment: %+v", o)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -45,17 +44,21 @@ type Principal struct {
 	Kind   apitoken.Kind
 	Name   string
 	Region string // agents only
+	// ID is the token's (TokenID).
+	ID string
 
 	tokenHash string
 }
 
-// Create issues a token and returns it; only its hash is stored. Agent
+// Create issues a token and returns it; only its hash is stored, with the
+// token's ID (TokenID), which names it to people. Agent
 // tokens need a region, which is registered if new. An operator token's
 // name must not be taken by a live operator token (ErrNameTaken): the audit
 // log names operators by it. Agent tokens may share a name, in a region or
 // across regions: the audit log does not name them, and a cluster's agent
 // replicas, or an old and a new token during a rotation, may well carry the
-// same one ("agent-<region>" is the CLI's default).
+// same one ("agent-<region>" is the CLI's default); their IDs tell them
+// apart. A name may not look like an ID (IDPrefix).
 //
 // The database decides who gets a name: an operator token stores it in
 // live_operator_name, which has a unique index. Of concurrent creators of
@@ -67,6 +70,9 @@ type Principal struct {
 func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("name: must not be empty")
+	}
+	if strings.HasPrefix(name, IDPrefix) {
+		return "", fmt.Errorf("name %q: must not begin with %q, which marks token IDs", name, IDPrefix)
 	}
 	prefix := operatorPrefix
 	if kind == Agent {
@@ -88,7 +94,7 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 				return fmt.Errorf("register region: %w", err)
 			}
 		}
-		create := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token))
+		create := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).SetPublicID(TokenID(token))
 		if kind == Operator {
 			create.SetLiveOperatorName(name)
 		}
@@ -107,14 +113,6 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 	return token, nil
 }
 
-// Revoke revokes every live token with the given name and kind; it returns
-// how many. A revoked operator token's name is free again.
-func Revoke(ctx context.Context, client *ent.Client, kind apitoken.Kind, name string) (int, error) {
-	return client.APIToken.Update().
-		Where(apitoken.KindEQ(kind), apitoken.Name(name), apitoken.RevokedAtIsNil()).
-		SetRevokedAt(time.Now().UTC()).ClearLiveOperatorName().Save(ctx)
-}
-
 func hash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
@@ -123,7 +121,8 @@ func hash(token string) string {
 // Authenticator checks bearer tokens on gRPC calls, and again on streams
 // while they run (see Run).
 type Authenticator struct {
-	client *ent.Client
+	client  *ent.Client
+	lookups *tokenLookups
 	// services maps a full gRPC service name to the token kind it admits.
 	services map[string]apitoken.Kind
 	streams  liveStreams
@@ -131,14 +130,16 @@ type Authenticator struct {
 	// callers themselves (see SelfChecked).
 	selfChecked map[string]bool
 	// OnOperatorRefusal, if set, hears of every operator call refused
-	// here (the operator service audits them).
+	// here (the operator service audits them). It is called on the
+	// call's path, once the token is checked, and must not wait on
+	// anything shared: a leaked token can send any number of such calls.
 	OnOperatorRefusal func(context.Context, Refusal)
 }
 
 // NewAuthenticator admits agent tokens to agentService and operator tokens
 // to operatorService; other services (health, reflection) need none.
 func NewAuthenticator(client *ent.Client, agentService, operatorService string) *Authenticator {
-	return &Authenticator{client: client, services: map[string]apitoken.Kind{
+	return &Authenticator{client: client, lookups: newTokenLookups(client), services: map[string]apitoken.Kind{
 		agentService:    Agent,
 		operatorService: Operator,
 	}, streams: liveStreams{byHash: map[string]map[*streamEnd]struct{}{}}, selfChecked: map[string]bool{}}
@@ -179,33 +180,34 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 	return context.WithValue(ctx, principalKey{}, p)
 }
 
-// authenticate admits the caller of fullMethod, or refuses it; the name of
-// a known token of the wrong kind is returned with its refusal.
-func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ context.Context, tokenName string, _ error) {
+// authenticate admits the caller of fullMethod, or refuses it; a known
+// token of the wrong kind is returned with its refusal. Tokens are looked
+// up a bounded number at once, and unknown ones are remembered for a
+// while (tokenLookups): no number of calls with bad tokens takes more of
+// the main pool than that.
+func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ context.Context, wrongKind *Principal, _ error) {
 	service := serviceOf(fullMethod)
 	kind, guarded := a.services[service]
 	if !guarded || a.selfChecked[fullMethod] {
-		return ctx, "", nil
+		return ctx, nil, nil
 	}
 	if kind == selfCheckedService {
-		return nil, "", status.Errorf(codes.PermissionDenied, "%s is not open to callers", fullMethod)
+		return nil, nil, status.Errorf(codes.PermissionDenied, "%s is not open to callers", fullMethod)
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	token := bearer.FromMetadata(md)
 	if token == "" {
-		return nil, "", status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
+		return nil, nil, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
 	}
-	t, err := a.client.APIToken.Query().Where(apitoken.Hash(hash(token)), apitoken.RevokedAtIsNil()).Only(ctx)
-	if ent.IsNotFound(err) {
-		return nil, "", status.Error(codes.Unauthenticated, "unknown or revoked token")
-	}
+	t, err := a.lookups.live(ctx, token)
 	if err != nil {
-		return nil, "", status.Error(codes.Unavailable, "checking the token failed: database unavailable")
+		return nil, nil, err
 	}
+	p := Principal{Kind: t.Kind, Name: t.Name, Region: t.Region, ID: t.PublicID, tokenHash: t.Hash}
 	if t.Kind != kind {
-		return nil, t.Name, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
+		return nil, &p, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
 	}
-	return WithPrincipal(ctx, Principal{Kind: t.Kind, Name: t.Name, Region: t.Region, tokenHash: t.Hash}), "", nil
+	return WithPrincipal(ctx, p), nil, nil
 }
 
 // serviceOf returns the service of a full gRPC method name
@@ -218,11 +220,12 @@ func serviceOf(fullMethod string) string {
 }
 
 // Refusal is an operator call refused before it reached the operator
-// service: by a token of another kind (the caller is known: TokenName) or
-// by no valid token at all.
+// service: by a token of another kind (the caller is known: TokenName and
+// TokenID) or by no valid token at all.
 type Refusal struct {
 	Method    string // the full gRPC method
 	TokenName string // the token's name when the token is known, else ""
+	TokenID   string // the token's ID (TokenID) when the token is known
 	Request   any
 	Err       error
 }
@@ -230,10 +233,14 @@ type Refusal struct {
 // Unary is the unary-call interceptor. An operator call it refuses is
 // handed to OnOperatorRefusal, if set, so that the attempt is on record.
 func (a *Authenticator) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	authed, tokenName, err := a.authenticate(ctx, info.FullMethod)
+	authed, wrongKind, err := a.authenticate(ctx, info.FullMethod)
 	if err != nil {
 		if a.services[serviceOf(info.FullMethod)] == Operator && a.OnOperatorRefusal != nil {
-			a.OnOperatorRefusal(ctx, Refusal{Method: info.FullMethod, TokenName: tokenName, Request: req, Err: err})
+			r := Refusal{Method: info.FullMethod, Request: req, Err: err}
+			if wrongKind != nil {
+				r.TokenName, r.TokenID = wrongKind.Name, wrongKind.ID
+			}
+			a.OnOperatorRefusal(ctx, r)
 		}
 		return nil, err
 	}

@@ -2,8 +2,11 @@ package auth_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -76,8 +79,8 @@ func TestOperatorNamesAreUniqueAmongLiveTokens(t *testing.T) {
 			t.Errorf("agent token %s in eu: %v", name, err)
 		}
 	}
-	if n, err := auth.Revoke(ctx, db.Ent, auth.Operator, "alice"); err != nil || n != 1 {
-		t.Fatalf("revoke alice: %d, %v", n, err)
+	if _, err := auth.Revoke(ctx, db.Ent, auth.Operator, "alice"); err != nil {
+		t.Fatalf("revoke alice: %v", err)
 	}
 	if err := create(auth.Operator, "alice", ""); err != nil {
 		t.Errorf("operator token named alice after the old one was revoked: %v", err)
@@ -157,20 +160,26 @@ func TestConcurrentOperatorTokens(t *testing.T) {
 	}
 }
 
-// Databases written before live_operator_name existed hold live operator
-// tokens without it; migrating gives them their names, so those names stay
-// taken. Where an older version let two live tokens share a name, the
-// migration keeps both and the name stays taken until both are revoked.
+// Databases written before live_operator_name and public_id existed hold
+// live operator tokens without them; migrating gives them their names, so
+// those names stay taken, and their IDs, derived from their hashes as new
+// tokens' are. Where an older version let two live tokens share a name,
+// the migration keeps both and the name stays taken until both are
+// revoked: by ID, since the name is ambiguous.
 func TestMigrationKeepsOlderOperatorNamesTaken(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
-	// Written as an older ctrld did: no live_operator_name.
+	// Written as an older ctrld did: no live_operator_name, no public_id.
+	var oldIDs []string
 	for i, name := range []string{"alice", "alice", "bob"} {
-		create := db.Ent.APIToken.Create().SetKind(auth.Operator).SetName(name).SetHash(fmt.Sprintf("old-%d", i))
+		h := fmt.Sprintf("old-%d", i)
+		create := db.Ent.APIToken.Create().SetKind(auth.Operator).SetName(name).SetHash(h)
 		if name == "bob" {
 			create.SetRevokedAt(time.Now())
 		}
 		create.ExecX(ctx)
+		sum := sha256.Sum256([]byte(h))
+		oldIDs = append(oldIDs, "tok_"+hex.EncodeToString(sum[:])[:12])
 	}
 	if err := store.Migrate(ctx, db.Ent); err != nil {
 		t.Fatal(err)
@@ -181,8 +190,17 @@ func TestMigrationKeepsOlderOperatorNamesTaken(t *testing.T) {
 	if _, err := auth.Create(ctx, db.Ent, auth.Operator, "bob", ""); err != nil {
 		t.Errorf("new token named like an older revoked one: %v", err)
 	}
-	if n, err := auth.Revoke(ctx, db.Ent, auth.Operator, "alice"); err != nil || n != 2 {
-		t.Fatalf("revoke alice: %d, %v; want both older tokens revoked", n, err)
+	if _, err := auth.Revoke(ctx, db.Ent, auth.Operator, "alice"); !errors.Is(err, auth.ErrAmbiguous) {
+		t.Fatalf("revoke alice, a name two older tokens share: got %v, want ErrAmbiguous", err)
+	}
+	if got, err := auth.Revoke(ctx, db.Ent, auth.Operator, oldIDs[0]); err != nil || got.Name != "alice" {
+		t.Fatalf("revoke the first older alice by its ID %s: %v, %v", oldIDs[0], got, err)
+	}
+	if _, err := auth.Create(ctx, db.Ent, auth.Operator, "alice", ""); !errors.Is(err, auth.ErrNameTaken) {
+		t.Errorf("new token named alice while an older one is live: got %v, want ErrNameTaken", err)
+	}
+	if got, err := auth.Revoke(ctx, db.Ent, auth.Operator, "alice"); err != nil || got.ID != oldIDs[1] {
+		t.Fatalf("revoke alice, now one token's name: %v, %v; want %s", got, err, oldIDs[1])
 	}
 	if _, err := auth.Create(ctx, db.Ent, auth.Operator, "alice", ""); err != nil {
 		t.Errorf("new token named alice once the older ones are revoked: %v", err)
@@ -222,4 +240,62 @@ func TestOnlySelfCheckedMethodsSkipTheToken(t *testing.T) {
 		}
 	}()
 	a.SelfChecked("/" + operator + "/ListRegions")
+}
+
+// Rotating a leaked agent token: a new token for the region gets the same
+// default name as the old one. Revoking that name is refused, naming both
+// tokens' IDs, and revokes nothing; revoking the old token's ID cuts off
+// the old token alone, and the new one goes on working. An unknown ID
+// revokes nothing either.
+func TestRevokingARotatedAgentTokenLeavesTheNewOne(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	oldToken, newToken := env.AgentToken("eu"), env.AgentToken("eu") // both "agent-eu"
+	oldID, newID := auth.TokenID(oldToken), auth.TokenID(newToken)
+	report := func(token string) error {
+		_, err := ctrlv1.NewClusterServiceClient(env.Dial(token)).ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "a"})
+		return err
+	}
+	live := func() []string {
+		tokens, err := auth.List(ctx, env.DB.Ent, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, tok := range tokens {
+			ids = append(ids, tok.ID)
+		}
+		return ids
+	}
+	if got := live(); !slices.Equal(got, []string{oldID, newID}) {
+		t.Fatalf("live tokens %v, want the IDs given at creation %v", got, []string{oldID, newID})
+	}
+
+	_, err := auth.Revoke(ctx, env.DB.Ent, auth.Agent, "agent-eu")
+	if !errors.Is(err, auth.ErrAmbiguous) || !strings.Contains(err.Error(), oldID) || !strings.Contains(err.Error(), newID) {
+		t.Fatalf("revoke agent-eu, the name both share: got %v, want ErrAmbiguous naming %s and %s", err, oldID, newID)
+	}
+	if _, err := auth.Revoke(ctx, env.DB.Ent, auth.Agent, "tok_000000000000"); !errors.Is(err, auth.ErrNoSuchToken) {
+		t.Fatalf("revoke an unknown ID: got %v, want ErrNoSuchToken", err)
+	}
+	if got := live(); len(got) != 2 {
+		t.Fatalf("refused revocations left %v live, want both tokens", got)
+	}
+
+	got, err := auth.Revoke(ctx, env.DB.Ent, auth.Agent, oldID)
+	if err != nil || got.ID != oldID || got.Name != "agent-eu" || got.Region != "eu" {
+		t.Fatalf("revoke %s: %v, %v", oldID, got, err)
+	}
+	if err := report(oldToken); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("the old token after its revocation: got %v, want Unauthenticated", err)
+	}
+	if err := report(newToken); err != nil {
+		t.Errorf("the new token after the old one's revocation: %v", err)
+	}
+	if got := live(); !slices.Equal(got, []string{newID}) {
+		t.Errorf("live tokens %v, want only the new one %s", got, newID)
+	}
+	if _, err := auth.Create(ctx, env.DB.Ent, auth.Agent, oldID, "eu"); err == nil || !strings.Contains(err.Error(), "tok_") {
+		t.Errorf("a token named like an ID: got %v, want refused", err)
+	}
 }

@@ -2,9 +2,14 @@
 // bound to one region and admits only the cluster service, for that region;
 // an operator token admits only the operator service and names the operator
 // for the audit log. Tokens are 256 random bits shown once; only their
-// SHA-256 is stored, so a database leak does not leak credentials. A token
-// is checked on every call and, for streams, again every recheck interval
-// while they run, so revoking a token cuts off its agent's running stream.
+// SHA-256 is stored, so a database leak does not leak credentials. Each
+// has an ID (tok_…, TokenID) that names it to people: tokens may share a
+// name, and revoking by a shared name is refused (Revoke). Tokens are
+// looked up at most LookupsAtOnce at once, and unknown ones are remembered
+// for a minute (lookup.go), so no number of calls with bad tokens takes
+// more of the main pool than that. A token is checked on every call and,
+// for streams, again every recheck interval while they run, so revoking a
+// token cuts off its agent's running stream.
 //
 // One method takes no token: a ctrld replica's Poke (daemon/peers), which
 // other replicas call with the secret the target registered in the

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -37,6 +37,7 @@ type Service struct {
 	sql      *stdsql.DB
 	notifier Notifier
 	log      *slog.Logger
+	refusals refusalLog
 }
 
 // New returns the operator service.
@@ -51,6 +52,13 @@ const (
 	auditNameLen = 255
 	auditTextLen = 4096
 )
+
+// auditTimeout bounds an audit write, which holds a connection of the main
+// pool and outlives its call (the record must not depend on the caller
+// staying connected): an INSERT into a table nothing locks takes
+// milliseconds, so one that has not ended in 5 s is waiting on a database
+// in trouble, and the record is logged instead.
+var auditTimeout = 5 * time.Second // a variable for tests
 
 // act runs an operator action and audits it with its outcome, maps its
 // error to a status, and pokes the tailer after success. run holds every
@@ -94,30 +102,6 @@ func (s *Service) act(ctx context.Context, action, target string, req proto.Mess
 	return nil
 }
 
-// AuditRefusal puts on record an operator write that authentication
-// refused before it reached the service (auth.Authenticator's
-// OnOperatorRefusal). A known token of another kind (an agent's) leaves an
-// audit record under its name. A call with no valid token is only logged:
-// anyone who can reach the port could send those, and must not be able to
-// fill the database with them.
-func (s *Service) AuditRefusal(ctx context.Context, r auth.Refusal) {
-	method := r.Method[strings.LastIndex(r.Method, "/")+1:]
-	if strings.HasPrefix(method, "List") || strings.HasPrefix(method, "Get") {
-		return // reads are not audited
-	}
-	if r.TokenName == "" {
-		s.log.Warn("operator: refused a write without a valid token", "method", method, "err", r.Err)
-		return
-	}
-	record := auditRecord{actor: validate.Clip(r.TokenName, auditNameLen), action: validate.Clip(method, auditNameLen),
-		error: validate.Clip(status.Convert(r.Err).Message(), auditTextLen)}
-	if req, ok := r.Request.(proto.Message); ok {
-		record.detail = auditDetail(req)
-	}
-	s.audit(ctx, record)
-	s.log.Warn("operator: refused a write by a token of another kind", "method", method, "token", record.actor, "err", r.Err)
-}
-
 // auditRecord is one row of the audit log, each field clipped to its
 // column.
 type auditRecord struct{ actor, action, target, detail, error string }
@@ -126,13 +110,25 @@ type auditRecord struct{ actor, action, target, detail, error string }
 // logged in full at error level instead, so it is not lost silently and can
 // be written by hand.
 func (s *Service) audit(ctx context.Context, r auditRecord) {
-	// The record must not depend on the caller staying connected.
+	// The record must not depend on the caller staying connected, nor
+	// wait on the database for ever.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), auditTimeout)
+	defer cancel()
 	err := s.client.AuditLog.Create().SetActor(r.actor).SetAction(r.action).SetTarget(r.target).
-		SetDetail(r.detail).SetError(r.error).Exec(context.WithoutCancel(ctx))
+		SetDetail(r.detail).SetError(r.error).Exec(ctx)
 	if err != nil {
-		s.log.Error("operator: AUDIT RECORD LOST: the database refused it; it is logged here in full",
-			"actor", r.actor, "action", r.action, "target", r.target, "detail", r.detail, "error", r.error, "err", err)
+		s.log.Error(auditLost(err), "actor", r.actor, "action", r.action, "target", r.target, "detail", r.detail, "error", r.error, "err", err)
 	}
+}
+
+// auditLost is the log message for an audit record whose write failed.
+// One that timed out may still land: the driver gives up on the statement,
+// but the server may run it later.
+func auditLost(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("operator: AUDIT RECORD LOST: the database did not take it within %s (it may still write it); it is logged here in full", auditTimeout)
+	}
+	return "operator: AUDIT RECORD LOST: the database refused it; it is logged here in full"
 }
 
 // auditDetail is the request as JSON for the audit log, clipped to its

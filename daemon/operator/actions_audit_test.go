@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -307,13 +308,15 @@ func clip(err error) string {
 
 // A write refused before it reached the service is on record too when the
 // caller is known: an agent's token calling Deploy leaves an audit record
-// under the token's name, with its secrets redacted. A call without a valid
-// token is refused and not written down (anyone reaching the port could
-// fill the database with those).
+// under the token's name and ID, with its secrets redacted, once the
+// refusals gathered are written (at the latest when ctrld stops). A call
+// without a valid token is refused and not written down (anyone reaching
+// the port could fill the database with those).
 func TestWritesRefusedByAuthenticationAreAudited(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	ctx := context.Background()
-	agentAsOperator := ctrlv1.NewOperatorServiceClient(env.Dial(env.AgentToken("eu")))
+	agentToken := env.AgentToken("eu")
+	agentAsOperator := ctrlv1.NewOperatorServiceClient(env.Dial(agentToken))
 	r := deployRequest()
 	r.Env = map[string]string{"API_KEY": "s3cr3t-value"}
 	if _, err := agentAsOperator.Deploy(ctx, r); status.Code(err) != codes.PermissionDenied {
@@ -326,13 +329,56 @@ func TestWritesRefusedByAuthenticationAreAudited(t *testing.T) {
 	if _, err := anonymous.Deploy(ctx, deployRequest()); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("deploy without a valid token: got %v, want Unauthenticated", err)
 	}
+	env.Server.Stop()
 	logs := auditLog(t, env)
 	if len(logs) != 1 {
 		t.Fatalf("want one audit record (the agent token's deploy), got %+v", logs)
 	}
 	got := logs[0]
-	if got.Actor != "agent-eu" || got.Action != "Deploy" || !strings.Contains(got.Error, "cannot call") ||
-		!strings.Contains(got.Detail, "API_KEY") || strings.Contains(got.Detail, "s3cr3t") {
-		t.Errorf("audit record %+v: want the agent token's name, the method, the refusal and the env name without its value", got)
+	if got.Actor != "agent-eu" || got.Action != "Deploy" || !strings.Contains(got.Error, "cannot call") || !strings.Contains(got.Error, auth.TokenID(agentToken)) ||
+		got.Count != 1 || !strings.Contains(got.Detail, "API_KEY") || strings.Contains(got.Detail, "s3cr3t") {
+		t.Errorf("audit record %+v: want the agent token's name, the method, the refusal naming the token's ID, and the env name without its value", got)
+	}
+}
+
+// An audit write that the database does not answer (its table locked by
+// someone else) is given up after the audit timeout and logged in full,
+// with its count for gathered refusals: it holds neither the operator's
+// call nor a connection for longer. Before, the write had no deadline and
+// the call waited for as long as the table stayed locked.
+func TestAuditWritesHaveADeadline(t *testing.T) {
+	p := newInProcess(t)
+	defer operator.SetAuditTimeout(200 * time.Millisecond)()
+	locker, err := p.db.SQL.Conn(p.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close()
+	if _, err := locker.ExecContext(p.ctx, "LOCK TABLES operator_audit_log WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	defer locker.ExecContext(p.ctx, "UNLOCK TABLES")
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := p.svc.ForceResync(p.ctx, &ctrlv1.ForceResyncRequest{Region: "eu", Reason: "cache looks stale"})
+		p.svc.AuditRefusal(p.ctx, auth.Refusal{Method: "/deploysync.ctrl.v1.OperatorService/Scale", TokenName: "agent-eu", TokenID: "tok_0123456789ab",
+			Request: &ctrlv1.ScaleRequest{DeploymentId: "api"}, Err: status.Error(codes.PermissionDenied, "a agent token cannot call it")})
+		p.svc.FlushRefusals(p.ctx)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the resync itself should succeed: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call and the refusals' flush were still waiting on the locked audit table after 30s; the audit timeout is 200ms")
+	}
+	log := p.log.String()
+	for _, want := range []string{`"action":"force-resync"`, `"action":"Scale"`} {
+		if !strings.Contains(log, "AUDIT RECORD LOST") || !strings.Contains(log, want) {
+			t.Errorf("the record of %s given up is not logged in full:\n%s", want, log)
+		}
 	}
 }

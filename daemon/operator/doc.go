@@ -4,5 +4,9 @@
 // (deploy, start/stop, scale, sentinels and policies, force resync,
 // pause/resume). Every action is recorded in the audit log with the
 // operator's token name and its outcome, and bad input comes back as
-// InvalidArgument naming the field, with nothing written.
+// InvalidArgument naming the field, with nothing written. Writes that
+// authentication refused are on record too, gathered in memory and
+// written as one record per token, method and reason each window, with
+// their count (refusals.go): refusals cost their callers no database
+// write and no wait.
 package operator

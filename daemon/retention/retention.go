@@ -25,6 +25,11 @@
 // only stores rows for desired resources, but a resource deleted while its
 // agent's report was in flight leaves one behind.
 //
+// And it deletes operator_audit_log rows older than AuditTTL, in batches:
+// the log is kept long (400 days by default, a year's audit period with a
+// month to spare), but not for ever, since anyone holding a token can add
+// to it (refused writes included, though gathered: daemon/operator).
+//
 // The invariants cited by number (I1-I8) are stated in docs/design.md.
 package retention
 
@@ -66,11 +71,17 @@ type Config struct {
 	// RevisionsKept is how many of a deployment's newest revisions are
 	// kept (default 100): its history and what a rollback can restore.
 	RevisionsKept int
+	// AuditTTL is how long operator_audit_log rows are kept (default 400
+	// days: audits commonly look back over a year, e.g. a SOC 2 type II
+	// period or PCI DSS's year of audit trail, and the month more leaves
+	// time to export a year that ended before it is gone).
+	AuditTTL time.Duration
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
 // flags show them).
-var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute, AgentTTL: 72 * time.Hour, RevisionsKept: 100}
+var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute, AgentTTL: 72 * time.Hour, RevisionsKept: 100,
+	AuditTTL: 400 * 24 * time.Hour}
 
 func (c *Config) defaults() {
 	if c.TTL <= 0 {
@@ -91,6 +102,9 @@ func (c *Config) defaults() {
 	c.AgentTTL = max(c.AgentTTL, c.AgentWindow)
 	if c.RevisionsKept <= 0 {
 		c.RevisionsKept = Defaults.RevisionsKept
+	}
+	if c.AuditTTL <= 0 {
+		c.AuditTTL = Defaults.AuditTTL
 	}
 }
 

@@ -295,3 +295,45 @@ func TestRetentionKeepsEachDeploymentsNewestRevisions(t *testing.T) {
 		t.Errorf("quiet keeps revisions %v, want [1]", got)
 	}
 }
+
+// Audit records are kept for the audit TTL (400 days unless configured),
+// then deleted, more than a batch of them in one run; younger ones stay.
+func TestRetentionDeletesAuditRecordsPastTheirTTL(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	insert := func(n int, age time.Duration) {
+		t.Helper()
+		for start := 0; start < n; start += 5000 {
+			rows := min(5000, n-start)
+			values := strings.TrimSuffix(strings.Repeat("('alice', 'scale', 'api@eu', ?),", rows), ",")
+			args := make([]any, rows)
+			for i := range args {
+				args[i] = now.Add(-age)
+			}
+			if _, err := db.SQL.ExecContext(ctx, "INSERT INTO operator_audit_log (actor, action, target, created_at) VALUES "+values, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	audits := func() int {
+		t.Helper()
+		return db.Ent.AuditLog.Query().CountX(ctx)
+	}
+	insert(retention.BatchSize+2000, 401*24*time.Hour)
+	insert(5, 399*24*time.Hour)
+	insert(3, 0)
+
+	if _, err := cleaner(db, retention.Config{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := audits(); n != 8 {
+		t.Fatalf("with the default audit TTL, %d audit records are left; want the 8 younger than 400 days", n)
+	}
+	if _, err := cleaner(db, retention.Config{AuditTTL: time.Hour}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := audits(); n != 3 {
+		t.Fatalf("with an audit TTL of 1h, %d audit records are left; want the 3 written now", n)
+	}
+}

@@ -12,15 +12,39 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 )
 
-// tidy deletes the stale sync rows (of resources gone or changed since) and the
-// revisions beyond each deployment's newest RevisionsKept.
+// tidy deletes the stale sync rows (of resources gone or changed since), the
+// revisions beyond each deployment's newest RevisionsKept, and the audit
+// records older than AuditTTL.
 //
 // Both find their rows with plain reads, which lock nothing, and delete
 // them by key, so they hold no lock on the tables agents and operators
 // write (a locking scan of resource_syncs deadlocked with agents'
 // reports), and retry a deadlock that happens anyway.
 func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
-	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn))
+	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn), c.pruneAuditLog(ctx, conn))
+}
+
+// pruneAuditLog deletes the audit records older than AuditTTL, oldest
+// first, in batches along the created_at index (rows are only ever
+// inserted, so nothing else locks them).
+func (c *Cleaner) pruneAuditLog(ctx context.Context, conn *sql.Conn) error {
+	cutoff := c.now().UTC().Add(-c.cfg.AuditTTL)
+	var total int64
+	for {
+		res, err := conn.ExecContext(ctx, "DELETE FROM operator_audit_log WHERE created_at < ? ORDER BY created_at LIMIT ?", cutoff, BatchSize)
+		if err != nil {
+			return fmt.Errorf("delete old audit records: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < BatchSize {
+			break
+		}
+	}
+	if total > 0 {
+		c.log.Info("retention: deleted old audit records", "records", total, "older_than", c.cfg.AuditTTL)
+	}
+	return nil
 }
 
 // pruneStaleSyncs deletes, in batches, the sync rows that no longer

@@ -82,6 +82,10 @@ type Config struct {
 	// TokenRecheck is how often the tokens of running streams are checked
 	// again, so a revoked token's stream ends (default DefaultTokenRecheck).
 	TokenRecheck time.Duration
+	// RefusalAuditWindow: identical operator writes refused by
+	// authentication within it are one audit record, with their count
+	// (default operator.DefaultRefusalWindow).
+	RefusalAuditWindow time.Duration
 	// Tailer configures the tailer. Its UnavailableAfter: zero picks
 	// tailer.DefaultUnavailableAfter on a Galera node and off on a single
 	// server; negative is off.
@@ -118,6 +122,7 @@ type Server struct {
 	lostDatabase chan struct{}
 
 	grpc    *grpc.Server
+	ops     *operator.Service // Stop writes the refusals it gathered
 	http    *http.Server
 	health  *health.Server
 	guard   recovery.Guard
@@ -244,9 +249,9 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 
 	s.grpc = grpc.NewServer(append(opts, grpc.StatsHandler(connCloser{conns}))...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))
-	operatorService := operator.New(db.Ent, db.SQL, notifier, log)
-	authn.OnOperatorRefusal = operatorService.AuditRefusal
-	ctrlv1.RegisterOperatorServiceServer(s.grpc, operatorService)
+	s.ops = operator.New(db.Ent, db.SQL, notifier, log)
+	authn.OnOperatorRefusal = s.ops.AuditRefusal
+	ctrlv1.RegisterOperatorServiceServer(s.grpc, s.ops)
 	if s.Peers != nil {
 		ctrlv1.RegisterPeerServiceServer(s.grpc, s.Peers.Service())
 		authn.SelfChecked(ctrlv1.PeerService_Poke_FullMethodName)
@@ -295,6 +300,9 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		guard.Loop(runCtx, "token-recheck", func(ctx context.Context) { authn.Run(ctx, recheck, log) })
 	})
 	s.wg.Go(func() { guard.Loop(runCtx, "connection-refresh", streamer.RefreshConnections) })
+	s.wg.Go(func() {
+		guard.Loop(runCtx, "refusal-audit", func(ctx context.Context) { s.ops.RunRefusalAudit(ctx, cfg.RefusalAuditWindow) })
+	})
 	if s.Peers != nil {
 		// Run deletes this replica's row when runCtx ends, and Stop waits
 		// for it: peers stop poking a replica that stopped.
@@ -381,6 +389,8 @@ func (s *Server) Stop() {
 		cancel()
 	}
 	s.wg.Wait()
+	// No call can be refused any more: what was gathered goes on record.
+	s.ops.FlushRefusals(context.Background())
 }
 
 func (s *Server) httpHandler(reg *prometheus.Registry, db *store.DB) http.Handler {

@@ -81,8 +81,8 @@ func TestTokensBindCallersToTheirRegionAndService(t *testing.T) {
 	if _, err := live.Recv(); err != nil {
 		t.Fatalf("eu token watching eu: %v", err)
 	}
-	if n, err := auth.Revoke(ctx, env.DB.Ent, apitoken.KindAgent, "agent-eu"); err != nil || n != 1 {
-		t.Fatalf("revoke: %d, %v", n, err)
+	if _, err := auth.Revoke(ctx, env.DB.Ent, apitoken.KindAgent, "agent-eu"); err != nil {
+		t.Fatalf("revoke: %v", err)
 	}
 	if err := watch(eu, "eu"); code(err) != codes.Unauthenticated {
 		t.Errorf("revoked token: got %v", err)

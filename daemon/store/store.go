@@ -205,6 +205,16 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 	if err != nil {
 		return fmt.Errorf("migrate api_tokens.live_operator_name: %w", err)
 	}
+	// Tokens from before api_tokens.public_id existed get theirs, derived
+	// from their hash as new tokens' are (daemon/auth.TokenID), so a token
+	// has the same ID whichever ctrld issued it. IGNORE: should two old
+	// hashes give one ID (one chance in 2^48 per pair), one keeps none
+	// and stays revocable by name.
+	_, err = client.ExecContext(ctx, "UPDATE IGNORE api_tokens SET public_id = CONCAT('tok_', LEFT(SHA2(hash, 256), 12)) "+
+		"WHERE public_id IS NULL")
+	if err != nil {
+		return fmt.Errorf("migrate api_tokens.public_id: %w", err)
+	}
 	return nil
 }
 

@@ -28,6 +28,8 @@ const (
 	FieldRevokedAt = "revoked_at"
 	// FieldLiveOperatorName holds the string denoting the live_operator_name field in the database.
 	FieldLiveOperatorName = "live_operator_name"
+	// FieldPublicID holds the string denoting the public_id field in the database.
+	FieldPublicID = "public_id"
 	// Table holds the table name of the apitoken in the database.
 	Table = "api_tokens"
 )
@@ -42,6 +44,7 @@ var Columns = []string{
 	FieldCreatedAt,
 	FieldRevokedAt,
 	FieldLiveOperatorName,
+	FieldPublicID,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -67,6 +70,8 @@ var (
 	DefaultCreatedAt func() time.Time
 	// LiveOperatorNameValidator is a validator for the "live_operator_name" field. It is called by the builders before save.
 	LiveOperatorNameValidator func(string) error
+	// PublicIDValidator is a validator for the "public_id" field. It is called by the builders before save.
+	PublicIDValidator func(string) error
 )
 
 // Kind defines the type for the "kind" enum field.
@@ -133,4 +138,9 @@ func ByRevokedAt(opts ...sql.OrderTermOption) OrderOption {
 // ByLiveOperatorName orders the results by the live_operator_name field.
 func ByLiveOperatorName(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldLiveOperatorName, opts...).ToFunc()
+}
+
+// ByPublicID orders the results by the public_id field.
+func ByPublicID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPublicID, opts...).ToFunc()
 }

@@ -84,6 +84,11 @@ func LiveOperatorName(v string) predicate.APIToken {
 	return predicate.APIToken(sql.FieldEQ(FieldLiveOperatorName, v))
 }
 
+// PublicID applies equality check predicate on the "public_id" field. It's identical to PublicIDEQ.
+func PublicID(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEQ(FieldPublicID, v))
+}
+
 // KindEQ applies the EQ predicate on the "kind" field.
 func KindEQ(v Kind) predicate.APIToken {
 	return predicate.APIToken(sql.FieldEQ(FieldKind, v))
@@ -462,6 +467,81 @@ func LiveOperatorNameEqualFold(v string) predicate.APIToken {
 // LiveOperatorNameContainsFold applies the ContainsFold predicate on the "live_operator_name" field.
 func LiveOperatorNameContainsFold(v string) predicate.APIToken {
 	return predicate.APIToken(sql.FieldContainsFold(FieldLiveOperatorName, v))
+}
+
+// PublicIDEQ applies the EQ predicate on the "public_id" field.
+func PublicIDEQ(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEQ(FieldPublicID, v))
+}
+
+// PublicIDNEQ applies the NEQ predicate on the "public_id" field.
+func PublicIDNEQ(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldNEQ(FieldPublicID, v))
+}
+
+// PublicIDIn applies the In predicate on the "public_id" field.
+func PublicIDIn(vs ...string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldIn(FieldPublicID, vs...))
+}
+
+// PublicIDNotIn applies the NotIn predicate on the "public_id" field.
+func PublicIDNotIn(vs ...string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldNotIn(FieldPublicID, vs...))
+}
+
+// PublicIDGT applies the GT predicate on the "public_id" field.
+func PublicIDGT(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldGT(FieldPublicID, v))
+}
+
+// PublicIDGTE applies the GTE predicate on the "public_id" field.
+func PublicIDGTE(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldGTE(FieldPublicID, v))
+}
+
+// PublicIDLT applies the LT predicate on the "public_id" field.
+func PublicIDLT(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldLT(FieldPublicID, v))
+}
+
+// PublicIDLTE applies the LTE predicate on the "public_id" field.
+func PublicIDLTE(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldLTE(FieldPublicID, v))
+}
+
+// PublicIDContains applies the Contains predicate on the "public_id" field.
+func PublicIDContains(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldContains(FieldPublicID, v))
+}
+
+// PublicIDHasPrefix applies the HasPrefix predicate on the "public_id" field.
+func PublicIDHasPrefix(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldHasPrefix(FieldPublicID, v))
+}
+
+// PublicIDHasSuffix applies the HasSuffix predicate on the "public_id" field.
+func PublicIDHasSuffix(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldHasSuffix(FieldPublicID, v))
+}
+
+// PublicIDIsNil applies the IsNil predicate on the "public_id" field.
+func PublicIDIsNil() predicate.APIToken {
+	return predicate.APIToken(sql.FieldIsNull(FieldPublicID))
+}
+
+// PublicIDNotNil applies the NotNil predicate on the "public_id" field.
+func PublicIDNotNil() predicate.APIToken {
+	return predicate.APIToken(sql.FieldNotNull(FieldPublicID))
+}
+
+// PublicIDEqualFold applies the EqualFold predicate on the "public_id" field.
+func PublicIDEqualFold(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEqualFold(FieldPublicID, v))
+}
+
+// PublicIDContainsFold applies the ContainsFold predicate on the "public_id" field.
+func PublicIDContainsFold(v string) predicate.APIToken {
+	return predicate.APIToken(sql.FieldContainsFold(FieldPublicID, v))
 }
 
 // And groups predicates with the AND operator between them.

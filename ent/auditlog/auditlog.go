@@ -25,6 +25,10 @@ const (
 	FieldError = "error"
 	// FieldCreatedAt holds the string denoting the created_at field in the database.
 	FieldCreatedAt = "created_at"
+	// FieldCount holds the string denoting the count field in the database.
+	FieldCount = "count"
+	// FieldLastSeenAt holds the string denoting the last_seen_at field in the database.
+	FieldLastSeenAt = "last_seen_at"
 	// Table holds the table name of the auditlog in the database.
 	Table = "operator_audit_log"
 )
@@ -38,6 +42,8 @@ var Columns = []string{
 	FieldDetail,
 	FieldError,
 	FieldCreatedAt,
+	FieldCount,
+	FieldLastSeenAt,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -67,6 +73,10 @@ var (
 	ErrorValidator func(string) error
 	// DefaultCreatedAt holds the default value on creation for the "created_at" field.
 	DefaultCreatedAt func() time.Time
+	// DefaultCount holds the default value on creation for the "count" field.
+	DefaultCount int
+	// CountValidator is a validator for the "count" field. It is called by the builders before save.
+	CountValidator func(int) error
 )
 
 // OrderOption defines the ordering options for the AuditLog queries.
@@ -105,4 +115,14 @@ func ByError(opts ...sql.OrderTermOption) OrderOption {
 // ByCreatedAt orders the results by the created_at field.
 func ByCreatedAt(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldCreatedAt, opts...).ToFunc()
+}
+
+// ByCount orders the results by the count field.
+func ByCount(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCount, opts...).ToFunc()
+}
+
+// ByLastSeenAt orders the results by the last_seen_at field.
+func ByLastSeenAt(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLastSeenAt, opts...).ToFunc()
 }

@@ -19,6 +19,7 @@ var (
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "revoked_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "live_operator_name", Type: field.TypeString, Nullable: true, Size: 128},
+		{Name: "public_id", Type: field.TypeString, Nullable: true, Size: 16},
 	}
 	// APITokensTable holds the schema information for the "api_tokens" table.
 	APITokensTable = &schema.Table{
@@ -40,6 +41,11 @@ var (
 				Name:    "apitoken_kind_name",
 				Unique:  false,
 				Columns: []*schema.Column{APITokensColumns[1], APITokensColumns[2]},
+			},
+			{
+				Name:    "apitoken_public_id",
+				Unique:  true,
+				Columns: []*schema.Column{APITokensColumns[8]},
 			},
 		},
 	}
@@ -82,6 +88,8 @@ var (
 		{Name: "detail", Type: field.TypeString, Size: 4096, Default: ""},
 		{Name: "error", Type: field.TypeString, Size: 4096, Default: ""},
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "count", Type: field.TypeInt, Default: 1},
+		{Name: "last_seen_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 	}
 	// OperatorAuditLogTable holds the schema information for the "operator_audit_log" table.
 	OperatorAuditLogTable = &schema.Table{

@@ -79,6 +79,10 @@ func init() {
 	apitokenDescLiveOperatorName := apitokenFields[6].Descriptor()
 	// apitoken.LiveOperatorNameValidator is a validator for the "live_operator_name" field. It is called by the builders before save.
 	apitoken.LiveOperatorNameValidator = apitokenDescLiveOperatorName.Validators[0].(func(string) error)
+	// apitokenDescPublicID is the schema descriptor for public_id field.
+	apitokenDescPublicID := apitokenFields[7].Descriptor()
+	// apitoken.PublicIDValidator is a validator for the "public_id" field. It is called by the builders before save.
+	apitoken.PublicIDValidator = apitokenDescPublicID.Validators[0].(func(string) error)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0
@@ -174,6 +178,12 @@ func init() {
 	auditlogDescCreatedAt := auditlogFields[5].Descriptor()
 	// auditlog.DefaultCreatedAt holds the default value on creation for the created_at field.
 	auditlog.DefaultCreatedAt = auditlogDescCreatedAt.Default.(func() time.Time)
+	// auditlogDescCount is the schema descriptor for count field.
+	auditlogDescCount := auditlogFields[6].Descriptor()
+	// auditlog.DefaultCount holds the default value on creation for the count field.
+	auditlog.DefaultCount = auditlogDescCount.Default.(int)
+	// auditlog.CountValidator is a validator for the "count" field. It is called by the builders before save.
+	auditlog.CountValidator = auditlogDescCount.Validators[0].(func(int) error)
 	ciliumnetworkpolicyMixin := schema.CiliumNetworkPolicy{}.Mixin()
 	ciliumnetworkpolicyHooks := schema.CiliumNetworkPolicy{}.Hooks()
 	ciliumnetworkpolicy.Hooks[0] = ciliumnetworkpolicyHooks[0]

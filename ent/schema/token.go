@@ -36,6 +36,13 @@ func (APIToken) Fields() []ent.Field {
 		// sharing a name, which the audit log could not tell apart (see
 		// daemon/auth.Create).
 		field.String("live_operator_name").Optional().Nillable().MaxLen(128),
+		// public_id names the token to people: "tok_" and 12 hex digits
+		// derived from hash (daemon/auth.TokenID), shown at creation and
+		// by `ctrld token list`, and what `ctrld token revoke` takes. Names
+		// cannot stand in for it: agent tokens share theirs ("agent-eu"),
+		// old and new alike during a rotation. NULL only in rows written
+		// before the column existed, until store.Migrate fills it in.
+		field.String("public_id").Optional().Immutable().MaxLen(16),
 	}
 }
 
@@ -46,5 +53,6 @@ func (APIToken) Indexes() []ent.Index {
 		index.Fields("hash").Unique(),
 		index.Fields("live_operator_name").Unique(),
 		index.Fields("kind", "name"),
+		index.Fields("public_id").Unique(),
 	}
 }
