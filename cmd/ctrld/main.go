@@ -152,6 +152,13 @@ func serveCommand() *cli.Command {
 					return fmt.Errorf("--%s says how replicas verify each other over TLS: it needs --advertise-addr (peer pokes on) and --tls-cert (TLS)", peerFlag)
 				}
 			}
+			// Refused before the database is touched: one host's host:port
+			// (peers.CheckAddress), the port --listen's when not given.
+			if advertise := c.String("advertise-addr"); advertise != "" {
+				if _, err := peers.ResolveAdvertiseAddr(advertise, c.String("listen")); err != nil {
+					return fmt.Errorf("--advertise-addr %w", err)
+				}
+			}
 			// The clients' rule (internal/dial): plaintext stays on this
 			// machine unless someone said otherwise.
 			if listen := c.String("listen"); c.String("tls-cert") == "" && !dial.Loopback(listen) {
