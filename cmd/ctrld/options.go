@@ -10,6 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/stream"
@@ -101,6 +102,13 @@ func (o *serveOptions) Validate() error {
 	for _, peer := range []struct{ flag, value string }{{"peer-ca", s.PeerCA}, {"peer-server-name", s.PeerServerName}} {
 		if peer.value != "" && (s.Peers.AdvertiseAddr == "" || s.TLSCert == "") {
 			errs = append(errs, fmt.Errorf("--%s says how replicas verify each other over TLS: it needs --advertise-addr (peer pokes on) and --tls-cert (TLS)", peer.flag))
+		}
+	}
+	// One host's host:port (peers.CheckAddress), the port --listen's when
+	// not given.
+	if s.Peers.AdvertiseAddr != "" {
+		if _, err := peers.ResolveAdvertiseAddr(s.Peers.AdvertiseAddr, s.ListenAddr); err != nil {
+			errs = append(errs, fmt.Errorf("--advertise-addr %w", err))
 		}
 	}
 	if o.plaintextOffMachine() && !o.InsecureListen {

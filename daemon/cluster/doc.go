@@ -13,7 +13,14 @@
 //   - last_full_sync is a valid timestamp in [2000-01-01, now + 5 minutes]
 //     (an agent's clock may run a little ahead of ctrld's, not more);
 //   - instance sizes and sentinel replica counts are not negative, and
-//     strings and lists have bounds.
+//     strings and lists have bounds;
+//   - what an agent read from Kubernetes has Kubernetes' form: a Pod name
+//     is a DNS subdomain, an address an IP (or empty, before the Pod has
+//     one); an identity, a Pod or host name, has no space, control or
+//     format character, nor does agent_version;
+//   - a report names each thing once: a deployment, a Pod under it, a
+//     sentinel, a resource. A copy would redo its writes (a deployment's
+//     under its lock) or leave the outcome to the list's order.
 //
 // Region binding: a deployment report is applied only to deployments with a
 // topology in the reporting agent's region, a sentinel report only to

@@ -227,10 +227,10 @@ func TestSentinelReportsCountOnlyInTheAgentsRegion(t *testing.T) {
 	}
 }
 
-// A sentinel report sets each listed sentinel of the region to its status,
-// the last one where a sentinel is listed twice; sentinels it does not
-// list, and ones the region does not have, are left as they are.
-func TestSentinelReportsSetEachSentinelsLastStatus(t *testing.T) {
+// A sentinel report sets each listed sentinel of the region to its
+// status; sentinels it does not list, and ones the region does not have,
+// are left as they are.
+func TestSentinelReportsSetEachListedSentinelsStatus(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	ctx := context.Background()
 	eu := env.Agent("eu")
@@ -246,7 +246,6 @@ func TestSentinelReportsSetEachSentinelsLastStatus(t *testing.T) {
 		{SentinelId: "gw-a", AvailableReplicas: 3, Health: healthy},
 		{SentinelId: "gw-b", AvailableReplicas: 3, Health: healthy},
 		{SentinelId: "gw-c", AvailableReplicas: 0, Health: unhealthy},
-		{SentinelId: "gw-a", AvailableReplicas: 1, Health: unhealthy},
 		{SentinelId: "not-here", AvailableReplicas: 3, Health: healthy},
 	}})
 	if err != nil {
@@ -255,10 +254,157 @@ func TestSentinelReportsSetEachSentinelsLastStatus(t *testing.T) {
 	for id, want := range map[string]struct {
 		available int
 		health    string
-	}{"gw-a": {1, "unhealthy"}, "gw-b": {3, "healthy"}, "gw-c": {0, "unhealthy"}, "gw-d": {0, "unknown"}} {
+	}{"gw-a": {3, "healthy"}, "gw-b": {3, "healthy"}, "gw-c": {0, "unhealthy"}, "gw-d": {0, "unknown"}} {
 		s := env.DB.Ent.Sentinel.GetX(ctx, id)
 		if s.AvailableReplicas != want.available || string(s.Health) != want.health {
 			t.Errorf("%s: %d available, %s; want %d, %s", id, s.AvailableReplicas, s.Health, want.available, want.health)
 		}
+	}
+}
+
+// report sends eu's deployment report of deployments.
+func report(agent ctrlv1.ClusterServiceClient, deployments ...*ctrlv1.DeploymentStatus) error {
+	_, err := agent.ReportDeploymentStatus(context.Background(), &ctrlv1.ReportDeploymentStatusRequest{Region: "eu", Deployments: deployments})
+	return err
+}
+
+// A deployment listed twice in one report is refused naming the second
+// copy (each copy re-ran its instance upsert and delete under the
+// deployment's lock), as is a Pod listed twice under one deployment; the
+// refused report writes nothing.
+func TestADeploymentOrPodListedTwiceInOneReportIsRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	op := env.Operator("alice")
+	deploy(t, op, "api", "eu")
+	deploy(t, op, "web", "eu")
+	running := func(pods ...string) []*ctrlv1.Instance {
+		var out []*ctrlv1.Instance
+		for _, p := range pods {
+			out = append(out, &ctrlv1.Instance{PodName: p, Address: "10.0.0.1", Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true})
+		}
+		return out
+	}
+	err := report(agent,
+		&ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: running("api-0")},
+		&ctrlv1.DeploymentStatus{DeploymentId: "web", Instances: running("web-0")},
+		&ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: running("api-1")})
+	wantInvalid(t, "a deployment listed twice", err, "deployments[2].deployment_id")
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "listed twice (also deployments[0])") {
+		t.Errorf("message %q does not say which entries are the same", msg)
+	}
+	err = report(agent, &ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: running("api-0", "api-1", "api-0")})
+	wantInvalid(t, "a Pod listed twice", err, "deployments[0].instances[2].pod_name")
+	if n := env.DB.Ent.Instance.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused reports stored %d instances", n)
+	}
+
+	if err := report(agent,
+		&ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: running("api-0", "api-1")},
+		&ctrlv1.DeploymentStatus{DeploymentId: "web", Instances: running("api-0")}); err != nil {
+		t.Fatalf("a report listing each once (one Pod name under two deployments): %v", err)
+	}
+	if n := env.DB.Ent.Instance.Query().CountX(ctx); n != 3 {
+		t.Errorf("%d instances stored, want the 3 reported", n)
+	}
+}
+
+// A Pod's name is a DNS subdomain and its address an IP (or empty before
+// it has one): anything else (terminal escapes, "not an address") is no
+// Pod's, and is refused naming the field and its index, with nothing of the
+// report stored, the good deployments before the bad one included.
+func TestInstancesThatNoPodCouldHaveAreRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	op := env.Operator("alice")
+	deploy(t, op, "api", "eu")
+	deploy(t, op, "web", "eu")
+	good := &ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: []*ctrlv1.Instance{{PodName: "api-0", Address: "10.0.0.1"}}}
+	for _, c := range []struct {
+		what, field string
+		in          *ctrlv1.Instance
+	}{
+		{"escape sequences", "pod_name", &ctrlv1.Instance{PodName: "p\x00\x1b[2J", Address: "10.0.0.2"}},
+		{"upper case", "pod_name", &ctrlv1.Instance{PodName: "Web-0"}},
+		{"an underscore", "pod_name", &ctrlv1.Instance{PodName: "web_0"}},
+		{"a bidi override", "pod_name", &ctrlv1.Instance{PodName: "web-0\u202e"}},
+		{"empty", "pod_name", &ctrlv1.Instance{PodName: ""}},
+		{"over 253 characters", "pod_name", &ctrlv1.Instance{PodName: strings.Repeat("w", 254)}},
+		{"words", "address", &ctrlv1.Instance{PodName: "web-0", Address: "not an address"}},
+		{"a host name", "address", &ctrlv1.Instance{PodName: "web-0", Address: "web.example.com"}},
+		{"three parts", "address", &ctrlv1.Instance{PodName: "web-0", Address: "1.2.3"}},
+		{"a port", "address", &ctrlv1.Instance{PodName: "web-0", Address: "10.0.0.2:80"}},
+		{"a zone", "address", &ctrlv1.Instance{PodName: "web-0", Address: "fe80::1%eth0"}},
+		{"escape sequences", "address", &ctrlv1.Instance{PodName: "web-0", Address: "\x1b[2J"}},
+	} {
+		err := report(agent, good, &ctrlv1.DeploymentStatus{DeploymentId: "web",
+			Instances: []*ctrlv1.Instance{{PodName: "web-9", Address: "10.0.0.9"}, c.in}})
+		wantInvalid(t, c.field+" with "+c.what, err, "deployments[1].instances[1]."+c.field)
+	}
+	if n := env.DB.Ent.Instance.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused reports stored %d instances", n)
+	}
+
+	// What real Pods have is taken: a generated name with dots, an IPv4
+	// or IPv6 address, or none yet.
+	err := report(agent, &ctrlv1.DeploymentStatus{DeploymentId: "web", Instances: []*ctrlv1.Instance{
+		{PodName: "web-7d9f8c-x2x4z", Address: "10.0.0.2"},
+		{PodName: "web.canary-0", Address: "fd00::2"},
+		{PodName: "web-1"},
+	}})
+	if err != nil {
+		t.Fatalf("a report of real Pods: %v", err)
+	}
+	if n := env.DB.Ent.Instance.Query().Where(instance.DeploymentID("web")).CountX(ctx); n != 3 {
+		t.Errorf("%d instances stored, want the 3 reported", n)
+	}
+}
+
+// A sentinel listed twice in one report is refused naming the second copy
+// (it took the last one's status, which left the outcome to the list's
+// order), and nothing of the report is stored.
+func TestASentinelListedTwiceInOneReportIsRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	eu := env.Agent("eu")
+	if _, err := env.Operator("alice").PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw", WorkspaceId: "ws",
+		EnvironmentId: "prod", Region: "eu", Image: "gw:1", Replicas: 3, CpuMillicores: 1, MemoryMib: 1}); err != nil {
+		t.Fatal(err)
+	}
+	healthy, unhealthy := ctrlv1.SentinelHealth_SENTINEL_HEALTH_HEALTHY, ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY
+	_, err := eu.ReportSentinelStatus(ctx, &ctrlv1.ReportSentinelStatusRequest{Region: "eu", Sentinels: []*ctrlv1.SentinelStatus{
+		{SentinelId: "gw", AvailableReplicas: 3, Health: healthy},
+		{SentinelId: "gw", AvailableReplicas: 0, Health: unhealthy},
+	}})
+	wantInvalid(t, "a sentinel listed twice", err, "sentinels[1].sentinel_id")
+	if s := env.DB.Ent.Sentinel.GetX(ctx, "gw"); s.AvailableReplicas != 0 || s.Health != "unknown" {
+		t.Errorf("the refused report changed the sentinel: %d available, %s", s.AvailableReplicas, s.Health)
+	}
+}
+
+// An agent's identity is its Pod or host name: control and format
+// characters, and spaces, are no name's, and a heartbeat or stream naming
+// one is refused with no record written. So is an agent_version with
+// control characters. A host name's upper case is taken.
+func TestAgentIdentitiesAndVersionsWithControlCharactersAreRefused(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	for _, identity := range []string{"krane\x1b[2J", "krane\x00", "krane 0", "krane\u202e0", "krane\u0085"} {
+		wantInvalid(t, fmt.Sprintf("heartbeat of %q", identity), heartbeat(agent, "eu", identity), "agent_identity")
+		wantInvalid(t, fmt.Sprintf("stream of %q", identity), watch(t, agent, "eu", identity), "agent_identity")
+	}
+	_, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0", AgentVersion: "v1\x1b[31m"})
+	wantInvalid(t, "agent_version with an escape", err, "agent_version")
+	if n := env.DB.Ent.Agent.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused heartbeats and streams left %d agent records", n)
+	}
+	if err := heartbeat(agent, "eu", "Build-Host.local"); err != nil {
+		t.Errorf("heartbeat of a host name with upper case: %v", err)
+	}
+	if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "krane-0", AgentVersion: "v1.2.3 (abc123)"}); err != nil {
+		t.Errorf("heartbeat with a version with a space: %v", err)
 	}
 }

@@ -8,9 +8,11 @@ import (
 	"log/slog"
 	"maps"
 	"math"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -123,10 +125,18 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 		return nil, status.Errorf(codes.InvalidArgument, "deployments: at most %d per report", maxDeploymentsPerReport)
 	}
 	ids := make([]string, 0, len(req.GetDeployments()))
+	listed := make(map[string]int, len(req.GetDeployments()))
 	for i, d := range req.GetDeployments() {
-		if err := checkDeploymentStatus(d); err != nil {
+		err := checkDeploymentStatus(d)
+		if first, twice := listed[d.GetDeploymentId()]; err == nil && twice {
+			// Each copy would replace the instances again, under the
+			// deployment's lock: one report, many times the work.
+			err = fmt.Errorf("deployment_id: %s is listed twice (also deployments[%d])", validate.Quote(d.GetDeploymentId()), first)
+		}
+		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "deployments[%d].%v", i, err)
 		}
+		listed[d.GetDeploymentId()] = i
 		ids = append(ids, d.GetDeploymentId())
 	}
 	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
@@ -231,17 +241,40 @@ func checkDeploymentStatus(d *ctrlv1.DeploymentStatus) error {
 	if len(d.GetInstances()) > maxInstancesPerReport {
 		return fmt.Errorf("instances: at most %d", maxInstancesPerReport)
 	}
+	pods := make(map[string]int, len(d.GetInstances()))
 	for j, in := range d.GetInstances() {
+		if err := validate.PodName(in.GetPodName()); err != nil {
+			return fmt.Errorf("instances[%d].pod_name: %w", j, err)
+		}
+		if first, twice := pods[in.GetPodName()]; twice {
+			return fmt.Errorf("instances[%d].pod_name: %s is listed twice (also instances[%d])", j, validate.Quote(in.GetPodName()), first)
+		}
+		pods[in.GetPodName()] = j
+		if err := checkAddress(in.GetAddress()); err != nil {
+			return fmt.Errorf("instances[%d].address: %w", j, err)
+		}
 		switch {
-		case len(in.GetPodName()) == 0 || len(in.GetPodName()) > 253:
-			return fmt.Errorf("instances[%d].pod_name: must be 1 to 253 characters", j)
-		case len(in.GetAddress()) > 255:
-			return fmt.Errorf("instances[%d].address: at most 255 characters", j)
 		case in.GetCpuMillicores() < 0:
 			return fmt.Errorf("instances[%d].cpu_millicores: %d must not be negative", j, in.GetCpuMillicores())
 		case in.GetMemoryMib() < 0:
 			return fmt.Errorf("instances[%d].memory_mib: %d must not be negative", j, in.GetMemoryMib())
 		}
+	}
+	return nil
+}
+
+// checkAddress checks an instance's address: a Pod's IP, or empty for a
+// Pod that has none yet. A zone (fe80::1%eth0) is no Pod IP's either.
+func checkAddress(address string) error {
+	if address == "" {
+		return nil
+	}
+	ip, err := netip.ParseAddr(address)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%s is not an IP address (a Pod's IP, or empty for a Pod that has none yet)", validate.Quote(address))
+	case ip.Zone() != "":
+		return fmt.Errorf("%s has a zone, which no Pod IP has", validate.Quote(address))
 	}
 	return nil
 }
@@ -316,23 +349,31 @@ func (s *Service) ReportSentinelStatus(ctx context.Context, req *ctrlv1.ReportSe
 	if len(req.GetSentinels()) > maxSentinelsPerReport {
 		return nil, status.Errorf(codes.InvalidArgument, "sentinels: at most %d per report", maxSentinelsPerReport)
 	}
+	listed := make(map[string]int, len(req.GetSentinels()))
 	for i, r := range req.GetSentinels() {
 		if err := validate.ID(r.GetSentinelId()); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "sentinels[%d].sentinel_id: %v", i, err)
 		}
+		// A report says one status per sentinel, as it does one per
+		// deployment and per resource: two would leave which one holds
+		// to the order of the list.
+		if first, twice := listed[r.GetSentinelId()]; twice {
+			return nil, status.Errorf(codes.InvalidArgument, "sentinels[%d].sentinel_id: %s is listed twice (also sentinels[%d])",
+				i, validate.Quote(r.GetSentinelId()), first)
+		}
+		listed[r.GetSentinelId()] = i
 		if r.GetAvailableReplicas() < 0 {
 			return nil, status.Errorf(codes.InvalidArgument, "sentinels[%d].available_replicas: must not be negative", i)
 		}
 	}
 	// One UPDATE per distinct status rather than per sentinel: a region's
 	// sentinels mostly report the same few, and a report of thousands
-	// would otherwise hold a connection for most of a second. A sentinel
-	// listed twice takes its last status.
+	// would otherwise hold a connection for most of a second.
 	type sentinelStatus struct {
 		available int
 		health    sentinel.Health
 	}
-	latest := map[string]sentinelStatus{}
+	byStatus := map[sentinelStatus][]string{}
 	for _, r := range req.GetSentinels() {
 		health := sentinel.HealthUnknown
 		switch r.GetHealth() {
@@ -341,11 +382,8 @@ func (s *Service) ReportSentinelStatus(ctx context.Context, req *ctrlv1.ReportSe
 		case ctrlv1.SentinelHealth_SENTINEL_HEALTH_UNHEALTHY:
 			health = sentinel.HealthUnhealthy
 		}
-		latest[r.GetSentinelId()] = sentinelStatus{int(r.GetAvailableReplicas()), health}
-	}
-	byStatus := map[sentinelStatus][]string{}
-	for id, st := range latest {
-		byStatus[st] = append(byStatus[st], id)
+		st := sentinelStatus{int(r.GetAvailableReplicas()), health}
+		byStatus[st] = append(byStatus[st], r.GetSentinelId())
 	}
 	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		actual := changefeed.ActualState(ctx)
@@ -378,6 +416,10 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	}
 	if len(req.GetAgentVersion()) > 128 {
 		return nil, status.Error(codes.InvalidArgument, "agent_version: at most 128 characters")
+	}
+	if i := strings.IndexFunc(req.GetAgentVersion(), func(r rune) bool { return !unicode.IsPrint(r) }); i >= 0 {
+		return nil, status.Errorf(codes.InvalidArgument, "agent_version: %s has a control or format character at byte %d",
+			validate.Quote(req.GetAgentVersion()), i)
 	}
 	now := time.Now().UTC()
 	if err := checkTime(req.GetLastFullSync(), now); err != nil {
@@ -449,10 +491,19 @@ func checkTime(ts *timestamppb.Timestamp, now time.Time) error {
 	return nil
 }
 
-// checkIdentity validates an agent's identity (its Pod or host name).
+// checkIdentity validates an agent's identity (its Pod or host name, or
+// what its --identity says): 1 to 253 printable characters without
+// spaces. Not a DNS subdomain: a host name may have upper case, and an
+// agent that is refused cannot stream. But no name has control or format
+// characters (a terminal's escape sequences, bidi overrides), which the
+// console would have to strip from every agent listing.
 func checkIdentity(identity string) error {
 	if identity == "" || len(identity) > 253 {
 		return status.Error(codes.InvalidArgument, "agent_identity: must be 1 to 253 characters")
+	}
+	if i := strings.IndexFunc(identity, func(r rune) bool { return !unicode.IsPrint(r) || r == ' ' }); i >= 0 {
+		return status.Errorf(codes.InvalidArgument, "agent_identity: %s has a space, control or format character at byte %d; want a Pod or host name",
+			validate.Quote(identity), i)
 	}
 	return nil
 }

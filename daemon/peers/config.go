@@ -1,10 +1,6 @@
 package peers
 
 import (
-	"fmt"
-	"net"
-	"strconv"
-	"strings"
 	"time"
 
 	"google.golang.org/grpc/credentials"
@@ -16,7 +12,8 @@ import (
 type Config struct {
 	// AdvertiseAddr is the address other replicas dial to poke this one:
 	// host:port, or a host alone for the port the gRPC server listens on
-	// (see ResolveAdvertiseAddr). Empty turns peer pokes off.
+	// (see ResolveAdvertiseAddr), naming one host (see CheckAddress).
+	// Empty turns peer pokes off.
 	AdvertiseAddr string
 	// Credentials are what pokes are dialled with (default: plaintext).
 	// ctrld gives TLS ones when it serves TLS.
@@ -64,67 +61,4 @@ func (c *Config) defaults() {
 	if c.PokeTimeout <= 0 {
 		c.PokeTimeout = Defaults.PokeTimeout
 	}
-}
-
-// ResolveAdvertiseAddr returns the address peers dial, from the advertised
-// one and the address the gRPC server actually listens on: a host alone
-// (an IP, IPv6 without brackets too, or a name) takes the listener's port.
-// Anything else that is not host:port with a port of 1-65535 is an error.
-func ResolveAdvertiseAddr(advertise, listening string) (string, error) {
-	host, port, err := net.SplitHostPort(advertise)
-	if err != nil {
-		// No port: the host alone (an IPv6 address with or without
-		// brackets).
-		host, port = advertise, ""
-		if inner, ok := strings.CutPrefix(advertise, "["); ok {
-			host, ok = strings.CutSuffix(inner, "]")
-			if !ok || net.ParseIP(host) == nil {
-				return "", fmt.Errorf("advertise address %q: brackets hold an IPv6 address, [fd00::1] or [fd00::1]:7070", advertise)
-			}
-		}
-	}
-	if host == "" || !validHost(host) {
-		return "", fmt.Errorf("advertise address %q: want host or host:port, the host an IP address or a DNS name that peers can dial (e.g. the pod's IP)", advertise)
-	}
-	if port == "" {
-		_, port, err = net.SplitHostPort(listening)
-		if err != nil {
-			return "", fmt.Errorf("listen address %q: %w", listening, err)
-		}
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return "", fmt.Errorf("advertise address %q: port %q is not 1-65535", advertise, port)
-	}
-	return net.JoinHostPort(host, port), nil
-}
-
-// validHost accepts IP addresses and DNS names: letters, digits, '-', '.',
-// and ':' for IPv6. Nothing that would change what a dial means (spaces,
-// '/', '@', brackets) gets into the registry.
-func validHost(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	if net.ParseIP(h) != nil {
-		return true
-	}
-	for _, r := range h {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.', r == '_':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// validPeerAddr accepts what ResolveAdvertiseAddr returns: host:port, the
-// host an IP address or a DNS name, the port 1-65535.
-func validPeerAddr(addr string) bool {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil || !validHost(host) {
-		return false
-	}
-	n, err := strconv.Atoi(port)
-	return err == nil && n >= 1 && n <= 65535
 }

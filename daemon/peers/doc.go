@@ -67,6 +67,13 @@
 // anyway. A guesser costs one comparison per call. What a replica dials
 // comes from the table too, so it dials only host:port (no scheme, socket
 // file or path), and at most MaxPeers of them, however many rows there are.
+// The host must name one host that can be dialled (CheckAddress): not
+// 0.0.0.0 or :: (this host, to whoever dials it), multicast or broadcast,
+// nor link-local (169.254.0.0/16, where clouds serve instance metadata;
+// fe80::/10), nor a name that resolvers read as a number ("1.2.3",
+// "0x7f.1"). ctrld refuses to start advertising such an address; a row
+// holding one is skipped with a log line; and a name is checked again by
+// what it resolves to, at each connection.
 //
 // # Transport
 //

@@ -19,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/internal/bearer"
@@ -391,4 +392,36 @@ func TestAFloodedRegistryIsBounded(t *testing.T) {
 		env.DB.Ent.CtrldReplica.Create().SetID(id).SetInstance(id).SetAddress(closedPort(t)).SetSecret("s").ExecX(ctx)
 	}
 	waitPeers(t, env.Server, peers.MaxPeers)
+}
+
+// A replica whose --advertise-addr no peer could poke it at (every host's
+// address, a link-local metadata address, a number in disguise) does not
+// start, saying why, and registers nothing.
+func TestAReplicaAdvertisingAnAddressNoPeerCanUseDoesNotStart(t *testing.T) {
+	db := storetest.New(t)
+	for _, c := range []struct{ advertise, why string }{
+		{"0.0.0.0", "no one host's"},
+		{"::", "no one host's"},
+		{"169.254.169.254", "link-local"},
+		{"[fe80::1]:7070", "link-local"},
+		{"1.2.3", "looks like a number"},
+		{"0x7f.1:7070", "looks like a number"},
+		{"10.0.0.5:0", "port"},
+	} {
+		cfg := replicasConfig()
+		cfg.ListenAddr = "127.0.0.1:0"
+		cfg.Peers.AdvertiseAddr = c.advertise
+		srv, err := server.Start(context.Background(), db, cfg, servertest.Logger())
+		if err == nil {
+			srv.Stop()
+			t.Errorf("--advertise-addr %q: ctrld started, want it refused (%s)", c.advertise, c.why)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "advertise address") || !strings.Contains(msg, c.why) {
+			t.Errorf("--advertise-addr %q: %v; want it to name the advertise address and say %q", c.advertise, err, c.why)
+		}
+	}
+	if n := db.Ent.CtrldReplica.Query().CountX(context.Background()); n != 0 {
+		t.Errorf("refused replicas registered %d rows", n)
+	}
 }

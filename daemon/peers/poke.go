@@ -58,10 +58,12 @@ func (r *Replica) follow(rows []*ent.CtrldReplica) {
 		if _, ok := r.peers[id]; ok {
 			continue
 		}
-		if !validPeerAddr(row.Address) {
+		if err := CheckAddress(row.Address); err != nil {
 			// Only host:port gets dialled: no scheme or path that would
-			// make gRPC dial a socket file or another resolver.
-			r.log.Warn("peers: a replica's registered address is not host:port; not poking it", "peer", id, "address", row.Address)
+			// make gRPC dial a socket file or another resolver, and no
+			// address that is not one host's (this one's, a link-local
+			// metadata server's).
+			r.log.Warn("peers: a replica's registered address is not one it may be poked at; not poking it", "peer", id, "address", row.Address, "err", err)
 			continue
 		}
 		p, err := r.newPeer(row)
@@ -95,6 +97,8 @@ func (r *Replica) newPeer(row *ent.CtrldReplica) (*peer, error) {
 	conn, err := grpc.NewClient("passthrough:///"+row.Address,
 		grpc.WithTransportCredentials(r.cfg.Credentials),
 		grpc.WithConnectParams(dial.Reconnect()),
+		// What a name resolves to is checked as the address itself was.
+		grpc.WithContextDialer(dialPeer),
 		// Replicas dial each other directly, never through the HTTP
 		// proxy the environment may name for the outside world.
 		grpc.WithNoProxy())

@@ -1,9 +1,11 @@
 package peers
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -172,25 +174,34 @@ func TestResolveAdvertiseAddr(t *testing.T) {
 			t.Errorf("ResolveAdvertiseAddr(%q, %q) = %q, %v; want %q", c.advertise, c.listening, got, err, c.want)
 		}
 	}
-	for _, bad := range []string{":7070", "host:0", "host:70000", "host:http", "a b", "user@host", "host/path", "http://host:1", "a:b:c", "[::1", string(make([]byte, 300))} {
+	for _, bad := range []string{":7070", "host:0", "host:70000", "host:http", "a b", "user@host", "host/path", "http://host:1", "a:b:c", "[::1", string(make([]byte, 300)),
+		"0.0.0.0", "::", "[::]:7070", "169.254.169.254", "fe80::1", "224.0.0.1", "1.2.3", "0x7f.1", ""} {
 		if got, err := ResolveAdvertiseAddr(bad, "[::]:7070"); err == nil {
 			t.Errorf("ResolveAdvertiseAddr(%q) = %q, want an error", bad, got)
 		}
 	}
 }
 
-// Only host:port is dialled: a row naming a scheme, a socket file or a path
-// (which only someone writing the table by hand could add) is skipped.
+// Only one host's host:port is dialled: a row naming a scheme, a socket
+// file or a path, this host (0.0.0.0), a link-local metadata address or a
+// name that is a number in disguise (which only someone writing the table
+// by hand could add) is skipped, with a log line.
 func TestOnlyHostPortRowsAreDialled(t *testing.T) {
 	r := newTestReplica(t, &countingTailer{})
+	var logged bytes.Buffer
+	r.log = slog.New(slog.NewTextHandler(&logged, nil))
 	var rows []*ent.CtrldReplica
 	for i, addr := range []string{"unix:///run/x.sock", "unix:x.sock", "dns:///example.com:7070", "passthrough:///10.0.0.1:7070",
-		"example.com", "example.com:0", "example.com/path:7070", "user@example.com:7070", "[::1]", ""} {
+		"example.com", "example.com:0", "example.com/path:7070", "user@example.com:7070", "[::1]", "",
+		"0.0.0.0:7070", "[::]:7070", "169.254.169.254:80", "[fe80::1]:7070", "224.0.0.1:7070", "1.2.3:7070", "0x7f.1:7070"} {
 		rows = append(rows, &ent.CtrldReplica{ID: string(rune('a' + i)), Address: addr, Secret: "s"})
 	}
 	r.follow(rows)
 	if n := r.Peers(); n != 0 {
 		t.Fatalf("%d rows with addresses that are not host:port are poked", n)
+	}
+	if n := strings.Count(logged.String(), "not poking it"); n != len(rows) {
+		t.Errorf("%d of %d skipped rows logged:\n%s", n, len(rows), logged.String())
 	}
 	r.follow([]*ent.CtrldReplica{{ID: "ok", Address: "example.com:7070", Secret: "s"}, {ID: "v6", Address: "[fd00::1]:7070", Secret: "s"}})
 	if n := r.Peers(); n != 2 {

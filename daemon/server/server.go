@@ -233,7 +233,9 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	var notifier operator.Notifier = s.Tailer
 	if cfg.Peers.AdvertiseAddr != "" {
 		addr, err := peers.ResolveAdvertiseAddr(cfg.Peers.AdvertiseAddr, s.Addr)
-		if err == nil {
+		if err != nil {
+			err = fmt.Errorf("advertise address %w", err)
+		} else {
 			s.Peers, err = peers.New(db.Ent, addr, cfg.Instance, cfg.Peers, s.Tailer, cfg.Registry, guard, log)
 		}
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -351,8 +352,8 @@ func TestStatusReportsDriveInstancesAndWorkflow(t *testing.T) {
 	changes := env.DB.Ent.DeploymentChange.Query().CountX(ctx)
 	running := func(names ...string) []*ctrlv1.Instance {
 		var out []*ctrlv1.Instance
-		for _, n := range names {
-			out = append(out, &ctrlv1.Instance{PodName: n, Address: n + ".api", Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true})
+		for i, n := range names {
+			out = append(out, &ctrlv1.Instance{PodName: n, Address: fmt.Sprintf("10.0.0.%d", i+1), Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true})
 		}
 		return out
 	}

@@ -434,3 +434,102 @@ func TestStalledStreamsLeaveNothingQueuedBehind(t *testing.T) {
 		t.Fatalf("ended streams' queued events stayed: the heap grew %d MiB (%d KiB per stream)", grown>>20, grown/(waves*perWave)>>10)
 	}
 }
+
+// silentClient opens a stream of region from cursor 0 on a connection of
+// its own with 64 KiB flow-control windows (the smallest a grpc-go client
+// takes), under a new agent token.
+func silentClient(t *testing.T, env *servertest.Env, region, identity string) ctrlv1.ClusterService_WatchDeploymentChangesClient {
+	t.Helper()
+	conn, err := grpc.NewClient(env.Server.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	ctx, end := context.WithCancel(context.Background())
+	t.Cleanup(end)
+	s, err := ctrlv1.NewClusterServiceClient(conn).WatchDeploymentChanges(ctx,
+		&ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: identity},
+		grpc.PerRPCCredentials(auth.BearerCredentials{Token: env.AgentToken(region), Insecure: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// waitStalled waits until region's one stream was ended for not reading,
+// for at most within, and returns when it saw that.
+func waitStalled(t *testing.T, reg *prometheus.Registry, region string, within time.Duration) time.Time {
+	t.Helper()
+	waitFor(t, within, func() bool {
+		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", region) == 1 &&
+			testmetrics.Sum(t, reg, "deploysync_streams", "region", region) == 0
+	}, "the stream whose client reads nothing is still open")
+	return time.Now()
+}
+
+// A client that reads nothing from cursor 0, on a region whose full sync
+// (eight deployments of 120 KiB, about 1 MiB) is more than its windows and
+// gRPC's buffer take, is ended about the send timeout after it stopped
+// taking data, with no later write to the region. Its full sync is fewer
+// events than the stream's queue holds: before, the deadline began only
+// once keep-alives had filled the queue, nine keep-alive intervals (90 s)
+// later.
+func TestAClientThatReadsNothingIsEndedTheSendTimeoutAfterItsWindowsFill(t *testing.T) {
+	const timeout = 2 * time.Second
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg,
+		Stream: stream.Config{SendTimeout: timeout, KeepAlive: stream.Defaults.KeepAlive}})
+	env.AgentToken("eu") // registers the region
+	fillRegion(t, env.Operator("alice"), "eu", 8, 120<<10)
+
+	opened := time.Now()
+	silentClient(t, env, "eu", "silent")
+	// Generous: the deadline only has to come well before the old 90 s.
+	ended := waitStalled(t, reg, "eu", timeout+30*time.Second)
+	if took := ended.Sub(opened); took < timeout {
+		t.Errorf("ended %v after it opened, before the send timeout of %v", took, timeout)
+	} else {
+		t.Logf("ended %v after it opened (send timeout %v)", took.Round(time.Millisecond), timeout)
+	}
+}
+
+// A client that reads its full sync and then stops, while only keep-alive
+// bookmarks flow (every millisecond here), is ended too: its windows and
+// gRPC's buffer for the stream take about 128 KiB of keep-alives, 10 bytes
+// each, and the send timeout counts from the last one taken.
+func TestAClientThatStopsReadingAfterItsFullSyncIsEnded(t *testing.T) {
+	const timeout = time.Second
+	reg := prometheus.NewRegistry()
+	env := servertest.Start(t, server.Config{Registry: reg,
+		Stream: stream.Config{SendTimeout: timeout, KeepAlive: time.Millisecond}})
+	env.AgentToken("eu") // registers the region
+	fillRegion(t, env.Operator("alice"), "eu", 3, 1<<10)
+
+	s := silentClient(t, env, "eu", "stops")
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.GetBookmark().GetFullSyncDone() {
+			break
+		}
+	}
+	stopped := time.Now()
+	ended := waitStalled(t, reg, "eu", 3*time.Minute)
+	if took := ended.Sub(stopped); took < timeout {
+		t.Errorf("ended %v after the client stopped reading, before the send timeout of %v", took, timeout)
+	} else {
+		t.Logf("ended %v after the client stopped reading (send timeout %v)", took.Round(time.Millisecond), timeout)
+	}
+	// Read at last, the stream is gone with its connection.
+	for {
+		if _, err := s.Recv(); err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("the stream ended with %v, want Unavailable", err)
+			}
+			break
+		}
+	}
+}

@@ -32,11 +32,14 @@
 //     streams can never take the connections unary calls need.
 //   - Events go to the client through a small queue drained by a goroutine
 //     of the stream's own (outbox), which runs only while events wait: an
-//     idle stream holds no goroutine but its handler. A client that reads
-//     nothing for SendTimeout while events wait is ended (ErrFellBehind),
-//     logged with what was pending, and counted, and its connection is
-//     closed (the server says how: WithCloseConnection), for what gRPC
-//     queued for it would stay; it resumes from its last bookmark.
+//     idle stream holds no goroutine but its handler. A client that takes
+//     no data for SendTimeout while events wait (gRPC accepts none: the
+//     client's flow-control window and gRPC's buffer for the stream are
+//     full), counted from when it last took some whatever is queued, a
+//     keep-alive included, is ended (ErrFellBehind), logged with what was
+//     pending, and counted, and its connection is closed (the server says
+//     how: WithCloseConnection), for what gRPC queued for it would stay;
+//     it resumes from its last bookmark.
 //   - At most MaxFullSyncs full syncs read a page at once; a full sync
 //     holds its slot only while it reads, never while its client reads (a
 //     slow reader would otherwise keep every other region from syncing).

@@ -35,9 +35,10 @@ type Config struct {
 	KeepAlive time.Duration
 	// Instance names this ctrld process in agents' connected_to.
 	Instance string
-	// SendTimeout ends a stream whose client reads nothing for this long
-	// while events wait for it (default 30s). The client resumes from its
-	// last bookmark when it reconnects.
+	// SendTimeout ends a stream whose client takes no data for this long
+	// while events wait for it (default 30s), counted from when it last
+	// took some, whatever is queued. The client resumes from its last
+	// bookmark when it reconnects.
 	SendTimeout time.Duration
 	// MaxFullSyncs bounds the full syncs reading a page at once (default
 	// 8, half the streams' database pool). A full sync holds its slot only
@@ -192,18 +193,26 @@ func (s *Streamer) Serve(ctx context.Context, req Request, send Send) error {
 
 	// The outbox's sender ends by itself once its queue is empty, or when
 	// its send fails, as every send does once the handler has returned.
-	out := newOutbox(ctx, send, s.cfg.SendTimeout, s.guard)
+	// A client that takes no data for the send timeout while events wait
+	// ends the handler's context, wherever the handler waits, with a
+	// *stallError as the cause.
+	ctx, endStream := context.WithCancelCause(ctx)
+	defer endStream(nil)
+	out := newOutbox(ctx, endStream, send, s.cfg.SendTimeout, s.guard)
 	st := &state{req: req, send: out.send, clientCursor: req.Cursor, bookmarked: req.Cursor}
 	err = s.serve(ctx, st)
 	var stall *stallError
-	if !errors.As(err, &stall) {
+	if !errors.As(context.Cause(ctx), &stall) {
 		// What is queued still goes out before the handler returns: the
 		// last event may be a resync_required.
 		if ferr := out.flush(); err == nil {
 			err = ferr
 		}
 	}
-	if errors.As(err, &stall) {
+	if errors.As(context.Cause(ctx), &stall) {
+		// Whatever the handler was doing when the stall ended its
+		// context, the stall is why the stream ends.
+		err = stall
 		s.metrics.StalledStreams.WithLabelValues(req.Region).Inc()
 		s.log.Warn("stream: ending a stream whose client does not read, and closing its connection",
 			"region", req.Region, "agent", req.Identity, "send_timeout", stall.timeout, "pending_events", stall.pending)
