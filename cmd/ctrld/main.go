@@ -24,6 +24,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/internal/dial"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 func main() {
@@ -48,7 +49,24 @@ var (
 	logFormatFlag = &cli.StringFlag{
 		Name: "log-format", Value: "text", Usage: "text or json", EnvVars: []string{"CTRLD_LOG_FORMAT"},
 	}
+	reservedFlag = &cli.StringFlag{
+		Name: "reserved-namespaces",
+		Usage: "comma-separated namespace `names` no workspace/environment may have, besides kube-*, default and deploysync (always reserved): " +
+			"deploys, sentinels and policies whose <workspace>-<environment> is one of them are refused (InvalidArgument). " +
+			"List the agents' namespace here if they do not run in deploysync, and any namespace of your own with a hyphen (cert-manager, ...). " +
+			"Existing resources in a namespace reserved later are logged as errors at start and left as they are",
+		EnvVars: []string{"CTRLD_RESERVED_NAMESPACES"},
+	}
 )
+
+// reservedNamespaces is the rule --reserved-namespaces makes.
+func reservedNamespaces(c *cli.Context) (naming.Reserved, error) {
+	r, err := naming.NewReserved(strings.Split(c.String(reservedFlag.Name), ",")...)
+	if err != nil {
+		return naming.Reserved{}, fmt.Errorf("--%s: %w", reservedFlag.Name, err)
+	}
+	return r, nil
+}
 
 func app() *cli.App {
 	return &cli.App{
@@ -66,14 +84,18 @@ func migrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "migrate",
 		Usage: "create or update the database schema (safe to run repeatedly; never drops)",
-		Flags: []cli.Flag{databaseFlag},
+		Flags: []cli.Flag{databaseFlag, reservedFlag},
 		Action: func(c *cli.Context) error {
+			reserved, err := reservedNamespaces(c)
+			if err != nil {
+				return err
+			}
 			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := migrate(c.Context, db, slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))); err != nil {
+			if err := migrate(c.Context, db, reserved, slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))); err != nil {
 				return err
 			}
 			fmt.Fprintln(c.App.Writer, "schema is up to date")
@@ -82,17 +104,26 @@ func migrateCommand() *cli.Command {
 	}
 }
 
-// migrate brings the schema up to date, then claims the namespace of every
-// workspace and environment already in use (databases written before
-// namespaces were claimed). Pairs that already share a namespace are logged
-// as errors by ClaimExistingNamespaces; they need an operator, not a refusal
-// to start.
-func migrate(ctx context.Context, db *store.DB, log *slog.Logger) error {
+// migrate brings the schema up to date, then claims the namespaces in use
+// (claimNamespaces).
+func migrate(ctx context.Context, db *store.DB, reserved naming.Reserved, log *slog.Logger) error {
 	if err := store.Migrate(ctx, db.Ent); err != nil {
 		return err
 	}
+	return claimNamespaces(ctx, db, reserved, log)
+}
+
+// claimNamespaces claims the namespace of every workspace and environment
+// already in use (databases written before namespaces were claimed), and
+// reports claims whose namespace is reserved now. Pairs that already share
+// a namespace, and claims of reserved namespaces, are logged as errors;
+// they need an operator, not a refusal to start, and nothing is rewritten.
+func claimNamespaces(ctx context.Context, db *store.DB, reserved naming.Reserved, log *slog.Logger) error {
 	if _, err := desired.ClaimExistingNamespaces(ctx, db.Ent, log); err != nil {
 		return fmt.Errorf("claim the namespaces in use: %w", err)
+	}
+	if _, err := desired.ReportReservedClaims(ctx, db.Ent, reserved, log); err != nil {
+		return fmt.Errorf("report claims of reserved namespaces: %w", err)
 	}
 	return nil
 }
@@ -105,7 +136,7 @@ func serveCommand() *cli.Command {
 		Name:  "serve",
 		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",
 		Flags: []cli.Flag{
-			databaseFlag, logLevelFlag, logFormatFlag,
+			databaseFlag, logLevelFlag, logFormatFlag, reservedFlag,
 			&cli.StringFlag{Name: "listen", Value: ":7070", Usage: "gRPC listen address; without --tls-cert a loopback one (127.0.0.1:7070, [::1]:7070, localhost:7070) unless --insecure-listen", EnvVars: env("listen")},
 			&cli.BoolFlag{Name: "insecure-listen", Usage: "serve without TLS on a non-loopback --listen address: tokens cross the network in the clear (only behind a TLS-terminating proxy or on a network you trust)", EnvVars: env("insecure-listen")},
 			&cli.StringFlag{Name: "metrics-listen", Value: ":9090", Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
@@ -161,16 +192,20 @@ func serveCommand() *cli.Command {
 				}
 				log.Warn("serving without TLS on a non-loopback address (--insecure-listen): tokens cross the network in the clear", "listen", listen)
 			}
+			reserved, err := reservedNamespaces(c)
+			if err != nil {
+				return err
+			}
 			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
 			if c.Bool("migrate") {
-				if err := migrate(c.Context, db, log); err != nil {
+				if err := migrate(c.Context, db, reserved, log); err != nil {
 					return err
 				}
-			} else if _, err := desired.ClaimExistingNamespaces(c.Context, db.Ent, log); err != nil {
+			} else if err := claimNamespaces(c.Context, db, reserved, log); err != nil {
 				// Replicas of an older ctrld may have written resources
 				// without claiming their namespace; claim them now.
 				return err
@@ -202,6 +237,7 @@ func serveCommand() *cli.Command {
 				Retention: retention.Config{TTL: c.Duration("change-ttl"), MaxAge: c.Duration("change-max-age"), Interval: c.Duration("cleanup-interval"),
 					AgentTTL: c.Duration("agent-ttl"), RevisionsKept: c.Int("revisions-kept")},
 				Workflow: workflow.Config{Timeout: c.Duration("deploy-timeout")},
+				Reserved: reserved,
 			}, log)
 			if err != nil {
 				return err
