@@ -31,6 +31,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/status"
 	"github.com/deploysync/deploysync/agentd/watch"
 	"github.com/deploysync/deploysync/internal/limits"
+	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/recovery"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -55,11 +56,19 @@ type Config struct {
 	Version string
 
 	// LeaderElect runs the agent only while holding the region's Lease.
-	LeaderElect    bool
+	LeaderElect bool
+	// LeaseNamespace is the agent's own namespace, where its Lease is
+	// (default "default"); it is reserved: nothing is applied there.
 	LeaseNamespace string
 	LeaseDuration  time.Duration // default 15s
 	RenewDeadline  time.Duration // default 10s
 	RetryPeriod    time.Duration // default 2s
+
+	// ReservedNamespaces are namespaces the agent never writes into,
+	// besides kube-*, default, deploysync and LeaseNamespace (see
+	// naming.Reserved): applies there are refused, and nothing there is
+	// deleted.
+	ReservedNamespaces []string
 
 	// Readiness, when set, is kept up to date for /readyz.
 	Readiness *Readiness
@@ -89,6 +98,16 @@ func (c *Config) defaults() {
 	}
 }
 
+// reserved is the namespaces the agent never writes into: its own, and
+// ReservedNamespaces, besides those always reserved.
+func (c *Config) reserved() (naming.Reserved, error) {
+	r, err := naming.NewReserved(append([]string{c.LeaseNamespace}, c.ReservedNamespaces...)...)
+	if err != nil {
+		return naming.Reserved{}, fmt.Errorf("agent: reserved namespaces: %w", err)
+	}
+	return r, nil
+}
+
 // Clients reach the cluster the agent manages.
 type Clients struct {
 	Kube    kubernetes.Interface
@@ -115,6 +134,9 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 	cfg.defaults()
 	if cfg.Region == "" || cfg.Identity == "" {
 		return errors.New("agent: region and identity are required")
+	}
+	if _, err := cfg.reserved(); err != nil {
+		return err
 	}
 	if !cfg.LeaderElect {
 		return runActive(ctx, cfg, clients, cluster, log, m)
@@ -175,9 +197,13 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.ClusterServiceClient, log *slog.Logger, m *metrics.Metrics) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	reserved, err := cfg.reserved()
+	if err != nil {
+		return err
+	}
 	c := reconcile.NewCache(clients.Kube, 0)
 	controllers := reconcile.NewControllers(reconcile.Deps{
-		Kube: clients.Kube, Dynamic: clients.Dynamic, Cache: c, Namespaces: reconcile.NewNamespaces(clients.Kube),
+		Kube: clients.Kube, Dynamic: clients.Dynamic, Cache: c, Namespaces: reconcile.NewNamespaces(clients.Kube, reserved),
 	})
 	router := &router{controllers: controllers, metrics: m}
 
@@ -252,7 +278,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	run("status", reporter.Run)
 	run("resource-sync", syncs.Run)
 	run("heartbeat", hb.run)
-	err := w.Run(ctx)
+	err = w.Run(ctx)
 	cancel()
 	wg.Wait()
 	return err
@@ -269,6 +295,12 @@ func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 	err := r.handle(ctx, key, in)
 	r.metrics.ApplyDuration.WithLabelValues(key.Kind).Observe(time.Since(start).Seconds())
 	switch {
+	case errors.Is(err, kube.ErrForeignNamespace):
+		// The tenant boundary: retrying cannot help, and the region's
+		// cursor must not wait for a person to act (see dispatch.Terminal).
+		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
+		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
+		err = dispatch.Terminal(err)
 	case errors.Is(err, kube.ErrConflict), errors.Is(err, kube.ErrOwnedByAnother), errors.Is(err, reconcile.ErrNoCRD):
 		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
 		r.metrics.Failed.WithLabelValues(key.Kind).Inc()

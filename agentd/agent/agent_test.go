@@ -66,6 +66,10 @@ func isolate(t *testing.T) *kubetest.Cluster {
 	return c
 }
 
+// ownedLabels hand a namespace to the agent: it writes only into
+// namespaces labeled so (see reconcile.Namespaces).
+var ownedLabels = map[string]string{kube.ManagedByLabel: kube.ManagedByValue}
+
 // countedConfig is c's admin config with its writes counted, leases aside
 // (leader election renews its lease all the time).
 func countedConfig(c *kubetest.Cluster) (*rest.Config, *kubetest.WriteCounter) {
@@ -283,12 +287,14 @@ func grant(t *testing.T, admin kubernetes.Interface, name string, rules []rbacv1
 }
 
 // After the full sync the agent deletes exactly the managed objects it
-// did not list; unmanaged ones stay.
+// did not list in its own namespaces; unmanaged ones stay, and so do
+// objects carrying its labels in someone else's namespace (labeled by
+// someone who may patch them but not delete them).
 func TestGarbageCollectionAfterFullSync(t *testing.T) {
 	e := newAgentEnv(t)
-	ns := naming.Namespace("gc", "prod")
+	ns, foreign := naming.Namespace("gc", "prod"), e.cluster.Namespace(t)
 	deploy(t, e.op, "listed", "gc", "eu")
-	if _, err := e.admin.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+	if _, err := e.admin.CoreV1().Namespaces().Create(e.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: ownedLabels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	sts := func(name string, labels map[string]string) *appsv1.StatefulSet {
@@ -299,11 +305,14 @@ func TestGarbageCollectionAfterFullSync(t *testing.T) {
 					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x:1"}}}},
 			}}
 	}
+	labeledInTheirs := sts("labeled", map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "labeled"})
+	labeledInTheirs.Namespace = foreign
 	for _, o := range []*appsv1.StatefulSet{
 		sts("orphan", map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "orphan"}),
 		sts("theirs", map[string]string{kube.DeploymentLabel: "theirs"}),
+		labeledInTheirs,
 	} {
-		if _, err := e.admin.AppsV1().StatefulSets(ns).Create(e.ctx, o, metav1.CreateOptions{}); err != nil {
+		if _, err := e.admin.AppsV1().StatefulSets(o.Namespace).Create(e.ctx, o, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -314,6 +323,10 @@ func TestGarbageCollectionAfterFullSync(t *testing.T) {
 	})
 	if !statefulSetExists(e.admin, ns, "theirs") {
 		t.Fatal("garbage collection deleted an unmanaged object")
+	}
+	time.Sleep(time.Second) // garbage collection queues its deletes together; let the rest run
+	if !statefulSetExists(e.admin, foreign, "labeled") {
+		t.Fatal("garbage collection deleted a labeled object in someone else's namespace")
 	}
 }
 

@@ -83,7 +83,7 @@ func TestObjectLeftBehindIsRemovedWhenItShowsUp(t *testing.T) {
 	e := newAgentEnv(t)
 	deploy(t, e.op, "api", "found-b", "eu")
 	e.start(t, "agent-0", agent.Config{LeaderElect: false, ResyncInterval: -1})
-	nsA, nsB := e.cluster.Namespace(t), naming.Namespace("found-b", "prod")
+	nsA, nsB := e.cluster.NamespaceLabeled(t, ownedLabels), naming.Namespace("found-b", "prod")
 	waitFor(t, 20*time.Second, "applied in "+nsB, func() bool { return statefulSetExists(e.admin, nsB, "api") })
 
 	labels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: "api"}

@@ -161,7 +161,7 @@ func TestGarbageCollectionGoesOnWhenAKindCannotBeListed(t *testing.T) {
 	env.AgentToken("eu")
 	ns := naming.Namespace("gcpartial", "prod")
 	deploy(t, op, "listed", "gcpartial", "eu")
-	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: ownedLabels}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
 	stopped := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Name: "stopped", Namespace: ns,

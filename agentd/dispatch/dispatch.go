@@ -9,7 +9,8 @@
 //
 // The cursor is acknowledged only past work that is done: a bookmark from
 // the stream counts once every event received before it has been applied
-// successfully or superseded by a later event for the same resource. A
+// successfully, refused for good by the agent's own rules (Terminal), or
+// superseded by a later event for the same resource. A
 // superseded event stops holding bookmarks as soon as the later one is
 // received, applied or not: the later event comes after those bookmarks in
 // the stream, so a resume from any of them receives it again. Not so
@@ -18,7 +19,9 @@
 // the sync that the resource's unapplied event holds; they wait for that
 // resource's apply (which the sync's own bookmark waits for anyway). A
 // failing apply is retried with the queue's exponential backoff and holds
-// the cursor meanwhile; other resources go on.
+// the cursor meanwhile; other resources go on. A refused one (Terminal) is
+// not retried and holds nothing; it stays failing until a later event for
+// the resource applies.
 //
 // Per resource it also keeps what ctrld is told of it (Syncs): the version
 // last applied, whether the newest intent is applied, and a failing
@@ -69,6 +72,45 @@ type Handler interface {
 // ErrUnknownEvent rejects an event the agent does not understand: it is
 // never skipped silently.
 var ErrUnknownEvent = errors.New("unknown or empty event")
+
+// Terminal marks a handler's error as the final outcome of the intent it
+// was handed (as controller-runtime's reconcile.TerminalError does): the
+// agent refuses it by a rule of its own, and applying it again cannot
+// succeed until a person changes something (a namespace that is not the
+// agent's, see kube.ErrForeignNamespace). The dispatcher does not retry
+// it, and the intent stops holding the acked cursor, while the resource
+// stays failing with that error, reported to ctrld and shown as the
+// region's last error until an apply succeeds. A later intent for the
+// resource (its next change, or the next full sync, which re-sends every
+// resource; periodic resyncs make one every few minutes) is tried as
+// any other.
+//
+// Why the cursor may pass it: held, one refused resource would stop the
+// region's acked cursor for good. Every later change would count as lag,
+// resent after each reconnect, retention would delete the rows past the
+// cursor until the stream answered resync_required, and the full sync
+// after it would be refused the same way: the whole region out of sync
+// for one resource that is not the agent's to apply. Passing it loses
+// nothing: the acked cursor says how far the stream has been dealt with,
+// and the refusal is dealt with, visibly; the resource's report says it
+// is not in sync and why.
+func Terminal(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &terminalError{err: err}
+}
+
+// IsTerminal reports whether err, or one it wraps, was marked by Terminal.
+func IsTerminal(err error) bool {
+	var t *terminalError
+	return errors.As(err, &t)
+}
+
+type terminalError struct{ err error }
+
+func (e *terminalError) Error() string { return e.err.Error() }
+func (e *terminalError) Unwrap() error { return e.err }
 
 // Dispatcher queues intents and tracks the acknowledged cursor.
 type Dispatcher struct {
@@ -376,17 +418,25 @@ func (d *Dispatcher) work(ctx context.Context) bool {
 }
 
 // apply hands key's latest intent to the handler and, if it succeeds,
-// records it as applied.
+// records it as applied; if the handler refuses it for good (Terminal),
+// records that, and it is not retried.
 func (d *Dispatcher) apply(ctx context.Context, key Key) error {
 	in, ok := d.intent(key)
 	if !ok {
 		d.queue.Forget(key)
 		return nil
 	}
-	if err := d.handler.Handle(ctx, key, in); err != nil {
+	var acked uint64
+	var moved bool
+	switch err := d.handler.Handle(ctx, key, in); {
+	case IsTerminal(err):
+		acked, moved = d.refused(key, in, err)
+		d.log.Warn("apply refused; not retrying it (the resource stays failing, and reported, until a later event for it applies)", "resource", key.String(), "err", err)
+	case err != nil:
 		return err
+	default:
+		acked, moved = d.applied(key, in)
 	}
-	acked, moved := d.applied(key, in)
 	d.queue.Forget(key)
 	if moved && d.onAck != nil {
 		d.onAck(acked)
@@ -425,6 +475,23 @@ func (d *Dispatcher) applied(key Key, in Intent) (uint64, bool) {
 	return d.acked, moved
 }
 
+// refused records that in, key's intent, was refused for good (see
+// Terminal): the resource is failing with err, and the intent no longer
+// holds bookmarks. It returns the acknowledged cursor and whether it
+// moved.
+func (d *Dispatcher) refused(key Key, in Intent, err error) (uint64, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.fail(key, err)
+	if d.desired[key].seq == in.seq {
+		// Dealt with, as an apply would be (see applied); a newer intent
+		// received meanwhile holds its own place and is applied next.
+		delete(d.pending, key)
+	}
+	moved := d.advance()
+	return d.acked, moved
+}
+
 // retry records key's failed apply and queues it again with backoff.
 func (d *Dispatcher) retry(ctx context.Context, key Key, err error) {
 	d.failed(key, err)
@@ -437,6 +504,11 @@ func (d *Dispatcher) retry(ctx context.Context, key Key, err error) {
 func (d *Dispatcher) failed(key Key, err error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.fail(key, err)
+}
+
+// fail records err as key's failure. Called with mu held.
+func (d *Dispatcher) fail(key Key, err error) {
 	f, failing := d.failures[key]
 	if !failing {
 		f.since = time.Now()

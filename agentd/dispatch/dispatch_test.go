@@ -23,6 +23,7 @@ type recorder struct {
 	final    map[Key]bool // true = applied, false = deleted
 	busy     map[Key]bool
 	failLeft map[Key]int
+	refuse   map[Key]bool // refused for good (Terminal) while set
 	overlap  atomic.Bool
 	calls    atomic.Int64
 	handled  []Key // in order
@@ -45,12 +46,15 @@ func (r *recorder) Handle(ctx context.Context, key Key, in Intent) error {
 		r.failLeft[key]--
 		return errors.New("injected failure")
 	}
+	if r.refuse[key] {
+		return fmt.Errorf("apply %s: %w", key, Terminal(errors.New("injected refusal")))
+	}
 	r.final[key] = !in.Delete
 	return nil
 }
 
 func newRecorder() *recorder {
-	return &recorder{final: map[Key]bool{}, busy: map[Key]bool{}, failLeft: map[Key]int{}}
+	return &recorder{final: map[Key]bool{}, busy: map[Key]bool{}, failLeft: map[Key]int{}, refuse: map[Key]bool{}}
 }
 
 func deployment(id string, action ctrlv1.Action) *ctrlv1.DeploymentChangeEvent {
@@ -136,6 +140,57 @@ func TestFailingApplyHoldsTheCursor(t *testing.T) {
 	defer mu.Unlock()
 	if len(acks) != 2 || acks[0] != 10 || acks[1] != 20 {
 		t.Fatalf("acks %v", acks)
+	}
+}
+
+// An apply refused for good (Terminal, wrapped or not) is not retried and
+// does not hold the cursor, while the resource stays failing with its
+// error, not in sync, until a later intent for it applies.
+func TestARefusedApplyLetsTheCursorPassAndStaysFailing(t *testing.T) {
+	r := newRecorder()
+	refused := Key{Kind: rpc.KindDeployment, ID: "refused"}
+	r.refuse[refused] = true
+	d := New(r, slog.New(slog.DiscardHandler), nil)
+	start(t, d, 2)
+	must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
+	must(t, d.Event(deployment("fine", ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(10)
+	eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
+	handled := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
+	}
+	time.Sleep(time.Second) // the queue's backoff would have retried it 2-3 times by now
+	if n := handled(); n != 1 {
+		t.Errorf("the refused apply was handled %d times, want once (not retried)", n)
+	}
+	if got := d.LastError(); !strings.Contains(got, "injected refusal") {
+		t.Errorf("last error %q, want the refusal", got)
+	}
+	syncOf := func(k Key) Sync {
+		for _, s := range d.Syncs() {
+			if s.Key == k {
+				return s
+			}
+		}
+		t.Fatalf("%s not in the report", k)
+		return Sync{}
+	}
+	if s := syncOf(refused); s.InSync || !strings.Contains(s.Err, "injected refusal") || s.FailingSince.IsZero() || s.Deleted {
+		t.Errorf("refused resource reported as %+v, want not in sync, failing with the refusal", s)
+	}
+
+	// Allowed again (say, its namespace was labeled for the agent): the
+	// next intent, a full sync's, applies and clears the error.
+	r.mu.Lock()
+	r.refuse[refused] = false
+	r.mu.Unlock()
+	must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(20)
+	eventually(t, func() bool { return d.Acked() == 20 }, "the cursor did not pass the applied intent")
+	if s := syncOf(refused); !s.InSync || s.Err != "" {
+		t.Errorf("applied resource reported as %+v, want in sync without an error", s)
 	}
 }
 

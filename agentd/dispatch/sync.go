@@ -19,7 +19,8 @@ type Sync struct {
 	// garbage collection made up). A new intent is news even when its
 	// apply fails the same way as the last one did.
 	ReceivedVersion uint64
-	// InSync: the newest intent received for the resource is applied.
+	// InSync: the newest intent received for the resource is applied
+	// (not failing, nor refused for good).
 	InSync bool
 	// Err is the failing apply's error; empty once an apply succeeds.
 	Err string
@@ -70,8 +71,11 @@ func (d *Dispatcher) takeSyncs() []Sync {
 func (d *Dispatcher) syncOf(key Key) Sync {
 	_, pending := d.pending[key]
 	intent, desired := d.desired[key]
-	s := Sync{Key: key, AppliedVersion: d.appliedVersion[key], ReceivedVersion: intent.Event.GetVersion(), InSync: !pending, Deleted: !desired}
-	if f, failing := d.failures[key]; failing {
+	f, failing := d.failures[key]
+	// A refused intent (Terminal) is pending no more, and not in sync
+	// either: it stays failing until an apply succeeds.
+	s := Sync{Key: key, AppliedVersion: d.appliedVersion[key], ReceivedVersion: intent.Event.GetVersion(), InSync: !pending && !failing, Deleted: !desired}
+	if failing {
 		s.Err, s.FailingSince = f.err.Error(), f.since
 	}
 	return s

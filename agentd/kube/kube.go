@@ -1,8 +1,9 @@
 // Package kube holds what every agentd controller shares about the objects
 // it manages: the labels that mark them, the one server-side-apply field
 // manager, the spec hash that makes no-op applies free, whether a live
-// object already holds what an apply would write (Holds), and the rule
-// that an object without the managed-by label is never touched.
+// object already holds what an apply would write (Holds), and the rules
+// that an object without the managed-by label is never touched and that
+// nothing is written into a namespace without it (ErrForeignNamespace).
 package kube
 
 import (
@@ -54,6 +55,22 @@ var ErrOwnedByAnother = errors.New("object belongs to another resource of the ag
 // OwnedByAnother builds ErrOwnedByAnother for one object and its owner's ID.
 func OwnedByAnother(kind, namespace, name, owner string) error {
 	return fmt.Errorf("%s %s/%s (owned by %q): %w", kind, namespace, name, owner, ErrOwnedByAnother)
+}
+
+// ErrForeignNamespace means the agent will not write into a namespace: a
+// reserved one (naming.Reserved: kube-*, default, the agent's own, and
+// --reserved-namespaces), or one that exists without the managed-by label,
+// which someone else created. It is the agent's half of the tenant
+// boundary, whatever the stream names: it writes only into namespaces it
+// created, labeled as its own, or that a cluster admin labeled for it.
+// Unlike ErrConflict it is final for the event that asked (see the agent's
+// router and dispatch.Terminal): retrying cannot succeed until a person
+// acts, and the region's cursor must not wait for that.
+var ErrForeignNamespace = errors.New("the agent writes only into namespaces labeled " + ManagedByLabel + "=" + ManagedByValue + ", never into reserved ones; not writing into it")
+
+// ForeignNamespace builds ErrForeignNamespace for namespace ns, saying why.
+func ForeignNamespace(ns, why string) error {
+	return fmt.Errorf("namespace %s %s: %w", ns, why, ErrForeignNamespace)
 }
 
 // Managed reports whether labels mark an object as the agent's.

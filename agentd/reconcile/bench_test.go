@@ -20,6 +20,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -52,7 +53,7 @@ func benchAgent(b *testing.B, qps float32, burst int) (*dispatch.Dispatcher, *re
 	if err := cache.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
-	d := dispatch.New(deploymentsHandler{reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client))}, slog.New(slog.DiscardHandler), nil)
+	d := dispatch.New(deploymentsHandler{reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client, naming.Reserved{}))}, slog.New(slog.DiscardHandler), nil)
 	go d.Run(ctx, 8)
 	return d, counted, cache
 }
@@ -104,7 +105,7 @@ func BenchmarkApplyThroughput(b *testing.B) {
 	}{{50, 100}, {100, 200}} {
 		b.Run(fmt.Sprintf("qps=%v,burst=%d", limit.qps, limit.burst), func(b *testing.B) {
 			d, counted, _ := benchAgent(b, limit.qps, limit.burst)
-			ns := shared.Get(b).Namespace(b)
+			ns := ownedNamespace(b, shared.Get(b))
 			reads0, writes0 := counted.reads.Load(), counted.writes.Load()
 			const n = 400
 			var total time.Duration

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 // Cache is the informer cache of managed objects the controllers read
@@ -181,41 +182,99 @@ func (c *Cache) Start(ctx context.Context) error {
 	return nil
 }
 
-// Namespaces creates namespaces on first use and remembers them, until an
-// apply finds one gone (see Check).
+// Namespaces is the agent's half of the tenant boundary: it says which
+// namespaces the agent may write into, and creates them on first use. A
+// namespace is the agent's when it is not reserved (naming.Reserved) and
+// carries the managed-by label: the agent created it, labeled, or a cluster
+// admin labeled it to hand it over. Any other namespace is refused
+// (kube.ErrForeignNamespace), whatever the stream says: an existing one
+// without the label is someone else's, even one created between the
+// agent's read and its create. Namespaces found to be the agent's are
+// remembered until an apply finds one gone (see Check); a label removed
+// meanwhile is noticed by the agent's next term, and by the API server at
+// once where the shipped ValidatingAdmissionPolicy runs
+// (deploy/k8s/agentd.yaml).
 type Namespaces struct {
-	client kubernetes.Interface
-	known  sync.Map
+	client   kubernetes.Interface
+	reserved naming.Reserved
+	known    sync.Map // namespaces found to be the agent's
 }
 
-// NewNamespaces returns a namespace ensurer.
-func NewNamespaces(client kubernetes.Interface) *Namespaces {
-	return &Namespaces{client: client}
+// NewNamespaces returns the namespaces the agent may write into, refusing
+// those reserved holds.
+func NewNamespaces(client kubernetes.Interface, reserved naming.Reserved) *Namespaces {
+	return &Namespaces{client: client, reserved: reserved}
 }
 
-// Ensure creates ns (labeled as managed) unless it exists. Namespaces are
-// never deleted by the agent: they may hold things it does not own.
+// Ensure makes sure ns is the agent's to write into: it creates it,
+// labeled as the agent's, when it does not exist, and refuses it
+// (kube.ErrForeignNamespace) when it is reserved or exists without the
+// label. Namespaces are never deleted by the agent: they may hold things
+// it does not own.
 func (n *Namespaces) Ensure(ctx context.Context, ns string) error {
+	return n.admit(ctx, ns, true)
+}
+
+// Admit is Ensure without the create: it refuses ns when it is reserved or
+// exists without the label, and passes when it is missing (the apply that
+// writes into it ensures it first).
+func (n *Namespaces) Admit(ctx context.Context, ns string) error {
+	return n.admit(ctx, ns, false)
+}
+
+func (n *Namespaces) admit(ctx context.Context, ns string, create bool) error {
+	if why, reserved := n.reserved.Why(ns); reserved {
+		return kube.ForeignNamespace(ns, "is reserved: "+why)
+	}
 	if _, ok := n.known.Load(ns); ok {
 		return nil
 	}
-	_, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	live, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		// Created only (createOnly): a namespace someone else created
-		// since the read exists, as needed, and stays theirs, unlabeled.
+		if !create {
+			return nil
+		}
+		// Created only (createOnly): whatever holds the name since the read
+		// is read again below, and is the agent's only if labeled so
+		// (another worker of this agent ensuring it at the same moment),
+		// never taken over.
 		_, err = n.client.CoreV1().Namespaces().Apply(ctx,
 			corev1ac.Namespace(ns).WithLabels(map[string]string{kube.ManagedByLabel: kube.ManagedByValue}).
 				WithResourceVersion(createOnly),
 			applyOptions)
+		if err == nil {
+			n.known.Store(ns, true)
+			return nil
+		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			err = nil
+			live, err = n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("ensure namespace %s: %w", ns, err)
 	}
+	if !kube.Managed(live.GetLabels()) {
+		return kube.ForeignNamespace(ns, "exists without the "+kube.ManagedSelector+" label: someone else created it (to hand it to the agent, label it so)")
+	}
 	n.known.Store(ns, true)
 	return nil
+}
+
+// Owns reports whether ns is the agent's (see Namespaces): deletes act only
+// there. An object carrying the agent's labels in any other namespace is
+// not the agent's to delete, whoever labeled it: someone allowed to patch
+// an object but not to delete it would otherwise have the agent delete it.
+// A namespace that does not exist holds nothing to delete.
+func (n *Namespaces) Owns(ctx context.Context, ns string) (bool, error) {
+	err := n.Admit(ctx, ns)
+	switch {
+	case errors.Is(err, kube.ErrForeignNamespace):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	_, known := n.known.Load(ns) // Admit passes a missing namespace without knowing it
+	return known, nil
 }
 
 // Check passes on err from an apply in ns, first forgetting ns when err

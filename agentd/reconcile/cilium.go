@@ -111,6 +111,11 @@ func (c *Policies) write(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 	}
 	desired.SetAnnotations(map[string]string{kube.HashAnnotation: hash})
 	ns, name := policyAt(p).namespace, policyAt(p).name
+	// Refused before anything is read or written, also when the object
+	// there would need no write (see applyObjects).
+	if err := c.namespaces.Admit(ctx, ns); err != nil {
+		return err
+	}
 	res := c.client.Resource(PolicyResource).Namespace(ns)
 	live, err := res.Get(ctx, name, metav1.GetOptions{})
 	switch {
@@ -195,7 +200,7 @@ func (c *Policies) remove(ctx context.Context, id string, keep at) error {
 	if err != nil {
 		return fmt.Errorf("list CiliumNetworkPolicies of policy %s: %w", id, err)
 	}
-	return deleteEach(ctx, "CiliumNetworkPolicy", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+	return deleteEach(ctx, c.namespaces, "CiliumNetworkPolicy", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 		return c.client.Resource(PolicyResource).Namespace(ns).Delete(ctx, name, opts)
 	})
 }

@@ -69,13 +69,14 @@ type Deps struct {
 
 // Controllers holds one controller per kind of the registry.
 type Controllers struct {
-	all    []Controller // in the registry's order
-	byKind map[string]Controller
+	all        []Controller // in the registry's order
+	byKind     map[string]Controller
+	namespaces *Namespaces
 }
 
 // NewControllers builds the controller of every kind.
 func NewControllers(d Deps) *Controllers {
-	cs := &Controllers{byKind: map[string]Controller{}}
+	cs := &Controllers{byKind: map[string]Controller{}, namespaces: d.Namespaces}
 	for _, k := range kinds {
 		c := k.controller(d)
 		cs.all = append(cs.all, c)
@@ -94,7 +95,11 @@ func (cs *Controllers) For(kind string) (Controller, bool) {
 // garbage collection, kind by kind: a kind that cannot be listed (say,
 // policies the agent may not list) is reported in the error and left out,
 // and must not keep the other kinds' garbage, a stopped deployment still
-// running, uncollected.
+// running, uncollected. Objects in namespaces that are not the agent's
+// (Namespaces.Owns) do not count: garbage collection never deletes them
+// (see deleteEach), so listing them would only make every full sync
+// delete nothing again. Where ownership cannot be told now, the object
+// counts, and the delete asks again.
 func (cs *Controllers) Present(ctx context.Context) ([]rpc.Resource, error) {
 	var present []rpc.Resource
 	var errs []error
@@ -105,6 +110,9 @@ func (cs *Controllers) Present(ctx context.Context) ([]rpc.Resource, error) {
 			continue
 		}
 		for _, p := range placed {
+			if owned, err := cs.namespaces.Owns(ctx, p.Namespace); err == nil && !owned {
+				continue
+			}
 			present = append(present, rpc.Resource{Kind: c.Kind(), ID: p.ID})
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 // requests counts the requests through the round trippers it wraps.
@@ -116,7 +117,7 @@ func TestApplyOverAManagedObjectTheCacheHasNotSeen(t *testing.T) {
 	var counted requests
 	cfg := shared.Get(t).Config
 	blind := wrappedClient(cfg, counted.wrap)
-	deps := reconcile.NewDeployments(blind, reconcile.NewCache(blind, 0), reconcile.NewNamespaces(blind))
+	deps := reconcile.NewDeployments(blind, reconcile.NewCache(blind, 0), reconcile.NewNamespaces(blind, naming.Reserved{}))
 	if err := deps.Apply(ctx, e.state("api", 4)); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,7 @@ func TestAnObjectSwappedAfterItWasReadIsNotTakenOver(t *testing.T) {
 		})
 	}
 	blind := wrappedClient(shared.Get(t).Config, swap)
-	deps := reconcile.NewDeployments(blind, reconcile.NewCache(blind, 0), reconcile.NewNamespaces(blind))
+	deps := reconcile.NewDeployments(blind, reconcile.NewCache(blind, 0), reconcile.NewNamespaces(blind, naming.Reserved{}))
 	if err := deps.Apply(ctx, e.state("api", 4)); err == nil {
 		t.Error("the apply onto an object swapped since it was read succeeded; want it refused")
 	}

@@ -33,7 +33,7 @@ type Deployments struct {
 func NewDeployments(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Deployments {
 	return &Deployments{client: client, cache: cache, namespaces: ns, objects: workload{
 		resource: "deployment", label: kube.DeploymentLabel,
-		kinds: []objectKind{statefulSets(client, cache), services(client, cache)},
+		kinds: []objectKind{statefulSets(client, cache, ns), services(client, cache, ns)}, namespaces: ns,
 	}}
 }
 

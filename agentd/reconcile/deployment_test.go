@@ -65,9 +65,16 @@ func newEnvWrapped(t *testing.T, wrap func(http.RoundTripper) http.RoundTripper)
 		t.Fatal(err)
 	}
 	return &env{
-		client: client, admin: cluster.Client(t), cache: cache, counter: counter, ns: cluster.Namespace(t),
-		deps: reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client)),
+		client: client, admin: cluster.Client(t), cache: cache, counter: counter, ns: ownedNamespace(t, cluster),
+		deps: reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client, naming.Reserved{})),
 	}
+}
+
+// ownedNamespace is a test namespace the agent may write into: labeled as
+// its own (see reconcile.Namespaces).
+func ownedNamespace(t testing.TB, c *kubetest.Cluster) string {
+	t.Helper()
+	return c.NamespaceLabeled(t, map[string]string{kube.ManagedByLabel: kube.ManagedByValue})
 }
 
 func (e *env) state(id string, replicas int32) *ctrlv1.DeploymentState {
@@ -303,7 +310,7 @@ func TestDeleteRightAfterApplyLeavesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	stop()
-	namespaces := reconcile.NewNamespaces(e.client)
+	namespaces := reconcile.NewNamespaces(e.client, naming.Reserved{})
 	deps := reconcile.NewDeployments(e.client, lagging, namespaces)
 	sentinels := reconcile.NewSentinels(e.client, lagging, namespaces)
 
@@ -413,8 +420,8 @@ func TestUnlabeledObjectIsAConflict(t *testing.T) {
 
 // A namespace someone else creates between the agent's read and its create
 // stays theirs: the agent's create is refused, not turned into a take-over
-// of an object without the managed-by label, and the namespace counts as
-// there.
+// of an object without the managed-by label, and the namespace is refused
+// as someone else's (kube.ErrForeignNamespace): nothing is written into it.
 func TestEnsureLeavesANamespaceCreatedMeanwhileAlone(t *testing.T) {
 	cluster := shared.Get(t)
 	ctx := context.Background()
@@ -435,8 +442,8 @@ func TestEnsureLeavesANamespaceCreatedMeanwhileAlone(t *testing.T) {
 		})
 	})
 	t.Cleanup(func() { _ = admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
-	if err := reconcile.NewNamespaces(kubernetes.NewForConfigOrDie(cfg)).Ensure(ctx, ns); err != nil {
-		t.Logf("ensure: %v", err)
+	if err := reconcile.NewNamespaces(kubernetes.NewForConfigOrDie(cfg), naming.Reserved{}).Ensure(ctx, ns); !errors.Is(err, kube.ErrForeignNamespace) {
+		t.Errorf("ensure of a namespace someone else created meanwhile: got %v, want it refused as someone else's", err)
 	}
 	got, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {

@@ -31,6 +31,18 @@
 // ResourceVersion preconditions) and list again when it changed meanwhile,
 // so an object relabelled for another resource in between is left alone.
 //
+// The tenant boundary, whatever the stream says: objects go only into
+// namespaces that are the agent's (Namespaces): not reserved
+// (naming.Reserved: kube-*, default, deploysync, the agent's own and
+// --reserved-namespaces), and labeled managed-by, because the agent
+// created them so or a cluster admin labeled them to hand them over. An
+// apply into any other namespace is refused with kube.ErrForeignNamespace
+// before anything is written, also when nothing would be; the agent's
+// router makes that refusal final for the event (dispatch.Terminal).
+// Deletes, garbage collection and the removal of what a move left behind
+// act only inside the agent's namespaces (deleteEach, Controllers.Present):
+// an object with the agent's labels elsewhere is not the agent's.
+//
 // A resource's identity is whole: kind, namespace and name (invariant I7).
 // An ID deleted and applied again in another namespace (or, for a policy,
 // under another name) while the agent missed the delete would otherwise

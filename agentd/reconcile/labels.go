@@ -52,15 +52,23 @@ func relisting(listAndDelete func() error) error {
 }
 
 // deleteEach deletes objs (exactly the ones seen, by UID and version) with
-// del, except the one at keep. It takes the Items of a list, hence values
-// and a pointer type to reach their metadata.
+// del, except the one at keep and those in namespaces that are not the
+// agent's (Namespaces.Owns): garbage collection, deletes and the removal
+// of what a move left behind act only inside the agent's own namespaces.
+// It takes the Items of a list, hence values and a pointer type to reach
+// their metadata.
 func deleteEach[T any, PT interface {
 	*T
 	metav1.Object
-}](ctx context.Context, kind string, objs []T, keep at, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
+}](ctx context.Context, namespaces *Namespaces, kind string, objs []T, keep at, del func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error) error {
 	for i := range objs {
 		o := PT(&objs[i])
 		if keep.holds(o) {
+			continue
+		}
+		if owned, err := namespaces.Owns(ctx, o.GetNamespace()); err != nil {
+			return fmt.Errorf("delete %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)
+		} else if !owned {
 			continue
 		}
 		err := del(ctx, o.GetNamespace(), o.GetName(), deleteOptions(o))

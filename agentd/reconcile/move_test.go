@@ -25,7 +25,7 @@ import (
 func TestDeploymentMovedToAnotherNamespaceLeavesNothingBehind(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	nsA, nsB := e.ns, shared.Get(t).Namespace(t)
+	nsA, nsB := e.ns, ownedNamespace(t, shared.Get(t))
 	if err := e.deps.Apply(ctx, e.state("mover", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -65,8 +65,8 @@ func TestDeploymentMovedToAnotherNamespaceLeavesNothingBehind(t *testing.T) {
 func TestSentinelMovedToAnotherNamespaceLeavesNothingBehind(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	nsA, nsB := e.ns, shared.Get(t).Namespace(t)
-	sentinels := reconcile.NewSentinels(e.client, e.cache, reconcile.NewNamespaces(e.client))
+	nsA, nsB := e.ns, ownedNamespace(t, shared.Get(t))
+	sentinels := reconcile.NewSentinels(e.client, e.cache, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	state := &ctrlv1.SentinelState{SentinelId: "mover", Namespace: nsA, Image: "sentinel:1", Replicas: 1, CpuMillicores: 100, MemoryMib: 64}
 	if err := sentinels.Apply(ctx, state); err != nil {
 		t.Fatal(err)

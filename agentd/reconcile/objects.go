@@ -49,19 +49,24 @@ var applyOptions = metav1.ApplyOptions{FieldManager: kube.FieldManager, Force: t
 const createOnly = "9223372036854775807"
 
 // applyObjects applies, in order, the objects that are not up to date,
-// after making sure their namespace exists; it writes nothing when all are.
-// An object missing from the cache, which holds managed objects only, is
-// created: one write, no read. Whatever holds its name meanwhile (an
-// object without the managed-by label, never cached; or one of ours the
-// cache has not seen yet) fails the create, atomically in the API server,
-// and only then is the object read: one without the managed-by label
-// belongs to someone else and is never taken over.
+// after making sure their namespace is the agent's (Namespaces.Ensure,
+// which creates it when missing); it writes nothing when all are. The
+// namespace is asked first, even when nothing would be written: objects
+// in a namespace that is reserved or someone else's (left there by an
+// older agent, say) are refused, not reported in sync; a namespace
+// already found to be the agent's costs nothing. An object missing from
+// the cache, which holds managed objects only, is created: one write, no
+// read. Whatever holds its name meanwhile (an object without the
+// managed-by label, never cached; or one of ours the cache has not seen
+// yet) fails the create, atomically in the API server, and only then is
+// the object read: one without the managed-by label belongs to someone
+// else and is never taken over.
 func applyObjects(ctx context.Context, namespaces *Namespaces, ns string, objects ...object) error {
-	if !slices.ContainsFunc(objects, func(o object) bool { return !o.upToDate }) {
-		return nil
-	}
 	if err := namespaces.Ensure(ctx, ns); err != nil {
 		return err
+	}
+	if !slices.ContainsFunc(objects, func(o object) bool { return !o.upToDate }) {
+		return nil
 	}
 	for _, o := range objects {
 		if o.upToDate {

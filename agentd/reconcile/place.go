@@ -1,8 +1,6 @@
 package reconcile
 
 import (
-	"slices"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -17,9 +15,4 @@ type at struct{ namespace, name string }
 
 func (a at) holds(o metav1.Object) bool {
 	return o.GetNamespace() == a.namespace && o.GetName() == a.name
-}
-
-// elsewhere reports whether any of objs is not at a.
-func elsewhere[T metav1.Object](a at, objs []T) bool {
-	return slices.ContainsFunc(objs, func(o T) bool { return !a.holds(o) })
 }

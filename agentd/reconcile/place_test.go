@@ -8,6 +8,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestLeftBehindAgreesWithTheApplies(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	sentinels := reconcile.NewSentinels(e.client, e.cache, reconcile.NewNamespaces(e.client))
+	sentinels := reconcile.NewSentinels(e.client, e.cache, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	deployment := e.state("placed", 1)
 	sentinel := &ctrlv1.SentinelState{SentinelId: "placed", Namespace: e.ns, Image: "sentinel:1", Replicas: 1, CpuMillicores: 100, MemoryMib: 64}
 	if err := e.deps.Apply(ctx, deployment); err != nil {

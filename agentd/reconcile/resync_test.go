@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 // restarted is e's agent started again: a new cache (which remembers no
@@ -31,7 +32,7 @@ func (e *env) restarted(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	return &env{client: client, admin: e.admin, cache: cache, counter: counter, ns: e.ns,
-		deps: reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client))}
+		deps: reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client, naming.Reserved{}))}
 }
 
 // An agent's first resync after it starts, which compares every object

@@ -35,7 +35,7 @@ type Sentinels struct {
 func NewSentinels(client kubernetes.Interface, cache *Cache, ns *Namespaces) *Sentinels {
 	return &Sentinels{client: client, cache: cache, namespaces: ns, objects: workload{
 		resource: "sentinel", label: kube.SentinelLabel,
-		kinds: []objectKind{deployments(client, cache), services(client, cache)},
+		kinds: []objectKind{deployments(client, cache, ns), services(client, cache, ns)}, namespaces: ns,
 	}}
 }
 

@@ -27,7 +27,7 @@ import (
 func TestSentinelBecomesDeploymentAndService(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	sentinels := reconcile.NewSentinels(e.client, e.cache, reconcile.NewNamespaces(e.client))
+	sentinels := reconcile.NewSentinels(e.client, e.cache, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	state := &ctrlv1.SentinelState{SentinelId: "gw", Namespace: e.ns, Image: "sentinel:1", Replicas: 2, CpuMillicores: 100, MemoryMib: 64}
 	if err := sentinels.Apply(ctx, state); err != nil {
 		t.Fatal(err)
@@ -67,7 +67,7 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	dyn := dynamic.NewForConfigOrDie(e.counter.Wrap(shared.Get(t).Config))
-	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}}})
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "pol", Namespace: e.ns, Name: "allow-api", DeploymentId: "api", Spec: spec}
 
@@ -121,7 +121,7 @@ func TestCiliumPolicyWithNumbersIsANoOpWhenUnchanged(t *testing.T) {
 	ctx := context.Background()
 	shared.Get(t).InstallCiliumCRD(t)
 	dyn := dynamic.NewForConfigOrDie(e.counter.Wrap(shared.Get(t).Config))
-	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, err := structpb.NewStruct(map[string]any{
 		"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}},
 		"ingress": []any{map[string]any{
@@ -161,7 +161,7 @@ func TestPolicyOwnedByAnotherIsNotTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cluster.Config), reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cluster.Config), reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "new"}}})
 	err = policies.Apply(ctx, &ctrlv1.CiliumNetworkPolicyState{PolicyId: "p2", Namespace: e.ns, Name: "allow-api", Spec: spec})
 	if !errors.Is(err, kube.ErrOwnedByAnother) {
@@ -191,7 +191,7 @@ func TestPolicyCreatedOrSwappedAfterTheReadIsNotTakenOver(t *testing.T) {
 			spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "new"}}})
 			state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "p1", Namespace: e.ns, Name: "allow-api", Spec: spec}
 			if swap {
-				ours := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cluster.Config), reconcile.NewNamespaces(e.client))
+				ours := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cluster.Config), reconcile.NewNamespaces(e.client, naming.Reserved{}))
 				if err := ours.Apply(ctx, state); err != nil {
 					t.Fatal(err)
 				}
@@ -217,7 +217,7 @@ func TestPolicyCreatedOrSwappedAfterTheReadIsNotTakenOver(t *testing.T) {
 					return resp, err
 				})
 			})
-			policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client))
+			policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client, naming.Reserved{}))
 			if err := policies.Apply(ctx, state); err == nil {
 				t.Error("the apply over their policy, made after the read, succeeded; want it refused")
 			}
@@ -270,7 +270,7 @@ func TestDeleteLeavesAnObjectChangedSinceListed(t *testing.T) {
 			return next.RoundTrip(r)
 		})
 	})
-	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	if err := policies.Delete(ctx, "p1"); err != nil {
 		t.Fatal(err)
 	}
@@ -295,9 +295,9 @@ func TestPolicyMovedOrRenamedLeavesNothingBehind(t *testing.T) {
 	ctx := context.Background()
 	cluster := shared.Get(t)
 	cluster.InstallCiliumCRD(t)
-	nsA, nsB := e.ns, cluster.Namespace(t)
+	nsA, nsB := e.ns, ownedNamespace(t, cluster)
 	dyn := dynamic.NewForConfigOrDie(cluster.Config)
-	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
 	exists := func(ns, name string) bool { t.Helper(); return policyExists(t, dyn, ns, name) }
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "mover", Namespace: nsA, Name: "allow", Spec: spec}
@@ -336,9 +336,9 @@ func TestPolicyMoveKeepsTheOldPolicyUntilTheNewOneIsApplied(t *testing.T) {
 	ctx := context.Background()
 	cluster := shared.Get(t)
 	cluster.InstallCiliumCRD(t)
-	nsA, nsB := e.ns, cluster.Namespace(t)
+	nsA, nsB := e.ns, ownedNamespace(t, cluster)
 	dyn := dynamic.NewForConfigOrDie(cluster.Config)
-	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "guarded", Namespace: nsA, Name: "deny", Spec: spec}
 	if err := policies.Apply(ctx, state); err != nil {
@@ -377,7 +377,7 @@ func TestPolicyApplyListsOnlyWhenThePolicyMayHaveMoved(t *testing.T) {
 	ctx := context.Background()
 	cluster := shared.Get(t)
 	cluster.InstallCiliumCRD(t)
-	nsA, nsB := e.ns, cluster.Namespace(t)
+	nsA, nsB := e.ns, ownedNamespace(t, cluster)
 	var lists atomic.Int32
 	cfg := rest.CopyConfig(cluster.Config)
 	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
@@ -389,7 +389,7 @@ func TestPolicyApplyListsOnlyWhenThePolicyMayHaveMoved(t *testing.T) {
 		})
 	})
 	dyn := dynamic.NewForConfigOrDie(cfg)
-	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{}})
 	state := &ctrlv1.CiliumNetworkPolicyState{PolicyId: "listed", Namespace: nsA, Name: "allow", Spec: spec}
 	applyListing := func(what string, want int32) {
@@ -413,7 +413,7 @@ func TestPolicyApplyListsOnlyWhenThePolicyMayHaveMoved(t *testing.T) {
 	applyListing("unchanged apply after the move", 0)
 
 	// An agent starting anew, the policy moved back while it was away.
-	policies = reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client))
+	policies = reconcile.NewPolicies(dyn, reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	state.Namespace = nsA
 	applyListing("first apply of a new controller", 1)
 	if policyExists(t, dyn, nsB, "allow") || !policyExists(t, dyn, nsA, "allow") {
@@ -462,7 +462,7 @@ func TestAPolicyMovedBackAfterAFailedCleanUpLeavesNothingBehind(t *testing.T) {
 			return rt.RoundTrip(r)
 		})
 	})
-	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client))
+	policies := reconcile.NewPolicies(dynamic.NewForConfigOrDie(cfg), reconcile.NewNamespaces(e.client, naming.Reserved{}))
 	spec, _ := structpb.NewStruct(map[string]any{"endpointSelector": map[string]any{"matchLabels": map[string]any{"app": "api"}}})
 	at := func(name string) *ctrlv1.CiliumNetworkPolicyState {
 		return &ctrlv1.CiliumNetworkPolicyState{PolicyId: "p", Namespace: e.ns, Name: name, Spec: spec}

@@ -13,9 +13,10 @@ import (
 // applied as, by its ID label: the informer cache says whether any are
 // somewhere else, the API server lists them for removal.
 type workload struct {
-	resource string // "deployment" or "sentinel", for errors
-	label    string // the ID label
-	kinds    []objectKind
+	resource   string // "deployment" or "sentinel", for errors
+	label      string // the ID label
+	kinds      []objectKind
+	namespaces *Namespaces
 }
 
 // objectKind is one kind of object a workload is applied as.
@@ -23,8 +24,8 @@ type objectKind struct {
 	// informer caches the objects of the kind, indexed by label (NewCache).
 	informer cache.SharedIndexInformer
 	// remove lists the objects opts selects, in every namespace, from the
-	// API server and deletes those not at keep; of names their resource,
-	// for errors.
+	// API server and deletes those not at keep, in the namespaces that
+	// are the agent's; of names their resource, for errors.
 	remove func(ctx context.Context, of string, opts metav1.ListOptions, keep at) error
 }
 
@@ -40,8 +41,16 @@ func (w workload) removeLeftBehind(ctx context.Context, id string, keep at) erro
 		if err != nil {
 			return err
 		}
-		if elsewhere(keep, objs) {
-			return w.remove(ctx, id, keep)
+		for _, o := range objs {
+			if keep.holds(o) {
+				continue
+			}
+			// Objects carrying the resource's labels in a namespace that is
+			// not the agent's are not its to remove (see deleteEach); they
+			// do not make every apply list the cluster.
+			if owned, err := w.namespaces.Owns(ctx, o.GetNamespace()); err != nil || owned {
+				return w.remove(ctx, id, keep)
+			}
 		}
 	}
 	return nil
@@ -65,37 +74,37 @@ func (w workload) remove(ctx context.Context, id string, keep at) error {
 	})
 }
 
-func statefulSets(client kubernetes.Interface, c *Cache) objectKind {
+func statefulSets(client kubernetes.Interface, c *Cache, namespaces *Namespaces) objectKind {
 	return objectKind{informer: c.StatefulSetInformer, remove: func(ctx context.Context, of string, opts metav1.ListOptions, keep at) error {
 		list, err := client.AppsV1().StatefulSets(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("list StatefulSets of %s: %w", of, err)
 		}
-		return deleteEach(ctx, "StatefulSet", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return deleteEach(ctx, namespaces, "StatefulSet", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.AppsV1().StatefulSets(ns).Delete(ctx, name, opts)
 		})
 	}}
 }
 
-func deployments(client kubernetes.Interface, c *Cache) objectKind {
+func deployments(client kubernetes.Interface, c *Cache, namespaces *Namespaces) objectKind {
 	return objectKind{informer: c.DeploymentInformer, remove: func(ctx context.Context, of string, opts metav1.ListOptions, keep at) error {
 		list, err := client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("list Deployments of %s: %w", of, err)
 		}
-		return deleteEach(ctx, "Deployment", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return deleteEach(ctx, namespaces, "Deployment", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.AppsV1().Deployments(ns).Delete(ctx, name, opts)
 		})
 	}}
 }
 
-func services(client kubernetes.Interface, c *Cache) objectKind {
+func services(client kubernetes.Interface, c *Cache, namespaces *Namespaces) objectKind {
 	return objectKind{informer: c.ServiceInformer, remove: func(ctx context.Context, of string, opts metav1.ListOptions, keep at) error {
 		list, err := client.CoreV1().Services(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {
 			return fmt.Errorf("list Services of %s: %w", of, err)
 		}
-		return deleteEach(ctx, "Service", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
+		return deleteEach(ctx, namespaces, "Service", list.Items, keep, func(ctx context.Context, ns, name string, opts metav1.DeleteOptions) error {
 			return client.CoreV1().Services(ns).Delete(ctx, name, opts)
 		})
 	}}

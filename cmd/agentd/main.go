@@ -67,7 +67,9 @@ func app() *cli.App {
 			&cli.IntFlag{Name: "workers", Value: 8, Usage: "resources applied in parallel", EnvVars: env("workers")},
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "periodic full resync (0 or negative: off)", EnvVars: env("resync-interval")},
 			&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "apply only while holding the region's Lease, so a second replica stands by", EnvVars: env("leader-elect")},
-			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "namespace of the leader-election Lease (usually the agent's own)", EnvVars: append(env("namespace"), "POD_NAMESPACE")},
+			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "namespace of the leader-election Lease (usually the agent's own); reserved: nothing is applied there", EnvVars: append(env("namespace"), "POD_NAMESPACE")},
+			&cli.StringFlag{Name: "reserved-namespaces", Usage: "comma-separated namespace `names` the agent never writes into nor deletes from, besides kube-*, default, deploysync and --namespace (always reserved); " +
+				"whatever the stream says, it writes only into namespaces labeled unkey.managed.by=krane (it creates them so), and an apply anywhere else is refused and reported as the resource's error", EnvVars: env("reserved-namespaces")},
 			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz (alive) and /readyz (standing by for the lease, or streaming with a full sync done) (empty: off)", EnvVars: env("metrics-listen")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},
 		}),
@@ -140,14 +142,15 @@ func run(c *cli.Context) error {
 	log.Info("agentd starting", "region", c.String("region"), "identity", c.String("identity"),
 		"ctrld", c.String("ctrld-address"), "leader_elect", c.Bool("leader-elect"), "version", version)
 	return agent.Run(c.Context, agent.Config{
-		Region:         c.String("region"),
-		Identity:       c.String("identity"),
-		Workers:        c.Int("workers"),
-		ResyncInterval: resync,
-		Version:        version,
-		LeaderElect:    c.Bool("leader-elect"),
-		LeaseNamespace: c.String("namespace"),
-		Readiness:      readiness,
+		Region:             c.String("region"),
+		Identity:           c.String("identity"),
+		Workers:            c.Int("workers"),
+		ResyncInterval:     resync,
+		Version:            version,
+		LeaderElect:        c.Bool("leader-elect"),
+		LeaseNamespace:     c.String("namespace"),
+		ReservedNamespaces: strings.Split(c.String("reserved-namespaces"), ","),
+		Readiness:          readiness,
 	}, clients, ctrlv1.NewClusterServiceClient(conn), log, m)
 }
 

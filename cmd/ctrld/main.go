@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent/apitoken"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 func main() {
@@ -40,7 +42,24 @@ var (
 	logFormatFlag = &cli.StringFlag{
 		Name: "log-format", Value: "text", Usage: "text or json", EnvVars: []string{"CTRLD_LOG_FORMAT"},
 	}
+	reservedFlag = &cli.StringFlag{
+		Name: "reserved-namespaces",
+		Usage: "comma-separated namespace `names` no workspace/environment may have, besides kube-*, default and deploysync (always reserved): " +
+			"deploys, sentinels and policies whose <workspace>-<environment> is one of them are refused (InvalidArgument). " +
+			"List the agents' namespace here if they do not run in deploysync, and any namespace of your own with a hyphen (cert-manager, ...). " +
+			"Existing resources in a namespace reserved later are logged as errors at start and left as they are",
+		EnvVars: []string{"CTRLD_RESERVED_NAMESPACES"},
+	}
 )
+
+// reservedNamespaces is the rule --reserved-namespaces makes.
+func reservedNamespaces(c *cli.Context) (naming.Reserved, error) {
+	r, err := naming.NewReserved(strings.Split(c.String(reservedFlag.Name), ",")...)
+	if err != nil {
+		return naming.Reserved{}, fmt.Errorf("--%s: %w", reservedFlag.Name, err)
+	}
+	return r, nil
+}
 
 func app() *cli.App {
 	return &cli.App{
@@ -58,14 +77,18 @@ func migrateCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "migrate",
 		Usage: "create or update the database schema (safe to run repeatedly; never drops)",
-		Flags: []cli.Flag{databaseFlag},
+		Flags: []cli.Flag{databaseFlag, reservedFlag},
 		Action: func(c *cli.Context) error {
+			reserved, err := reservedNamespaces(c)
+			if err != nil {
+				return err
+			}
 			db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 			if err != nil {
 				return err
 			}
 			defer db.Close()
-			if err := migrate(c.Context, db, slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))); err != nil {
+			if err := migrate(c.Context, db, reserved, slog.New(slog.NewTextHandler(c.App.ErrWriter, nil))); err != nil {
 				return err
 			}
 			fmt.Fprintln(c.App.Writer, "schema is up to date")
@@ -74,17 +97,26 @@ func migrateCommand() *cli.Command {
 	}
 }
 
-// migrate brings the schema up to date, then claims the namespace of every
-// workspace and environment already in use (databases written before
-// namespaces were claimed). Pairs that already share a namespace are logged
-// as errors by ClaimExistingNamespaces; they need an operator, not a refusal
-// to start.
-func migrate(ctx context.Context, db *store.DB, log *slog.Logger) error {
+// migrate brings the schema up to date, then claims the namespaces in use
+// (claimNamespaces).
+func migrate(ctx context.Context, db *store.DB, reserved naming.Reserved, log *slog.Logger) error {
 	if err := store.Migrate(ctx, db.Ent); err != nil {
 		return err
 	}
+	return claimNamespaces(ctx, db, reserved, log)
+}
+
+// claimNamespaces claims the namespace of every workspace and environment
+// already in use (databases written before namespaces were claimed), and
+// reports claims whose namespace is reserved now. Pairs that already share
+// a namespace, and claims of reserved namespaces, are logged as errors;
+// they need an operator, not a refusal to start, and nothing is rewritten.
+func claimNamespaces(ctx context.Context, db *store.DB, reserved naming.Reserved, log *slog.Logger) error {
 	if _, err := desired.ClaimExistingNamespaces(ctx, db.Ent, log); err != nil {
 		return fmt.Errorf("claim the namespaces in use: %w", err)
+	}
+	if _, err := desired.ReportReservedClaims(ctx, db.Ent, reserved, log); err != nil {
+		return fmt.Errorf("report claims of reserved namespaces: %w", err)
 	}
 	return nil
 }
@@ -119,10 +151,10 @@ func serve(ctx context.Context, o *serveOptions) error {
 	}
 	defer db.Close()
 	if o.Migrate {
-		if err := migrate(ctx, db, log); err != nil {
+		if err := migrate(ctx, db, o.Server.Reserved, log); err != nil {
 			return err
 		}
-	} else if _, err := desired.ClaimExistingNamespaces(ctx, db.Ent, log); err != nil {
+	} else if err := claimNamespaces(ctx, db, o.Server.Reserved, log); err != nil {
 		// Replicas of an older ctrld may have written resources
 		// without claiming their namespace; claim them now.
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/internal/dial"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 // serveOptions are `ctrld serve`'s settings. Each flag writes one field
@@ -36,6 +37,9 @@ type serveOptions struct {
 	InsecureListen bool
 	// Migrate migrates the schema before serving.
 	Migrate bool
+	// ReservedNamespaces is --reserved-namespaces as given; Validate
+	// parses it into Server.Reserved.
+	ReservedNamespaces string
 	// Server is what the server is started with; most flags write a
 	// field of it.
 	Server server.Config
@@ -50,11 +54,13 @@ func env(name string) []string {
 func (o *serveOptions) flags() []cli.Flag {
 	dsn := *databaseFlag
 	dsn.Destination = &o.DatabaseDSN
+	reserved := *reservedFlag
+	reserved.Destination = &o.ReservedNamespaces
 	level, format := *logLevelFlag, *logFormatFlag
 	level.Destination, format.Destination = &o.LogLevel, &o.LogFormat
 	s := &o.Server
 	return []cli.Flag{
-		&dsn, &level, &format,
+		&dsn, &level, &format, &reserved,
 		&cli.StringFlag{Name: "listen", Value: ":7070", Destination: &s.ListenAddr, Usage: "gRPC listen address; without --tls-cert a loopback one (127.0.0.1:7070, [::1]:7070, localhost:7070) unless --insecure-listen", EnvVars: env("listen")},
 		&cli.BoolFlag{Name: "insecure-listen", Destination: &o.InsecureListen, Usage: "serve without TLS on a non-loopback --listen address: tokens cross the network in the clear (only behind a TLS-terminating proxy or on a network you trust)", EnvVars: env("insecure-listen")},
 		&cli.StringFlag{Name: "metrics-listen", Value: ":9090", Destination: &s.MetricsAddr, Usage: "address for /metrics, /healthz and /readyz (empty: off)", EnvVars: env("metrics-listen")},
@@ -89,13 +95,19 @@ func (o *serveOptions) flags() []cli.Flag {
 }
 
 // Validate returns every reason o cannot be served, each naming its flags
-// (joined, so that one run lists them all), or nil.
+// (joined, so that one run lists them all), or nil. It parses
+// --reserved-namespaces into Server.Reserved.
 func (o *serveOptions) Validate() error {
 	var errs []error
 	if _, err := newLogger(o.LogLevel, o.LogFormat); err != nil {
 		errs = append(errs, err)
 	}
 	s := &o.Server
+	if r, err := naming.NewReserved(strings.Split(o.ReservedNamespaces, ",")...); err != nil {
+		errs = append(errs, fmt.Errorf("--%s: %w", reservedFlag.Name, err))
+	} else {
+		s.Reserved = r
+	}
 	if (s.TLSCert == "") != (s.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}

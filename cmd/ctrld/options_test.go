@@ -47,6 +47,7 @@ func TestServeOptionsValidate(t *testing.T) {
 		{name: "peers at the metadata address", args: append([]string{"--advertise-addr", "169.254.169.254"}, tlsPair...), want: []string{`--advertise-addr "169.254.169.254"`, "link-local"}},
 		{name: "peers at every interface", args: append([]string{"--advertise-addr", "0.0.0.0:7070"}, tlsPair...), want: []string{`--advertise-addr "0.0.0.0:7070"`}},
 		{name: "peers at a name that reads as a number", args: append([]string{"--advertise-addr", "0x7f.1"}, tlsPair...), want: []string{`--advertise-addr "0x7f.1"`}},
+		{name: "a reserved namespace that is no namespace name", args: []string{"--listen", "127.0.0.1:7070", "--reserved-namespaces", "cert-manager,Kube"}, want: []string{"--reserved-namespaces", `"Kube"`}},
 		{name: "unknown log level", args: []string{"--listen", "127.0.0.1:7070", "--log-level", "loud"}, want: []string{"--log-level", "loud"}},
 		{name: "unknown log format", args: []string{"--listen", "127.0.0.1:7070", "--log-format", "xml"}, want: []string{"--log-format", "xml"}},
 		{name: "every mistake at once", args: []string{"--tls-key", "k.pem", "--peer-ca", "ca.pem", "--log-format", "xml"},
@@ -85,6 +86,16 @@ func TestServeFlagsFillTheOptions(t *testing.T) {
 	o = parseServe(t, "--max-streams", "9", "--advertise-addr", "10.0.0.5", "--migrate=false", "--change-ttl", "1h", "--audit-ttl", "48h")
 	if o.Server.Stream.SendTimeout != 7*time.Second || o.Server.TLSClientCA != "ca.pem" || o.Server.Stream.MaxStreams != 9 ||
 		o.Server.Peers.AdvertiseAddr != "10.0.0.5" || o.Migrate || o.Server.Retention.TTL != time.Hour || o.Server.Retention.AuditTTL != 48*time.Hour {
+		t.Fatalf("flags and environment: %+v", o)
+	}
+	o = parseServe(t, "--listen", "127.0.0.1:7070", "--reserved-namespaces", "cert-manager, platform-agents")
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if why, reserved := o.Server.Reserved.Why("cert-manager"); !reserved {
+		t.Fatalf("--reserved-namespaces cert-manager: not reserved (%s)", why)
+	}
+	if _, reserved := o.Server.Reserved.Why("acme-prod"); reserved {
 		t.Fatalf("flags and environment: %+v", o)
 	}
 }

@@ -26,11 +26,27 @@ import (
 // Store changes desired state.
 type Store struct {
 	client *ent.Client
+	// reserved are the namespaces no workspace's environment may have
+	// (see checkPair).
+	reserved naming.Reserved
+}
+
+// Option configures a Store.
+type Option func(*Store)
+
+// WithReserved sets the namespaces no pair may have; without it, those
+// always reserved (the zero naming.Reserved).
+func WithReserved(r naming.Reserved) Option {
+	return func(s *Store) { s.reserved = r }
 }
 
 // New returns a Store writing through client (from store.Open).
-func New(client *ent.Client) *Store {
-	return &Store{client: client}
+func New(client *ent.Client, opts ...Option) *Store {
+	s := &Store{client: client}
+	for _, opt := range opts {
+		opt(s)
+	}
+	return s
 }
 
 // DeploymentSpec is what to run.
@@ -74,6 +90,9 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		return fmt.Errorf("deployment_id: %w: %q starts like a sentinel's objects (%q); pick another ID", ErrInvalid, spec.ID, naming.Sentinel("<id>"))
 	}
 	if err := checkCommandAndEnv(spec); err != nil {
+		return err
+	}
+	if err := s.checkPair(spec.WorkspaceID, spec.EnvironmentID); err != nil {
 		return err
 	}
 	return invalidField(store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
@@ -293,6 +312,9 @@ type SentinelSpec struct {
 // validators (validate.MaxIDLength, validate.MaxImageLength) to well under
 // limits.MaxResourceBytes, so it needs no size check of its own.
 func (s *Store) EnsureSentinel(ctx context.Context, spec SentinelSpec) (id string, err error) {
+	if err := s.checkPair(spec.WorkspaceID, spec.EnvironmentID); err != nil {
+		return "", err
+	}
 	state := sentinel.DesiredStateRunning
 	if spec.Stopped {
 		state = sentinel.DesiredStateStopped
@@ -366,6 +388,9 @@ type PolicySpec struct {
 // EnsureCiliumPolicy creates or updates the policy named Name in the
 // environment and region, and returns its ID.
 func (s *Store) EnsureCiliumPolicy(ctx context.Context, spec PolicySpec) (id string, err error) {
+	if err := s.checkPair(spec.WorkspaceID, spec.EnvironmentID); err != nil {
+		return "", err
+	}
 	if err := validate.CiliumPolicySpec(spec.Spec); err != nil {
 		return "", fmt.Errorf("spec: %w: %v", ErrInvalid, err)
 	}

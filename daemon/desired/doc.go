@@ -25,6 +25,14 @@
 //     ClaimExistingNamespaces claims the namespaces of a database written
 //     before claims existed; ctrld runs it after migrating the schema.
 //
+//   - Reserved namespaces (the tenant boundary): a pair whose namespace
+//     naming.Reserved holds (kube-*, default, the agents' namespace, what
+//     --reserved-namespaces lists) is refused as ErrInvalid before any
+//     statement, by every call that takes a pair, so workspace "kube" and
+//     environment "system" never reach kube-system. Claims made before a
+//     name was reserved are never rewritten: ReportReservedClaims logs them
+//     at start, and the agents refuse to write there on their own.
+//
 //   - Ownership: a policy owned by a deployment goes only to a region,
 //     workspace and environment that deployment runs in, and keeps its
 //     owner for life (the database cascades it away with the deployment).

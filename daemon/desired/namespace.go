@@ -16,7 +16,25 @@ import (
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/internal/validate"
 )
+
+// checkPair refuses, as ErrInvalid, a pair whose namespace is reserved
+// (naming.Reserved): workspace "kube" and environment "system" would put
+// their objects in kube-system. It runs before any statement, so the
+// refusal writes nothing. A pair whose IDs are not IDs is left to the
+// checks that name the wrong field.
+func (s *Store) checkPair(workspaceID, environmentID string) error {
+	if validate.ID(workspaceID) != nil || validate.ID(environmentID) != nil {
+		return nil
+	}
+	name := naming.Namespace(workspaceID, environmentID)
+	if why, reserved := s.reserved.Why(name); reserved {
+		return fmt.Errorf("workspace_id, environment_id: %w: workspace %s environment %s make namespace %q, which no workspace may have: %s; use other IDs",
+			ErrInvalid, workspaceID, environmentID, name, why)
+	}
+	return nil
+}
 
 // claimNamespace makes the namespace of (workspaceID, environmentID) theirs,
 // or fails with ErrConflict when another pair holds it: naming.Namespace
@@ -148,4 +166,41 @@ func existingPairs(ctx context.Context, client *ent.Client) ([]Pair, error) {
 		return cmp.Or(oldest[a].Compare(oldest[b]), cmp.Compare(a.WorkspaceID, b.WorkspaceID), cmp.Compare(a.EnvironmentID, b.EnvironmentID))
 	})
 	return pairs, nil
+}
+
+// ReservedClaim is a namespace claimed before it was reserved (by an older
+// ctrld, or before --reserved-namespaces named it).
+type ReservedClaim struct {
+	Namespace string
+	Owner     Pair
+	Why       string
+}
+
+// ReportReservedClaims logs, as errors, and returns the claims whose
+// namespace reserved now holds. It changes nothing: a claim never changes
+// (agents hold objects under its name), and the resources there stay as
+// they are. From now on the pair can add nothing there (checkPair), and an
+// agent refuses to write into a kube-*, default or its own namespace, so
+// an operator should delete those resources and recreate them under other
+// IDs. ctrld runs it at start, after ClaimExistingNamespaces.
+func ReportReservedClaims(ctx context.Context, client *ent.Client, reserved naming.Reserved, log *slog.Logger) ([]ReservedClaim, error) {
+	// Every claim is read: one short row per pair, once per start, and
+	// the rule is then asked of each name exactly as checkPair asks it.
+	claims, err := client.Namespace.Query().Order(namespace.ByID()).All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read namespace claims: %w", err)
+	}
+	var found []ReservedClaim
+	for _, c := range claims {
+		why, ok := reserved.Why(c.ID)
+		if !ok {
+			continue
+		}
+		rc := ReservedClaim{Namespace: c.ID, Owner: Pair{c.WorkspaceID, c.EnvironmentID}, Why: why}
+		found = append(found, rc)
+		log.Error("namespace claimed by a workspace's environment is reserved now: its resources stay as they are, the pair can add none there, "+
+			"and agents refuse to write into kube-*, default and their own namespace; an operator should delete them and recreate them under other IDs",
+			"namespace", rc.Namespace, "owner", rc.Owner, "why", why)
+	}
+	return found, nil
 }

@@ -196,3 +196,63 @@ func TestClaimExistingNamespaces(t *testing.T) {
 		t.Errorf("deploy into a backfilled namespace of the same pair: %v", err)
 	}
 }
+
+// Claims made before their namespace was reserved (by an older ctrld, or
+// before --reserved-namespaces named it) are reported at start, logged as
+// errors, and never rewritten: the claim and its resources stay, and from
+// now on the pair adds nothing there.
+func TestReservedClaimsAreReportedNotRewritten(t *testing.T) {
+	_, client := setup(t)
+	ctx := context.Background()
+	err := store.WithTx(ctx, client, func(tx *ent.Tx) error { // as an older ctrld wrote them
+		for _, d := range []desired.DeploymentSpec{
+			pairSpec("dns", "kube", "system"),
+			pairSpec("agent", "platform", "agents"),
+			pairSpec("api", "acme", "prod"),
+		} {
+			if err := tx.Deployment.Create().SetID(d.ID).SetWorkspaceID(d.WorkspaceID).SetEnvironmentID(d.EnvironmentID).
+				SetImage(d.Image).SetCPUMillicores(d.CPUMillicores).SetMemoryMib(d.MemoryMiB).Exec(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
+	if _, err := desired.ClaimExistingNamespaces(ctx, client, log); err != nil {
+		t.Fatal(err)
+	}
+	before := written(t, client)
+	reserved := naming.MustReserved("platform-agents")
+	for run := range 2 {
+		found, err := desired.ReportReservedClaims(ctx, client, reserved, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, c := range found {
+			got = append(got, fmt.Sprintf("%s=%s/%s", c.Namespace, c.Owner.WorkspaceID, c.Owner.EnvironmentID))
+		}
+		if strings.Join(got, " ") != "kube-system=kube/system platform-agents=platform/agents" {
+			t.Errorf("run %d: reported %v, want kube-system and platform-agents", run, got)
+		}
+	}
+	if after := written(t, client); after != before {
+		t.Errorf("reporting changed the database:\n before %s\n after  %s", before, after)
+	}
+	for _, ns := range []string{"kube-system", "platform-agents"} {
+		if !strings.Contains(logged.String(), "level=ERROR") || !strings.Contains(logged.String(), "namespace="+ns) {
+			t.Errorf("the reserved claim of %s was not logged as an error: %q", ns, logged.String())
+		}
+	}
+	s := desired.New(client, desired.WithReserved(reserved))
+	if err := s.Deploy(ctx, pairSpec("dns-2", "kube", "system"), []string{"eu-west"}, 1); !errors.Is(err, desired.ErrInvalid) {
+		t.Errorf("a new deploy into the reserved claim: got %v, want ErrInvalid", err)
+	}
+	if err := s.Deploy(ctx, pairSpec("api-2", "acme", "prod"), []string{"eu-west"}, 1); err != nil {
+		t.Errorf("a deploy into an unreserved claim: %v", err)
+	}
+}

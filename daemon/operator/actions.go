@@ -40,9 +40,10 @@ type Service struct {
 	refusals refusalLog
 }
 
-// New returns the operator service.
-func New(client *ent.Client, db *stdsql.DB, notifier Notifier, log *slog.Logger) *Service {
-	return &Service{client: client, desired: desired.New(client), sql: db, notifier: notifier, log: log}
+// New returns the operator service; opts configure its desired-state
+// rules (desired.WithReserved).
+func New(client *ent.Client, db *stdsql.DB, notifier Notifier, log *slog.Logger, opts ...desired.Option) *Service {
+	return &Service{client: client, desired: desired.New(client, opts...), sql: db, notifier: notifier, log: log}
 }
 
 // Sizes of the audit log's columns (ent/schema/auditlog.go): actor, action

@@ -33,6 +33,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/operator"
 	"github.com/deploysync/deploysync/daemon/peers"
@@ -43,6 +44,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/internal/limits"
+	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -95,6 +97,10 @@ type Config struct {
 	Retention    retention.Config
 	Workflow     workflow.Config
 	RegionHealth regionhealth.Config
+	// Reserved are the namespaces no workspace's environment may have;
+	// operator calls naming one are refused (the zero value: those always
+	// reserved, see naming.Reserved).
+	Reserved naming.Reserved
 	// Registry receives the metrics (default: a new registry with Go and
 	// process collectors).
 	Registry *prometheus.Registry
@@ -251,7 +257,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 
 	s.grpc = grpc.NewServer(append(opts, grpc.StatsHandler(connCloser{conns}))...)
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))
-	s.ops = operator.New(db.Ent, db.SQL, notifier, log)
+	s.ops = operator.New(db.Ent, db.SQL, notifier, log, desired.WithReserved(cfg.Reserved))
 	authn.OnOperatorRefusal = s.ops.AuditRefusal
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, s.ops)
 	if s.Peers != nil {

@@ -450,7 +450,7 @@ func silentClient(t *testing.T, env *servertest.Env, region, identity string) ct
 	t.Cleanup(end)
 	s, err := ctrlv1.NewClusterServiceClient(conn).WatchDeploymentChanges(ctx,
 		&ctrlv1.WatchDeploymentChangesRequest{Region: region, AgentIdentity: identity},
-		grpc.PerRPCCredentials(auth.BearerCredentials{Token: env.AgentToken(region), Insecure: true}))
+		grpc.PerRPCCredentials(bearer.Credentials{Token: env.AgentToken(region), Insecure: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

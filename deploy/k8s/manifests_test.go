@@ -28,8 +28,22 @@ import (
 	"github.com/deploysync/deploysync/internal/kubetest"
 )
 
+// shared is one API server for the package's tests.
+var shared kubetest.Shared
+
+func TestMain(m *testing.M) { os.Exit(kubetest.RunShared(m, &shared)) }
+
 func TestManifestsApplyStrictly(t *testing.T) {
-	c := kubetest.StartForTest(t, kubetest.Options{})
+	c := shared.Get(t)
+	for _, file := range []string{"ctrld.yaml", "agentd.yaml"} {
+		applyManifest(t, c, file)
+	}
+}
+
+// applyManifest server-side applies every object of file with strict field
+// validation, failing t for each the API server refuses.
+func applyManifest(t *testing.T, c *kubetest.Cluster, file string) {
+	t.Helper()
 	ctx := context.Background()
 	disc, err := discovery.NewDiscoveryClientForConfig(c.Config)
 	if err != nil {
@@ -40,31 +54,28 @@ func TestManifestsApplyStrictly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-
-	for _, file := range []string{"ctrld.yaml", "agentd.yaml"} {
-		objects := decode(t, file)
-		if len(objects) == 0 {
-			t.Fatalf("%s holds no objects", file)
+	objects := decode(t, file)
+	if len(objects) == 0 {
+		t.Fatalf("%s holds no objects", file)
+	}
+	for _, obj := range objects {
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			t.Fatalf("%s: %s %s: %v", file, gvk.Kind, obj.GetName(), err)
 		}
-		for _, obj := range objects {
-			gvk := obj.GroupVersionKind()
-			mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				t.Fatalf("%s: %s %s: %v", file, gvk.Kind, obj.GetName(), err)
-			}
-			body, err := json.Marshal(obj.Object)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var r dynamic.ResourceInterface = client.Resource(mapping.Resource)
-			if ns := obj.GetNamespace(); ns != "" {
-				r = client.Resource(mapping.Resource).Namespace(ns)
-			}
-			if _, err := r.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{
-				FieldManager: "manifest-test", FieldValidation: "Strict",
-			}); err != nil {
-				t.Errorf("%s: apply %s %s: %v", file, gvk.Kind, obj.GetName(), err)
-			}
+		body, err := json.Marshal(obj.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r dynamic.ResourceInterface = client.Resource(mapping.Resource)
+		if ns := obj.GetNamespace(); ns != "" {
+			r = client.Resource(mapping.Resource).Namespace(ns)
+		}
+		if _, err := r.Patch(ctx, obj.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{
+			FieldManager: "manifest-test", FieldValidation: "Strict",
+		}); err != nil {
+			t.Errorf("%s: apply %s %s: %v", file, gvk.Kind, obj.GetName(), err)
 		}
 	}
 }

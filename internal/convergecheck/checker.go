@@ -245,6 +245,9 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	if faultErr != nil {
 		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, faultErr)
 	}
+	if len(counts.violations) > 0 {
+		return 0, 0, fmt.Errorf("round %d (seed %d): ctrld accepted calls it must refuse:\n  %s", n, rep.Seed, strings.Join(counts.violations, "\n  "))
+	}
 
 	// Operations and faults are over: from here the system must converge
 	// by itself.

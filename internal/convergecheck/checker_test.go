@@ -118,3 +118,20 @@ func TestInvalidCallsCountAsFailed(t *testing.T) {
 		t.Errorf("one invalid, one not found: %+v, want 1 rejected and 1 failed", got)
 	}
 }
+
+// A call naming a reserved pair counts as rejected when ctrld refuses it
+// as invalid; accepted (or refused for another reason) it is a violation,
+// which fails the round; unanswered it merely failed.
+func TestAReservedPairAcceptedIsAViolation(t *testing.T) {
+	var c opCounter
+	c.addRefusal("reserved-pair", "deploy of kube/system", status.Error(codes.InvalidArgument, "workspace_id, environment_id: invalid"))
+	c.addRefusal("reserved-pair", "sentinel of kube/public", status.Error(codes.Unavailable, "ctrld down"))
+	if len(c.violations) != 0 {
+		t.Errorf("violations %q after a refusal and an outage", c.violations)
+	}
+	c.addRefusal("reserved-pair", "policy of kube-node/lease", nil)
+	c.addRefusal("reserved-pair", "deploy of kube/system", status.Error(codes.FailedPrecondition, "namespace taken"))
+	if s := *c.ops["reserved-pair"]; s.OK != 1 || s.Rejected != 1 || s.Failed != 2 || len(c.violations) != 2 {
+		t.Errorf("counted %+v with violations %q, want 1 ok, 1 rejected, 2 failed and 2 violations", s, c.violations)
+	}
+}

@@ -10,7 +10,10 @@
 //
 //   - the round: operators (2–3 goroutines) issue operator-API calls on a
 //     small pool of IDs, so creates, deletes and re-creates of one ID (also
-//     in another environment, that is another namespace) collide; the fault
+//     in another environment, that is another namespace) collide, and now
+//     and then one naming a reserved pair (kube + system, ...), which ctrld
+//     must refuse as invalid, writing nothing (the round fails otherwise,
+//     and the verdict would find it desired but missing); the fault
 //     schedule runs meanwhile (ctrld restart, an agent moved to a second
 //     ctrld replica, agent kill and restart, stream cut, region pause and
 //     resume, forced resync, retention deleting change rows past a stopped

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,7 +31,15 @@ var (
 	// A policy name's owner, a deployment or "" for its environment, is
 	// fixed: ctrld fixes it when the policy is created.
 	policies = []struct{ name, owner string }{{"allow-dns", ""}, {"deny-all", ""}, {"api-ingress", "api"}, {"web-egress", "web"}}
+	// Pairs whose namespace is reserved (kube-system, kube-public,
+	// kube-node-lease): ctrld must refuse every call that names one, as
+	// invalid, and write nothing (the verdict then finds nothing of them
+	// desired, and nothing in those namespaces).
+	reservedPairs = []environment{{"kube", "system"}, {"kube", "public"}, {"kube-node", "lease"}}
 )
+
+// reservedShare is one in how many calls tries a reserved pair.
+const reservedShare = 25
 
 type environment struct{ workspace, id string }
 
@@ -58,9 +67,17 @@ type opCounter struct {
 
 	mu  sync.Mutex
 	ops map[string]*OpStats
+	// violations are calls that had to be refused and were not.
+	violations []string
 }
 
 func (c *opCounter) add(op string, err error) {
+	c.count(op, err, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition)
+}
+
+// count counts a call's outcome: OK, refused with one of the rejected
+// codes, or failed.
+func (c *opCounter) count(op string, err error, rejected ...codes.Code) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ops == nil {
@@ -71,12 +88,12 @@ func (c *opCounter) add(op string, err error) {
 		s = &OpStats{}
 		c.ops[op] = s
 	}
-	switch status.Code(err) {
-	case codes.OK:
+	switch code := status.Code(err); {
+	case code == codes.OK:
 		s.OK++
-	case codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition:
+	case slices.Contains(rejected, code):
 		s.Rejected++
-	case codes.Unavailable, codes.DeadlineExceeded:
+	case code == codes.Unavailable, code == codes.DeadlineExceeded:
 		s.Failed++
 		if c.inOutage != nil && c.inOutage() {
 			s.InOutage++
@@ -84,6 +101,21 @@ func (c *opCounter) add(op string, err error) {
 	default:
 		s.Failed++
 	}
+}
+
+// addRefusal counts a call that must be refused as invalid (a reserved
+// pair): InvalidArgument is its Rejected; an answer that ctrld or its
+// database was down is its Failed; anything else, success above all, is
+// also a violation.
+func (c *opCounter) addRefusal(op, what string, err error) {
+	c.count(op, err, codes.InvalidArgument)
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.Unavailable, codes.DeadlineExceeded:
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.violations = append(c.violations, fmt.Sprintf("%s: got %v, want InvalidArgument", what, err))
 }
 
 // operator issues random operator-API calls, one at a time.
@@ -98,9 +130,15 @@ type operator struct {
 func (o *operator) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		op, err := o.call(callCtx)
-		cancel()
-		o.count.add(op, err)
+		if o.rng.IntN(reservedShare) == 0 {
+			op, what, err := o.reserved(callCtx)
+			cancel()
+			o.count.addRefusal(op, what, err)
+		} else {
+			op, err := o.call(callCtx)
+			cancel()
+			o.count.add(op, err)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(20+o.rng.IntN(200)) * time.Millisecond):
@@ -175,6 +213,34 @@ func (o *operator) call(ctx context.Context) (string, error) {
 		_, err := c.DeleteCiliumNetworkPolicy(ctx, &ctrlv1.DeleteCiliumNetworkPolicyRequest{PolicyId: pick(rng, policyIDs)})
 		return "delete-policy", err
 	}
+}
+
+// reserved tries a deploy, a sentinel or a policy of a reserved pair,
+// which ctrld must refuse as invalid; it names the operation and the call.
+func (o *operator) reserved(ctx context.Context) (op, what string, err error) {
+	c, rng := o.client, o.rng
+	env, region := pick(rng, reservedPairs), pick(rng, Regions)
+	switch rng.IntN(3) {
+	case 0:
+		_, err = c.Deploy(ctx, &ctrlv1.DeployRequest{
+			DeploymentId: pick(rng, deploymentIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
+			Image: pick(rng, images), CpuMillicores: 50, MemoryMib: 64, Regions: []string{region}, Replicas: 1,
+		})
+		what = "deploy"
+	case 1:
+		_, err = c.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{
+			SentinelId: pick(rng, sentinelIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
+			Region: region, Image: pick(rng, images), Replicas: 1, CpuMillicores: 50, MemoryMib: 32,
+		})
+		what = "sentinel"
+	default:
+		_, err = c.PutCiliumNetworkPolicy(ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{
+			PolicyId: pick(rng, policyIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
+			Region: region, Name: "allow-dns", Spec: policySpec(rng),
+		})
+		what = "policy"
+	}
+	return "reserved-pair", fmt.Sprintf("%s of workspace %s environment %s", what, env.workspace, env.id), err
 }
 
 // policySpec is a small Cilium spec; its port varies, so ensures update.

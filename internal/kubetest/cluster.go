@@ -345,10 +345,17 @@ func (c *Cluster) Client(t testing.TB) kubernetes.Interface {
 // deletes it when t ends. Tests sharing a control plane isolate by it.
 func (c *Cluster) Namespace(t testing.TB) string {
 	t.Helper()
+	return c.NamespaceLabeled(t, nil)
+}
+
+// NamespaceLabeled is Namespace with labels on the namespace (say, the
+// label that hands a namespace to agentd).
+func (c *Cluster) NamespaceLabeled(t testing.TB, labels map[string]string) string {
+	t.Helper()
 	ctx := context.Background()
 	client := c.Client(t)
 	ns, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "test-"},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "test-", Labels: labels},
 	}, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)

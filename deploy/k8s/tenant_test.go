@@ -1,0 +1,117 @@
+package k8s
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// agentSA is the agent's service account in agentd.yaml, as the API
+// server names its requests.
+const agentSA = "system:serviceaccount:deploysync:agentd"
+
+// boundaryMessage starts the refusals of agentd.yaml's
+// ValidatingAdmissionPolicy; RBAC's refusals say something else.
+const boundaryMessage = "deploysync tenant boundary"
+
+// The shipped ValidatingAdmissionPolicy makes the tenant boundary the API
+// server's rule for the agent's service account (impersonated here, with
+// the shipped ClusterRole, which alone would allow all of it): a write
+// into kube-system, into a namespace without the managed-by label, or
+// into its own namespace (its Lease aside) is refused, and so are a
+// namespace with a reserved name or without the label, and labeling
+// someone else's namespace; writes into a namespace labeled as the
+// agent's pass, and so does a namespace it creates labeled.
+func TestTheAgentsServiceAccountWritesOnlyInItsNamespaces(t *testing.T) {
+	c := shared.Get(t)
+	applyManifest(t, c, "agentd.yaml")
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(c.Config)
+	owned := "tenant-prod"
+	theirs := "someone-else"
+	for ns, labels := range map[string]map[string]string{owned: {"unkey.managed.by": "krane"}, theirs: nil} {
+		if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: agentSA,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:deploysync", "system:authenticated"}}
+	agent := kubernetes.NewForConfigOrDie(cfg)
+	service := func(ns string) *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "api", Namespace: ns,
+			Labels: map[string]string{"unkey.managed.by": "krane", "unkey.deployment.id": "api"}},
+			Spec: corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone, Ports: []corev1.ServicePort{{Name: "http", Port: 8080}}}}
+	}
+	createService := func(ns string, opts metav1.CreateOptions) error {
+		_, err := agent.CoreV1().Services(ns).Create(ctx, service(ns), opts)
+		return err
+	}
+	refused := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), boundaryMessage) {
+			t.Errorf("%s: got %v, want the tenant boundary's refusal", what, err)
+		}
+	}
+
+	// The policy takes effect once the API server has loaded it: a dry
+	// run writes nothing, and is admitted as the write would be.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := createService("kube-system", metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), boundaryMessage) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the policy never refused the agent's write into kube-system: last %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	refused("a Service in kube-system", createService("kube-system", metav1.CreateOptions{}))
+	refused("a Service in a namespace without the label", createService(theirs, metav1.CreateOptions{}))
+	refused("a Service in the agent's own namespace", createService("deploysync", metav1.CreateOptions{}))
+	if err := createService(owned, metav1.CreateOptions{}); err != nil {
+		t.Errorf("a Service in the agent's namespace: %v", err)
+	}
+	if err := agent.CoreV1().Services(owned).Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting it: %v", err)
+	}
+
+	// Objects carrying the agent's labels in someone else's namespace are
+	// not its to delete.
+	if _, err := admin.CoreV1().Services(theirs).Create(ctx, service(theirs), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	refused("deleting a labeled Service in someone else's namespace", agent.CoreV1().Services(theirs).Delete(ctx, "api", metav1.DeleteOptions{}))
+
+	namespace := func(name string, labels map[string]string) error {
+		_, err := agent.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}},
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	ours := map[string]string{"unkey.managed.by": "krane"}
+	refused("creating kube-tenant", namespace("kube-tenant", ours))
+	refused("creating a namespace without the label", namespace("acme-dev", nil))
+	if err := namespace("acme-dev", ours); err != nil {
+		t.Errorf("creating a labeled namespace: %v", err)
+	}
+	_, err := agent.CoreV1().Namespaces().Patch(ctx, theirs, types.MergePatchType, []byte(`{"metadata":{"labels":{"unkey.managed.by":"krane"}}}`), metav1.PatchOptions{})
+	refused("labeling someone else's namespace", err)
+
+	// Leader election goes on: the Lease in its own namespace.
+	_, err = agent.CoordinationV1().Leases("deploysync").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "agentd-eu-west"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Errorf("the agent's Lease: %v", err)
+	}
+}
