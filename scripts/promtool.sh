@@ -39,13 +39,27 @@ if $v3; then
 else
 	dir="$root/debian"
 fi
-if [[ -x "$dir/promtool" ]]; then
+# A promtool whose directory others may write to could have been swapped:
+# the tests would run someone else's binary. Such a cache is fetched again.
+cached() {
+	[[ -x "$dir/promtool" ]] && [[ $(stat -c %a "$dir") != *[2367]? && $(stat -c %a "$dir") != *[2367] ]]
+}
+if cached; then
 	echo "$dir/promtool"
 	exit 0
 fi
 
 mkdir -p "$root"
-tmp=$(mktemp -d "$root/.fetch-XXXXXX")
+# One fetch at a time: test processes run in parallel, and a second fetch
+# would replace the directory under the first one's caller (and two
+# apt-get runs collide on apt's lock).
+exec 9>"$root/.lock"
+flock 9
+if cached; then
+	echo "$dir/promtool"
+	exit 0
+fi
+tmp=$(mktemp -d "$root/.fetch-XXXXXX") # 0700 until it is complete
 trap 'rm -rf "$tmp"' EXIT
 
 if $v3; then
@@ -54,7 +68,7 @@ if $v3; then
 		cd "$tmp"
 		export GOWORK=off GOFLAGS=-mod=mod
 		go mod init promtoolbuild >/dev/null 2>&1
-		go get "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" 2>/dev/null
+		go get "github.com/prometheus/prometheus/cmd/promtool@$prometheus_module_version" >/dev/null
 		bash "$repo/scripts/go-build-progress.sh" promtool -tags remove_all_sd -trimpath -ldflags=-s\ -w \
 			-o "$tmp/promtool" github.com/prometheus/prometheus/cmd/promtool
 	)
@@ -62,12 +76,12 @@ else
 	say "fetching Debian's prometheus package for its promtool (unpacked into $dir, not installed)"
 	(
 		cd "$tmp"
-		# apt-get download runs as _apt where it can; a root-owned temporary
-		# directory would make it warn.
-		chmod 0777 "$tmp"
+		# apt verifies the package against its signed index. It downloads
+		# as root here (the private directory is closed to its _apt user),
+		# which it only warns about.
 		if ! apt-get download prometheus >/dev/null 2>&1; then
 			apt-get update -qq
-			apt-get download prometheus >/dev/null
+			apt-get download prometheus >/dev/null 2>&1
 		fi
 		dpkg-deb -x prometheus_*.deb unpacked
 		mv unpacked/usr/bin/promtool "$tmp/promtool"
@@ -75,8 +89,9 @@ else
 	)
 fi
 "$tmp/promtool" --version >"$tmp/VERSION" 2>&1
+chmod 0755 "$tmp"
 rm -rf "$dir"
-mv "$tmp" "$dir"
+mv -T "$tmp" "$dir"
 trap - EXIT
 say "$(head -1 "$dir/VERSION") in $dir"
 echo "$dir/promtool"

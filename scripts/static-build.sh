@@ -27,7 +27,10 @@ for daemon in ctrld agentd; do
 		echo "static-build: no 'RUN ... go build ... -o /out/$daemon' line in $dockerfile" >&2
 		exit 1
 	fi
-	cmd=${cmd//\/out\//$out\/}
+	# OUTDIR goes into a shell command: quoted, so that spaces and & in it
+	# stay part of the path.
+	outq=$(printf %q "$out/")
+	cmd=${cmd//\/out\//"$outq"}
 	cmd=${cmd/go build /bash scripts\/go-build-progress.sh static-$daemon }
 	sh -c "$cmd"
 done
