@@ -56,6 +56,17 @@ func TestCiliumPolicySpecBoundsHTTPRegexps(t *testing.T) {
 	}
 }
 
+// A regular expression that does not compile is refused by its field, the
+// message quoting it clipped, however long it is.
+func TestCiliumPolicySpecClipsABadRegexp(t *testing.T) {
+	bad := strings.Repeat("a", 30_000) + "("
+	err := CiliumPolicySpec(httpRules(1, func(int) string { return bad }))
+	const want = `ingress[0].toPorts[0].rules.http[0].path: "aaaa`
+	if err == nil || !strings.HasPrefix(err.Error(), want) || !strings.Contains(err.Error(), "missing closing )") || len(err.Error()) > 300 {
+		t.Fatalf("got %d bytes: %.400v; want at most 300, starting %q and saying `missing closing )`", len(fmt.Sprint(err)), err, want)
+	}
+}
+
 // The cost of checking the heaviest policies allowed: as many HTTP rules
 // as allowed, all with the same heavy regular expression, or as many
 // different heavy ones as fit MaxHTTPRegexpBytes (Unicode classes in an

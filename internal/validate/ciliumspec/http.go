@@ -1,8 +1,10 @@
 package ciliumspec
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 )
 
 // A policy's HTTP rules are bounded in number (MaxHTTPRules) and in the
@@ -90,10 +92,17 @@ func httpRegexps(spec map[string]any) error {
 }
 
 // regularExpression refuses s if Go's regexp, Cilium's, does not compile
-// it.
+// it. The message quotes s clipped and names what is wrong by its code
+// only: the parser's own message repeats the expression, all of it.
 func regularExpression(s string) error {
-	if _, err := regexp.Compile(s); err != nil {
-		return fmt.Errorf("%s is not a regular expression: %v", quote(s), err)
+	_, err := regexp.Compile(s)
+	if err == nil {
+		return nil
 	}
-	return nil
+	why := "it does not compile"
+	var syntaxErr *syntax.Error
+	if errors.As(err, &syntaxErr) {
+		why = string(syntaxErr.Code)
+	}
+	return fmt.Errorf("%s is not a regular expression: %s", quote(s), why)
 }
