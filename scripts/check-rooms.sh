@@ -7,6 +7,11 @@
 # design.md's "nothing in agentd/ imports daemon/" is checked here on what
 # is linked, not only on what is written.
 #
+# What is linked depends on the target and the build tags, so each binary
+# is checked for every GOOS it ships to and with every build tag the
+# module's own files use: a forbidden import in a _windows.go file or
+# behind //go:build sometag would be missed by the host's default build.
+#
 # On a failure it names the binary, the forbidden package and the chain of
 # imports that pulls it in, shortest first, so the import to cut is plain.
 set -euo pipefail
@@ -29,44 +34,76 @@ unkey-tui|$module/agentd|the agent's packages
 unkey-tui|k8s.io/client-go|the agent's Kubernetes client
 ctrld|$module/agentd|the agent's packages
 ctrld|$module/tui|the console
+ctrld|k8s.io/client-go|the agent's Kubernetes client
 "
 
+goos_list="linux darwin windows"
+
+# The union of the build tags in the module's non-test files (nested
+# modules, testdata and vendor left out), without the names the toolchain
+# sets itself (GOOS, GOARCH, unix, cgo, gc, gccgo, go1.N, goexperiment.X)
+# and without ignore, which marks files that are never built.
+prune=(-name .git -o -name testdata -o -name vendor)
+while read -r dir; do
+	prune+=(-o -path "$dir")
+done < <(find . -mindepth 2 -name go.mod | sed 's|/go.mod$||')
+toolchain=" $(go tool dist list | tr '/' '\n' | sort -u | tr '\n' ' ') unix cgo gc gccgo ignore "
+tags=$(find . -type d \( "${prune[@]}" \) -prune -o -type f -name '*.go' ! -name '*_test.go' -print0 |
+	{ xargs -0 grep -h '^//go:build' || true; } |
+	sed 's|^//go:build||' | grep -oE '[A-Za-z0-9_.]+' | sort -u |
+	while read -r tag; do
+		[[ $toolchain == *" $tag "* || $tag == go1.* || $tag == goexperiment.* ]] || echo "$tag"
+	done | paste -sd, -)
+# Without the tags as well when there are any: a file behind
+# //go:build !sometag is built only then.
+tag_sets=("")
+[[ -z $tags ]] || tag_sets+=("$tags")
+
 failed=0
-for bin in $(cut -d'|' -f1 <<<"$rules" | sort -u); do
-	# One line per linked package: the package, then what it imports.
-	graph=$(go list -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' -deps "./cmd/$bin")
-	while IFS='|' read -r rule_bin forbidden why; do
-		[[ $rule_bin == "$bin" ]] || continue
-		# The shortest chain of imports from the main package to a package
-		# at or below $forbidden (breadth-first), or nothing.
-		chain=$(awk -v root="$module/cmd/$bin" -v bad="$forbidden" '
-			{ imports[$1] = $0 }
-			function forbidden(p) { return p == bad || index(p, bad "/") == 1 }
-			END {
-				queue[0] = root; seen[root] = 1; n = 1
-				for (i = 0; i < n; i++) {
-					p = queue[i]
-					if (forbidden(p)) {
-						path = p
-						while (p in from) { p = from[p]; path = p " -> " path }
-						print path
-						exit
-					}
-					k = split(imports[p], next_, " ")
-					for (j = 2; j <= k; j++) if (!(next_[j] in seen)) {
-						seen[next_[j]] = 1; from[next_[j]] = p; queue[n++] = next_[j]
-					}
-				}
-			}' <<<"$graph")
-		if [[ -n $chain ]]; then
-			failed=1
-			echo "check-rooms: cmd/$bin must not link $forbidden ($why), but links ${chain##* -> }:" >&2
-			echo "  ${chain//$module\//}" >&2
-		fi
-	done <<<"$rules"
+reported=" " # bin|forbidden ..., each told once however many targets link it
+for goos in $goos_list; do
+	for tag_set in "${tag_sets[@]}"; do
+		# One line per package linked by any of the binaries: the package,
+		# then what it imports. A package imports the same whichever binary
+		# links it, so one listing serves them all.
+		bins=$(cut -d'|' -f1 <<<"$rules" | sort -u)
+		graph=$(GOOS=$goos go list -tags "$tag_set" -f '{{.ImportPath}}{{range .Imports}} {{.}}{{end}}' -deps $(printf './cmd/%s ' $bins))
+		for bin in $bins; do
+			while IFS='|' read -r rule_bin forbidden why; do
+				[[ $rule_bin == "$bin" && $reported != *" $bin|$forbidden "* ]] || continue
+				# The shortest chain of imports from the main package to a package
+				# at or below $forbidden (breadth-first), or nothing.
+				chain=$(awk -v root="$module/cmd/$bin" -v bad="$forbidden" '
+					{ imports[$1] = $0 }
+					function forbidden(p) { return p == bad || index(p, bad "/") == 1 }
+					END {
+						queue[0] = root; seen[root] = 1; n = 1
+						for (i = 0; i < n; i++) {
+							p = queue[i]
+							if (forbidden(p)) {
+								path = p
+								while (p in from) { p = from[p]; path = p " -> " path }
+								print path
+								exit
+							}
+							k = split(imports[p], next_, " ")
+							for (j = 2; j <= k; j++) if (!(next_[j] in seen)) {
+								seen[next_[j]] = 1; from[next_[j]] = p; queue[n++] = next_[j]
+							}
+						}
+					}' <<<"$graph")
+				if [[ -n $chain ]]; then
+					failed=1
+					reported+="$bin|$forbidden "
+					echo "check-rooms: cmd/$bin must not link $forbidden ($why), but links ${chain##* -> } (GOOS=$goos${tag_set:+ -tags $tag_set}):" >&2
+					echo "  ${chain//$module\//}" >&2
+				fi
+			done <<<"$rules"
+		done
+	done
 done
 if ((failed)); then
 	echo "check-rooms: cut the import named above (move what is needed into a package both sides may link, e.g. internal/bearer)" >&2
 	exit 1
 fi
-echo "check-rooms: agentd, ctrld and unkey-tui each link only their own packages" >&2
+echo "check-rooms: agentd, ctrld and unkey-tui each link only their own packages (GOOS $goos_list; tags: ${tags:-none})" >&2

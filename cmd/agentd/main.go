@@ -84,7 +84,9 @@ func run(c *cli.Context) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
-	token, err := dial.Token(c.String("token"), c.String("token-file"))
+	// In a pod the token file is a Secret volume: root's, readable by the
+	// pod's fsGroup (deploy/k8s/agentd.yaml).
+	token, err := dial.Token(c.String("token"), c.String("token-file"), dial.AllowSecretVolume())
 	if err != nil {
 		return err
 	}

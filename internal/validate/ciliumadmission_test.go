@@ -13,13 +13,13 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/validate/ciliumspec"
 )
 
 // admissionSchema is the part of Cilium's CRD schema for
 // CiliumNetworkPolicy (cilium.io/v2) that ciliumspec mirrors for admission:
 // its patterns, formats, enums, bounds and junctors, as Cilium declares
-// them (but for the ICMP type names, which Cilium lists and any word stands
-// for here). The rest of a rule is kept as sent.
+// them. The rest of a rule is kept as sent.
 func admissionSchema() obj {
 	str := func(more obj) obj { more["type"] = "string"; return more }
 	array := func(items obj) obj { return obj{"type": "array", "items": items} }
@@ -52,7 +52,7 @@ func admissionSchema() obj {
 				"items": obj{"type": "object", "required": arr{"type"}, "properties": obj{
 					"family": str(obj{"enum": arr{"IPv4", "IPv6"}}),
 					"type": obj{"x-kubernetes-int-or-string": true, "anyOf": arr{obj{"type": "integer"}, obj{"type": "string"}},
-						"pattern": `^([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]|[A-Za-z]+)$`},
+						"pattern": `^([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5]|` + strings.Join(ciliumICMPTypeNames, "|") + `)$`},
 				}}}}}),
 		}})
 	}
@@ -66,6 +66,19 @@ func admissionSchema() obj {
 		},
 	}}}
 }
+
+// ciliumICMPTypeNames are the ICMP type names the pattern of Cilium's CRD
+// lists, both families in one list, as it lists them. The CRD writes the
+// pattern as a YAML scalar folded over two lines, which put a space into
+// one name: "ExtendedEcho Reply", so no policy can name that type.
+var ciliumICMPTypeNames = []string{"EchoReply", "DestinationUnreachable", "Redirect", "Echo", "RouterAdvertisement",
+	"RouterSelection", "TimeExceeded", "ParameterProblem", "Timestamp", "TimestampReply", "Photuris", "ExtendedEchoRequest",
+	"ExtendedEcho Reply", "PacketTooBig", "ParameterProblem", "EchoRequest", "MulticastListenerQuery", "MulticastListenerReport",
+	"MulticastListenerDone", "RouterSolicitation", "RouterAdvertisement", "NeighborSolicitation", "NeighborAdvertisement",
+	"RedirectMessage", "RouterRenumbering", "ICMPNodeInformationQuery", "ICMPNodeInformationResponse",
+	"InverseNeighborDiscoverySolicitation", "InverseNeighborDiscoveryAdvertisement", "HomeAgentAddressDiscoveryRequest",
+	"HomeAgentAddressDiscoveryReply", "MobilePrefixSolicitation", "MobilePrefixAdvertisement",
+	"DuplicateAddressRequestCodeSuffix", "DuplicateAddressConfirmationCodeSuffix"}
 
 // A real API server with Cilium's admission rules (admissionSchema) agrees
 // with ctrld where Cilium's CRD decides, and takes what only Cilium's agent
@@ -112,6 +125,19 @@ func TestCiliumPolicySpecAgreesWithAdmission(t *testing.T) {
 	for name, spec := range realPolicies(t) {
 		if err := admit(spec); err != nil {
 			t.Errorf("%s: the API server refused what ctrld accepts: %v", name, err)
+		}
+	}
+	// Every ICMP type name ctrld takes, each in a policy of its own: one
+	// the API server refuses would fail every apply of its policy.
+	for _, family := range []string{"IPv4", "IPv6"} {
+		for _, name := range ciliumspec.ICMPTypeNames(family) {
+			spec := ingress(obj{"icmps": arr{obj{"fields": arr{obj{"type": name, "family": family}}}}})
+			if err := CiliumPolicySpec(spec); err != nil {
+				t.Errorf("ICMP type %s of %s: ctrld refused it: %v", name, family, err)
+			}
+			if err := admit(spec); err != nil {
+				t.Errorf("ICMP type %s of %s: the API server refused what ctrld accepts: %v", name, family, err)
+			}
 		}
 	}
 

@@ -82,6 +82,9 @@ func realPolicies(t *testing.T) map[string]obj {
 		"ICMP echo, by number and by name": ingress(obj{"icmps": arr{obj{"fields": arr{
 			obj{"type": 8.0, "family": "IPv4"}, obj{"type": "EchoRequest", "family": "IPv6"}, obj{"type": "0"}, obj{"type": "Echo"},
 		}}}}),
+		"extended echo: the request by name, the reply by number": ingress(obj{"icmps": arr{obj{"fields": arr{
+			obj{"type": "ExtendedEchoRequest", "family": "IPv4"}, obj{"type": 43.0, "family": "IPv4"}, obj{"type": "161", "family": "IPv6"},
+		}}}}),
 		"deny rules": obj{"endpointSelector": api,
 			"ingressDeny": arr{obj{"fromCIDR": arr{"203.0.113.0/24"}}, obj{"fromEntities": arr{"world"}, "toPorts": arr{ports(tcp("22"))}}},
 			"egressDeny":  arr{obj{"toEntities": arr{"world"}, "toPorts": arr{ports(tcp("25"), obj{"port": "0", "protocol": "SCTP"})}}},
@@ -248,7 +251,7 @@ func TestCiliumPolicySpecRefusesWhatCiliumRefuses(t *testing.T) {
 		{"Kafka rules", egress(obj{"toPorts": arr{obj{"ports": arr{tcp("9092")}, "rules": obj{"kafka": arr{obj{"topic": "orders"}}}}}}),
 			`egress[0].toPorts[0].rules: "kafka" is not a field of an L7 rule set (dns, http)`},
 		{"HTTP path not a regular expression", ingress(obj{"toPorts": arr{obj{"ports": arr{tcp("80")}, "rules": obj{"http": arr{obj{"path": "/v1/(orders"}}}}}}),
-			`ingress[0].toPorts[0].rules.http[0].path: "/v1/(orders" is not a regular expression: error parsing regexp: missing closing )`},
+			`ingress[0].toPorts[0].rules.http[0].path: "/v1/(orders" is not a regular expression: missing closing )`},
 		{"header match without name", ingress(obj{"toPorts": arr{obj{"ports": arr{tcp("80")}, "rules": obj{"http": arr{obj{"headerMatches": arr{obj{"value": "x"}}}}}}}}),
 			"ingress[0].toPorts[0].rules.http[0].headerMatches[0]: a header match needs name"},
 		{"header mismatch action", ingress(obj{"toPorts": arr{obj{"ports": arr{tcp("80")}, "rules": obj{"http": arr{obj{"headerMatches": arr{obj{"name": "X", "mismatch": "DROP"}}}}}}}}),
@@ -274,6 +277,8 @@ func TestCiliumPolicySpecRefusesWhatCiliumRefuses(t *testing.T) {
 		{"ICMP type 256 as a string", ingress(obj{"icmps": arr{obj{"fields": arr{obj{"type": "256"}}}}}), "ingress[0].icmps[0].fields[0].type: 256 is not an ICMP type: 0..255"},
 		{"ICMPv6 type name with IPv4", ingress(obj{"icmps": arr{obj{"fields": arr{obj{"type": "PacketTooBig"}}}}}),
 			`ingress[0].icmps[0].fields[0].type: "PacketTooBig" is not an ICMP type of IPv4 (a number 0..255, or one of EchoReply,`},
+		{"ExtendedEchoReply by name", ingress(obj{"icmps": arr{obj{"fields": arr{obj{"type": "ExtendedEchoReply", "family": "IPv6"}}}}}),
+			`ingress[0].icmps[0].fields[0].type: "ExtendedEchoReply" is a name Cilium's CRD refuses (its pattern has a space in it); write the number: 161`},
 		{"ICMP field without type", ingress(obj{"icmps": arr{obj{"fields": arr{obj{"family": "IPv4"}}}}}), "ingress[0].icmps[0].fields[0]: an ICMP field needs type"},
 		{"41 ICMP fields", ingress(obj{"icmps": arr{obj{"fields": icmpFields}}}), "ingress[0].icmps[0].fields: has 41 ICMP fields, at most 40 allowed"},
 	} {

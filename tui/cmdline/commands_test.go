@@ -2,6 +2,7 @@ package cmdline
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"maps"
 	"os"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -299,5 +301,28 @@ func TestRefusesATokenFileOthersMayRead(t *testing.T) {
 	err := Run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token-file", file, "regions"})
 	if err == nil || !strings.Contains(err.Error(), "chmod 600 "+file) {
 		t.Fatalf("got %v, want the refusal saying `chmod 600 %s`", err, file)
+	}
+}
+
+// unkey-tui does not take a root-owned token file its group may read, as
+// agentd does for a Kubernetes Secret volume: a person's token file is
+// theirs alone.
+func TestRefusesAGroupReadableRootTokenFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to own the file")
+	}
+	file := filepath.Join(t.TempDir(), "alice.token")
+	if err := os.WriteFile(file, []byte("dso_x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(file, 0o440); err != nil { // root's group: one of ours
+		t.Fatal(err)
+	}
+	a := App()
+	a.Writer, a.ErrWriter = io.Discard, io.Discard
+	a.ExitErrHandler = func(*cli.Context, error) {}
+	err := Run(a, []string{"unkey-tui", "--ctrld-address", "127.0.0.1:1", "--insecure", "--token-file", file, "regions"})
+	if !errors.Is(err, dial.ErrTokenFileReadable) {
+		t.Fatalf("got %v, want %v", err, dial.ErrTokenFileReadable)
 	}
 }

@@ -14,9 +14,13 @@ import (
 //
 // spec is JSON-shaped (maps, slices, strings, float64 numbers, booleans)
 // and, as validate.CiliumPolicySpec has made sure, holds no null below its
-// top fields and no NaN or infinity.
+// top fields and no NaN or infinity, and is within the size limit: Check's
+// work grows with the spec's size.
 func Check(spec map[string]any) error {
-	return policySpec(spec)
+	if err := policySpec(spec); err != nil {
+		return err
+	}
+	return httpRegexps(spec)
 }
 
 // policySpec is Cilium's Rule, the spec of a CiliumNetworkPolicy.
