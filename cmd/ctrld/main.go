@@ -50,7 +50,7 @@ func app() *cli.App {
 			"streams every change to the region's agent (agentd) over gRPC. Run `ctrld migrate` once,\n" +
 			"create tokens with `ctrld token create`, then `ctrld serve`. Every flag can also be set\n" +
 			"through the environment variable shown next to it.",
-		Commands: []*cli.Command{serveCommand(), migrateCommand(), tokenCommand()},
+		Commands: []*cli.Command{serveCommand(), migrateCommand(), tokenCommand(), operatorCommand()},
 	}
 }
 
