@@ -45,6 +45,9 @@ type Principal struct {
 	Kind   apitoken.Kind
 	Name   string
 	Region string // agents only
+	// Session is the person an SSH console session acts for; nil for a
+	// token's caller.
+	Session *SessionIdentity
 
 	tokenHash string
 }
@@ -133,6 +136,9 @@ type Authenticator struct {
 	// OnOperatorRefusal, if set, hears of every operator call refused
 	// here (the operator service audits them).
 	OnOperatorRefusal func(context.Context, Refusal)
+	// Sessions, if set, admits the credentials of this process's SSH
+	// console sessions (see Sessions).
+	Sessions *Sessions
 }
 
 // NewAuthenticator admits agent tokens to agentService and operator tokens
@@ -194,6 +200,9 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ 
 	token := bearer.FromMetadata(md)
 	if token == "" {
 		return nil, "", status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
+	}
+	if strings.HasPrefix(token, sessionPrefix) {
+		return a.authenticateSession(ctx, fullMethod, kind, token)
 	}
 	t, err := a.client.APIToken.Query().Where(apitoken.Hash(hash(token)), apitoken.RevokedAtIsNil()).Only(ctx)
 	if ent.IsNotFound(err) {
