@@ -94,7 +94,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",
-		Flags: o.flags(),
+		Flags: append(o.flags(), o.sshFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := o.Validate(); err != nil {
 				return err
@@ -131,8 +131,16 @@ func serve(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	console, err := startSSHConsole(ctx, o.SSH, db, srv, log)
+	if err != nil {
+		srv.Stop()
+		return err
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
+	if console != nil {
+		console.Stop()
+	}
 	srv.Stop()
 	return nil
 }
