@@ -35,12 +35,14 @@ ctrld|$module/tui|the console, but for the SSH console's packages (see allowed)
 # (itself only, not what is below it) | why. ctrld serves the console over
 # SSH itself (docs/design.md, "The console over SSH"): so that no console
 # host holds a credential, ctrld links the console (tui) and its SSH server
-# (tui/sshserve), wired in cmd/ctrld; daemon/ still links none of tui/, nor
-# tui/ any of daemon/ (checked after the rules). Any other package of tui/ (the scripting command line,
-# tui/cmdline, say) stays out until it is allowed here with its reason.
+# (tui/sshserve) and the one-shot commands a session may run (tui/cmdline),
+# wired in cmd/ctrld; daemon/ still links none of tui/, nor tui/ any of
+# daemon/ (checked after the rules). Any other package of tui/ stays out
+# until it is allowed here with its reason.
 allowed="
 ctrld|$module/tui|the console the SSH server runs per session
 ctrld|$module/tui/sshserve|the SSH server: listener, key auth, session limits
+ctrld|$module/tui/cmdline|the one-shot commands an SSH session runs (ssh HOST regions)
 "
 
 failed=0

@@ -381,3 +381,66 @@ func TestSSHConsoleLimits(t *testing.T) {
 		}
 	})
 }
+
+// command runs a one-shot command over SSH (no terminal) and returns its
+// stdout, stderr and exit status.
+func command(t *testing.T, c *gossh.Client, line string) (string, string, int) {
+	t.Helper()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	var stdout, stderr bytes.Buffer
+	sess.Stdout, sess.Stderr = &stdout, &stderr
+	err = sess.Run(line)
+	status := 0
+	if exit, ok := err.(*gossh.ExitError); ok {
+		status = exit.ExitStatus()
+	} else if err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	return stdout.String(), stderr.String(), status
+}
+
+func TestSSHCommandsRunAsTheKeysPerson(t *testing.T) {
+	e := startSSH(t, sshserve.Config{})
+	e.AgentToken("eu-west")
+	dial := func(s gossh.Signer) *gossh.Client {
+		c, err := e.dial(gossh.PublicKeys(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	alice := dial(e.person(t, "alice", operatorkeys.Operator))
+	bob := dial(e.person(t, "bob", operatorkeys.ReadOnly))
+
+	out, stderr, status := command(t, bob, "regions --output json")
+	if status != 0 || !strings.Contains(out, `"region": "eu-west"`) {
+		t.Fatalf("regions --output json: status %d, stdout %q, stderr %q", status, out, stderr)
+	}
+
+	deploy := "deploy api --image ghcr.io/acme/api:v1 --region eu-west --workspace ws --environment prod --output json"
+	out, _, status = command(t, bob, deploy)
+	if status != 1 || !strings.Contains(out, `"code":"PermissionDenied"`) && !strings.Contains(out, `"code": "PermissionDenied"`) {
+		t.Fatalf("a read-only key's deploy: status %d, stdout %q; want 1 and PermissionDenied", status, out)
+	}
+	if _, stderr, status := command(t, alice, deploy); status != 0 {
+		t.Fatalf("an operator key's deploy: status %d, stderr %q", status, stderr)
+	}
+	ctx := context.Background()
+	logs := e.DB.Ent.AuditLog.Query().Order(auditlog.ByID()).AllX(ctx)
+	if len(logs) != 2 || !strings.HasPrefix(logs[0].Actor, "bob (ssh key ") || logs[0].Error == "" ||
+		!strings.HasPrefix(logs[1].Actor, "alice (ssh key ") || logs[1].Error != "" {
+		for _, l := range logs {
+			t.Logf("audit: %q %q %q", l.Actor, l.Action, l.Error)
+		}
+		t.Fatal("want bob's refused deploy and alice's deploy on record under their keys")
+	}
+
+	if _, stderr, status := command(t, alice, "rm -rf /"); status != 1 || !strings.Contains(stderr, `unknown command "rm"`) {
+		t.Errorf("an unknown command: status %d, stderr %q", status, stderr)
+	}
+}

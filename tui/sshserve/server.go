@@ -18,6 +18,7 @@ import (
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 	"github.com/deploysync/deploysync/tui"
+	"github.com/deploysync/deploysync/tui/cmdline"
 )
 
 // Identity is the person a registered key belongs to.
@@ -251,8 +252,14 @@ func (s *Server) handle(sess ssh.Session) {
 	log.Info("ssh: session opened")
 	defer log.Info("ssh: session closed", "cause", context.Cause(ctx))
 
-	if len(sess.Command()) > 0 {
-		fatal(sess, fmt.Errorf("commands over SSH are not served yet; run `ssh -t` with no command for the console"))
+	if cmd := sess.Command(); len(cmd) > 0 {
+		// A one-shot command: the scripting CLI, as this person.
+		log.Info("ssh: command", "command", cmd)
+		if err := cmdline.Run(cmdline.SessionApp(op, sess, sess.Stderr()), append([]string{"ssh"}, cmd...)); err != nil {
+			fatal(sess, err)
+			return
+		}
+		sess.Exit(0)
 		return
 	}
 	pty, winch, ok := sess.Pty()
@@ -354,7 +361,11 @@ func (s *Server) recheck(ctx context.Context) {
 
 // fatal tells the person why the session ends and ends it with status 1.
 func fatal(sess ssh.Session, err error) {
-	fmt.Fprintf(sess.Stderr(), "deploysync: %v\r\n", err)
+	end := "\n"
+	if _, _, terminal := sess.Pty(); terminal {
+		end = "\r\n" // the terminal is raw: the console's
+	}
+	fmt.Fprintf(sess.Stderr(), "deploysync: %v%s", err, end)
 	sess.Exit(1)
 }
 
