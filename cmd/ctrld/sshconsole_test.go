@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/urfave/cli/v2"
 	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/deploysync/deploysync/daemon/operatorkeys"
@@ -295,17 +296,36 @@ func TestSSHConsoleSessionEndsWhenItsKeyIsRemoved(t *testing.T) {
 	defer c.Close()
 	con := openConsole(t, c, 100, 30, nil)
 	con.waitFor(t, "eu-west")
+	// A second replica on the same database, with its own SSH console
+	// and a session of alice's there too.
+	replica := e.StartReplica()
+	other, err := startSSHConsole(context.Background(), sshserve.Config{Listen: "127.0.0.1:0", HostKeyFile: filepath.Join(t.TempDir(), "host"),
+		GenerateHostKey: true, Recheck: 200 * time.Millisecond}, e.DB, replica, servertest.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(other.Stop)
+	c2, err := gossh.Dial("tcp", other.Addr(), &gossh.ClientConfig{User: "alice", Auth: []gossh.AuthMethod{gossh.PublicKeys(alice)},
+		HostKeyCallback: gossh.InsecureIgnoreHostKey(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	con2 := openConsole(t, c2, 100, 30, nil)
+	con2.waitFor(t, "eu-west")
 
-	// Removed through another replica's database connection: the
-	// re-check reads the table, not this process's memory.
+	// Removed as `ctrld operator remove-key` removes it, from the
+	// database: each replica's re-check reads the table.
 	if _, err := operatorkeys.New(e.DB.Ent).Remove(context.Background(), "alice"); err != nil {
 		t.Fatal(err)
 	}
-	if status := con.ended(t, 3*time.Second); status != 1 {
-		t.Errorf("session ended with status %d, want 1", status)
-	}
-	if !strings.Contains(con.stderr.String(), "key was removed") {
-		t.Errorf("the person is not told why: stderr %q", con.stderr.String())
+	for i, con := range []*console{con, con2} {
+		if status := con.ended(t, 3*time.Second); status != 1 {
+			t.Errorf("replica %d: session ended with status %d, want 1", i+1, status)
+		}
+		if !strings.Contains(con.stderr.String(), "key was removed") {
+			t.Errorf("replica %d: the person is not told why: stderr %q", i+1, con.stderr.String())
+		}
 	}
 	if _, err := e.dial(gossh.PublicKeys(alice)); err == nil {
 		t.Error("a removed key logs in again")
@@ -442,5 +462,74 @@ func TestSSHCommandsRunAsTheKeysPerson(t *testing.T) {
 
 	if _, stderr, status := command(t, alice, "rm -rf /"); status != 1 || !strings.Contains(stderr, `unknown command "rm"`) {
 		t.Errorf("an unknown command: status %d, stderr %q", status, stderr)
+	}
+}
+
+func TestSSHOptionsValidate(t *testing.T) {
+	parse := func(args ...string) *serveOptions {
+		t.Helper()
+		o := &serveOptions{}
+		a := &cli.App{Commands: []*cli.Command{{Name: "serve", Flags: append(o.flags(), o.sshFlags()...), Action: func(*cli.Context) error { return nil }}}}
+		if err := a.Run(append([]string{"ctrld", "serve", "--database-dsn", "u:p@tcp(db:3306)/ds", "--listen", "127.0.0.1:7070"}, args...)); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		return o
+	}
+	for _, c := range []struct {
+		args []string
+		want string // "" valid
+	}{
+		{nil, ""},
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host"}, ""},
+		{[]string{"--ssh-listen", ":2222"}, "--ssh-listen needs --ssh-host-key"},
+		{[]string{"--ssh-host-key", "host"}, "give --ssh-listen too"},
+		{[]string{"--ssh-generate-host-key"}, "give --ssh-listen too"},
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-sessions", "0"}, "--ssh-max-sessions: want at least 1"},
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-sessions-per-key", "-1"}, "--ssh-max-sessions-per-key: want at least 1"},
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-idle-timeout", "0s"}, "want a positive duration"},
+	} {
+		err := parse(c.args...).Validate()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: got %v, want %q", c.args, err, c.want)
+		}
+	}
+}
+
+func TestSSHHostKey(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	start := func(file string, generate bool) (*sshserve.Server, error) {
+		return startSSHConsole(context.Background(), sshserve.Config{Listen: "127.0.0.1:0", HostKeyFile: file, GenerateHostKey: generate}, env.DB, env.Server, servertest.Logger())
+	}
+	missing := filepath.Join(t.TempDir(), "host")
+	if s, err := start(missing, false); err == nil || !strings.Contains(err.Error(), "ssh-keygen -t ed25519") {
+		if s != nil {
+			s.Stop()
+		}
+		t.Fatalf("a missing host key without --ssh-generate-host-key: %v, want an error saying how to make one", err)
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("a host key was written without --ssh-generate-host-key")
+	}
+	garbage := writeFile(t, "not a key\n")
+	if _, err := start(garbage, true); err == nil || !strings.Contains(err.Error(), "not an unencrypted private key") {
+		t.Fatalf("a host key file holding garbage: %v", err)
+	}
+	s, err := start(missing, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	info, err := os.Stat(missing)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("generated host key: %v, mode %v; want 0600", err, info.Mode())
+	}
+	first, _ := os.ReadFile(missing)
+	s, err = start(missing, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Stop()
+	if again, _ := os.ReadFile(missing); !bytes.Equal(first, again) {
+		t.Error("a second start replaced the host key")
 	}
 }

@@ -189,6 +189,9 @@ func (s *Server) Addr() string { return s.lis.Addr().String() }
 func (s *Server) Stop() {
 	s.cancel()
 	s.ssh.Close()
+	// Close forgets a listener Serve has not registered yet (a Stop
+	// right after Start): close it here too, or Serve would wait on it.
+	s.lis.Close()
 	s.wg.Wait()
 }
 
