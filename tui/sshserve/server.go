@@ -13,6 +13,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/ssh"
+	"charm.land/wish/v2"
+	wishrecover "charm.land/wish/v2/recover"
 	"github.com/charmbracelet/colorprofile"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -153,19 +155,21 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 		limiter: newAuthLimiter(cfg.AuthPerSecond, cfg.AuthBurst),
 		counts:  &sessionCounts{perKey: cfg.MaxSessionsPerKey, total: cfg.MaxSessions, byKey: map[string]int{}},
 		live:    map[*liveSession]struct{}{}}
-	s.ssh = &ssh.Server{
-		Handler:          s.handle,
-		PublicKeyHandler: s.authenticate,
-		// No PasswordHandler nor KeyboardInteractiveHandler: x/crypto/ssh
-		// then offers public keys only.
-		HandshakeTimeout: handshakeTimeout,
-		Version:          "deploysync",
+	s.ssh, err = wish.NewServer(
+		ssh.HostKeyPEM(hostKey),
+		ssh.EmulatePty(),
+		// Public keys only: with no password or keyboard-interactive
+		// handler, x/crypto/ssh offers no other method.
+		wish.WithPublicKeyAuth(s.authenticate),
+		wish.WithVersion("deploysync"),
+		// A panic in a session ends that session (its defers revoke its
+		// credential), logged, not ctrld.
+		wish.WithMiddleware(wishrecover.MiddlewareWithLogger(panicLog{log}, func(ssh.Handler) ssh.Handler { return s.handle })),
+	)
+	if err != nil {
+		return nil, err
 	}
-	for _, opt := range []ssh.Option{ssh.HostKeyPEM(hostKey), ssh.EmulatePty()} {
-		if err := s.ssh.SetOption(opt); err != nil {
-			return nil, err
-		}
-	}
+	s.ssh.HandshakeTimeout = handshakeTimeout
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("SSH listen on %s: %w", cfg.Listen, err)
@@ -216,6 +220,12 @@ func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 // handle runs one session: the console, for the person whose key the
 // session authenticated with.
 func (s *Server) handle(sess ssh.Session) {
+	defer func() {
+		if p := recover(); p != nil {
+			fatal(sess, errors.New("the session failed; ctrld logged why"))
+			panic(p) // for recover's log, with the stack
+		}
+	}()
 	key := sess.PublicKey()
 	if key == nil {
 		fatal(sess, errors.New("no public key"))
@@ -398,3 +408,10 @@ func (a *activity) Read(p []byte) (int, error) {
 func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
 
 func (a *activity) idleFor() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
+
+// panicLog is recover's logger on ours.
+type panicLog struct{ log *slog.Logger }
+
+func (l panicLog) Printf(format string, v ...any) {
+	l.log.Error("ssh: a session panicked; it ended, nothing else did", "panic", fmt.Sprintf(format, v...))
+}
