@@ -282,7 +282,7 @@ func (s *Server) handle(sess ssh.Session) {
 	}
 	env := append(sess.Environ(), "TERM="+pty.Term)
 	_, noColor := lookupEnv(sess.Environ(), "NO_COLOR")
-	m := tui.New(op, tui.Options{Refresh: s.cfg.Refresh, NoColor: noColor, Reconnect: reconnect})
+	m := tui.New(op, tui.Options{Refresh: s.cfg.Refresh, NoColor: noColor, Reconnect: reconnect, ReadOnly: who.ReadOnly})
 	in := &activity{r: sess}
 	in.touch()
 	p := tea.NewProgram(m,
