@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -539,5 +540,52 @@ func TestSSHHostKey(t *testing.T) {
 	s.Stop()
 	if again, _ := os.ReadFile(missing); !bytes.Equal(first, again) {
 		t.Error("a second start replaced the host key")
+	}
+}
+
+func TestSSHConsoleOddTerminals(t *testing.T) {
+	e := startSSH(t, sshserve.Config{})
+	e.AgentToken("eu-west")
+	alice := e.person(t, "alice", operatorkeys.Operator)
+	c, err := e.dial(gossh.PublicKeys(alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	t.Run("no terminal, no command", func(t *testing.T) {
+		sess, err := c.NewSession()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sess.Close()
+		var stderr bytes.Buffer
+		sess.Stderr = &stderr
+		if err := sess.Shell(); err != nil {
+			t.Fatal(err)
+		}
+		err = sess.Wait()
+		if exit, ok := err.(*gossh.ExitError); !ok || exit.ExitStatus() != 1 || !strings.Contains(stderr.String(), "needs a terminal") {
+			t.Errorf("ssh -T without a command: %v, stderr %q; want exit 1 saying a terminal is needed", err, stderr.String())
+		}
+	})
+	for _, size := range [][2]int{{0, 0}, {10000, 10000}, {1, 1}} {
+		t.Run(fmt.Sprintf("%dx%d", size[0], size[1]), func(t *testing.T) {
+			con := openConsole(t, c, size[0], size[1], nil)
+			if size[0] > 1 {
+				// Drawn at once, clipped: not 10⁸ cells a frame.
+				con.waitFor(t, "eu-west")
+			}
+			con.stdin.Write([]byte("p?"))
+			time.Sleep(300 * time.Millisecond)
+			if err := con.sess.WindowChange(24, 80); err != nil {
+				t.Fatal(err)
+			}
+			con.waitFor(t, "eu-west")
+			con.stdin.Write([]byte("nq"))
+			if status := con.ended(t, 5*time.Second); status != 0 {
+				t.Errorf("status %d, stderr %q", status, con.stderr.String())
+			}
+		})
 	}
 }

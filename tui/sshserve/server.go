@@ -291,7 +291,7 @@ func (s *Server) handle(sess ssh.Session) {
 		tea.WithOutput(sess),
 		tea.WithEnvironment(env),
 		tea.WithColorProfile(colorprofile.Env(env)),
-		tea.WithWindowSize(pty.Window.Width, pty.Window.Height),
+		tea.WithWindowSize(clampWindow(pty.Window)),
 		// No job control over SSH: a suspend would leave the session
 		// hanging.
 		tea.WithFilter(func(_ tea.Model, msg tea.Msg) tea.Msg {
@@ -310,7 +310,8 @@ func (s *Server) handle(sess ssh.Session) {
 			case <-ctx.Done():
 				return
 			case w := <-winch:
-				p.Send(tea.WindowSizeMsg{Width: w.Width, Height: w.Height})
+				width, height := clampWindow(w)
+				p.Send(tea.WindowSizeMsg{Width: width, Height: height})
 			case <-idle.C:
 				if in.idleFor() >= s.cfg.IdleTimeout {
 					end(errIdle)
@@ -332,6 +333,18 @@ func (s *Server) handle(sess ssh.Session) {
 		log.Warn("ssh: console ended with an error", "err", runErr)
 	}
 	sess.Exit(0)
+}
+
+// The largest window drawn. The renderer keeps a cell buffer of the
+// window's size: a client claiming 10,000×10,000 would have ctrld allocate
+// and redraw 10⁸ cells a frame. A real terminal larger than this (a 4K
+// screen in a tiny font has about 480×135) sees the console in its
+// top-left corner.
+const maxWidth, maxHeight = 512, 256
+
+// clampWindow is w's size within maxWidth×maxHeight.
+func clampWindow(w ssh.Window) (width, height int) {
+	return min(max(w.Width, 0), maxWidth), min(max(w.Height, 0), maxHeight)
 }
 
 // recheck ends the sessions of keys removed (or whose owner or role
