@@ -26,6 +26,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
+	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
@@ -61,6 +62,8 @@ type Client struct {
 	Instance *InstanceClient
 	// Namespace is the client for interacting with the Namespace builders.
 	Namespace *NamespaceClient
+	// OperatorKey is the client for interacting with the OperatorKey builders.
+	OperatorKey *OperatorKeyClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
 	// ResourceSync is the client for interacting with the ResourceSync builders.
@@ -91,6 +94,7 @@ func (c *Client) init() {
 	c.DeploymentTopology = NewDeploymentTopologyClient(c.config)
 	c.Instance = NewInstanceClient(c.config)
 	c.Namespace = NewNamespaceClient(c.config)
+	c.OperatorKey = NewOperatorKeyClient(c.config)
 	c.Region = NewRegionClient(c.config)
 	c.ResourceSync = NewResourceSyncClient(c.config)
 	c.Sentinel = NewSentinelClient(c.config)
@@ -198,6 +202,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
+		OperatorKey:         NewOperatorKeyClient(cfg),
 		Region:              NewRegionClient(cfg),
 		ResourceSync:        NewResourceSyncClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
@@ -232,6 +237,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
+		OperatorKey:         NewOperatorKeyClient(cfg),
 		Region:              NewRegionClient(cfg),
 		ResourceSync:        NewResourceSyncClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
@@ -267,7 +273,8 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
 		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.Instance, c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
+		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Sentinel,
+		c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -279,7 +286,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
 		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.Instance, c.Namespace, c.Region, c.ResourceSync, c.Sentinel, c.StreamMark,
+		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Sentinel,
+		c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -310,6 +318,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Instance.mutate(ctx, m)
 	case *NamespaceMutation:
 		return c.Namespace.mutate(ctx, m)
+	case *OperatorKeyMutation:
+		return c.OperatorKey.mutate(ctx, m)
 	case *RegionMutation:
 		return c.Region.mutate(ctx, m)
 	case *ResourceSyncMutation:
@@ -1917,6 +1927,139 @@ func (c *NamespaceClient) mutate(ctx context.Context, m *NamespaceMutation) (Val
 	}
 }
 
+// OperatorKeyClient is a client for the OperatorKey schema.
+type OperatorKeyClient struct {
+	config
+}
+
+// NewOperatorKeyClient returns a client for the OperatorKey from the given config.
+func NewOperatorKeyClient(c config) *OperatorKeyClient {
+	return &OperatorKeyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `operatorkey.Hooks(f(g(h())))`.
+func (c *OperatorKeyClient) Use(hooks ...Hook) {
+	c.hooks.OperatorKey = append(c.hooks.OperatorKey, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `operatorkey.Intercept(f(g(h())))`.
+func (c *OperatorKeyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.OperatorKey = append(c.inters.OperatorKey, interceptors...)
+}
+
+// Create returns a builder for creating a OperatorKey entity.
+func (c *OperatorKeyClient) Create() *OperatorKeyCreate {
+	mutation := newOperatorKeyMutation(c.config, OpCreate)
+	return &OperatorKeyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of OperatorKey entities.
+func (c *OperatorKeyClient) CreateBulk(builders ...*OperatorKeyCreate) *OperatorKeyCreateBulk {
+	return &OperatorKeyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *OperatorKeyClient) MapCreateBulk(slice any, setFunc func(*OperatorKeyCreate, int)) *OperatorKeyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &OperatorKeyCreateBulk{err: fmt.Errorf("calling to OperatorKeyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*OperatorKeyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &OperatorKeyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for OperatorKey.
+func (c *OperatorKeyClient) Update() *OperatorKeyUpdate {
+	mutation := newOperatorKeyMutation(c.config, OpUpdate)
+	return &OperatorKeyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *OperatorKeyClient) UpdateOne(_m *OperatorKey) *OperatorKeyUpdateOne {
+	mutation := newOperatorKeyMutation(c.config, OpUpdateOne, withOperatorKey(_m))
+	return &OperatorKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *OperatorKeyClient) UpdateOneID(id int) *OperatorKeyUpdateOne {
+	mutation := newOperatorKeyMutation(c.config, OpUpdateOne, withOperatorKeyID(id))
+	return &OperatorKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for OperatorKey.
+func (c *OperatorKeyClient) Delete() *OperatorKeyDelete {
+	mutation := newOperatorKeyMutation(c.config, OpDelete)
+	return &OperatorKeyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *OperatorKeyClient) DeleteOne(_m *OperatorKey) *OperatorKeyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *OperatorKeyClient) DeleteOneID(id int) *OperatorKeyDeleteOne {
+	builder := c.Delete().Where(operatorkey.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &OperatorKeyDeleteOne{builder}
+}
+
+// Query returns a query builder for OperatorKey.
+func (c *OperatorKeyClient) Query() *OperatorKeyQuery {
+	return &OperatorKeyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeOperatorKey},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a OperatorKey entity by its id.
+func (c *OperatorKeyClient) Get(ctx context.Context, id int) (*OperatorKey, error) {
+	return c.Query().Where(operatorkey.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *OperatorKeyClient) GetX(ctx context.Context, id int) *OperatorKey {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *OperatorKeyClient) Hooks() []Hook {
+	return c.hooks.OperatorKey
+}
+
+// Interceptors returns the client interceptors.
+func (c *OperatorKeyClient) Interceptors() []Interceptor {
+	return c.inters.OperatorKey
+}
+
+func (c *OperatorKeyClient) mutate(ctx context.Context, m *OperatorKeyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&OperatorKeyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&OperatorKeyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&OperatorKeyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&OperatorKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown OperatorKey mutation op: %q", m.Op())
+	}
+}
+
 // RegionClient is a client for the Region schema.
 type RegionClient struct {
 	config
@@ -2455,12 +2598,12 @@ type (
 	hooks struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
 		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
-		Region, ResourceSync, Sentinel, StreamMark []ent.Hook
+		OperatorKey, Region, ResourceSync, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
 		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
-		Region, ResourceSync, Sentinel, StreamMark []ent.Interceptor
+		OperatorKey, Region, ResourceSync, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
+	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/sentinel"
@@ -98,6 +99,7 @@ func checkColumn(t, c string) error {
 			deploymenttopology.Table:  deploymenttopology.ValidColumn,
 			instance.Table:            instance.ValidColumn,
 			namespace.Table:           namespace.ValidColumn,
+			operatorkey.Table:         operatorkey.ValidColumn,
 			region.Table:              region.ValidColumn,
 			resourcesync.Table:        resourcesync.ValidColumn,
 			sentinel.Table:            sentinel.ValidColumn,

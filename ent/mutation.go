@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/namespace"
+	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/predicate"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
@@ -50,6 +51,7 @@ const (
 	TypeDeploymentTopology  = "DeploymentTopology"
 	TypeInstance            = "Instance"
 	TypeNamespace           = "Namespace"
+	TypeOperatorKey         = "OperatorKey"
 	TypeRegion              = "Region"
 	TypeResourceSync        = "ResourceSync"
 	TypeSentinel            = "Sentinel"
@@ -9341,6 +9343,548 @@ func (m *NamespaceMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *NamespaceMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown Namespace edge %s", name)
+}
+
+// OperatorKeyMutation represents an operation that mutates the OperatorKey nodes in the graph.
+type OperatorKeyMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	name           *string
+	role           *operatorkey.Role
+	fingerprint    *string
+	authorized_key *string
+	created_at     *time.Time
+	clearedFields  map[string]struct{}
+	done           bool
+	oldValue       func(context.Context) (*OperatorKey, error)
+	predicates     []predicate.OperatorKey
+}
+
+var _ ent.Mutation = (*OperatorKeyMutation)(nil)
+
+// operatorkeyOption allows management of the mutation configuration using functional options.
+type operatorkeyOption func(*OperatorKeyMutation)
+
+// newOperatorKeyMutation creates new mutation for the OperatorKey entity.
+func newOperatorKeyMutation(c config, op Op, opts ...operatorkeyOption) *OperatorKeyMutation {
+	m := &OperatorKeyMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeOperatorKey,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withOperatorKeyID sets the ID field of the mutation.
+func withOperatorKeyID(id int) operatorkeyOption {
+	return func(m *OperatorKeyMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *OperatorKey
+		)
+		m.oldValue = func(ctx context.Context) (*OperatorKey, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().OperatorKey.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withOperatorKey sets the old OperatorKey of the mutation.
+func withOperatorKey(node *OperatorKey) operatorkeyOption {
+	return func(m *OperatorKeyMutation) {
+		m.oldValue = func(context.Context) (*OperatorKey, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m OperatorKeyMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m OperatorKeyMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *OperatorKeyMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *OperatorKeyMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().OperatorKey.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *OperatorKeyMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *OperatorKeyMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the OperatorKey entity.
+// If the OperatorKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OperatorKeyMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *OperatorKeyMutation) ResetName() {
+	m.name = nil
+}
+
+// SetRole sets the "role" field.
+func (m *OperatorKeyMutation) SetRole(o operatorkey.Role) {
+	m.role = &o
+}
+
+// Role returns the value of the "role" field in the mutation.
+func (m *OperatorKeyMutation) Role() (r operatorkey.Role, exists bool) {
+	v := m.role
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRole returns the old "role" field's value of the OperatorKey entity.
+// If the OperatorKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OperatorKeyMutation) OldRole(ctx context.Context) (v operatorkey.Role, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRole is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRole requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRole: %w", err)
+	}
+	return oldValue.Role, nil
+}
+
+// ResetRole resets all changes to the "role" field.
+func (m *OperatorKeyMutation) ResetRole() {
+	m.role = nil
+}
+
+// SetFingerprint sets the "fingerprint" field.
+func (m *OperatorKeyMutation) SetFingerprint(s string) {
+	m.fingerprint = &s
+}
+
+// Fingerprint returns the value of the "fingerprint" field in the mutation.
+func (m *OperatorKeyMutation) Fingerprint() (r string, exists bool) {
+	v := m.fingerprint
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFingerprint returns the old "fingerprint" field's value of the OperatorKey entity.
+// If the OperatorKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OperatorKeyMutation) OldFingerprint(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFingerprint is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFingerprint requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFingerprint: %w", err)
+	}
+	return oldValue.Fingerprint, nil
+}
+
+// ResetFingerprint resets all changes to the "fingerprint" field.
+func (m *OperatorKeyMutation) ResetFingerprint() {
+	m.fingerprint = nil
+}
+
+// SetAuthorizedKey sets the "authorized_key" field.
+func (m *OperatorKeyMutation) SetAuthorizedKey(s string) {
+	m.authorized_key = &s
+}
+
+// AuthorizedKey returns the value of the "authorized_key" field in the mutation.
+func (m *OperatorKeyMutation) AuthorizedKey() (r string, exists bool) {
+	v := m.authorized_key
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAuthorizedKey returns the old "authorized_key" field's value of the OperatorKey entity.
+// If the OperatorKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OperatorKeyMutation) OldAuthorizedKey(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAuthorizedKey is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAuthorizedKey requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAuthorizedKey: %w", err)
+	}
+	return oldValue.AuthorizedKey, nil
+}
+
+// ResetAuthorizedKey resets all changes to the "authorized_key" field.
+func (m *OperatorKeyMutation) ResetAuthorizedKey() {
+	m.authorized_key = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *OperatorKeyMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *OperatorKeyMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the OperatorKey entity.
+// If the OperatorKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OperatorKeyMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *OperatorKeyMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// Where appends a list predicates to the OperatorKeyMutation builder.
+func (m *OperatorKeyMutation) Where(ps ...predicate.OperatorKey) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the OperatorKeyMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *OperatorKeyMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.OperatorKey, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *OperatorKeyMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *OperatorKeyMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (OperatorKey).
+func (m *OperatorKeyMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *OperatorKeyMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.name != nil {
+		fields = append(fields, operatorkey.FieldName)
+	}
+	if m.role != nil {
+		fields = append(fields, operatorkey.FieldRole)
+	}
+	if m.fingerprint != nil {
+		fields = append(fields, operatorkey.FieldFingerprint)
+	}
+	if m.authorized_key != nil {
+		fields = append(fields, operatorkey.FieldAuthorizedKey)
+	}
+	if m.created_at != nil {
+		fields = append(fields, operatorkey.FieldCreatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *OperatorKeyMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case operatorkey.FieldName:
+		return m.Name()
+	case operatorkey.FieldRole:
+		return m.Role()
+	case operatorkey.FieldFingerprint:
+		return m.Fingerprint()
+	case operatorkey.FieldAuthorizedKey:
+		return m.AuthorizedKey()
+	case operatorkey.FieldCreatedAt:
+		return m.CreatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *OperatorKeyMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case operatorkey.FieldName:
+		return m.OldName(ctx)
+	case operatorkey.FieldRole:
+		return m.OldRole(ctx)
+	case operatorkey.FieldFingerprint:
+		return m.OldFingerprint(ctx)
+	case operatorkey.FieldAuthorizedKey:
+		return m.OldAuthorizedKey(ctx)
+	case operatorkey.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown OperatorKey field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *OperatorKeyMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case operatorkey.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case operatorkey.FieldRole:
+		v, ok := value.(operatorkey.Role)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRole(v)
+		return nil
+	case operatorkey.FieldFingerprint:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFingerprint(v)
+		return nil
+	case operatorkey.FieldAuthorizedKey:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAuthorizedKey(v)
+		return nil
+	case operatorkey.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown OperatorKey field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *OperatorKeyMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *OperatorKeyMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *OperatorKeyMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown OperatorKey numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *OperatorKeyMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *OperatorKeyMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *OperatorKeyMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown OperatorKey nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *OperatorKeyMutation) ResetField(name string) error {
+	switch name {
+	case operatorkey.FieldName:
+		m.ResetName()
+		return nil
+	case operatorkey.FieldRole:
+		m.ResetRole()
+		return nil
+	case operatorkey.FieldFingerprint:
+		m.ResetFingerprint()
+		return nil
+	case operatorkey.FieldAuthorizedKey:
+		m.ResetAuthorizedKey()
+		return nil
+	case operatorkey.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown OperatorKey field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *OperatorKeyMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *OperatorKeyMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *OperatorKeyMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *OperatorKeyMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *OperatorKeyMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *OperatorKeyMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *OperatorKeyMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown OperatorKey unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *OperatorKeyMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown OperatorKey edge %s", name)
 }
 
 // RegionMutation represents an operation that mutates the Region nodes in the graph.

@@ -36,6 +36,8 @@ type Tx struct {
 	Instance *InstanceClient
 	// Namespace is the client for interacting with the Namespace builders.
 	Namespace *NamespaceClient
+	// OperatorKey is the client for interacting with the OperatorKey builders.
+	OperatorKey *OperatorKeyClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
 	// ResourceSync is the client for interacting with the ResourceSync builders.
@@ -186,6 +188,7 @@ func (tx *Tx) init() {
 	tx.DeploymentTopology = NewDeploymentTopologyClient(tx.config)
 	tx.Instance = NewInstanceClient(tx.config)
 	tx.Namespace = NewNamespaceClient(tx.config)
+	tx.OperatorKey = NewOperatorKeyClient(tx.config)
 	tx.Region = NewRegionClient(tx.config)
 	tx.ResourceSync = NewResourceSyncClient(tx.config)
 	tx.Sentinel = NewSentinelClient(tx.config)

@@ -38,6 +38,15 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
+// withoutChanges is k with every key that changes something disabled: a
+// disabled binding matches no key and help leaves it out.
+func (k KeyMap) withoutChanges() KeyMap {
+	for _, b := range []*key.Binding{&k.Resync, &k.Pause, &k.Stop, &k.Start, &k.ScaleUp, &k.ScaleDown, &k.Rollback} {
+		b.SetEnabled(false)
+	}
+	return k
+}
+
 // pageHelp is the help shown for one page: only the keys that do
 // something there (see Model.shownHelp).
 type pageHelp struct {

@@ -31,6 +31,11 @@ type Options struct {
 	// found ctrld back only that late would show it unreachable after it
 	// answers again. (Set it to the gRPC connection's ResetConnectBackoff.)
 	Reconnect func()
+	// ReadOnly is a person who may look, not change anything (a
+	// read-only SSH key): the keys that change something are neither
+	// shown nor taken, so no confirmation offers a change ctrld would
+	// refuse (it refuses them whatever the console does).
+	ReadOnly bool
 	// Notices is a directory whose files each hold one line the console
 	// shows until the file is gone; `go tool task dev` reports a stack
 	// component that died there. Empty outside the dev stack.
@@ -92,7 +97,11 @@ func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
 		h.Styles = help.Styles{Ellipsis: plain, ShortKey: plain, ShortDesc: plain, ShortSeparator: plain,
 			FullKey: plain, FullDesc: plain, FullSeparator: plain}
 	}
-	return Model{op: op, opts: opts, styles: NewStyles(opts.NoColor), keys: DefaultKeyMap(), help: h, width: 80, height: 24,
+	keys := DefaultKeyMap()
+	if opts.ReadOnly {
+		keys = keys.withoutChanges()
+	}
+	return Model{op: op, opts: opts, styles: NewStyles(opts.NoColor), keys: keys, help: h, width: 80, height: 24,
 		home: [2]page{homeRegions: regionsPage{}, homeDeployments: deploymentsPage{}}}
 }
 

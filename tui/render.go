@@ -11,6 +11,9 @@ func (m Model) render() string {
 	s := m.styles
 	var b strings.Builder
 	title := "unkey-tui · " + m.shown().title()
+	if m.opts.ReadOnly {
+		title += " · read-only"
+	}
 	if m.stale() {
 		title += " · STALE " + asOfText(m.shownAt(), m.opts.Now())
 	}

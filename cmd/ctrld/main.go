@@ -69,7 +69,7 @@ func app() *cli.App {
 			"streams every change to the region's agent (agentd) over gRPC. Run `ctrld migrate` once,\n" +
 			"create tokens with `ctrld token create`, then `ctrld serve`. Every flag can also be set\n" +
 			"through the environment variable shown next to it.",
-		Commands: []*cli.Command{serveCommand(), migrateCommand(), tokenCommand()},
+		Commands: []*cli.Command{serveCommand(), migrateCommand(), tokenCommand(), operatorCommand()},
 	}
 }
 
@@ -126,7 +126,7 @@ func serveCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "serve",
 		Usage: "serve the cluster (agents) and operator (console, CLI) gRPC APIs",
-		Flags: o.flags(),
+		Flags: append(o.flags(), o.sshFlags()...),
 		Action: func(c *cli.Context) error {
 			if err := o.Validate(); err != nil {
 				return err
@@ -163,8 +163,16 @@ func serve(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	console, err := startSSHConsole(ctx, o.SSH, db, srv, log)
+	if err != nil {
+		srv.Stop()
+		return err
+	}
 	<-ctx.Done()
 	log.Info("shutting down")
+	if console != nil {
+		console.Stop()
+	}
 	srv.Stop()
 	return nil
 }

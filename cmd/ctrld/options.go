@@ -18,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/tui/sshserve"
 )
 
 // serveOptions are `ctrld serve`'s settings. Each flag writes one field
@@ -43,6 +44,9 @@ type serveOptions struct {
 	// Server is what the server is started with; most flags write a
 	// field of it.
 	Server server.Config
+	// SSH configures the console over SSH (sshconsole.go); off when
+	// SSH.Listen is empty.
+	SSH sshserve.Config
 }
 
 // env names a serve flag's environment variable: CTRLD_NAME.
@@ -127,6 +131,7 @@ func (o *serveOptions) Validate() error {
 		errs = append(errs, fmt.Errorf("--listen %q is not a loopback address, and without TLS every token would cross the network in the clear: "+
 			"give --tls-cert and --tls-key, listen on loopback (--listen 127.0.0.1:7070), or accept it with --insecure-listen", s.ListenAddr))
 	}
+	errs = append(errs, o.validateSSH())
 	return errors.Join(errs...)
 }
 

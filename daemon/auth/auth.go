@@ -44,8 +44,11 @@ type Principal struct {
 	Kind   apitoken.Kind
 	Name   string
 	Region string // agents only
-	// ID is the token's (TokenID).
+	// ID is the token's (TokenID); empty for a console session.
 	ID string
+	// Session is the person an SSH console session acts for; nil for a
+	// token's caller.
+	Session *SessionIdentity
 
 	tokenHash string
 }
@@ -134,6 +137,9 @@ type Authenticator struct {
 	// call's path, once the token is checked, and must not wait on
 	// anything shared: a leaked token can send any number of such calls.
 	OnOperatorRefusal func(context.Context, Refusal)
+	// Sessions, if set, admits the credentials of this process's SSH
+	// console sessions (see Sessions).
+	Sessions *Sessions
 }
 
 // NewAuthenticator admits agent tokens to agentService and operator tokens
@@ -199,6 +205,9 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ 
 	if token == "" {
 		return nil, nil, status.Error(codes.Unauthenticated, "missing bearer token (authorization: Bearer <token>)")
 	}
+	if strings.HasPrefix(token, sessionPrefix) {
+		return a.authenticateSession(ctx, fullMethod, kind, token)
+	}
 	t, err := a.lookups.live(ctx, token)
 	if err != nil {
 		return nil, nil, err
@@ -238,7 +247,7 @@ func (a *Authenticator) Unary(ctx context.Context, req any, info *grpc.UnaryServ
 		if a.services[serviceOf(info.FullMethod)] == Operator && a.OnOperatorRefusal != nil {
 			r := Refusal{Method: info.FullMethod, Request: req, Err: err}
 			if wrongKind != nil {
-				r.TokenName, r.TokenID = wrongKind.Name, wrongKind.ID
+				r.TokenName, r.TokenID = wrongKind.Actor(), wrongKind.ID
 			}
 			a.OnOperatorRefusal(ctx, r)
 		}

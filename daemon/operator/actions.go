@@ -67,14 +67,16 @@ var auditTimeout = 5 * time.Second // a variable for tests
 // check is on the record too.
 // run gets ctx naming the actor for the revisions it writes.
 func (s *Service) act(ctx context.Context, action, target string, req proto.Message, run func(ctx context.Context) error) error {
-	actor := "unknown"
+	actor, audited := "unknown", "unknown"
 	if p, ok := auth.FromContext(ctx); ok {
-		actor = p.Name
+		// The audit names a console session's person with their key
+		// and address; revisions name the person.
+		actor, audited = p.Name, p.Actor()
 	}
 	ctx = desired.WithActor(ctx, actor)
 	// The record must not fail for what the caller sent: a 1 MiB target
 	// is clipped to fit, not refused by the database.
-	record := auditRecord{actor: validate.Clip(actor, auditNameLen), action: validate.Clip(action, auditNameLen),
+	record := auditRecord{actor: validate.Clip(audited, auditNameLen), action: validate.Clip(action, auditNameLen),
 		target: validate.Clip(target, auditNameLen), detail: auditDetail(req)}
 	defer func() {
 		// A panic is a bug below the handler (the server's recovery turns

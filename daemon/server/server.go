@@ -30,6 +30,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
@@ -43,6 +44,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
+	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/recovery"
@@ -119,6 +121,13 @@ type Server struct {
 	Peers *peers.Replica
 	// Registry holds the process's metrics.
 	Registry *prometheus.Registry
+	// Sessions mints the credentials of SSH console sessions, which
+	// DialInProcess's connections present (see auth.Sessions).
+	Sessions *auth.Sessions
+
+	// inProcess is the listener the process's own SSH console reaches
+	// the gRPC server through (see DialInProcess).
+	inProcess *bufconn.Listener
 
 	// conns are the gRPC listener's open connections; serving is whether
 	// the tailer can serve streams, and lostDatabase is signalled when it
@@ -196,6 +205,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		cfg.Peers.Credentials = creds
 	}
 	authn := auth.NewAuthenticator(db.Ent, ctrlv1.ClusterService_ServiceDesc.ServiceName, ctrlv1.OperatorService_ServiceDesc.ServiceName)
+	authn.Sessions = auth.NewSessions()
 	opts = append(opts,
 		grpc.ChainUnaryInterceptor(RecoverUnary(guard), authn.Unary,
 			newAgentCallLimits(agentCallsPerToken, agentCallsInAll).Unary),
@@ -207,7 +217,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	conns := newConnListener(lis)
-	s := &Server{conns: conns, lostDatabase: make(chan struct{}, 1), Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
+	s := &Server{Sessions: authn.Sessions, inProcess: bufconn.Listen(inProcessBuffer), conns: conns, lostDatabase: make(chan struct{}, 1), Addr: lis.Addr().String(), Registry: cfg.Registry, guard: guard, cancel: cancel, stopped: make(chan struct{})}
 	switch {
 	case cfg.Tailer.UnavailableAfter < 0:
 		cfg.Tailer.UnavailableAfter = 0 // off, as asked
@@ -329,12 +339,33 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 			log.Error("grpc server stopped", "err", err)
 		}
 	})
+	s.spawn("grpc-serve-in-process", func() {
+		if err := s.grpc.Serve(s.inProcess); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			log.Error("in-process grpc server stopped", "err", err)
+		}
+	})
 	advertised := ""
 	if s.Peers != nil {
 		advertised = s.Peers.Address()
 	}
 	log.Info("ctrld serving", "grpc", s.Addr, "metrics", s.MetricsAddr, "instance", cfg.Instance, "tls", cfg.TLSCert != "", "advertise", advertised)
 	return s, nil
+}
+
+// inProcessBuffer is the in-process listener's buffer per direction of a
+// connection.
+const inProcessBuffer = 256 << 10
+
+// DialInProcess connects to this server's gRPC services inside the
+// process, presenting credential (from Sessions.Mint) on every call: the
+// SSH console's way in. No network is involved, so no TLS either, and a
+// session credential is taken on such connections only.
+func (s *Server) DialInProcess(credential string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("passthrough:///in-process",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return s.inProcess.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithPerRPCCredentials(bearer.Credentials{Token: credential, Insecure: true}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limits.MaxMessageBytes)))
 }
 
 // shedConnectionsWithoutDatabase closes every client connection when the

@@ -141,6 +141,18 @@ func (f NamespaceFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, e
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.NamespaceMutation", m)
 }
 
+// The OperatorKeyFunc type is an adapter to allow the use of ordinary
+// function as OperatorKey mutator.
+type OperatorKeyFunc func(context.Context, *ent.OperatorKeyMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f OperatorKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.OperatorKeyMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.OperatorKeyMutation", m)
+}
+
 // The RegionFunc type is an adapter to allow the use of ordinary
 // function as Region mutator.
 type RegionFunc func(context.Context, *ent.RegionMutation) (ent.Value, error)

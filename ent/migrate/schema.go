@@ -370,6 +370,33 @@ var (
 		Columns:    NamespacesColumns,
 		PrimaryKey: []*schema.Column{NamespacesColumns[0]},
 	}
+	// OperatorKeysColumns holds the columns for the "operator_keys" table.
+	OperatorKeysColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Size: 128},
+		{Name: "role", Type: field.TypeEnum, Enums: []string{"read-only", "operator"}},
+		{Name: "fingerprint", Type: field.TypeString, Size: 64},
+		{Name: "authorized_key", Type: field.TypeString, Size: 8192},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// OperatorKeysTable holds the schema information for the "operator_keys" table.
+	OperatorKeysTable = &schema.Table{
+		Name:       "operator_keys",
+		Columns:    OperatorKeysColumns,
+		PrimaryKey: []*schema.Column{OperatorKeysColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "operatorkey_fingerprint",
+				Unique:  true,
+				Columns: []*schema.Column{OperatorKeysColumns[3]},
+			},
+			{
+				Name:    "operatorkey_name",
+				Unique:  false,
+				Columns: []*schema.Column{OperatorKeysColumns[1]},
+			},
+		},
+	}
 	// RegionsColumns holds the columns for the "regions" table.
 	RegionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString},
@@ -474,6 +501,7 @@ var (
 		DeploymentTopologyTable,
 		InstancesTable,
 		NamespacesTable,
+		OperatorKeysTable,
 		RegionsTable,
 		ResourceSyncsTable,
 		SentinelsTable,
@@ -507,6 +535,9 @@ func init() {
 		Table: "deployment_topology",
 	}
 	InstancesTable.ForeignKeys[0].RefTable = DeploymentsTable
+	OperatorKeysTable.Annotation = &entsql.Annotation{
+		Table: "operator_keys",
+	}
 	ResourceSyncsTable.Annotation = &entsql.Annotation{
 		Table: "resource_syncs",
 	}

@@ -39,6 +39,9 @@ type Instance func(*sql.Selector)
 // Namespace is the predicate function for namespace builders.
 type Namespace func(*sql.Selector)
 
+// OperatorKey is the predicate function for operatorkey builders.
+type OperatorKey func(*sql.Selector)
+
 // Region is the predicate function for region builders.
 type Region func(*sql.Selector)
 

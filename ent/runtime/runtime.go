@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
+	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/schema"
@@ -514,6 +515,66 @@ func init() {
 			return nil
 		}
 	}()
+	operatorkeyFields := schema.OperatorKey{}.Fields()
+	_ = operatorkeyFields
+	// operatorkeyDescName is the schema descriptor for name field.
+	operatorkeyDescName := operatorkeyFields[0].Descriptor()
+	// operatorkey.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	operatorkey.NameValidator = func() func(string) error {
+		validators := operatorkeyDescName.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(name string) error {
+			for _, fn := range fns {
+				if err := fn(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// operatorkeyDescFingerprint is the schema descriptor for fingerprint field.
+	operatorkeyDescFingerprint := operatorkeyFields[2].Descriptor()
+	// operatorkey.FingerprintValidator is a validator for the "fingerprint" field. It is called by the builders before save.
+	operatorkey.FingerprintValidator = func() func(string) error {
+		validators := operatorkeyDescFingerprint.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(fingerprint string) error {
+			for _, fn := range fns {
+				if err := fn(fingerprint); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// operatorkeyDescAuthorizedKey is the schema descriptor for authorized_key field.
+	operatorkeyDescAuthorizedKey := operatorkeyFields[3].Descriptor()
+	// operatorkey.AuthorizedKeyValidator is a validator for the "authorized_key" field. It is called by the builders before save.
+	operatorkey.AuthorizedKeyValidator = func() func(string) error {
+		validators := operatorkeyDescAuthorizedKey.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(authorized_key string) error {
+			for _, fn := range fns {
+				if err := fn(authorized_key); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// operatorkeyDescCreatedAt is the schema descriptor for created_at field.
+	operatorkeyDescCreatedAt := operatorkeyFields[4].Descriptor()
+	// operatorkey.DefaultCreatedAt holds the default value on creation for the created_at field.
+	operatorkey.DefaultCreatedAt = operatorkeyDescCreatedAt.Default.(func() time.Time)
 	regionMixin := schema.Region{}.Mixin()
 	regionMixinFields0 := regionMixin[0].Fields()
 	_ = regionMixinFields0

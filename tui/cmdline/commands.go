@@ -32,13 +32,16 @@ func withOperator(fn func(ctx context.Context, c *cli.Context, op ctrlv1.Operato
 		if c.Command.ArgsUsage == "" && c.NArg() > 0 {
 			return fmt.Errorf("%s takes no arguments, got %q", c.Command.Name, c.Args().Slice())
 		}
+		ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
+		defer cancel()
+		if op, ok := c.App.Metadata[sessionOperator].(ctrlv1.OperatorServiceClient); ok {
+			return asCallError(fn(ctx, c, op)) // over SSH (SessionApp)
+		}
 		conn, err := connect(c)
 		if err != nil {
 			return err
 		}
 		defer conn.Close()
-		ctx, cancel := context.WithTimeout(c.Context, 30*time.Second)
-		defer cancel()
 		return asCallError(fn(ctx, c, ctrlv1.NewOperatorServiceClient(conn)))
 	}
 }

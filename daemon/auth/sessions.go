@@ -1,0 +1,125 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"fmt"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/ent/apitoken"
+)
+
+// sessionPrefix marks a session credential (see Sessions).
+const sessionPrefix = "dss_"
+
+// InProcessNetwork is the network of the listener ctrld serves its own
+// SSH console on (net.Addr.Network of its connections): session
+// credentials are taken on connections of this network only.
+const InProcessNetwork = "bufconn"
+
+// SessionIdentity is the person an SSH console session acts for: the
+// registered key they proved they hold, its operator's name and role, and
+// where the session came in from.
+type SessionIdentity struct {
+	Name        string
+	Fingerprint string // the key's, "SHA256:…"
+	RemoteAddr  string
+	ReadOnly    bool
+}
+
+// Sessions are the credentials of the live SSH console sessions of this
+// process. A credential is minted when a session starts, lives in memory
+// only (never written, never sent off the process: only connections to
+// the in-process listener may present one) and dies when the session ends.
+// So no credential exists that could act for someone without a live
+// session of theirs, and none outlives it.
+type Sessions struct {
+	mu     sync.Mutex
+	byHash map[string]SessionIdentity
+}
+
+// NewSessions returns an empty set.
+func NewSessions() *Sessions { return &Sessions{byHash: map[string]SessionIdentity{}} }
+
+// Mint returns a new credential acting for id, and the function that
+// revokes it (call it when the session ends; calling it again is a no-op).
+func (s *Sessions) Mint(id SessionIdentity) (credential string, revoke func()) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		panic(fmt.Sprintf("auth: no randomness for a session credential: %v", err))
+	}
+	credential = sessionPrefix + strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(secret))
+	h := hash(credential)
+	s.mu.Lock()
+	s.byHash[h] = id
+	s.mu.Unlock()
+	return credential, func() {
+		s.mu.Lock()
+		delete(s.byHash, h)
+		s.mu.Unlock()
+	}
+}
+
+// Live is how many credentials are live (for tests and metrics).
+func (s *Sessions) Live() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.byHash)
+}
+
+func (s *Sessions) lookup(credential string) (SessionIdentity, string, bool) {
+	h := hash(credential)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id, ok := s.byHash[h]
+	return id, h, ok
+}
+
+// IsRead reports whether fullMethod only reads: the operator service's
+// List* and Get* methods. Everything else is a write, which a read-only
+// session may not call (deny by default: a new method is a write until
+// named otherwise).
+func IsRead(fullMethod string) bool {
+	method := fullMethod[strings.LastIndex(fullMethod, "/")+1:]
+	return strings.HasPrefix(method, "List") || strings.HasPrefix(method, "Get")
+}
+
+// Actor names the caller in the audit log: an operator token's name, or a
+// console session's person with their key and where they came from.
+func (p Principal) Actor() string {
+	if p.Session == nil {
+		return p.Name
+	}
+	return fmt.Sprintf("%s (ssh key %s from %s)", p.Name, p.Session.Fingerprint, p.Session.RemoteAddr)
+}
+
+// authenticateSession admits a call carrying a session credential, or
+// refuses it. On a refusal by role, the session's principal names it for the audit.
+func (a *Authenticator) authenticateSession(ctx context.Context, fullMethod string, kind apitoken.Kind, credential string) (context.Context, *Principal, error) {
+	if a.Sessions == nil {
+		return nil, nil, status.Error(codes.Unauthenticated, "unknown or revoked token")
+	}
+	if p, ok := peer.FromContext(ctx); !ok || p.Addr == nil || p.Addr.Network() != InProcessNetwork {
+		// A session credential never leaves the process; one arriving
+		// over the network was stolen from memory or guessed.
+		return nil, nil, status.Error(codes.Unauthenticated, "unknown or revoked token")
+	}
+	id, h, ok := a.Sessions.lookup(credential)
+	if !ok {
+		return nil, nil, status.Error(codes.Unauthenticated, "console session ended")
+	}
+	p := Principal{Kind: Operator, Name: id.Name, Session: &id, tokenHash: h}
+	if kind != Operator {
+		return nil, &p, status.Errorf(codes.PermissionDenied, "a console session cannot call %s", serviceOf(fullMethod))
+	}
+	if id.ReadOnly && !IsRead(fullMethod) {
+		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s is read-only: it may look, not change anything (ask for the operator role: ctrld operator add-key --role operator)", id.Name, id.Fingerprint)
+	}
+	return WithPrincipal(ctx, p), nil, nil
+}

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/ent/region"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// consoleSession is what ctrld's SSH console does for a session: mint a
+// credential for the person and call the operator service in-process.
+func consoleSession(t *testing.T, srv *server.Server, id auth.SessionIdentity) (ctrlv1.OperatorServiceClient, string, func()) {
+	t.Helper()
+	credential, revoke := srv.Sessions.Mint(id)
+	conn, err := srv.DialInProcess(credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return ctrlv1.NewOperatorServiceClient(conn), credential, revoke
+}
+
+func TestReadOnlyConsoleSessionIsRefusedWritesAndAudited(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu") // registers the region
+	ctx := context.Background()
+	bob := auth.SessionIdentity{Name: "bob", Fingerprint: "SHA256:bobkey", RemoteAddr: "203.0.113.7:50022", ReadOnly: true}
+	op, _, _ := consoleSession(t, env.Server, bob)
+
+	if _, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); err != nil {
+		t.Fatalf("a read-only session must read: %v", err)
+	}
+	_, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("a read-only session's write: got %v, want PermissionDenied naming read-only", err)
+	}
+	if env.DB.Ent.Region.Query().Where(region.ID("eu"), region.Paused(true)).ExistX(ctx) {
+		t.Fatal("the refused pause was written")
+	}
+	logs := env.DB.Ent.AuditLog.Query().Order(auditlog.ByID()).AllX(ctx)
+	if len(logs) != 1 {
+		t.Fatalf("want one audit record of the refusal, got %d", len(logs))
+	}
+	want := "bob (ssh key SHA256:bobkey from 203.0.113.7:50022)"
+	if l := logs[0]; l.Actor != want || l.Action != "SetRegionPaused" || !strings.Contains(l.Error, "read-only") {
+		t.Errorf("audit record: actor %q action %q error %q; want actor %q, SetRegionPaused, read-only", l.Actor, l.Action, l.Error, want)
+	}
+}
+
+func TestOperatorConsoleSessionWritesUnderThePersonsKey(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ctx := context.Background()
+	alice := auth.SessionIdentity{Name: "alice", Fingerprint: "SHA256:alicekey", RemoteAddr: "198.51.100.1:40000"}
+	op, credential, revoke := consoleSession(t, env.Server, alice)
+
+	if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
+		t.Fatalf("an operator session's write: %v", err)
+	}
+	l := env.DB.Ent.AuditLog.Query().OnlyX(ctx)
+	if want := "alice (ssh key SHA256:alicekey from 198.51.100.1:40000)"; l.Actor != want || l.Error != "" {
+		t.Errorf("audit record: actor %q error %q, want %q and no error", l.Actor, l.Error, want)
+	}
+
+	// The credential is taken in-process only: over the network it is
+	// nobody's.
+	remote := ctrlv1.NewOperatorServiceClient(env.Dial(credential))
+	if _, err := remote.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("a session credential over the network: got %v, want Unauthenticated", err)
+	}
+	// Nor can it call the agents' service.
+	agent := ctrlv1.NewClusterServiceClient(mustDialInProcess(t, env.Server, credential))
+	if _, err := agent.ReportAgentStatus(ctx, &ctrlv1.ReportAgentStatusRequest{Region: "eu", AgentIdentity: "x"}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a session credential on the cluster service: got %v, want PermissionDenied", err)
+	}
+
+	revoke()
+	if _, err := op.ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Errorf("after the session ended: got %v, want Unauthenticated", err)
+	}
+	if n := env.Server.Sessions.Live(); n != 0 {
+		t.Errorf("%d credentials live after the only session ended", n)
+	}
+}
+
+func mustDialInProcess(t *testing.T, srv *server.Server, credential string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := srv.DialInProcess(credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}

@@ -1,0 +1,430 @@
+package sshserve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/ssh"
+	"charm.land/wish/v2"
+	wishrecover "charm.land/wish/v2/recover"
+	"github.com/charmbracelet/colorprofile"
+	gossh "golang.org/x/crypto/ssh"
+
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+	"github.com/deploysync/deploysync/tui"
+	"github.com/deploysync/deploysync/tui/cmdline"
+)
+
+// Identity is the person a registered key belongs to.
+type Identity struct {
+	Name     string
+	ReadOnly bool
+}
+
+// Keys looks up registered keys by their SHA256 fingerprint ("SHA256:…").
+type Keys interface {
+	// Find returns the key's owner; ok is false when it is not
+	// registered, err only for a failed lookup.
+	Find(ctx context.Context, fingerprint string) (_ Identity, ok bool, err error)
+	// Live returns the owners of the keys among fingerprints that are
+	// still registered.
+	Live(ctx context.Context, fingerprints []string) (map[string]Identity, error)
+}
+
+// Console opens a session's way to ctrld's operator service.
+type Console interface {
+	// Open returns an operator client acting for who, holding the key
+	// fingerprint, connected from remoteAddr, for as long as the session
+	// lasts; close ends it (its credential dies with it).
+	Open(who Identity, fingerprint, remoteAddr string) (op ctrlv1.OperatorServiceClient, reconnect func(), close func(), err error)
+}
+
+// Config is the SSH front door's configuration. Zero fields take the
+// defaults in Defaults.
+type Config struct {
+	// Listen is the SSH address, e.g. ":2222".
+	Listen string
+	// HostKeyFile holds the server's private host key;
+	// GenerateHostKey creates it (ed25519) when missing (dev stack).
+	HostKeyFile     string
+	GenerateHostKey bool
+	// IdleTimeout ends a session whose person typed nothing for this
+	// long; MaxSessionTime ends any session after this long.
+	IdleTimeout, MaxSessionTime time.Duration
+	// MaxSessionsPerKey and MaxSessions bound open sessions.
+	MaxSessionsPerKey, MaxSessions int
+	// AuthPerSecond and AuthBurst limit authentication attempts (each
+	// key a client offers is one) per source address.
+	AuthPerSecond float64
+	AuthBurst     int
+	// Recheck is how often live sessions' keys are checked again: a
+	// removed key's sessions end within it.
+	Recheck time.Duration
+	// Refresh is the console's poll interval.
+	Refresh time.Duration
+}
+
+// Defaults are the zero fields' values.
+var Defaults = Config{
+	IdleTimeout:       30 * time.Minute,
+	MaxSessionTime:    12 * time.Hour,
+	MaxSessionsPerKey: 4,
+	MaxSessions:       200,
+	AuthPerSecond:     1,
+	AuthBurst:         10,
+	Recheck:           2 * time.Second,
+	Refresh:           time.Second,
+	// handshakeTimeout is not configurable: see Start.
+}
+
+// handshakeTimeout bounds how long a connection may take to authenticate.
+const handshakeTimeout = 30 * time.Second
+
+func (c *Config) fill() {
+	d := Defaults
+	set := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&c.IdleTimeout, d.IdleTimeout)
+	set(&c.MaxSessionTime, d.MaxSessionTime)
+	set(&c.Recheck, d.Recheck)
+	set(&c.Refresh, d.Refresh)
+	if c.MaxSessionsPerKey <= 0 {
+		c.MaxSessionsPerKey = d.MaxSessionsPerKey
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = d.MaxSessions
+	}
+	if c.AuthPerSecond <= 0 {
+		c.AuthPerSecond = d.AuthPerSecond
+	}
+	if c.AuthBurst <= 0 {
+		c.AuthBurst = d.AuthBurst
+	}
+}
+
+// Server is a running SSH front door.
+type Server struct {
+	cfg     Config
+	keys    Keys
+	console Console
+	log     *slog.Logger
+	ssh     *ssh.Server
+	lis     net.Listener
+	limiter *authLimiter
+	counts  *sessionCounts
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu   sync.Mutex
+	live map[*liveSession]struct{}
+}
+
+// liveSession is an open session as the re-check sees it.
+type liveSession struct {
+	fingerprint string
+	who         Identity
+	end         context.CancelCauseFunc
+}
+
+// Errors a session ends with, shown to the person.
+var (
+	errKeyRemoved = errors.New("your key was removed or its role changed: session ended")
+	errIdle       = errors.New("idle for too long: session ended")
+	errMaxTime    = errors.New("the session reached its maximum time: session ended")
+)
+
+// Start listens on cfg.Listen and serves until Stop.
+func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slog.Logger) (*Server, error) {
+	cfg.fill()
+	hostKey, err := loadHostKey(cfg.HostKeyFile, cfg.GenerateHostKey)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, keys: keys, console: console, log: log,
+		limiter: newAuthLimiter(cfg.AuthPerSecond, cfg.AuthBurst),
+		counts:  &sessionCounts{perKey: cfg.MaxSessionsPerKey, total: cfg.MaxSessions, byKey: map[string]int{}},
+		live:    map[*liveSession]struct{}{}}
+	s.ssh, err = wish.NewServer(
+		ssh.HostKeyPEM(hostKey),
+		ssh.EmulatePty(),
+		// Public keys only: with no password or keyboard-interactive
+		// handler, x/crypto/ssh offers no other method.
+		wish.WithPublicKeyAuth(s.authenticate),
+		wish.WithVersion("deploysync"),
+		// A panic in a session ends that session (its defers revoke its
+		// credential), logged, not ctrld.
+		wish.WithMiddleware(wishrecover.MiddlewareWithLogger(panicLog{log}, func(ssh.Handler) ssh.Handler { return s.handle })),
+	)
+	if err != nil {
+		return nil, err
+	}
+	s.ssh.HandshakeTimeout = handshakeTimeout
+	s.lis, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("SSH listen on %s: %w", cfg.Listen, err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	s.wg.Go(func() {
+		if err := s.ssh.Serve(s.lis); err != nil && !errors.Is(err, ssh.ErrServerClosed) {
+			log.Error("ssh: server stopped", "err", err)
+		}
+	})
+	s.wg.Go(func() { s.recheck(runCtx) })
+	log.Info("ssh console serving", "listen", s.Addr())
+	return s, nil
+}
+
+// Addr is the listener's address.
+func (s *Server) Addr() string { return s.lis.Addr().String() }
+
+// Stop closes the listener and every session.
+func (s *Server) Stop() {
+	s.cancel()
+	s.ssh.Close()
+	// Close forgets a listener Serve has not registered yet (a Stop
+	// right after Start): close it here too, or Serve would wait on it.
+	s.lis.Close()
+	s.wg.Wait()
+}
+
+// authenticate admits a key that is registered, within the source
+// address's attempt budget. It only answers "may this key log in": who the
+// session is for is looked up again from the session's own key (handle).
+func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
+	host, _, _ := net.SplitHostPort(ctx.RemoteAddr().String())
+	if !s.limiter.allow(host, time.Now()) {
+		s.log.Warn("ssh: authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String())
+		return false
+	}
+	fp := gossh.FingerprintSHA256(key)
+	_, ok, err := s.keys.Find(ctx, fp)
+	if err != nil {
+		s.log.Warn("ssh: key lookup failed; refused", "fingerprint", fp, "err", err)
+		return false
+	}
+	return ok
+}
+
+// handle runs one session: the console, for the person whose key the
+// session authenticated with.
+func (s *Server) handle(sess ssh.Session) {
+	defer func() {
+		if p := recover(); p != nil {
+			fatal(sess, errors.New("the session failed; ctrld logged why"))
+			panic(p) // for recover's log, with the stack
+		}
+	}()
+	key := sess.PublicKey()
+	if key == nil {
+		fatal(sess, errors.New("no public key"))
+		return
+	}
+	fp := gossh.FingerprintSHA256(key)
+	remote := sess.RemoteAddr().String()
+	who, ok, err := s.keys.Find(sess.Context(), fp)
+	if err != nil || !ok {
+		fatal(sess, fmt.Errorf("key %s is not registered (any more)", fp))
+		return
+	}
+	release, err := s.counts.admit(fp)
+	if err != nil {
+		fatal(sess, err)
+		return
+	}
+	defer release()
+	ctx, end := context.WithCancelCause(sess.Context())
+	defer end(nil)
+	ls := &liveSession{fingerprint: fp, who: who, end: end}
+	s.mu.Lock()
+	s.live[ls] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.live, ls)
+		s.mu.Unlock()
+	}()
+	op, reconnect, closeConsole, err := s.console.Open(who, fp, remote)
+	if err != nil {
+		fatal(sess, err)
+		return
+	}
+	defer closeConsole()
+	log := s.log.With("operator", who.Name, "fingerprint", fp, "remote", remote, "read_only", who.ReadOnly)
+	log.Info("ssh: session opened")
+	defer log.Info("ssh: session closed", "cause", context.Cause(ctx))
+
+	if cmd := sess.Command(); len(cmd) > 0 {
+		// A one-shot command: the scripting CLI, as this person.
+		log.Info("ssh: command", "command", cmd)
+		if err := cmdline.Run(cmdline.SessionApp(op, sess, sess.Stderr()), append([]string{"ssh"}, cmd...)); err != nil {
+			fatal(sess, err)
+			return
+		}
+		sess.Exit(0)
+		return
+	}
+	pty, winch, ok := sess.Pty()
+	if !ok {
+		fatal(sess, errors.New("the console needs a terminal: run ssh with -t, or from a terminal"))
+		return
+	}
+	env := append(sess.Environ(), "TERM="+pty.Term)
+	_, noColor := lookupEnv(sess.Environ(), "NO_COLOR")
+	m := tui.New(op, tui.Options{Refresh: s.cfg.Refresh, NoColor: noColor, Reconnect: reconnect, ReadOnly: who.ReadOnly})
+	in := &activity{r: sess}
+	in.touch()
+	p := tea.NewProgram(m,
+		tea.WithContext(ctx),
+		tea.WithInput(in),
+		tea.WithOutput(sess),
+		tea.WithEnvironment(env),
+		tea.WithColorProfile(colorprofile.Env(env)),
+		tea.WithWindowSize(clampWindow(pty.Window)),
+		// No job control over SSH: a suspend would leave the session
+		// hanging.
+		tea.WithFilter(func(_ tea.Model, msg tea.Msg) tea.Msg {
+			if _, ok := msg.(tea.SuspendMsg); ok {
+				return tea.ResumeMsg{}
+			}
+			return msg
+		}))
+	go func() {
+		idle := time.NewTicker(min(s.cfg.IdleTimeout/4, time.Second))
+		defer idle.Stop()
+		deadline := time.NewTimer(s.cfg.MaxSessionTime)
+		defer deadline.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case w := <-winch:
+				width, height := clampWindow(w)
+				p.Send(tea.WindowSizeMsg{Width: width, Height: height})
+			case <-idle.C:
+				if in.idleFor() >= s.cfg.IdleTimeout {
+					end(errIdle)
+				}
+			case <-deadline.C:
+				end(errMaxTime)
+			}
+		}
+	}()
+	_, runErr := p.Run()
+	p.Kill()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		// The screen is the console's: start the message on a clean line.
+		fmt.Fprint(sess.Stderr(), "\r\n")
+		fatal(sess, cause)
+		return
+	}
+	if runErr != nil && !errors.Is(runErr, tea.ErrProgramKilled) {
+		log.Warn("ssh: console ended with an error", "err", runErr)
+	}
+	sess.Exit(0)
+}
+
+// The largest window drawn. The renderer keeps a cell buffer of the
+// window's size: a client claiming 10,000×10,000 would have ctrld allocate
+// and redraw 10⁸ cells a frame. A real terminal larger than this (a 4K
+// screen in a tiny font has about 480×135) sees the console in its
+// top-left corner.
+const maxWidth, maxHeight = 512, 256
+
+// clampWindow is w's size within maxWidth×maxHeight.
+func clampWindow(w ssh.Window) (width, height int) {
+	return min(max(w.Width, 0), maxWidth), min(max(w.Height, 0), maxHeight)
+}
+
+// recheck ends the sessions of keys removed (or whose owner or role
+// changed) since they opened, every Config.Recheck: one query for all of
+// this server's sessions.
+func (s *Server) recheck(ctx context.Context) {
+	t := time.NewTicker(s.cfg.Recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		sessions := make([]*liveSession, 0, len(s.live))
+		var fps []string
+		for ls := range s.live {
+			sessions = append(sessions, ls)
+			fps = append(fps, ls.fingerprint)
+		}
+		s.mu.Unlock()
+		if len(sessions) == 0 {
+			continue
+		}
+		live, err := s.keys.Live(ctx, fps)
+		if err != nil {
+			// The consoles need the database too; they show it down.
+			s.log.Warn("ssh: re-checking the sessions' keys failed", "err", err)
+			continue
+		}
+		for _, ls := range sessions {
+			if who, ok := live[ls.fingerprint]; !ok || who != ls.who {
+				s.log.Info("ssh: key removed or changed; ending its session", "operator", ls.who.Name, "fingerprint", ls.fingerprint)
+				ls.end(errKeyRemoved)
+			}
+		}
+	}
+}
+
+// fatal tells the person why the session ends and ends it with status 1.
+func fatal(sess ssh.Session, err error) {
+	end := "\n"
+	if _, _, terminal := sess.Pty(); terminal {
+		end = "\r\n" // the terminal is raw: the console's
+	}
+	fmt.Fprintf(sess.Stderr(), "deploysync: %v%s", err, end)
+	sess.Exit(1)
+}
+
+func lookupEnv(env []string, name string) (string, bool) {
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// activity is the session's input, noting when the person last typed.
+type activity struct {
+	r    interface{ Read([]byte) (int, error) }
+	last atomic.Int64
+}
+
+func (a *activity) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if n > 0 {
+		a.touch()
+	}
+	return n, err
+}
+
+func (a *activity) touch() { a.last.Store(time.Now().UnixNano()) }
+
+func (a *activity) idleFor() time.Duration { return time.Since(time.Unix(0, a.last.Load())) }
+
+// panicLog is recover's logger on ours.
+type panicLog struct{ log *slog.Logger }
+
+func (l panicLog) Printf(format string, v ...any) {
+	l.log.Error("ssh: a session panicked; it ended, nothing else did", "panic", fmt.Sprintf(format, v...))
+}
