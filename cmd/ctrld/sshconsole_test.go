@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/operatorkeys"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/tui/sshserve"
 )
@@ -35,7 +37,7 @@ type sshEnv struct {
 
 func startSSH(t *testing.T, cfg sshserve.Config) *sshEnv {
 	t.Helper()
-	env := servertest.Start(t, server.Config{})
+	env := servertest.Start(t, server.Config{RefusalAuditWindow: 50 * time.Millisecond})
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HostKeyFile = filepath.Join(t.TempDir(), "host_ed25519")
 	cfg.GenerateHostKey = true
@@ -459,8 +461,17 @@ func TestSSHCommandsRunAsTheKeysPerson(t *testing.T) {
 	if _, stderr, status := command(t, alice, deploy); status != 0 {
 		t.Fatalf("an operator key's deploy: status %d, stderr %q", status, stderr)
 	}
+	// Refused writes are gathered and written once per window
+	// (RefusalAuditWindow, short here), after alice's own record.
 	ctx := context.Background()
-	logs := e.DB.Ent.AuditLog.Query().Order(auditlog.ByID()).AllX(ctx)
+	var logs []*ent.AuditLog
+	for wait := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		logs = e.DB.Ent.AuditLog.Query().Order(auditlog.ByID()).AllX(ctx)
+		if len(logs) >= 2 || time.Now().After(wait) {
+			break
+		}
+	}
+	slices.SortFunc(logs, func(a, b *ent.AuditLog) int { return strings.Compare(b.Actor, a.Actor) })
 	if len(logs) != 2 || !strings.HasPrefix(logs[0].Actor, "bob (ssh key ") || logs[0].Error == "" ||
 		!strings.HasPrefix(logs[1].Actor, "alice (ssh key ") || logs[1].Error != "" {
 		for _, l := range logs {

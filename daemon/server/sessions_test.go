@@ -47,6 +47,7 @@ func TestReadOnlyConsoleSessionIsRefusedWritesAndAudited(t *testing.T) {
 	if env.DB.Ent.Region.Query().Where(region.ID("eu"), region.Paused(true)).ExistX(ctx) {
 		t.Fatal("the refused pause was written")
 	}
+	env.Server.Stop() // writes the refusals it gathered
 	logs := env.DB.Ent.AuditLog.Query().Order(auditlog.ByID()).AllX(ctx)
 	if len(logs) != 1 {
 		t.Fatalf("want one audit record of the refusal, got %d", len(logs))
