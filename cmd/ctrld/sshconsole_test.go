@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -599,4 +602,118 @@ func TestSSHConsoleOddTerminals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// idleTCP opens a TCP connection that sends nothing and returns it once
+// the server has taken it in (sent its version line), or nil when the
+// server closed it without one.
+func idleTCP(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatal("the server neither answered nor closed a new connection")
+		}
+		return nil
+	}
+	if !strings.HasPrefix(line, "SSH-2.0-") {
+		t.Fatalf("server said %q", line)
+	}
+	c.SetReadDeadline(time.Time{})
+	return c
+}
+
+// closedWithin reports whether the server closes c within d.
+func closedWithin(c net.Conn, d time.Duration) bool {
+	c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return err == nil || !errors.Is(err, os.ErrDeadlineExceeded)
+}
+
+func TestSSHConsoleBoundsConnectionsNotInASession(t *testing.T) {
+	t.Run("beyond the bound new connections are closed at once", func(t *testing.T) {
+		e := startSSH(t, sshserve.Config{MaxUnauthenticated: 5, MaxUnauthenticatedPerAddress: 3})
+		alice := e.person(t, "alice", operatorkeys.Operator)
+		var idle []net.Conn
+		for i := range 3 {
+			c := idleTCP(t, e.console.Addr())
+			if c == nil {
+				t.Fatalf("idle connection %d of a bound of 3 per address was closed", i+1)
+			}
+			idle = append(idle, c)
+		}
+		if c := idleTCP(t, e.console.Addr()); c != nil {
+			t.Fatal("a fourth connection from one address, with three not in a session, was taken in")
+		}
+		if c, err := e.dial(gossh.PublicKeys(alice)); err == nil {
+			c.Close()
+			t.Fatal("a login beyond the bound was taken in")
+		}
+		for _, c := range idle {
+			c.Close()
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			c, err := e.dial(gossh.PublicKeys(alice))
+			if err == nil {
+				out, _, status := command(t, c, "regions")
+				c.Close()
+				if status != 0 {
+					t.Fatalf("alice's command after the idle connections left: status %d, %q", status, out)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("alice cannot log in after the idle connections left: %v", err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	t.Run("connections with no session are closed", func(t *testing.T) {
+		e := startSSH(t, sshserve.Config{AuthTimeout: 300 * time.Millisecond})
+		alice := e.person(t, "alice", operatorkeys.Operator)
+		if c := idleTCP(t, e.console.Addr()); c == nil || !closedWithin(c, 10*time.Second) {
+			t.Error("a connection that sends nothing stays open")
+		}
+		c, err := e.dial(gossh.PublicKeys(alice))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		closed := make(chan error, 1)
+		go func() { closed <- c.Wait() }()
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Error("an authenticated connection that opens no session stays open")
+		}
+	})
+	t.Run("a removed key's connection is closed", func(t *testing.T) {
+		e := startSSH(t, sshserve.Config{AuthTimeout: 300 * time.Millisecond})
+		alice := e.person(t, "alice", operatorkeys.Operator)
+		c, err := e.dial(gossh.PublicKeys(alice))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		closed := make(chan error, 1)
+		go func() { closed <- c.Wait() }()
+		con := openConsole(t, c, 80, 24, nil)
+		con.waitFor(t, "REGION")
+		if _, err := e.keys.Remove(context.Background(), gossh.FingerprintSHA256(alice.PublicKey())); err != nil {
+			t.Fatal(err)
+		}
+		con.ended(t, 10*time.Second)
+		select {
+		case <-closed:
+		case <-time.After(10 * time.Second):
+			t.Error("the connection of a removed key stays open after its session ended")
+		}
+	})
 }

@@ -2,8 +2,9 @@
 // SSH listener and its host key, public-key authentication against the
 // operators' registered keys (nothing else: no password, no
 // keyboard-interactive), a rate limit on authentication attempts per
-// source address, bounds on sessions per key and in all, idle and maximum
-// session times, and the console (package tui) run per session with the
+// source address, bounds on connections not yet in a session (in all and
+// per source address, with a deadline) and on concurrent key lookups,
+// bounds on sessions per key and in all, idle and maximum session times, and the console (package tui) run per session with the
 // session's window size, resizes, TERM and NO_COLOR.
 //
 // It holds no credential of its own. Who a key belongs to comes from Keys,

@@ -65,6 +65,14 @@ type Config struct {
 	// key a client offers is one) per source address.
 	AuthPerSecond float64
 	AuthBurst     int
+	// MaxUnauthenticated and MaxUnauthenticatedPerAddress bound the
+	// connections that run no session yet (handshake, authentication),
+	// in all and per source address (IPv6 by /64); a connection beyond
+	// them is closed at once. AuthTimeout is how long such a connection
+	// may take to start a session, and how long a connection whose last
+	// session ended stays open.
+	MaxUnauthenticated, MaxUnauthenticatedPerAddress int
+	AuthTimeout                                      time.Duration
 	// Recheck is how often live sessions' keys are checked again: a
 	// removed key's sessions end within it.
 	Recheck time.Duration
@@ -82,11 +90,16 @@ var Defaults = Config{
 	AuthBurst:         10,
 	Recheck:           2 * time.Second,
 	Refresh:           time.Second,
-	// handshakeTimeout is not configurable: see Start.
+	// A real client authenticates in well under a second; the bounds
+	// only need to hold the logins in flight during a flood.
+	MaxUnauthenticated:           64,
+	MaxUnauthenticatedPerAddress: 16,
+	AuthTimeout:                  10 * time.Second,
 }
 
-// handshakeTimeout bounds how long a connection may take to authenticate.
-const handshakeTimeout = 30 * time.Second
+// keyLookupsAtOnce bounds concurrent registry lookups for authentication:
+// they share ctrld's database pool with everything else (I8).
+const keyLookupsAtOnce = 4
 
 func (c *Config) fill() {
 	d := Defaults
@@ -99,6 +112,13 @@ func (c *Config) fill() {
 	set(&c.MaxSessionTime, d.MaxSessionTime)
 	set(&c.Recheck, d.Recheck)
 	set(&c.Refresh, d.Refresh)
+	set(&c.AuthTimeout, d.AuthTimeout)
+	if c.MaxUnauthenticated <= 0 {
+		c.MaxUnauthenticated = d.MaxUnauthenticated
+	}
+	if c.MaxUnauthenticatedPerAddress <= 0 {
+		c.MaxUnauthenticatedPerAddress = d.MaxUnauthenticatedPerAddress
+	}
 	if c.MaxSessionsPerKey <= 0 {
 		c.MaxSessionsPerKey = d.MaxSessionsPerKey
 	}
@@ -123,6 +143,8 @@ type Server struct {
 	lis     net.Listener
 	limiter *authLimiter
 	counts  *sessionCounts
+	gate    *connGate
+	lookups *keyLookups
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
@@ -154,6 +176,8 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 	s := &Server{cfg: cfg, keys: keys, console: console, log: log,
 		limiter: newAuthLimiter(cfg.AuthPerSecond, cfg.AuthBurst),
 		counts:  &sessionCounts{perKey: cfg.MaxSessionsPerKey, total: cfg.MaxSessions, byKey: map[string]int{}},
+		gate:    newConnGate(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, cfg.AuthTimeout),
+		lookups: newKeyLookups(keyLookupsAtOnce),
 		live:    map[*liveSession]struct{}{}}
 	s.ssh, err = wish.NewServer(
 		ssh.HostKeyPEM(hostKey),
@@ -169,7 +193,11 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 	if err != nil {
 		return nil, err
 	}
-	s.ssh.HandshakeTimeout = handshakeTimeout
+	s.ssh.HandshakeTimeout = cfg.AuthTimeout
+	s.ssh.ConnCallback = s.admitConn
+	// A backstop: the sessions end themselves at MaxSessionTime, with
+	// the reason on screen; no connection outlives that by much.
+	s.ssh.MaxTimeout = cfg.MaxSessionTime + time.Minute
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("SSH listen on %s: %w", cfg.Listen, err)
@@ -209,12 +237,27 @@ func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 		return false
 	}
 	fp := gossh.FingerprintSHA256(key)
-	_, ok, err := s.keys.Find(ctx, fp)
+	_, ok, err := s.lookups.find(ctx, func() (Identity, bool, error) { return s.keys.Find(ctx, fp) }, fp)
 	if err != nil {
 		s.log.Warn("ssh: key lookup failed; refused", "fingerprint", fp, "err", err)
 		return false
 	}
 	return ok
+}
+
+// gatedConnKey is where a connection's *gatedConn sits in its context.
+type gatedConnKey struct{}
+
+// admitConn lets a new connection in within the gate's bounds, or closes
+// it at once.
+func (s *Server) admitConn(ctx ssh.Context, c net.Conn) net.Conn {
+	gc := s.gate.admit(c)
+	if gc == nil {
+		s.log.Warn("ssh: too many connections not yet in a session; closed a new one", "remote", c.RemoteAddr().String())
+		return nil
+	}
+	ctx.SetValue(gatedConnKey{}, gc)
+	return gc
 }
 
 // handle runs one session: the console, for the person whose key the
@@ -226,6 +269,10 @@ func (s *Server) handle(sess ssh.Session) {
 			panic(p) // for recover's log, with the stack
 		}
 	}()
+	if gc, ok := sess.Context().Value(gatedConnKey{}).(*gatedConn); ok {
+		gc.sessionStarted()
+		defer gc.sessionEnded()
+	}
 	key := sess.PublicKey()
 	if key == nil {
 		fatal(sess, errors.New("no public key"))
