@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -36,6 +37,7 @@ type sshEnv struct {
 	console *sshserve.Server
 	hostKey gossh.PublicKey
 	keys    *operatorkeys.Registry
+	logs    *screen // what the SSH server logged
 }
 
 func startSSH(t *testing.T, cfg sshserve.Config) *sshEnv {
@@ -50,7 +52,12 @@ func startSSH(t *testing.T, cfg sshserve.Config) *sshEnv {
 	if cfg.Refresh == 0 {
 		cfg.Refresh = 100 * time.Millisecond
 	}
-	console, err := startSSHConsole(context.Background(), cfg, env.DB, env.Server, servertest.Logger())
+	logs := &screen{}
+	var out io.Writer = logs
+	if os.Getenv("DEPLOYSYNC_TEST_LOG") != "" {
+		out = io.MultiWriter(logs, os.Stderr)
+	}
+	console, err := startSSHConsole(context.Background(), cfg, env.DB, env.Server, slog.New(slog.NewTextHandler(out, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +70,7 @@ func startSSH(t *testing.T, cfg sshserve.Config) *sshEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &sshEnv{Env: env, console: console, hostKey: signer.PublicKey(), keys: operatorkeys.New(env.DB.Ent)}
+	return &sshEnv{Env: env, console: console, hostKey: signer.PublicKey(), keys: operatorkeys.New(env.DB.Ent), logs: logs}
 }
 
 // person makes a key and, unless role is empty, registers it for name.
@@ -716,4 +723,27 @@ func TestSSHConsoleBoundsConnectionsNotInASession(t *testing.T) {
 			t.Error("the connection of a removed key stays open after its session ended")
 		}
 	})
+}
+
+// A one-shot command's arguments may hold secrets (a deploy's --env
+// DB_PASSWORD=…): the log names the command, never its arguments.
+func TestSSHCommandLogHoldsNoArguments(t *testing.T) {
+	e := startSSH(t, sshserve.Config{})
+	alice := e.person(t, "alice", operatorkeys.Operator)
+	c, err := e.dial(gossh.PublicKeys(alice))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	command(t, c, "regions --output json DB_PASSWORD=hunter2")
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(e.logs.String(), "session closed") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the session's end was never logged:\n%s", e.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if logs := e.logs.String(); strings.Contains(logs, "hunter2") || !strings.Contains(logs, "command=regions") {
+		t.Errorf("the log must name the command and hold none of its arguments:\n%s", logs)
+	}
 }

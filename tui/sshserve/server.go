@@ -314,7 +314,8 @@ func (s *Server) handle(sess ssh.Session) {
 
 	if cmd := sess.Command(); len(cmd) > 0 {
 		// A one-shot command: the scripting CLI, as this person.
-		log.Info("ssh: command", "command", cmd)
+		// Only the name: arguments may hold secrets (--env DB_PASSWORD=…).
+		log.Info("ssh: command", "command", cmd[0], "args", len(cmd)-1)
 		if err := cmdline.Run(cmdline.SessionApp(op, sess, sess.Stderr()), append([]string{"ssh"}, cmd...)); err != nil {
 			fatal(sess, err)
 			return
