@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/ent/apitoken"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // sessionPrefix marks a session credential (see Sessions).
@@ -81,14 +82,38 @@ func (s *Sessions) lookup(credential string) (SessionIdentity, string, bool) {
 	return id, h, ok
 }
 
-// IsRead reports whether fullMethod only reads: the operator service's
-// List* and Get* methods. Everything else is a write, which a read-only
-// session may not call (deny by default: a new method is a write until
-// named otherwise).
-func IsRead(fullMethod string) bool {
-	method := fullMethod[strings.LastIndex(fullMethod, "/")+1:]
-	return strings.HasPrefix(method, "List") || strings.HasPrefix(method, "Get")
-}
+// IsRead reports whether fullMethod only reads: one of readMethods.
+// Everything else is a write, which a read-only session may not call
+// (deny by default: a new method is a write until named a read here).
+func IsRead(fullMethod string) bool { return readMethods[fullMethod] }
+
+// readMethods are the operator service's methods that change nothing,
+// named one by one (a name prefix would make a new "GetOrCreate…" a
+// read). writeMethods are the others; a test fails while a method of the
+// service is in neither, so each new one is classified on purpose.
+var (
+	readMethods = map[string]bool{
+		ctrlv1.OperatorService_ListRegions_FullMethodName:          true,
+		ctrlv1.OperatorService_GetRegion_FullMethodName:            true,
+		ctrlv1.OperatorService_ListPendingChanges_FullMethodName:   true,
+		ctrlv1.OperatorService_ListDeployments_FullMethodName:      true,
+		ctrlv1.OperatorService_GetDeploymentHistory_FullMethodName: true,
+	}
+	writeMethods = map[string]bool{
+		ctrlv1.OperatorService_Deploy_FullMethodName:                    true,
+		ctrlv1.OperatorService_SetDesiredStatus_FullMethodName:          true,
+		ctrlv1.OperatorService_Scale_FullMethodName:                     true,
+		ctrlv1.OperatorService_UpdateDeployment_FullMethodName:          true,
+		ctrlv1.OperatorService_RollbackDeployment_FullMethodName:        true,
+		ctrlv1.OperatorService_DeleteDeployment_FullMethodName:          true,
+		ctrlv1.OperatorService_PutSentinel_FullMethodName:               true,
+		ctrlv1.OperatorService_DeleteSentinel_FullMethodName:            true,
+		ctrlv1.OperatorService_PutCiliumNetworkPolicy_FullMethodName:    true,
+		ctrlv1.OperatorService_DeleteCiliumNetworkPolicy_FullMethodName: true,
+		ctrlv1.OperatorService_ForceResync_FullMethodName:               true,
+		ctrlv1.OperatorService_SetRegionPaused_FullMethodName:           true,
+	}
+)
 
 // Actor names the caller in the audit log: an operator token's name, or a
 // console session's person with their key and where they came from.
