@@ -145,6 +145,7 @@ type Server struct {
 	counts  *sessionCounts
 	gate    *connGate
 	lookups *keyLookups
+	windows sync.Map // a session's winch channel → *windowDrain
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
@@ -194,6 +195,7 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 		return nil, err
 	}
 	s.ssh.HandshakeTimeout = cfg.AuthTimeout
+	s.ssh.PtyHandler = s.drainWindows(s.ssh.PtyHandler)
 	s.ssh.ConnCallback = s.admitConn
 	// A backstop: the sessions end themselves at MaxSessionTime, with
 	// the reason on screen; no connection outlives that by much.
@@ -324,6 +326,10 @@ func (s *Server) handle(sess ssh.Session) {
 		return
 	}
 	pty, winch, ok := sess.Pty()
+	var resized <-chan ssh.Window
+	if d, found := s.windows.Load(winch); found {
+		resized = d.(*windowDrain).resized
+	}
 	if !ok {
 		fatal(sess, errors.New("the console needs a terminal: run ssh with -t, or from a terminal"))
 		return
@@ -357,7 +363,7 @@ func (s *Server) handle(sess ssh.Session) {
 			select {
 			case <-ctx.Done():
 				return
-			case w := <-winch:
+			case w := <-resized:
 				width, height := clampWindow(w)
 				p.Send(tea.WindowSizeMsg{Width: width, Height: height})
 			case <-idle.C:
@@ -381,6 +387,46 @@ func (s *Server) handle(sess ssh.Session) {
 		log.Warn("ssh: console ended with an error", "err", runErr)
 	}
 	sess.Exit(0)
+}
+
+// windowDrain reads a session's window changes from the moment it has a
+// terminal until the session's requests end. The SSH library delivers them
+// on a channel of one that its request loop blocks on when full: a client
+// sending a pty-req then window-changes before the shell (or after the
+// console ended, or during a one-shot command) would otherwise block the
+// loop, and leak it and the session for as long as the connection lives.
+// The console gets the latest size on resized; sizes it has not taken yet
+// are replaced.
+type windowDrain struct {
+	resized chan ssh.Window
+}
+
+// drainWindows is the server's pty handler (next, the SSH library's
+// emulation) plus a windowDrain per session.
+func (s *Server) drainWindows(next ssh.PtyHandler) ssh.PtyHandler {
+	return func(ctx ssh.Context, sess ssh.Session, pty ssh.Pty) (func() error, error) {
+		closer, err := next(ctx, sess, pty)
+		if err != nil {
+			return closer, err
+		}
+		// The library made the channel (with the first size in it)
+		// before calling here, and closes it when the session's
+		// requests end.
+		_, winch, _ := sess.Pty()
+		d := &windowDrain{resized: make(chan ssh.Window, 1)}
+		s.windows.Store(winch, d)
+		go func() {
+			defer s.windows.Delete(winch)
+			for w := range winch {
+				select { // keep only the latest
+				case <-d.resized:
+				default:
+				}
+				d.resized <- w
+			}
+		}()
+		return closer, nil
+	}
 }
 
 // The largest window drawn. The renderer keeps a cell buffer of the
