@@ -369,18 +369,38 @@ func TestSSHConsoleLimits(t *testing.T) {
 			t.Errorf("second session of one key: status %d, stderr %q; want 1 and too many", status, second.stderr.String())
 		}
 	})
-	t.Run("authentication attempts per address", func(t *testing.T) {
+	t.Run("failed authentication attempts per address", func(t *testing.T) {
+		// Everyone here shares 127.0.0.1, as operators behind one SNAT
+		// address do.
 		e := startSSH(t, sshserve.Config{AuthPerSecond: 0.001, AuthBurst: 3})
 		alice := e.person(t, "alice", operatorkeys.Operator)
-		stranger := e.person(t, "", "")
-		for range 3 {
-			if c, err := e.dial(gossh.PublicKeys(stranger)); err == nil {
+		for i := range 5 { // logging in costs no budget
+			c, err := e.dial(gossh.PublicKeys(alice))
+			if err != nil {
+				t.Fatalf("alice's login %d (the budget of 3 counts failures only): %v", i+1, err)
+			}
+			c.Close()
+		}
+		for range 3 { // strangers spend the address's budget
+			if c, err := e.dial(gossh.PublicKeys(e.person(t, "", ""))); err == nil {
 				c.Close()
+				t.Fatal("an unknown key was let in")
 			}
 		}
-		if c, err := e.dial(gossh.PublicKeys(alice)); err == nil {
+		if c, err := e.dial(gossh.PublicKeys(alice)); err != nil {
+			t.Fatalf("strangers' failures locked alice out of the address they share: %v", err)
+		} else {
 			c.Close()
-			t.Fatal("a fourth attempt within the budget of three was let in")
+		}
+		// A key this server never saw registered waits for the budget:
+		// a flood's fresh keys cost no lookup.
+		bob := e.person(t, "bob", operatorkeys.Operator)
+		if c, err := e.dial(gossh.PublicKeys(bob)); err == nil {
+			c.Close()
+			t.Fatal("a key never seen before was looked up from an address whose budget is spent")
+		}
+		if !strings.Contains(e.logs.String(), "over the limit") {
+			t.Errorf("the refusal is not logged:\n%s", e.logs)
 		}
 	})
 	t.Run("idle", func(t *testing.T) {

@@ -6,57 +6,83 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"golang.org/x/time/rate"
 )
 
-// authLimiter limits authentication attempts per source address: each
-// address has a token bucket; addresses not seen for a while are forgotten
-// so a flood from many addresses cannot grow the map without bound.
+// authLimiter is the per-address budget of failed authentication
+// attempts (a key the registry does not know). Only failures are charged:
+// operators sharing an address (SNAT, a bastion, 127.0.0.1) do not spend
+// each other's budget by logging in. While an address's budget is spent,
+// a key offered from it is looked up only if this server found it
+// registered before (registered, below): someone behind the same address
+// as a flood still logs in with a key they used before, while the flood's
+// new keys cost no query. A key registered since, never used here, waits
+// for the budget to refill. Addresses are IPv4 addresses or IPv6 /64s
+// (addrKey); the least recently seen are forgotten beyond a bound, one at
+// a time, so a flood from many addresses neither grows the table nor
+// wipes the other addresses' budgets.
 type authLimiter struct {
-	mu      sync.Mutex
-	every   rate.Limit
-	burst   int
-	byAddr  map[string]*addrLimit
-	maxAddr int
+	mu     sync.Mutex
+	every  rate.Limit
+	burst  int
+	byAddr *simplelru.LRU[string, *rate.Limiter]
 }
 
-type addrLimit struct {
-	lim  *rate.Limiter
-	seen time.Time
+func newAuthLimiter(perSecond float64, burst, maxAddr int) *authLimiter {
+	byAddr, err := simplelru.NewLRU[string, *rate.Limiter](maxAddr, nil)
+	if err != nil {
+		panic(err) // only for a size below 1
+	}
+	return &authLimiter{every: rate.Limit(perSecond), burst: burst, byAddr: byAddr}
 }
 
-func newAuthLimiter(perSecond float64, burst int) *authLimiter {
-	return &authLimiter{every: rate.Limit(perSecond), burst: burst, byAddr: map[string]*addrLimit{}, maxAddr: 10000}
-}
-
-// allow takes one attempt from host's bucket.
-func (l *authLimiter) allow(host string, now time.Time) bool {
+// spent reports whether addr has no failed attempt left at now.
+func (l *authLimiter) spent(addr string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a, ok := l.byAddr[host]
-	if !ok {
-		if len(l.byAddr) >= l.maxAddr {
-			l.forget(now)
-		}
-		a = &addrLimit{lim: rate.NewLimiter(l.every, l.burst)}
-		l.byAddr[host] = a
-	}
-	a.seen = now
-	return a.lim.AllowN(now, 1)
+	lim, ok := l.byAddr.Get(addr)
+	return ok && lim.TokensAt(now) < 1
 }
 
-// forget drops addresses whose bucket has refilled (they lose nothing by
-// starting over), and if that is not enough, every address.
-func (l *authLimiter) forget(now time.Time) {
-	full := time.Duration(float64(l.burst) / float64(l.every) * float64(time.Second))
-	for host, a := range l.byAddr {
-		if now.Sub(a.seen) > full {
-			delete(l.byAddr, host)
-		}
+// fail charges one failed attempt to addr.
+func (l *authLimiter) fail(addr string, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.byAddr.Get(addr)
+	if !ok {
+		lim = rate.NewLimiter(l.every, l.burst)
+		l.byAddr.Add(addr, lim)
 	}
-	if len(l.byAddr) >= l.maxAddr {
-		clear(l.byAddr)
+	lim.AllowN(now, 1)
+}
+
+// registered remembers the fingerprints this server found registered, so
+// that a spent address still looks them up (the lookup itself is never
+// answered from here: a removed key fails at once).
+type registered struct {
+	mu  sync.Mutex
+	fps *simplelru.LRU[string, struct{}]
+}
+
+func newRegistered(max int) *registered {
+	fps, err := simplelru.NewLRU[string, struct{}](max, nil)
+	if err != nil {
+		panic(err)
 	}
+	return &registered{fps: fps}
+}
+
+func (r *registered) note(fp string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.fps.Add(fp, struct{}{})
+}
+
+func (r *registered) seen(fp string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.fps.Contains(fp)
 }
 
 // errTooManySessions refuses a session over a bound.

@@ -8,35 +8,41 @@ import (
 )
 
 func TestAuthLimiterBudgetPerAddress(t *testing.T) {
-	l := newAuthLimiter(1, 3)
+	l := newAuthLimiter(1, 3, 100)
 	now := time.Unix(1000, 0)
 	for i := range 3 {
-		if !l.allow("198.51.100.1", now) {
-			t.Fatalf("attempt %d of a budget of 3 refused", i+1)
+		if l.spent("198.51.100.1", now) {
+			t.Fatalf("spent after %d failures of a budget of 3", i)
 		}
+		l.fail("198.51.100.1", now)
 	}
-	if l.allow("198.51.100.1", now) {
-		t.Fatal("a fourth attempt at once was allowed")
+	if !l.spent("198.51.100.1", now) {
+		t.Fatal("not spent after 3 failures of a budget of 3")
 	}
-	if !l.allow("198.51.100.2", now) {
+	if l.spent("198.51.100.2", now) {
 		t.Fatal("another address shares the first one's budget")
 	}
-	if !l.allow("198.51.100.1", now.Add(time.Second)) {
+	if l.spent("198.51.100.1", now.Add(time.Second)) {
 		t.Fatal("the budget does not refill")
 	}
 }
 
 // A flood from many addresses (each attempt from a new one) keeps the
-// table bounded.
+// table bounded, and forgets the least recently seen addresses one by one,
+// not every address at once.
 func TestAuthLimiterForgetsAddresses(t *testing.T) {
-	l := newAuthLimiter(1, 3)
-	l.maxAddr = 100
+	l := newAuthLimiter(0.001, 1, 100)
 	now := time.Unix(1000, 0)
+	l.fail("198.51.100.1", now)
 	for i := range 1000 {
-		l.allow(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now.Add(time.Duration(i)*time.Millisecond))
+		l.fail(fmt.Sprintf("10.0.%d.%d", i/256, i%256), now)
+		l.spent("198.51.100.1", now) // still seen: kept
 	}
-	if n := len(l.byAddr); n > l.maxAddr {
-		t.Fatalf("%d addresses kept, bound %d", n, l.maxAddr)
+	if n := l.byAddr.Len(); n > 100 {
+		t.Fatalf("%d addresses kept, bound 100", n)
+	}
+	if !l.spent("198.51.100.1", now) {
+		t.Fatal("a flood from other addresses reset a spent address's budget")
 	}
 }
 

@@ -61,8 +61,9 @@ type Config struct {
 	IdleTimeout, MaxSessionTime time.Duration
 	// MaxSessionsPerKey and MaxSessions bound open sessions.
 	MaxSessionsPerKey, MaxSessions int
-	// AuthPerSecond and AuthBurst limit authentication attempts (each
-	// key a client offers is one) per source address.
+	// AuthPerSecond and AuthBurst limit failed authentication attempts
+	// (each key a client offers that is not registered is one) per source
+	// address (IPv6 by /64); see authLimiter.
 	AuthPerSecond float64
 	AuthBurst     int
 	// MaxUnauthenticated and MaxUnauthenticatedPerAddress bound the
@@ -142,6 +143,7 @@ type Server struct {
 	ssh     *ssh.Server
 	lis     net.Listener
 	limiter *authLimiter
+	known   *registered
 	counts  *sessionCounts
 	gate    *connGate
 	lookups *keyLookups
@@ -175,7 +177,8 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 		return nil, err
 	}
 	s := &Server{cfg: cfg, keys: keys, console: console, log: log,
-		limiter: newAuthLimiter(cfg.AuthPerSecond, cfg.AuthBurst),
+		limiter: newAuthLimiter(cfg.AuthPerSecond, cfg.AuthBurst, 10000),
+		known:   newRegistered(10000),
 		counts:  &sessionCounts{perKey: cfg.MaxSessionsPerKey, total: cfg.MaxSessions, byKey: map[string]int{}},
 		gate:    newConnGate(cfg.MaxUnauthenticated, cfg.MaxUnauthenticatedPerAddress, cfg.AuthTimeout),
 		lookups: newKeyLookups(keyLookupsAtOnce),
@@ -229,20 +232,27 @@ func (s *Server) Stop() {
 	s.wg.Wait()
 }
 
-// authenticate admits a key that is registered, within the source
-// address's attempt budget. It only answers "may this key log in": who the
-// session is for is looked up again from the session's own key (handle).
+// authenticate admits a key that is registered. Unknown keys are charged
+// to the source address's budget; from an address whose budget is spent
+// only keys found registered before are looked up (see authLimiter). It
+// only answers "may this key log in": who the session is for is looked up
+// again from the session's own key (handle).
 func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
-	host, _, _ := net.SplitHostPort(ctx.RemoteAddr().String())
-	if !s.limiter.allow(host, time.Now()) {
-		s.log.Warn("ssh: authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String())
+	addr := addrKey(ctx.RemoteAddr())
+	fp := gossh.FingerprintSHA256(key)
+	if s.limiter.spent(addr, time.Now()) && !s.known.seen(fp) {
+		s.log.Warn("ssh: failed authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String(), "fingerprint", fp)
 		return false
 	}
-	fp := gossh.FingerprintSHA256(key)
 	_, ok, err := s.lookups.find(ctx, func() (Identity, bool, error) { return s.keys.Find(ctx, fp) }, fp)
 	if err != nil {
 		s.log.Warn("ssh: key lookup failed; refused", "fingerprint", fp, "err", err)
 		return false
+	}
+	if ok {
+		s.known.note(fp)
+	} else {
+		s.limiter.fail(addr, time.Now())
 	}
 	return ok
 }
