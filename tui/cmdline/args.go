@@ -1,6 +1,7 @@
 package cmdline
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,7 +13,13 @@ import (
 // --output json, a command that fails also prints its error document on
 // stdout; the caller prints the error on stderr.
 func Run(a *cli.App, args []string) error {
-	err := a.Run(flagsFirst(a, args))
+	return RunContext(context.Background(), a, args)
+}
+
+// RunContext is Run whose calls end when ctx does (an SSH session whose
+// key was removed).
+func RunContext(ctx context.Context, a *cli.App, args []string) error {
+	err := a.RunContext(ctx, flagsFirst(a, args))
 	if err != nil && a.Metadata["output"] == outputJSON {
 		_ = writeJSON(a.Writer, errorDocument(err)) // stderr has it anyway
 	}

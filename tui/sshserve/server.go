@@ -328,7 +328,12 @@ func (s *Server) handle(sess ssh.Session) {
 		// A one-shot command: the scripting CLI, as this person.
 		// Only the name: arguments may hold secrets (--env DB_PASSWORD=…).
 		log.Info("ssh: command", "command", cmd[0], "args", len(cmd)-1)
-		if err := cmdline.Run(cmdline.SessionApp(op, sess, sess.Stderr()), append([]string{"ssh"}, cmd...)); err != nil {
+		// The session's context: a key removed while its command runs
+		// ends the command (recheck), as it ends a console.
+		if err := cmdline.RunContext(ctx, cmdline.SessionApp(op, sess, sess.Stderr()), append([]string{"ssh"}, cmd...)); err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				err = cause
+			}
 			fatal(sess, err)
 			return
 		}
