@@ -259,6 +259,58 @@ func TestSSHConsoleRefusesAKeyOfferedButNotProved(t *testing.T) {
 	}
 }
 
+// CVE-2024-45337: x/crypto/ssh calls the authentication callback for keys
+// a client only offers and never proves. These clients offer alice's key
+// (operator) without proving it and then prove bob's (read-only), or offer
+// bob's and alice's unproved before proving bob's: whichever key the
+// callback saw first or last, the session must be bob's.
+func TestSSHConsoleSessionIsTheProvedKeysNotAnOfferedOne(t *testing.T) {
+	e := startSSH(t, sshserve.Config{})
+	e.AgentToken("eu-west")
+	alice := e.person(t, "alice", operatorkeys.Operator)
+	bob := e.person(t, "bob", operatorkeys.ReadOnly)
+	// A signer whose Sign fails makes the client drop that key after the
+	// server accepted the offer, without a (bad) proof, which the server
+	// would answer by hanging up; AuthCallback then offers the next.
+	for name, steps := range map[string][]gossh.AuthMethod{
+		"alice offered, bob proved":              {gossh.PublicKeys(unsigning{alice}), gossh.PublicKeys(bob)},
+		"bob offered, alice offered, bob proved": {gossh.PublicKeys(unsigning{bob}), gossh.PublicKeys(unsigning{alice}), gossh.PublicKeys(bob)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			offered := 0
+			c, err := gossh.Dial("tcp", e.console.Addr(), &gossh.ClientConfig{
+				User: "whoever", HostKeyCallback: gossh.FixedHostKey(e.hostKey), Timeout: 5 * time.Second,
+				Auth: steps[:1],
+				AuthCallback: func(*gossh.ClientAuthContext) (gossh.AuthMethod, error) {
+					if offered == len(steps) {
+						return nil, errors.New("no key left")
+					}
+					offered++
+					return steps[offered-1], nil
+				}})
+			if err != nil {
+				t.Fatalf("bob proved his key: %v", err)
+			}
+			defer c.Close()
+			if offered != len(steps) {
+				t.Fatalf("the client took %d of the %d steps", offered, len(steps))
+			}
+			deploy := "deploy api --image ghcr.io/acme/api:v1 --region eu-west --workspace ws --environment prod --output json"
+			out, stderr, status := command(t, c, deploy)
+			if status != 1 || !strings.Contains(out, "PermissionDenied") || !strings.Contains(out, "bob") {
+				t.Fatalf("a deploy over a connection that proved only bob's read-only key: status %d, stdout %q, stderr %q; want bob's PermissionDenied", status, out, stderr)
+			}
+		})
+	}
+}
+
+// unsigning offers s's public key and then cannot sign.
+type unsigning struct{ gossh.Signer }
+
+func (unsigning) Sign(io.Reader, []byte) (*gossh.Signature, error) {
+	return nil, errors.New("no signature for this key")
+}
+
 // badSigner offers s's public key but cannot sign with it.
 type badSigner struct{ gossh.Signer }
 
