@@ -41,7 +41,12 @@
 // router makes that refusal final for the event (dispatch.Terminal).
 // Deletes, garbage collection and the removal of what a move left behind
 // act only inside the agent's namespaces (deleteEach, Controllers.Present):
-// an object with the agent's labels elsewhere is not the agent's.
+// an object with the agent's labels elsewhere is not the agent's. A
+// namespace found to be the agent's is read again after a minute
+// (Namespaces.KnownFor), so one an admin takes back (removes the label
+// from) stops being written into and collected in; a write the API server
+// refuses as Forbidden there (the shipped admission policy) is the
+// agent's refusal too (Namespaces.Check).
 //
 // A resource's identity is whole: kind, namespace and name (invariant I7).
 // An ID deleted and applied again in another namespace (or, for a policy,
