@@ -65,7 +65,7 @@ type Config struct {
 	RetryPeriod    time.Duration // default 2s
 
 	// ReservedNamespaces are namespaces the agent never writes into,
-	// besides kube-*, default, deploysync and LeaseNamespace (see
+	// besides LeaseNamespace and those always reserved (see
 	// naming.Reserved): applies there are refused, and nothing there is
 	// deleted.
 	ReservedNamespaces []string

@@ -33,7 +33,8 @@
 //
 // The tenant boundary, whatever the stream says: objects go only into
 // namespaces that are the agent's (Namespaces): not reserved
-// (naming.Reserved: kube-*, default, deploysync, the agent's own and
+// (naming.Reserved: kube-*, *-system, default, deploysync, the add-ons',
+// the agent's own and
 // --reserved-namespaces), and labeled managed-by, because the agent
 // created them so or a cluster admin labeled them to hand them over. An
 // apply into any other namespace is refused with kube.ErrForeignNamespace

@@ -108,6 +108,10 @@ func TestTheAgentsServiceAccountWritesOnlyInItsNamespaces(t *testing.T) {
 	}
 	ours := map[string]string{"unkey.managed.by": "krane"}
 	refused("creating kube-tenant", namespace("kube-tenant", ours))
+	refused("creating istio-system", namespace("istio-system", ours))
+	for _, addOn := range naming.AddOnNamespaces { // the policy's list is naming's
+		refused("creating "+addOn, namespace(addOn, ours))
+	}
 	refused("creating a namespace without the label", namespace("acme-dev", nil))
 	if err := namespace("acme-dev", ours); err != nil {
 		t.Errorf("creating a labeled namespace: %v", err)
