@@ -65,10 +65,18 @@ type Config struct {
 	RetryPeriod    time.Duration // default 2s
 
 	// ReservedNamespaces are namespaces the agent never writes into,
-	// besides kube-*, default, deploysync and LeaseNamespace (see
+	// besides LeaseNamespace and those always reserved (see
 	// naming.Reserved): applies there are refused, and nothing there is
 	// deleted.
 	ReservedNamespaces []string
+	// NamespaceKnownFor is how long a namespace found to be the agent's
+	// is trusted before it is read again (default 1m; see
+	// reconcile.Namespaces).
+	NamespaceKnownFor time.Duration
+	// RefusedRetry is the first delay before an apply refused by the
+	// tenant boundary is tried again; it doubles up to 5 times this
+	// (default 1m; see dispatch.Terminal).
+	RefusedRetry time.Duration
 
 	// Readiness, when set, is kept up to date for /readyz.
 	Readiness *Readiness
@@ -83,6 +91,12 @@ func (c *Config) defaults() {
 	}
 	if c.HeartbeatInterval <= 0 {
 		c.HeartbeatInterval = 10 * time.Second
+	}
+	if c.NamespaceKnownFor <= 0 {
+		c.NamespaceKnownFor = reconcile.NamespaceKnownFor
+	}
+	if c.RefusedRetry <= 0 {
+		c.RefusedRetry = dispatch.RefusedRetryMin
 	}
 	if c.LeaseNamespace == "" {
 		c.LeaseNamespace = "default"
@@ -202,8 +216,10 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 		return err
 	}
 	c := reconcile.NewCache(clients.Kube, 0)
+	namespaces := reconcile.NewNamespaces(clients.Kube, reserved)
+	namespaces.KnownFor = cfg.NamespaceKnownFor
 	controllers := reconcile.NewControllers(reconcile.Deps{
-		Kube: clients.Kube, Dynamic: clients.Dynamic, Cache: c, Namespaces: reconcile.NewNamespaces(clients.Kube, reserved),
+		Kube: clients.Kube, Dynamic: clients.Dynamic, Cache: c, Namespaces: namespaces,
 	})
 	router := &router{controllers: controllers, metrics: m}
 
@@ -211,7 +227,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	d := dispatch.New(router, log, func(acked uint64) {
 		m.AckedCursor.Set(float64(acked))
 		hb.poke()
-	}, dispatch.WithPanics(m.Panics))
+	}, dispatch.WithPanics(m.Panics), dispatch.WithRefusedRetry(cfg.RefusedRetry, 5*cfg.RefusedRetry))
 	w := watch.New(cluster, d, func() ([]dispatch.Key, error) { return controllers.Present(ctx) }, watch.Config{
 		Region: cfg.Region, Identity: cfg.Identity, ResyncInterval: cfg.ResyncInterval,
 		BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax, StatusChanged: hb.poke,

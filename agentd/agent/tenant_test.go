@@ -76,3 +76,57 @@ func TestForeignNamespacesAreRefusedAndTheCursorMovesOn(t *testing.T) {
 		t.Errorf("kube-system holds the refused StatefulSet: %v", err)
 	}
 }
+
+// A namespace an admin takes back while the agent runs (removes the
+// managed-by label from it) is no longer the agent's: the next change
+// there is refused (reported as the resource's error, nothing written)
+// and the cursor moves on; handed back (labeled again), the refused
+// change is applied without another event, periodic resyncs off.
+func TestANamespaceTakenBackIsRefusedUntilHandedBack(t *testing.T) {
+	e := newAgentEnv(t)
+	ns := naming.Namespace("takenback", "prod")
+	deploy(t, e.op, "api", "takenback", "eu")
+	e.start(t, "agent-0", agent.Config{LeaderElect: false, StatusInterval: 100 * time.Millisecond, ResyncInterval: -1,
+		NamespaceKnownFor: 100 * time.Millisecond, RefusedRetry: 200 * time.Millisecond})
+	waitFor(t, 20*time.Second, "the deployment applied", func() bool { return statefulSetExists(e.admin, ns, "api") })
+	t.Cleanup(func() { e.admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	relabel := func(labels map[string]string) {
+		t.Helper()
+		got, err := e.admin.CoreV1().Namespaces().Get(e.ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Labels = labels
+		if _, err := e.admin.CoreV1().Namespaces().Update(e.ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel(nil)
+	time.Sleep(200 * time.Millisecond) // past NamespaceKnownFor
+
+	newImage := "app:2"
+	if _, err := e.op.UpdateDeployment(e.ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &newImage}); err != nil {
+		t.Fatal(err)
+	}
+	_, head := ackedVersion(t, e.op, "eu")
+	waitFor(t, 20*time.Second, "the change refused and reported, the cursor past it", func() bool {
+		acked, _ := ackedVersion(t, e.op, "eu")
+		sync := deploymentSync(t, e.op, "eu", "api")
+		return acked >= head && strings.Contains(sync.GetError(), "namespace "+ns) && !sync.GetInSync()
+	})
+	image := func() string {
+		sts, err := e.admin.AppsV1().StatefulSets(ns).Get(e.ctx, "api", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sts.Spec.Template.Spec.Containers[0].Image
+	}
+	if got := image(); got != "app:1" {
+		t.Errorf("the namespace taken back was written into: image %s", got)
+	}
+
+	relabel(ownedLabels)
+	waitFor(t, 20*time.Second, "the refused change applied once handed back", func() bool {
+		return image() == "app:2" && deploymentSync(t, e.op, "eu", "api").GetInSync()
+	})
+}

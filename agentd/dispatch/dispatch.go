@@ -19,9 +19,12 @@
 // the sync that the resource's unapplied event holds; they wait for that
 // resource's apply (which the sync's own bookmark waits for anyway). A
 // failing apply is retried with the queue's exponential backoff and holds
-// the cursor meanwhile; other resources go on. A refused one (Terminal) is
-// not retried and holds nothing; it stays failing until a later event for
-// the resource applies.
+// the cursor meanwhile; other resources go on. A refused one (Terminal)
+// holds nothing and is not retried with that backoff; it stays failing
+// until an apply of it succeeds, and is tried again after a long delay
+// (RefusedRetryMin, backing off to RefusedRetryMax), so that a person's fix
+// (labeling the namespace) takes effect without waiting for the next
+// change or full sync.
 //
 // Per resource it also keeps what ctrld is told of it (Syncs): the version
 // last applied, whether the newest intent is applied, and a failing
@@ -80,10 +83,13 @@ var ErrUnknownEvent = errors.New("unknown or empty event")
 // agent's, see kube.ErrForeignNamespace). The dispatcher does not retry
 // it, and the intent stops holding the acked cursor, while the resource
 // stays failing with that error, reported to ctrld and shown as the
-// region's last error until an apply succeeds. A later intent for the
-// resource (its next change, or the next full sync, which re-sends every
-// resource; periodic resyncs make one every few minutes) is tried as
-// any other.
+// region's last error until an apply succeeds. The same intent is tried
+// again after RefusedRetryMin, then after doubling delays up to
+// RefusedRetryMax, while it stays refused (holding nothing meanwhile), so
+// that a person's fix takes effect within minutes even with periodic
+// resyncs off; a later intent for the resource (its next change, or the
+// next full sync, which re-sends every resource) is tried at once, as any
+// other.
 //
 // Why the cursor may pass it: held, one refused resource would stop the
 // region's acked cursor for good. Every later change would count as lag,
@@ -109,6 +115,15 @@ func IsTerminal(err error) bool {
 
 type terminalError struct{ err error }
 
+// RefusedRetryMin and RefusedRetryMax bound the delay before a refused
+// (Terminal) intent is tried again: long, since only a person's change
+// can make it pass, and the retry of one in a namespace that is not the
+// agent's reads the namespace from the API server.
+const (
+	RefusedRetryMin = time.Minute
+	RefusedRetryMax = 5 * time.Minute
+)
+
 func (e *terminalError) Error() string { return e.err.Error() }
 func (e *terminalError) Unwrap() error { return e.err }
 
@@ -116,8 +131,11 @@ func (e *terminalError) Unwrap() error { return e.err }
 type Dispatcher struct {
 	handler Handler
 	queue   workqueue.TypedRateLimitingInterface[Key]
-	log     *slog.Logger
-	guard   recovery.Guard // turns a panic while applying a resource into a failed apply
+	// refusedDelay spaces the retries of refused (Terminal) intents, per
+	// key, apart from the queue's backoff of failing ones.
+	refusedDelay workqueue.TypedRateLimiter[Key]
+	log          *slog.Logger
+	guard        recovery.Guard // turns a panic while applying a resource into a failed apply
 
 	mu        sync.Mutex
 	seq       uint64         // sequence of the last event received
@@ -154,14 +172,15 @@ type bookmark struct {
 func New(handler Handler, log *slog.Logger, onAck func(uint64), opts ...Option) *Dispatcher {
 	limiter := workqueue.NewTypedItemExponentialFailureRateLimiter[Key](200*time.Millisecond, 2*time.Minute)
 	d := &Dispatcher{
-		handler:  handler,
-		queue:    workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "agentd"}),
-		log:      log,
-		guard:    recovery.Guard{Log: log},
-		desired:  map[Key]Intent{},
-		pending:  map[Key]uint64{},
-		failures: map[Key]failure{},
-		onAck:    onAck,
+		handler:      handler,
+		queue:        workqueue.NewTypedRateLimitingQueueWithConfig(limiter, workqueue.TypedRateLimitingQueueConfig[Key]{Name: "agentd"}),
+		refusedDelay: workqueue.NewTypedItemExponentialFailureRateLimiter[Key](RefusedRetryMin, RefusedRetryMax),
+		log:          log,
+		guard:        recovery.Guard{Log: log},
+		desired:      map[Key]Intent{},
+		pending:      map[Key]uint64{},
+		failures:     map[Key]failure{},
+		onAck:        onAck,
 
 		appliedVersion: map[Key]uint64{},
 		dirty:          map[Key]bool{},
@@ -431,10 +450,16 @@ func (d *Dispatcher) apply(ctx context.Context, key Key) error {
 	switch err := d.handler.Handle(ctx, key, in); {
 	case IsTerminal(err):
 		acked, moved = d.refused(key, in, err)
-		d.log.Warn("apply refused; not retrying it (the resource stays failing, and reported, until a later event for it applies)", "resource", key.String(), "err", err)
+		// Tried again much later, holding nothing meanwhile: the queue
+		// hands out its latest intent then (none, if it was deleted).
+		delay := d.refusedDelay.When(key)
+		d.queue.AddAfter(key, delay)
+		d.log.Warn("apply refused; the resource stays failing, and reported, until an apply of it succeeds; trying it again later",
+			"resource", key.String(), "err", err, "retry_in", delay)
 	case err != nil:
 		return err
 	default:
+		d.refusedDelay.Forget(key)
 		acked, moved = d.applied(key, in)
 	}
 	d.queue.Forget(key)

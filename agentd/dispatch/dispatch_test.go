@@ -194,6 +194,48 @@ func TestARefusedApplyLetsTheCursorPassAndStaysFailing(t *testing.T) {
 	}
 }
 
+// A refused apply is tried again after a long delay, backing off, while
+// the cursor has moved on: once allowed (its namespace labeled for the
+// agent, say), the resource applies and clears its error without a new
+// event, with periodic resyncs off too.
+func TestARefusedApplyIsTriedAgainLaterWithoutHoldingTheCursor(t *testing.T) {
+	r := newRecorder()
+	refused := Key{Kind: rpc.KindDeployment, ID: "refused"}
+	r.refuse[refused] = true
+	d := New(r, slog.New(slog.DiscardHandler), nil, WithRefusedRetry(20*time.Millisecond, 80*time.Millisecond))
+	start(t, d, 2)
+	must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(10)
+	eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
+	handled := func() int {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
+	}
+	eventually(t, func() bool { return handled() >= 3 }, "the refused apply was never tried again")
+	if d.Acked() != 10 || !strings.Contains(d.LastError(), "injected refusal") {
+		t.Errorf("acked %d, last error %q: want the cursor past the refusal, still failing", d.Acked(), d.LastError())
+	}
+	must(t, d.Event(deployment("other", ctrlv1.Action_ACTION_APPLY)))
+	d.Bookmark(20)
+	eventually(t, func() bool { return d.Acked() == 20 }, "the cursor is held while the refused apply is retried")
+
+	r.mu.Lock()
+	r.refuse[refused] = false
+	r.mu.Unlock()
+	eventually(t, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.final[refused]
+	}, "the resource allowed again was never applied")
+	eventually(t, func() bool { return d.LastError() == "" }, "the refusal was not cleared")
+	n := handled()
+	time.Sleep(200 * time.Millisecond) // past the longest delay
+	if handled() != n {
+		t.Errorf("the resource applied was tried again (%d times, then %d)", n, handled())
+	}
+}
+
 // With several resources failing, the error reported is always the one
 // failing longest, not whichever the map yields first.
 func TestLastErrorIsTheLongestFailing(t *testing.T) {

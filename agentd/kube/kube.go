@@ -58,7 +58,8 @@ func OwnedByAnother(kind, namespace, name, owner string) error {
 }
 
 // ErrForeignNamespace means the agent will not write into a namespace: a
-// reserved one (naming.Reserved: kube-*, default, the agent's own, and
+// reserved one (naming.Reserved: kube-*, *-system, default, the add-ons',
+// the agent's own, and
 // --reserved-namespaces), or one that exists without the managed-by label,
 // which someone else created. It is the agent's half of the tenant
 // boundary, whatever the stream names: it writes only into namespaces it

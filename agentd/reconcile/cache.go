@@ -189,21 +189,35 @@ func (c *Cache) Start(ctx context.Context) error {
 // admin labeled it to hand it over. Any other namespace is refused
 // (kube.ErrForeignNamespace), whatever the stream says: an existing one
 // without the label is someone else's, even one created between the
-// agent's read and its create. Namespaces found to be the agent's are
-// remembered until an apply finds one gone (see Check); a label removed
-// meanwhile is noticed by the agent's next term, and by the API server at
-// once where the shipped ValidatingAdmissionPolicy runs
-// (deploy/k8s/agentd.yaml).
+// agent's read and its create.
+//
+// A namespace found to be the agent's is trusted for KnownFor (a minute),
+// then read again before the next write or delete there: a label removed
+// by an admin (taking the namespace back), or a namespace deleted and
+// created again without it, stops the agent's writes and garbage
+// collection there within that. Sooner where the shipped
+// ValidatingAdmissionPolicy runs (deploy/k8s/agentd.yaml): the API
+// server refuses the write as Forbidden at once, and Check reads the
+// namespace again and turns the refusal into kube.ErrForeignNamespace, a
+// refusal of the agent's own, instead of an error retried for good.
+// (A read per minute per namespace in use, not a namespace watch: the
+// agent needs no list or watch of namespaces, and nothing to start.)
 type Namespaces struct {
 	client   kubernetes.Interface
 	reserved naming.Reserved
-	known    sync.Map // namespaces found to be the agent's
+	known    sync.Map // namespaces found to be the agent's -> when (time.Time)
+	// KnownFor is how long a namespace found to be the agent's is
+	// trusted without reading it again (default NamespaceKnownFor).
+	KnownFor time.Duration
 }
+
+// NamespaceKnownFor is Namespaces.KnownFor's default.
+const NamespaceKnownFor = time.Minute
 
 // NewNamespaces returns the namespaces the agent may write into, refusing
 // those reserved holds.
 func NewNamespaces(client kubernetes.Interface, reserved naming.Reserved) *Namespaces {
-	return &Namespaces{client: client, reserved: reserved}
+	return &Namespaces{client: client, reserved: reserved, KnownFor: NamespaceKnownFor}
 }
 
 // Ensure makes sure ns is the agent's to write into: it creates it,
@@ -226,9 +240,12 @@ func (n *Namespaces) admit(ctx context.Context, ns string, create bool) error {
 	if why, reserved := n.reserved.Why(ns); reserved {
 		return kube.ForeignNamespace(ns, "is reserved: "+why)
 	}
-	if _, ok := n.known.Load(ns); ok {
+	if n.isKnown(ns) {
 		return nil
 	}
+	// Not known, or known too long ago: read again, and forget it until
+	// then (Owns asks known after Admit, which passes a missing namespace).
+	n.known.Delete(ns)
 	live, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		if !create {
@@ -243,7 +260,7 @@ func (n *Namespaces) admit(ctx context.Context, ns string, create bool) error {
 				WithResourceVersion(createOnly),
 			applyOptions)
 		if err == nil {
-			n.known.Store(ns, true)
+			n.known.Store(ns, time.Now())
 			return nil
 		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
@@ -256,8 +273,14 @@ func (n *Namespaces) admit(ctx context.Context, ns string, create bool) error {
 	if !kube.Managed(live.GetLabels()) {
 		return kube.ForeignNamespace(ns, "exists without the "+kube.ManagedSelector+" label: someone else created it (to hand it to the agent, label it so)")
 	}
-	n.known.Store(ns, true)
+	n.known.Store(ns, time.Now())
 	return nil
+}
+
+// isKnown: ns was found to be the agent's less than KnownFor ago.
+func (n *Namespaces) isKnown(ns string) bool {
+	at, ok := n.known.Load(ns)
+	return ok && time.Since(at.(time.Time)) < n.KnownFor
 }
 
 // Owns reports whether ns is the agent's (see Namespaces): deletes act only
@@ -277,12 +300,23 @@ func (n *Namespaces) Owns(ctx context.Context, ns string) (bool, error) {
 	return known, nil
 }
 
-// Check passes on err from an apply in ns, first forgetting ns when err
-// says it is gone or being deleted (someone deleted it out of band), so
-// the retry ensures it again instead of failing for the whole term.
-func (n *Namespaces) Check(ns string, err error) error {
-	if namespaceGone(err) {
-		n.known.Delete(ns)
+// Check passes on err from a write or delete in ns, after asking whether
+// ns is still the agent's when err may say it is not: the namespace is
+// gone or being deleted (someone deleted it out of band), or the API
+// server refused the write (Forbidden: the ValidatingAdmissionPolicy
+// refuses writes into a namespace without the label, say after an admin
+// took it back). ns is forgotten and read again: no longer the agent's,
+// the error is kube.ErrForeignNamespace (a refusal no retry can change,
+// see dispatch.Terminal), with the API server's words; still the
+// agent's (or missing: the retry creates it), err is passed on and
+// retried.
+func (n *Namespaces) Check(ctx context.Context, ns string, err error) error {
+	if !namespaceGone(err) && !apierrors.IsForbidden(err) {
+		return err
+	}
+	n.known.Delete(ns)
+	if foreign := n.Admit(ctx, ns); errors.Is(foreign, kube.ErrForeignNamespace) {
+		return fmt.Errorf("%w (the API server said: %v)", foreign, err)
 	}
 	return err
 }

@@ -155,7 +155,7 @@ func (c *Policies) write(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 		return ErrNoCRD
 	}
 	if err != nil {
-		return c.namespaces.Check(ns, fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", ns, name, err))
+		return c.namespaces.Check(ctx, ns, fmt.Errorf("apply CiliumNetworkPolicy %s/%s: %w", ns, name, err))
 	}
 	return nil
 }

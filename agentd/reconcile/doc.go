@@ -33,7 +33,8 @@
 //
 // The tenant boundary, whatever the stream says: objects go only into
 // namespaces that are the agent's (Namespaces): not reserved
-// (naming.Reserved: kube-*, default, deploysync, the agent's own and
+// (naming.Reserved: kube-*, *-system, default, deploysync, the add-ons',
+// the agent's own and
 // --reserved-namespaces), and labeled managed-by, because the agent
 // created them so or a cluster admin labeled them to hand them over. An
 // apply into any other namespace is refused with kube.ErrForeignNamespace
@@ -41,7 +42,12 @@
 // router makes that refusal final for the event (dispatch.Terminal).
 // Deletes, garbage collection and the removal of what a move left behind
 // act only inside the agent's namespaces (deleteEach, Controllers.Present):
-// an object with the agent's labels elsewhere is not the agent's.
+// an object with the agent's labels elsewhere is not the agent's. A
+// namespace found to be the agent's is read again after a minute
+// (Namespaces.KnownFor), so one an admin takes back (removes the label
+// from) stops being written into and collected in; a write the API server
+// refuses as Forbidden there (the shipped admission policy) is the
+// agent's refusal too (Namespaces.Check).
 //
 // A resource's identity is whole: kind, namespace and name (invariant I7).
 // An ID deleted and applied again in another namespace (or, for a policy,

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -73,6 +74,12 @@ func deleteEach[T any, PT interface {
 		}
 		err := del(ctx, o.GetNamespace(), o.GetName(), deleteOptions(o))
 		if err != nil && !apierrors.IsNotFound(err) {
+			// Refused by the API server (Forbidden) in a namespace no longer
+			// the agent's, found so now: not the agent's to delete either.
+			err = namespaces.Check(ctx, o.GetNamespace(), err)
+			if errors.Is(err, kube.ErrForeignNamespace) {
+				continue
+			}
 			return fmt.Errorf("delete %s %s/%s: %w", kind, o.GetNamespace(), o.GetName(), err)
 		}
 	}

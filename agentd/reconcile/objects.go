@@ -73,7 +73,7 @@ func applyObjects(ctx context.Context, namespaces *Namespaces, ns string, object
 			continue
 		}
 		if err := applyObject(ctx, ns, o); err != nil {
-			return namespaces.Check(ns, err)
+			return namespaces.Check(ctx, ns, err)
 		}
 	}
 	return nil

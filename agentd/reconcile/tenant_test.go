@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 	appsv1 "k8s.io/api/apps/v1"
@@ -138,4 +139,59 @@ func TestDeletesActOnlyInTheAgentsNamespaces(t *testing.T) {
 		t.Errorf("the deployment's own StatefulSet was not deleted: %v", err)
 	}
 	kept("delete")
+}
+
+// A namespace stops being the agent's when an admin takes it back
+// (removes the managed-by label) while the agent runs: once what the
+// agent knew of it is older than KnownFor, the next apply there is
+// refused with kube.ErrForeignNamespace and writes nothing, and deletes
+// (garbage collection's too) leave its objects alone; labeled again, it
+// is the agent's again.
+func TestANamespaceTakenBackIsRefused(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	namespaces := reconcile.NewNamespaces(e.client, naming.Reserved{})
+	namespaces.KnownFor = 100 * time.Millisecond
+	deps := reconcile.NewDeployments(e.client, e.cache, namespaces)
+	for _, id := range []string{"kept", "stopped"} {
+		if err := deps.Apply(ctx, e.state(id, 1)); err != nil {
+			t.Fatal(err)
+		}
+		e.waitCached(t, cachedStatefulSet, e.ns, id, 1)
+	}
+	relabel := func(labels map[string]string) {
+		t.Helper()
+		got, err := e.admin.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got.Labels = labels
+		if _, err := e.admin.CoreV1().Namespaces().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel(nil)
+	time.Sleep(2 * namespaces.KnownFor)
+
+	before := e.counter.Writes()
+	if err := deps.Apply(ctx, e.state("kept", 3)); !errors.Is(err, kube.ErrForeignNamespace) || !strings.Contains(err.Error(), "namespace "+e.ns+" ") {
+		t.Errorf("apply into the namespace taken back: got %v, want it refused naming the namespace", err)
+	}
+	if err := deps.Delete(ctx, "stopped"); err != nil {
+		t.Errorf("delete in the namespace taken back: %v", err)
+	}
+	if n := e.counter.Writes() - before; n != 0 {
+		t.Errorf("the namespace taken back got %d API writes", n)
+	}
+	for _, id := range []string{"kept", "stopped"} {
+		sts, err := e.admin.AppsV1().StatefulSets(e.ns).Get(ctx, id, metav1.GetOptions{})
+		if err != nil || *sts.Spec.Replicas != 1 {
+			t.Errorf("StatefulSet %s in the namespace taken back changed: %v", id, err)
+		}
+	}
+
+	relabel(map[string]string{kube.ManagedByLabel: kube.ManagedByValue})
+	if err := deps.Apply(ctx, e.state("kept", 3)); err != nil {
+		t.Errorf("apply into the namespace handed back: %v", err)
+	}
 }

@@ -68,7 +68,7 @@ func app() *cli.App {
 			&cli.DurationFlag{Name: "resync-interval", Value: 5 * time.Minute, Usage: "periodic full resync (0 or negative: off)", EnvVars: env("resync-interval")},
 			&cli.BoolFlag{Name: "leader-elect", Value: true, Usage: "apply only while holding the region's Lease, so a second replica stands by", EnvVars: env("leader-elect")},
 			&cli.StringFlag{Name: "namespace", Value: "default", Usage: "namespace of the leader-election Lease (usually the agent's own); reserved: nothing is applied there", EnvVars: append(env("namespace"), "POD_NAMESPACE")},
-			&cli.StringFlag{Name: "reserved-namespaces", Usage: "comma-separated namespace `names` the agent never writes into nor deletes from, besides kube-*, default, deploysync and --namespace (always reserved); " +
+			&cli.StringFlag{Name: "reserved-namespaces", Usage: "comma-separated namespace `names` the agent never writes into nor deletes from, besides kube-*, *-system, default, deploysync, common add-ons' namespaces (naming.AddOnNamespaces) and --namespace (always reserved); " +
 				"whatever the stream says, it writes only into namespaces labeled unkey.managed.by=krane (it creates them so), and an apply anywhere else is refused and reported as the resource's error", EnvVars: env("reserved-namespaces")},
 			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz (alive) and /readyz (standing by for the lease, or streaming with a full sync done) (empty: off)", EnvVars: env("metrics-listen")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},

@@ -44,9 +44,9 @@ var (
 	}
 	reservedFlag = &cli.StringFlag{
 		Name: "reserved-namespaces",
-		Usage: "comma-separated namespace `names` no workspace/environment may have, besides kube-*, default and deploysync (always reserved): " +
+		Usage: "comma-separated namespace `names` no workspace/environment may have, besides kube-*, *-system, default, deploysync and common add-ons' namespaces (cert-manager, ingress-nginx, argocd, ...: naming.AddOnNamespaces; always reserved): " +
 			"deploys, sentinels and policies whose <workspace>-<environment> is one of them are refused (InvalidArgument). " +
-			"List the agents' namespace here if they do not run in deploysync, and any namespace of your own with a hyphen (cert-manager, ...). " +
+			"List the agents' namespace here if they do not run in deploysync, and any other namespace of your own with a hyphen (monitoring-stack, ...). " +
 			"Existing resources in a namespace reserved later are logged as errors at start and left as they are",
 		EnvVars: []string{"CTRLD_RESERVED_NAMESPACES"},
 	}

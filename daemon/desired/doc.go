@@ -26,7 +26,8 @@
 //     before claims existed; ctrld runs it after migrating the schema.
 //
 //   - Reserved namespaces (the tenant boundary): a pair whose namespace
-//     naming.Reserved holds (kube-*, default, the agents' namespace, what
+//     naming.Reserved holds (kube-*, *-system, default, the add-ons', the
+//     agents' namespace, what
 //     --reserved-namespaces lists) is refused as ErrInvalid before any
 //     statement, by every call that takes a pair, so workspace "kube" and
 //     environment "system" never reach kube-system. Claims made before a

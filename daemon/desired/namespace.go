@@ -180,7 +180,7 @@ type ReservedClaim struct {
 // namespace reserved now holds. It changes nothing: a claim never changes
 // (agents hold objects under its name), and the resources there stay as
 // they are. From now on the pair can add nothing there (checkPair), and an
-// agent refuses to write into a kube-*, default or its own namespace, so
+// agent refuses to write into a reserved namespace (naming.Reserved), so
 // an operator should delete those resources and recreate them under other
 // IDs. ctrld runs it at start, after ClaimExistingNamespaces.
 func ReportReservedClaims(ctx context.Context, client *ent.Client, reserved naming.Reserved, log *slog.Logger) ([]ReservedClaim, error) {
@@ -199,7 +199,7 @@ func ReportReservedClaims(ctx context.Context, client *ent.Client, reserved nami
 		rc := ReservedClaim{Namespace: c.ID, Owner: Pair{c.WorkspaceID, c.EnvironmentID}, Why: why}
 		found = append(found, rc)
 		log.Error("namespace claimed by a workspace's environment is reserved now: its resources stay as they are, the pair can add none there, "+
-			"and agents refuse to write into kube-*, default and their own namespace; an operator should delete them and recreate them under other IDs",
+			"and agents refuse to write into reserved namespaces; an operator should delete them and recreate them under other IDs",
 			"namespace", rc.Namespace, "owner", rc.Owner, "why", why)
 	}
 	return found, nil

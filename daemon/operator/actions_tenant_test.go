@@ -17,15 +17,17 @@ import (
 )
 
 // The tenant boundary: a workspace/environment pair whose namespace is
-// reserved (kube-*, default, the agent's own, and --reserved-namespaces)
+// reserved (kube-*, *-system, the add-ons', default, the agent's own, and
+// --reserved-namespaces)
 // is refused as InvalidArgument by every call that takes a pair, naming
 // the pair and the namespace, and nothing is written: no resource, no
 // namespace claim, no change row. ("default" and "deploysync" have no
 // hyphen, so no pair makes them; naming's TestReservedPairs says so.)
 func TestReservedNamespacesAreRefused(t *testing.T) {
-	// The agents run in platform-agents here, and cert-manager is one of
-	// the cluster's own: the operator lists both.
-	env := servertest.Start(t, server.Config{Reserved: naming.MustReserved("platform-agents", "cert-manager")})
+	// The agents run in platform-agents here: the operator lists it.
+	// cert-manager, ingress-nginx and every *-system are reserved anyway
+	// (the add-ons' namespaces).
+	env := servertest.Start(t, server.Config{Reserved: naming.MustReserved("platform-agents")})
 	ctx := context.Background()
 	env.AgentToken("eu")
 	op := env.Operator("dana")
@@ -39,20 +41,23 @@ func TestReservedNamespacesAreRefused(t *testing.T) {
 		{"kube-node", "lease", "kube-node-lease"},
 		{"platform", "agents", "platform-agents"},
 		{"cert", "manager", "cert-manager"},
+		{"ingress", "nginx", "ingress-nginx"},
+		{"istio", "system", "istio-system"},
+		{"flux", "system", "flux-system"},
 	} {
 		calls := map[string]func() error{
 			"Deploy": func() error {
-				_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api-" + p.env, WorkspaceId: p.ws, EnvironmentId: p.env,
+				_, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api-" + p.ws + "-" + p.env, WorkspaceId: p.ws, EnvironmentId: p.env,
 					Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1})
 				return err
 			},
 			"PutSentinel": func() error {
-				_, err := op.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw-" + p.env, WorkspaceId: p.ws, EnvironmentId: p.env,
+				_, err := op.PutSentinel(ctx, &ctrlv1.PutSentinelRequest{SentinelId: "gw-" + p.ws + "-" + p.env, WorkspaceId: p.ws, EnvironmentId: p.env,
 					Region: "eu", Image: "sentinel:1", Replicas: 1, CpuMillicores: 10, MemoryMib: 16})
 				return err
 			},
 			"PutCiliumNetworkPolicy": func() error {
-				_, err := op.PutCiliumNetworkPolicy(ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "pol-" + p.env, WorkspaceId: p.ws,
+				_, err := op.PutCiliumNetworkPolicy(ctx, &ctrlv1.PutCiliumNetworkPolicyRequest{PolicyId: "pol-" + p.ws + "-" + p.env, WorkspaceId: p.ws,
 					EnvironmentId: p.env, Region: "eu", Name: "dns-down", Spec: spec})
 				return err
 			},
@@ -74,8 +79,8 @@ func TestReservedNamespacesAreRefused(t *testing.T) {
 	}
 
 	// A pair next to them is served as before.
-	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "kubex", EnvironmentId: "system",
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "kubex", EnvironmentId: "systems",
 		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1}); err != nil {
-		t.Errorf("deploy of kubex/system: %v", err)
+		t.Errorf("deploy of kubex/systems: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package k8s
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/naming"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // agentSA is the agent's service account in agentd.yaml, as the API
@@ -102,6 +108,10 @@ func TestTheAgentsServiceAccountWritesOnlyInItsNamespaces(t *testing.T) {
 	}
 	ours := map[string]string{"unkey.managed.by": "krane"}
 	refused("creating kube-tenant", namespace("kube-tenant", ours))
+	refused("creating istio-system", namespace("istio-system", ours))
+	for _, addOn := range naming.AddOnNamespaces { // the policy's list is naming's
+		refused("creating "+addOn, namespace(addOn, ours))
+	}
 	refused("creating a namespace without the label", namespace("acme-dev", nil))
 	if err := namespace("acme-dev", ours); err != nil {
 		t.Errorf("creating a labeled namespace: %v", err)
@@ -113,5 +123,83 @@ func TestTheAgentsServiceAccountWritesOnlyInItsNamespaces(t *testing.T) {
 	_, err = agent.CoordinationV1().Leases("deploysync").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "agentd-eu-west"}}, metav1.CreateOptions{})
 	if err != nil {
 		t.Errorf("the agent's Lease: %v", err)
+	}
+}
+
+// A namespace an admin takes back (removes the label from) while the
+// agent still trusts what it read of it: the policy refuses the agent's
+// next write there as Forbidden, and the agent, reading the namespace
+// again, takes that as its own refusal (kube.ErrForeignNamespace, which
+// the dispatcher does not retry and lets the cursor pass), not as an
+// error retried for good, holding the region's cursor.
+func TestAWriteThePolicyRefusesIsTheAgentsRefusal(t *testing.T) {
+	c := shared.Get(t)
+	applyManifest(t, c, "agentd.yaml")
+	ctx := context.Background()
+	admin := kubernetes.NewForConfigOrDie(c.Config)
+	ns := "takenback-prod"
+	if _, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{kube.ManagedByLabel: kube.ManagedByValue}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	cfg := rest.CopyConfig(c.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: agentSA,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:deploysync", "system:authenticated"}}
+	client := kubernetes.NewForConfigOrDie(cfg)
+	cache := reconcile.NewCache(client, 0)
+	cacheCtx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	if err := cache.Start(cacheCtx); err != nil {
+		t.Fatal(err)
+	}
+	deps := reconcile.NewDeployments(client, cache, reconcile.NewNamespaces(client, naming.Reserved{}))
+	state := func(replicas int32) *ctrlv1.DeploymentState {
+		return &ctrlv1.DeploymentState{DeploymentId: "api", Namespace: ns, Image: "app:1", Replicas: replicas,
+			CpuMillicores: 100, MemoryMib: 64, Port: 8080}
+	}
+	// The policy takes effect once loaded (see above).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := client.CoreV1().Services("kube-system").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil && strings.Contains(err.Error(), boundaryMessage) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the policy never refused the agent's write into kube-system: last %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err := deps.Apply(ctx, state(1)); err != nil {
+		t.Fatalf("apply into the agent's namespace: %v", err)
+	}
+	for { // the cache holds what was written, so the next apply updates it
+		_, errS := cache.StatefulSets.StatefulSets(ns).Get("api")
+		_, errV := cache.Services.Services(ns).Get("api")
+		if errS == nil && errV == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the informer cache never held the applied objects")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	got, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(got.Labels, kube.ManagedByLabel)
+	if _, err := admin.CoreV1().Namespaces().Update(ctx, got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Written at once, while the agent still trusts what it knew: the
+	// API server refuses it.
+	err = deps.Apply(ctx, state(2))
+	if !errors.Is(err, kube.ErrForeignNamespace) || !strings.Contains(err.Error(), "namespace "+ns+" ") || !strings.Contains(err.Error(), boundaryMessage) {
+		t.Errorf("the write the policy refused: got %v, want the agent's refusal naming the namespace, with the API server's words", err)
+	}
+	if sts, err := admin.AppsV1().StatefulSets(ns).Get(ctx, "api", metav1.GetOptions{}); err != nil || *sts.Spec.Replicas != 1 {
+		t.Errorf("the StatefulSet in the namespace taken back changed: %v", err)
 	}
 }

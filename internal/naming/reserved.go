@@ -19,10 +19,25 @@ const AgentNamespace = "deploysync"
 // conventionally take.
 const kubePrefix = "kube-"
 
+// systemSuffix ends the namespaces cluster add-ons conventionally take
+// (istio-system, gatekeeper-system, flux-system, calico-system,
+// cattle-system, crossplane-system, ...): every "*-system" is reserved.
+const systemSuffix = "-system"
+
+// AddOnNamespaces are the namespaces common cluster add-ons install into
+// by default that neither "kube-*" nor "*-system" covers. The list is
+// short on purpose: names that are clearly an add-on's, not words a
+// tenant might use ("monitoring" is not here). An operator reserves more
+// with --reserved-namespaces (ctrld and agentd).
+var AddOnNamespaces = []string{
+	"argocd", "calico-apiserver", "cert-manager", "external-dns", "external-secrets", "ingress-nginx",
+	"karpenter", "keda", "kyverno", "linkerd", "tigera-operator", "velero",
+}
+
 // Reserved is the tenant boundary's rule: the namespaces no workspace's
 // environment may have, which ctrld refuses to assign and agentd refuses
-// to write into. It always holds every "kube-*" namespace, "default" and
-// AgentNamespace; its other names are exact ones (an agent's own
+// to write into. It always holds every "kube-*" and every "*-system"
+// namespace, "default", AgentNamespace and AddOnNamespaces; its other names are exact ones (an agent's own
 // namespace, and what an operator lists with --reserved-namespaces). The
 // zero Reserved holds the ones always reserved.
 //
@@ -77,8 +92,12 @@ func (r Reserved) Why(ns string) (string, bool) {
 		return `"kube-*" namespaces are Kubernetes' own`, true
 	case ns == "default":
 		return `"default" is Kubernetes' own`, true
+	case strings.HasSuffix(ns, systemSuffix):
+		return `"*-system" namespaces are the cluster add-ons' (istio-system, gatekeeper-system, ...)`, true
 	case ns == AgentNamespace:
 		return "it is the agent's own namespace (deploy/k8s/agentd.yaml)", true
+	case slices.Contains(AddOnNamespaces, ns):
+		return "it is where a common cluster add-on installs (naming.AddOnNamespaces)", true
 	case slices.Contains(r.names, ns):
 		return "it is reserved (the agent's own namespace, or listed with --reserved-namespaces)", true
 	}
@@ -91,5 +110,6 @@ func (r Reserved) Names() []string { return slices.Clone(r.names) }
 
 // String describes the rule, for logs.
 func (r Reserved) String() string {
-	return strings.Join(append([]string{kubePrefix + "*", "default", AgentNamespace}, r.names...), ",")
+	always := append([]string{kubePrefix + "*", "*" + systemSuffix, "default", AgentNamespace}, AddOnNamespaces...)
+	return strings.Join(append(always, r.names...), ",")
 }
