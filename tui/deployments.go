@@ -25,10 +25,24 @@ type deploymentsMsg struct {
 	regions     []*ctrlv1.RegionOverview
 }
 
-// deploymentsPage lists every deployment per region, newest first.
+// deploymentsPage lists every deployment per region, newest first unless
+// sorted by a column.
 type deploymentsPage struct {
 	all                  []*ctrlv1.DeploymentSummary
-	list[*deploymentRow] // all, per region, filtered
+	list[*deploymentRow]         // all, per region, filtered, sorted
+	sort                 sorting // by deploymentSortColumns
+}
+
+// deploymentSortColumns are the deployments table's columns it sorts by;
+// numbers sort as numbers (READY by the ready instances).
+var deploymentSortColumns = []sortColumn[*deploymentRow]{
+	{"DEPLOYMENT", byString(func(r *deploymentRow) string { return r.deployment.GetDeploymentId() })},
+	{"REGION", byString(func(r *deploymentRow) string { return r.region.GetRegion() })},
+	{"DESIRED", byString(func(r *deploymentRow) string { return r.region.GetDesiredStatus() })},
+	{"REPL", byNumber(func(r *deploymentRow) int32 { return r.region.GetReplicas() })},
+	{"READY", byNumber(func(r *deploymentRow) int32 { return r.region.GetReadyInstances() })},
+	{"ACTUAL", byString(func(r *deploymentRow) string { return r.region.GetActualStatus() })},
+	{"WORKFLOW", byString(func(r *deploymentRow) string { return workflowShown(r.region, r.deployment.GetWorkflowStatus()) })},
 }
 
 func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary, filter string) {
@@ -41,6 +55,7 @@ func (p *deploymentsPage) set(deps []*ctrlv1.DeploymentSummary, filter string) {
 			}
 		}
 	}
+	sortRows(rows, deploymentSortColumns, p.sort)
 	p.show(rows, func(r *deploymentRow) string { return r.deployment.GetDeploymentId() + "/" + r.region.GetRegion() })
 }
 
@@ -77,6 +92,10 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 	if p.moveKey(msg, k) || r == nil {
 		return p, action{}
 	}
+	if p.sort.key(msg, k, len(deploymentSortColumns)) {
+		p.set(p.all, pc.filter)
+		return p, action{}
+	}
 	region := r.region.GetRegion()
 	switch {
 	case key.Matches(msg, k.Stop):
@@ -98,6 +117,7 @@ func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
 	if p.selected() != nil {
 		short = append(short, k.History)
 		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History)
+		keys = append(keys, p.sort.keys(k)...)
 	}
 	return short, keys
 }
@@ -105,20 +125,27 @@ func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
 func (p deploymentsPage) view(pc pageContext) string {
 	s := pc.styles
 	now := pc.asOf
+	h := func(header string) string { return mark(header, deploymentSortColumns, p.sort) }
+	cols := []column{{header: ""}, {header: h("DEPLOYMENT")}, {header: h("REGION")}, {header: h("DESIRED")}, {header: h("REPL"), numeric: true}, {header: h("READY"), numeric: true},
+		{header: h("ACTUAL")}, {header: h("WORKFLOW")}}
+	cells := make([][]string, len(p.rows))
+	for i, r := range p.rows {
+		cells[i] = []string{pc.marker(), clip(r.deployment.DeploymentId, 18), clip(r.region.GetRegion(), 10), clip(r.region.DesiredStatus, 8),
+			fmt.Sprint(r.region.Replicas), fmt.Sprintf("%d/%d", r.region.ReadyInstances, r.region.Instances), clip(r.region.ActualStatus, 11),
+			workflowShown(r.region, r.deployment.WorkflowStatus)}
+	}
+	lines := tableLines(cols, cells, pc.width)
 	var b strings.Builder
-	b.WriteString(s.Header.Render(fmt.Sprintf("  %-18s %-10s %-8s %4s %7s %-11s %s", "DEPLOYMENT", "REGION", "DESIRED", "REPL", "READY", "ACTUAL", "WORKFLOW")) + "\n")
+	b.WriteString(s.Header.Render(lines[0]) + "\n")
 	if len(p.rows) == 0 {
 		b.WriteString(s.Dim.Render("  "+emptyText("deployments", pc.filter, len(p.all), "no deployments yet")) + "\n")
 	}
 	for i, r := range p.rows {
-		line := fmt.Sprintf("%s %-18s %-10s %-8s %4d %3d/%-3d %-11s %s", pc.marker(), clip(r.deployment.DeploymentId, 18), clip(r.region.GetRegion(), 10),
-			Clean(r.region.DesiredStatus), r.region.Replicas, r.region.ReadyInstances, r.region.Instances, Clean(r.region.ActualStatus),
-			workflowShown(r.region, r.deployment.WorkflowStatus))
 		style := s.Plain
 		if r.deployment.WorkflowStatus == "failed" {
 			style = s.Bad
 		}
-		b.WriteString(pc.rowStyle(clip(line, pc.width), i == p.cursor, style) + "\n")
+		b.WriteString(pc.rowStyle(lines[i+1], i == p.cursor, style) + "\n")
 		b.WriteString(pc.noteLine(syncNote(r.region, now)))
 	}
 	if r := p.selected(); r != nil && r.deployment.WorkflowError != "" {

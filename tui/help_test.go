@@ -108,7 +108,7 @@ func helpStates(t *testing.T) map[string]Model {
 func TestHelpListsExactlyTheKeysThatWork(t *testing.T) {
 	k := DefaultKeyMap()
 	all := []key.Binding{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp,
-		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback}
+		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse}
 	for state, m := range helpStates(t) {
 		listed := map[string]bool{}
 		for _, b := range shownBindings(m) {

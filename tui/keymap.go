@@ -8,6 +8,10 @@ type KeyMap struct {
 	// History opens a deployment's revisions; Rollback, there, restores
 	// one (r: force resync elsewhere).
 	History, Rollback key.Binding
+	// Sort cycles the column the regions and deployments are sorted by
+	// (back to ctrld's order after the last); Reverse flips the order. s
+	// and S, k9s's sort keys, stop and start a deployment here.
+	Sort, Reverse key.Binding
 	// Interrupt quits from anywhere, even while typing a filter or
 	// answering a confirmation, where q is taken.
 	Interrupt key.Binding
@@ -35,6 +39,8 @@ func DefaultKeyMap() KeyMap {
 		Interrupt: key.NewBinding(key.WithKeys("ctrl+c")),
 		History:   key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "history")),
 		Rollback:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "roll back to selected")),
+		Sort:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "sort by next column")),
+		Reverse:   key.NewBinding(key.WithKeys("O"), key.WithHelp("O", "reverse sort")),
 	}
 }
 

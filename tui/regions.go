@@ -19,10 +19,21 @@ import (
 type regionsMsg struct{ regions []*ctrlv1.RegionOverview }
 
 // regionsPage is the home view: one row per region, worst lag first (the
-// server's order).
+// server's order) unless sorted by a column.
 type regionsPage struct {
 	all []*ctrlv1.RegionOverview
 	list[*ctrlv1.RegionOverview]
+	sort sorting // by regionSortColumns
+}
+
+// regionSortColumns are the regions table's columns it sorts by; numbers
+// sort as numbers.
+var regionSortColumns = []sortColumn[*ctrlv1.RegionOverview]{
+	{"REGION", byString((*ctrlv1.RegionOverview).GetRegion)},
+	{"LAG", byNumber((*ctrlv1.RegionOverview).GetLagChanges)},
+	{"LAG(s)", byNumber((*ctrlv1.RegionOverview).GetLagSeconds)},
+	{"PEND", byNumber((*ctrlv1.RegionOverview).GetPendingResources)},
+	{"STATE", byString(func(r *ctrlv1.RegionOverview) string { return strings.Join(problems(r), ",") })},
 }
 
 func (p *regionsPage) set(all []*ctrlv1.RegionOverview, filter string) {
@@ -33,6 +44,7 @@ func (p *regionsPage) set(all []*ctrlv1.RegionOverview, filter string) {
 			rows = append(rows, r)
 		}
 	}
+	sortRows(rows, regionSortColumns, p.sort)
 	p.show(rows, func(r *ctrlv1.RegionOverview) string { return r.Region })
 }
 
@@ -70,6 +82,10 @@ func (p regionsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) 
 	if p.moveKey(msg, pc.keys) || r == nil {
 		return p, action{}
 	}
+	if p.sort.key(msg, pc.keys, len(regionSortColumns)) {
+		p.set(p.all, pc.filter)
+		return p, action{}
+	}
 	switch {
 	case key.Matches(msg, pc.keys.Open):
 		return p, action{open: detailPage{name: r.Region}}
@@ -86,6 +102,7 @@ func (p regionsPage) help(k KeyMap) (short, keys []key.Binding) {
 	if p.selected() != nil {
 		short = append(short, k.Open)
 		keys = append(keys, k.Open, k.Resync, k.Pause)
+		keys = append(keys, p.sort.keys(k)...)
 	}
 	return short, keys
 }
@@ -200,18 +217,14 @@ func (p regionsPage) view(pc pageContext) string {
 	s := pc.styles
 	now := pc.asOf
 	wide := pc.width >= wideFrom
-	versions := func(head, acked any) string {
-		if !wide {
-			return ""
-		}
-		return fmt.Sprintf(" %7v %7v", head, acked)
+	h := func(header string) string { return mark(header, regionSortColumns, p.sort) }
+	cols := []column{{header: ""}, {header: h("REGION")}, {header: "AGENT", min: 11}}
+	if wide {
+		cols = append(cols, column{header: "HEAD", numeric: true}, column{header: "ACKED", numeric: true})
 	}
-	var b strings.Builder
-	header := fmt.Sprintf("  %-12s %-11s%s %5s %6s %4s %-8s %s", "REGION", "AGENT", versions("HEAD", "ACKED"), "LAG", "LAG(s)", "PEND", "FULLSYNC", "STATE")
-	b.WriteString(s.Header.Render(header) + "\n")
-	if len(p.rows) == 0 {
-		b.WriteString(s.Dim.Render("  "+emptyText("regions", pc.filter, len(p.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
-	}
+	cols = append(cols, column{header: h("LAG"), numeric: true}, column{header: h("LAG(s)"), numeric: true}, column{header: h("PEND"), numeric: true}, column{header: "FULLSYNC"}, column{header: h("STATE")})
+	cells := make([][]string, len(p.rows))
+	styles := make([]lipgloss.Style, len(p.rows))
 	for i, r := range p.rows {
 		fullSync := "never"
 		if r.LastFullSync != nil {
@@ -222,10 +235,21 @@ func (p regionsPage) view(pc pageContext) string {
 		if marker == " " && len(problems(r)) > 0 {
 			marker = "!"
 		}
-		line := fmt.Sprintf("%s %-12s %-11s%s %5d %6.1f %4d %-8s ", marker, clip(r.Region, 12), clip(agentText(r, now), 11),
-			versions(r.HeadVersion, r.AckedVersion), r.LagChanges, r.LagSeconds, r.PendingResources, clip(fullSync, 8))
-		line += elide(state, pc.width-ansi.StringWidth(line))
-		b.WriteString(pc.rowStyle(line, i == p.cursor, style) + "\n")
+		row := []string{marker, clip(r.Region, 12), clip(agentText(r, now), 11)}
+		if wide {
+			row = append(row, fmt.Sprint(r.HeadVersion), fmt.Sprint(r.AckedVersion))
+		}
+		cells[i] = append(row, fmt.Sprint(r.LagChanges), fmt.Sprintf("%.1f", r.LagSeconds), fmt.Sprint(r.PendingResources), clip(fullSync, 8), Clean(state))
+		styles[i] = style
+	}
+	lines := tableLines(cols, cells, pc.width)
+	var b strings.Builder
+	b.WriteString(s.Header.Render(lines[0]) + "\n")
+	if len(p.rows) == 0 {
+		b.WriteString(s.Dim.Render("  "+emptyText("regions", pc.filter, len(p.all), "no regions yet (ctrld token create --region R registers one)")) + "\n")
+	}
+	for i, line := range lines[1:] {
+		b.WriteString(pc.rowStyle(line, i == p.cursor, styles[i]) + "\n")
 	}
 	if r := p.selected(); r != nil {
 		why := whyNotInSync(r, now)

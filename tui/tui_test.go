@@ -341,7 +341,7 @@ func TestSelectionFollowsItsDeploymentAcrossRefreshes(t *testing.T) {
 	tm := start(t, op, 80, 24)
 	waitFor(t, tm, "eu-west")
 	keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
-	waitFor(t, tm, "REGION     DESIRED")
+	waitFor(t, tm, "WORKFLOW")
 	keys(tm, down, down) // batch in ap-south
 	op.mu.Lock()
 	op.newest = "canary"
@@ -358,7 +358,7 @@ func TestStartDeploymentFromDeploymentsView(t *testing.T) {
 	tm := start(t, op, 80, 24)
 	waitFor(t, tm, "eu-west")
 	keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
-	waitFor(t, tm, "REGION     DESIRED")
+	waitFor(t, tm, "WORKFLOW")
 	keys(tm, down, press('S'))
 	waitFor(t, tm, "Start deployment api in region us-east?")
 	keys(tm, press('y'))

@@ -1,0 +1,62 @@
+package tui
+
+import (
+	"strings"
+
+	"charm.land/lipgloss/v2"
+	"charm.land/lipgloss/v2/table"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// column is one column of a table: its header, whether its cells are
+// numbers (right-aligned, so that their digits line up), and its least
+// width, for cells whose width changes from one refresh to the next ("up
+// 9m", "up 10m"), so that the columns after it stand still.
+type column struct {
+	header  string
+	numeric bool
+	min     int
+}
+
+// tableLines lays out a table with lipgloss/table, borderless, one space
+// between columns, and returns its lines: the header's, then one per row.
+// Cells are cleaned by the caller (see Clean, clip); each line is cut to
+// width, "…" last. Styling is left to the caller, which styles whole lines
+// (the selection's highlight runs across the column gaps).
+func tableLines(cols []column, rows [][]string, width int) []string {
+	headers := make([]string, len(cols))
+	for i, c := range cols {
+		headers[i] = c.header
+		if pad := c.min - ansi.StringWidth(c.header); pad > 0 {
+			headers[i] += strings.Repeat(" ", pad)
+		}
+	}
+	t := table.New().
+		Border(lipgloss.HiddenBorder()).
+		BorderTop(false).BorderBottom(false).BorderLeft(false).BorderRight(false).
+		BorderHeader(false).BorderColumn(false).BorderRow(false).
+		Wrap(false).
+		Headers(headers...).
+		Rows(rows...).
+		StyleFunc(func(_, col int) lipgloss.Style {
+			st := lipgloss.NewStyle()
+			if col < len(cols)-1 {
+				st = st.PaddingRight(1)
+			}
+			if cols[col].numeric {
+				st = st.Align(lipgloss.Right)
+			}
+			return st
+		})
+	lines := strings.Split(t.Render(), "\n")
+	for i, l := range lines {
+		l = strings.TrimRight(l, " ")
+		if ansi.StringWidth(l) > width {
+			l = ansi.Truncate(l, max(width, 1), "…")
+		}
+		lines[i] = l
+	}
+	// Without rows the table is its header alone; lines has one line per
+	// row besides in every case.
+	return lines[:1+len(rows)]
+}
