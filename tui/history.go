@@ -8,7 +8,6 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"github.com/charmbracelet/x/ansi"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -98,13 +97,17 @@ func (p historyPage) view(pc pageContext) string {
 	}
 	now := pc.asOf
 	var b strings.Builder
-	b.WriteString(s.Header.Render(fmt.Sprintf("  %4s %-8s %-8s %-10s %s", "REV", "WHEN", "BY", "ACTION", "WHAT CHANGED")) + "\n")
+	cols := []column{{header: ""}, {header: "REV", numeric: true}, {header: "WHEN", min: 8}, {header: "BY"}, {header: "ACTION"}, {header: "WHAT CHANGED", elide: true}}
+	cells := make([][]string, len(p.rows))
+	for i, r := range p.rows {
+		cells[i] = []string{pc.marker(), fmt.Sprint(r.GetRevision()), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10), Clean(r.GetSummary())}
+	}
+	lines := tableLines(cols, cells, pc.width)
+	b.WriteString(s.Header.Render(lines[0]) + "\n")
 	if len(p.rows) == 0 {
 		b.WriteString(s.Dim.Render("  "+emptyText("revisions", pc.filter, len(p.all), "no revisions")) + "\n")
 	}
-	for i, r := range p.rows {
-		line := fmt.Sprintf("%s %4d %-8s %-8s %-10s ", pc.marker(), r.GetRevision(), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10))
-		line += elide(r.GetSummary(), pc.width-ansi.StringWidth(line))
+	for i, line := range lines[1:] {
 		b.WriteString(pc.rowStyle(line, i == p.cursor, s.Plain) + "\n")
 	}
 	if r := p.selected(); r != nil {

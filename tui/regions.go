@@ -222,7 +222,7 @@ func (p regionsPage) view(pc pageContext) string {
 	if wide {
 		cols = append(cols, column{header: "HEAD", numeric: true}, column{header: "ACKED", numeric: true})
 	}
-	cols = append(cols, column{header: h("LAG"), numeric: true}, column{header: h("LAG(s)"), numeric: true}, column{header: h("PEND"), numeric: true}, column{header: "FULLSYNC"}, column{header: h("STATE")})
+	cols = append(cols, column{header: h("LAG"), numeric: true}, column{header: h("LAG(s)"), numeric: true}, column{header: h("PEND"), numeric: true}, column{header: "FULLSYNC"}, column{header: h("STATE"), elide: true})
 	cells := make([][]string, len(p.rows))
 	styles := make([]lipgloss.Style, len(p.rows))
 	for i, r := range p.rows {

@@ -16,6 +16,10 @@ type column struct {
 	header  string
 	numeric bool
 	min     int
+	// elide, on the last column, fits its cells in the room the columns
+	// before it leave by cutting out their middle (see elide): server
+	// text (a summary, an error) keeps its start and its end.
+	elide bool
 }
 
 // tableLines lays out a table with lipgloss/table, borderless, one space
@@ -24,6 +28,34 @@ type column struct {
 // width, "…" last. Styling is left to the caller, which styles whole lines
 // (the selection's highlight runs across the column gaps).
 func tableLines(cols []column, rows [][]string, width int) []string {
+	if last := len(cols) - 1; last >= 0 && cols[last].elide && len(rows) > 0 {
+		// Lay the table out without the last column's cells to learn
+		// where that column starts, then fit them in the rest.
+		blank := make([][]string, len(rows))
+		for i, r := range rows {
+			blank[i] = append(append([]string(nil), r[:last]...), "")
+		}
+		header := layout(cols, blank)[0]
+		room := width - (ansi.StringWidth(header) - ansi.StringWidth(cols[last].header))
+		fitted := make([][]string, len(rows))
+		for i, r := range rows {
+			fitted[i] = append(append([]string(nil), r[:last]...), elide(r[last], room))
+		}
+		rows = fitted
+	}
+	lines := layout(cols, rows)
+	for i, l := range lines {
+		if ansi.StringWidth(l) > width {
+			l = ansi.Truncate(l, max(width, 1), "…")
+		}
+		lines[i] = l
+	}
+	return lines
+}
+
+// layout lays the table out at its natural width: the header's line, then
+// one per row, trailing spaces trimmed.
+func layout(cols []column, rows [][]string) []string {
 	headers := make([]string, len(cols))
 	for i, c := range cols {
 		headers[i] = c.header
@@ -48,15 +80,9 @@ func tableLines(cols []column, rows [][]string, width int) []string {
 			}
 			return st
 		})
-	lines := strings.Split(t.Render(), "\n")
+	lines := strings.Split(t.Render(), "\n")[:1+len(rows)]
 	for i, l := range lines {
-		l = strings.TrimRight(l, " ")
-		if ansi.StringWidth(l) > width {
-			l = ansi.Truncate(l, max(width, 1), "…")
-		}
-		lines[i] = l
+		lines[i] = strings.TrimRight(l, " ")
 	}
-	// Without rows the table is its header alone; lines has one line per
-	// row besides in every case.
-	return lines[:1+len(rows)]
+	return lines
 }
