@@ -159,14 +159,20 @@ func (p detailPage) view(pc pageContext) string {
 		b.WriteString(s.Warn.Render(clip("  READY and ACTUAL "+asOfText(o.GetLastHeartbeat().AsTime(), now)+", the agent's last report", pc.width)) + "\n")
 	}
 
-	b.WriteString(s.Header.Render(fmt.Sprintf("  %-20s %-9s %8s %9s %-11s %-9s", "DEPLOYMENT", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW")) + "\n")
+	cols := []column{{header: ""}, {header: "DEPLOYMENT"}, {header: "DESIRED"}, {header: "REPLICAS", numeric: true}, {header: "READY", numeric: true},
+		{header: "ACTUAL"}, {header: "WORKFLOW"}}
+	cells := make([][]string, len(p.rows))
+	for i, dep := range p.rows {
+		cells[i] = []string{pc.marker(), clip(dep.DeploymentId, 20), clip(dep.DesiredStatus, 9), fmt.Sprint(dep.Replicas),
+			fmt.Sprintf("%d/%d", dep.ReadyInstances, dep.Instances), clip(dep.ActualStatus, 11), workflowShown(dep, dep.WorkflowStatus)}
+	}
+	lines := tableLines(cols, cells, pc.width)
+	b.WriteString(s.Header.Render(lines[0]) + "\n")
 	if len(p.rows) == 0 {
 		b.WriteString(s.Dim.Render("  "+emptyText("deployments", pc.filter, len(p.region.GetDeployments()), "no deployments in this region")) + "\n")
 	}
 	for i, dep := range p.rows {
-		line := fmt.Sprintf("%s %-20s %-9s %8d %4d/%-4d %-11s %-9s", pc.marker(), clip(dep.DeploymentId, 20), Clean(dep.DesiredStatus), dep.Replicas,
-			dep.ReadyInstances, dep.Instances, Clean(dep.ActualStatus), workflowShown(dep, dep.WorkflowStatus))
-		b.WriteString(pc.rowStyle(clip(line, pc.width), i == p.cursor, s.Plain) + "\n")
+		b.WriteString(pc.rowStyle(lines[i+1], i == p.cursor, s.Plain) + "\n")
 		b.WriteString(pc.noteLine(syncNote(dep, now)))
 	}
 	for _, sen := range p.region.GetSentinels() {
@@ -186,8 +192,8 @@ func (p detailPage) view(pc pageContext) string {
 	total := p.pending.GetTotal()
 	b.WriteString("\n" + s.Header.Render(fmt.Sprintf("  PENDING CHANGES (%d): version, age, by, resource, change", total)) + "\n")
 	changes := p.pending.GetChanges() // the oldest pendingShown
-	for _, c := range changes {
-		b.WriteString(pc.rowStyle(pc.pendingLine(c, now), false, s.Plain) + "\n")
+	for _, line := range pc.pendingLines(changes, now) {
+		b.WriteString(pc.rowStyle(line, false, s.Plain) + "\n")
 	}
 	if more := total - int64(len(changes)); more > 0 {
 		fmt.Fprintf(&b, s.Dim.Render("  ... %d more")+"\n", more)
@@ -195,20 +201,25 @@ func (p detailPage) view(pc pageContext) string {
 	return b.String()
 }
 
-// pendingLine is one pending change: its age, who made it and what it
-// changes (where the server says; older servers do not), the part that
-// gets the rest of the line.
-func (pc pageContext) pendingLine(c *ctrlv1.PendingChange, now time.Time) string {
-	// Servers before PendingChange.kind send only the change row's type.
-	kind := cmp.Or(c.GetKind(), strings.TrimSuffix(c.GetResourceType(), "_topology"))
-	kind = strings.TrimPrefix(kind, "cilium_network_")
-	actor := c.GetActor()
-	if actor == "" {
-		actor = "-"
+// pendingLines are the pending changes, one line each: its version, age,
+// who made it and what it changes (where the server says; older servers
+// do not), the part that gets the rest of the line. The section's title
+// names the columns.
+func (pc pageContext) pendingLines(changes []*ctrlv1.PendingChange, now time.Time) []string {
+	cols := []column{{header: ""}, {header: "", numeric: true, min: 8}, {header: "", min: 7}, {header: "", min: 8}, {header: "", min: 20}, {header: "", elide: true}}
+	cells := make([][]string, len(changes))
+	for i, c := range changes {
+		// Servers before PendingChange.kind send only the change row's type.
+		kind := cmp.Or(c.GetKind(), strings.TrimSuffix(c.GetResourceType(), "_topology"))
+		kind = strings.TrimPrefix(kind, "cilium_network_")
+		actor := c.GetActor()
+		if actor == "" {
+			actor = "-"
+		}
+		cells[i] = []string{pc.marker(), fmt.Sprint(c.GetVersion()), ago(now, c.GetCreatedAt().AsTime()), clip(actor, 8),
+			clip(kind+"/"+c.GetResourceId(), 20), Clean(c.GetSummary())}
 	}
-	line := fmt.Sprintf("%s %8d %-7s %-8s %-20s ", pc.marker(), c.GetVersion(), ago(now, c.GetCreatedAt().AsTime()),
-		clip(actor, 8), clip(kind+"/"+c.GetResourceId(), 20))
-	return strings.TrimRight(line+elide(c.GetSummary(), pc.width-ansi.StringWidth(line)), " ")
+	return tableLines(cols, cells, pc.width)[1:]
 }
 
 func orNone(s string) string {

@@ -31,12 +31,13 @@ func tableLines(cols []column, rows [][]string, width int) []string {
 	if last := len(cols) - 1; last >= 0 && cols[last].elide && len(rows) > 0 {
 		// Lay the table out without the last column's cells to learn
 		// where that column starts, then fit them in the rest.
-		blank := make([][]string, len(rows))
+		// (A one-cell mark in it ends the first row's line there, header
+		// or not.)
+		marked := make([][]string, len(rows))
 		for i, r := range rows {
-			blank[i] = append(append([]string(nil), r[:last]...), "")
+			marked[i] = append(append([]string(nil), r[:last]...), "x")
 		}
-		header := layout(cols, blank)[0]
-		room := width - (ansi.StringWidth(header) - ansi.StringWidth(cols[last].header))
+		room := width - (ansi.StringWidth(layout(cols, marked)[1]) - 1)
 		fitted := make([][]string, len(rows))
 		for i, r := range rows {
 			fitted[i] = append(append([]string(nil), r[:last]...), elide(r[last], room))
