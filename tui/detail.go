@@ -176,8 +176,8 @@ func (p detailPage) view(pc pageContext) string {
 		b.WriteString(pc.noteLine(syncNote(dep, now)))
 	}
 	for _, sen := range p.region.GetSentinels() {
-		fmt.Fprintf(&b, "  sentinel %-14s %-8s %d/%d available  %s\n", clip(sen.SentinelId, 14), Clean(sen.DesiredState),
-			sen.AvailableReplicas, sen.Replicas, Clean(sen.Health))
+		b.WriteString(clip(fmt.Sprintf("  sentinel %-14s %-8s %d/%d available  %s", clip(sen.SentinelId, 14), Clean(sen.DesiredState),
+			sen.AvailableReplicas, sen.Replicas, Clean(sen.Health)), pc.width) + "\n")
 		b.WriteString(pc.noteLine(applyFailing(sen.GetSync(), now)))
 	}
 	for _, policy := range p.region.GetPolicies() {
@@ -185,12 +185,12 @@ func (p detailPage) view(pc pageContext) string {
 		if policy.DeploymentId != "" {
 			owner = "deployment " + Clean(policy.DeploymentId)
 		}
-		fmt.Fprintf(&b, "  policy   %-14s (%s)\n", clip(policy.Name, 14), owner)
+		b.WriteString(clip(fmt.Sprintf("  policy   %-14s (%s)", clip(policy.Name, 14), owner), pc.width) + "\n")
 		b.WriteString(pc.noteLine(applyFailing(policy.GetSync(), now)))
 	}
 
 	total := p.pending.GetTotal()
-	b.WriteString("\n" + s.Header.Render(fmt.Sprintf("  PENDING CHANGES (%d): version, age, by, resource, change", total)) + "\n")
+	b.WriteString("\n" + s.Header.Render(clip(fmt.Sprintf("  PENDING CHANGES (%d): version, age, by, resource, change", total), pc.width)) + "\n")
 	changes := p.pending.GetChanges() // the oldest pendingShown
 	for _, line := range pc.pendingLines(changes, now) {
 		b.WriteString(pc.rowStyle(line, false, s.Plain) + "\n")

@@ -67,3 +67,34 @@ func TestSortByColumn(t *testing.T) {
 		})
 	}
 }
+
+// Every table stays within the window, at 80 columns and narrower, sorted
+// or not (the sort mark widens its header): the last column gives way
+// first, cut with "…". (The help line is help.Model's, left out.)
+func TestTablesFitTheWidth(t *testing.T) {
+	for _, width := range []int{80, 60, 40, 30} {
+		c := newConsole(t, &fakeOperator{}, width)
+		check := func(page string) {
+			t.Helper()
+			lines := strings.Split(ansi.Strip(c.m.Content()), "\n")
+			for _, l := range lines[:len(lines)-1] {
+				if w := ansi.StringWidth(l); w > width {
+					t.Errorf("%s at %d columns: a line of %d: %q", page, width, w, l)
+				}
+			}
+		}
+		check("regions")
+		c.press(press('o'), press('o'), press('O'))
+		check("regions, by lag")
+		c.press(down) // us-east, with a sentinel and a policy
+		c.turn(enter)
+		check("region")
+		c.press(tea.KeyPressMsg{Code: tea.KeyEscape})
+		c.turn(tea.KeyPressMsg{Code: tea.KeyTab})
+		check("deployments")
+		c.press(press('o'), press('o'), press('o'), press('o'), press('o'))
+		check("deployments, by ready")
+		c.turn(press('h'))
+		check("history")
+	}
+}
