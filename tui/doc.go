@@ -27,6 +27,16 @@
 // of failing. Help shows the page's keys that work now (no row action
 // without a row) and the root's that work there, nothing else.
 //
+// Tables are laid out with lipgloss/table (table.go): borderless, each
+// column as wide as its cells, numbers right-aligned, every line cut to the
+// window, and a last column of server text elided from its middle; the
+// page styles whole lines (the selection, stale rows). The regions and
+// deployments pages sort by a column, k9s-like (sort.go): o moves to the
+// next column and back to ctrld's order after the last, O reverses, the
+// header marks the column ▲ or ▼, numbers sort as numbers, and rows equal
+// in it keep ctrld's order either way. (k9s's s and S stop and start a
+// deployment here.)
+//
 // Nothing looks live that is not: while reads fail, the page keeps its
 // last rows, dimmed and marked "?", says "STALE as of" the last good read,
 // and counts ages to that read; the first good read clears all of it. Text
