@@ -11,6 +11,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -186,4 +190,151 @@ func containerEnv(t *testing.T, file, container string) map[string]string {
 	}
 	t.Fatalf("%s: no Deployment with a container %s", file, container)
 	return nil
+}
+
+// ctrld.yaml serves the console over SSH with a host key from a Secret:
+// the path ctrld is given lies in a mounted Secret volume that the
+// container's user can read and nobody else (the kubelet makes its files
+// root's, group fsGroup, and adds group read), the port ctrld listens on
+// is the container's port "ssh", and a Service of its own reaches it
+// keeping the clients' addresses (the per-address limits and the audit
+// need them).
+func TestCtrldServesSSHWithAHostKeyFromASecret(t *testing.T) {
+	const file = "ctrld.yaml"
+	env := containerEnv(t, file, "ctrld")
+	key := env["CTRLD_SSH_HOST_KEY"]
+	if env["CTRLD_SSH_LISTEN"] != ":2222" || key == "" || env["CTRLD_SSH_GENERATE_HOST_KEY"] != "" {
+		t.Fatalf("%s: want CTRLD_SSH_LISTEN=:2222 and CTRLD_SSH_HOST_KEY, and no generated key: %v", file, env)
+	}
+	pod := podSpec(t, file)
+	var ctr map[string]any
+	for _, c := range containers(t, file) {
+		if c["name"] == "ctrld" {
+			ctr = c
+		}
+	}
+	ports, _, _ := unstructured.NestedSlice(ctr, "ports")
+	if !slices.ContainsFunc(ports, func(p any) bool {
+		port := p.(map[string]any)
+		return port["name"] == "ssh" && number(port["containerPort"]) == 2222
+	}) {
+		t.Errorf("%s: no container port ssh 2222: %v", file, ports)
+	}
+
+	mounts, _, _ := unstructured.NestedSlice(ctr, "volumeMounts")
+	var volume string
+	for _, m := range mounts {
+		m := m.(map[string]any)
+		if dir := m["mountPath"].(string); path.Dir(key) == path.Clean(dir) {
+			volume = m["name"].(string)
+		}
+	}
+	if volume == "" {
+		t.Fatalf("%s: the host key %s is in no mounted volume: %v", file, key, mounts)
+	}
+	volumes, _, _ := unstructured.NestedSlice(pod, "volumes")
+	var secret map[string]any
+	for _, v := range volumes {
+		if v := v.(map[string]any); v["name"] == volume {
+			secret, _ = v["secret"].(map[string]any)
+		}
+	}
+	if secret == nil || secret["secretName"] != "ctrld-ssh-host-key" {
+		t.Fatalf("%s: the host key's volume %s is not the Secret ctrld-ssh-host-key: %v", file, volume, secret)
+	}
+	if mode := number(secret["defaultMode"]); mode == 0 || mode&0o077 != 0 {
+		t.Errorf("%s: the host key's mode %o: want owner-only (0400): the kubelet adds group read for fsGroup", file, mode)
+	}
+	user, _, _ := unstructured.NestedFieldNoCopy(pod, "securityContext", "runAsUser")
+	if fsGroup, _, _ := unstructured.NestedFieldNoCopy(pod, "securityContext", "fsGroup"); number(user) != 0 && fsGroup == nil {
+		t.Errorf("%s: ctrld runs as user %d without an fsGroup: the Secret's root-owned 0400 file is unreadable to it", file, number(user))
+	}
+
+	var svc *unstructured.Unstructured
+	for _, obj := range decode(t, file) {
+		if obj.GetKind() == "Service" && obj.GetName() == "ctrld-ssh" {
+			svc = obj
+		}
+	}
+	if svc == nil {
+		t.Fatalf("%s: no Service ctrld-ssh", file)
+	}
+	policy, _, _ := unstructured.NestedString(svc.Object, "spec", "externalTrafficPolicy")
+	svcPorts, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if policy != "Local" || len(svcPorts) != 1 || svcPorts[0].(map[string]any)["targetPort"] != "ssh" {
+		t.Errorf("%s: Service ctrld-ssh: want externalTrafficPolicy Local (clients' own addresses) and one port to ssh, got %s %v", file, policy, svcPorts)
+	}
+}
+
+// Every CTRLD_* variable and flag ctrld.yaml gives ctrld is one `ctrld
+// serve` reads: a misspelt one would be ignored silently, e.g. leaving the
+// SSH console off.
+func TestCtrldSettingsAreOnesCtrldReads(t *testing.T) {
+	help := ctrldServeHelp(t)
+	for _, c := range containers(t, "ctrld.yaml") {
+		if c["name"] != "ctrld" {
+			continue
+		}
+		args, _, _ := unstructured.NestedStringSlice(c, "args")
+		if len(args) == 0 || args[0] != "serve" {
+			t.Fatalf("ctrld.yaml: ctrld's args %v do not start with serve", args)
+		}
+		for _, a := range args[1:] {
+			if flag, _, _ := strings.Cut(a, "="); strings.HasPrefix(flag, "-") && !strings.Contains(help, " -"+strings.TrimLeft(flag, "-")+" ") && !strings.Contains(help, " --"+strings.TrimLeft(flag, "-")+" ") {
+				t.Errorf("ctrld.yaml passes %s, which ctrld serve does not take", flag)
+			}
+		}
+		for _, e := range c["env"].([]any) {
+			name := e.(map[string]any)["name"].(string)
+			if strings.HasPrefix(name, "CTRLD_") && !strings.Contains(help, "$"+name+"]") && !strings.Contains(help, "$"+name+",") {
+				t.Errorf("ctrld.yaml sets %s, which ctrld serve does not read", name)
+			}
+		}
+	}
+}
+
+// ctrldServeHelp is `ctrld serve --help`, of ctrld built as its Dockerfile
+// builds it (scripts/static-build.sh, whose packages `go tool task test`
+// has in the build cache already).
+func ctrldServeHelp(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := t.TempDir()
+	cmd := exec.Command("bash", "scripts/static-build.sh", bin)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	out, err := exec.Command(filepath.Join(bin, "ctrld"), "serve", "--help").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ctrld serve --help: %v\n%s", err, out)
+	}
+	return string(out)
+}
+
+// podSpec is the pod template's spec of the Deployment in file.
+func podSpec(t *testing.T, file string) map[string]any {
+	t.Helper()
+	for _, obj := range decode(t, file) {
+		if obj.GetKind() == "Deployment" {
+			spec, _, _ := unstructured.NestedMap(obj.Object, "spec", "template", "spec")
+			return spec
+		}
+	}
+	t.Fatalf("%s: no Deployment", file)
+	return nil
+}
+
+// number is a number decoded from YAML (by way of JSON: a float64).
+func number(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		return int64(n)
+	}
+	return -1
 }
