@@ -41,6 +41,16 @@ func TestUnitsVerifyAndNameRealSettings(t *testing.T) {
 	for _, daemon := range []string{"ctrld", "agentd"} {
 		copyFile(t, filepath.Join(bin, daemon), filepath.Join(sysroot, "usr/local/bin", daemon), 0o755)
 		copyFile(t, daemon+".service", filepath.Join(units, daemon+".service"), 0o644)
+		// The settings a unit's comments tell the admin to add (TLS,
+		// the SSH console), as the drop-in `systemctl edit` would write,
+		// so a misspelt one fails the verify below too.
+		if dropIn := commentedSettings(t, daemon+".service"); dropIn != "" {
+			dir := filepath.Join(units, daemon+".service.d")
+			os.MkdirAll(dir, 0o755)
+			if err := os.WriteFile(filepath.Join(dir, "commented.conf"), []byte("[Service]\n"+dropIn), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	out, err := exec.Command(analyze, "verify", "--root="+sysroot, "ctrld.service", "agentd.service").CombinedOutput()
 	if err != nil || len(out) > 0 {
@@ -100,6 +110,23 @@ func TestCtrldRefusesPlaintextOnTheNetwork(t *testing.T) {
 	if strings.Contains(out, "loopback") || strings.Contains(out, "WARN") || !strings.Contains(out, "database") {
 		t.Fatalf("on loopback: want no refusal and no warning, got:\n%s", out)
 	}
+}
+
+// commentedSettings are the [Service] settings a unit's comments suggest,
+// one a line: the comment lines `#   Key=value` whose Key is a setting's
+// name (LoadCredential=, Environment=), not a file's path.
+func commentedSettings(t *testing.T, unit string) string {
+	t.Helper()
+	data, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suggested := regexp.MustCompile(`(?m)^#   ([A-Z][A-Za-z]+=.*)$`)
+	var out strings.Builder
+	for _, m := range suggested.FindAllStringSubmatch(string(data), -1) {
+		out.WriteString(m[1] + "\n")
+	}
+	return out.String()
 }
 
 // build builds both daemons from the repository at root as their
