@@ -76,10 +76,10 @@ type refusalLog struct {
 // send those, and must not be able to fill the database, or the log, with
 // them.
 func (s *Service) AuditRefusal(ctx context.Context, r auth.Refusal) {
-	method := r.Method[strings.LastIndex(r.Method, "/")+1:]
-	if strings.HasPrefix(method, "List") || strings.HasPrefix(method, "Get") {
+	if auth.IsRead(r.Method) {
 		return // reads are not audited
 	}
+	method := r.Method[strings.LastIndex(r.Method, "/")+1:]
 	reason := status.Convert(r.Err).Message()
 	now := time.Now().UTC()
 	l := &s.refusals
