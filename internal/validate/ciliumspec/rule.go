@@ -254,7 +254,7 @@ func exceptionsInside(rule map[string]any) error {
 }
 
 func subdomainName(what, s string) error {
-	if err := subdomain(s); err != nil || s == "" {
+	if err := Subdomain(s); err != nil || s == "" {
 		return fmt.Errorf("%s is not a %s: a DNS subdomain (lowercase alphanumerics and '-', dot-separated, at most 253 characters)", quote(s), what)
 	}
 	return nil

@@ -117,7 +117,7 @@ func qualifiedName(s string) error {
 		if prefix == "" {
 			return errors.New("has an empty prefix before '/'")
 		}
-		if err := subdomain(prefix); err != nil {
+		if err := Subdomain(prefix); err != nil {
 			return fmt.Errorf("has a prefix that %v", err)
 		}
 	}
@@ -157,9 +157,11 @@ func labelName(s string) bool {
 	return true
 }
 
-// subdomain checks an RFC 1123 DNS subdomain: at most 253 characters, dot-
-// separated labels of lowercase alphanumerics with '-' inside.
-func subdomain(s string) error {
+// Subdomain checks an RFC 1123 DNS subdomain, as Kubernetes checks one
+// (apimachinery's IsDNS1123Subdomain; this package's callers do not link
+// it): at most 253 characters, dot-separated labels of lowercase
+// alphanumerics with '-' inside. The error does not repeat s.
+func Subdomain(s string) error {
 	if len(s) > maxSubdomainLength {
 		return fmt.Errorf("is %d characters long, at most %d allowed", len(s), maxSubdomainLength)
 	}

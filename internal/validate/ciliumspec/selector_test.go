@@ -34,8 +34,8 @@ func TestLabelRulesAreKubernetes(t *testing.T) {
 	}
 	for _, s := range []string{"a", "a.b", "a-b.c", "A", "a_b", "a..b", ".a", "a.", "-a", "a-", sub253, sub253 + "b", "0.1", "xn--bcher-kva.example"} {
 		want := len(validation.IsDNS1123Subdomain(s)) == 0
-		if got := subdomain(s) == nil && s != ""; got != want {
-			t.Errorf("subdomain(%q) valid = %v, Kubernetes says %v (%v)", s, got, want, validation.IsDNS1123Subdomain(s))
+		if got := Subdomain(s) == nil && s != ""; got != want {
+			t.Errorf("Subdomain(%q) valid = %v, Kubernetes says %v (%v)", s, got, want, validation.IsDNS1123Subdomain(s))
 		}
 	}
 }
