@@ -68,6 +68,10 @@ func CheckAddress(addr string) error {
 	return checkName(host)
 }
 
+// nat64 is the well-known NAT64 prefix (RFC 6052): its last 32 bits are
+// an IPv4 address that a NAT64 gateway dials.
+var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+
 // checkIP accepts an IP address that names one host to dial (see
 // CheckAddress).
 func checkIP(ip netip.Addr) error {
@@ -75,6 +79,12 @@ func checkIP(ip netip.Addr) error {
 		return fmt.Errorf("%s has a zone: link-local addresses are not dialled, give the replica's routable address", ip)
 	}
 	ip = ip.Unmap() // ::ffff:169.254.169.254 is 169.254.169.254
+	if nat64.Contains(ip) {
+		// 64:ff9b::a9fe:a9fe reaches 169.254.169.254 through a NAT64
+		// gateway: judge the IPv4 address it carries.
+		b := ip.As16()
+		ip = netip.AddrFrom4([4]byte(b[12:]))
+	}
 	switch {
 	case ip.IsUnspecified(), ip.Is4() && ip.As4()[0] == 0:
 		return fmt.Errorf("%s is no one host's address (it means \"this host\" to whoever dials it); give the replica's own address, e.g. the pod's IP", ip)

@@ -17,6 +17,7 @@ func TestCheckAddress(t *testing.T) {
 		"127.0.0.1:7070", "[::1]:7070", "localhost:7070", // one machine: tests, a developer's replicas
 		"ctrld-0.ctrld.deploysync.svc:7070", "ctrld-0.ctrld.deploysync.svc.:7070", "CTRLD.example.com:7070",
 		"host_1.example:7070", "1host.example:7070", "a1.b2.c3d:7070",
+		"[64:ff9b::a00:1]:7070", // NAT64 to 10.0.0.1
 	} {
 		if err := CheckAddress(good); err != nil {
 			t.Errorf("CheckAddress(%q) = %v, want ok", good, err)
@@ -30,6 +31,7 @@ func TestCheckAddress(t *testing.T) {
 		{"169.254.169.254:80", "link-local"},
 		{"169.254.0.1:7070", "link-local"},
 		{"[::ffff:169.254.169.254]:80", "link-local"},
+		{"[64:ff9b::a9fe:a9fe]:80", "link-local"}, // NAT64 to 169.254.169.254
 		{"[fe80::1]:7070", "link-local"},
 		{"[fe80::1%eth0]:7070", "zone"},
 		{"224.0.0.1:7070", "multicast"},
