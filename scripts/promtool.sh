@@ -39,10 +39,16 @@ if $v3; then
 else
 	dir="$root/debian"
 fi
-# A promtool whose directory others may write to could have been swapped:
-# the tests would run someone else's binary. Such a cache is fetched again.
+# A promtool that others own or may write to (it, or its directory) could
+# have been swapped: the tests would run someone else's binary. Such a
+# cache is fetched again.
+private() {
+	local mode
+	mode=$(stat -c %a "$1")
+	[[ -O $1 && $mode != *[2367]? && $mode != *[2367] ]]
+}
 cached() {
-	[[ -x "$dir/promtool" ]] && [[ $(stat -c %a "$dir") != *[2367]? && $(stat -c %a "$dir") != *[2367] ]]
+	[[ -x "$dir/promtool" ]] && private "$dir" && private "$dir/promtool"
 }
 if cached; then
 	echo "$dir/promtool"
