@@ -52,9 +52,9 @@ var (
 	}
 )
 
-// reservedNamespaces is the rule --reserved-namespaces makes.
-func reservedNamespaces(c *cli.Context) (naming.Reserved, error) {
-	r, err := naming.NewReserved(strings.Split(c.String(reservedFlag.Name), ",")...)
+// reservedNamespaces is the rule a --reserved-namespaces value makes.
+func reservedNamespaces(flag string) (naming.Reserved, error) {
+	r, err := naming.NewReserved(strings.Split(flag, ",")...)
 	if err != nil {
 		return naming.Reserved{}, fmt.Errorf("--%s: %w", reservedFlag.Name, err)
 	}
@@ -79,7 +79,7 @@ func migrateCommand() *cli.Command {
 		Usage: "create or update the database schema (safe to run repeatedly; never drops)",
 		Flags: []cli.Flag{databaseFlag, reservedFlag},
 		Action: func(c *cli.Context) error {
-			reserved, err := reservedNamespaces(c)
+			reserved, err := reservedNamespaces(c.String(reservedFlag.Name))
 			if err != nil {
 				return err
 			}

@@ -17,7 +17,6 @@ import (
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/internal/dial"
-	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/tui/sshserve"
 )
 
@@ -107,8 +106,8 @@ func (o *serveOptions) Validate() error {
 		errs = append(errs, err)
 	}
 	s := &o.Server
-	if r, err := naming.NewReserved(strings.Split(o.ReservedNamespaces, ",")...); err != nil {
-		errs = append(errs, fmt.Errorf("--%s: %w", reservedFlag.Name, err))
+	if r, err := reservedNamespaces(o.ReservedNamespaces); err != nil {
+		errs = append(errs, err)
 	} else {
 		s.Reserved = r
 	}
