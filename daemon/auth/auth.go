@@ -234,7 +234,7 @@ func serviceOf(fullMethod string) string {
 type Refusal struct {
 	Method    string // the full gRPC method
 	TokenName string // the token's name when the token is known, else ""
-	TokenID   string // the token's ID (TokenID) when the token is known
+	TokenID   string // the token's ID (TokenID), or a console session's "ssh key FINGERPRINT", when the caller is known: what identical refusals are gathered under
 	Request   any
 	Err       error
 }
@@ -247,7 +247,7 @@ func (a *Authenticator) Unary(ctx context.Context, req any, info *grpc.UnaryServ
 		if a.services[serviceOf(info.FullMethod)] == Operator && a.OnOperatorRefusal != nil {
 			r := Refusal{Method: info.FullMethod, Request: req, Err: err}
 			if wrongKind != nil {
-				r.TokenName, r.TokenID = wrongKind.Actor(), wrongKind.ID
+				r.TokenName, r.TokenID = wrongKind.Actor(), wrongKind.credentialID()
 			}
 			a.OnOperatorRefusal(ctx, r)
 		}

@@ -124,6 +124,17 @@ func (p Principal) Actor() string {
 	return fmt.Sprintf("%s (ssh key %s from %s)", p.Name, p.Session.Fingerprint, p.Session.RemoteAddr)
 }
 
+// credentialID names the credential p called with, stable across its
+// calls: the token's ID, or a console session's key. (Actor also names a
+// session's source address and port, which change with every connection:
+// refusals gathered under it would take a new place per reconnect.)
+func (p Principal) credentialID() string {
+	if p.Session != nil {
+		return "ssh key " + p.Session.Fingerprint
+	}
+	return p.ID
+}
+
 // authenticateSession admits a call carrying a session credential, or
 // refuses it. On a refusal by role, the session's principal names it for the audit.
 func (a *Authenticator) authenticateSession(ctx context.Context, fullMethod string, kind apitoken.Kind, credential string) (context.Context, *Principal, error) {

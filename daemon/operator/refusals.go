@@ -114,7 +114,7 @@ func (s *Service) AuditRefusal(ctx context.Context, r auth.Refusal) {
 	}
 	why := reason
 	if r.TokenID != "" {
-		why += " (token " + r.TokenID + ")"
+		why += " (" + r.TokenID + ")"
 	}
 	record := auditRecord{actor: validate.Clip(r.TokenName, auditNameLen), action: validate.Clip(method, auditNameLen),
 		error: validate.Clip(why, auditTextLen)}

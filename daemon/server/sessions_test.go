@@ -103,3 +103,28 @@ func mustDialInProcess(t *testing.T, srv *server.Server, credential string) *grp
 	t.Cleanup(func() { conn.Close() })
 	return conn
 }
+
+// A read-only person's refused writes are gathered under their key, not
+// under the connection: each reconnect comes from another port, and
+// gathering by it would take a new place in the shared refusal log per
+// connection.
+func TestRefusedSessionWritesAreGatheredByKey(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	ctx := context.Background()
+	for _, addr := range []string{"203.0.113.7:50022", "203.0.113.7:50023", "198.51.100.9:40000"} {
+		bob := auth.SessionIdentity{Name: "bob", Fingerprint: "SHA256:bobkey", RemoteAddr: addr, ReadOnly: true}
+		op, _, _ := consoleSession(t, env.Server, bob)
+		if _, err := op.SetRegionPaused(ctx, &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); status.Code(err) != codes.PermissionDenied {
+			t.Fatalf("from %s: got %v, want PermissionDenied", addr, err)
+		}
+	}
+	env.Server.Stop() // writes the refusals it gathered
+	logs := env.DB.Ent.AuditLog.Query().AllX(ctx)
+	if len(logs) != 1 || logs[0].Count != 3 || !strings.Contains(logs[0].Error, "SHA256:bobkey") {
+		for _, l := range logs {
+			t.Logf("audit: %q count %d error %q", l.Actor, l.Count, l.Error)
+		}
+		t.Fatalf("want one record of bob's 3 refused writes, got %d records", len(logs))
+	}
+}
