@@ -82,36 +82,18 @@ func (s *Service) AuditRefusal(ctx context.Context, r auth.Refusal) {
 	method := r.Method[strings.LastIndex(r.Method, "/")+1:]
 	reason := status.Convert(r.Err).Message()
 	now := time.Now().UTC()
-	l := &s.refusals
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if r.TokenName == "" {
-		key := refusalKey{method: method, reason: reason}
-		if l.anonymous == nil {
-			l.anonymous = map[refusalKey]int{}
-		}
-		if _, seen := l.anonymous[key]; !seen && len(l.anonymous) >= refusalKinds {
-			l.overflow++
-			return
-		}
-		if l.anonymous[key]++; l.anonymous[key] == 1 {
+		if s.refusals.countAnonymous(refusalKey{method: method, reason: reason}) {
 			s.log.Warn("operator: refused a write without a valid token; more like it are counted until the next audit flush", "method", method, "err", reason)
 		}
 		return
 	}
 	key := refusalKey{token: cmp.Or(r.TokenID, r.TokenName), method: method, reason: reason}
-	if g := l.byKey[key]; g != nil {
-		g.count++
-		g.last = now
+	if s.refusals.count(key, now, nil) {
 		return
 	}
-	if len(l.byKey) >= refusalKinds {
-		l.overflow++
-		return
-	}
-	if l.byKey == nil {
-		l.byKey = map[refusalKey]*gathered{}
-	}
+	// The first of its kind this window: its record, the request's detail
+	// marshalled, is made outside the lock every refused call takes.
 	why := reason
 	if r.TokenID != "" {
 		why += " (" + r.TokenID + ")"
@@ -121,9 +103,53 @@ func (s *Service) AuditRefusal(ctx context.Context, r auth.Refusal) {
 	if req, ok := r.Request.(proto.Message); ok {
 		record.detail = auditDetail(req) // the first attempt's
 	}
-	l.byKey[key] = &gathered{record: record, count: 1, first: now, last: now}
+	if s.refusals.count(key, now, &record) {
+		return // another call of its kind came first meanwhile
+	}
 	s.log.Warn("operator: refused a write by a token of another kind; more like it are counted into one audit record",
 		"method", method, "token", record.actor, "token_id", r.TokenID, "err", reason)
+}
+
+// countAnonymous counts a refusal without a valid token under key and
+// reports whether it is the first of its kind this window (to be logged).
+func (l *refusalLog) countAnonymous(key refusalKey) (first bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.anonymous == nil {
+		l.anonymous = map[refusalKey]int{}
+	}
+	if _, seen := l.anonymous[key]; !seen && len(l.anonymous) >= refusalKinds {
+		l.overflow++
+		return false
+	}
+	l.anonymous[key]++
+	return l.anonymous[key] == 1
+}
+
+// count adds a refusal at now to key's record and reports true when key
+// had one, or when the log is full (the refusal is then only counted as
+// overflow). Otherwise, with a record, it starts key's with it and reports
+// false; without one it changes nothing and reports false.
+func (l *refusalLog) count(key refusalKey, now time.Time, record *auditRecord) (done bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if g := l.byKey[key]; g != nil {
+		g.count++
+		g.last = now
+		return true
+	}
+	if len(l.byKey) >= refusalKinds {
+		l.overflow++
+		return true
+	}
+	if record == nil {
+		return false
+	}
+	if l.byKey == nil {
+		l.byKey = map[refusalKey]*gathered{}
+	}
+	l.byKey[key] = &gathered{record: *record, count: 1, first: now, last: now}
+	return false
 }
 
 // RunRefusalAudit writes the refusals gathered (AuditRefusal) every window
