@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/hashicorp/golang-lru/v2/expirable"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -46,16 +46,12 @@ var errUnknownToken = status.Error(codes.Unauthenticated, "unknown or revoked to
 type tokenLookups struct {
 	client  *ent.Client
 	places  chan struct{}
-	unknown *lru.Cache[string, time.Time] // token hash -> remembered until
-	now     func() time.Time
+	unknown *expirable.LRU[string, struct{}] // hashes of tokens found unknown, for unknownFor
 }
 
 func newTokenLookups(client *ent.Client) *tokenLookups {
-	unknown, err := lru.New[string, time.Time](unknownKept)
-	if err != nil {
-		panic(err) // only for a size below 1
-	}
-	return &tokenLookups{client: client, places: make(chan struct{}, LookupsAtOnce), unknown: unknown, now: time.Now}
+	return &tokenLookups{client: client, places: make(chan struct{}, LookupsAtOnce),
+		unknown: expirable.NewLRU[string, struct{}](unknownKept, nil, unknownFor)}
 }
 
 // live returns the live token token is, or a gRPC status: errUnknownToken,
@@ -65,11 +61,8 @@ func (l *tokenLookups) live(ctx context.Context, token string) (*ent.APIToken, e
 		return nil, errUnknownToken // ctrld never issued it: nothing to look up
 	}
 	h := hash(token)
-	if until, ok := l.unknown.Get(h); ok {
-		if l.now().Before(until) {
-			return nil, errUnknownToken
-		}
-		l.unknown.Remove(h)
+	if l.unknown.Contains(h) {
+		return nil, errUnknownToken
 	}
 	select {
 	case l.places <- struct{}{}:
@@ -84,7 +77,7 @@ func (l *tokenLookups) live(ctx context.Context, token string) (*ent.APIToken, e
 	case err == nil:
 		return t, nil
 	case ent.IsNotFound(err):
-		l.unknown.Add(h, l.now().Add(unknownFor))
+		l.unknown.Add(h, struct{}{})
 		return nil, errUnknownToken
 	case ctx.Err() != nil:
 		return nil, status.FromContextError(ctx.Err()).Err()
