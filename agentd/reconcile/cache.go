@@ -226,30 +226,35 @@ func NewNamespaces(client kubernetes.Interface, reserved naming.Reserved) *Names
 // label. Namespaces are never deleted by the agent: they may hold things
 // it does not own.
 func (n *Namespaces) Ensure(ctx context.Context, ns string) error {
-	return n.admit(ctx, ns, true)
+	_, err := n.admit(ctx, ns, true)
+	return err
 }
 
 // Admit is Ensure without the create: it refuses ns when it is reserved or
 // exists without the label, and passes when it is missing (the apply that
 // writes into it ensures it first).
 func (n *Namespaces) Admit(ctx context.Context, ns string) error {
-	return n.admit(ctx, ns, false)
+	_, err := n.admit(ctx, ns, false)
+	return err
 }
 
-func (n *Namespaces) admit(ctx context.Context, ns string, create bool) error {
+// admit is Ensure (create) or Admit; owned says whether ns exists and is
+// the agent's, as this call found it (a missing namespace passes Admit
+// without being owned). What it finds is returned, not asked of known
+// again: another worker may change known meanwhile.
+func (n *Namespaces) admit(ctx context.Context, ns string, create bool) (owned bool, err error) {
 	if why, reserved := n.reserved.Why(ns); reserved {
-		return kube.ForeignNamespace(ns, "is reserved: "+why)
+		return false, kube.ForeignNamespace(ns, "is reserved: "+why)
 	}
 	if n.isKnown(ns) {
-		return nil
+		return true, nil
 	}
-	// Not known, or known too long ago: read again, and forget it until
-	// then (Owns asks known after Admit, which passes a missing namespace).
-	n.known.Delete(ns)
+	// Not known, or known too long ago: read again.
 	live, err := n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
+		n.known.Delete(ns)
 		if !create {
-			return nil
+			return false, nil
 		}
 		// Created only (createOnly): whatever holds the name since the read
 		// is read again below, and is the agent's only if labeled so
@@ -261,20 +266,21 @@ func (n *Namespaces) admit(ctx context.Context, ns string, create bool) error {
 			applyOptions)
 		if err == nil {
 			n.known.Store(ns, time.Now())
-			return nil
+			return true, nil
 		}
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			live, err = n.client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("ensure namespace %s: %w", ns, err)
+		return false, fmt.Errorf("ensure namespace %s: %w", ns, err)
 	}
 	if !kube.Managed(live.GetLabels()) {
-		return kube.ForeignNamespace(ns, "exists without the "+kube.ManagedSelector+" label: someone else created it (to hand it to the agent, label it so)")
+		n.known.Delete(ns)
+		return false, kube.ForeignNamespace(ns, "exists without the "+kube.ManagedSelector+" label: someone else created it (to hand it to the agent, label it so)")
 	}
 	n.known.Store(ns, time.Now())
-	return nil
+	return true, nil
 }
 
 // isKnown: ns was found to be the agent's less than KnownFor ago.
@@ -289,15 +295,11 @@ func (n *Namespaces) isKnown(ns string) bool {
 // an object but not to delete it would otherwise have the agent delete it.
 // A namespace that does not exist holds nothing to delete.
 func (n *Namespaces) Owns(ctx context.Context, ns string) (bool, error) {
-	err := n.Admit(ctx, ns)
-	switch {
-	case errors.Is(err, kube.ErrForeignNamespace):
+	owned, err := n.admit(ctx, ns, false)
+	if errors.Is(err, kube.ErrForeignNamespace) {
 		return false, nil
-	case err != nil:
-		return false, err
 	}
-	_, known := n.known.Load(ns) // Admit passes a missing namespace without knowing it
-	return known, nil
+	return owned, err
 }
 
 // Check passes on err from a write or delete in ns, after asking whether
