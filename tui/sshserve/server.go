@@ -202,7 +202,12 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 	s.ssh.ConnCallback = s.admitConn
 	// A backstop: the sessions end themselves at MaxSessionTime, with
 	// the reason on screen; no connection outlives that by much.
+	// (Saturated: a caller's huge maximum must not overflow to a
+	// negative, that is no, backstop.)
 	s.ssh.MaxTimeout = cfg.MaxSessionTime + time.Minute
+	if s.ssh.MaxTimeout < cfg.MaxSessionTime {
+		s.ssh.MaxTimeout = cfg.MaxSessionTime
+	}
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("SSH listen on %s: %w", cfg.Listen, err)
@@ -370,7 +375,7 @@ func (s *Server) handle(sess ssh.Session) {
 			return msg
 		}))
 	go func() {
-		idle := time.NewTicker(min(s.cfg.IdleTimeout/4, time.Second))
+		idle := time.NewTicker(idleCheckEvery(s.cfg.IdleTimeout))
 		defer idle.Stop()
 		deadline := time.NewTimer(s.cfg.MaxSessionTime)
 		defer deadline.Stop()
@@ -402,6 +407,14 @@ func (s *Server) handle(sess ssh.Session) {
 		log.Warn("ssh: console ended with an error", "err", runErr)
 	}
 	sess.Exit(0)
+}
+
+// idleCheckEvery is how often a session checks whether it has been idle
+// for idleTimeout: a quarter of it, at most a second, and at least a
+// millisecond (a ticker of no interval panics, and a tiny timeout from a
+// caller that did not validate it must not end ctrld).
+func idleCheckEvery(idleTimeout time.Duration) time.Duration {
+	return max(min(idleTimeout/4, time.Second), time.Millisecond)
 }
 
 // windowDrain reads a session's window changes from the moment it has a
