@@ -117,6 +117,8 @@ func TestOperatorAddKeyRefusesBadInput(t *testing.T) {
 		{"small RSA", []string{"--role", "operator", "dave", keyFile(t, smallRSAKey, "")}, "RSA key of 1024 bits"},
 		{"missing file", []string{"--role", "operator", "dave", "/nonexistent/key.pub"}, "no such file"},
 		{"name with space", []string{"--role", "operator", "dave smith", keyFile(t, newKey(t), "")}, "no spaces"},
+		// remove-key would take such a name for a fingerprint.
+		{"name like a fingerprint", []string{"--role", "operator", "SHA256:dave", keyFile(t, newKey(t), "")}, `must not start with "SHA256:"`},
 		{"no file", []string{"--role", "operator", "dave"}, "want NAME and a public key FILE"},
 		{"key taken", []string{"--role", "read-only", "dave", keyFile(t, key, "")}, "registered already"},
 	} {

@@ -3,7 +3,9 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,6 +37,9 @@ func (o *serveOptions) sshFlags() []cli.Flag {
 	}
 }
 
+// maxSSHSession is the longest --ssh-max-session: a week.
+const maxSSHSession = 7 * 24 * time.Hour
+
 // validateSSH refuses SSH settings that cannot work.
 func (o *serveOptions) validateSSH() error {
 	c := o.SSH
@@ -58,6 +63,22 @@ func (o *serveOptions) validateSSH() error {
 	}
 	if c.IdleTimeout <= 0 || c.MaxSessionTime <= 0 {
 		errs = append(errs, errors.New("--ssh-idle-timeout and --ssh-max-session: want a positive duration"))
+	}
+	// A session checks for idleness every quarter of the timeout: a few
+	// nanoseconds would make that no interval at all. Neither bound means
+	// anything under a second.
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"ssh-idle-timeout", c.IdleTimeout}, {"ssh-max-session", c.MaxSessionTime}} {
+		if d.v > 0 && d.v < time.Second {
+			errs = append(errs, fmt.Errorf("--%s %v: want at least 1s", d.flag, d.v))
+		}
+	}
+	// Connections are closed a minute after the maximum (a backstop):
+	// bounded, that sum cannot overflow.
+	if c.MaxSessionTime > maxSSHSession {
+		errs = append(errs, fmt.Errorf("--ssh-max-session %v: want at most %v", c.MaxSessionTime, maxSSHSession))
 	}
 	return errors.Join(errs...)
 }

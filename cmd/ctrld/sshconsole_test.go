@@ -589,6 +589,14 @@ func TestSSHOptionsValidate(t *testing.T) {
 		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-sessions", "0"}, "--ssh-max-sessions: want at least 1"},
 		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-sessions-per-key", "-1"}, "--ssh-max-sessions-per-key: want at least 1"},
 		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-idle-timeout", "0s"}, "want a positive duration"},
+		// Under 4ns the session's idle check would tick every 0s (a panic
+		// that ends ctrld); so short a session is no use anyway.
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-idle-timeout", "3ns"}, "--ssh-idle-timeout 3ns: want at least 1s"},
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-session", "500ms"}, "--ssh-max-session 500ms: want at least 1s"},
+		// The connection's backstop is the maximum plus a minute: it must
+		// not overflow.
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-session", "2562047h"}, ": want at most 168h0m0s"},
+		{[]string{"--ssh-listen", ":2222", "--ssh-host-key", "host", "--ssh-max-session", "168h", "--ssh-idle-timeout", "1s"}, ""},
 	} {
 		err := parse(c.args...).Validate()
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {

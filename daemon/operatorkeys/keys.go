@@ -48,6 +48,9 @@ var ErrNotFound = errors.New("no such key")
 // ErrKeyTaken is returned by Add for a key registered already.
 var ErrKeyTaken = errors.New("key is registered already")
 
+// fingerprintPrefix starts every fingerprint (ssh.FingerprintSHA256).
+const fingerprintPrefix = "SHA256:"
+
 // maxKeyLen is operator_keys.authorized_key's size (ent/schema).
 const maxKeyLen = 8192
 
@@ -95,11 +98,14 @@ func ParseKey(data []byte) (ssh.PublicKey, error) {
 	return key, nil
 }
 
-// checkName refuses names the audit log could not show plainly.
+// checkName refuses names the audit log could not show plainly, and names
+// Remove would take for a fingerprint.
 func checkName(name string) error {
 	switch {
 	case name == "":
 		return errors.New("name: must not be empty")
+	case strings.HasPrefix(name, fingerprintPrefix):
+		return fmt.Errorf("name %q: must not start with %q (remove-key would take it for a key's fingerprint)", name, fingerprintPrefix)
 	case len(name) > 128:
 		return fmt.Errorf("name: %d bytes; at most 128", len(name))
 	case strings.IndexFunc(name, func(r rune) bool { return unicode.IsSpace(r) || !unicode.IsPrint(r) }) >= 0:
@@ -158,7 +164,7 @@ func (r *Registry) List(ctx context.Context) ([]Key, error) {
 func (r *Registry) Remove(ctx context.Context, fingerprintOrName string) (int, error) {
 	where := operatorkey.Name(fingerprintOrName)
 	what := "operator"
-	if strings.HasPrefix(fingerprintOrName, "SHA256:") {
+	if strings.HasPrefix(fingerprintOrName, fingerprintPrefix) {
 		where, what = operatorkey.Fingerprint(fingerprintOrName), "key with fingerprint"
 	}
 	n, err := r.client.OperatorKey.Delete().Where(where).Exec(ctx)

@@ -73,3 +73,13 @@ func TestSessionCounts(t *testing.T) {
 		t.Fatalf("a freed slot is not reused: %v", err)
 	}
 }
+
+// A session's idle check ticks at a positive interval whatever the
+// timeout: time.NewTicker panics on zero, in a goroutine no recover covers.
+func TestIdleCheckIntervalIsPositive(t *testing.T) {
+	for _, idle := range []time.Duration{1, 3, 4, time.Millisecond, 2 * time.Second, time.Hour} {
+		if got := idleCheckEvery(idle); got <= 0 || got > time.Second {
+			t.Errorf("idle timeout %v: checks every %v", idle, got)
+		}
+	}
+}

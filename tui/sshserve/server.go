@@ -202,7 +202,12 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 	s.ssh.ConnCallback = s.admitConn
 	// A backstop: the sessions end themselves at MaxSessionTime, with
 	// the reason on screen; no connection outlives that by much.
+	// (Saturated: a caller's huge maximum must not overflow to a
+	// negative, that is no, backstop.)
 	s.ssh.MaxTimeout = cfg.MaxSessionTime + time.Minute
+	if s.ssh.MaxTimeout < cfg.MaxSessionTime {
+		s.ssh.MaxTimeout = cfg.MaxSessionTime
+	}
 	s.lis, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("SSH listen on %s: %w", cfg.Listen, err)
@@ -244,7 +249,7 @@ func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 		s.log.Warn("ssh: failed authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String(), "fingerprint", fp)
 		return false
 	}
-	_, ok, err := s.lookups.find(ctx, func() (Identity, bool, error) { return s.keys.Find(ctx, fp) }, fp)
+	_, ok, err := s.findKey(ctx, fp)
 	if err != nil {
 		s.log.Warn("ssh: key lookup failed; refused", "fingerprint", fp, "err", err)
 		return false
@@ -255,6 +260,15 @@ func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 		s.limiter.fail(addr, time.Now())
 	}
 	return ok
+}
+
+// findKey looks fp up in the registry, a few lookups at once (keyLookups),
+// waiting for a slot and the answer at most AuthTimeout: while the
+// database hangs, lookups give up rather than hold the slots for ever.
+func (s *Server) findKey(ctx context.Context, fp string) (Identity, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.AuthTimeout)
+	defer cancel()
+	return s.lookups.find(ctx, func() (Identity, bool, error) { return s.keys.Find(ctx, fp) }, fp)
 }
 
 // gatedConnKey is where a connection's *gatedConn sits in its context.
@@ -292,17 +306,26 @@ func (s *Server) handle(sess ssh.Session) {
 	}
 	fp := gossh.FingerprintSHA256(key)
 	remote := sess.RemoteAddr().String()
-	who, ok, err := s.keys.Find(sess.Context(), fp)
-	if err != nil || !ok {
-		fatal(sess, fmt.Errorf("key %s is not registered (any more)", fp))
-		return
-	}
+	// The bound first: a connection opening channel after channel over
+	// it costs no query each.
 	release, err := s.counts.admit(fp)
 	if err != nil {
 		fatal(sess, err)
 		return
 	}
 	defer release()
+	// Who the session is for, from the key it proved (authenticate saw
+	// every key offered, proved or not).
+	who, ok, err := s.findKey(sess.Context(), fp)
+	if err != nil {
+		s.log.Warn("ssh: key lookup for a session failed", "fingerprint", fp, "err", err)
+		fatal(sess, errors.New("could not look your key up just now: try again"))
+		return
+	}
+	if !ok {
+		fatal(sess, fmt.Errorf("key %s is not registered (any more)", fp))
+		return
+	}
 	ctx, end := context.WithCancelCause(sess.Context())
 	defer end(nil)
 	ls := &liveSession{fingerprint: fp, who: who, end: end}
@@ -370,7 +393,7 @@ func (s *Server) handle(sess ssh.Session) {
 			return msg
 		}))
 	go func() {
-		idle := time.NewTicker(min(s.cfg.IdleTimeout/4, time.Second))
+		idle := time.NewTicker(idleCheckEvery(s.cfg.IdleTimeout))
 		defer idle.Stop()
 		deadline := time.NewTimer(s.cfg.MaxSessionTime)
 		defer deadline.Stop()
@@ -402,6 +425,14 @@ func (s *Server) handle(sess ssh.Session) {
 		log.Warn("ssh: console ended with an error", "err", runErr)
 	}
 	sess.Exit(0)
+}
+
+// idleCheckEvery is how often a session checks whether it has been idle
+// for idleTimeout: a quarter of it, at most a second, and at least a
+// millisecond (a ticker of no interval panics, and a tiny timeout from a
+// caller that did not validate it must not end ctrld).
+func idleCheckEvery(idleTimeout time.Duration) time.Duration {
+	return max(min(idleTimeout/4, time.Second), time.Millisecond)
 }
 
 // windowDrain reads a session's window changes from the moment it has a
@@ -468,28 +499,37 @@ func (s *Server) recheck(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		sessions := make([]*liveSession, 0, len(s.live))
-		var fps []string
-		for ls := range s.live {
-			sessions = append(sessions, ls)
-			fps = append(fps, ls.fingerprint)
-		}
-		s.mu.Unlock()
-		if len(sessions) == 0 {
-			continue
-		}
-		live, err := s.keys.Live(ctx, fps)
-		if err != nil {
-			// The consoles need the database too; they show it down.
-			s.log.Warn("ssh: re-checking the sessions' keys failed", "err", err)
-			continue
-		}
-		for _, ls := range sessions {
-			if who, ok := live[ls.fingerprint]; !ok || who != ls.who {
-				s.log.Info("ssh: key removed or changed; ending its session", "operator", ls.who.Name, "fingerprint", ls.fingerprint)
-				ls.end(errKeyRemoved)
-			}
+		s.recheckOnce(ctx)
+	}
+}
+
+// recheckOnce ends the sessions of keys removed or changed.
+func (s *Server) recheckOnce(ctx context.Context) {
+	s.mu.Lock()
+	sessions := make([]*liveSession, 0, len(s.live))
+	var fps []string
+	for ls := range s.live {
+		sessions = append(sessions, ls)
+		fps = append(fps, ls.fingerprint)
+	}
+	s.mu.Unlock()
+	if len(sessions) == 0 {
+		return
+	}
+	// At most one interval: a hanging database must not stop the
+	// re-checks for good.
+	liveCtx, cancel := context.WithTimeout(ctx, s.cfg.Recheck)
+	live, err := s.keys.Live(liveCtx, fps)
+	cancel()
+	if err != nil {
+		// The consoles need the database too; they show it down.
+		s.log.Warn("ssh: re-checking the sessions' keys failed", "err", err)
+		return
+	}
+	for _, ls := range sessions {
+		if who, ok := live[ls.fingerprint]; !ok || who != ls.who {
+			s.log.Info("ssh: key removed or changed; ending its session", "operator", ls.who.Name, "fingerprint", ls.fingerprint)
+			ls.end(errKeyRemoved)
 		}
 	}
 }
