@@ -112,8 +112,8 @@ func (c *Policies) write(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 	desired.SetAnnotations(map[string]string{kube.HashAnnotation: hash})
 	ns, name := policyAt(p).namespace, policyAt(p).name
 	// Refused before anything is read or written, also when the object
-	// there would need no write (see applyObjects).
-	if err := c.namespaces.Admit(ctx, ns); err != nil {
+	// there would need no write; ensured once, as applyObjects does.
+	if err := c.namespaces.Ensure(ctx, ns); err != nil {
 		return err
 	}
 	res := c.client.Resource(PolicyResource).Namespace(ns)
@@ -146,9 +146,6 @@ func (c *Policies) write(ctx context.Context, p *ctrlv1.CiliumNetworkPolicyState
 		desired.SetResourceVersion(createOnly)
 	} else {
 		desired.SetUID(live.GetUID())
-	}
-	if err := c.namespaces.Ensure(ctx, ns); err != nil {
-		return err
 	}
 	_, err = res.Apply(ctx, name, desired, applyOptions)
 	if isNoCRD(err) {
