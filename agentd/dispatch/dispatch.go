@@ -449,7 +449,15 @@ func (d *Dispatcher) apply(ctx context.Context, key Key) error {
 	var moved bool
 	switch err := d.handler.Handle(ctx, key, in); {
 	case IsTerminal(err):
-		acked, moved = d.refused(key, in, err)
+		var latest bool
+		acked, moved, latest = d.refused(key, in, err)
+		if !latest {
+			// A newer intent came meanwhile and is queued already: it is
+			// tried next, with no backoff of this one's.
+			d.refusedDelay.Forget(key)
+			d.log.Warn("apply refused; a newer intent of the resource is tried next", "resource", key.String(), "err", err)
+			break
+		}
 		// Tried again much later, holding nothing meanwhile: the queue
 		// hands out its latest intent then (none, if it was deleted).
 		delay := d.refusedDelay.When(key)
@@ -502,19 +510,20 @@ func (d *Dispatcher) applied(key Key, in Intent) (uint64, bool) {
 
 // refused records that in, key's intent, was refused for good (see
 // Terminal): the resource is failing with err, and the intent no longer
-// holds bookmarks. It returns the acknowledged cursor and whether it
-// moved.
-func (d *Dispatcher) refused(key Key, in Intent, err error) (uint64, bool) {
+// holds bookmarks. It returns the acknowledged cursor, whether it moved,
+// and whether in is still key's latest intent.
+func (d *Dispatcher) refused(key Key, in Intent, err error) (acked uint64, moved, latest bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.fail(key, err)
-	if d.desired[key].seq == in.seq {
+	latest = d.desired[key].seq == in.seq
+	if latest {
 		// Dealt with, as an apply would be (see applied); a newer intent
 		// received meanwhile holds its own place and is applied next.
 		delete(d.pending, key)
 	}
-	moved := d.advance()
-	return d.acked, moved
+	moved = d.advance()
+	return d.acked, moved, latest
 }
 
 // retry records key's failed apply and queues it again with backoff.
