@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -115,21 +117,27 @@ func TestDeletesActOnlyInTheAgentsNamespaces(t *testing.T) {
 		}
 	}
 
-	// Garbage collection lists nothing there.
-	controllers := reconcile.NewControllers(reconcile.Deps{Kube: e.client, Cache: e.cache, Namespaces: reconcile.NewNamespaces(e.client, naming.Reserved{}),
-		Dynamic: dynamic.NewForConfigOrDie(shared.Get(t).Config)})
-	present, err := controllers.Present(ctx)
-	for _, r := range present {
-		if r.ID == "stray" {
-			t.Errorf("present for garbage collection: %v (err %v), want nothing of stray", present, err)
-		}
-	}
 	// The resource applied in its own namespace: the object elsewhere is
 	// not left behind by a move of the agent's.
 	if err := e.deps.Apply(ctx, e.state("stray", 1)); err != nil {
 		t.Fatal(err)
 	}
 	kept("apply elsewhere")
+	// Garbage collection lists the one in the agent's namespace, and
+	// nothing in the other.
+	controllers := reconcile.NewControllers(reconcile.Deps{Kube: e.client, Cache: e.cache, Namespaces: reconcile.NewNamespaces(e.client, naming.Reserved{}),
+		Dynamic: dynamic.NewForConfigOrDie(shared.Get(t).Config)})
+	waitFor(t, func() bool { // the cache holds the agent's own, too
+		_, err := e.cache.StatefulSets.StatefulSets(e.ns).Get("stray")
+		return err == nil
+	})
+	present, err := controllers.Present(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(slices.DeleteFunc(slices.Clone(present), func(r rpc.Resource) bool { return r.ID != "stray" })); n != 1 {
+		t.Errorf("present for garbage collection: %v; want stray once, in the agent's namespace", present)
+	}
 	// Deleted (from the stream, or by garbage collection): its own objects
 	// go, the one in someone else's namespace stays.
 	if err := e.deps.Delete(ctx, "stray"); err != nil {
