@@ -29,6 +29,8 @@ import (
 	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/ent/rolloutstrategy"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
 
@@ -68,6 +70,10 @@ type Client struct {
 	Region *RegionClient
 	// ResourceSync is the client for interacting with the ResourceSync builders.
 	ResourceSync *ResourceSyncClient
+	// Rollout is the client for interacting with the Rollout builders.
+	Rollout *RolloutClient
+	// RolloutStrategy is the client for interacting with the RolloutStrategy builders.
+	RolloutStrategy *RolloutStrategyClient
 	// Sentinel is the client for interacting with the Sentinel builders.
 	Sentinel *SentinelClient
 	// StreamMark is the client for interacting with the StreamMark builders.
@@ -97,6 +103,8 @@ func (c *Client) init() {
 	c.OperatorKey = NewOperatorKeyClient(c.config)
 	c.Region = NewRegionClient(c.config)
 	c.ResourceSync = NewResourceSyncClient(c.config)
+	c.Rollout = NewRolloutClient(c.config)
+	c.RolloutStrategy = NewRolloutStrategyClient(c.config)
 	c.Sentinel = NewSentinelClient(c.config)
 	c.StreamMark = NewStreamMarkClient(c.config)
 }
@@ -205,6 +213,8 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		OperatorKey:         NewOperatorKeyClient(cfg),
 		Region:              NewRegionClient(cfg),
 		ResourceSync:        NewResourceSyncClient(cfg),
+		Rollout:             NewRolloutClient(cfg),
+		RolloutStrategy:     NewRolloutStrategyClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
 		StreamMark:          NewStreamMarkClient(cfg),
 	}, nil
@@ -240,6 +250,8 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		OperatorKey:         NewOperatorKeyClient(cfg),
 		Region:              NewRegionClient(cfg),
 		ResourceSync:        NewResourceSyncClient(cfg),
+		Rollout:             NewRolloutClient(cfg),
+		RolloutStrategy:     NewRolloutStrategyClient(cfg),
 		Sentinel:            NewSentinelClient(cfg),
 		StreamMark:          NewStreamMarkClient(cfg),
 	}, nil
@@ -273,8 +285,8 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
 		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Sentinel,
-		c.StreamMark,
+		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Rollout,
+		c.RolloutStrategy, c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -286,8 +298,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
 		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Sentinel,
-		c.StreamMark,
+		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Rollout,
+		c.RolloutStrategy, c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -324,6 +336,10 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Region.mutate(ctx, m)
 	case *ResourceSyncMutation:
 		return c.ResourceSync.mutate(ctx, m)
+	case *RolloutMutation:
+		return c.Rollout.mutate(ctx, m)
+	case *RolloutStrategyMutation:
+		return c.RolloutStrategy.mutate(ctx, m)
 	case *SentinelMutation:
 		return c.Sentinel.mutate(ctx, m)
 	case *StreamMarkMutation:
@@ -1180,6 +1196,22 @@ func (c *DeploymentClient) QueryRevisions(_m *Deployment) *DeploymentRevisionQue
 			sqlgraph.From(deployment.Table, deployment.FieldID, id),
 			sqlgraph.To(deploymentrevision.Table, deploymentrevision.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RevisionsTable, deployment.RevisionsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// QueryRollouts queries the rollouts edge of a Deployment.
+func (c *DeploymentClient) QueryRollouts(_m *Deployment) *RolloutQuery {
+	query := (&RolloutClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deployment.Table, deployment.FieldID, id),
+			sqlgraph.To(rollout.Table, rollout.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RolloutsTable, deployment.RolloutsColumn),
 		)
 		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
 		return fromV, nil
@@ -2326,6 +2358,288 @@ func (c *ResourceSyncClient) mutate(ctx context.Context, m *ResourceSyncMutation
 	}
 }
 
+// RolloutClient is a client for the Rollout schema.
+type RolloutClient struct {
+	config
+}
+
+// NewRolloutClient returns a client for the Rollout from the given config.
+func NewRolloutClient(c config) *RolloutClient {
+	return &RolloutClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rollout.Hooks(f(g(h())))`.
+func (c *RolloutClient) Use(hooks ...Hook) {
+	c.hooks.Rollout = append(c.hooks.Rollout, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rollout.Intercept(f(g(h())))`.
+func (c *RolloutClient) Intercept(interceptors ...Interceptor) {
+	c.inters.Rollout = append(c.inters.Rollout, interceptors...)
+}
+
+// Create returns a builder for creating a Rollout entity.
+func (c *RolloutClient) Create() *RolloutCreate {
+	mutation := newRolloutMutation(c.config, OpCreate)
+	return &RolloutCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of Rollout entities.
+func (c *RolloutClient) CreateBulk(builders ...*RolloutCreate) *RolloutCreateBulk {
+	return &RolloutCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RolloutClient) MapCreateBulk(slice any, setFunc func(*RolloutCreate, int)) *RolloutCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RolloutCreateBulk{err: fmt.Errorf("calling to RolloutClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RolloutCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RolloutCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for Rollout.
+func (c *RolloutClient) Update() *RolloutUpdate {
+	mutation := newRolloutMutation(c.config, OpUpdate)
+	return &RolloutUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RolloutClient) UpdateOne(_m *Rollout) *RolloutUpdateOne {
+	mutation := newRolloutMutation(c.config, OpUpdateOne, withRollout(_m))
+	return &RolloutUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RolloutClient) UpdateOneID(id int) *RolloutUpdateOne {
+	mutation := newRolloutMutation(c.config, OpUpdateOne, withRolloutID(id))
+	return &RolloutUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for Rollout.
+func (c *RolloutClient) Delete() *RolloutDelete {
+	mutation := newRolloutMutation(c.config, OpDelete)
+	return &RolloutDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RolloutClient) DeleteOne(_m *Rollout) *RolloutDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RolloutClient) DeleteOneID(id int) *RolloutDeleteOne {
+	builder := c.Delete().Where(rollout.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RolloutDeleteOne{builder}
+}
+
+// Query returns a query builder for Rollout.
+func (c *RolloutClient) Query() *RolloutQuery {
+	return &RolloutQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRollout},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a Rollout entity by its id.
+func (c *RolloutClient) Get(ctx context.Context, id int) (*Rollout, error) {
+	return c.Query().Where(rollout.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RolloutClient) GetX(ctx context.Context, id int) *Rollout {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDeployment queries the deployment edge of a Rollout.
+func (c *RolloutClient) QueryDeployment(_m *Rollout) *DeploymentQuery {
+	query := (&DeploymentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(rollout.Table, rollout.FieldID, id),
+			sqlgraph.To(deployment.Table, deployment.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, rollout.DeploymentTable, rollout.DeploymentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *RolloutClient) Hooks() []Hook {
+	return c.hooks.Rollout
+}
+
+// Interceptors returns the client interceptors.
+func (c *RolloutClient) Interceptors() []Interceptor {
+	return c.inters.Rollout
+}
+
+func (c *RolloutClient) mutate(ctx context.Context, m *RolloutMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RolloutCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RolloutUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RolloutUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RolloutDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown Rollout mutation op: %q", m.Op())
+	}
+}
+
+// RolloutStrategyClient is a client for the RolloutStrategy schema.
+type RolloutStrategyClient struct {
+	config
+}
+
+// NewRolloutStrategyClient returns a client for the RolloutStrategy from the given config.
+func NewRolloutStrategyClient(c config) *RolloutStrategyClient {
+	return &RolloutStrategyClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `rolloutstrategy.Hooks(f(g(h())))`.
+func (c *RolloutStrategyClient) Use(hooks ...Hook) {
+	c.hooks.RolloutStrategy = append(c.hooks.RolloutStrategy, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `rolloutstrategy.Intercept(f(g(h())))`.
+func (c *RolloutStrategyClient) Intercept(interceptors ...Interceptor) {
+	c.inters.RolloutStrategy = append(c.inters.RolloutStrategy, interceptors...)
+}
+
+// Create returns a builder for creating a RolloutStrategy entity.
+func (c *RolloutStrategyClient) Create() *RolloutStrategyCreate {
+	mutation := newRolloutStrategyMutation(c.config, OpCreate)
+	return &RolloutStrategyCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of RolloutStrategy entities.
+func (c *RolloutStrategyClient) CreateBulk(builders ...*RolloutStrategyCreate) *RolloutStrategyCreateBulk {
+	return &RolloutStrategyCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *RolloutStrategyClient) MapCreateBulk(slice any, setFunc func(*RolloutStrategyCreate, int)) *RolloutStrategyCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &RolloutStrategyCreateBulk{err: fmt.Errorf("calling to RolloutStrategyClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*RolloutStrategyCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &RolloutStrategyCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for RolloutStrategy.
+func (c *RolloutStrategyClient) Update() *RolloutStrategyUpdate {
+	mutation := newRolloutStrategyMutation(c.config, OpUpdate)
+	return &RolloutStrategyUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *RolloutStrategyClient) UpdateOne(_m *RolloutStrategy) *RolloutStrategyUpdateOne {
+	mutation := newRolloutStrategyMutation(c.config, OpUpdateOne, withRolloutStrategy(_m))
+	return &RolloutStrategyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *RolloutStrategyClient) UpdateOneID(id int) *RolloutStrategyUpdateOne {
+	mutation := newRolloutStrategyMutation(c.config, OpUpdateOne, withRolloutStrategyID(id))
+	return &RolloutStrategyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for RolloutStrategy.
+func (c *RolloutStrategyClient) Delete() *RolloutStrategyDelete {
+	mutation := newRolloutStrategyMutation(c.config, OpDelete)
+	return &RolloutStrategyDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *RolloutStrategyClient) DeleteOne(_m *RolloutStrategy) *RolloutStrategyDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *RolloutStrategyClient) DeleteOneID(id int) *RolloutStrategyDeleteOne {
+	builder := c.Delete().Where(rolloutstrategy.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &RolloutStrategyDeleteOne{builder}
+}
+
+// Query returns a query builder for RolloutStrategy.
+func (c *RolloutStrategyClient) Query() *RolloutStrategyQuery {
+	return &RolloutStrategyQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeRolloutStrategy},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a RolloutStrategy entity by its id.
+func (c *RolloutStrategyClient) Get(ctx context.Context, id int) (*RolloutStrategy, error) {
+	return c.Query().Where(rolloutstrategy.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *RolloutStrategyClient) GetX(ctx context.Context, id int) *RolloutStrategy {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *RolloutStrategyClient) Hooks() []Hook {
+	return c.hooks.RolloutStrategy
+}
+
+// Interceptors returns the client interceptors.
+func (c *RolloutStrategyClient) Interceptors() []Interceptor {
+	return c.inters.RolloutStrategy
+}
+
+func (c *RolloutStrategyClient) mutate(ctx context.Context, m *RolloutStrategyMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&RolloutStrategyCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&RolloutStrategyUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&RolloutStrategyUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&RolloutStrategyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown RolloutStrategy mutation op: %q", m.Op())
+	}
+}
+
 // SentinelClient is a client for the Sentinel schema.
 type SentinelClient struct {
 	config
@@ -2598,12 +2912,14 @@ type (
 	hooks struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
 		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
-		OperatorKey, Region, ResourceSync, Sentinel, StreamMark []ent.Hook
+		OperatorKey, Region, ResourceSync, Rollout, RolloutStrategy, Sentinel,
+		StreamMark []ent.Hook
 	}
 	inters struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
 		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
-		OperatorKey, Region, ResourceSync, Sentinel, StreamMark []ent.Interceptor
+		OperatorKey, Region, ResourceSync, Rollout, RolloutStrategy, Sentinel,
+		StreamMark []ent.Interceptor
 	}
 )
 

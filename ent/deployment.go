@@ -58,9 +58,11 @@ type DeploymentEdges struct {
 	Instances []*Instance `json:"instances,omitempty"`
 	// Revisions holds the value of the revisions edge.
 	Revisions []*DeploymentRevision `json:"revisions,omitempty"`
+	// Rollouts holds the value of the rollouts edge.
+	Rollouts []*Rollout `json:"rollouts,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [4]bool
+	loadedTypes [5]bool
 }
 
 // TopologiesOrErr returns the Topologies value or an error if the edge
@@ -97,6 +99,15 @@ func (e DeploymentEdges) RevisionsOrErr() ([]*DeploymentRevision, error) {
 		return e.Revisions, nil
 	}
 	return nil, &NotLoadedError{edge: "revisions"}
+}
+
+// RolloutsOrErr returns the Rollouts value or an error if the edge
+// was not loaded in eager-loading.
+func (e DeploymentEdges) RolloutsOrErr() ([]*Rollout, error) {
+	if e.loadedTypes[4] {
+		return e.Rollouts, nil
+	}
+	return nil, &NotLoadedError{edge: "rollouts"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -240,6 +251,11 @@ func (_m *Deployment) QueryInstances() *InstanceQuery {
 // QueryRevisions queries the "revisions" edge of the Deployment entity.
 func (_m *Deployment) QueryRevisions() *DeploymentRevisionQuery {
 	return NewDeploymentClient(_m.config).QueryRevisions(_m)
+}
+
+// QueryRollouts queries the "rollouts" edge of the Deployment entity.
+func (_m *Deployment) QueryRollouts() *RolloutQuery {
+	return NewDeploymentClient(_m.config).QueryRollouts(_m)
 }
 
 // Update returns a builder for updating this Deployment.

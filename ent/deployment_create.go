@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/rollout"
 )
 
 // DeploymentCreate is the builder for creating a Deployment entity.
@@ -203,6 +204,21 @@ func (_c *DeploymentCreate) AddRevisions(v ...*DeploymentRevision) *DeploymentCr
 		ids[i] = v[i].ID
 	}
 	return _c.AddRevisionIDs(ids...)
+}
+
+// AddRolloutIDs adds the "rollouts" edge to the Rollout entity by IDs.
+func (_c *DeploymentCreate) AddRolloutIDs(ids ...int) *DeploymentCreate {
+	_c.mutation.AddRolloutIDs(ids...)
+	return _c
+}
+
+// AddRollouts adds the "rollouts" edges to the Rollout entity.
+func (_c *DeploymentCreate) AddRollouts(v ...*Rollout) *DeploymentCreate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddRolloutIDs(ids...)
 }
 
 // Mutation returns the DeploymentMutation object of the builder.
@@ -484,6 +500,22 @@ func (_c *DeploymentCreate) createSpec() (*Deployment, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.RolloutsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

@@ -19,6 +19,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/predicate"
+	"github.com/deploysync/deploysync/ent/rollout"
 )
 
 // DeploymentQuery is the builder for querying Deployment entities.
@@ -32,6 +33,7 @@ type DeploymentQuery struct {
 	withPolicies   *CiliumNetworkPolicyQuery
 	withInstances  *InstanceQuery
 	withRevisions  *DeploymentRevisionQuery
+	withRollouts   *RolloutQuery
 	modifiers      []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
@@ -150,6 +152,28 @@ func (_q *DeploymentQuery) QueryRevisions() *DeploymentRevisionQuery {
 			sqlgraph.From(deployment.Table, deployment.FieldID, selector),
 			sqlgraph.To(deploymentrevision.Table, deploymentrevision.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RevisionsTable, deployment.RevisionsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryRollouts chains the current query on the "rollouts" edge.
+func (_q *DeploymentQuery) QueryRollouts() *RolloutQuery {
+	query := (&RolloutClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deployment.Table, deployment.FieldID, selector),
+			sqlgraph.To(rollout.Table, rollout.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RolloutsTable, deployment.RolloutsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -353,6 +377,7 @@ func (_q *DeploymentQuery) Clone() *DeploymentQuery {
 		withPolicies:   _q.withPolicies.Clone(),
 		withInstances:  _q.withInstances.Clone(),
 		withRevisions:  _q.withRevisions.Clone(),
+		withRollouts:   _q.withRollouts.Clone(),
 		// clone intermediate query.
 		sql:       _q.sql.Clone(),
 		path:      _q.path,
@@ -401,6 +426,17 @@ func (_q *DeploymentQuery) WithRevisions(opts ...func(*DeploymentRevisionQuery))
 		opt(query)
 	}
 	_q.withRevisions = query
+	return _q
+}
+
+// WithRollouts tells the query-builder to eager-load the nodes that are connected to
+// the "rollouts" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *DeploymentQuery) WithRollouts(opts ...func(*RolloutQuery)) *DeploymentQuery {
+	query := (&RolloutClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withRollouts = query
 	return _q
 }
 
@@ -482,11 +518,12 @@ func (_q *DeploymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*D
 	var (
 		nodes       = []*Deployment{}
 		_spec       = _q.querySpec()
-		loadedTypes = [4]bool{
+		loadedTypes = [5]bool{
 			_q.withTopologies != nil,
 			_q.withPolicies != nil,
 			_q.withInstances != nil,
 			_q.withRevisions != nil,
+			_q.withRollouts != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -535,6 +572,13 @@ func (_q *DeploymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*D
 		if err := _q.loadRevisions(ctx, query, nodes,
 			func(n *Deployment) { n.Edges.Revisions = []*DeploymentRevision{} },
 			func(n *Deployment, e *DeploymentRevision) { n.Edges.Revisions = append(n.Edges.Revisions, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withRollouts; query != nil {
+		if err := _q.loadRollouts(ctx, query, nodes,
+			func(n *Deployment) { n.Edges.Rollouts = []*Rollout{} },
+			func(n *Deployment, e *Rollout) { n.Edges.Rollouts = append(n.Edges.Rollouts, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -649,6 +693,36 @@ func (_q *DeploymentQuery) loadRevisions(ctx context.Context, query *DeploymentR
 	}
 	query.Where(predicate.DeploymentRevision(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(deployment.RevisionsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.DeploymentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "deployment_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *DeploymentQuery) loadRollouts(ctx context.Context, query *RolloutQuery, nodes []*Deployment, init func(*Deployment), assign func(*Deployment, *Rollout)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[string]*Deployment)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(rollout.FieldDeploymentID)
+	}
+	query.Where(predicate.Rollout(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(deployment.RolloutsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/predicate"
+	"github.com/deploysync/deploysync/ent/rollout"
 )
 
 // DeploymentUpdate is the builder for updating Deployment entities.
@@ -235,6 +236,21 @@ func (_u *DeploymentUpdate) AddRevisions(v ...*DeploymentRevision) *DeploymentUp
 	return _u.AddRevisionIDs(ids...)
 }
 
+// AddRolloutIDs adds the "rollouts" edge to the Rollout entity by IDs.
+func (_u *DeploymentUpdate) AddRolloutIDs(ids ...int) *DeploymentUpdate {
+	_u.mutation.AddRolloutIDs(ids...)
+	return _u
+}
+
+// AddRollouts adds the "rollouts" edges to the Rollout entity.
+func (_u *DeploymentUpdate) AddRollouts(v ...*Rollout) *DeploymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRolloutIDs(ids...)
+}
+
 // Mutation returns the DeploymentMutation object of the builder.
 func (_u *DeploymentUpdate) Mutation() *DeploymentMutation {
 	return _u.mutation
@@ -322,6 +338,27 @@ func (_u *DeploymentUpdate) RemoveRevisions(v ...*DeploymentRevision) *Deploymen
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveRevisionIDs(ids...)
+}
+
+// ClearRollouts clears all "rollouts" edges to the Rollout entity.
+func (_u *DeploymentUpdate) ClearRollouts() *DeploymentUpdate {
+	_u.mutation.ClearRollouts()
+	return _u
+}
+
+// RemoveRolloutIDs removes the "rollouts" edge to Rollout entities by IDs.
+func (_u *DeploymentUpdate) RemoveRolloutIDs(ids ...int) *DeploymentUpdate {
+	_u.mutation.RemoveRolloutIDs(ids...)
+	return _u
+}
+
+// RemoveRollouts removes "rollouts" edges to Rollout entities.
+func (_u *DeploymentUpdate) RemoveRollouts(v ...*Rollout) *DeploymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRolloutIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -641,6 +678,51 @@ func (_u *DeploymentUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.RolloutsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRolloutsIDs(); len(nodes) > 0 && !_u.mutation.RolloutsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RolloutsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -864,6 +946,21 @@ func (_u *DeploymentUpdateOne) AddRevisions(v ...*DeploymentRevision) *Deploymen
 	return _u.AddRevisionIDs(ids...)
 }
 
+// AddRolloutIDs adds the "rollouts" edge to the Rollout entity by IDs.
+func (_u *DeploymentUpdateOne) AddRolloutIDs(ids ...int) *DeploymentUpdateOne {
+	_u.mutation.AddRolloutIDs(ids...)
+	return _u
+}
+
+// AddRollouts adds the "rollouts" edges to the Rollout entity.
+func (_u *DeploymentUpdateOne) AddRollouts(v ...*Rollout) *DeploymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddRolloutIDs(ids...)
+}
+
 // Mutation returns the DeploymentMutation object of the builder.
 func (_u *DeploymentUpdateOne) Mutation() *DeploymentMutation {
 	return _u.mutation
@@ -951,6 +1048,27 @@ func (_u *DeploymentUpdateOne) RemoveRevisions(v ...*DeploymentRevision) *Deploy
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveRevisionIDs(ids...)
+}
+
+// ClearRollouts clears all "rollouts" edges to the Rollout entity.
+func (_u *DeploymentUpdateOne) ClearRollouts() *DeploymentUpdateOne {
+	_u.mutation.ClearRollouts()
+	return _u
+}
+
+// RemoveRolloutIDs removes the "rollouts" edge to Rollout entities by IDs.
+func (_u *DeploymentUpdateOne) RemoveRolloutIDs(ids ...int) *DeploymentUpdateOne {
+	_u.mutation.RemoveRolloutIDs(ids...)
+	return _u
+}
+
+// RemoveRollouts removes "rollouts" edges to Rollout entities.
+func (_u *DeploymentUpdateOne) RemoveRollouts(v ...*Rollout) *DeploymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveRolloutIDs(ids...)
 }
 
 // Where appends a list predicates to the DeploymentUpdate builder.
@@ -1293,6 +1411,51 @@ func (_u *DeploymentUpdateOne) sqlSave(ctx context.Context) (_node *Deployment, 
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(deploymentrevision.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.RolloutsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedRolloutsIDs(); len(nodes) > 0 && !_u.mutation.RolloutsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RolloutsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.RolloutsTable,
+			Columns: []string{deployment.RolloutsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

@@ -3,6 +3,7 @@
 package ent
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -28,6 +29,22 @@ type DeploymentTopology struct {
 	Region string `json:"region,omitempty"`
 	// Replicas holds the value of the "replicas" field.
 	Replicas int `json:"replicas,omitempty"`
+	// Image holds the value of the "image" field.
+	Image string `json:"image,omitempty"`
+	// CPUMillicores holds the value of the "cpu_millicores" field.
+	CPUMillicores int `json:"cpu_millicores,omitempty"`
+	// MemoryMib holds the value of the "memory_mib" field.
+	MemoryMib int `json:"memory_mib,omitempty"`
+	// Port holds the value of the "port" field.
+	Port int `json:"port,omitempty"`
+	// Command holds the value of the "command" field.
+	Command []string `json:"command,omitempty"`
+	// Env holds the value of the "env" field.
+	Env map[string]string `json:"env,omitempty"`
+	// SpecHash holds the value of the "spec_hash" field.
+	SpecHash string `json:"spec_hash,omitempty"`
+	// SpecRevision holds the value of the "spec_revision" field.
+	SpecRevision int `json:"spec_revision,omitempty"`
 	// DesiredStatus holds the value of the "desired_status" field.
 	DesiredStatus deploymenttopology.DesiredStatus `json:"desired_status,omitempty"`
 	// ActualStatus holds the value of the "actual_status" field.
@@ -63,9 +80,11 @@ func (*DeploymentTopology) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
-		case deploymenttopology.FieldID, deploymenttopology.FieldReplicas:
+		case deploymenttopology.FieldCommand, deploymenttopology.FieldEnv:
+			values[i] = new([]byte)
+		case deploymenttopology.FieldID, deploymenttopology.FieldReplicas, deploymenttopology.FieldCPUMillicores, deploymenttopology.FieldMemoryMib, deploymenttopology.FieldPort, deploymenttopology.FieldSpecRevision:
 			values[i] = new(sql.NullInt64)
-		case deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion, deploymenttopology.FieldDesiredStatus, deploymenttopology.FieldActualStatus:
+		case deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion, deploymenttopology.FieldImage, deploymenttopology.FieldSpecHash, deploymenttopology.FieldDesiredStatus, deploymenttopology.FieldActualStatus:
 			values[i] = new(sql.NullString)
 		case deploymenttopology.FieldCreatedAt, deploymenttopology.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -119,6 +138,58 @@ func (_m *DeploymentTopology) assignValues(columns []string, values []any) error
 				return fmt.Errorf("unexpected type %T for field replicas", values[i])
 			} else if value.Valid {
 				_m.Replicas = int(value.Int64)
+			}
+		case deploymenttopology.FieldImage:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field image", values[i])
+			} else if value.Valid {
+				_m.Image = value.String
+			}
+		case deploymenttopology.FieldCPUMillicores:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field cpu_millicores", values[i])
+			} else if value.Valid {
+				_m.CPUMillicores = int(value.Int64)
+			}
+		case deploymenttopology.FieldMemoryMib:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field memory_mib", values[i])
+			} else if value.Valid {
+				_m.MemoryMib = int(value.Int64)
+			}
+		case deploymenttopology.FieldPort:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field port", values[i])
+			} else if value.Valid {
+				_m.Port = int(value.Int64)
+			}
+		case deploymenttopology.FieldCommand:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field command", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Command); err != nil {
+					return fmt.Errorf("unmarshal field command: %w", err)
+				}
+			}
+		case deploymenttopology.FieldEnv:
+			if value, ok := values[i].(*[]byte); !ok {
+				return fmt.Errorf("unexpected type %T for field env", values[i])
+			} else if value != nil && len(*value) > 0 {
+				if err := json.Unmarshal(*value, &_m.Env); err != nil {
+					return fmt.Errorf("unmarshal field env: %w", err)
+				}
+			}
+		case deploymenttopology.FieldSpecHash:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field spec_hash", values[i])
+			} else if value.Valid {
+				_m.SpecHash = value.String
+			}
+		case deploymenttopology.FieldSpecRevision:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field spec_revision", values[i])
+			} else if value.Valid {
+				_m.SpecRevision = int(value.Int64)
 			}
 		case deploymenttopology.FieldDesiredStatus:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -187,6 +258,30 @@ func (_m *DeploymentTopology) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("replicas=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Replicas))
+	builder.WriteString(", ")
+	builder.WriteString("image=")
+	builder.WriteString(_m.Image)
+	builder.WriteString(", ")
+	builder.WriteString("cpu_millicores=")
+	builder.WriteString(fmt.Sprintf("%v", _m.CPUMillicores))
+	builder.WriteString(", ")
+	builder.WriteString("memory_mib=")
+	builder.WriteString(fmt.Sprintf("%v", _m.MemoryMib))
+	builder.WriteString(", ")
+	builder.WriteString("port=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Port))
+	builder.WriteString(", ")
+	builder.WriteString("command=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Command))
+	builder.WriteString(", ")
+	builder.WriteString("env=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Env))
+	builder.WriteString(", ")
+	builder.WriteString("spec_hash=")
+	builder.WriteString(_m.SpecHash)
+	builder.WriteString(", ")
+	builder.WriteString("spec_revision=")
+	builder.WriteString(fmt.Sprintf("%v", _m.SpecRevision))
 	builder.WriteString(", ")
 	builder.WriteString("desired_status=")
 	builder.WriteString(fmt.Sprintf("%v", _m.DesiredStatus))

@@ -69,6 +69,102 @@ func (_c *DeploymentTopologyCreate) SetReplicas(v int) *DeploymentTopologyCreate
 	return _c
 }
 
+// SetImage sets the "image" field.
+func (_c *DeploymentTopologyCreate) SetImage(v string) *DeploymentTopologyCreate {
+	_c.mutation.SetImage(v)
+	return _c
+}
+
+// SetNillableImage sets the "image" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillableImage(v *string) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetImage(*v)
+	}
+	return _c
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (_c *DeploymentTopologyCreate) SetCPUMillicores(v int) *DeploymentTopologyCreate {
+	_c.mutation.SetCPUMillicores(v)
+	return _c
+}
+
+// SetNillableCPUMillicores sets the "cpu_millicores" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillableCPUMillicores(v *int) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetCPUMillicores(*v)
+	}
+	return _c
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (_c *DeploymentTopologyCreate) SetMemoryMib(v int) *DeploymentTopologyCreate {
+	_c.mutation.SetMemoryMib(v)
+	return _c
+}
+
+// SetNillableMemoryMib sets the "memory_mib" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillableMemoryMib(v *int) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetMemoryMib(*v)
+	}
+	return _c
+}
+
+// SetPort sets the "port" field.
+func (_c *DeploymentTopologyCreate) SetPort(v int) *DeploymentTopologyCreate {
+	_c.mutation.SetPort(v)
+	return _c
+}
+
+// SetNillablePort sets the "port" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillablePort(v *int) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetPort(*v)
+	}
+	return _c
+}
+
+// SetCommand sets the "command" field.
+func (_c *DeploymentTopologyCreate) SetCommand(v []string) *DeploymentTopologyCreate {
+	_c.mutation.SetCommand(v)
+	return _c
+}
+
+// SetEnv sets the "env" field.
+func (_c *DeploymentTopologyCreate) SetEnv(v map[string]string) *DeploymentTopologyCreate {
+	_c.mutation.SetEnv(v)
+	return _c
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (_c *DeploymentTopologyCreate) SetSpecHash(v string) *DeploymentTopologyCreate {
+	_c.mutation.SetSpecHash(v)
+	return _c
+}
+
+// SetNillableSpecHash sets the "spec_hash" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillableSpecHash(v *string) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetSpecHash(*v)
+	}
+	return _c
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (_c *DeploymentTopologyCreate) SetSpecRevision(v int) *DeploymentTopologyCreate {
+	_c.mutation.SetSpecRevision(v)
+	return _c
+}
+
+// SetNillableSpecRevision sets the "spec_revision" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillableSpecRevision(v *int) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetSpecRevision(*v)
+	}
+	return _c
+}
+
 // SetDesiredStatus sets the "desired_status" field.
 func (_c *DeploymentTopologyCreate) SetDesiredStatus(v deploymenttopology.DesiredStatus) *DeploymentTopologyCreate {
 	_c.mutation.SetDesiredStatus(v)
@@ -153,6 +249,30 @@ func (_c *DeploymentTopologyCreate) defaults() error {
 		v := deploymenttopology.DefaultUpdatedAt()
 		_c.mutation.SetUpdatedAt(v)
 	}
+	if _, ok := _c.mutation.Image(); !ok {
+		v := deploymenttopology.DefaultImage
+		_c.mutation.SetImage(v)
+	}
+	if _, ok := _c.mutation.CPUMillicores(); !ok {
+		v := deploymenttopology.DefaultCPUMillicores
+		_c.mutation.SetCPUMillicores(v)
+	}
+	if _, ok := _c.mutation.MemoryMib(); !ok {
+		v := deploymenttopology.DefaultMemoryMib
+		_c.mutation.SetMemoryMib(v)
+	}
+	if _, ok := _c.mutation.Port(); !ok {
+		v := deploymenttopology.DefaultPort
+		_c.mutation.SetPort(v)
+	}
+	if _, ok := _c.mutation.SpecHash(); !ok {
+		v := deploymenttopology.DefaultSpecHash
+		_c.mutation.SetSpecHash(v)
+	}
+	if _, ok := _c.mutation.SpecRevision(); !ok {
+		v := deploymenttopology.DefaultSpecRevision
+		_c.mutation.SetSpecRevision(v)
+	}
 	if _, ok := _c.mutation.DesiredStatus(); !ok {
 		v := deploymenttopology.DefaultDesiredStatus
 		_c.mutation.SetDesiredStatus(v)
@@ -194,6 +314,34 @@ func (_c *DeploymentTopologyCreate) check() error {
 	if v, ok := _c.mutation.Replicas(); ok {
 		if err := deploymenttopology.ReplicasValidator(v); err != nil {
 			return &ValidationError{Name: "replicas", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.replicas": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Image(); !ok {
+		return &ValidationError{Name: "image", err: errors.New(`ent: missing required field "DeploymentTopology.image"`)}
+	}
+	if _, ok := _c.mutation.CPUMillicores(); !ok {
+		return &ValidationError{Name: "cpu_millicores", err: errors.New(`ent: missing required field "DeploymentTopology.cpu_millicores"`)}
+	}
+	if _, ok := _c.mutation.MemoryMib(); !ok {
+		return &ValidationError{Name: "memory_mib", err: errors.New(`ent: missing required field "DeploymentTopology.memory_mib"`)}
+	}
+	if _, ok := _c.mutation.Port(); !ok {
+		return &ValidationError{Name: "port", err: errors.New(`ent: missing required field "DeploymentTopology.port"`)}
+	}
+	if _, ok := _c.mutation.SpecHash(); !ok {
+		return &ValidationError{Name: "spec_hash", err: errors.New(`ent: missing required field "DeploymentTopology.spec_hash"`)}
+	}
+	if v, ok := _c.mutation.SpecHash(); ok {
+		if err := deploymenttopology.SpecHashValidator(v); err != nil {
+			return &ValidationError{Name: "spec_hash", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.spec_hash": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.SpecRevision(); !ok {
+		return &ValidationError{Name: "spec_revision", err: errors.New(`ent: missing required field "DeploymentTopology.spec_revision"`)}
+	}
+	if v, ok := _c.mutation.SpecRevision(); ok {
+		if err := deploymenttopology.SpecRevisionValidator(v); err != nil {
+			return &ValidationError{Name: "spec_revision", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.spec_revision": %w`, err)}
 		}
 	}
 	if _, ok := _c.mutation.DesiredStatus(); !ok {
@@ -257,6 +405,38 @@ func (_c *DeploymentTopologyCreate) createSpec() (*DeploymentTopology, *sqlgraph
 	if value, ok := _c.mutation.Replicas(); ok {
 		_spec.SetField(deploymenttopology.FieldReplicas, field.TypeInt, value)
 		_node.Replicas = value
+	}
+	if value, ok := _c.mutation.Image(); ok {
+		_spec.SetField(deploymenttopology.FieldImage, field.TypeString, value)
+		_node.Image = value
+	}
+	if value, ok := _c.mutation.CPUMillicores(); ok {
+		_spec.SetField(deploymenttopology.FieldCPUMillicores, field.TypeInt, value)
+		_node.CPUMillicores = value
+	}
+	if value, ok := _c.mutation.MemoryMib(); ok {
+		_spec.SetField(deploymenttopology.FieldMemoryMib, field.TypeInt, value)
+		_node.MemoryMib = value
+	}
+	if value, ok := _c.mutation.Port(); ok {
+		_spec.SetField(deploymenttopology.FieldPort, field.TypeInt, value)
+		_node.Port = value
+	}
+	if value, ok := _c.mutation.Command(); ok {
+		_spec.SetField(deploymenttopology.FieldCommand, field.TypeJSON, value)
+		_node.Command = value
+	}
+	if value, ok := _c.mutation.Env(); ok {
+		_spec.SetField(deploymenttopology.FieldEnv, field.TypeJSON, value)
+		_node.Env = value
+	}
+	if value, ok := _c.mutation.SpecHash(); ok {
+		_spec.SetField(deploymenttopology.FieldSpecHash, field.TypeString, value)
+		_node.SpecHash = value
+	}
+	if value, ok := _c.mutation.SpecRevision(); ok {
+		_spec.SetField(deploymenttopology.FieldSpecRevision, field.TypeInt, value)
+		_node.SpecRevision = value
 	}
 	if value, ok := _c.mutation.DesiredStatus(); ok {
 		_spec.SetField(deploymenttopology.FieldDesiredStatus, field.TypeEnum, value)
@@ -362,6 +542,138 @@ func (u *DeploymentTopologyUpsert) UpdateReplicas() *DeploymentTopologyUpsert {
 // AddReplicas adds v to the "replicas" field.
 func (u *DeploymentTopologyUpsert) AddReplicas(v int) *DeploymentTopologyUpsert {
 	u.Add(deploymenttopology.FieldReplicas, v)
+	return u
+}
+
+// SetImage sets the "image" field.
+func (u *DeploymentTopologyUpsert) SetImage(v string) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldImage, v)
+	return u
+}
+
+// UpdateImage sets the "image" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateImage() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldImage)
+	return u
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (u *DeploymentTopologyUpsert) SetCPUMillicores(v int) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldCPUMillicores, v)
+	return u
+}
+
+// UpdateCPUMillicores sets the "cpu_millicores" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateCPUMillicores() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldCPUMillicores)
+	return u
+}
+
+// AddCPUMillicores adds v to the "cpu_millicores" field.
+func (u *DeploymentTopologyUpsert) AddCPUMillicores(v int) *DeploymentTopologyUpsert {
+	u.Add(deploymenttopology.FieldCPUMillicores, v)
+	return u
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (u *DeploymentTopologyUpsert) SetMemoryMib(v int) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldMemoryMib, v)
+	return u
+}
+
+// UpdateMemoryMib sets the "memory_mib" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateMemoryMib() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldMemoryMib)
+	return u
+}
+
+// AddMemoryMib adds v to the "memory_mib" field.
+func (u *DeploymentTopologyUpsert) AddMemoryMib(v int) *DeploymentTopologyUpsert {
+	u.Add(deploymenttopology.FieldMemoryMib, v)
+	return u
+}
+
+// SetPort sets the "port" field.
+func (u *DeploymentTopologyUpsert) SetPort(v int) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldPort, v)
+	return u
+}
+
+// UpdatePort sets the "port" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdatePort() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldPort)
+	return u
+}
+
+// AddPort adds v to the "port" field.
+func (u *DeploymentTopologyUpsert) AddPort(v int) *DeploymentTopologyUpsert {
+	u.Add(deploymenttopology.FieldPort, v)
+	return u
+}
+
+// SetCommand sets the "command" field.
+func (u *DeploymentTopologyUpsert) SetCommand(v []string) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldCommand, v)
+	return u
+}
+
+// UpdateCommand sets the "command" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateCommand() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldCommand)
+	return u
+}
+
+// ClearCommand clears the value of the "command" field.
+func (u *DeploymentTopologyUpsert) ClearCommand() *DeploymentTopologyUpsert {
+	u.SetNull(deploymenttopology.FieldCommand)
+	return u
+}
+
+// SetEnv sets the "env" field.
+func (u *DeploymentTopologyUpsert) SetEnv(v map[string]string) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldEnv, v)
+	return u
+}
+
+// UpdateEnv sets the "env" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateEnv() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldEnv)
+	return u
+}
+
+// ClearEnv clears the value of the "env" field.
+func (u *DeploymentTopologyUpsert) ClearEnv() *DeploymentTopologyUpsert {
+	u.SetNull(deploymenttopology.FieldEnv)
+	return u
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (u *DeploymentTopologyUpsert) SetSpecHash(v string) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldSpecHash, v)
+	return u
+}
+
+// UpdateSpecHash sets the "spec_hash" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateSpecHash() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldSpecHash)
+	return u
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (u *DeploymentTopologyUpsert) SetSpecRevision(v int) *DeploymentTopologyUpsert {
+	u.Set(deploymenttopology.FieldSpecRevision, v)
+	return u
+}
+
+// UpdateSpecRevision sets the "spec_revision" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsert) UpdateSpecRevision() *DeploymentTopologyUpsert {
+	u.SetExcluded(deploymenttopology.FieldSpecRevision)
+	return u
+}
+
+// AddSpecRevision adds v to the "spec_revision" field.
+func (u *DeploymentTopologyUpsert) AddSpecRevision(v int) *DeploymentTopologyUpsert {
+	u.Add(deploymenttopology.FieldSpecRevision, v)
 	return u
 }
 
@@ -472,6 +784,160 @@ func (u *DeploymentTopologyUpsertOne) AddReplicas(v int) *DeploymentTopologyUpse
 func (u *DeploymentTopologyUpsertOne) UpdateReplicas() *DeploymentTopologyUpsertOne {
 	return u.Update(func(s *DeploymentTopologyUpsert) {
 		s.UpdateReplicas()
+	})
+}
+
+// SetImage sets the "image" field.
+func (u *DeploymentTopologyUpsertOne) SetImage(v string) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetImage(v)
+	})
+}
+
+// UpdateImage sets the "image" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateImage() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateImage()
+	})
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (u *DeploymentTopologyUpsertOne) SetCPUMillicores(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetCPUMillicores(v)
+	})
+}
+
+// AddCPUMillicores adds v to the "cpu_millicores" field.
+func (u *DeploymentTopologyUpsertOne) AddCPUMillicores(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddCPUMillicores(v)
+	})
+}
+
+// UpdateCPUMillicores sets the "cpu_millicores" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateCPUMillicores() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateCPUMillicores()
+	})
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (u *DeploymentTopologyUpsertOne) SetMemoryMib(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetMemoryMib(v)
+	})
+}
+
+// AddMemoryMib adds v to the "memory_mib" field.
+func (u *DeploymentTopologyUpsertOne) AddMemoryMib(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddMemoryMib(v)
+	})
+}
+
+// UpdateMemoryMib sets the "memory_mib" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateMemoryMib() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateMemoryMib()
+	})
+}
+
+// SetPort sets the "port" field.
+func (u *DeploymentTopologyUpsertOne) SetPort(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetPort(v)
+	})
+}
+
+// AddPort adds v to the "port" field.
+func (u *DeploymentTopologyUpsertOne) AddPort(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddPort(v)
+	})
+}
+
+// UpdatePort sets the "port" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdatePort() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdatePort()
+	})
+}
+
+// SetCommand sets the "command" field.
+func (u *DeploymentTopologyUpsertOne) SetCommand(v []string) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetCommand(v)
+	})
+}
+
+// UpdateCommand sets the "command" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateCommand() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateCommand()
+	})
+}
+
+// ClearCommand clears the value of the "command" field.
+func (u *DeploymentTopologyUpsertOne) ClearCommand() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.ClearCommand()
+	})
+}
+
+// SetEnv sets the "env" field.
+func (u *DeploymentTopologyUpsertOne) SetEnv(v map[string]string) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetEnv(v)
+	})
+}
+
+// UpdateEnv sets the "env" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateEnv() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateEnv()
+	})
+}
+
+// ClearEnv clears the value of the "env" field.
+func (u *DeploymentTopologyUpsertOne) ClearEnv() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.ClearEnv()
+	})
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (u *DeploymentTopologyUpsertOne) SetSpecHash(v string) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetSpecHash(v)
+	})
+}
+
+// UpdateSpecHash sets the "spec_hash" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateSpecHash() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateSpecHash()
+	})
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (u *DeploymentTopologyUpsertOne) SetSpecRevision(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetSpecRevision(v)
+	})
+}
+
+// AddSpecRevision adds v to the "spec_revision" field.
+func (u *DeploymentTopologyUpsertOne) AddSpecRevision(v int) *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddSpecRevision(v)
+	})
+}
+
+// UpdateSpecRevision sets the "spec_revision" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertOne) UpdateSpecRevision() *DeploymentTopologyUpsertOne {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateSpecRevision()
 	})
 }
 
@@ -752,6 +1218,160 @@ func (u *DeploymentTopologyUpsertBulk) AddReplicas(v int) *DeploymentTopologyUps
 func (u *DeploymentTopologyUpsertBulk) UpdateReplicas() *DeploymentTopologyUpsertBulk {
 	return u.Update(func(s *DeploymentTopologyUpsert) {
 		s.UpdateReplicas()
+	})
+}
+
+// SetImage sets the "image" field.
+func (u *DeploymentTopologyUpsertBulk) SetImage(v string) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetImage(v)
+	})
+}
+
+// UpdateImage sets the "image" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateImage() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateImage()
+	})
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (u *DeploymentTopologyUpsertBulk) SetCPUMillicores(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetCPUMillicores(v)
+	})
+}
+
+// AddCPUMillicores adds v to the "cpu_millicores" field.
+func (u *DeploymentTopologyUpsertBulk) AddCPUMillicores(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddCPUMillicores(v)
+	})
+}
+
+// UpdateCPUMillicores sets the "cpu_millicores" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateCPUMillicores() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateCPUMillicores()
+	})
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (u *DeploymentTopologyUpsertBulk) SetMemoryMib(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetMemoryMib(v)
+	})
+}
+
+// AddMemoryMib adds v to the "memory_mib" field.
+func (u *DeploymentTopologyUpsertBulk) AddMemoryMib(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddMemoryMib(v)
+	})
+}
+
+// UpdateMemoryMib sets the "memory_mib" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateMemoryMib() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateMemoryMib()
+	})
+}
+
+// SetPort sets the "port" field.
+func (u *DeploymentTopologyUpsertBulk) SetPort(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetPort(v)
+	})
+}
+
+// AddPort adds v to the "port" field.
+func (u *DeploymentTopologyUpsertBulk) AddPort(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddPort(v)
+	})
+}
+
+// UpdatePort sets the "port" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdatePort() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdatePort()
+	})
+}
+
+// SetCommand sets the "command" field.
+func (u *DeploymentTopologyUpsertBulk) SetCommand(v []string) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetCommand(v)
+	})
+}
+
+// UpdateCommand sets the "command" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateCommand() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateCommand()
+	})
+}
+
+// ClearCommand clears the value of the "command" field.
+func (u *DeploymentTopologyUpsertBulk) ClearCommand() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.ClearCommand()
+	})
+}
+
+// SetEnv sets the "env" field.
+func (u *DeploymentTopologyUpsertBulk) SetEnv(v map[string]string) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetEnv(v)
+	})
+}
+
+// UpdateEnv sets the "env" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateEnv() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateEnv()
+	})
+}
+
+// ClearEnv clears the value of the "env" field.
+func (u *DeploymentTopologyUpsertBulk) ClearEnv() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.ClearEnv()
+	})
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (u *DeploymentTopologyUpsertBulk) SetSpecHash(v string) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetSpecHash(v)
+	})
+}
+
+// UpdateSpecHash sets the "spec_hash" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateSpecHash() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateSpecHash()
+	})
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (u *DeploymentTopologyUpsertBulk) SetSpecRevision(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.SetSpecRevision(v)
+	})
+}
+
+// AddSpecRevision adds v to the "spec_revision" field.
+func (u *DeploymentTopologyUpsertBulk) AddSpecRevision(v int) *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.AddSpecRevision(v)
+	})
+}
+
+// UpdateSpecRevision sets the "spec_revision" field to the value that was provided on create.
+func (u *DeploymentTopologyUpsertBulk) UpdateSpecRevision() *DeploymentTopologyUpsertBulk {
+	return u.Update(func(s *DeploymentTopologyUpsert) {
+		s.UpdateSpecRevision()
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"entgo.io/ent/dialect/sql"
 	"entgo.io/ent/dialect/sql/sqlgraph"
+	"entgo.io/ent/dialect/sql/sqljson"
 	"entgo.io/ent/schema/field"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/predicate"
@@ -53,6 +54,148 @@ func (_u *DeploymentTopologyUpdate) SetNillableReplicas(v *int) *DeploymentTopol
 // AddReplicas adds value to the "replicas" field.
 func (_u *DeploymentTopologyUpdate) AddReplicas(v int) *DeploymentTopologyUpdate {
 	_u.mutation.AddReplicas(v)
+	return _u
+}
+
+// SetImage sets the "image" field.
+func (_u *DeploymentTopologyUpdate) SetImage(v string) *DeploymentTopologyUpdate {
+	_u.mutation.SetImage(v)
+	return _u
+}
+
+// SetNillableImage sets the "image" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdate) SetNillableImage(v *string) *DeploymentTopologyUpdate {
+	if v != nil {
+		_u.SetImage(*v)
+	}
+	return _u
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (_u *DeploymentTopologyUpdate) SetCPUMillicores(v int) *DeploymentTopologyUpdate {
+	_u.mutation.ResetCPUMillicores()
+	_u.mutation.SetCPUMillicores(v)
+	return _u
+}
+
+// SetNillableCPUMillicores sets the "cpu_millicores" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdate) SetNillableCPUMillicores(v *int) *DeploymentTopologyUpdate {
+	if v != nil {
+		_u.SetCPUMillicores(*v)
+	}
+	return _u
+}
+
+// AddCPUMillicores adds value to the "cpu_millicores" field.
+func (_u *DeploymentTopologyUpdate) AddCPUMillicores(v int) *DeploymentTopologyUpdate {
+	_u.mutation.AddCPUMillicores(v)
+	return _u
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (_u *DeploymentTopologyUpdate) SetMemoryMib(v int) *DeploymentTopologyUpdate {
+	_u.mutation.ResetMemoryMib()
+	_u.mutation.SetMemoryMib(v)
+	return _u
+}
+
+// SetNillableMemoryMib sets the "memory_mib" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdate) SetNillableMemoryMib(v *int) *DeploymentTopologyUpdate {
+	if v != nil {
+		_u.SetMemoryMib(*v)
+	}
+	return _u
+}
+
+// AddMemoryMib adds value to the "memory_mib" field.
+func (_u *DeploymentTopologyUpdate) AddMemoryMib(v int) *DeploymentTopologyUpdate {
+	_u.mutation.AddMemoryMib(v)
+	return _u
+}
+
+// SetPort sets the "port" field.
+func (_u *DeploymentTopologyUpdate) SetPort(v int) *DeploymentTopologyUpdate {
+	_u.mutation.ResetPort()
+	_u.mutation.SetPort(v)
+	return _u
+}
+
+// SetNillablePort sets the "port" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdate) SetNillablePort(v *int) *DeploymentTopologyUpdate {
+	if v != nil {
+		_u.SetPort(*v)
+	}
+	return _u
+}
+
+// AddPort adds value to the "port" field.
+func (_u *DeploymentTopologyUpdate) AddPort(v int) *DeploymentTopologyUpdate {
+	_u.mutation.AddPort(v)
+	return _u
+}
+
+// SetCommand sets the "command" field.
+func (_u *DeploymentTopologyUpdate) SetCommand(v []string) *DeploymentTopologyUpdate {
+	_u.mutation.SetCommand(v)
+	return _u
+}
+
+// AppendCommand appends value to the "command" field.
+func (_u *DeploymentTopologyUpdate) AppendCommand(v []string) *DeploymentTopologyUpdate {
+	_u.mutation.AppendCommand(v)
+	return _u
+}
+
+// ClearCommand clears the value of the "command" field.
+func (_u *DeploymentTopologyUpdate) ClearCommand() *DeploymentTopologyUpdate {
+	_u.mutation.ClearCommand()
+	return _u
+}
+
+// SetEnv sets the "env" field.
+func (_u *DeploymentTopologyUpdate) SetEnv(v map[string]string) *DeploymentTopologyUpdate {
+	_u.mutation.SetEnv(v)
+	return _u
+}
+
+// ClearEnv clears the value of the "env" field.
+func (_u *DeploymentTopologyUpdate) ClearEnv() *DeploymentTopologyUpdate {
+	_u.mutation.ClearEnv()
+	return _u
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (_u *DeploymentTopologyUpdate) SetSpecHash(v string) *DeploymentTopologyUpdate {
+	_u.mutation.SetSpecHash(v)
+	return _u
+}
+
+// SetNillableSpecHash sets the "spec_hash" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdate) SetNillableSpecHash(v *string) *DeploymentTopologyUpdate {
+	if v != nil {
+		_u.SetSpecHash(*v)
+	}
+	return _u
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (_u *DeploymentTopologyUpdate) SetSpecRevision(v int) *DeploymentTopologyUpdate {
+	_u.mutation.ResetSpecRevision()
+	_u.mutation.SetSpecRevision(v)
+	return _u
+}
+
+// SetNillableSpecRevision sets the "spec_revision" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdate) SetNillableSpecRevision(v *int) *DeploymentTopologyUpdate {
+	if v != nil {
+		_u.SetSpecRevision(*v)
+	}
+	return _u
+}
+
+// AddSpecRevision adds value to the "spec_revision" field.
+func (_u *DeploymentTopologyUpdate) AddSpecRevision(v int) *DeploymentTopologyUpdate {
+	_u.mutation.AddSpecRevision(v)
 	return _u
 }
 
@@ -138,6 +281,16 @@ func (_u *DeploymentTopologyUpdate) check() error {
 			return &ValidationError{Name: "replicas", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.replicas": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.SpecHash(); ok {
+		if err := deploymenttopology.SpecHashValidator(v); err != nil {
+			return &ValidationError{Name: "spec_hash", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.spec_hash": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.SpecRevision(); ok {
+		if err := deploymenttopology.SpecRevisionValidator(v); err != nil {
+			return &ValidationError{Name: "spec_revision", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.spec_revision": %w`, err)}
+		}
+	}
 	if v, ok := _u.mutation.DesiredStatus(); ok {
 		if err := deploymenttopology.DesiredStatusValidator(v); err != nil {
 			return &ValidationError{Name: "desired_status", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.desired_status": %w`, err)}
@@ -180,6 +333,53 @@ func (_u *DeploymentTopologyUpdate) sqlSave(ctx context.Context) (_node int, err
 	}
 	if value, ok := _u.mutation.AddedReplicas(); ok {
 		_spec.AddField(deploymenttopology.FieldReplicas, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Image(); ok {
+		_spec.SetField(deploymenttopology.FieldImage, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.CPUMillicores(); ok {
+		_spec.SetField(deploymenttopology.FieldCPUMillicores, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedCPUMillicores(); ok {
+		_spec.AddField(deploymenttopology.FieldCPUMillicores, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.MemoryMib(); ok {
+		_spec.SetField(deploymenttopology.FieldMemoryMib, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMemoryMib(); ok {
+		_spec.AddField(deploymenttopology.FieldMemoryMib, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Port(); ok {
+		_spec.SetField(deploymenttopology.FieldPort, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedPort(); ok {
+		_spec.AddField(deploymenttopology.FieldPort, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Command(); ok {
+		_spec.SetField(deploymenttopology.FieldCommand, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedCommand(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, deploymenttopology.FieldCommand, value)
+		})
+	}
+	if _u.mutation.CommandCleared() {
+		_spec.ClearField(deploymenttopology.FieldCommand, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.Env(); ok {
+		_spec.SetField(deploymenttopology.FieldEnv, field.TypeJSON, value)
+	}
+	if _u.mutation.EnvCleared() {
+		_spec.ClearField(deploymenttopology.FieldEnv, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.SpecHash(); ok {
+		_spec.SetField(deploymenttopology.FieldSpecHash, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.SpecRevision(); ok {
+		_spec.SetField(deploymenttopology.FieldSpecRevision, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedSpecRevision(); ok {
+		_spec.AddField(deploymenttopology.FieldSpecRevision, field.TypeInt, value)
 	}
 	if value, ok := _u.mutation.DesiredStatus(); ok {
 		_spec.SetField(deploymenttopology.FieldDesiredStatus, field.TypeEnum, value)
@@ -233,6 +433,148 @@ func (_u *DeploymentTopologyUpdateOne) SetNillableReplicas(v *int) *DeploymentTo
 // AddReplicas adds value to the "replicas" field.
 func (_u *DeploymentTopologyUpdateOne) AddReplicas(v int) *DeploymentTopologyUpdateOne {
 	_u.mutation.AddReplicas(v)
+	return _u
+}
+
+// SetImage sets the "image" field.
+func (_u *DeploymentTopologyUpdateOne) SetImage(v string) *DeploymentTopologyUpdateOne {
+	_u.mutation.SetImage(v)
+	return _u
+}
+
+// SetNillableImage sets the "image" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdateOne) SetNillableImage(v *string) *DeploymentTopologyUpdateOne {
+	if v != nil {
+		_u.SetImage(*v)
+	}
+	return _u
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (_u *DeploymentTopologyUpdateOne) SetCPUMillicores(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.ResetCPUMillicores()
+	_u.mutation.SetCPUMillicores(v)
+	return _u
+}
+
+// SetNillableCPUMillicores sets the "cpu_millicores" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdateOne) SetNillableCPUMillicores(v *int) *DeploymentTopologyUpdateOne {
+	if v != nil {
+		_u.SetCPUMillicores(*v)
+	}
+	return _u
+}
+
+// AddCPUMillicores adds value to the "cpu_millicores" field.
+func (_u *DeploymentTopologyUpdateOne) AddCPUMillicores(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.AddCPUMillicores(v)
+	return _u
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (_u *DeploymentTopologyUpdateOne) SetMemoryMib(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.ResetMemoryMib()
+	_u.mutation.SetMemoryMib(v)
+	return _u
+}
+
+// SetNillableMemoryMib sets the "memory_mib" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdateOne) SetNillableMemoryMib(v *int) *DeploymentTopologyUpdateOne {
+	if v != nil {
+		_u.SetMemoryMib(*v)
+	}
+	return _u
+}
+
+// AddMemoryMib adds value to the "memory_mib" field.
+func (_u *DeploymentTopologyUpdateOne) AddMemoryMib(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.AddMemoryMib(v)
+	return _u
+}
+
+// SetPort sets the "port" field.
+func (_u *DeploymentTopologyUpdateOne) SetPort(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.ResetPort()
+	_u.mutation.SetPort(v)
+	return _u
+}
+
+// SetNillablePort sets the "port" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdateOne) SetNillablePort(v *int) *DeploymentTopologyUpdateOne {
+	if v != nil {
+		_u.SetPort(*v)
+	}
+	return _u
+}
+
+// AddPort adds value to the "port" field.
+func (_u *DeploymentTopologyUpdateOne) AddPort(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.AddPort(v)
+	return _u
+}
+
+// SetCommand sets the "command" field.
+func (_u *DeploymentTopologyUpdateOne) SetCommand(v []string) *DeploymentTopologyUpdateOne {
+	_u.mutation.SetCommand(v)
+	return _u
+}
+
+// AppendCommand appends value to the "command" field.
+func (_u *DeploymentTopologyUpdateOne) AppendCommand(v []string) *DeploymentTopologyUpdateOne {
+	_u.mutation.AppendCommand(v)
+	return _u
+}
+
+// ClearCommand clears the value of the "command" field.
+func (_u *DeploymentTopologyUpdateOne) ClearCommand() *DeploymentTopologyUpdateOne {
+	_u.mutation.ClearCommand()
+	return _u
+}
+
+// SetEnv sets the "env" field.
+func (_u *DeploymentTopologyUpdateOne) SetEnv(v map[string]string) *DeploymentTopologyUpdateOne {
+	_u.mutation.SetEnv(v)
+	return _u
+}
+
+// ClearEnv clears the value of the "env" field.
+func (_u *DeploymentTopologyUpdateOne) ClearEnv() *DeploymentTopologyUpdateOne {
+	_u.mutation.ClearEnv()
+	return _u
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (_u *DeploymentTopologyUpdateOne) SetSpecHash(v string) *DeploymentTopologyUpdateOne {
+	_u.mutation.SetSpecHash(v)
+	return _u
+}
+
+// SetNillableSpecHash sets the "spec_hash" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdateOne) SetNillableSpecHash(v *string) *DeploymentTopologyUpdateOne {
+	if v != nil {
+		_u.SetSpecHash(*v)
+	}
+	return _u
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (_u *DeploymentTopologyUpdateOne) SetSpecRevision(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.ResetSpecRevision()
+	_u.mutation.SetSpecRevision(v)
+	return _u
+}
+
+// SetNillableSpecRevision sets the "spec_revision" field if the given value is not nil.
+func (_u *DeploymentTopologyUpdateOne) SetNillableSpecRevision(v *int) *DeploymentTopologyUpdateOne {
+	if v != nil {
+		_u.SetSpecRevision(*v)
+	}
+	return _u
+}
+
+// AddSpecRevision adds value to the "spec_revision" field.
+func (_u *DeploymentTopologyUpdateOne) AddSpecRevision(v int) *DeploymentTopologyUpdateOne {
+	_u.mutation.AddSpecRevision(v)
 	return _u
 }
 
@@ -331,6 +673,16 @@ func (_u *DeploymentTopologyUpdateOne) check() error {
 			return &ValidationError{Name: "replicas", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.replicas": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.SpecHash(); ok {
+		if err := deploymenttopology.SpecHashValidator(v); err != nil {
+			return &ValidationError{Name: "spec_hash", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.spec_hash": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.SpecRevision(); ok {
+		if err := deploymenttopology.SpecRevisionValidator(v); err != nil {
+			return &ValidationError{Name: "spec_revision", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.spec_revision": %w`, err)}
+		}
+	}
 	if v, ok := _u.mutation.DesiredStatus(); ok {
 		if err := deploymenttopology.DesiredStatusValidator(v); err != nil {
 			return &ValidationError{Name: "desired_status", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.desired_status": %w`, err)}
@@ -390,6 +742,53 @@ func (_u *DeploymentTopologyUpdateOne) sqlSave(ctx context.Context) (_node *Depl
 	}
 	if value, ok := _u.mutation.AddedReplicas(); ok {
 		_spec.AddField(deploymenttopology.FieldReplicas, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Image(); ok {
+		_spec.SetField(deploymenttopology.FieldImage, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.CPUMillicores(); ok {
+		_spec.SetField(deploymenttopology.FieldCPUMillicores, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedCPUMillicores(); ok {
+		_spec.AddField(deploymenttopology.FieldCPUMillicores, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.MemoryMib(); ok {
+		_spec.SetField(deploymenttopology.FieldMemoryMib, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedMemoryMib(); ok {
+		_spec.AddField(deploymenttopology.FieldMemoryMib, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Port(); ok {
+		_spec.SetField(deploymenttopology.FieldPort, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedPort(); ok {
+		_spec.AddField(deploymenttopology.FieldPort, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.Command(); ok {
+		_spec.SetField(deploymenttopology.FieldCommand, field.TypeJSON, value)
+	}
+	if value, ok := _u.mutation.AppendedCommand(); ok {
+		_spec.AddModifier(func(u *sql.UpdateBuilder) {
+			sqljson.Append(u, deploymenttopology.FieldCommand, value)
+		})
+	}
+	if _u.mutation.CommandCleared() {
+		_spec.ClearField(deploymenttopology.FieldCommand, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.Env(); ok {
+		_spec.SetField(deploymenttopology.FieldEnv, field.TypeJSON, value)
+	}
+	if _u.mutation.EnvCleared() {
+		_spec.ClearField(deploymenttopology.FieldEnv, field.TypeJSON)
+	}
+	if value, ok := _u.mutation.SpecHash(); ok {
+		_spec.SetField(deploymenttopology.FieldSpecHash, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.SpecRevision(); ok {
+		_spec.SetField(deploymenttopology.FieldSpecRevision, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedSpecRevision(); ok {
+		_spec.AddField(deploymenttopology.FieldSpecRevision, field.TypeInt, value)
 	}
 	if value, ok := _u.mutation.DesiredStatus(); ok {
 		_spec.SetField(deploymenttopology.FieldDesiredStatus, field.TypeEnum, value)

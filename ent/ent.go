@@ -26,6 +26,8 @@ import (
 	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/ent/rolloutstrategy"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
 )
@@ -102,6 +104,8 @@ func checkColumn(t, c string) error {
 			operatorkey.Table:         operatorkey.ValidColumn,
 			region.Table:              region.ValidColumn,
 			resourcesync.Table:        resourcesync.ValidColumn,
+			rollout.Table:             rollout.ValidColumn,
+			rolloutstrategy.Table:     rolloutstrategy.ValidColumn,
 			sentinel.Table:            sentinel.ValidColumn,
 			streammark.Table:          streammark.ValidColumn,
 		})

@@ -27,6 +27,8 @@ import (
 	"github.com/deploysync/deploysync/ent/predicate"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/ent/rolloutstrategy"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
 )
@@ -54,6 +56,8 @@ const (
 	TypeOperatorKey         = "OperatorKey"
 	TypeRegion              = "Region"
 	TypeResourceSync        = "ResourceSync"
+	TypeRollout             = "Rollout"
+	TypeRolloutStrategy     = "RolloutStrategy"
 	TypeSentinel            = "Sentinel"
 	TypeStreamMark          = "StreamMark"
 )
@@ -4002,6 +4006,9 @@ type DeploymentMutation struct {
 	revisions         map[int]struct{}
 	removedrevisions  map[int]struct{}
 	clearedrevisions  bool
+	rollouts          map[int]struct{}
+	removedrollouts   map[int]struct{}
+	clearedrollouts   bool
 	done              bool
 	oldValue          func(context.Context) (*Deployment, error)
 	predicates        []predicate.Deployment
@@ -4861,6 +4868,60 @@ func (m *DeploymentMutation) ResetRevisions() {
 	m.removedrevisions = nil
 }
 
+// AddRolloutIDs adds the "rollouts" edge to the Rollout entity by ids.
+func (m *DeploymentMutation) AddRolloutIDs(ids ...int) {
+	if m.rollouts == nil {
+		m.rollouts = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.rollouts[ids[i]] = struct{}{}
+	}
+}
+
+// ClearRollouts clears the "rollouts" edge to the Rollout entity.
+func (m *DeploymentMutation) ClearRollouts() {
+	m.clearedrollouts = true
+}
+
+// RolloutsCleared reports if the "rollouts" edge to the Rollout entity was cleared.
+func (m *DeploymentMutation) RolloutsCleared() bool {
+	return m.clearedrollouts
+}
+
+// RemoveRolloutIDs removes the "rollouts" edge to the Rollout entity by IDs.
+func (m *DeploymentMutation) RemoveRolloutIDs(ids ...int) {
+	if m.removedrollouts == nil {
+		m.removedrollouts = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.rollouts, ids[i])
+		m.removedrollouts[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedRollouts returns the removed IDs of the "rollouts" edge to the Rollout entity.
+func (m *DeploymentMutation) RemovedRolloutsIDs() (ids []int) {
+	for id := range m.removedrollouts {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// RolloutsIDs returns the "rollouts" edge IDs in the mutation.
+func (m *DeploymentMutation) RolloutsIDs() (ids []int) {
+	for id := range m.rollouts {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetRollouts resets all changes to the "rollouts" edge.
+func (m *DeploymentMutation) ResetRollouts() {
+	m.rollouts = nil
+	m.clearedrollouts = false
+	m.removedrollouts = nil
+}
+
 // Where appends a list predicates to the DeploymentMutation builder.
 func (m *DeploymentMutation) Where(ps ...predicate.Deployment) {
 	m.predicates = append(m.predicates, ps...)
@@ -5235,7 +5296,7 @@ func (m *DeploymentMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *DeploymentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 5)
 	if m.topologies != nil {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -5247,6 +5308,9 @@ func (m *DeploymentMutation) AddedEdges() []string {
 	}
 	if m.revisions != nil {
 		edges = append(edges, deployment.EdgeRevisions)
+	}
+	if m.rollouts != nil {
+		edges = append(edges, deployment.EdgeRollouts)
 	}
 	return edges
 }
@@ -5279,13 +5343,19 @@ func (m *DeploymentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case deployment.EdgeRollouts:
+		ids := make([]ent.Value, 0, len(m.rollouts))
+		for id := range m.rollouts {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *DeploymentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 5)
 	if m.removedtopologies != nil {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -5297,6 +5367,9 @@ func (m *DeploymentMutation) RemovedEdges() []string {
 	}
 	if m.removedrevisions != nil {
 		edges = append(edges, deployment.EdgeRevisions)
+	}
+	if m.removedrollouts != nil {
+		edges = append(edges, deployment.EdgeRollouts)
 	}
 	return edges
 }
@@ -5329,13 +5402,19 @@ func (m *DeploymentMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case deployment.EdgeRollouts:
+		ids := make([]ent.Value, 0, len(m.removedrollouts))
+		for id := range m.removedrollouts {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *DeploymentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 4)
+	edges := make([]string, 0, 5)
 	if m.clearedtopologies {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -5347,6 +5426,9 @@ func (m *DeploymentMutation) ClearedEdges() []string {
 	}
 	if m.clearedrevisions {
 		edges = append(edges, deployment.EdgeRevisions)
+	}
+	if m.clearedrollouts {
+		edges = append(edges, deployment.EdgeRollouts)
 	}
 	return edges
 }
@@ -5363,6 +5445,8 @@ func (m *DeploymentMutation) EdgeCleared(name string) bool {
 		return m.clearedinstances
 	case deployment.EdgeRevisions:
 		return m.clearedrevisions
+	case deployment.EdgeRollouts:
+		return m.clearedrollouts
 	}
 	return false
 }
@@ -5390,6 +5474,9 @@ func (m *DeploymentMutation) ResetEdge(name string) error {
 		return nil
 	case deployment.EdgeRevisions:
 		m.ResetRevisions()
+		return nil
+	case deployment.EdgeRollouts:
+		m.ResetRollouts()
 		return nil
 	}
 	return fmt.Errorf("unknown Deployment edge %s", name)
@@ -7241,6 +7328,19 @@ type DeploymentTopologyMutation struct {
 	region            *string
 	replicas          *int
 	addreplicas       *int
+	image             *string
+	cpu_millicores    *int
+	addcpu_millicores *int
+	memory_mib        *int
+	addmemory_mib     *int
+	port              *int
+	addport           *int
+	command           *[]string
+	appendcommand     []string
+	env               *map[string]string
+	spec_hash         *string
+	spec_revision     *int
+	addspec_revision  *int
 	desired_status    *deploymenttopology.DesiredStatus
 	actual_status     *deploymenttopology.ActualStatus
 	clearedFields     map[string]struct{}
@@ -7549,6 +7649,416 @@ func (m *DeploymentTopologyMutation) ResetReplicas() {
 	m.addreplicas = nil
 }
 
+// SetImage sets the "image" field.
+func (m *DeploymentTopologyMutation) SetImage(s string) {
+	m.image = &s
+}
+
+// Image returns the value of the "image" field in the mutation.
+func (m *DeploymentTopologyMutation) Image() (r string, exists bool) {
+	v := m.image
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldImage returns the old "image" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldImage(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldImage is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldImage requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldImage: %w", err)
+	}
+	return oldValue.Image, nil
+}
+
+// ResetImage resets all changes to the "image" field.
+func (m *DeploymentTopologyMutation) ResetImage() {
+	m.image = nil
+}
+
+// SetCPUMillicores sets the "cpu_millicores" field.
+func (m *DeploymentTopologyMutation) SetCPUMillicores(i int) {
+	m.cpu_millicores = &i
+	m.addcpu_millicores = nil
+}
+
+// CPUMillicores returns the value of the "cpu_millicores" field in the mutation.
+func (m *DeploymentTopologyMutation) CPUMillicores() (r int, exists bool) {
+	v := m.cpu_millicores
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCPUMillicores returns the old "cpu_millicores" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldCPUMillicores(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCPUMillicores is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCPUMillicores requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCPUMillicores: %w", err)
+	}
+	return oldValue.CPUMillicores, nil
+}
+
+// AddCPUMillicores adds i to the "cpu_millicores" field.
+func (m *DeploymentTopologyMutation) AddCPUMillicores(i int) {
+	if m.addcpu_millicores != nil {
+		*m.addcpu_millicores += i
+	} else {
+		m.addcpu_millicores = &i
+	}
+}
+
+// AddedCPUMillicores returns the value that was added to the "cpu_millicores" field in this mutation.
+func (m *DeploymentTopologyMutation) AddedCPUMillicores() (r int, exists bool) {
+	v := m.addcpu_millicores
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetCPUMillicores resets all changes to the "cpu_millicores" field.
+func (m *DeploymentTopologyMutation) ResetCPUMillicores() {
+	m.cpu_millicores = nil
+	m.addcpu_millicores = nil
+}
+
+// SetMemoryMib sets the "memory_mib" field.
+func (m *DeploymentTopologyMutation) SetMemoryMib(i int) {
+	m.memory_mib = &i
+	m.addmemory_mib = nil
+}
+
+// MemoryMib returns the value of the "memory_mib" field in the mutation.
+func (m *DeploymentTopologyMutation) MemoryMib() (r int, exists bool) {
+	v := m.memory_mib
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMemoryMib returns the old "memory_mib" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldMemoryMib(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMemoryMib is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMemoryMib requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMemoryMib: %w", err)
+	}
+	return oldValue.MemoryMib, nil
+}
+
+// AddMemoryMib adds i to the "memory_mib" field.
+func (m *DeploymentTopologyMutation) AddMemoryMib(i int) {
+	if m.addmemory_mib != nil {
+		*m.addmemory_mib += i
+	} else {
+		m.addmemory_mib = &i
+	}
+}
+
+// AddedMemoryMib returns the value that was added to the "memory_mib" field in this mutation.
+func (m *DeploymentTopologyMutation) AddedMemoryMib() (r int, exists bool) {
+	v := m.addmemory_mib
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetMemoryMib resets all changes to the "memory_mib" field.
+func (m *DeploymentTopologyMutation) ResetMemoryMib() {
+	m.memory_mib = nil
+	m.addmemory_mib = nil
+}
+
+// SetPort sets the "port" field.
+func (m *DeploymentTopologyMutation) SetPort(i int) {
+	m.port = &i
+	m.addport = nil
+}
+
+// Port returns the value of the "port" field in the mutation.
+func (m *DeploymentTopologyMutation) Port() (r int, exists bool) {
+	v := m.port
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPort returns the old "port" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldPort(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPort is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPort requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPort: %w", err)
+	}
+	return oldValue.Port, nil
+}
+
+// AddPort adds i to the "port" field.
+func (m *DeploymentTopologyMutation) AddPort(i int) {
+	if m.addport != nil {
+		*m.addport += i
+	} else {
+		m.addport = &i
+	}
+}
+
+// AddedPort returns the value that was added to the "port" field in this mutation.
+func (m *DeploymentTopologyMutation) AddedPort() (r int, exists bool) {
+	v := m.addport
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetPort resets all changes to the "port" field.
+func (m *DeploymentTopologyMutation) ResetPort() {
+	m.port = nil
+	m.addport = nil
+}
+
+// SetCommand sets the "command" field.
+func (m *DeploymentTopologyMutation) SetCommand(s []string) {
+	m.command = &s
+	m.appendcommand = nil
+}
+
+// Command returns the value of the "command" field in the mutation.
+func (m *DeploymentTopologyMutation) Command() (r []string, exists bool) {
+	v := m.command
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCommand returns the old "command" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldCommand(ctx context.Context) (v []string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCommand is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCommand requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCommand: %w", err)
+	}
+	return oldValue.Command, nil
+}
+
+// AppendCommand adds s to the "command" field.
+func (m *DeploymentTopologyMutation) AppendCommand(s []string) {
+	m.appendcommand = append(m.appendcommand, s...)
+}
+
+// AppendedCommand returns the list of values that were appended to the "command" field in this mutation.
+func (m *DeploymentTopologyMutation) AppendedCommand() ([]string, bool) {
+	if len(m.appendcommand) == 0 {
+		return nil, false
+	}
+	return m.appendcommand, true
+}
+
+// ClearCommand clears the value of the "command" field.
+func (m *DeploymentTopologyMutation) ClearCommand() {
+	m.command = nil
+	m.appendcommand = nil
+	m.clearedFields[deploymenttopology.FieldCommand] = struct{}{}
+}
+
+// CommandCleared returns if the "command" field was cleared in this mutation.
+func (m *DeploymentTopologyMutation) CommandCleared() bool {
+	_, ok := m.clearedFields[deploymenttopology.FieldCommand]
+	return ok
+}
+
+// ResetCommand resets all changes to the "command" field.
+func (m *DeploymentTopologyMutation) ResetCommand() {
+	m.command = nil
+	m.appendcommand = nil
+	delete(m.clearedFields, deploymenttopology.FieldCommand)
+}
+
+// SetEnv sets the "env" field.
+func (m *DeploymentTopologyMutation) SetEnv(value map[string]string) {
+	m.env = &value
+}
+
+// Env returns the value of the "env" field in the mutation.
+func (m *DeploymentTopologyMutation) Env() (r map[string]string, exists bool) {
+	v := m.env
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEnv returns the old "env" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldEnv(ctx context.Context) (v map[string]string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEnv is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEnv requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEnv: %w", err)
+	}
+	return oldValue.Env, nil
+}
+
+// ClearEnv clears the value of the "env" field.
+func (m *DeploymentTopologyMutation) ClearEnv() {
+	m.env = nil
+	m.clearedFields[deploymenttopology.FieldEnv] = struct{}{}
+}
+
+// EnvCleared returns if the "env" field was cleared in this mutation.
+func (m *DeploymentTopologyMutation) EnvCleared() bool {
+	_, ok := m.clearedFields[deploymenttopology.FieldEnv]
+	return ok
+}
+
+// ResetEnv resets all changes to the "env" field.
+func (m *DeploymentTopologyMutation) ResetEnv() {
+	m.env = nil
+	delete(m.clearedFields, deploymenttopology.FieldEnv)
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (m *DeploymentTopologyMutation) SetSpecHash(s string) {
+	m.spec_hash = &s
+}
+
+// SpecHash returns the value of the "spec_hash" field in the mutation.
+func (m *DeploymentTopologyMutation) SpecHash() (r string, exists bool) {
+	v := m.spec_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecHash returns the old "spec_hash" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldSpecHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecHash: %w", err)
+	}
+	return oldValue.SpecHash, nil
+}
+
+// ResetSpecHash resets all changes to the "spec_hash" field.
+func (m *DeploymentTopologyMutation) ResetSpecHash() {
+	m.spec_hash = nil
+}
+
+// SetSpecRevision sets the "spec_revision" field.
+func (m *DeploymentTopologyMutation) SetSpecRevision(i int) {
+	m.spec_revision = &i
+	m.addspec_revision = nil
+}
+
+// SpecRevision returns the value of the "spec_revision" field in the mutation.
+func (m *DeploymentTopologyMutation) SpecRevision() (r int, exists bool) {
+	v := m.spec_revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecRevision returns the old "spec_revision" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldSpecRevision(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecRevision is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecRevision requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecRevision: %w", err)
+	}
+	return oldValue.SpecRevision, nil
+}
+
+// AddSpecRevision adds i to the "spec_revision" field.
+func (m *DeploymentTopologyMutation) AddSpecRevision(i int) {
+	if m.addspec_revision != nil {
+		*m.addspec_revision += i
+	} else {
+		m.addspec_revision = &i
+	}
+}
+
+// AddedSpecRevision returns the value that was added to the "spec_revision" field in this mutation.
+func (m *DeploymentTopologyMutation) AddedSpecRevision() (r int, exists bool) {
+	v := m.addspec_revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetSpecRevision resets all changes to the "spec_revision" field.
+func (m *DeploymentTopologyMutation) ResetSpecRevision() {
+	m.spec_revision = nil
+	m.addspec_revision = nil
+}
+
 // SetDesiredStatus sets the "desired_status" field.
 func (m *DeploymentTopologyMutation) SetDesiredStatus(ds deploymenttopology.DesiredStatus) {
 	m.desired_status = &ds
@@ -7682,7 +8192,7 @@ func (m *DeploymentTopologyMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *DeploymentTopologyMutation) Fields() []string {
-	fields := make([]string, 0, 7)
+	fields := make([]string, 0, 15)
 	if m.created_at != nil {
 		fields = append(fields, deploymenttopology.FieldCreatedAt)
 	}
@@ -7697,6 +8207,30 @@ func (m *DeploymentTopologyMutation) Fields() []string {
 	}
 	if m.replicas != nil {
 		fields = append(fields, deploymenttopology.FieldReplicas)
+	}
+	if m.image != nil {
+		fields = append(fields, deploymenttopology.FieldImage)
+	}
+	if m.cpu_millicores != nil {
+		fields = append(fields, deploymenttopology.FieldCPUMillicores)
+	}
+	if m.memory_mib != nil {
+		fields = append(fields, deploymenttopology.FieldMemoryMib)
+	}
+	if m.port != nil {
+		fields = append(fields, deploymenttopology.FieldPort)
+	}
+	if m.command != nil {
+		fields = append(fields, deploymenttopology.FieldCommand)
+	}
+	if m.env != nil {
+		fields = append(fields, deploymenttopology.FieldEnv)
+	}
+	if m.spec_hash != nil {
+		fields = append(fields, deploymenttopology.FieldSpecHash)
+	}
+	if m.spec_revision != nil {
+		fields = append(fields, deploymenttopology.FieldSpecRevision)
 	}
 	if m.desired_status != nil {
 		fields = append(fields, deploymenttopology.FieldDesiredStatus)
@@ -7722,6 +8256,22 @@ func (m *DeploymentTopologyMutation) Field(name string) (ent.Value, bool) {
 		return m.Region()
 	case deploymenttopology.FieldReplicas:
 		return m.Replicas()
+	case deploymenttopology.FieldImage:
+		return m.Image()
+	case deploymenttopology.FieldCPUMillicores:
+		return m.CPUMillicores()
+	case deploymenttopology.FieldMemoryMib:
+		return m.MemoryMib()
+	case deploymenttopology.FieldPort:
+		return m.Port()
+	case deploymenttopology.FieldCommand:
+		return m.Command()
+	case deploymenttopology.FieldEnv:
+		return m.Env()
+	case deploymenttopology.FieldSpecHash:
+		return m.SpecHash()
+	case deploymenttopology.FieldSpecRevision:
+		return m.SpecRevision()
 	case deploymenttopology.FieldDesiredStatus:
 		return m.DesiredStatus()
 	case deploymenttopology.FieldActualStatus:
@@ -7745,6 +8295,22 @@ func (m *DeploymentTopologyMutation) OldField(ctx context.Context, name string) 
 		return m.OldRegion(ctx)
 	case deploymenttopology.FieldReplicas:
 		return m.OldReplicas(ctx)
+	case deploymenttopology.FieldImage:
+		return m.OldImage(ctx)
+	case deploymenttopology.FieldCPUMillicores:
+		return m.OldCPUMillicores(ctx)
+	case deploymenttopology.FieldMemoryMib:
+		return m.OldMemoryMib(ctx)
+	case deploymenttopology.FieldPort:
+		return m.OldPort(ctx)
+	case deploymenttopology.FieldCommand:
+		return m.OldCommand(ctx)
+	case deploymenttopology.FieldEnv:
+		return m.OldEnv(ctx)
+	case deploymenttopology.FieldSpecHash:
+		return m.OldSpecHash(ctx)
+	case deploymenttopology.FieldSpecRevision:
+		return m.OldSpecRevision(ctx)
 	case deploymenttopology.FieldDesiredStatus:
 		return m.OldDesiredStatus(ctx)
 	case deploymenttopology.FieldActualStatus:
@@ -7793,6 +8359,62 @@ func (m *DeploymentTopologyMutation) SetField(name string, value ent.Value) erro
 		}
 		m.SetReplicas(v)
 		return nil
+	case deploymenttopology.FieldImage:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetImage(v)
+		return nil
+	case deploymenttopology.FieldCPUMillicores:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCPUMillicores(v)
+		return nil
+	case deploymenttopology.FieldMemoryMib:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMemoryMib(v)
+		return nil
+	case deploymenttopology.FieldPort:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPort(v)
+		return nil
+	case deploymenttopology.FieldCommand:
+		v, ok := value.([]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCommand(v)
+		return nil
+	case deploymenttopology.FieldEnv:
+		v, ok := value.(map[string]string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEnv(v)
+		return nil
+	case deploymenttopology.FieldSpecHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecHash(v)
+		return nil
+	case deploymenttopology.FieldSpecRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecRevision(v)
+		return nil
 	case deploymenttopology.FieldDesiredStatus:
 		v, ok := value.(deploymenttopology.DesiredStatus)
 		if !ok {
@@ -7818,6 +8440,18 @@ func (m *DeploymentTopologyMutation) AddedFields() []string {
 	if m.addreplicas != nil {
 		fields = append(fields, deploymenttopology.FieldReplicas)
 	}
+	if m.addcpu_millicores != nil {
+		fields = append(fields, deploymenttopology.FieldCPUMillicores)
+	}
+	if m.addmemory_mib != nil {
+		fields = append(fields, deploymenttopology.FieldMemoryMib)
+	}
+	if m.addport != nil {
+		fields = append(fields, deploymenttopology.FieldPort)
+	}
+	if m.addspec_revision != nil {
+		fields = append(fields, deploymenttopology.FieldSpecRevision)
+	}
 	return fields
 }
 
@@ -7828,6 +8462,14 @@ func (m *DeploymentTopologyMutation) AddedField(name string) (ent.Value, bool) {
 	switch name {
 	case deploymenttopology.FieldReplicas:
 		return m.AddedReplicas()
+	case deploymenttopology.FieldCPUMillicores:
+		return m.AddedCPUMillicores()
+	case deploymenttopology.FieldMemoryMib:
+		return m.AddedMemoryMib()
+	case deploymenttopology.FieldPort:
+		return m.AddedPort()
+	case deploymenttopology.FieldSpecRevision:
+		return m.AddedSpecRevision()
 	}
 	return nil, false
 }
@@ -7844,6 +8486,34 @@ func (m *DeploymentTopologyMutation) AddField(name string, value ent.Value) erro
 		}
 		m.AddReplicas(v)
 		return nil
+	case deploymenttopology.FieldCPUMillicores:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddCPUMillicores(v)
+		return nil
+	case deploymenttopology.FieldMemoryMib:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMemoryMib(v)
+		return nil
+	case deploymenttopology.FieldPort:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPort(v)
+		return nil
+	case deploymenttopology.FieldSpecRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddSpecRevision(v)
+		return nil
 	}
 	return fmt.Errorf("unknown DeploymentTopology numeric field %s", name)
 }
@@ -7851,7 +8521,14 @@ func (m *DeploymentTopologyMutation) AddField(name string, value ent.Value) erro
 // ClearedFields returns all nullable fields that were cleared during this
 // mutation.
 func (m *DeploymentTopologyMutation) ClearedFields() []string {
-	return nil
+	var fields []string
+	if m.FieldCleared(deploymenttopology.FieldCommand) {
+		fields = append(fields, deploymenttopology.FieldCommand)
+	}
+	if m.FieldCleared(deploymenttopology.FieldEnv) {
+		fields = append(fields, deploymenttopology.FieldEnv)
+	}
+	return fields
 }
 
 // FieldCleared returns a boolean indicating if a field with the given name was
@@ -7864,6 +8541,14 @@ func (m *DeploymentTopologyMutation) FieldCleared(name string) bool {
 // ClearField clears the value of the field with the given name. It returns an
 // error if the field is not defined in the schema.
 func (m *DeploymentTopologyMutation) ClearField(name string) error {
+	switch name {
+	case deploymenttopology.FieldCommand:
+		m.ClearCommand()
+		return nil
+	case deploymenttopology.FieldEnv:
+		m.ClearEnv()
+		return nil
+	}
 	return fmt.Errorf("unknown DeploymentTopology nullable field %s", name)
 }
 
@@ -7885,6 +8570,30 @@ func (m *DeploymentTopologyMutation) ResetField(name string) error {
 		return nil
 	case deploymenttopology.FieldReplicas:
 		m.ResetReplicas()
+		return nil
+	case deploymenttopology.FieldImage:
+		m.ResetImage()
+		return nil
+	case deploymenttopology.FieldCPUMillicores:
+		m.ResetCPUMillicores()
+		return nil
+	case deploymenttopology.FieldMemoryMib:
+		m.ResetMemoryMib()
+		return nil
+	case deploymenttopology.FieldPort:
+		m.ResetPort()
+		return nil
+	case deploymenttopology.FieldCommand:
+		m.ResetCommand()
+		return nil
+	case deploymenttopology.FieldEnv:
+		m.ResetEnv()
+		return nil
+	case deploymenttopology.FieldSpecHash:
+		m.ResetSpecHash()
+		return nil
+	case deploymenttopology.FieldSpecRevision:
+		m.ResetSpecRevision()
 		return nil
 	case deploymenttopology.FieldDesiredStatus:
 		m.ResetDesiredStatus()
@@ -7987,6 +8696,10 @@ type InstanceMutation struct {
 	addmemory_mib     *int
 	status            *instance.Status
 	ready             *bool
+	spec_hash         *string
+	reason            *string
+	restarts          *int
+	addrestarts       *int
 	clearedFields     map[string]struct{}
 	deployment        *string
 	cleareddeployment bool
@@ -8493,6 +9206,134 @@ func (m *InstanceMutation) ResetReady() {
 	m.ready = nil
 }
 
+// SetSpecHash sets the "spec_hash" field.
+func (m *InstanceMutation) SetSpecHash(s string) {
+	m.spec_hash = &s
+}
+
+// SpecHash returns the value of the "spec_hash" field in the mutation.
+func (m *InstanceMutation) SpecHash() (r string, exists bool) {
+	v := m.spec_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecHash returns the old "spec_hash" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldSpecHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecHash: %w", err)
+	}
+	return oldValue.SpecHash, nil
+}
+
+// ResetSpecHash resets all changes to the "spec_hash" field.
+func (m *InstanceMutation) ResetSpecHash() {
+	m.spec_hash = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *InstanceMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *InstanceMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *InstanceMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetRestarts sets the "restarts" field.
+func (m *InstanceMutation) SetRestarts(i int) {
+	m.restarts = &i
+	m.addrestarts = nil
+}
+
+// Restarts returns the value of the "restarts" field in the mutation.
+func (m *InstanceMutation) Restarts() (r int, exists bool) {
+	v := m.restarts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRestarts returns the old "restarts" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldRestarts(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRestarts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRestarts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRestarts: %w", err)
+	}
+	return oldValue.Restarts, nil
+}
+
+// AddRestarts adds i to the "restarts" field.
+func (m *InstanceMutation) AddRestarts(i int) {
+	if m.addrestarts != nil {
+		*m.addrestarts += i
+	} else {
+		m.addrestarts = &i
+	}
+}
+
+// AddedRestarts returns the value that was added to the "restarts" field in this mutation.
+func (m *InstanceMutation) AddedRestarts() (r int, exists bool) {
+	v := m.addrestarts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRestarts resets all changes to the "restarts" field.
+func (m *InstanceMutation) ResetRestarts() {
+	m.restarts = nil
+	m.addrestarts = nil
+}
+
 // ClearDeployment clears the "deployment" edge to the Deployment entity.
 func (m *InstanceMutation) ClearDeployment() {
 	m.cleareddeployment = true
@@ -8554,7 +9395,7 @@ func (m *InstanceMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *InstanceMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 13)
 	if m.created_at != nil {
 		fields = append(fields, instance.FieldCreatedAt)
 	}
@@ -8585,6 +9426,15 @@ func (m *InstanceMutation) Fields() []string {
 	if m.ready != nil {
 		fields = append(fields, instance.FieldReady)
 	}
+	if m.spec_hash != nil {
+		fields = append(fields, instance.FieldSpecHash)
+	}
+	if m.reason != nil {
+		fields = append(fields, instance.FieldReason)
+	}
+	if m.restarts != nil {
+		fields = append(fields, instance.FieldRestarts)
+	}
 	return fields
 }
 
@@ -8613,6 +9463,12 @@ func (m *InstanceMutation) Field(name string) (ent.Value, bool) {
 		return m.Status()
 	case instance.FieldReady:
 		return m.Ready()
+	case instance.FieldSpecHash:
+		return m.SpecHash()
+	case instance.FieldReason:
+		return m.Reason()
+	case instance.FieldRestarts:
+		return m.Restarts()
 	}
 	return nil, false
 }
@@ -8642,6 +9498,12 @@ func (m *InstanceMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldStatus(ctx)
 	case instance.FieldReady:
 		return m.OldReady(ctx)
+	case instance.FieldSpecHash:
+		return m.OldSpecHash(ctx)
+	case instance.FieldReason:
+		return m.OldReason(ctx)
+	case instance.FieldRestarts:
+		return m.OldRestarts(ctx)
 	}
 	return nil, fmt.Errorf("unknown Instance field %s", name)
 }
@@ -8721,6 +9583,27 @@ func (m *InstanceMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetReady(v)
 		return nil
+	case instance.FieldSpecHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecHash(v)
+		return nil
+	case instance.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case instance.FieldRestarts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRestarts(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Instance field %s", name)
 }
@@ -8735,6 +9618,9 @@ func (m *InstanceMutation) AddedFields() []string {
 	if m.addmemory_mib != nil {
 		fields = append(fields, instance.FieldMemoryMib)
 	}
+	if m.addrestarts != nil {
+		fields = append(fields, instance.FieldRestarts)
+	}
 	return fields
 }
 
@@ -8747,6 +9633,8 @@ func (m *InstanceMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedCPUMillicores()
 	case instance.FieldMemoryMib:
 		return m.AddedMemoryMib()
+	case instance.FieldRestarts:
+		return m.AddedRestarts()
 	}
 	return nil, false
 }
@@ -8769,6 +9657,13 @@ func (m *InstanceMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddMemoryMib(v)
+		return nil
+	case instance.FieldRestarts:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRestarts(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Instance numeric field %s", name)
@@ -8826,6 +9721,15 @@ func (m *InstanceMutation) ResetField(name string) error {
 		return nil
 	case instance.FieldReady:
 		m.ResetReady()
+		return nil
+	case instance.FieldSpecHash:
+		m.ResetSpecHash()
+		return nil
+	case instance.FieldReason:
+		m.ResetReason()
+		return nil
+	case instance.FieldRestarts:
+		m.ResetRestarts()
 		return nil
 	}
 	return fmt.Errorf("unknown Instance field %s", name)
@@ -11340,6 +12244,1914 @@ func (m *ResourceSyncMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *ResourceSyncMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown ResourceSync edge %s", name)
+}
+
+// RolloutMutation represents an operation that mutates the Rollout nodes in the graph.
+type RolloutMutation struct {
+	config
+	op                Op
+	typ               string
+	id                *int
+	in_flight         *string
+	revision          *int
+	addrevision       *int
+	from_revision     *int
+	addfrom_revision  *int
+	from_spec         *jsontype.Spec
+	to_spec           *jsontype.Spec
+	strategy          *jsontype.Strategy
+	state             *rollout.State
+	wave              *int
+	addwave           *int
+	regions           *map[string]jsontype.RegionRollout
+	reason            *string
+	actor             *string
+	version           *int64
+	addversion        *int64
+	created_at        *time.Time
+	updated_at        *time.Time
+	finished_at       *time.Time
+	clearedFields     map[string]struct{}
+	deployment        *string
+	cleareddeployment bool
+	done              bool
+	oldValue          func(context.Context) (*Rollout, error)
+	predicates        []predicate.Rollout
+}
+
+var _ ent.Mutation = (*RolloutMutation)(nil)
+
+// rolloutOption allows management of the mutation configuration using functional options.
+type rolloutOption func(*RolloutMutation)
+
+// newRolloutMutation creates new mutation for the Rollout entity.
+func newRolloutMutation(c config, op Op, opts ...rolloutOption) *RolloutMutation {
+	m := &RolloutMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRollout,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRolloutID sets the ID field of the mutation.
+func withRolloutID(id int) rolloutOption {
+	return func(m *RolloutMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *Rollout
+		)
+		m.oldValue = func(ctx context.Context) (*Rollout, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().Rollout.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRollout sets the old Rollout of the mutation.
+func withRollout(node *Rollout) rolloutOption {
+	return func(m *RolloutMutation) {
+		m.oldValue = func(context.Context) (*Rollout, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RolloutMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RolloutMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RolloutMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RolloutMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().Rollout.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDeploymentID sets the "deployment_id" field.
+func (m *RolloutMutation) SetDeploymentID(s string) {
+	m.deployment = &s
+}
+
+// DeploymentID returns the value of the "deployment_id" field in the mutation.
+func (m *RolloutMutation) DeploymentID() (r string, exists bool) {
+	v := m.deployment
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeploymentID returns the old "deployment_id" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldDeploymentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeploymentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeploymentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeploymentID: %w", err)
+	}
+	return oldValue.DeploymentID, nil
+}
+
+// ResetDeploymentID resets all changes to the "deployment_id" field.
+func (m *RolloutMutation) ResetDeploymentID() {
+	m.deployment = nil
+}
+
+// SetInFlight sets the "in_flight" field.
+func (m *RolloutMutation) SetInFlight(s string) {
+	m.in_flight = &s
+}
+
+// InFlight returns the value of the "in_flight" field in the mutation.
+func (m *RolloutMutation) InFlight() (r string, exists bool) {
+	v := m.in_flight
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldInFlight returns the old "in_flight" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldInFlight(ctx context.Context) (v *string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldInFlight is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldInFlight requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldInFlight: %w", err)
+	}
+	return oldValue.InFlight, nil
+}
+
+// ClearInFlight clears the value of the "in_flight" field.
+func (m *RolloutMutation) ClearInFlight() {
+	m.in_flight = nil
+	m.clearedFields[rollout.FieldInFlight] = struct{}{}
+}
+
+// InFlightCleared returns if the "in_flight" field was cleared in this mutation.
+func (m *RolloutMutation) InFlightCleared() bool {
+	_, ok := m.clearedFields[rollout.FieldInFlight]
+	return ok
+}
+
+// ResetInFlight resets all changes to the "in_flight" field.
+func (m *RolloutMutation) ResetInFlight() {
+	m.in_flight = nil
+	delete(m.clearedFields, rollout.FieldInFlight)
+}
+
+// SetRevision sets the "revision" field.
+func (m *RolloutMutation) SetRevision(i int) {
+	m.revision = &i
+	m.addrevision = nil
+}
+
+// Revision returns the value of the "revision" field in the mutation.
+func (m *RolloutMutation) Revision() (r int, exists bool) {
+	v := m.revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRevision returns the old "revision" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldRevision(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRevision is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRevision requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRevision: %w", err)
+	}
+	return oldValue.Revision, nil
+}
+
+// AddRevision adds i to the "revision" field.
+func (m *RolloutMutation) AddRevision(i int) {
+	if m.addrevision != nil {
+		*m.addrevision += i
+	} else {
+		m.addrevision = &i
+	}
+}
+
+// AddedRevision returns the value that was added to the "revision" field in this mutation.
+func (m *RolloutMutation) AddedRevision() (r int, exists bool) {
+	v := m.addrevision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRevision resets all changes to the "revision" field.
+func (m *RolloutMutation) ResetRevision() {
+	m.revision = nil
+	m.addrevision = nil
+}
+
+// SetFromRevision sets the "from_revision" field.
+func (m *RolloutMutation) SetFromRevision(i int) {
+	m.from_revision = &i
+	m.addfrom_revision = nil
+}
+
+// FromRevision returns the value of the "from_revision" field in the mutation.
+func (m *RolloutMutation) FromRevision() (r int, exists bool) {
+	v := m.from_revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFromRevision returns the old "from_revision" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldFromRevision(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFromRevision is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFromRevision requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFromRevision: %w", err)
+	}
+	return oldValue.FromRevision, nil
+}
+
+// AddFromRevision adds i to the "from_revision" field.
+func (m *RolloutMutation) AddFromRevision(i int) {
+	if m.addfrom_revision != nil {
+		*m.addfrom_revision += i
+	} else {
+		m.addfrom_revision = &i
+	}
+}
+
+// AddedFromRevision returns the value that was added to the "from_revision" field in this mutation.
+func (m *RolloutMutation) AddedFromRevision() (r int, exists bool) {
+	v := m.addfrom_revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetFromRevision resets all changes to the "from_revision" field.
+func (m *RolloutMutation) ResetFromRevision() {
+	m.from_revision = nil
+	m.addfrom_revision = nil
+}
+
+// SetFromSpec sets the "from_spec" field.
+func (m *RolloutMutation) SetFromSpec(j jsontype.Spec) {
+	m.from_spec = &j
+}
+
+// FromSpec returns the value of the "from_spec" field in the mutation.
+func (m *RolloutMutation) FromSpec() (r jsontype.Spec, exists bool) {
+	v := m.from_spec
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFromSpec returns the old "from_spec" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldFromSpec(ctx context.Context) (v jsontype.Spec, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFromSpec is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFromSpec requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFromSpec: %w", err)
+	}
+	return oldValue.FromSpec, nil
+}
+
+// ResetFromSpec resets all changes to the "from_spec" field.
+func (m *RolloutMutation) ResetFromSpec() {
+	m.from_spec = nil
+}
+
+// SetToSpec sets the "to_spec" field.
+func (m *RolloutMutation) SetToSpec(j jsontype.Spec) {
+	m.to_spec = &j
+}
+
+// ToSpec returns the value of the "to_spec" field in the mutation.
+func (m *RolloutMutation) ToSpec() (r jsontype.Spec, exists bool) {
+	v := m.to_spec
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldToSpec returns the old "to_spec" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldToSpec(ctx context.Context) (v jsontype.Spec, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldToSpec is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldToSpec requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldToSpec: %w", err)
+	}
+	return oldValue.ToSpec, nil
+}
+
+// ResetToSpec resets all changes to the "to_spec" field.
+func (m *RolloutMutation) ResetToSpec() {
+	m.to_spec = nil
+}
+
+// SetStrategy sets the "strategy" field.
+func (m *RolloutMutation) SetStrategy(j jsontype.Strategy) {
+	m.strategy = &j
+}
+
+// Strategy returns the value of the "strategy" field in the mutation.
+func (m *RolloutMutation) Strategy() (r jsontype.Strategy, exists bool) {
+	v := m.strategy
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStrategy returns the old "strategy" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldStrategy(ctx context.Context) (v jsontype.Strategy, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStrategy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStrategy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStrategy: %w", err)
+	}
+	return oldValue.Strategy, nil
+}
+
+// ResetStrategy resets all changes to the "strategy" field.
+func (m *RolloutMutation) ResetStrategy() {
+	m.strategy = nil
+}
+
+// SetState sets the "state" field.
+func (m *RolloutMutation) SetState(r rollout.State) {
+	m.state = &r
+}
+
+// State returns the value of the "state" field in the mutation.
+func (m *RolloutMutation) State() (r rollout.State, exists bool) {
+	v := m.state
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldState returns the old "state" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldState(ctx context.Context) (v rollout.State, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldState is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldState requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldState: %w", err)
+	}
+	return oldValue.State, nil
+}
+
+// ResetState resets all changes to the "state" field.
+func (m *RolloutMutation) ResetState() {
+	m.state = nil
+}
+
+// SetWave sets the "wave" field.
+func (m *RolloutMutation) SetWave(i int) {
+	m.wave = &i
+	m.addwave = nil
+}
+
+// Wave returns the value of the "wave" field in the mutation.
+func (m *RolloutMutation) Wave() (r int, exists bool) {
+	v := m.wave
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWave returns the old "wave" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldWave(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWave is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWave requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWave: %w", err)
+	}
+	return oldValue.Wave, nil
+}
+
+// AddWave adds i to the "wave" field.
+func (m *RolloutMutation) AddWave(i int) {
+	if m.addwave != nil {
+		*m.addwave += i
+	} else {
+		m.addwave = &i
+	}
+}
+
+// AddedWave returns the value that was added to the "wave" field in this mutation.
+func (m *RolloutMutation) AddedWave() (r int, exists bool) {
+	v := m.addwave
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetWave resets all changes to the "wave" field.
+func (m *RolloutMutation) ResetWave() {
+	m.wave = nil
+	m.addwave = nil
+}
+
+// SetRegions sets the "regions" field.
+func (m *RolloutMutation) SetRegions(mr map[string]jsontype.RegionRollout) {
+	m.regions = &mr
+}
+
+// Regions returns the value of the "regions" field in the mutation.
+func (m *RolloutMutation) Regions() (r map[string]jsontype.RegionRollout, exists bool) {
+	v := m.regions
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRegions returns the old "regions" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldRegions(ctx context.Context) (v map[string]jsontype.RegionRollout, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRegions is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRegions requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRegions: %w", err)
+	}
+	return oldValue.Regions, nil
+}
+
+// ResetRegions resets all changes to the "regions" field.
+func (m *RolloutMutation) ResetRegions() {
+	m.regions = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *RolloutMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *RolloutMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *RolloutMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetActor sets the "actor" field.
+func (m *RolloutMutation) SetActor(s string) {
+	m.actor = &s
+}
+
+// Actor returns the value of the "actor" field in the mutation.
+func (m *RolloutMutation) Actor() (r string, exists bool) {
+	v := m.actor
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActor returns the old "actor" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldActor(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActor is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActor requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActor: %w", err)
+	}
+	return oldValue.Actor, nil
+}
+
+// ResetActor resets all changes to the "actor" field.
+func (m *RolloutMutation) ResetActor() {
+	m.actor = nil
+}
+
+// SetVersion sets the "version" field.
+func (m *RolloutMutation) SetVersion(i int64) {
+	m.version = &i
+	m.addversion = nil
+}
+
+// Version returns the value of the "version" field in the mutation.
+func (m *RolloutMutation) Version() (r int64, exists bool) {
+	v := m.version
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldVersion returns the old "version" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldVersion(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldVersion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldVersion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldVersion: %w", err)
+	}
+	return oldValue.Version, nil
+}
+
+// AddVersion adds i to the "version" field.
+func (m *RolloutMutation) AddVersion(i int64) {
+	if m.addversion != nil {
+		*m.addversion += i
+	} else {
+		m.addversion = &i
+	}
+}
+
+// AddedVersion returns the value that was added to the "version" field in this mutation.
+func (m *RolloutMutation) AddedVersion() (r int64, exists bool) {
+	v := m.addversion
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetVersion resets all changes to the "version" field.
+func (m *RolloutMutation) ResetVersion() {
+	m.version = nil
+	m.addversion = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *RolloutMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *RolloutMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *RolloutMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *RolloutMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *RolloutMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *RolloutMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// SetFinishedAt sets the "finished_at" field.
+func (m *RolloutMutation) SetFinishedAt(t time.Time) {
+	m.finished_at = &t
+}
+
+// FinishedAt returns the value of the "finished_at" field in the mutation.
+func (m *RolloutMutation) FinishedAt() (r time.Time, exists bool) {
+	v := m.finished_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldFinishedAt returns the old "finished_at" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldFinishedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldFinishedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldFinishedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldFinishedAt: %w", err)
+	}
+	return oldValue.FinishedAt, nil
+}
+
+// ClearFinishedAt clears the value of the "finished_at" field.
+func (m *RolloutMutation) ClearFinishedAt() {
+	m.finished_at = nil
+	m.clearedFields[rollout.FieldFinishedAt] = struct{}{}
+}
+
+// FinishedAtCleared returns if the "finished_at" field was cleared in this mutation.
+func (m *RolloutMutation) FinishedAtCleared() bool {
+	_, ok := m.clearedFields[rollout.FieldFinishedAt]
+	return ok
+}
+
+// ResetFinishedAt resets all changes to the "finished_at" field.
+func (m *RolloutMutation) ResetFinishedAt() {
+	m.finished_at = nil
+	delete(m.clearedFields, rollout.FieldFinishedAt)
+}
+
+// ClearDeployment clears the "deployment" edge to the Deployment entity.
+func (m *RolloutMutation) ClearDeployment() {
+	m.cleareddeployment = true
+	m.clearedFields[rollout.FieldDeploymentID] = struct{}{}
+}
+
+// DeploymentCleared reports if the "deployment" edge to the Deployment entity was cleared.
+func (m *RolloutMutation) DeploymentCleared() bool {
+	return m.cleareddeployment
+}
+
+// DeploymentIDs returns the "deployment" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DeploymentID instead. It exists only for internal usage by the builders.
+func (m *RolloutMutation) DeploymentIDs() (ids []string) {
+	if id := m.deployment; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDeployment resets all changes to the "deployment" edge.
+func (m *RolloutMutation) ResetDeployment() {
+	m.deployment = nil
+	m.cleareddeployment = false
+}
+
+// Where appends a list predicates to the RolloutMutation builder.
+func (m *RolloutMutation) Where(ps ...predicate.Rollout) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RolloutMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RolloutMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.Rollout, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RolloutMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RolloutMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (Rollout).
+func (m *RolloutMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RolloutMutation) Fields() []string {
+	fields := make([]string, 0, 16)
+	if m.deployment != nil {
+		fields = append(fields, rollout.FieldDeploymentID)
+	}
+	if m.in_flight != nil {
+		fields = append(fields, rollout.FieldInFlight)
+	}
+	if m.revision != nil {
+		fields = append(fields, rollout.FieldRevision)
+	}
+	if m.from_revision != nil {
+		fields = append(fields, rollout.FieldFromRevision)
+	}
+	if m.from_spec != nil {
+		fields = append(fields, rollout.FieldFromSpec)
+	}
+	if m.to_spec != nil {
+		fields = append(fields, rollout.FieldToSpec)
+	}
+	if m.strategy != nil {
+		fields = append(fields, rollout.FieldStrategy)
+	}
+	if m.state != nil {
+		fields = append(fields, rollout.FieldState)
+	}
+	if m.wave != nil {
+		fields = append(fields, rollout.FieldWave)
+	}
+	if m.regions != nil {
+		fields = append(fields, rollout.FieldRegions)
+	}
+	if m.reason != nil {
+		fields = append(fields, rollout.FieldReason)
+	}
+	if m.actor != nil {
+		fields = append(fields, rollout.FieldActor)
+	}
+	if m.version != nil {
+		fields = append(fields, rollout.FieldVersion)
+	}
+	if m.created_at != nil {
+		fields = append(fields, rollout.FieldCreatedAt)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, rollout.FieldUpdatedAt)
+	}
+	if m.finished_at != nil {
+		fields = append(fields, rollout.FieldFinishedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RolloutMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rollout.FieldDeploymentID:
+		return m.DeploymentID()
+	case rollout.FieldInFlight:
+		return m.InFlight()
+	case rollout.FieldRevision:
+		return m.Revision()
+	case rollout.FieldFromRevision:
+		return m.FromRevision()
+	case rollout.FieldFromSpec:
+		return m.FromSpec()
+	case rollout.FieldToSpec:
+		return m.ToSpec()
+	case rollout.FieldStrategy:
+		return m.Strategy()
+	case rollout.FieldState:
+		return m.State()
+	case rollout.FieldWave:
+		return m.Wave()
+	case rollout.FieldRegions:
+		return m.Regions()
+	case rollout.FieldReason:
+		return m.Reason()
+	case rollout.FieldActor:
+		return m.Actor()
+	case rollout.FieldVersion:
+		return m.Version()
+	case rollout.FieldCreatedAt:
+		return m.CreatedAt()
+	case rollout.FieldUpdatedAt:
+		return m.UpdatedAt()
+	case rollout.FieldFinishedAt:
+		return m.FinishedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RolloutMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rollout.FieldDeploymentID:
+		return m.OldDeploymentID(ctx)
+	case rollout.FieldInFlight:
+		return m.OldInFlight(ctx)
+	case rollout.FieldRevision:
+		return m.OldRevision(ctx)
+	case rollout.FieldFromRevision:
+		return m.OldFromRevision(ctx)
+	case rollout.FieldFromSpec:
+		return m.OldFromSpec(ctx)
+	case rollout.FieldToSpec:
+		return m.OldToSpec(ctx)
+	case rollout.FieldStrategy:
+		return m.OldStrategy(ctx)
+	case rollout.FieldState:
+		return m.OldState(ctx)
+	case rollout.FieldWave:
+		return m.OldWave(ctx)
+	case rollout.FieldRegions:
+		return m.OldRegions(ctx)
+	case rollout.FieldReason:
+		return m.OldReason(ctx)
+	case rollout.FieldActor:
+		return m.OldActor(ctx)
+	case rollout.FieldVersion:
+		return m.OldVersion(ctx)
+	case rollout.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case rollout.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	case rollout.FieldFinishedAt:
+		return m.OldFinishedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown Rollout field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RolloutMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rollout.FieldDeploymentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeploymentID(v)
+		return nil
+	case rollout.FieldInFlight:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetInFlight(v)
+		return nil
+	case rollout.FieldRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRevision(v)
+		return nil
+	case rollout.FieldFromRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFromRevision(v)
+		return nil
+	case rollout.FieldFromSpec:
+		v, ok := value.(jsontype.Spec)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFromSpec(v)
+		return nil
+	case rollout.FieldToSpec:
+		v, ok := value.(jsontype.Spec)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetToSpec(v)
+		return nil
+	case rollout.FieldStrategy:
+		v, ok := value.(jsontype.Strategy)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStrategy(v)
+		return nil
+	case rollout.FieldState:
+		v, ok := value.(rollout.State)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetState(v)
+		return nil
+	case rollout.FieldWave:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWave(v)
+		return nil
+	case rollout.FieldRegions:
+		v, ok := value.(map[string]jsontype.RegionRollout)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRegions(v)
+		return nil
+	case rollout.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case rollout.FieldActor:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActor(v)
+		return nil
+	case rollout.FieldVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetVersion(v)
+		return nil
+	case rollout.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case rollout.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	case rollout.FieldFinishedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetFinishedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rollout field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RolloutMutation) AddedFields() []string {
+	var fields []string
+	if m.addrevision != nil {
+		fields = append(fields, rollout.FieldRevision)
+	}
+	if m.addfrom_revision != nil {
+		fields = append(fields, rollout.FieldFromRevision)
+	}
+	if m.addwave != nil {
+		fields = append(fields, rollout.FieldWave)
+	}
+	if m.addversion != nil {
+		fields = append(fields, rollout.FieldVersion)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RolloutMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case rollout.FieldRevision:
+		return m.AddedRevision()
+	case rollout.FieldFromRevision:
+		return m.AddedFromRevision()
+	case rollout.FieldWave:
+		return m.AddedWave()
+	case rollout.FieldVersion:
+		return m.AddedVersion()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RolloutMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case rollout.FieldRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRevision(v)
+		return nil
+	case rollout.FieldFromRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddFromRevision(v)
+		return nil
+	case rollout.FieldWave:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddWave(v)
+		return nil
+	case rollout.FieldVersion:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddVersion(v)
+		return nil
+	}
+	return fmt.Errorf("unknown Rollout numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RolloutMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(rollout.FieldInFlight) {
+		fields = append(fields, rollout.FieldInFlight)
+	}
+	if m.FieldCleared(rollout.FieldFinishedAt) {
+		fields = append(fields, rollout.FieldFinishedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RolloutMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RolloutMutation) ClearField(name string) error {
+	switch name {
+	case rollout.FieldInFlight:
+		m.ClearInFlight()
+		return nil
+	case rollout.FieldFinishedAt:
+		m.ClearFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Rollout nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RolloutMutation) ResetField(name string) error {
+	switch name {
+	case rollout.FieldDeploymentID:
+		m.ResetDeploymentID()
+		return nil
+	case rollout.FieldInFlight:
+		m.ResetInFlight()
+		return nil
+	case rollout.FieldRevision:
+		m.ResetRevision()
+		return nil
+	case rollout.FieldFromRevision:
+		m.ResetFromRevision()
+		return nil
+	case rollout.FieldFromSpec:
+		m.ResetFromSpec()
+		return nil
+	case rollout.FieldToSpec:
+		m.ResetToSpec()
+		return nil
+	case rollout.FieldStrategy:
+		m.ResetStrategy()
+		return nil
+	case rollout.FieldState:
+		m.ResetState()
+		return nil
+	case rollout.FieldWave:
+		m.ResetWave()
+		return nil
+	case rollout.FieldRegions:
+		m.ResetRegions()
+		return nil
+	case rollout.FieldReason:
+		m.ResetReason()
+		return nil
+	case rollout.FieldActor:
+		m.ResetActor()
+		return nil
+	case rollout.FieldVersion:
+		m.ResetVersion()
+		return nil
+	case rollout.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case rollout.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	case rollout.FieldFinishedAt:
+		m.ResetFinishedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown Rollout field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RolloutMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.deployment != nil {
+		edges = append(edges, rollout.EdgeDeployment)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RolloutMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case rollout.EdgeDeployment:
+		if id := m.deployment; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RolloutMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RolloutMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RolloutMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddeployment {
+		edges = append(edges, rollout.EdgeDeployment)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RolloutMutation) EdgeCleared(name string) bool {
+	switch name {
+	case rollout.EdgeDeployment:
+		return m.cleareddeployment
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RolloutMutation) ClearEdge(name string) error {
+	switch name {
+	case rollout.EdgeDeployment:
+		m.ClearDeployment()
+		return nil
+	}
+	return fmt.Errorf("unknown Rollout unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RolloutMutation) ResetEdge(name string) error {
+	switch name {
+	case rollout.EdgeDeployment:
+		m.ResetDeployment()
+		return nil
+	}
+	return fmt.Errorf("unknown Rollout edge %s", name)
+}
+
+// RolloutStrategyMutation represents an operation that mutates the RolloutStrategy nodes in the graph.
+type RolloutStrategyMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	workspace_id   *string
+	environment_id *string
+	strategy       *jsontype.Strategy
+	actor          *string
+	updated_at     *time.Time
+	clearedFields  map[string]struct{}
+	done           bool
+	oldValue       func(context.Context) (*RolloutStrategy, error)
+	predicates     []predicate.RolloutStrategy
+}
+
+var _ ent.Mutation = (*RolloutStrategyMutation)(nil)
+
+// rolloutstrategyOption allows management of the mutation configuration using functional options.
+type rolloutstrategyOption func(*RolloutStrategyMutation)
+
+// newRolloutStrategyMutation creates new mutation for the RolloutStrategy entity.
+func newRolloutStrategyMutation(c config, op Op, opts ...rolloutstrategyOption) *RolloutStrategyMutation {
+	m := &RolloutStrategyMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeRolloutStrategy,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withRolloutStrategyID sets the ID field of the mutation.
+func withRolloutStrategyID(id int) rolloutstrategyOption {
+	return func(m *RolloutStrategyMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *RolloutStrategy
+		)
+		m.oldValue = func(ctx context.Context) (*RolloutStrategy, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().RolloutStrategy.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withRolloutStrategy sets the old RolloutStrategy of the mutation.
+func withRolloutStrategy(node *RolloutStrategy) rolloutstrategyOption {
+	return func(m *RolloutStrategyMutation) {
+		m.oldValue = func(context.Context) (*RolloutStrategy, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m RolloutStrategyMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m RolloutStrategyMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *RolloutStrategyMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *RolloutStrategyMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().RolloutStrategy.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetWorkspaceID sets the "workspace_id" field.
+func (m *RolloutStrategyMutation) SetWorkspaceID(s string) {
+	m.workspace_id = &s
+}
+
+// WorkspaceID returns the value of the "workspace_id" field in the mutation.
+func (m *RolloutStrategyMutation) WorkspaceID() (r string, exists bool) {
+	v := m.workspace_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWorkspaceID returns the old "workspace_id" field's value of the RolloutStrategy entity.
+// If the RolloutStrategy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutStrategyMutation) OldWorkspaceID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWorkspaceID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWorkspaceID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWorkspaceID: %w", err)
+	}
+	return oldValue.WorkspaceID, nil
+}
+
+// ResetWorkspaceID resets all changes to the "workspace_id" field.
+func (m *RolloutStrategyMutation) ResetWorkspaceID() {
+	m.workspace_id = nil
+}
+
+// SetEnvironmentID sets the "environment_id" field.
+func (m *RolloutStrategyMutation) SetEnvironmentID(s string) {
+	m.environment_id = &s
+}
+
+// EnvironmentID returns the value of the "environment_id" field in the mutation.
+func (m *RolloutStrategyMutation) EnvironmentID() (r string, exists bool) {
+	v := m.environment_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEnvironmentID returns the old "environment_id" field's value of the RolloutStrategy entity.
+// If the RolloutStrategy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutStrategyMutation) OldEnvironmentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEnvironmentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEnvironmentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEnvironmentID: %w", err)
+	}
+	return oldValue.EnvironmentID, nil
+}
+
+// ResetEnvironmentID resets all changes to the "environment_id" field.
+func (m *RolloutStrategyMutation) ResetEnvironmentID() {
+	m.environment_id = nil
+}
+
+// SetStrategy sets the "strategy" field.
+func (m *RolloutStrategyMutation) SetStrategy(j jsontype.Strategy) {
+	m.strategy = &j
+}
+
+// Strategy returns the value of the "strategy" field in the mutation.
+func (m *RolloutStrategyMutation) Strategy() (r jsontype.Strategy, exists bool) {
+	v := m.strategy
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStrategy returns the old "strategy" field's value of the RolloutStrategy entity.
+// If the RolloutStrategy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutStrategyMutation) OldStrategy(ctx context.Context) (v jsontype.Strategy, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStrategy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStrategy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStrategy: %w", err)
+	}
+	return oldValue.Strategy, nil
+}
+
+// ResetStrategy resets all changes to the "strategy" field.
+func (m *RolloutStrategyMutation) ResetStrategy() {
+	m.strategy = nil
+}
+
+// SetActor sets the "actor" field.
+func (m *RolloutStrategyMutation) SetActor(s string) {
+	m.actor = &s
+}
+
+// Actor returns the value of the "actor" field in the mutation.
+func (m *RolloutStrategyMutation) Actor() (r string, exists bool) {
+	v := m.actor
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActor returns the old "actor" field's value of the RolloutStrategy entity.
+// If the RolloutStrategy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutStrategyMutation) OldActor(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActor is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActor requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActor: %w", err)
+	}
+	return oldValue.Actor, nil
+}
+
+// ResetActor resets all changes to the "actor" field.
+func (m *RolloutStrategyMutation) ResetActor() {
+	m.actor = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *RolloutStrategyMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *RolloutStrategyMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the RolloutStrategy entity.
+// If the RolloutStrategy object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutStrategyMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *RolloutStrategyMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// Where appends a list predicates to the RolloutStrategyMutation builder.
+func (m *RolloutStrategyMutation) Where(ps ...predicate.RolloutStrategy) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the RolloutStrategyMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *RolloutStrategyMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.RolloutStrategy, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *RolloutStrategyMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *RolloutStrategyMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (RolloutStrategy).
+func (m *RolloutStrategyMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *RolloutStrategyMutation) Fields() []string {
+	fields := make([]string, 0, 5)
+	if m.workspace_id != nil {
+		fields = append(fields, rolloutstrategy.FieldWorkspaceID)
+	}
+	if m.environment_id != nil {
+		fields = append(fields, rolloutstrategy.FieldEnvironmentID)
+	}
+	if m.strategy != nil {
+		fields = append(fields, rolloutstrategy.FieldStrategy)
+	}
+	if m.actor != nil {
+		fields = append(fields, rolloutstrategy.FieldActor)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, rolloutstrategy.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *RolloutStrategyMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case rolloutstrategy.FieldWorkspaceID:
+		return m.WorkspaceID()
+	case rolloutstrategy.FieldEnvironmentID:
+		return m.EnvironmentID()
+	case rolloutstrategy.FieldStrategy:
+		return m.Strategy()
+	case rolloutstrategy.FieldActor:
+		return m.Actor()
+	case rolloutstrategy.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *RolloutStrategyMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case rolloutstrategy.FieldWorkspaceID:
+		return m.OldWorkspaceID(ctx)
+	case rolloutstrategy.FieldEnvironmentID:
+		return m.OldEnvironmentID(ctx)
+	case rolloutstrategy.FieldStrategy:
+		return m.OldStrategy(ctx)
+	case rolloutstrategy.FieldActor:
+		return m.OldActor(ctx)
+	case rolloutstrategy.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown RolloutStrategy field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RolloutStrategyMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case rolloutstrategy.FieldWorkspaceID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWorkspaceID(v)
+		return nil
+	case rolloutstrategy.FieldEnvironmentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEnvironmentID(v)
+		return nil
+	case rolloutstrategy.FieldStrategy:
+		v, ok := value.(jsontype.Strategy)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStrategy(v)
+		return nil
+	case rolloutstrategy.FieldActor:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActor(v)
+		return nil
+	case rolloutstrategy.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown RolloutStrategy field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *RolloutStrategyMutation) AddedFields() []string {
+	return nil
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *RolloutStrategyMutation) AddedField(name string) (ent.Value, bool) {
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *RolloutStrategyMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	}
+	return fmt.Errorf("unknown RolloutStrategy numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *RolloutStrategyMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *RolloutStrategyMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *RolloutStrategyMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown RolloutStrategy nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *RolloutStrategyMutation) ResetField(name string) error {
+	switch name {
+	case rolloutstrategy.FieldWorkspaceID:
+		m.ResetWorkspaceID()
+		return nil
+	case rolloutstrategy.FieldEnvironmentID:
+		m.ResetEnvironmentID()
+		return nil
+	case rolloutstrategy.FieldStrategy:
+		m.ResetStrategy()
+		return nil
+	case rolloutstrategy.FieldActor:
+		m.ResetActor()
+		return nil
+	case rolloutstrategy.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown RolloutStrategy field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *RolloutStrategyMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *RolloutStrategyMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *RolloutStrategyMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *RolloutStrategyMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *RolloutStrategyMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *RolloutStrategyMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *RolloutStrategyMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown RolloutStrategy unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *RolloutStrategyMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown RolloutStrategy edge %s", name)
 }
 
 // SentinelMutation represents an operation that mutates the Sentinel nodes in the graph.

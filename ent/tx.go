@@ -42,6 +42,10 @@ type Tx struct {
 	Region *RegionClient
 	// ResourceSync is the client for interacting with the ResourceSync builders.
 	ResourceSync *ResourceSyncClient
+	// Rollout is the client for interacting with the Rollout builders.
+	Rollout *RolloutClient
+	// RolloutStrategy is the client for interacting with the RolloutStrategy builders.
+	RolloutStrategy *RolloutStrategyClient
 	// Sentinel is the client for interacting with the Sentinel builders.
 	Sentinel *SentinelClient
 	// StreamMark is the client for interacting with the StreamMark builders.
@@ -191,6 +195,8 @@ func (tx *Tx) init() {
 	tx.OperatorKey = NewOperatorKeyClient(tx.config)
 	tx.Region = NewRegionClient(tx.config)
 	tx.ResourceSync = NewResourceSyncClient(tx.config)
+	tx.Rollout = NewRolloutClient(tx.config)
+	tx.RolloutStrategy = NewRolloutStrategyClient(tx.config)
 	tx.Sentinel = NewSentinelClient(tx.config)
 	tx.StreamMark = NewStreamMarkClient(tx.config)
 }

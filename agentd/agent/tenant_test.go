@@ -36,7 +36,7 @@ func TestForeignNamespacesAreRefusedAndTheCursorMovesOn(t *testing.T) {
 			SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).Exec(e.ctx); err != nil {
 			return err
 		}
-		return tx.DeploymentTopology.Create().SetDeploymentID("dns").SetRegion("eu").SetReplicas(1).Exec(e.ctx)
+		return tx.DeploymentTopology.Create().SetDeploymentID("dns").SetRegion("eu").SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1").Exec(e.ctx)
 	})
 	if err != nil {
 		t.Fatal(err)

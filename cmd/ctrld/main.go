@@ -97,11 +97,17 @@ func migrateCommand() *cli.Command {
 	}
 }
 
-// migrate brings the schema up to date, then claims the namespaces in use
-// (claimNamespaces).
+// migrate brings the schema up to date, gives the regions of deployments
+// from before rollouts their own copy of the spec, then claims the
+// namespaces in use (claimNamespaces).
 func migrate(ctx context.Context, db *store.DB, reserved naming.Reserved, log *slog.Logger) error {
 	if err := store.Migrate(ctx, db.Ent); err != nil {
 		return err
+	}
+	if n, err := desired.FillTopologySpecs(ctx, db.Ent); err != nil {
+		return err
+	} else if n > 0 {
+		log.Info("migrate: gave regions their deployment's spec", "topologies", n)
 	}
 	return claimNamespaces(ctx, db, reserved, log)
 }

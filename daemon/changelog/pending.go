@@ -133,3 +133,25 @@ func NoChangeAbove(typ, id, region, version string) string {
 	return "NOT EXISTS (SELECT 1 FROM deployment_changes c WHERE c.resource_type = " + typ +
 		" AND c.resource_id = " + id + " AND c.region = " + region + " AND c.pk > " + version + ")"
 }
+
+// ResourceHeads is, per region, the newest of a resource's row versions
+// above after that q sees (the (resource_type, resource_id, pk) index):
+// what an agent must have applied to run what those rows changed.
+func ResourceHeads(ctx context.Context, q Querier, typ, id string, after uint64) (map[string]uint64, error) {
+	rows, err := q.QueryContext(ctx,
+		"SELECT region, MAX(pk) FROM deployment_changes WHERE resource_type = ? AND resource_id = ? AND pk > ? GROUP BY region", typ, id, after)
+	if err != nil {
+		return nil, fmt.Errorf("read the newest changes of %s %s: %w", typ, id, err)
+	}
+	defer rows.Close()
+	heads := map[string]uint64{}
+	for rows.Next() {
+		var region string
+		var pk uint64
+		if err := rows.Scan(&region, &pk); err != nil {
+			return nil, err
+		}
+		heads[region] = pk
+	}
+	return heads, rows.Err()
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/internal/limits"
@@ -125,15 +126,44 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 			}
 			return err
 		}
+		// The first wave's regions (all, for an immediate strategy) get
+		// the spec with their topology; the others run nothing until
+		// the rollout reaches them.
+		dep, err := tx.Deployment.Get(ctx, spec.ID)
+		if err != nil {
+			return err
+		}
+		strategy, err := strategyFor(ctx, tx, dep)
+		if err != nil {
+			return err
+		}
+		waves := planWaves(strategy, regions)
+		first := regions
+		if len(waves) > 0 {
+			first = waves[0].Regions
+		}
+		to := storedSpec(specOf(dep))
+		revision, err := nextRevision(ctx, tx, spec.ID)
+		if err != nil {
+			return err
+		}
 		topologies := make([]*ent.DeploymentTopologyCreate, 0, len(regions))
 		for _, r := range regions {
-			topologies = append(topologies, tx.DeploymentTopology.Create().
-				SetDeploymentID(spec.ID).
-				SetRegion(r).
-				SetReplicas(replicas))
+			create := tx.DeploymentTopology.Create().SetDeploymentID(spec.ID).SetRegion(r).SetReplicas(replicas)
+			if slices.Contains(first, r) {
+				create.SetImage(to.Image).SetCPUMillicores(to.CPUMillicores).SetMemoryMib(to.MemoryMiB).SetPort(to.Port).
+					SetCommand(to.Command).SetEnv(to.Env).SetSpecHash(to.Hash).SetSpecRevision(revision)
+			}
+			topologies = append(topologies, create)
 		}
 		if err := tx.DeploymentTopology.CreateBulk(topologies...).Exec(ctx); err != nil {
 			return err
+		}
+		if len(waves) > 0 {
+			strategy.Waves = waves
+			if err := beginRollout(ctx, tx, spec.ID, revision, jsontype.Spec{}, 0, to, strategy, regions, before); err != nil {
+				return err
+			}
 		}
 		if _, err := writeRevision(ctx, tx, spec.ID, ActionDeploy, before); err != nil {
 			return err
@@ -252,26 +282,26 @@ func (s *Store) Scale(ctx context.Context, deploymentID, region string, replicas
 // updateTopologies changes the deployment's topology in region (all when
 // "") and records the revision of action.
 func (s *Store) updateTopologies(ctx context.Context, deploymentID, region, action string, set func(*ent.DeploymentTopologyUpdate)) error {
-	_, err := s.revise(ctx, deploymentID, action, func(tx *ent.Tx) error {
+	_, err := s.revise(ctx, deploymentID, action, func(tx *ent.Tx) (bool, error) {
 		update := tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(deploymentID))
 		if region != "" {
 			if err := knownRegions(ctx, tx, region); err != nil {
-				return err
+				return false, err
 			}
 			update.Where(deploymenttopology.Region(region))
 		}
 		set(update)
 		n, err := update.Save(ctx)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if n == 0 {
 			if region == "" {
-				return fmt.Errorf("deployment %q: %w", deploymentID, ErrNotFound)
+				return false, fmt.Errorf("deployment %q: %w", deploymentID, ErrNotFound)
 			}
-			return fmt.Errorf("deployment %q in region %q: %w", deploymentID, region, ErrNotFound)
+			return false, fmt.Errorf("deployment %q in region %q: %w", deploymentID, region, ErrNotFound)
 		}
-		return nil
+		return false, nil
 	})
 	return err
 }

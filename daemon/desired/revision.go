@@ -47,7 +47,11 @@ func actorOf(ctx context.Context) string {
 // (the unique (deployment_id, revision) index is the backstop, see
 // writeRevision). Taken before any plain read, so the transaction's
 // snapshot is taken after the previous action committed.
-func (s *Store) revise(ctx context.Context, id, action string, mutate func(tx *ent.Tx) error) (revision int, err error) {
+//
+// A mutate that changes the deployment's spec (its row) says so
+// (newSpec): the regions then move to it under the call's rollout
+// strategy (rollOut), in the same transaction.
+func (s *Store) revise(ctx context.Context, id, action string, mutate func(tx *ent.Tx) (newSpec bool, err error)) (revision int, err error) {
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		locked, err := tx.Deployment.Query().Where(deployment.ID(id)).ForUpdate().IDs(ctx)
 		if err != nil {
@@ -60,8 +64,22 @@ func (s *Store) revise(ctx context.Context, id, action string, mutate func(tx *e
 		if err != nil {
 			return err
 		}
-		if err := mutate(tx); err != nil {
+		newSpec, err := mutate(tx)
+		if err != nil {
 			return err
+		}
+		if newSpec {
+			dep, err := tx.Deployment.Get(ctx, id)
+			if err != nil {
+				return err
+			}
+			next, err := nextRevision(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			if err := rollOut(ctx, tx, dep, next, storedSpec(specOf(dep)), before); err != nil {
+				return err
+			}
 		}
 		revision, err = writeRevision(ctx, tx, id, action, before)
 		return err
@@ -100,16 +118,9 @@ func writeRevision(ctx context.Context, tx *ent.Tx, id, action string, before ui
 	for _, t := range topologies {
 		regions[t.Region] = jsontype.RegionSpec{Replicas: t.Replicas, Status: string(t.DesiredStatus)}
 	}
-	// A deployment from before revisions has none: its current spec is
-	// revision 0, and this one is 1.
-	previous, err := tx.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id)).
-		Order(ent.Desc(deploymentrevision.FieldRevision)).Limit(1).All(ctx)
+	revision, err := nextRevision(ctx, tx, id)
 	if err != nil {
 		return 0, err
-	}
-	revision := 1
-	if len(previous) > 0 {
-		revision = previous[0].Revision + 1
 	}
 	span, err := changelog.ResourceSpan(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), id, before)
 	if err != nil {
@@ -132,6 +143,18 @@ func writeRevision(ctx context.Context, tx *ent.Tx, id, action string, before ui
 	return revision, err
 }
 
+// nextRevision is the number of the deployment's next revision. A
+// deployment from before revisions has none: its current spec is revision
+// 0, and the next is 1.
+func nextRevision(ctx context.Context, tx *ent.Tx, id string) (int, error) {
+	previous, err := tx.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id)).
+		Order(ent.Desc(deploymentrevision.FieldRevision)).Limit(1).All(ctx)
+	if err != nil || len(previous) == 0 {
+		return 1, err
+	}
+	return previous[0].Revision + 1, nil
+}
+
 // SpecUpdate is what UpdateDeployment changes: each field that is set
 // replaces the current value; Env entries are added or replaced, or, with
 // ReplaceEnv, become the whole environment.
@@ -152,10 +175,13 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 	if u.Image == nil && u.CPUMillicores == nil && u.MemoryMiB == nil && len(u.Env) == 0 && !u.ReplaceEnv {
 		return 0, fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: set at least one", ErrInvalid)
 	}
-	return s.revise(ctx, id, ActionUpdate, func(tx *ent.Tx) error {
+	return s.revise(ctx, id, ActionUpdate, func(tx *ent.Tx) (bool, error) {
+		if err := noRolloutInFlight(ctx, tx, id); err != nil {
+			return false, err
+		}
 		dep, err := tx.Deployment.Get(ctx, id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		current := specOf(dep)
 		next := current
@@ -174,12 +200,12 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 		}
 		maps.Copy(next.Env, u.Env)
 		if next.runsLike(current) {
-			return fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: deployment %q has these values already; nothing to change", ErrInvalid, id)
+			return false, fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: deployment %q has these values already; nothing to change", ErrInvalid, id)
 		}
 		if err := checkCommandAndEnv(next); err != nil {
-			return err
+			return false, err
 		}
-		return tx.Deployment.UpdateOneID(id).SetImage(next.Image).SetCPUMillicores(next.CPUMillicores).
+		return true, tx.Deployment.UpdateOneID(id).SetImage(next.Image).SetCPUMillicores(next.CPUMillicores).
 			SetMemoryMib(next.MemoryMiB).SetEnv(next.Env).Exec(ctx)
 	})
 }
@@ -196,25 +222,28 @@ func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, rest
 	if to < 0 {
 		return 0, 0, fmt.Errorf("to_revision: %w: want a revision number, or 0 for the newest earlier one with another spec or other replicas; got %d", ErrInvalid, to)
 	}
-	revision, err = s.revise(ctx, id, ActionRollback, func(tx *ent.Tx) error {
+	revision, err = s.revise(ctx, id, ActionRollback, func(tx *ent.Tx) (newSpec bool, err error) {
+		if err := noRolloutInFlight(ctx, tx, id); err != nil {
+			return false, err
+		}
 		target, err := rollbackTarget(ctx, tx, id, to)
 		if err != nil {
-			return err
+			return false, err
 		}
 		restored = target.Revision
 		dep, err := tx.Deployment.Get(ctx, id)
 		if err != nil {
-			return err
+			return false, err
 		}
-		changed := false
 		if !specOf(dep).runsLike(revisionSpec(target)) {
-			changed = true
+			newSpec = true
 			err := tx.Deployment.UpdateOneID(id).SetImage(target.Image).SetCPUMillicores(target.CPUMillicores).
 				SetMemoryMib(target.MemoryMib).SetPort(target.Port).SetCommand(target.Command).SetEnv(target.Env).Exec(ctx)
 			if err != nil {
-				return err
+				return false, err
 			}
 		}
+		changed := newSpec
 		for _, region := range slices.Sorted(maps.Keys(target.Regions)) {
 			// Only rows whose replicas differ: an unchanged row would
 			// send its agent a change that changes nothing.
@@ -223,15 +252,15 @@ func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, rest
 					deploymenttopology.ReplicasNEQ(target.Regions[region].Replicas)).
 				SetReplicas(target.Regions[region].Replicas).Save(ctx)
 			if err != nil {
-				return err
+				return false, err
 			}
 			changed = changed || n > 0
 		}
 		if !changed {
-			return fmt.Errorf("deployment %q: %w: its spec and replicas are those of revision %d already (rollback does not start or stop regions)",
+			return false, fmt.Errorf("deployment %q: %w: its spec and replicas are those of revision %d already (rollback does not start or stop regions)",
 				id, ErrNothingToRollBack, target.Revision)
 		}
-		return nil
+		return newSpec, nil
 	})
 	return revision, restored, err
 }

@@ -18,7 +18,9 @@ import (
 )
 
 // deployments is a deployment's run in one region: its deployment_topology
-// row (replicas, running or stopped) with the deployment's spec.
+// row (the spec the region runs, replicas, running or stopped) in the
+// deployment's namespace. A topology with no spec yet (a new deployment's
+// rollout has not reached the region) runs nothing: a delete.
 var deployments = Kind{
 	Name:       rpc.KindDeployment,
 	ChangeType: deploymentchange.ResourceTypeDeploymentTopology.String(),
@@ -26,37 +28,36 @@ var deployments = Kind{
 	Load:       loadDeployments,
 	Desired: func(ctx context.Context, c *ent.Client, region string, ids []string) ([]string, error) {
 		return c.DeploymentTopology.Query().
-			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...)).
+			Where(deploymenttopology.Region(region), deploymenttopology.DeploymentIDIn(ids...), deploymenttopology.SpecHashNEQ("")).
 			Select(deploymenttopology.FieldDeploymentID).Strings(ctx)
 	},
 	Describe: func(ctx context.Context, c *ent.Client, region string, ids []string) (map[string]string, error) {
 		topologies, err := c.DeploymentTopology.Query().
-			Where(deploymenttopology.DeploymentIDIn(ids...), deploymenttopology.Region(region)).
-			WithDeployment().All(ctx)
+			Where(deploymenttopology.DeploymentIDIn(ids...), deploymenttopology.Region(region), deploymenttopology.SpecHashNEQ("")).
+			All(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("read the topologies: %w", err)
 		}
 		now := map[string]string{}
 		for _, t := range topologies {
-			if d := t.Edges.Deployment; d != nil { // gone since the read of topologies (I6)
-				now[t.DeploymentID] = DescribeState(string(t.DesiredStatus), t.Replicas, d.Image)
-			}
+			now[t.DeploymentID] = DescribeState(string(t.DesiredStatus), t.Replicas, t.Image)
 		}
 		return now, nil
 	},
-	DesiredSQL: "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region",
+	DesiredSQL: "SELECT 1 FROM deployment_topology d WHERE d.deployment_id = s.resource_id AND d.region = s.region AND d.spec_hash <> ''",
 }
 
 // pageStatement reads a page of a region's running deployments: each
-// topology row joined with its deployment, in the order of the topology's
-// own ID, which the region index orders (read as a range, regionIndex). A
-// topology whose deployment is gone reads present false and empty values.
+// topology row with its spec, joined with its deployment for the
+// namespace, in the order of the topology's own ID, which the region index
+// orders (read as a range, regionIndex). A topology whose deployment is
+// gone reads present false. Topologies with no spec yet are not listed.
 var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, d.id IS NOT NULL,
-		COALESCE(d.workspace_id, ''), COALESCE(d.environment_id, ''), COALESCE(d.image, ''),
-		COALESCE(d.cpu_millicores, 0), COALESCE(d.memory_mib, 0), COALESCE(d.port, 0), d.command, d.env
+		COALESCE(d.workspace_id, ''), COALESCE(d.environment_id, ''), t.image,
+		t.cpu_millicores, t.memory_mib, t.port, t.command, t.env, t.spec_hash
 		FROM deployment_topology t FORCE INDEX (` + regionIndex(migrate.DeploymentTopologyTable) + `)
 		LEFT JOIN deployments d ON d.id = t.deployment_id
-		WHERE t.region = ? AND t.desired_status = ? AND t.id > ?
+		WHERE t.region = ? AND t.desired_status = ? AND t.id > ? AND t.spec_hash <> ''
 		ORDER BY t.id LIMIT ?`
 
 // pageDeployments pages by the topology row's own ID; the key is that ID
@@ -85,34 +86,32 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 	}
 	defer rows.Close()
 	var (
-		t                                    = ent.DeploymentTopology{DesiredStatus: deploymenttopology.DesiredStatusRunning}
-		d                                    ent.Deployment
+		t                                    ent.DeploymentTopology
 		present                              bool
 		workspace, environment, command, env sql.RawBytes
 		namespaces                           namespaceCache
 	)
 	columns := []any{&t.ID, &t.DeploymentID, &t.Replicas, &present,
-		&workspace, &environment, &d.Image, &d.CPUMillicores, &d.MemoryMib, &d.Port, &command, &env}
+		&workspace, &environment, &t.Image, &t.CPUMillicores, &t.MemoryMib, &t.Port, &command, &env, &t.SpecHash}
 	events := make([]Event, 0, min(limit, 1024))
 	for rows.Next() {
 		// Command and env are decoded into fresh values: the last row's
 		// event holds its own.
-		d = ent.Deployment{}
+		t = ent.DeploymentTopology{DesiredStatus: deploymenttopology.DesiredStatusRunning}
 		if err := rows.Scan(columns...); err != nil {
 			return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 		}
 		if !present { // deleted since its topology was written (I6)
-			events = append(events, Event{t.DeploymentID, deploymentEvent(&t, nil)})
+			events = append(events, Event{t.DeploymentID, deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})})
 			continue
 		}
-		d.ID = t.DeploymentID
-		if err := unmarshalIfSet(command, &d.Command); err != nil {
-			return nil, after, fmt.Errorf("deployment %s: command: %w", d.ID, err)
+		if err := unmarshalIfSet(command, &t.Command); err != nil {
+			return nil, after, fmt.Errorf("deployment %s: command: %w", t.DeploymentID, err)
 		}
-		if err := unmarshalIfSet(env, &d.Env); err != nil {
-			return nil, after, fmt.Errorf("deployment %s: env: %w", d.ID, err)
+		if err := unmarshalIfSet(env, &t.Env); err != nil {
+			return nil, after, fmt.Errorf("deployment %s: env: %w", t.DeploymentID, err)
 		}
-		events = append(events, Event{t.DeploymentID, deploymentEventIn(&t, &d, namespaces.of(workspace, environment))})
+		events = append(events, Event{t.DeploymentID, deploymentEventIn(&t, namespaces.of(workspace, environment))})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
@@ -196,32 +195,33 @@ func loadDeployments(ctx context.Context, c *ent.Client, region string, ids []st
 	return built, nil
 }
 
-// deploymentEvent is the apply (or, when stopped, delete) of a deployment
-// in the topology's region. A topology read without its deployment (d nil:
-// the deployment was deleted) is a delete.
+// deploymentEvent is the apply (or, when stopped or not reached by its
+// rollout yet, delete) of a deployment in the topology's region. A
+// topology read without its deployment (d nil: the deployment was
+// deleted) is a delete.
 func deploymentEvent(t *ent.DeploymentTopology, d *ent.Deployment) *ctrlv1.DeploymentChangeEvent {
 	if d == nil {
 		return deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})
 	}
-	return deploymentEventIn(t, d, naming.Namespace(d.WorkspaceID, d.EnvironmentID))
+	return deploymentEventIn(t, naming.Namespace(d.WorkspaceID, d.EnvironmentID))
 }
 
 // deploymentEventIn is deploymentEvent of a deployment that is there, whose
 // namespace the caller knows.
-func deploymentEventIn(t *ent.DeploymentTopology, d *ent.Deployment, namespace string) *ctrlv1.DeploymentChangeEvent {
+func deploymentEventIn(t *ent.DeploymentTopology, namespace string) *ctrlv1.DeploymentChangeEvent {
 	// Not the workspace and environment IDs: agents place objects by
 	// namespace, and every resource sent costs their bytes (state.proto).
-	state := &ctrlv1.DeploymentState{DeploymentId: d.ID, Namespace: namespace}
-	if t.DesiredStatus == deploymenttopology.DesiredStatusStopped {
+	state := &ctrlv1.DeploymentState{DeploymentId: t.DeploymentID, Namespace: namespace}
+	if t.DesiredStatus == deploymenttopology.DesiredStatusStopped || t.SpecHash == "" {
 		return deleteDeployment(state)
 	}
-	state.Image = d.Image
+	state.Image = t.Image
 	state.Replicas = int32(t.Replicas)
-	state.CpuMillicores = int32(d.CPUMillicores)
-	state.MemoryMib = int32(d.MemoryMib)
-	state.Port = int32(d.Port)
-	state.Command = d.Command
-	state.Env = d.Env
+	state.CpuMillicores = int32(t.CPUMillicores)
+	state.MemoryMib = int32(t.MemoryMib)
+	state.Port = int32(t.Port)
+	state.Command = t.Command
+	state.Env = t.Env
 	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Deployment{
 		Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_APPLY, Deployment: state},
 	}}

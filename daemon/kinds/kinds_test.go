@@ -40,13 +40,13 @@ func TestDesiredAndDesiredSQLAgree(t *testing.T) {
 	for _, d := range []struct{ id, region string }{{"dep-eu", "eu"}, {"dep-us", "us"}} {
 		w.Deployment.Create().SetID(d.id).SetWorkspaceID("ws").SetEnvironmentID("prod").
 			SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).ExecX(ctx)
-		w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(1).ExecX(ctx)
+		w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1").ExecX(ctx)
 	}
 	// A stopped deployment is still desired: its sync row says how its
 	// stop went.
 	w.Deployment.Create().SetID("dep-stopped").SetWorkspaceID("ws").SetEnvironmentID("prod").
 		SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).ExecX(ctx)
-	w.DeploymentTopology.Create().SetDeploymentID("dep-stopped").SetRegion("eu").SetReplicas(1).
+	w.DeploymentTopology.Create().SetDeploymentID("dep-stopped").SetRegion("eu").SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1").
 		SetDesiredStatus("stopped").ExecX(ctx)
 	for _, s := range []struct{ id, env, region string }{{"sen-eu", "prod", "eu"}, {"sen-us", "prod", "us"}, {"sen-stopped", "dev", "eu"}} {
 		create := w.Sentinel.Create().SetID(s.id).SetWorkspaceID("ws").SetEnvironmentID(s.env).SetRegion(s.region).
@@ -156,7 +156,11 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 			create.SetPort(9090).SetCommand(d.command).SetEnv(d.vars)
 		}
 		create.ExecX(ctx)
-		topology := w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(3)
+		topology := w.DeploymentTopology.Create().SetDeploymentID(d.id).SetRegion(d.region).SetReplicas(3).
+			SetImage("app:" + d.id).SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash(d.id)
+		if d.command != nil {
+			topology.SetPort(9090).SetCommand(d.command).SetEnv(d.vars)
+		}
 		if d.stopped {
 			topology.SetDesiredStatus("stopped")
 		}

@@ -223,7 +223,7 @@ func (s *Service) instanceCounts(ctx context.Context, region string) (map[countK
 func inRegion(t *ent.DeploymentTopology, c instanceCount) *ctrlv1.DeploymentInRegion {
 	d := t.Edges.Deployment
 	return &ctrlv1.DeploymentInRegion{
-		DeploymentId: t.DeploymentID, Region: t.Region, Image: d.Image, DesiredStatus: string(t.DesiredStatus),
+		DeploymentId: t.DeploymentID, Region: t.Region, Image: t.Image, DesiredStatus: string(t.DesiredStatus),
 		Replicas: int32(t.Replicas), ReadyInstances: c.ready, Instances: c.total,
 		ActualStatus: string(t.ActualStatus), WorkflowStatus: string(d.WorkflowStatus),
 	}

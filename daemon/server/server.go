@@ -40,6 +40,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/retention"
+	"github.com/deploysync/deploysync/daemon/rollout"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/stream"
 	"github.com/deploysync/deploysync/daemon/tailer"
@@ -99,6 +100,9 @@ type Config struct {
 	Retention    retention.Config
 	Workflow     workflow.Config
 	RegionHealth regionhealth.Config
+	// RolloutInterval is how often this replica looks at the rollouts in
+	// flight (default: every second).
+	RolloutInterval time.Duration
 	// Reserved are the namespaces no workspace's environment may have;
 	// operator calls naming one are refused (the zero value: those always
 	// reserved, see naming.Reserved).
@@ -328,6 +332,9 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	}
 	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
 	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
+	driver := &rollout.Driver{Store: desired.New(db.Ent, desired.WithReserved(cfg.Reserved)), Client: db.Ent, DB: db.SQL,
+		Log: log, Interval: cfg.RolloutInterval, Notify: notifier.Poke}
+	s.wg.Go(func() { guard.Loop(runCtx, "rollout", driver.Run) })
 	s.wg.Go(func() {
 		guard.Loop(runCtx, "region-health", regionhealth.NewPublisher(db.Ent, db.SQL, cfg.RegionHealth, log, m).Run)
 	})

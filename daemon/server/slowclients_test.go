@@ -339,7 +339,7 @@ func TestCtrldSendsNoMessageAboveTheLimit(t *testing.T) {
 			SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetEnv(huge).Exec(ctx); err != nil {
 			return err
 		}
-		return tx.DeploymentTopology.Create().SetDeploymentID("huge").SetRegion("eu").SetReplicas(1).Exec(ctx)
+		return tx.DeploymentTopology.Create().SetDeploymentID("huge").SetRegion("eu").SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1").SetEnv(huge).Exec(ctx)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -100,7 +100,7 @@ func seedDeployments(t testing.TB, db *store.DB, region string, n int) {
 				deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
 					SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).
 					SetWorkflowStatus(deployment.WorkflowStatusReady)) // the deploy workflow leaves them be
-				tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1))
+				tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1"))
 			}
 			if err := tx.Deployment.CreateBulk(deps...).Exec(ctx); err != nil {
 				return err

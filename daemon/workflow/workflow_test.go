@@ -75,7 +75,7 @@ func createPending(t *testing.T, env *servertest.Env, prefix, region string, n i
 			id := fmt.Sprintf("%s-%05d", prefix, i)
 			deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
 				SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64))
-			tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1))
+			tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1"))
 		}
 		tx.Deployment.CreateBulk(deps...).ExecX(ctx)
 		tx.DeploymentTopology.CreateBulk(tops...).ExecX(ctx)

@@ -29,6 +29,8 @@ type mutation interface {
 type feed[M mutation] struct {
 	// actualFields may be written through ActualState (updated_at always).
 	actualFields []string
+	// backfillFields may be written through Backfill.
+	backfillFields []string
 	// beforeCreate, when set, runs before a create's statement (to lock
 	// the rows it will reference).
 	beforeCreate func(ctx context.Context, m M) error
@@ -52,6 +54,12 @@ func (f feed[M]) hook() ent.Hook {
 			}
 			if isActualState(ctx) {
 				if err := checkActualState(m, f.actualFields); err != nil {
+					return nil, err
+				}
+				return next.Mutate(ctx, m)
+			}
+			if isBackfill(ctx) {
+				if err := checkActualState(m, f.backfillFields); err != nil {
 					return nil, err
 				}
 				return next.Mutate(ctx, m)
@@ -128,6 +136,24 @@ type actualStateKey struct{}
 // else fails with ErrNotActualState. Such writes need no transaction.
 func ActualState(ctx context.Context) context.Context {
 	return context.WithValue(ctx, actualStateKey{}, true)
+}
+
+type backfillKey struct{}
+
+// Backfill marks ctx for filling in a column added to desired state with
+// the value agents already run, read from where it was kept before (a
+// region's copy of its deployment's spec, see daemon/desired's
+// FillTopologySpecs): no change rows, since nothing changes for agents,
+// and a change row per resource would have every agent re-apply
+// everything at once. Only updates of the entity's backfill fields are
+// accepted.
+func Backfill(ctx context.Context) context.Context {
+	return context.WithValue(ctx, backfillKey{}, true)
+}
+
+func isBackfill(ctx context.Context) bool {
+	v, _ := ctx.Value(backfillKey{}).(bool)
+	return v
 }
 
 func isActualState(ctx context.Context) bool {

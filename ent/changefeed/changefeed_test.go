@@ -204,7 +204,9 @@ func opCases() []opCase {
 			return err
 		}, []string{policy("p1", "r1"), policy("p2", "r2")}},
 
-		// deployments: their spec reaches agents through their topologies
+		// deployments: regions run their topologies' copies of the spec,
+		// so only a delete of a deployment (cascading its children) is
+		// news to agents
 		{"deployment", "create", func(ctx context.Context, tx *ent.Tx) error {
 			return newDeployment(tx, "d3", "app:1").Exec(ctx)
 		}, nil},
@@ -213,20 +215,20 @@ func opCases() []opCase {
 		}, nil},
 		{"deployment", "upsert", func(ctx context.Context, tx *ent.Tx) error {
 			return newDeployment(tx, "d1", "app:2").OnConflict().UpdateNewValues().Exec(ctx)
-		}, []string{topo("d1", "r1"), topo("d1", "r2")}},
+		}, nil},
 		{"deployment", "upsert-bulk", func(ctx context.Context, tx *ent.Tx) error {
 			return tx.Deployment.CreateBulk(newDeployment(tx, "d1", "app:2"), newDeployment(tx, "d2", "app:2")).
 				OnConflict().UpdateNewValues().Exec(ctx)
-		}, []string{topo("d1", "r1"), topo("d1", "r2"), topo("d2", "r1")}},
+		}, nil},
 		{"deployment", "update-one", func(ctx context.Context, tx *ent.Tx) error {
 			return tx.Deployment.UpdateOneID("d1").SetImage("app:2").Exec(ctx)
-		}, []string{topo("d1", "r1"), topo("d1", "r2")}},
+		}, nil},
 		{"deployment", "update-one-env", func(ctx context.Context, tx *ent.Tx) error {
 			return tx.Deployment.UpdateOneID("d2").SetEnv(map[string]string{"A": "b"}).Exec(ctx)
-		}, []string{topo("d2", "r1")}},
+		}, nil},
 		{"deployment", "update", func(ctx context.Context, tx *ent.Tx) error {
 			return tx.Deployment.Update().Where(deployment.EnvironmentID("e1")).SetMemoryMib(512).Exec(ctx)
-		}, []string{topo("d1", "r1"), topo("d1", "r2"), topo("d2", "r1")}},
+		}, nil},
 		{"deployment", "update-workflow-only", func(ctx context.Context, tx *ent.Tx) error {
 			return tx.Deployment.UpdateOneID("d1").SetWorkflowStatus(deployment.WorkflowStatusDeploying).Exec(ctx)
 		}, nil},

@@ -88,9 +88,10 @@ func TestConcurrentMutationsEmitOneRowPerCommit(t *testing.T) {
 					for _, r := range regions {
 						targets = append(targets, topo(dep, r))
 					}
-				case 2: // a deployment's spec reaches every region
+				case 2: // a new spec for every region of a deployment
 					run = func(tx *ent.Tx) error {
-						return tx.Deployment.UpdateOneID(dep).SetImage(fmt.Sprintf("app:%d", rng.IntN(100))).Exec(ctx)
+						return tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(dep)).
+							SetImage(fmt.Sprintf("app:%d", rng.IntN(100))).Exec(ctx)
 					}
 					for _, r := range regions {
 						targets = append(targets, topo(dep, r))

@@ -3,7 +3,6 @@ package changefeed
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"entgo.io/ent"
 	"entgo.io/ent/dialect/sql"
@@ -28,6 +27,8 @@ const (
 func DeploymentTopology() ent.Hook {
 	return feed[*gen.DeploymentTopologyMutation]{
 		actualFields: []string{deploymenttopology.FieldActualStatus},
+		backfillFields: []string{deploymenttopology.FieldImage, deploymenttopology.FieldCPUMillicores, deploymenttopology.FieldMemoryMib,
+			deploymenttopology.FieldPort, deploymenttopology.FieldCommand, deploymenttopology.FieldEnv, deploymenttopology.FieldSpecHash},
 		beforeCreate: func(ctx context.Context, m *gen.DeploymentTopologyMutation) error {
 			depID, _ := m.DeploymentID()
 			return lockParent(ctx, m.Client(), depID)
@@ -148,33 +149,20 @@ func CiliumNetworkPolicy() ent.Hook {
 	}.hook()
 }
 
-// deploymentSpec are the deployment fields agents apply; changing one
-// changes the workload in every region the deployment runs in.
-var deploymentSpec = []string{
-	deployment.FieldImage, deployment.FieldCPUMillicores, deployment.FieldMemoryMib,
-	deployment.FieldPort, deployment.FieldCommand, deployment.FieldEnv,
-}
-
-// Deployment is the hook for deployments: a spec change emits a topology
-// change per region; a delete also emits the changes of the topologies and
-// policies the database cascades away with it.
+// Deployment is the hook for deployments. Agents see none of a
+// deployment's own columns: the spec a region runs is its topology's copy
+// (a rollout moves the copies a wave at a time), so writing the
+// deployments row emits nothing. A delete emits the changes of the
+// topologies and policies the database cascades away with it.
 func Deployment() ent.Hook {
 	return feed[*gen.DeploymentMutation]{
 		actualFields:       []string{deployment.FieldWorkflowStatus, deployment.FieldWorkflowError},
 		edgesLiveElsewhere: true,
-		// A new deployment has no topologies yet, so this finds some only
-		// when an upsert updated an existing deployment's spec. The
-		// statement holds the deployment's row lock, so no topology can be
-		// added under it any more, and the locking read sees every
-		// committed one.
 		created: func(ctx context.Context, m *gen.DeploymentMutation) ([]target, error) {
-			id, _ := m.ID()
-			return children(ctx, m.Client(), []string{id}, false)
+			return nil, nil
 		},
 		existing: func(ctx context.Context, m *gen.DeploymentMutation) ([]target, error) {
-			deleting := m.Op().Is(ent.OpDelete | ent.OpDeleteOne)
-			touched := slices.Concat(m.Fields(), m.AddedFields(), m.ClearedFields())
-			if !deleting && !slices.ContainsFunc(touched, func(f string) bool { return slices.Contains(deploymentSpec, f) }) {
+			if !m.Op().Is(ent.OpDelete | ent.OpDeleteOne) {
 				return nil, nil
 			}
 			ids, err := m.IDs(ctx)
@@ -189,11 +177,11 @@ func Deployment() ent.Hook {
 			// deployment (lockParent, and the foreign key check), so this
 			// waits for it to commit or roll back; after it, no child can
 			// be added until this transaction ends. The children read next
-			// are then exactly those the statement changes or cascades.
+			// are then exactly those the statement cascades.
 			if _, err := m.Client().Deployment.Query().Where(deployment.IDIn(ids...)).ForUpdate(lockOptions()...).IDs(ctx); err != nil {
 				return nil, err
 			}
-			return children(ctx, m.Client(), ids, deleting)
+			return children(ctx, m.Client(), ids)
 		},
 	}.hook()
 }
@@ -212,18 +200,18 @@ func lockOptions() []sql.LockOption {
 	return []sql.LockOption{sql.WithLockClause("/* locking reads off */")}
 }
 
-// children returns the change targets of the deployments' topologies and,
-// withPolicies, of their policies, by locking reads: a locking read sees
+// children returns the change targets of the deployments' topologies and
+// policies, by locking reads: a locking read sees
 // the newest committed rows, where a plain read would see the transaction's
 // snapshot and miss a child committed since.
-func children(ctx context.Context, client *gen.Client, ids []string, withPolicies bool) ([]target, error) {
+func children(ctx context.Context, client *gen.Client, ids []string) ([]target, error) {
 	topologies, err := client.DeploymentTopology.Query().
 		Where(deploymenttopology.DeploymentIDIn(ids...)).
 		Select(deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion).
 		ForUpdate(lockOptions()...).
 		All(ctx)
-	if err != nil || !withPolicies {
-		return topologyTargets(topologies), err
+	if err != nil {
+		return nil, err
 	}
 	policies, err := client.CiliumNetworkPolicy.Query().
 		Where(ciliumnetworkpolicy.DeploymentIDIn(ids...)).

@@ -48,6 +48,8 @@ const (
 	EdgeInstances = "instances"
 	// EdgeRevisions holds the string denoting the revisions edge name in mutations.
 	EdgeRevisions = "revisions"
+	// EdgeRollouts holds the string denoting the rollouts edge name in mutations.
+	EdgeRollouts = "rollouts"
 	// Table holds the table name of the deployment in the database.
 	Table = "deployments"
 	// TopologiesTable is the table that holds the topologies relation/edge.
@@ -78,6 +80,13 @@ const (
 	RevisionsInverseTable = "deployment_revisions"
 	// RevisionsColumn is the table column denoting the revisions relation/edge.
 	RevisionsColumn = "deployment_id"
+	// RolloutsTable is the table that holds the rollouts relation/edge.
+	RolloutsTable = "rollouts"
+	// RolloutsInverseTable is the table name for the Rollout entity.
+	// It exists in this package in order to avoid circular dependency with the "rollout" package.
+	RolloutsInverseTable = "rollouts"
+	// RolloutsColumn is the table column denoting the rollouts relation/edge.
+	RolloutsColumn = "deployment_id"
 )
 
 // Columns holds all SQL columns for deployment fields.
@@ -281,6 +290,20 @@ func ByRevisions(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newRevisionsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByRolloutsCount orders the results by rollouts count.
+func ByRolloutsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newRolloutsStep(), opts...)
+	}
+}
+
+// ByRollouts orders the results by rollouts terms.
+func ByRollouts(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newRolloutsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newTopologiesStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -307,5 +330,12 @@ func newRevisionsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(RevisionsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, RevisionsTable, RevisionsColumn),
+	)
+}
+func newRolloutsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(RolloutsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, RolloutsTable, RolloutsColumn),
 	)
 }

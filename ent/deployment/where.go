@@ -702,6 +702,29 @@ func HasRevisionsWith(preds ...predicate.DeploymentRevision) predicate.Deploymen
 	})
 }
 
+// HasRollouts applies the HasEdge predicate on the "rollouts" edge.
+func HasRollouts() predicate.Deployment {
+	return predicate.Deployment(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, RolloutsTable, RolloutsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasRolloutsWith applies the HasEdge predicate on the "rollouts" edge with a given conditions (other predicates).
+func HasRolloutsWith(preds ...predicate.Rollout) predicate.Deployment {
+	return predicate.Deployment(func(s *sql.Selector) {
+		step := newRolloutsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.Deployment) predicate.Deployment {
 	return predicate.Deployment(sql.AndPredicates(predicates...))

@@ -26,6 +26,22 @@ const (
 	FieldRegion = "region"
 	// FieldReplicas holds the string denoting the replicas field in the database.
 	FieldReplicas = "replicas"
+	// FieldImage holds the string denoting the image field in the database.
+	FieldImage = "image"
+	// FieldCPUMillicores holds the string denoting the cpu_millicores field in the database.
+	FieldCPUMillicores = "cpu_millicores"
+	// FieldMemoryMib holds the string denoting the memory_mib field in the database.
+	FieldMemoryMib = "memory_mib"
+	// FieldPort holds the string denoting the port field in the database.
+	FieldPort = "port"
+	// FieldCommand holds the string denoting the command field in the database.
+	FieldCommand = "command"
+	// FieldEnv holds the string denoting the env field in the database.
+	FieldEnv = "env"
+	// FieldSpecHash holds the string denoting the spec_hash field in the database.
+	FieldSpecHash = "spec_hash"
+	// FieldSpecRevision holds the string denoting the spec_revision field in the database.
+	FieldSpecRevision = "spec_revision"
 	// FieldDesiredStatus holds the string denoting the desired_status field in the database.
 	FieldDesiredStatus = "desired_status"
 	// FieldActualStatus holds the string denoting the actual_status field in the database.
@@ -51,6 +67,14 @@ var Columns = []string{
 	FieldDeploymentID,
 	FieldRegion,
 	FieldReplicas,
+	FieldImage,
+	FieldCPUMillicores,
+	FieldMemoryMib,
+	FieldPort,
+	FieldCommand,
+	FieldEnv,
+	FieldSpecHash,
+	FieldSpecRevision,
 	FieldDesiredStatus,
 	FieldActualStatus,
 }
@@ -84,6 +108,22 @@ var (
 	RegionValidator func(string) error
 	// ReplicasValidator is a validator for the "replicas" field. It is called by the builders before save.
 	ReplicasValidator func(int) error
+	// DefaultImage holds the default value on creation for the "image" field.
+	DefaultImage string
+	// DefaultCPUMillicores holds the default value on creation for the "cpu_millicores" field.
+	DefaultCPUMillicores int
+	// DefaultMemoryMib holds the default value on creation for the "memory_mib" field.
+	DefaultMemoryMib int
+	// DefaultPort holds the default value on creation for the "port" field.
+	DefaultPort int
+	// DefaultSpecHash holds the default value on creation for the "spec_hash" field.
+	DefaultSpecHash string
+	// SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
+	SpecHashValidator func(string) error
+	// DefaultSpecRevision holds the default value on creation for the "spec_revision" field.
+	DefaultSpecRevision int
+	// SpecRevisionValidator is a validator for the "spec_revision" field. It is called by the builders before save.
+	SpecRevisionValidator func(int) error
 )
 
 // DesiredStatus defines the type for the "desired_status" enum field.
@@ -172,6 +212,36 @@ func ByRegion(opts ...sql.OrderTermOption) OrderOption {
 // ByReplicas orders the results by the replicas field.
 func ByReplicas(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldReplicas, opts...).ToFunc()
+}
+
+// ByImage orders the results by the image field.
+func ByImage(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldImage, opts...).ToFunc()
+}
+
+// ByCPUMillicores orders the results by the cpu_millicores field.
+func ByCPUMillicores(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldCPUMillicores, opts...).ToFunc()
+}
+
+// ByMemoryMib orders the results by the memory_mib field.
+func ByMemoryMib(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldMemoryMib, opts...).ToFunc()
+}
+
+// ByPort orders the results by the port field.
+func ByPort(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldPort, opts...).ToFunc()
+}
+
+// BySpecHash orders the results by the spec_hash field.
+func BySpecHash(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSpecHash, opts...).ToFunc()
+}
+
+// BySpecRevision orders the results by the spec_revision field.
+func BySpecRevision(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSpecRevision, opts...).ToFunc()
 }
 
 // ByDesiredStatus orders the results by the desired_status field.

@@ -80,6 +80,36 @@ func Replicas(v int) predicate.DeploymentTopology {
 	return predicate.DeploymentTopology(sql.FieldEQ(FieldReplicas, v))
 }
 
+// Image applies equality check predicate on the "image" field. It's identical to ImageEQ.
+func Image(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldImage, v))
+}
+
+// CPUMillicores applies equality check predicate on the "cpu_millicores" field. It's identical to CPUMillicoresEQ.
+func CPUMillicores(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldCPUMillicores, v))
+}
+
+// MemoryMib applies equality check predicate on the "memory_mib" field. It's identical to MemoryMibEQ.
+func MemoryMib(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldMemoryMib, v))
+}
+
+// Port applies equality check predicate on the "port" field. It's identical to PortEQ.
+func Port(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldPort, v))
+}
+
+// SpecHash applies equality check predicate on the "spec_hash" field. It's identical to SpecHashEQ.
+func SpecHash(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldSpecHash, v))
+}
+
+// SpecRevision applies equality check predicate on the "spec_revision" field. It's identical to SpecRevisionEQ.
+func SpecRevision(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldSpecRevision, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.DeploymentTopology {
 	return predicate.DeploymentTopology(sql.FieldEQ(FieldCreatedAt, v))
@@ -328,6 +358,316 @@ func ReplicasLT(v int) predicate.DeploymentTopology {
 // ReplicasLTE applies the LTE predicate on the "replicas" field.
 func ReplicasLTE(v int) predicate.DeploymentTopology {
 	return predicate.DeploymentTopology(sql.FieldLTE(FieldReplicas, v))
+}
+
+// ImageEQ applies the EQ predicate on the "image" field.
+func ImageEQ(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldImage, v))
+}
+
+// ImageNEQ applies the NEQ predicate on the "image" field.
+func ImageNEQ(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldImage, v))
+}
+
+// ImageIn applies the In predicate on the "image" field.
+func ImageIn(vs ...string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldImage, vs...))
+}
+
+// ImageNotIn applies the NotIn predicate on the "image" field.
+func ImageNotIn(vs ...string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldImage, vs...))
+}
+
+// ImageGT applies the GT predicate on the "image" field.
+func ImageGT(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldImage, v))
+}
+
+// ImageGTE applies the GTE predicate on the "image" field.
+func ImageGTE(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldImage, v))
+}
+
+// ImageLT applies the LT predicate on the "image" field.
+func ImageLT(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldImage, v))
+}
+
+// ImageLTE applies the LTE predicate on the "image" field.
+func ImageLTE(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldImage, v))
+}
+
+// ImageContains applies the Contains predicate on the "image" field.
+func ImageContains(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldContains(FieldImage, v))
+}
+
+// ImageHasPrefix applies the HasPrefix predicate on the "image" field.
+func ImageHasPrefix(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldHasPrefix(FieldImage, v))
+}
+
+// ImageHasSuffix applies the HasSuffix predicate on the "image" field.
+func ImageHasSuffix(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldHasSuffix(FieldImage, v))
+}
+
+// ImageEqualFold applies the EqualFold predicate on the "image" field.
+func ImageEqualFold(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEqualFold(FieldImage, v))
+}
+
+// ImageContainsFold applies the ContainsFold predicate on the "image" field.
+func ImageContainsFold(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldContainsFold(FieldImage, v))
+}
+
+// CPUMillicoresEQ applies the EQ predicate on the "cpu_millicores" field.
+func CPUMillicoresEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldCPUMillicores, v))
+}
+
+// CPUMillicoresNEQ applies the NEQ predicate on the "cpu_millicores" field.
+func CPUMillicoresNEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldCPUMillicores, v))
+}
+
+// CPUMillicoresIn applies the In predicate on the "cpu_millicores" field.
+func CPUMillicoresIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldCPUMillicores, vs...))
+}
+
+// CPUMillicoresNotIn applies the NotIn predicate on the "cpu_millicores" field.
+func CPUMillicoresNotIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldCPUMillicores, vs...))
+}
+
+// CPUMillicoresGT applies the GT predicate on the "cpu_millicores" field.
+func CPUMillicoresGT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldCPUMillicores, v))
+}
+
+// CPUMillicoresGTE applies the GTE predicate on the "cpu_millicores" field.
+func CPUMillicoresGTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldCPUMillicores, v))
+}
+
+// CPUMillicoresLT applies the LT predicate on the "cpu_millicores" field.
+func CPUMillicoresLT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldCPUMillicores, v))
+}
+
+// CPUMillicoresLTE applies the LTE predicate on the "cpu_millicores" field.
+func CPUMillicoresLTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldCPUMillicores, v))
+}
+
+// MemoryMibEQ applies the EQ predicate on the "memory_mib" field.
+func MemoryMibEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldMemoryMib, v))
+}
+
+// MemoryMibNEQ applies the NEQ predicate on the "memory_mib" field.
+func MemoryMibNEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldMemoryMib, v))
+}
+
+// MemoryMibIn applies the In predicate on the "memory_mib" field.
+func MemoryMibIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldMemoryMib, vs...))
+}
+
+// MemoryMibNotIn applies the NotIn predicate on the "memory_mib" field.
+func MemoryMibNotIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldMemoryMib, vs...))
+}
+
+// MemoryMibGT applies the GT predicate on the "memory_mib" field.
+func MemoryMibGT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldMemoryMib, v))
+}
+
+// MemoryMibGTE applies the GTE predicate on the "memory_mib" field.
+func MemoryMibGTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldMemoryMib, v))
+}
+
+// MemoryMibLT applies the LT predicate on the "memory_mib" field.
+func MemoryMibLT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldMemoryMib, v))
+}
+
+// MemoryMibLTE applies the LTE predicate on the "memory_mib" field.
+func MemoryMibLTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldMemoryMib, v))
+}
+
+// PortEQ applies the EQ predicate on the "port" field.
+func PortEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldPort, v))
+}
+
+// PortNEQ applies the NEQ predicate on the "port" field.
+func PortNEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldPort, v))
+}
+
+// PortIn applies the In predicate on the "port" field.
+func PortIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldPort, vs...))
+}
+
+// PortNotIn applies the NotIn predicate on the "port" field.
+func PortNotIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldPort, vs...))
+}
+
+// PortGT applies the GT predicate on the "port" field.
+func PortGT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldPort, v))
+}
+
+// PortGTE applies the GTE predicate on the "port" field.
+func PortGTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldPort, v))
+}
+
+// PortLT applies the LT predicate on the "port" field.
+func PortLT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldPort, v))
+}
+
+// PortLTE applies the LTE predicate on the "port" field.
+func PortLTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldPort, v))
+}
+
+// CommandIsNil applies the IsNil predicate on the "command" field.
+func CommandIsNil() predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIsNull(FieldCommand))
+}
+
+// CommandNotNil applies the NotNil predicate on the "command" field.
+func CommandNotNil() predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotNull(FieldCommand))
+}
+
+// EnvIsNil applies the IsNil predicate on the "env" field.
+func EnvIsNil() predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIsNull(FieldEnv))
+}
+
+// EnvNotNil applies the NotNil predicate on the "env" field.
+func EnvNotNil() predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotNull(FieldEnv))
+}
+
+// SpecHashEQ applies the EQ predicate on the "spec_hash" field.
+func SpecHashEQ(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldSpecHash, v))
+}
+
+// SpecHashNEQ applies the NEQ predicate on the "spec_hash" field.
+func SpecHashNEQ(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldSpecHash, v))
+}
+
+// SpecHashIn applies the In predicate on the "spec_hash" field.
+func SpecHashIn(vs ...string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldSpecHash, vs...))
+}
+
+// SpecHashNotIn applies the NotIn predicate on the "spec_hash" field.
+func SpecHashNotIn(vs ...string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldSpecHash, vs...))
+}
+
+// SpecHashGT applies the GT predicate on the "spec_hash" field.
+func SpecHashGT(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldSpecHash, v))
+}
+
+// SpecHashGTE applies the GTE predicate on the "spec_hash" field.
+func SpecHashGTE(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldSpecHash, v))
+}
+
+// SpecHashLT applies the LT predicate on the "spec_hash" field.
+func SpecHashLT(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldSpecHash, v))
+}
+
+// SpecHashLTE applies the LTE predicate on the "spec_hash" field.
+func SpecHashLTE(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldSpecHash, v))
+}
+
+// SpecHashContains applies the Contains predicate on the "spec_hash" field.
+func SpecHashContains(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldContains(FieldSpecHash, v))
+}
+
+// SpecHashHasPrefix applies the HasPrefix predicate on the "spec_hash" field.
+func SpecHashHasPrefix(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldHasPrefix(FieldSpecHash, v))
+}
+
+// SpecHashHasSuffix applies the HasSuffix predicate on the "spec_hash" field.
+func SpecHashHasSuffix(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldHasSuffix(FieldSpecHash, v))
+}
+
+// SpecHashEqualFold applies the EqualFold predicate on the "spec_hash" field.
+func SpecHashEqualFold(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEqualFold(FieldSpecHash, v))
+}
+
+// SpecHashContainsFold applies the ContainsFold predicate on the "spec_hash" field.
+func SpecHashContainsFold(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldContainsFold(FieldSpecHash, v))
+}
+
+// SpecRevisionEQ applies the EQ predicate on the "spec_revision" field.
+func SpecRevisionEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldSpecRevision, v))
+}
+
+// SpecRevisionNEQ applies the NEQ predicate on the "spec_revision" field.
+func SpecRevisionNEQ(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldSpecRevision, v))
+}
+
+// SpecRevisionIn applies the In predicate on the "spec_revision" field.
+func SpecRevisionIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldSpecRevision, vs...))
+}
+
+// SpecRevisionNotIn applies the NotIn predicate on the "spec_revision" field.
+func SpecRevisionNotIn(vs ...int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldSpecRevision, vs...))
+}
+
+// SpecRevisionGT applies the GT predicate on the "spec_revision" field.
+func SpecRevisionGT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldSpecRevision, v))
+}
+
+// SpecRevisionGTE applies the GTE predicate on the "spec_revision" field.
+func SpecRevisionGTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldSpecRevision, v))
+}
+
+// SpecRevisionLT applies the LT predicate on the "spec_revision" field.
+func SpecRevisionLT(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldSpecRevision, v))
+}
+
+// SpecRevisionLTE applies the LTE predicate on the "spec_revision" field.
+func SpecRevisionLTE(v int) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldSpecRevision, v))
 }
 
 // DesiredStatusEQ applies the EQ predicate on the "desired_status" field.

@@ -177,6 +177,30 @@ func (f ResourceSyncFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.ResourceSyncMutation", m)
 }
 
+// The RolloutFunc type is an adapter to allow the use of ordinary
+// function as Rollout mutator.
+type RolloutFunc func(context.Context, *ent.RolloutMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RolloutFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RolloutMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RolloutMutation", m)
+}
+
+// The RolloutStrategyFunc type is an adapter to allow the use of ordinary
+// function as RolloutStrategy mutator.
+type RolloutStrategyFunc func(context.Context, *ent.RolloutStrategyMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f RolloutStrategyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.RolloutStrategyMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.RolloutStrategyMutation", m)
+}
+
 // The SentinelFunc type is an adapter to allow the use of ordinary
 // function as Sentinel mutator.
 type SentinelFunc func(context.Context, *ent.SentinelMutation) (ent.Value, error)

@@ -277,6 +277,14 @@ var (
 		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "region", Type: field.TypeString},
 		{Name: "replicas", Type: field.TypeInt},
+		{Name: "image", Type: field.TypeString, Default: ""},
+		{Name: "cpu_millicores", Type: field.TypeInt, Default: 0},
+		{Name: "memory_mib", Type: field.TypeInt, Default: 0},
+		{Name: "port", Type: field.TypeInt, Default: 0},
+		{Name: "command", Type: field.TypeJSON, Nullable: true},
+		{Name: "env", Type: field.TypeJSON, Nullable: true},
+		{Name: "spec_hash", Type: field.TypeString, Size: 64, Default: ""},
+		{Name: "spec_revision", Type: field.TypeInt, Default: 0},
 		{Name: "desired_status", Type: field.TypeEnum, Enums: []string{"running", "stopped"}, Default: "running"},
 		{Name: "actual_status", Type: field.TypeEnum, Enums: []string{"unknown", "progressing", "running", "stopped", "failed"}, Default: "unknown"},
 		{Name: "deployment_id", Type: field.TypeString},
@@ -289,7 +297,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "deployment_topology_deployments_topologies",
-				Columns:    []*schema.Column{DeploymentTopologyColumns[7]},
+				Columns:    []*schema.Column{DeploymentTopologyColumns[15]},
 				RefColumns: []*schema.Column{DeploymentsColumns[0]},
 				OnDelete:   schema.Cascade,
 			},
@@ -298,7 +306,7 @@ var (
 			{
 				Name:    "deploymenttopology_deployment_id_region",
 				Unique:  true,
-				Columns: []*schema.Column{DeploymentTopologyColumns[7], DeploymentTopologyColumns[3]},
+				Columns: []*schema.Column{DeploymentTopologyColumns[15], DeploymentTopologyColumns[3]},
 			},
 			{
 				Name:    "deploymenttopology_region",
@@ -324,6 +332,9 @@ var (
 		{Name: "memory_mib", Type: field.TypeInt, Default: 0},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "running", "failed", "unknown"}, Default: "unknown"},
 		{Name: "ready", Type: field.TypeBool, Default: false},
+		{Name: "spec_hash", Type: field.TypeString, Size: 64, Default: ""},
+		{Name: "reason", Type: field.TypeString, Size: 128, Default: ""},
+		{Name: "restarts", Type: field.TypeInt, Default: 0},
 		{Name: "deployment_id", Type: field.TypeString},
 	}
 	// InstancesTable holds the schema information for the "instances" table.
@@ -334,7 +345,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "instances_deployments_instances",
-				Columns:    []*schema.Column{InstancesColumns[10]},
+				Columns:    []*schema.Column{InstancesColumns[13]},
 				RefColumns: []*schema.Column{DeploymentsColumns[0]},
 				OnDelete:   schema.Cascade,
 			},
@@ -343,7 +354,7 @@ var (
 			{
 				Name:    "instance_deployment_id_region_pod_name",
 				Unique:  true,
-				Columns: []*schema.Column{InstancesColumns[10], InstancesColumns[3], InstancesColumns[4]},
+				Columns: []*schema.Column{InstancesColumns[13], InstancesColumns[3], InstancesColumns[4]},
 			},
 			{
 				Name:    "instance_region",
@@ -443,6 +454,74 @@ var (
 			},
 		},
 	}
+	// RolloutsColumns holds the columns for the "rollouts" table.
+	RolloutsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "in_flight", Type: field.TypeString, Unique: true, Nullable: true},
+		{Name: "revision", Type: field.TypeInt},
+		{Name: "from_revision", Type: field.TypeInt},
+		{Name: "from_spec", Type: field.TypeJSON},
+		{Name: "to_spec", Type: field.TypeJSON},
+		{Name: "strategy", Type: field.TypeJSON},
+		{Name: "state", Type: field.TypeEnum, Enums: []string{"progressing", "paused", "halted", "succeeded", "rolled_back"}, Default: "progressing"},
+		{Name: "wave", Type: field.TypeInt, Default: 0},
+		{Name: "regions", Type: field.TypeJSON},
+		{Name: "reason", Type: field.TypeString, Size: 1024, Default: ""},
+		{Name: "actor", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "version", Type: field.TypeInt64, Default: 1},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "finished_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "deployment_id", Type: field.TypeString},
+	}
+	// RolloutsTable holds the schema information for the "rollouts" table.
+	RolloutsTable = &schema.Table{
+		Name:       "rollouts",
+		Columns:    RolloutsColumns,
+		PrimaryKey: []*schema.Column{RolloutsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "rollouts_deployments_rollouts",
+				Columns:    []*schema.Column{RolloutsColumns[16]},
+				RefColumns: []*schema.Column{DeploymentsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rollout_state",
+				Unique:  false,
+				Columns: []*schema.Column{RolloutsColumns[7]},
+			},
+			{
+				Name:    "rollout_deployment_id_created_at",
+				Unique:  false,
+				Columns: []*schema.Column{RolloutsColumns[16], RolloutsColumns[13]},
+			},
+		},
+	}
+	// RolloutStrategiesColumns holds the columns for the "rollout_strategies" table.
+	RolloutStrategiesColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "workspace_id", Type: field.TypeString},
+		{Name: "environment_id", Type: field.TypeString},
+		{Name: "strategy", Type: field.TypeJSON},
+		{Name: "actor", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// RolloutStrategiesTable holds the schema information for the "rollout_strategies" table.
+	RolloutStrategiesTable = &schema.Table{
+		Name:       "rollout_strategies",
+		Columns:    RolloutStrategiesColumns,
+		PrimaryKey: []*schema.Column{RolloutStrategiesColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "rolloutstrategy_workspace_id_environment_id",
+				Unique:  true,
+				Columns: []*schema.Column{RolloutStrategiesColumns[1], RolloutStrategiesColumns[2]},
+			},
+		},
+	}
 	// SentinelsColumns holds the columns for the "sentinels" table.
 	SentinelsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString},
@@ -504,6 +583,8 @@ var (
 		OperatorKeysTable,
 		RegionsTable,
 		ResourceSyncsTable,
+		RolloutsTable,
+		RolloutStrategiesTable,
 		SentinelsTable,
 		StreamMarksTable,
 	}
@@ -540,6 +621,10 @@ func init() {
 	}
 	ResourceSyncsTable.Annotation = &entsql.Annotation{
 		Table: "resource_syncs",
+	}
+	RolloutsTable.ForeignKeys[0].RefTable = DeploymentsTable
+	RolloutStrategiesTable.Annotation = &entsql.Annotation{
+		Table: "rollout_strategies",
 	}
 	StreamMarksTable.Annotation = &entsql.Annotation{
 		Table: "stream_marks",

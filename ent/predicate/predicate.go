@@ -48,6 +48,12 @@ type Region func(*sql.Selector)
 // ResourceSync is the predicate function for resourcesync builders.
 type ResourceSync func(*sql.Selector)
 
+// Rollout is the predicate function for rollout builders.
+type Rollout func(*sql.Selector)
+
+// RolloutStrategy is the predicate function for rolloutstrategy builders.
+type RolloutStrategy func(*sql.Selector)
+
 // Sentinel is the predicate function for sentinel builders.
 type Sentinel func(*sql.Selector)
 

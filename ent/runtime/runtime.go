@@ -19,6 +19,8 @@ import (
 	"github.com/deploysync/deploysync/ent/operatorkey"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/ent/rolloutstrategy"
 	"github.com/deploysync/deploysync/ent/schema"
 	"github.com/deploysync/deploysync/ent/sentinel"
 	"github.com/deploysync/deploysync/ent/streammark"
@@ -422,6 +424,34 @@ func init() {
 	deploymenttopologyDescReplicas := deploymenttopologyFields[2].Descriptor()
 	// deploymenttopology.ReplicasValidator is a validator for the "replicas" field. It is called by the builders before save.
 	deploymenttopology.ReplicasValidator = deploymenttopologyDescReplicas.Validators[0].(func(int) error)
+	// deploymenttopologyDescImage is the schema descriptor for image field.
+	deploymenttopologyDescImage := deploymenttopologyFields[3].Descriptor()
+	// deploymenttopology.DefaultImage holds the default value on creation for the image field.
+	deploymenttopology.DefaultImage = deploymenttopologyDescImage.Default.(string)
+	// deploymenttopologyDescCPUMillicores is the schema descriptor for cpu_millicores field.
+	deploymenttopologyDescCPUMillicores := deploymenttopologyFields[4].Descriptor()
+	// deploymenttopology.DefaultCPUMillicores holds the default value on creation for the cpu_millicores field.
+	deploymenttopology.DefaultCPUMillicores = deploymenttopologyDescCPUMillicores.Default.(int)
+	// deploymenttopologyDescMemoryMib is the schema descriptor for memory_mib field.
+	deploymenttopologyDescMemoryMib := deploymenttopologyFields[5].Descriptor()
+	// deploymenttopology.DefaultMemoryMib holds the default value on creation for the memory_mib field.
+	deploymenttopology.DefaultMemoryMib = deploymenttopologyDescMemoryMib.Default.(int)
+	// deploymenttopologyDescPort is the schema descriptor for port field.
+	deploymenttopologyDescPort := deploymenttopologyFields[6].Descriptor()
+	// deploymenttopology.DefaultPort holds the default value on creation for the port field.
+	deploymenttopology.DefaultPort = deploymenttopologyDescPort.Default.(int)
+	// deploymenttopologyDescSpecHash is the schema descriptor for spec_hash field.
+	deploymenttopologyDescSpecHash := deploymenttopologyFields[9].Descriptor()
+	// deploymenttopology.DefaultSpecHash holds the default value on creation for the spec_hash field.
+	deploymenttopology.DefaultSpecHash = deploymenttopologyDescSpecHash.Default.(string)
+	// deploymenttopology.SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
+	deploymenttopology.SpecHashValidator = deploymenttopologyDescSpecHash.Validators[0].(func(string) error)
+	// deploymenttopologyDescSpecRevision is the schema descriptor for spec_revision field.
+	deploymenttopologyDescSpecRevision := deploymenttopologyFields[10].Descriptor()
+	// deploymenttopology.DefaultSpecRevision holds the default value on creation for the spec_revision field.
+	deploymenttopology.DefaultSpecRevision = deploymenttopologyDescSpecRevision.Default.(int)
+	// deploymenttopology.SpecRevisionValidator is a validator for the "spec_revision" field. It is called by the builders before save.
+	deploymenttopology.SpecRevisionValidator = deploymenttopologyDescSpecRevision.Validators[0].(func(int) error)
 	instanceMixin := schema.Instance{}.Mixin()
 	instanceMixinFields0 := instanceMixin[0].Fields()
 	_ = instanceMixinFields0
@@ -483,6 +513,24 @@ func init() {
 	instanceDescReady := instanceFields[7].Descriptor()
 	// instance.DefaultReady holds the default value on creation for the ready field.
 	instance.DefaultReady = instanceDescReady.Default.(bool)
+	// instanceDescSpecHash is the schema descriptor for spec_hash field.
+	instanceDescSpecHash := instanceFields[8].Descriptor()
+	// instance.DefaultSpecHash holds the default value on creation for the spec_hash field.
+	instance.DefaultSpecHash = instanceDescSpecHash.Default.(string)
+	// instance.SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
+	instance.SpecHashValidator = instanceDescSpecHash.Validators[0].(func(string) error)
+	// instanceDescReason is the schema descriptor for reason field.
+	instanceDescReason := instanceFields[9].Descriptor()
+	// instance.DefaultReason holds the default value on creation for the reason field.
+	instance.DefaultReason = instanceDescReason.Default.(string)
+	// instance.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	instance.ReasonValidator = instanceDescReason.Validators[0].(func(string) error)
+	// instanceDescRestarts is the schema descriptor for restarts field.
+	instanceDescRestarts := instanceFields[10].Descriptor()
+	// instance.DefaultRestarts holds the default value on creation for the restarts field.
+	instance.DefaultRestarts = instanceDescRestarts.Default.(int)
+	// instance.RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
+	instance.RestartsValidator = instanceDescRestarts.Validators[0].(func(int) error)
 	namespaceFields := schema.Namespace{}.Fields()
 	_ = namespaceFields
 	// namespaceDescWorkspaceID is the schema descriptor for workspace_id field.
@@ -634,6 +682,50 @@ func init() {
 	resourcesyncDescReportedAt := resourcesyncFields[8].Descriptor()
 	// resourcesync.DefaultReportedAt holds the default value on creation for the reported_at field.
 	resourcesync.DefaultReportedAt = resourcesyncDescReportedAt.Default.(func() time.Time)
+	rolloutFields := schema.Rollout{}.Fields()
+	_ = rolloutFields
+	// rolloutDescWave is the schema descriptor for wave field.
+	rolloutDescWave := rolloutFields[8].Descriptor()
+	// rollout.DefaultWave holds the default value on creation for the wave field.
+	rollout.DefaultWave = rolloutDescWave.Default.(int)
+	// rolloutDescReason is the schema descriptor for reason field.
+	rolloutDescReason := rolloutFields[10].Descriptor()
+	// rollout.DefaultReason holds the default value on creation for the reason field.
+	rollout.DefaultReason = rolloutDescReason.Default.(string)
+	// rollout.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	rollout.ReasonValidator = rolloutDescReason.Validators[0].(func(string) error)
+	// rolloutDescActor is the schema descriptor for actor field.
+	rolloutDescActor := rolloutFields[11].Descriptor()
+	// rollout.DefaultActor holds the default value on creation for the actor field.
+	rollout.DefaultActor = rolloutDescActor.Default.(string)
+	// rollout.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
+	rollout.ActorValidator = rolloutDescActor.Validators[0].(func(string) error)
+	// rolloutDescVersion is the schema descriptor for version field.
+	rolloutDescVersion := rolloutFields[12].Descriptor()
+	// rollout.DefaultVersion holds the default value on creation for the version field.
+	rollout.DefaultVersion = rolloutDescVersion.Default.(int64)
+	// rolloutDescCreatedAt is the schema descriptor for created_at field.
+	rolloutDescCreatedAt := rolloutFields[13].Descriptor()
+	// rollout.DefaultCreatedAt holds the default value on creation for the created_at field.
+	rollout.DefaultCreatedAt = rolloutDescCreatedAt.Default.(func() time.Time)
+	// rolloutDescUpdatedAt is the schema descriptor for updated_at field.
+	rolloutDescUpdatedAt := rolloutFields[14].Descriptor()
+	// rollout.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	rollout.DefaultUpdatedAt = rolloutDescUpdatedAt.Default.(func() time.Time)
+	rolloutstrategyFields := schema.RolloutStrategy{}.Fields()
+	_ = rolloutstrategyFields
+	// rolloutstrategyDescActor is the schema descriptor for actor field.
+	rolloutstrategyDescActor := rolloutstrategyFields[3].Descriptor()
+	// rolloutstrategy.DefaultActor holds the default value on creation for the actor field.
+	rolloutstrategy.DefaultActor = rolloutstrategyDescActor.Default.(string)
+	// rolloutstrategy.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
+	rolloutstrategy.ActorValidator = rolloutstrategyDescActor.Validators[0].(func(string) error)
+	// rolloutstrategyDescUpdatedAt is the schema descriptor for updated_at field.
+	rolloutstrategyDescUpdatedAt := rolloutstrategyFields[4].Descriptor()
+	// rolloutstrategy.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	rolloutstrategy.DefaultUpdatedAt = rolloutstrategyDescUpdatedAt.Default.(func() time.Time)
+	// rolloutstrategy.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	rolloutstrategy.UpdateDefaultUpdatedAt = rolloutstrategyDescUpdatedAt.UpdateDefault.(func() time.Time)
 	sentinelMixin := schema.Sentinel{}.Mixin()
 	sentinelHooks := schema.Sentinel{}.Hooks()
 	sentinel.Hooks[0] = sentinelHooks[0]

@@ -21,8 +21,11 @@ func (Deployment) Fields() []ent.Field {
 		field.String("id").Immutable().Validate(validate.ID),
 		field.String("workspace_id").Immutable().Validate(validate.ID),
 		field.String("environment_id").Immutable().Validate(validate.ID),
-		// The spec agents apply: a change to any of these emits a change
-		// row for every region the deployment runs in.
+		// The spec the newest operator action asked for. Regions run the
+		// copy in their deployment_topology row, which a rollout moves to
+		// this one wave by wave (and back on failure); with no rollout in
+		// flight every region that runs the deployment has this spec.
+		// Writing these emits no change rows: the topologies' writes do.
 		field.String("image").Validate(validate.Image),
 		field.Int("cpu_millicores").Validate(validate.CPUMillicores),
 		field.Int("memory_mib").Validate(validate.MemoryMiB),
@@ -45,6 +48,7 @@ func (Deployment) Edges() []ent.Edge {
 		edge.To("policies", CiliumNetworkPolicy.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 		edge.To("instances", Instance.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 		edge.To("revisions", DeploymentRevision.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
+		edge.To("rollouts", Rollout.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 	}
 }
 

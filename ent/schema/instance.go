@@ -24,6 +24,9 @@ func (Instance) Fields() []ent.Field {
 		field.Int("memory_mib").Default(0).NonNegative(),
 		field.Enum("status").Values("pending", "running", "failed", "unknown").Default("unknown"),
 		field.Bool("ready").Default(false),
+		field.String("spec_hash").Default("").MaxLen(64),
+		field.String("reason").Default("").MaxLen(128),
+		field.Int("restarts").Default(0).NonNegative(),
 	}
 }
 

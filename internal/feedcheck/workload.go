@@ -11,6 +11,7 @@ import (
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/sentinel"
 )
 
@@ -44,6 +45,23 @@ type storeOp struct {
 }
 
 func image(r *rand.Rand) string { return fmt.Sprintf("app:%d", r.IntN(4)) }
+
+// respec gives a topology a random spec of its own; one in six is the
+// empty spec, a region that runs nothing.
+func respec(m *ent.DeploymentTopologyMutation, r *rand.Rand) {
+	if r.IntN(6) == 0 {
+		m.SetImage("")
+		m.SetSpecHash("")
+		return
+	}
+	img := image(r)
+	m.SetImage(img)
+	m.SetCPUMillicores(100 + r.IntN(3))
+	m.SetMemoryMib(64)
+	m.SetPort(8080)
+	m.SetEnv(map[string]string{"REV": img})
+	m.SetSpecHash(fmt.Sprintf("h-%s-%d", img, r.IntN(100)))
+}
 
 // policySpec is a policy Cilium takes (a deployment's pods in default deny
 // for ingress), varied by its description.
@@ -84,8 +102,30 @@ var txOps = []txOp{
 		return err
 	}},
 	{"topology.create", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
-		return tx.DeploymentTopology.Create().SetDeploymentID(draw(r, deploymentIDs)).SetRegion(draw(r, regions)).
-			SetReplicas(1 + r.IntN(4)).Exec(ctx)
+		create := tx.DeploymentTopology.Create().SetDeploymentID(draw(r, deploymentIDs)).SetRegion(draw(r, regions)).
+			SetReplicas(1 + r.IntN(4))
+		if r.IntN(4) > 0 { // else a region a rollout has not reached: it runs nothing
+			respec(create.Mutation(), r)
+		}
+		return create.Exec(ctx)
+	}},
+	// Each region runs its own copy of the spec (a rollout moves them a
+	// wave at a time), so regions of one deployment differ.
+	{"topology.respec-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		id, err := tx.DeploymentTopology.Query().
+			Where(deploymenttopology.DeploymentID(draw(r, deploymentIDs)), deploymenttopology.Region(draw(r, regions))).OnlyID(ctx)
+		if err != nil {
+			return err
+		}
+		u := tx.DeploymentTopology.UpdateOneID(id)
+		respec(u.Mutation(), r)
+		return u.Exec(ctx)
+	}},
+	{"topology.respec-bulk", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
+		u := tx.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID(draw(r, deploymentIDs)),
+			deploymenttopology.RegionIn(regions[:1+r.IntN(len(regions))]...))
+		respec(u.Mutation(), r)
+		return u.Exec(ctx)
 	}},
 	{"topology.update-one", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
 		id, err := tx.DeploymentTopology.Query().
@@ -169,6 +209,20 @@ var storeOps = []storeOp{
 	}},
 	{"desired.rollback", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
 		_, _, err := s.Rollback(ctx, draw(r, deploymentIDs), r.IntN(3))
+		return err
+	}},
+	// Rollouts: an update in waves, and the steps operators and the
+	// driver take, each moving some regions to another spec.
+	{"desired.update-in-waves", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		img := image(r)
+		waves := jsontype.Strategy{Waves: []jsontype.Wave{{Regions: regions[:1]}, {Regions: []string{desired.EveryOtherRegion}}}}
+		_, err := s.UpdateDeployment(desired.WithStrategy(ctx, waves), draw(r, deploymentIDs),
+			desired.SpecUpdate{Image: &img, Env: map[string]string{"REV": image(r)}})
+		return err
+	}},
+	{"desired.rollout-step", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
+		_, err := s.ControlRollout(ctx, draw(r, deploymentIDs),
+			draw(r, []string{desired.RolloutPromote, desired.RolloutAbort, desired.RolloutPause, desired.RolloutResume}))
 		return err
 	}},
 	{"desired.delete-deployment", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {

@@ -1,6 +1,6 @@
 // Package wantstate reads, for the checkers (internal/feedcheck,
 // internal/convergecheck), what every region should run according to the
-// database: running topologies with their deployments' spec, running
+// database: running topologies with the spec each region runs, running
 // sentinels, and policies. It reads the rows itself, in one snapshot, and
 // shares nothing with the stream's event builders, so a checker built on
 // it can catch a mistake there.
@@ -17,9 +17,10 @@ import (
 	"github.com/deploysync/deploysync/internal/naming"
 )
 
-// Deployment is a deployment as one region should run it.
+// Deployment is a deployment as one region should run it: its topology's
+// spec (a rollout in flight gives regions different ones).
 type Deployment struct {
-	ID, Namespace, Image                     string
+	ID, Namespace, Image, SpecHash           string
 	Replicas, CPUMillicores, MemoryMiB, Port int
 	Command                                  []string
 	Env                                      map[string]string
@@ -63,7 +64,7 @@ func Read(ctx context.Context, db *ent.Client) (map[string]*Region, error) {
 		return regions[region]
 	}
 	topologies, err := client.DeploymentTopology.Query().
-		Where(deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
+		Where(deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning), deploymenttopology.SpecHashNEQ("")).
 		WithDeployment().All(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("desired state: topologies: %w", err)
@@ -72,8 +73,8 @@ func Read(ctx context.Context, db *ent.Client) (map[string]*Region, error) {
 		d := t.Edges.Deployment
 		r := in(t.Region)
 		r.Deployments = append(r.Deployments, Deployment{ID: d.ID, Namespace: naming.Namespace(d.WorkspaceID, d.EnvironmentID),
-			Image: d.Image, Replicas: t.Replicas, CPUMillicores: d.CPUMillicores, MemoryMiB: d.MemoryMib, Port: d.Port,
-			Command: d.Command, Env: d.Env})
+			Image: t.Image, Replicas: t.Replicas, CPUMillicores: t.CPUMillicores, MemoryMiB: t.MemoryMib, Port: t.Port,
+			Command: t.Command, Env: t.Env, SpecHash: t.SpecHash})
 	}
 	sentinels, err := client.Sentinel.Query().Where(sentinel.DesiredStateEQ(sentinel.DesiredStateRunning)).All(ctx)
 	if err != nil {

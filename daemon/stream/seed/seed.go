@@ -108,9 +108,9 @@ func (w *Watcher) lookup(ctx context.Context, region string, c changelog.Change)
 	case ent.IsNotFound(err):
 	case err != nil:
 		return nil, err
-	case t.DesiredStatus == deploymenttopology.DesiredStatusRunning:
+	case t.DesiredStatus == deploymenttopology.DesiredStatusRunning && t.SpecHash != "":
 		action = ctrlv1.Action_ACTION_APPLY
-		state.Image = t.Edges.Deployment.Image
+		state.Image = t.Image
 		state.Replicas = int32(t.Replicas)
 	}
 	return &ctrlv1.DeploymentChangeEvent{Version: c.Version, Event: &ctrlv1.DeploymentChangeEvent_Deployment{
@@ -125,15 +125,16 @@ func (w *Watcher) fullSync(ctx context.Context, region string, send stream.Send)
 	}
 	cursor := uint64(head.Int64)
 	topologies, err := w.Client.DeploymentTopology.Query().
-		Where(deploymenttopology.Region(region), deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning)).
-		WithDeployment().All(ctx)
+		Where(deploymenttopology.Region(region), deploymenttopology.DesiredStatusEQ(deploymenttopology.DesiredStatusRunning),
+			deploymenttopology.SpecHashNEQ("")).
+		All(ctx)
 	if err != nil {
 		return 0, err
 	}
 	for _, t := range topologies {
 		err := send(&ctrlv1.DeploymentChangeEvent{Version: cursor, Event: &ctrlv1.DeploymentChangeEvent_Deployment{
 			Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_APPLY, Deployment: &ctrlv1.DeploymentState{
-				DeploymentId: t.DeploymentID, Image: t.Edges.Deployment.Image, Replicas: int32(t.Replicas),
+				DeploymentId: t.DeploymentID, Image: t.Image, Replicas: int32(t.Replicas),
 			}},
 		}})
 		if err != nil {

@@ -1,0 +1,385 @@
+package desired
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/changelog"
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// ErrRolloutInFlight: the deployment has a rollout in flight, and the
+// action would start another or act on one that is not there.
+var ErrRolloutInFlight = errors.New("rollout in flight")
+
+// ErrNoRollout: the deployment has no rollout in flight to act on.
+var ErrNoRollout = errors.New("no rollout in flight")
+
+// A region's states in a rollout.
+const (
+	RegionWaiting     = "waiting"
+	RegionProgressing = "progressing"
+	RegionBaking      = "baking"
+	RegionPassed      = "passed"
+	RegionFailed      = "failed"
+)
+
+// RolloutActor is who the audit log and the revisions name for what a
+// rollout does by itself.
+const RolloutActor = "rollout"
+
+type strategyKey struct{}
+
+// WithStrategy makes the deploys, updates and rollbacks made with ctx roll
+// out under s instead of their environment's strategy (checked with
+// CheckStrategy first).
+func WithStrategy(ctx context.Context, s jsontype.Strategy) context.Context {
+	return context.WithValue(ctx, strategyKey{}, s)
+}
+
+// strategyFor is the strategy a change of the deployment rolls out under:
+// the call's own, or its environment's.
+func strategyFor(ctx context.Context, tx *ent.Tx, dep *ent.Deployment) (jsontype.Strategy, error) {
+	if s, ok := ctx.Value(strategyKey{}).(jsontype.Strategy); ok {
+		return CheckStrategy(s)
+	}
+	return environmentStrategy(ctx, tx.Client(), dep.WorkspaceID, dep.EnvironmentID)
+}
+
+// noRolloutInFlight fails with ErrRolloutInFlight when the deployment has
+// one. Checked under the deployment's row lock (revise); the unique
+// in_flight column refuses a second one even where that lock does not
+// reach (another Galera node).
+func noRolloutInFlight(ctx context.Context, tx *ent.Tx, id string) error {
+	r, err := tx.Rollout.Query().Where(rollout.InFlight(id)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("deployment %q: %w: revision %d, %s at wave %d of %d; promote, resume or abort it first (`rollout status %s`)",
+		id, ErrRolloutInFlight, r.Revision, r.State, r.Wave+1, len(r.Strategy.Waves), id)
+}
+
+// rollOut moves the deployment's regions to revision's spec to under the
+// call's strategy: all at once for an immediate one, otherwise the first
+// wave now and a Rollout row for the driver (daemon/rollout) to take on
+// from. It runs in the transaction of the action that makes the revision,
+// after its row lock; before is the newest change of the deployment
+// before the action.
+func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int, to jsontype.Spec, before uint64) error {
+	topologies, err := tx.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID(dep.ID)).
+		Order(ent.Asc(deploymenttopology.FieldRegion)).All(ctx)
+	if err != nil {
+		return err
+	}
+	strategy, err := strategyFor(ctx, tx, dep)
+	if err != nil {
+		return err
+	}
+	regions := make([]string, 0, len(topologies))
+	for _, t := range topologies {
+		regions = append(regions, t.Region)
+	}
+	waves := planWaves(strategy, regions)
+	if len(waves) == 0 {
+		return promote(ctx, tx, dep.ID, regions, to, revision)
+	}
+	if err := promote(ctx, tx, dep.ID, waves[0].Regions, to, revision); err != nil {
+		return err
+	}
+	// What the regions ran: with no rollout in flight, every region runs
+	// one spec (each rollout ends with all of them on its new spec or all
+	// back on its old one).
+	from, fromRevision := jsontype.Spec{}, 0
+	if len(topologies) > 0 {
+		from, fromRevision = topologySpec(topologies[0]), topologies[0].SpecRevision
+	}
+	strategy.Waves = waves
+	return beginRollout(ctx, tx, dep.ID, revision, from, fromRevision, to, strategy, regions, before)
+}
+
+// beginRollout records a rollout whose first wave was just promoted, for
+// the driver to take on from.
+func beginRollout(ctx context.Context, tx *ent.Tx, id string, revision int, from jsontype.Spec, fromRevision int,
+	to jsontype.Spec, strategy jsontype.Strategy, regions []string, before uint64) error {
+	heads, err := changelog.ResourceHeads(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), id, before)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	states := make(map[string]jsontype.RegionRollout, len(regions))
+	for _, r := range regions {
+		states[r] = jsontype.RegionRollout{State: RegionWaiting}
+	}
+	for _, r := range strategy.Waves[0].Regions {
+		states[r] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[r]}
+	}
+	err = tx.Rollout.Create().SetDeploymentID(id).SetInFlight(id).
+		SetRevision(revision).SetFromRevision(fromRevision).SetFromSpec(from).SetToSpec(to).
+		SetStrategy(strategy).SetRegions(states).SetActor(validate.Clip(actorOf(ctx), 255)).
+		Exec(ctx)
+	if ent.IsConstraintError(err) { // in flight through another Galera node
+		return rerun{fmt.Errorf("deployment %q: %w", id, ErrRolloutInFlight)}
+	}
+	return err
+}
+
+// promote gives regions of the deployment the spec.
+func promote(ctx context.Context, tx *ent.Tx, id string, regions []string, spec jsontype.Spec, revision int) error {
+	if len(regions) == 0 {
+		return nil
+	}
+	return setSpec(tx.DeploymentTopology.Update().
+		Where(deploymenttopology.DeploymentID(id), deploymenttopology.RegionIn(regions...)), spec, revision).Exec(ctx)
+}
+
+// topologySpec is the spec a topology row runs.
+func topologySpec(t *ent.DeploymentTopology) jsontype.Spec {
+	return jsontype.Spec{Image: t.Image, CPUMillicores: t.CPUMillicores, MemoryMiB: t.MemoryMib, Port: t.Port,
+		Command: t.Command, Env: t.Env, Hash: t.SpecHash}
+}
+
+// RolloutStep is what the driver decided for a rollout it read at Version:
+// the regions' new states and, at most one of, the next wave (Advance),
+// a halt (Halt, with Reason), or neither (progress only).
+type RolloutStep struct {
+	ID      int
+	Version int64
+	Regions map[string]jsontype.RegionRollout
+	Advance bool
+	Halt    bool
+	Reason  string
+}
+
+// StepRollout writes a step the driver decided, if the rollout is still at
+// the version it was read at; ErrConcurrentChange otherwise (another
+// replica, or an operator, moved it first: the step is dropped, and
+// decided again from what is there now). Advancing past the last wave
+// ends it succeeded; a halt rolls it back or holds it (halted), as its
+// strategy's on_failure says.
+func (s *Store) StepRollout(ctx context.Context, step RolloutStep) error {
+	return s.stepRollout(ctx, step.ID, step.Version, func(tx *ent.Tx, r *ent.Rollout) error {
+		r.Regions = step.Regions
+		switch {
+		case step.Halt && r.Strategy.OnFailure == OnFailurePause:
+			return save(ctx, tx, r, rollout.StateHalted, step.Reason)
+		case step.Halt:
+			return rollBack(ctx, tx, r, RolloutActor, step.Reason)
+		case step.Advance:
+			return advance(ctx, tx, r, "")
+		}
+		return save(ctx, tx, r, r.State, r.Reason)
+	})
+}
+
+// Operator actions on a deployment's rollout in flight.
+const (
+	RolloutPause   = "pause"
+	RolloutResume  = "resume"
+	RolloutPromote = "promote"
+	RolloutAbort   = "abort"
+)
+
+// ControlRollout is an operator's action on the deployment's rollout in
+// flight: pause holds it where it is; resume lets it go on (a halted
+// one's failed regions get a new deadline); promote passes the current
+// wave now, skipping what is left of its bake; abort rolls back every
+// region it promoted. It returns the rollout as the action left it.
+func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string) (*ent.Rollout, error) {
+	if err := checkID("deployment_id", deploymentID); err != nil {
+		return nil, err
+	}
+	if !slices.Contains([]string{RolloutPause, RolloutResume, RolloutPromote, RolloutAbort}, action) {
+		return nil, fmt.Errorf("action: %w: want pause, resume, promote or abort, got %q", ErrInvalid, action)
+	}
+	var out *ent.Rollout
+	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		if _, err := tx.Deployment.Query().Where(deployment.ID(deploymentID)).ForUpdate().OnlyID(ctx); err != nil {
+			if ent.IsNotFound(err) {
+				return fmt.Errorf("deployment %q: %w", deploymentID, ErrNotFound)
+			}
+			return err
+		}
+		r, err := tx.Rollout.Query().Where(rollout.InFlight(deploymentID)).Only(ctx)
+		if ent.IsNotFound(err) {
+			return fmt.Errorf("deployment %q: %w", deploymentID, ErrNoRollout)
+		}
+		if err != nil {
+			return err
+		}
+		actor := actorOf(ctx)
+		switch action {
+		case RolloutPause:
+			if r.State != rollout.StateProgressing {
+				return fmt.Errorf("deployment %q: %w: its rollout is %s, not progressing", deploymentID, ErrConflict, r.State)
+			}
+			err = save(ctx, tx, r, rollout.StatePaused, "paused by "+actor)
+		case RolloutResume:
+			if r.State == rollout.StateProgressing {
+				return fmt.Errorf("deployment %q: %w: its rollout is progressing already", deploymentID, ErrConflict)
+			}
+			now := time.Now().UTC()
+			for region, st := range r.Regions {
+				if st.State == RegionFailed { // another chance, with a new deadline
+					r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version}
+				}
+			}
+			err = save(ctx, tx, r, rollout.StateProgressing, "")
+		case RolloutPromote:
+			err = advance(ctx, tx, r, actor)
+		case RolloutAbort:
+			err = rollBack(ctx, tx, r, actor, "aborted by "+actor)
+		}
+		if err != nil {
+			return err
+		}
+		out, err = tx.Rollout.Get(ctx, r.ID)
+		return err
+	})
+	return out, err
+}
+
+// stepRollout runs change on rollout id in one transaction, if it is still
+// in flight at version.
+func (s *Store) stepRollout(ctx context.Context, id int, version int64, change func(tx *ent.Tx, r *ent.Rollout) error) error {
+	return store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		r, err := tx.Rollout.Get(ctx, id)
+		if ent.IsNotFound(err) { // its deployment was deleted
+			return fmt.Errorf("rollout %d: %w", id, ErrConcurrentChange)
+		}
+		if err != nil {
+			return err
+		}
+		if r.Version != version || r.InFlight == nil {
+			return fmt.Errorf("rollout %d: at version %d, not %d: %w", id, r.Version, version, ErrConcurrentChange)
+		}
+		// The deployment's lock, which every revising action takes
+		// first: a step and an operator's action on the deployment run
+		// one after the other.
+		if _, err := tx.Deployment.Query().Where(deployment.ID(r.DeploymentID)).ForUpdate().IDs(ctx); err != nil {
+			return err
+		}
+		return change(tx, r)
+	})
+}
+
+// save writes the rollout's regions, state and reason, if it is still at
+// the version read: the write every step ends with. A rollout that ends
+// leaves in_flight.
+func save(ctx context.Context, tx *ent.Tx, r *ent.Rollout, state rollout.State, reason string) error {
+	u := tx.Rollout.Update().Where(rollout.ID(r.ID), rollout.Version(r.Version)).
+		SetRegions(r.Regions).SetState(state).SetWave(r.Wave).SetReason(validate.Clip(reason, 1024)).
+		AddVersion(1).SetUpdatedAt(time.Now().UTC())
+	if state == rollout.StateSucceeded || state == rollout.StateRolledBack {
+		u.ClearInFlight().SetFinishedAt(time.Now().UTC())
+	}
+	n, err := u.Save(ctx)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("rollout %d: %w", r.ID, ErrConcurrentChange)
+	}
+	return err
+}
+
+// advance passes the current wave (its regions not failed count as
+// passed) and promotes the next, or ends the rollout succeeded after the
+// last. by names an operator who promoted by hand ("" for the driver).
+func advance(ctx context.Context, tx *ent.Tx, r *ent.Rollout, by string) error {
+	wave := r.Strategy.Waves[r.Wave]
+	for _, region := range wave.Regions {
+		if st := r.Regions[region]; st.State != RegionFailed {
+			st.State = RegionPassed
+			if by != "" {
+				st.Why = "promoted by " + by
+			}
+			r.Regions[region] = st
+		}
+	}
+	if r.Wave+1 == len(r.Strategy.Waves) {
+		return save(ctx, tx, r, rollout.StateSucceeded, "")
+	}
+	r.Wave++
+	next := r.Strategy.Waves[r.Wave].Regions
+	before, err := lastChange(ctx, tx, r.DeploymentID)
+	if err != nil {
+		return err
+	}
+	// Only the regions that still run the deployment: one deleted since
+	// (its topology gone) is not brought back.
+	if err := promote(ctx, tx, r.DeploymentID, next, r.ToSpec, r.Revision); err != nil {
+		return err
+	}
+	heads, err := changelog.ResourceHeads(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), r.DeploymentID, before)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UTC()
+	for _, region := range next {
+		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[region]}
+	}
+	return save(ctx, tx, r, rollout.StateProgressing, "")
+}
+
+// rollBack returns every region the rollout promoted to the spec before
+// it, makes that the deployment's spec again (as a revision of action
+// rollback, by actor), audits it naming the reason, and ends the rollout
+// rolled back. Regions it never reached keep the old spec and get no
+// change.
+func rollBack(ctx context.Context, tx *ent.Tx, r *ent.Rollout, actor, reason string) error {
+	var reached []string
+	for _, region := range slices.Sorted(maps.Keys(r.Regions)) {
+		if r.Regions[region].State != RegionWaiting {
+			reached = append(reached, region)
+		}
+	}
+	before, err := lastChange(ctx, tx, r.DeploymentID)
+	if err != nil {
+		return err
+	}
+	if err := promote(ctx, tx, r.DeploymentID, reached, r.FromSpec, r.FromRevision); err != nil {
+		return err
+	}
+	// A new deployment's rollout rolls back to nothing: its regions run
+	// nothing, and its own row keeps the spec that failed, for the record.
+	if r.FromSpec.Hash != "" {
+		f := r.FromSpec
+		err := tx.Deployment.UpdateOneID(r.DeploymentID).SetImage(f.Image).SetCPUMillicores(f.CPUMillicores).
+			SetMemoryMib(f.MemoryMiB).SetPort(f.Port).SetCommand(f.Command).SetEnv(f.Env).Exec(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	if _, err := writeRevision(WithActor(ctx, actor), tx, r.DeploymentID, ActionRollback, before); err != nil {
+		return err
+	}
+	// An operator's abort is audited as the operator's action; the
+	// rollout's own rollback is audited here, with the evidence.
+	if actor == RolloutActor {
+		err = tx.AuditLog.Create().SetActor(RolloutActor).SetAction("rollout.rollback").SetTarget(r.DeploymentID).
+			SetDetail(validate.Clip(fmt.Sprintf("revision %d -> %d (regions %s): %s", r.Revision, r.FromRevision, strings.Join(reached, ","), reason), 4096)).
+			Exec(ctx)
+		if err != nil {
+			return err
+		}
+	}
+	return save(ctx, tx, r, rollout.StateRolledBack, reason)
+}
+
+// InFlight reads the rollouts in flight (progressing, paused or halted),
+// for the driver and the views.
+func (s *Store) InFlight(ctx context.Context) ([]*ent.Rollout, error) {
+	return s.client.Rollout.Query().Where(rollout.InFlightNotNil()).All(ctx)
+}

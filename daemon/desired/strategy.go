@@ -1,0 +1,190 @@
+package desired
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/ent/rolloutstrategy"
+	"github.com/deploysync/deploysync/internal/validate"
+)
+
+// What a failed wave does.
+const (
+	OnFailureRollback = "rollback"
+	OnFailurePause    = "pause"
+)
+
+// EveryOtherRegion in a wave's regions stands for every region of the
+// deployment that no other wave names.
+const EveryOtherRegion = "*"
+
+// Bounds of a strategy: a rollout is a handful of waves over at most
+// MaxDeployRegions regions, and a step of it waits for hours at most.
+const (
+	MaxWaves           = 20
+	MaxBake            = 24 * time.Hour
+	MaxDeadline        = 24 * time.Hour
+	DefaultDeadline    = 10 * time.Minute
+	maxStrategyRegions = MaxDeployRegions
+)
+
+// CheckStrategy checks a strategy an operator gives and fills in its
+// defaults (the deadline, on_failure rollback). An empty strategy (no
+// waves) is "immediate": every region gets a change at once, with no
+// gate, as before rollouts existed.
+func CheckStrategy(s jsontype.Strategy) (jsontype.Strategy, error) {
+	switch s.OnFailure {
+	case "":
+		s.OnFailure = OnFailureRollback
+	case OnFailureRollback, OnFailurePause:
+	default:
+		return s, fmt.Errorf("strategy.on_failure: %w: want %q or %q, got %q", ErrInvalid, OnFailureRollback, OnFailurePause, s.OnFailure)
+	}
+	if len(s.Waves) > MaxWaves {
+		return s, fmt.Errorf("strategy.waves: %w: at most %d waves, got %d", ErrInvalid, MaxWaves, len(s.Waves))
+	}
+	seen := map[string]int{}
+	total := 0
+	waves := make([]jsontype.Wave, len(s.Waves))
+	for i, w := range s.Waves {
+		field := fmt.Sprintf("strategy.waves[%d]", i)
+		if len(w.Regions) == 0 {
+			return s, fmt.Errorf("%s.regions: %w: a wave names at least one region (or %q, every other one)", field, ErrInvalid, EveryOtherRegion)
+		}
+		for _, r := range w.Regions {
+			if r != EveryOtherRegion {
+				if err := validate.Region(r); err != nil {
+					return s, fmt.Errorf("%s.regions: %w: %v", field, ErrInvalid, err)
+				}
+			}
+			if j, ok := seen[r]; ok {
+				return s, fmt.Errorf("%s.regions: %w: %q is in wave %d already", field, ErrInvalid, r, j)
+			}
+			seen[r] = i
+		}
+		if total += len(w.Regions); total > maxStrategyRegions {
+			return s, fmt.Errorf("%s.regions: %w: at most %d regions in all", field, ErrInvalid, maxStrategyRegions)
+		}
+		if w.BakeSeconds < 0 || time.Duration(w.BakeSeconds)*time.Second > MaxBake {
+			return s, fmt.Errorf("%s.bake: %w: between 0 and %s, got %ds", field, ErrInvalid, MaxBake, w.BakeSeconds)
+		}
+		if w.DeadlineSeconds == 0 {
+			w.DeadlineSeconds = int(DefaultDeadline / time.Second)
+		}
+		if w.DeadlineSeconds < 1 || time.Duration(w.DeadlineSeconds)*time.Second > MaxDeadline {
+			return s, fmt.Errorf("%s.deadline: %w: between 1s and %s, got %ds", field, ErrInvalid, MaxDeadline, w.DeadlineSeconds)
+		}
+		if w.MaxFailures < 0 || (w.MaxFailures >= len(w.Regions) && !slices.Contains(w.Regions, EveryOtherRegion)) {
+			return s, fmt.Errorf("%s.max_failures: %w: between 0 and one less than the wave's %d regions, got %d (a wave all of whose regions may fail gates nothing)",
+				field, ErrInvalid, len(w.Regions), w.MaxFailures)
+		}
+		w.Regions = slices.Clone(w.Regions)
+		waves[i] = w
+	}
+	s.Waves = waves
+	return s, nil
+}
+
+// planWaves is strategy applied to a deployment's regions: each wave with
+// the deployment's regions it names, "*" standing for those no other
+// wave names. Regions no wave names join the last wave (a strategy set
+// for an environment names the regions its deployments usually run in; a
+// new region is then not skipped, and not rushed ahead either). Waves left
+// with no region are dropped. No waves: the change goes everywhere at once.
+func planWaves(s jsontype.Strategy, regions []string) []jsontype.Wave {
+	if len(s.Waves) == 0 {
+		return nil
+	}
+	named := map[string]bool{}
+	for _, w := range s.Waves {
+		for _, r := range w.Regions {
+			named[r] = true
+		}
+	}
+	var others []string
+	for _, r := range regions {
+		if !named[r] {
+			others = append(others, r)
+		}
+	}
+	rest := -1 // the wave that takes the others
+	for i, w := range s.Waves {
+		if slices.Contains(w.Regions, EveryOtherRegion) {
+			rest = i
+		}
+	}
+	if rest < 0 {
+		rest = len(s.Waves) - 1
+	}
+	var plan []jsontype.Wave
+	for i, w := range s.Waves {
+		var in []string
+		for _, r := range w.Regions {
+			if r != EveryOtherRegion && slices.Contains(regions, r) {
+				in = append(in, r)
+			}
+		}
+		if i == rest {
+			in = append(in, others...)
+		}
+		if len(in) == 0 {
+			continue
+		}
+		w.Regions = in
+		// A wave smaller than the strategy's keeps at least one region
+		// that must pass: max_failures counts regions that may fail.
+		w.MaxFailures = min(w.MaxFailures, len(in)-1)
+		plan = append(plan, w)
+	}
+	return plan
+}
+
+// SetRolloutStrategy sets the strategy of a workspace's environment: how
+// its deployments' deploys, updates and rollbacks roll out unless a call
+// gives its own. An empty strategy (no waves) is immediate.
+func (s *Store) SetRolloutStrategy(ctx context.Context, workspaceID, environmentID string, strategy jsontype.Strategy) (jsontype.Strategy, error) {
+	if err := s.checkPair(workspaceID, environmentID); err != nil {
+		return strategy, err
+	}
+	strategy, err := CheckStrategy(strategy)
+	if err != nil {
+		return strategy, err
+	}
+	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		return tx.RolloutStrategy.Create().SetWorkspaceID(workspaceID).SetEnvironmentID(environmentID).
+			SetStrategy(strategy).SetActor(validate.Clip(actorOf(ctx), 255)).
+			OnConflictColumns(rolloutstrategy.FieldWorkspaceID, rolloutstrategy.FieldEnvironmentID).
+			Update(func(u *ent.RolloutStrategyUpsert) { u.UpdateStrategy().UpdateActor().UpdateUpdatedAt() }).
+			Exec(ctx)
+	})
+	return strategy, err
+}
+
+// RolloutStrategy is the strategy of a workspace's environment, empty
+// (immediate) when none was set.
+func (s *Store) RolloutStrategy(ctx context.Context, workspaceID, environmentID string) (jsontype.Strategy, error) {
+	if err := checkID("workspace_id", workspaceID); err != nil {
+		return jsontype.Strategy{}, err
+	}
+	if err := checkID("environment_id", environmentID); err != nil {
+		return jsontype.Strategy{}, err
+	}
+	return environmentStrategy(ctx, s.client, workspaceID, environmentID)
+}
+
+func environmentStrategy(ctx context.Context, c *ent.Client, workspaceID, environmentID string) (jsontype.Strategy, error) {
+	row, err := c.RolloutStrategy.Query().
+		Where(rolloutstrategy.WorkspaceID(workspaceID), rolloutstrategy.EnvironmentID(environmentID)).Only(ctx)
+	if ent.IsNotFound(err) {
+		return jsontype.Strategy{}, nil
+	}
+	if err != nil {
+		return jsontype.Strategy{}, err
+	}
+	return row.Strategy, nil
+}

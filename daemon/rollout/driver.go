@@ -1,0 +1,162 @@
+package rollout
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/regionhealth"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/instance"
+	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/rpc"
+)
+
+// Driver moves the rollouts in flight on. Every replica runs one.
+type Driver struct {
+	Store  *desired.Store
+	Client *ent.Client
+	DB     *sql.DB
+	Log    *slog.Logger
+	// Interval is the time between looks; 1 s when 0. A bake of a
+	// minute then ends within a second of its time.
+	Interval time.Duration
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+	// Notify, when set, is called after a step that promoted or rolled
+	// back regions, so the tailers read its changes now.
+	Notify func()
+}
+
+// Run looks at the rollouts every Interval until ctx ends. A look that
+// fails (the database away) is logged and the next one tries again: the
+// state is the database's, so nothing is lost.
+func (d *Driver) Run(ctx context.Context) {
+	interval := d.Interval
+	if interval == 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := d.Round(ctx); err != nil && ctx.Err() == nil {
+			d.Log.Warn("rollout: a look at the rollouts failed; trying again", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Round looks at every progressing rollout once and writes the steps
+// that changed something; it returns how many were written. A step
+// another replica (or an operator) wrote first is dropped: the next round
+// decides again from what is there.
+func (d *Driver) Round(ctx context.Context) (int, error) {
+	rollouts, err := d.Client.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).All(ctx)
+	if err != nil || len(rollouts) == 0 {
+		return 0, err
+	}
+	now := time.Now
+	if d.Now != nil {
+		now = d.Now
+	}
+	looks, err := d.look(ctx, rollouts, now())
+	if err != nil {
+		return 0, err
+	}
+	written := 0
+	for _, r := range rollouts {
+		step, ok := Decide(r, looks[r.DeploymentID], now())
+		if !ok {
+			continue
+		}
+		err := d.Store.StepRollout(ctx, step)
+		switch {
+		case errors.Is(err, desired.ErrConcurrentChange):
+			continue
+		case err != nil:
+			return written, err
+		}
+		written++
+		if (step.Halt || step.Advance) && d.Notify != nil {
+			d.Notify()
+		}
+		switch {
+		case step.Halt:
+			d.Log.Warn("rollout: a wave failed", "deployment", r.DeploymentID, "revision", r.Revision,
+				"on_failure", r.Strategy.OnFailure, "reason", step.Reason)
+		case step.Advance:
+			d.Log.Info("rollout: wave passed", "deployment", r.DeploymentID, "revision", r.Revision,
+				"wave", r.Wave+1, "of", len(r.Strategy.Waves))
+		}
+	}
+	return written, nil
+}
+
+// look reads what the rollouts' deployments look like in every region:
+// four reads for all of them, whatever their number.
+func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Time) (map[string]map[string]Region, error) {
+	ids := make([]string, 0, len(rollouts))
+	for _, r := range rollouts {
+		ids = append(ids, r.DeploymentID)
+	}
+	health, err := regionhealth.ReadBrief(ctx, d.Client, d.DB, "", now)
+	if err != nil {
+		return nil, err
+	}
+	looks := make(map[string]map[string]Region, len(ids))
+	topologies, err := d.Client.DeploymentTopology.Query().Where(deploymenttopology.DeploymentIDIn(ids...)).All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topologies {
+		if looks[t.DeploymentID] == nil {
+			looks[t.DeploymentID] = map[string]Region{}
+		}
+		looks[t.DeploymentID][t.Region] = Region{Present: true, Replicas: t.Replicas, SpecHash: t.SpecHash,
+			Stopped: t.DesiredStatus == deploymenttopology.DesiredStatusStopped}
+	}
+	at := func(dep, region string, change func(*Region)) {
+		if r, ok := looks[dep][region]; ok {
+			change(&r)
+			looks[dep][region] = r
+		}
+	}
+	for _, h := range health {
+		for _, regions := range looks {
+			if r, ok := regions[h.Region]; ok {
+				r.Paused, r.Connected = h.Paused, h.Connected
+				regions[h.Region] = r
+			}
+		}
+	}
+	syncs, err := d.Client.ResourceSync.Query().
+		Where(resourcesync.KindEQ(resourcesync.Kind(rpc.KindDeployment)), resourcesync.ResourceIDIn(ids...)).All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range syncs {
+		at(s.ResourceID, s.Region, func(r *Region) {
+			r.Applied, r.Received, r.InSync, r.ApplyError = s.AppliedVersion, s.ReceivedVersion, s.InSync, s.Error
+		})
+	}
+	instances, err := d.Client.Instance.Query().Where(instance.DeploymentIDIn(ids...)).All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range instances {
+		at(in.DeploymentID, in.Region, func(r *Region) {
+			r.Instances = append(r.Instances, Instance{SpecHash: in.SpecHash, Ready: in.Ready, Status: string(in.Status),
+				Reason: in.Reason, Restarts: in.Restarts})
+		})
+	}
+	return looks, nil
+}
