@@ -11,6 +11,8 @@ import (
 // sameOnEveryReplica ends the help of the region gauges, which every
 // replica computes from the same database (package regionhealth): summed
 // across replicas they would count each region once per replica.
+const sameOnEveryReplicaTotal = "Computed from the database by every ctrld replica alike: aggregate with max."
+
 const sameOnEveryReplica = "Computed from the database every few seconds by every ctrld replica alike: aggregate with max by (region)."
 
 // Metrics are ctrld's metrics. Create one set per process with New.
@@ -41,6 +43,9 @@ type Metrics struct {
 	AgentsPruned     prometheus.Counter
 	WorkflowsDecided *prometheus.CounterVec
 	Panics           *prometheus.CounterVec
+	Rollouts         *prometheus.GaugeVec
+	GateFailures     prometheus.Counter
+	RolloutHalts     *prometheus.CounterVec
 }
 
 // New registers ctrld's metrics with reg (a fresh prometheus.NewRegistry()
@@ -124,6 +129,18 @@ func New(reg prometheus.Registerer) *Metrics {
 		WorkflowsDecided: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_deploy_workflows_total", Help: "Deploy workflows that reached a final status.",
 		}, []string{"status"}),
+		Rollouts: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_rollouts",
+			Help: "Rollouts in flight by state (progressing, paused, halted). " + sameOnEveryReplicaTotal,
+		}, []string{"state"}),
+		GateFailures: f.NewCounter(prometheus.CounterOpts{
+			Name: "deploysync_rollout_gate_failures_total",
+			Help: "Regions that failed a rollout's health gate (crash loop, image pull, apply failure, deadline). Counted by the replica that wrote the step: sum across replicas.",
+		}),
+		RolloutHalts: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "deploysync_rollout_halts_total",
+			Help: "Rollouts a failed wave halted, by what followed: rollback (automatic) or pause (held for an operator). Counted by the replica that wrote the step: sum across replicas.",
+		}, []string{"on_failure"}),
 		Panics: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "deploysync_panics_total", Help: "Panics recovered, by where: a gRPC method (the call ended with Internal) or a background loop (started again). The process lived on; each one is a bug, logged with its stack.",
 		}, []string{"where"}),

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
@@ -28,6 +29,8 @@ type Driver struct {
 	Interval time.Duration
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Metrics, when set, receive the rollouts' gauge and counters.
+	Metrics *metrics.Metrics
 	// Notify, when set, is called after a step that promoted or rolled
 	// back regions, so the tailers read its changes now.
 	Notify func()
@@ -60,6 +63,9 @@ func (d *Driver) Run(ctx context.Context) {
 // another replica (or an operator) wrote first is dropped: the next round
 // decides again from what is there.
 func (d *Driver) Round(ctx context.Context) (int, error) {
+	if err := d.count(ctx); err != nil {
+		return 0, err
+	}
 	rollouts, err := d.Client.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).All(ctx)
 	if err != nil || len(rollouts) == 0 {
 		return 0, err
@@ -89,6 +95,7 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 		if (step.Halt || step.Advance) && d.Notify != nil {
 			d.Notify()
 		}
+		d.countStep(r, step)
 		switch {
 		case step.Halt:
 			d.Log.Warn("rollout: a wave failed", "deployment", r.DeploymentID, "revision", r.Revision,
@@ -99,6 +106,46 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 		}
 	}
 	return written, nil
+}
+
+// count sets the gauge of rollouts in flight by state.
+func (d *Driver) count(ctx context.Context) error {
+	if d.Metrics == nil {
+		return nil
+	}
+	var counts []struct {
+		State string `json:"state"`
+		Count int    `json:"count"`
+	}
+	err := d.Client.Rollout.Query().Where(rollout.InFlightNotNil()).GroupBy(rollout.FieldState).Aggregate(ent.Count()).Scan(ctx, &counts)
+	if err != nil {
+		return err
+	}
+	for _, state := range []rollout.State{rollout.StateProgressing, rollout.StatePaused, rollout.StateHalted} {
+		n := 0
+		for _, c := range counts {
+			if c.State == string(state) {
+				n = c.Count
+			}
+		}
+		d.Metrics.Rollouts.WithLabelValues(string(state)).Set(float64(n))
+	}
+	return nil
+}
+
+// countStep counts the gate failures and the halt a written step made.
+func (d *Driver) countStep(r *ent.Rollout, step desired.RolloutStep) {
+	if d.Metrics == nil {
+		return
+	}
+	for region, st := range step.Regions {
+		if st.State == desired.RegionFailed && r.Regions[region].State != desired.RegionFailed {
+			d.Metrics.GateFailures.Inc()
+		}
+	}
+	if step.Halt {
+		d.Metrics.RolloutHalts.WithLabelValues(r.Strategy.OnFailure).Inc()
+	}
 }
 
 // look reads what the rollouts' deployments look like in every region:

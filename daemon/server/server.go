@@ -333,7 +333,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
 	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
 	driver := &rollout.Driver{Store: desired.New(db.Ent, desired.WithReserved(cfg.Reserved)), Client: db.Ent, DB: db.SQL,
-		Log: log, Interval: cfg.RolloutInterval, Notify: notifier.Poke}
+		Log: log, Interval: cfg.RolloutInterval, Metrics: m, Notify: notifier.Poke}
 	s.wg.Go(func() { guard.Loop(runCtx, "rollout", driver.Run) })
 	s.wg.Go(func() {
 		guard.Loop(runCtx, "region-health", regionhealth.NewPublisher(db.Ent, db.SQL, cfg.RegionHealth, log, m).Run)
