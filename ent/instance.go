@@ -38,6 +38,12 @@ type Instance struct {
 	Status instance.Status `json:"status,omitempty"`
 	// Ready holds the value of the "ready" field.
 	Ready bool `json:"ready,omitempty"`
+	// SpecHash holds the value of the "spec_hash" field.
+	SpecHash string `json:"spec_hash,omitempty"`
+	// Reason holds the value of the "reason" field.
+	Reason string `json:"reason,omitempty"`
+	// Restarts holds the value of the "restarts" field.
+	Restarts int32 `json:"restarts,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the InstanceQuery when eager-loading is set.
 	Edges        InstanceEdges `json:"edges"`
@@ -71,9 +77,9 @@ func (*Instance) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case instance.FieldReady:
 			values[i] = new(sql.NullBool)
-		case instance.FieldID, instance.FieldCPUMillicores, instance.FieldMemoryMib:
+		case instance.FieldID, instance.FieldCPUMillicores, instance.FieldMemoryMib, instance.FieldRestarts:
 			values[i] = new(sql.NullInt64)
-		case instance.FieldDeploymentID, instance.FieldRegion, instance.FieldPodName, instance.FieldAddress, instance.FieldStatus:
+		case instance.FieldDeploymentID, instance.FieldRegion, instance.FieldPodName, instance.FieldAddress, instance.FieldStatus, instance.FieldSpecHash, instance.FieldReason:
 			values[i] = new(sql.NullString)
 		case instance.FieldCreatedAt, instance.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -158,6 +164,24 @@ func (_m *Instance) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.Ready = value.Bool
 			}
+		case instance.FieldSpecHash:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field spec_hash", values[i])
+			} else if value.Valid {
+				_m.SpecHash = value.String
+			}
+		case instance.FieldReason:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field reason", values[i])
+			} else if value.Valid {
+				_m.Reason = value.String
+			}
+		case instance.FieldRestarts:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field restarts", values[i])
+			} else if value.Valid {
+				_m.Restarts = int32(value.Int64)
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -228,6 +252,15 @@ func (_m *Instance) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("ready=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Ready))
+	builder.WriteString(", ")
+	builder.WriteString("spec_hash=")
+	builder.WriteString(_m.SpecHash)
+	builder.WriteString(", ")
+	builder.WriteString("reason=")
+	builder.WriteString(_m.Reason)
+	builder.WriteString(", ")
+	builder.WriteString("restarts=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Restarts))
 	builder.WriteByte(')')
 	return builder.String()
 }

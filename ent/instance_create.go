@@ -139,6 +139,48 @@ func (_c *InstanceCreate) SetNillableReady(v *bool) *InstanceCreate {
 	return _c
 }
 
+// SetSpecHash sets the "spec_hash" field.
+func (_c *InstanceCreate) SetSpecHash(v string) *InstanceCreate {
+	_c.mutation.SetSpecHash(v)
+	return _c
+}
+
+// SetNillableSpecHash sets the "spec_hash" field if the given value is not nil.
+func (_c *InstanceCreate) SetNillableSpecHash(v *string) *InstanceCreate {
+	if v != nil {
+		_c.SetSpecHash(*v)
+	}
+	return _c
+}
+
+// SetReason sets the "reason" field.
+func (_c *InstanceCreate) SetReason(v string) *InstanceCreate {
+	_c.mutation.SetReason(v)
+	return _c
+}
+
+// SetNillableReason sets the "reason" field if the given value is not nil.
+func (_c *InstanceCreate) SetNillableReason(v *string) *InstanceCreate {
+	if v != nil {
+		_c.SetReason(*v)
+	}
+	return _c
+}
+
+// SetRestarts sets the "restarts" field.
+func (_c *InstanceCreate) SetRestarts(v int32) *InstanceCreate {
+	_c.mutation.SetRestarts(v)
+	return _c
+}
+
+// SetNillableRestarts sets the "restarts" field if the given value is not nil.
+func (_c *InstanceCreate) SetNillableRestarts(v *int32) *InstanceCreate {
+	if v != nil {
+		_c.SetRestarts(*v)
+	}
+	return _c
+}
+
 // SetDeployment sets the "deployment" edge to the Deployment entity.
 func (_c *InstanceCreate) SetDeployment(v *Deployment) *InstanceCreate {
 	return _c.SetDeploymentID(v.ID)
@@ -207,6 +249,18 @@ func (_c *InstanceCreate) defaults() {
 		v := instance.DefaultReady
 		_c.mutation.SetReady(v)
 	}
+	if _, ok := _c.mutation.SpecHash(); !ok {
+		v := instance.DefaultSpecHash
+		_c.mutation.SetSpecHash(v)
+	}
+	if _, ok := _c.mutation.Reason(); !ok {
+		v := instance.DefaultReason
+		_c.mutation.SetReason(v)
+	}
+	if _, ok := _c.mutation.Restarts(); !ok {
+		v := instance.DefaultRestarts
+		_c.mutation.SetRestarts(v)
+	}
 }
 
 // check runs all checks and user-defined validators on the builder.
@@ -270,6 +324,30 @@ func (_c *InstanceCreate) check() error {
 	}
 	if _, ok := _c.mutation.Ready(); !ok {
 		return &ValidationError{Name: "ready", err: errors.New(`ent: missing required field "Instance.ready"`)}
+	}
+	if _, ok := _c.mutation.SpecHash(); !ok {
+		return &ValidationError{Name: "spec_hash", err: errors.New(`ent: missing required field "Instance.spec_hash"`)}
+	}
+	if v, ok := _c.mutation.SpecHash(); ok {
+		if err := instance.SpecHashValidator(v); err != nil {
+			return &ValidationError{Name: "spec_hash", err: fmt.Errorf(`ent: validator failed for field "Instance.spec_hash": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Reason(); !ok {
+		return &ValidationError{Name: "reason", err: errors.New(`ent: missing required field "Instance.reason"`)}
+	}
+	if v, ok := _c.mutation.Reason(); ok {
+		if err := instance.ReasonValidator(v); err != nil {
+			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Instance.reason": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Restarts(); !ok {
+		return &ValidationError{Name: "restarts", err: errors.New(`ent: missing required field "Instance.restarts"`)}
+	}
+	if v, ok := _c.mutation.Restarts(); ok {
+		if err := instance.RestartsValidator(v); err != nil {
+			return &ValidationError{Name: "restarts", err: fmt.Errorf(`ent: validator failed for field "Instance.restarts": %w`, err)}
+		}
 	}
 	if len(_c.mutation.DeploymentIDs()) == 0 {
 		return &ValidationError{Name: "deployment", err: errors.New(`ent: missing required edge "Instance.deployment"`)}
@@ -336,6 +414,18 @@ func (_c *InstanceCreate) createSpec() (*Instance, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Ready(); ok {
 		_spec.SetField(instance.FieldReady, field.TypeBool, value)
 		_node.Ready = value
+	}
+	if value, ok := _c.mutation.SpecHash(); ok {
+		_spec.SetField(instance.FieldSpecHash, field.TypeString, value)
+		_node.SpecHash = value
+	}
+	if value, ok := _c.mutation.Reason(); ok {
+		_spec.SetField(instance.FieldReason, field.TypeString, value)
+		_node.Reason = value
+	}
+	if value, ok := _c.mutation.Restarts(); ok {
+		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
+		_node.Restarts = value
 	}
 	if nodes := _c.mutation.DeploymentIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -490,6 +580,48 @@ func (u *InstanceUpsert) UpdateReady() *InstanceUpsert {
 	return u
 }
 
+// SetSpecHash sets the "spec_hash" field.
+func (u *InstanceUpsert) SetSpecHash(v string) *InstanceUpsert {
+	u.Set(instance.FieldSpecHash, v)
+	return u
+}
+
+// UpdateSpecHash sets the "spec_hash" field to the value that was provided on create.
+func (u *InstanceUpsert) UpdateSpecHash() *InstanceUpsert {
+	u.SetExcluded(instance.FieldSpecHash)
+	return u
+}
+
+// SetReason sets the "reason" field.
+func (u *InstanceUpsert) SetReason(v string) *InstanceUpsert {
+	u.Set(instance.FieldReason, v)
+	return u
+}
+
+// UpdateReason sets the "reason" field to the value that was provided on create.
+func (u *InstanceUpsert) UpdateReason() *InstanceUpsert {
+	u.SetExcluded(instance.FieldReason)
+	return u
+}
+
+// SetRestarts sets the "restarts" field.
+func (u *InstanceUpsert) SetRestarts(v int32) *InstanceUpsert {
+	u.Set(instance.FieldRestarts, v)
+	return u
+}
+
+// UpdateRestarts sets the "restarts" field to the value that was provided on create.
+func (u *InstanceUpsert) UpdateRestarts() *InstanceUpsert {
+	u.SetExcluded(instance.FieldRestarts)
+	return u
+}
+
+// AddRestarts adds v to the "restarts" field.
+func (u *InstanceUpsert) AddRestarts(v int32) *InstanceUpsert {
+	u.Add(instance.FieldRestarts, v)
+	return u
+}
+
 // UpdateNewValues updates the mutable fields using the new values that were set on create.
 // Using this option is equivalent to using:
 //
@@ -639,6 +771,55 @@ func (u *InstanceUpsertOne) SetReady(v bool) *InstanceUpsertOne {
 func (u *InstanceUpsertOne) UpdateReady() *InstanceUpsertOne {
 	return u.Update(func(s *InstanceUpsert) {
 		s.UpdateReady()
+	})
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (u *InstanceUpsertOne) SetSpecHash(v string) *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetSpecHash(v)
+	})
+}
+
+// UpdateSpecHash sets the "spec_hash" field to the value that was provided on create.
+func (u *InstanceUpsertOne) UpdateSpecHash() *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateSpecHash()
+	})
+}
+
+// SetReason sets the "reason" field.
+func (u *InstanceUpsertOne) SetReason(v string) *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetReason(v)
+	})
+}
+
+// UpdateReason sets the "reason" field to the value that was provided on create.
+func (u *InstanceUpsertOne) UpdateReason() *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateReason()
+	})
+}
+
+// SetRestarts sets the "restarts" field.
+func (u *InstanceUpsertOne) SetRestarts(v int32) *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetRestarts(v)
+	})
+}
+
+// AddRestarts adds v to the "restarts" field.
+func (u *InstanceUpsertOne) AddRestarts(v int32) *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.AddRestarts(v)
+	})
+}
+
+// UpdateRestarts sets the "restarts" field to the value that was provided on create.
+func (u *InstanceUpsertOne) UpdateRestarts() *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateRestarts()
 	})
 }
 
@@ -957,6 +1138,55 @@ func (u *InstanceUpsertBulk) SetReady(v bool) *InstanceUpsertBulk {
 func (u *InstanceUpsertBulk) UpdateReady() *InstanceUpsertBulk {
 	return u.Update(func(s *InstanceUpsert) {
 		s.UpdateReady()
+	})
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (u *InstanceUpsertBulk) SetSpecHash(v string) *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetSpecHash(v)
+	})
+}
+
+// UpdateSpecHash sets the "spec_hash" field to the value that was provided on create.
+func (u *InstanceUpsertBulk) UpdateSpecHash() *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateSpecHash()
+	})
+}
+
+// SetReason sets the "reason" field.
+func (u *InstanceUpsertBulk) SetReason(v string) *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetReason(v)
+	})
+}
+
+// UpdateReason sets the "reason" field to the value that was provided on create.
+func (u *InstanceUpsertBulk) UpdateReason() *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateReason()
+	})
+}
+
+// SetRestarts sets the "restarts" field.
+func (u *InstanceUpsertBulk) SetRestarts(v int32) *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetRestarts(v)
+	})
+}
+
+// AddRestarts adds v to the "restarts" field.
+func (u *InstanceUpsertBulk) AddRestarts(v int32) *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.AddRestarts(v)
+	})
+}
+
+// UpdateRestarts sets the "restarts" field to the value that was provided on create.
+func (u *InstanceUpsertBulk) UpdateRestarts() *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateRestarts()
 	})
 }
 

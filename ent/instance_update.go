@@ -119,6 +119,55 @@ func (_u *InstanceUpdate) SetNillableReady(v *bool) *InstanceUpdate {
 	return _u
 }
 
+// SetSpecHash sets the "spec_hash" field.
+func (_u *InstanceUpdate) SetSpecHash(v string) *InstanceUpdate {
+	_u.mutation.SetSpecHash(v)
+	return _u
+}
+
+// SetNillableSpecHash sets the "spec_hash" field if the given value is not nil.
+func (_u *InstanceUpdate) SetNillableSpecHash(v *string) *InstanceUpdate {
+	if v != nil {
+		_u.SetSpecHash(*v)
+	}
+	return _u
+}
+
+// SetReason sets the "reason" field.
+func (_u *InstanceUpdate) SetReason(v string) *InstanceUpdate {
+	_u.mutation.SetReason(v)
+	return _u
+}
+
+// SetNillableReason sets the "reason" field if the given value is not nil.
+func (_u *InstanceUpdate) SetNillableReason(v *string) *InstanceUpdate {
+	if v != nil {
+		_u.SetReason(*v)
+	}
+	return _u
+}
+
+// SetRestarts sets the "restarts" field.
+func (_u *InstanceUpdate) SetRestarts(v int32) *InstanceUpdate {
+	_u.mutation.ResetRestarts()
+	_u.mutation.SetRestarts(v)
+	return _u
+}
+
+// SetNillableRestarts sets the "restarts" field if the given value is not nil.
+func (_u *InstanceUpdate) SetNillableRestarts(v *int32) *InstanceUpdate {
+	if v != nil {
+		_u.SetRestarts(*v)
+	}
+	return _u
+}
+
+// AddRestarts adds value to the "restarts" field.
+func (_u *InstanceUpdate) AddRestarts(v int32) *InstanceUpdate {
+	_u.mutation.AddRestarts(v)
+	return _u
+}
+
 // Mutation returns the InstanceMutation object of the builder.
 func (_u *InstanceUpdate) Mutation() *InstanceMutation {
 	return _u.mutation
@@ -177,6 +226,21 @@ func (_u *InstanceUpdate) check() error {
 			return &ValidationError{Name: "status", err: fmt.Errorf(`ent: validator failed for field "Instance.status": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.SpecHash(); ok {
+		if err := instance.SpecHashValidator(v); err != nil {
+			return &ValidationError{Name: "spec_hash", err: fmt.Errorf(`ent: validator failed for field "Instance.spec_hash": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.Reason(); ok {
+		if err := instance.ReasonValidator(v); err != nil {
+			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Instance.reason": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.Restarts(); ok {
+		if err := instance.RestartsValidator(v); err != nil {
+			return &ValidationError{Name: "restarts", err: fmt.Errorf(`ent: validator failed for field "Instance.restarts": %w`, err)}
+		}
+	}
 	if _u.mutation.DeploymentCleared() && len(_u.mutation.DeploymentIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Instance.deployment"`)
 	}
@@ -224,6 +288,18 @@ func (_u *InstanceUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.Ready(); ok {
 		_spec.SetField(instance.FieldReady, field.TypeBool, value)
+	}
+	if value, ok := _u.mutation.SpecHash(); ok {
+		_spec.SetField(instance.FieldSpecHash, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.Reason(); ok {
+		_spec.SetField(instance.FieldReason, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.Restarts(); ok {
+		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
+	}
+	if value, ok := _u.mutation.AddedRestarts(); ok {
+		_spec.AddField(instance.FieldRestarts, field.TypeInt32, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
@@ -337,6 +413,55 @@ func (_u *InstanceUpdateOne) SetNillableReady(v *bool) *InstanceUpdateOne {
 	return _u
 }
 
+// SetSpecHash sets the "spec_hash" field.
+func (_u *InstanceUpdateOne) SetSpecHash(v string) *InstanceUpdateOne {
+	_u.mutation.SetSpecHash(v)
+	return _u
+}
+
+// SetNillableSpecHash sets the "spec_hash" field if the given value is not nil.
+func (_u *InstanceUpdateOne) SetNillableSpecHash(v *string) *InstanceUpdateOne {
+	if v != nil {
+		_u.SetSpecHash(*v)
+	}
+	return _u
+}
+
+// SetReason sets the "reason" field.
+func (_u *InstanceUpdateOne) SetReason(v string) *InstanceUpdateOne {
+	_u.mutation.SetReason(v)
+	return _u
+}
+
+// SetNillableReason sets the "reason" field if the given value is not nil.
+func (_u *InstanceUpdateOne) SetNillableReason(v *string) *InstanceUpdateOne {
+	if v != nil {
+		_u.SetReason(*v)
+	}
+	return _u
+}
+
+// SetRestarts sets the "restarts" field.
+func (_u *InstanceUpdateOne) SetRestarts(v int32) *InstanceUpdateOne {
+	_u.mutation.ResetRestarts()
+	_u.mutation.SetRestarts(v)
+	return _u
+}
+
+// SetNillableRestarts sets the "restarts" field if the given value is not nil.
+func (_u *InstanceUpdateOne) SetNillableRestarts(v *int32) *InstanceUpdateOne {
+	if v != nil {
+		_u.SetRestarts(*v)
+	}
+	return _u
+}
+
+// AddRestarts adds value to the "restarts" field.
+func (_u *InstanceUpdateOne) AddRestarts(v int32) *InstanceUpdateOne {
+	_u.mutation.AddRestarts(v)
+	return _u
+}
+
 // Mutation returns the InstanceMutation object of the builder.
 func (_u *InstanceUpdateOne) Mutation() *InstanceMutation {
 	return _u.mutation
@@ -408,6 +533,21 @@ func (_u *InstanceUpdateOne) check() error {
 			return &ValidationError{Name: "status", err: fmt.Errorf(`ent: validator failed for field "Instance.status": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.SpecHash(); ok {
+		if err := instance.SpecHashValidator(v); err != nil {
+			return &ValidationError{Name: "spec_hash", err: fmt.Errorf(`ent: validator failed for field "Instance.spec_hash": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.Reason(); ok {
+		if err := instance.ReasonValidator(v); err != nil {
+			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Instance.reason": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.Restarts(); ok {
+		if err := instance.RestartsValidator(v); err != nil {
+			return &ValidationError{Name: "restarts", err: fmt.Errorf(`ent: validator failed for field "Instance.restarts": %w`, err)}
+		}
+	}
 	if _u.mutation.DeploymentCleared() && len(_u.mutation.DeploymentIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Instance.deployment"`)
 	}
@@ -472,6 +612,18 @@ func (_u *InstanceUpdateOne) sqlSave(ctx context.Context) (_node *Instance, err 
 	}
 	if value, ok := _u.mutation.Ready(); ok {
 		_spec.SetField(instance.FieldReady, field.TypeBool, value)
+	}
+	if value, ok := _u.mutation.SpecHash(); ok {
+		_spec.SetField(instance.FieldSpecHash, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.Reason(); ok {
+		_spec.SetField(instance.FieldReason, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.Restarts(); ok {
+		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
+	}
+	if value, ok := _u.mutation.AddedRestarts(); ok {
+		_spec.AddField(instance.FieldRestarts, field.TypeInt32, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &Instance{config: _u.config}

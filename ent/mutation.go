@@ -7987,6 +7987,10 @@ type InstanceMutation struct {
 	addmemory_mib     *int
 	status            *instance.Status
 	ready             *bool
+	spec_hash         *string
+	reason            *string
+	restarts          *int32
+	addrestarts       *int32
 	clearedFields     map[string]struct{}
 	deployment        *string
 	cleareddeployment bool
@@ -8493,6 +8497,134 @@ func (m *InstanceMutation) ResetReady() {
 	m.ready = nil
 }
 
+// SetSpecHash sets the "spec_hash" field.
+func (m *InstanceMutation) SetSpecHash(s string) {
+	m.spec_hash = &s
+}
+
+// SpecHash returns the value of the "spec_hash" field in the mutation.
+func (m *InstanceMutation) SpecHash() (r string, exists bool) {
+	v := m.spec_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecHash returns the old "spec_hash" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldSpecHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecHash: %w", err)
+	}
+	return oldValue.SpecHash, nil
+}
+
+// ResetSpecHash resets all changes to the "spec_hash" field.
+func (m *InstanceMutation) ResetSpecHash() {
+	m.spec_hash = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *InstanceMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *InstanceMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *InstanceMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetRestarts sets the "restarts" field.
+func (m *InstanceMutation) SetRestarts(i int32) {
+	m.restarts = &i
+	m.addrestarts = nil
+}
+
+// Restarts returns the value of the "restarts" field in the mutation.
+func (m *InstanceMutation) Restarts() (r int32, exists bool) {
+	v := m.restarts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRestarts returns the old "restarts" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldRestarts(ctx context.Context) (v int32, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRestarts is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRestarts requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRestarts: %w", err)
+	}
+	return oldValue.Restarts, nil
+}
+
+// AddRestarts adds i to the "restarts" field.
+func (m *InstanceMutation) AddRestarts(i int32) {
+	if m.addrestarts != nil {
+		*m.addrestarts += i
+	} else {
+		m.addrestarts = &i
+	}
+}
+
+// AddedRestarts returns the value that was added to the "restarts" field in this mutation.
+func (m *InstanceMutation) AddedRestarts() (r int32, exists bool) {
+	v := m.addrestarts
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRestarts resets all changes to the "restarts" field.
+func (m *InstanceMutation) ResetRestarts() {
+	m.restarts = nil
+	m.addrestarts = nil
+}
+
 // ClearDeployment clears the "deployment" edge to the Deployment entity.
 func (m *InstanceMutation) ClearDeployment() {
 	m.cleareddeployment = true
@@ -8554,7 +8686,7 @@ func (m *InstanceMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *InstanceMutation) Fields() []string {
-	fields := make([]string, 0, 10)
+	fields := make([]string, 0, 13)
 	if m.created_at != nil {
 		fields = append(fields, instance.FieldCreatedAt)
 	}
@@ -8585,6 +8717,15 @@ func (m *InstanceMutation) Fields() []string {
 	if m.ready != nil {
 		fields = append(fields, instance.FieldReady)
 	}
+	if m.spec_hash != nil {
+		fields = append(fields, instance.FieldSpecHash)
+	}
+	if m.reason != nil {
+		fields = append(fields, instance.FieldReason)
+	}
+	if m.restarts != nil {
+		fields = append(fields, instance.FieldRestarts)
+	}
 	return fields
 }
 
@@ -8613,6 +8754,12 @@ func (m *InstanceMutation) Field(name string) (ent.Value, bool) {
 		return m.Status()
 	case instance.FieldReady:
 		return m.Ready()
+	case instance.FieldSpecHash:
+		return m.SpecHash()
+	case instance.FieldReason:
+		return m.Reason()
+	case instance.FieldRestarts:
+		return m.Restarts()
 	}
 	return nil, false
 }
@@ -8642,6 +8789,12 @@ func (m *InstanceMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldStatus(ctx)
 	case instance.FieldReady:
 		return m.OldReady(ctx)
+	case instance.FieldSpecHash:
+		return m.OldSpecHash(ctx)
+	case instance.FieldReason:
+		return m.OldReason(ctx)
+	case instance.FieldRestarts:
+		return m.OldRestarts(ctx)
 	}
 	return nil, fmt.Errorf("unknown Instance field %s", name)
 }
@@ -8721,6 +8874,27 @@ func (m *InstanceMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetReady(v)
 		return nil
+	case instance.FieldSpecHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecHash(v)
+		return nil
+	case instance.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case instance.FieldRestarts:
+		v, ok := value.(int32)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRestarts(v)
+		return nil
 	}
 	return fmt.Errorf("unknown Instance field %s", name)
 }
@@ -8735,6 +8909,9 @@ func (m *InstanceMutation) AddedFields() []string {
 	if m.addmemory_mib != nil {
 		fields = append(fields, instance.FieldMemoryMib)
 	}
+	if m.addrestarts != nil {
+		fields = append(fields, instance.FieldRestarts)
+	}
 	return fields
 }
 
@@ -8747,6 +8924,8 @@ func (m *InstanceMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedCPUMillicores()
 	case instance.FieldMemoryMib:
 		return m.AddedMemoryMib()
+	case instance.FieldRestarts:
+		return m.AddedRestarts()
 	}
 	return nil, false
 }
@@ -8769,6 +8948,13 @@ func (m *InstanceMutation) AddField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.AddMemoryMib(v)
+		return nil
+	case instance.FieldRestarts:
+		v, ok := value.(int32)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRestarts(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Instance numeric field %s", name)
@@ -8826,6 +9012,15 @@ func (m *InstanceMutation) ResetField(name string) error {
 		return nil
 	case instance.FieldReady:
 		m.ResetReady()
+		return nil
+	case instance.FieldSpecHash:
+		m.ResetSpecHash()
+		return nil
+	case instance.FieldReason:
+		m.ResetReason()
+		return nil
+	case instance.FieldRestarts:
+		m.ResetRestarts()
 		return nil
 	}
 	return fmt.Errorf("unknown Instance field %s", name)

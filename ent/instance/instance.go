@@ -35,6 +35,12 @@ const (
 	FieldStatus = "status"
 	// FieldReady holds the string denoting the ready field in the database.
 	FieldReady = "ready"
+	// FieldSpecHash holds the string denoting the spec_hash field in the database.
+	FieldSpecHash = "spec_hash"
+	// FieldReason holds the string denoting the reason field in the database.
+	FieldReason = "reason"
+	// FieldRestarts holds the string denoting the restarts field in the database.
+	FieldRestarts = "restarts"
 	// EdgeDeployment holds the string denoting the deployment edge name in mutations.
 	EdgeDeployment = "deployment"
 	// Table holds the table name of the instance in the database.
@@ -61,6 +67,9 @@ var Columns = []string{
 	FieldMemoryMib,
 	FieldStatus,
 	FieldReady,
+	FieldSpecHash,
+	FieldReason,
+	FieldRestarts,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -98,6 +107,18 @@ var (
 	MemoryMibValidator func(int) error
 	// DefaultReady holds the default value on creation for the "ready" field.
 	DefaultReady bool
+	// DefaultSpecHash holds the default value on creation for the "spec_hash" field.
+	DefaultSpecHash string
+	// SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
+	SpecHashValidator func(string) error
+	// DefaultReason holds the default value on creation for the "reason" field.
+	DefaultReason string
+	// ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	ReasonValidator func(string) error
+	// DefaultRestarts holds the default value on creation for the "restarts" field.
+	DefaultRestarts int32
+	// RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
+	RestartsValidator func(int32) error
 )
 
 // Status defines the type for the "status" enum field.
@@ -184,6 +205,21 @@ func ByStatus(opts ...sql.OrderTermOption) OrderOption {
 // ByReady orders the results by the ready field.
 func ByReady(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldReady, opts...).ToFunc()
+}
+
+// BySpecHash orders the results by the spec_hash field.
+func BySpecHash(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldSpecHash, opts...).ToFunc()
+}
+
+// ByReason orders the results by the reason field.
+func ByReason(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldReason, opts...).ToFunc()
+}
+
+// ByRestarts orders the results by the restarts field.
+func ByRestarts(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldRestarts, opts...).ToFunc()
 }
 
 // ByDeploymentField orders the results by deployment field.

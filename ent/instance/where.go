@@ -100,6 +100,21 @@ func Ready(v bool) predicate.Instance {
 	return predicate.Instance(sql.FieldEQ(FieldReady, v))
 }
 
+// SpecHash applies equality check predicate on the "spec_hash" field. It's identical to SpecHashEQ.
+func SpecHash(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldSpecHash, v))
+}
+
+// Reason applies equality check predicate on the "reason" field. It's identical to ReasonEQ.
+func Reason(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldReason, v))
+}
+
+// Restarts applies equality check predicate on the "restarts" field. It's identical to RestartsEQ.
+func Restarts(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldRestarts, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Instance {
 	return predicate.Instance(sql.FieldEQ(FieldCreatedAt, v))
@@ -548,6 +563,176 @@ func ReadyEQ(v bool) predicate.Instance {
 // ReadyNEQ applies the NEQ predicate on the "ready" field.
 func ReadyNEQ(v bool) predicate.Instance {
 	return predicate.Instance(sql.FieldNEQ(FieldReady, v))
+}
+
+// SpecHashEQ applies the EQ predicate on the "spec_hash" field.
+func SpecHashEQ(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldSpecHash, v))
+}
+
+// SpecHashNEQ applies the NEQ predicate on the "spec_hash" field.
+func SpecHashNEQ(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldNEQ(FieldSpecHash, v))
+}
+
+// SpecHashIn applies the In predicate on the "spec_hash" field.
+func SpecHashIn(vs ...string) predicate.Instance {
+	return predicate.Instance(sql.FieldIn(FieldSpecHash, vs...))
+}
+
+// SpecHashNotIn applies the NotIn predicate on the "spec_hash" field.
+func SpecHashNotIn(vs ...string) predicate.Instance {
+	return predicate.Instance(sql.FieldNotIn(FieldSpecHash, vs...))
+}
+
+// SpecHashGT applies the GT predicate on the "spec_hash" field.
+func SpecHashGT(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldGT(FieldSpecHash, v))
+}
+
+// SpecHashGTE applies the GTE predicate on the "spec_hash" field.
+func SpecHashGTE(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldGTE(FieldSpecHash, v))
+}
+
+// SpecHashLT applies the LT predicate on the "spec_hash" field.
+func SpecHashLT(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldLT(FieldSpecHash, v))
+}
+
+// SpecHashLTE applies the LTE predicate on the "spec_hash" field.
+func SpecHashLTE(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldLTE(FieldSpecHash, v))
+}
+
+// SpecHashContains applies the Contains predicate on the "spec_hash" field.
+func SpecHashContains(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldContains(FieldSpecHash, v))
+}
+
+// SpecHashHasPrefix applies the HasPrefix predicate on the "spec_hash" field.
+func SpecHashHasPrefix(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldHasPrefix(FieldSpecHash, v))
+}
+
+// SpecHashHasSuffix applies the HasSuffix predicate on the "spec_hash" field.
+func SpecHashHasSuffix(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldHasSuffix(FieldSpecHash, v))
+}
+
+// SpecHashEqualFold applies the EqualFold predicate on the "spec_hash" field.
+func SpecHashEqualFold(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEqualFold(FieldSpecHash, v))
+}
+
+// SpecHashContainsFold applies the ContainsFold predicate on the "spec_hash" field.
+func SpecHashContainsFold(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldContainsFold(FieldSpecHash, v))
+}
+
+// ReasonEQ applies the EQ predicate on the "reason" field.
+func ReasonEQ(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldReason, v))
+}
+
+// ReasonNEQ applies the NEQ predicate on the "reason" field.
+func ReasonNEQ(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldNEQ(FieldReason, v))
+}
+
+// ReasonIn applies the In predicate on the "reason" field.
+func ReasonIn(vs ...string) predicate.Instance {
+	return predicate.Instance(sql.FieldIn(FieldReason, vs...))
+}
+
+// ReasonNotIn applies the NotIn predicate on the "reason" field.
+func ReasonNotIn(vs ...string) predicate.Instance {
+	return predicate.Instance(sql.FieldNotIn(FieldReason, vs...))
+}
+
+// ReasonGT applies the GT predicate on the "reason" field.
+func ReasonGT(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldGT(FieldReason, v))
+}
+
+// ReasonGTE applies the GTE predicate on the "reason" field.
+func ReasonGTE(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldGTE(FieldReason, v))
+}
+
+// ReasonLT applies the LT predicate on the "reason" field.
+func ReasonLT(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldLT(FieldReason, v))
+}
+
+// ReasonLTE applies the LTE predicate on the "reason" field.
+func ReasonLTE(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldLTE(FieldReason, v))
+}
+
+// ReasonContains applies the Contains predicate on the "reason" field.
+func ReasonContains(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldContains(FieldReason, v))
+}
+
+// ReasonHasPrefix applies the HasPrefix predicate on the "reason" field.
+func ReasonHasPrefix(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldHasPrefix(FieldReason, v))
+}
+
+// ReasonHasSuffix applies the HasSuffix predicate on the "reason" field.
+func ReasonHasSuffix(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldHasSuffix(FieldReason, v))
+}
+
+// ReasonEqualFold applies the EqualFold predicate on the "reason" field.
+func ReasonEqualFold(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEqualFold(FieldReason, v))
+}
+
+// ReasonContainsFold applies the ContainsFold predicate on the "reason" field.
+func ReasonContainsFold(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldContainsFold(FieldReason, v))
+}
+
+// RestartsEQ applies the EQ predicate on the "restarts" field.
+func RestartsEQ(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldRestarts, v))
+}
+
+// RestartsNEQ applies the NEQ predicate on the "restarts" field.
+func RestartsNEQ(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldNEQ(FieldRestarts, v))
+}
+
+// RestartsIn applies the In predicate on the "restarts" field.
+func RestartsIn(vs ...int32) predicate.Instance {
+	return predicate.Instance(sql.FieldIn(FieldRestarts, vs...))
+}
+
+// RestartsNotIn applies the NotIn predicate on the "restarts" field.
+func RestartsNotIn(vs ...int32) predicate.Instance {
+	return predicate.Instance(sql.FieldNotIn(FieldRestarts, vs...))
+}
+
+// RestartsGT applies the GT predicate on the "restarts" field.
+func RestartsGT(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldGT(FieldRestarts, v))
+}
+
+// RestartsGTE applies the GTE predicate on the "restarts" field.
+func RestartsGTE(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldGTE(FieldRestarts, v))
+}
+
+// RestartsLT applies the LT predicate on the "restarts" field.
+func RestartsLT(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldLT(FieldRestarts, v))
+}
+
+// RestartsLTE applies the LTE predicate on the "restarts" field.
+func RestartsLTE(v int32) predicate.Instance {
+	return predicate.Instance(sql.FieldLTE(FieldRestarts, v))
 }
 
 // HasDeployment applies the HasEdge predicate on the "deployment" edge.

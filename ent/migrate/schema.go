@@ -324,6 +324,9 @@ var (
 		{Name: "memory_mib", Type: field.TypeInt, Default: 0},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "running", "failed", "unknown"}, Default: "unknown"},
 		{Name: "ready", Type: field.TypeBool, Default: false},
+		{Name: "spec_hash", Type: field.TypeString, Size: 63, Default: ""},
+		{Name: "reason", Type: field.TypeString, Size: 64, Default: ""},
+		{Name: "restarts", Type: field.TypeInt32, Default: 0},
 		{Name: "deployment_id", Type: field.TypeString},
 	}
 	// InstancesTable holds the schema information for the "instances" table.
@@ -334,7 +337,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "instances_deployments_instances",
-				Columns:    []*schema.Column{InstancesColumns[10]},
+				Columns:    []*schema.Column{InstancesColumns[13]},
 				RefColumns: []*schema.Column{DeploymentsColumns[0]},
 				OnDelete:   schema.Cascade,
 			},
@@ -343,7 +346,7 @@ var (
 			{
 				Name:    "instance_deployment_id_region_pod_name",
 				Unique:  true,
-				Columns: []*schema.Column{InstancesColumns[10], InstancesColumns[3], InstancesColumns[4]},
+				Columns: []*schema.Column{InstancesColumns[13], InstancesColumns[3], InstancesColumns[4]},
 			},
 			{
 				Name:    "instance_region",

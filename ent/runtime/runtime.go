@@ -483,6 +483,24 @@ func init() {
 	instanceDescReady := instanceFields[7].Descriptor()
 	// instance.DefaultReady holds the default value on creation for the ready field.
 	instance.DefaultReady = instanceDescReady.Default.(bool)
+	// instanceDescSpecHash is the schema descriptor for spec_hash field.
+	instanceDescSpecHash := instanceFields[8].Descriptor()
+	// instance.DefaultSpecHash holds the default value on creation for the spec_hash field.
+	instance.DefaultSpecHash = instanceDescSpecHash.Default.(string)
+	// instance.SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
+	instance.SpecHashValidator = instanceDescSpecHash.Validators[0].(func(string) error)
+	// instanceDescReason is the schema descriptor for reason field.
+	instanceDescReason := instanceFields[9].Descriptor()
+	// instance.DefaultReason holds the default value on creation for the reason field.
+	instance.DefaultReason = instanceDescReason.Default.(string)
+	// instance.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	instance.ReasonValidator = instanceDescReason.Validators[0].(func(string) error)
+	// instanceDescRestarts is the schema descriptor for restarts field.
+	instanceDescRestarts := instanceFields[10].Descriptor()
+	// instance.DefaultRestarts holds the default value on creation for the restarts field.
+	instance.DefaultRestarts = instanceDescRestarts.Default.(int32)
+	// instance.RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
+	instance.RestartsValidator = instanceDescRestarts.Validators[0].(func(int32) error)
 	namespaceFields := schema.Namespace{}.Fields()
 	_ = namespaceFields
 	// namespaceDescWorkspaceID is the schema descriptor for workspace_id field.
