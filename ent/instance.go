@@ -43,7 +43,7 @@ type Instance struct {
 	// Reason holds the value of the "reason" field.
 	Reason string `json:"reason,omitempty"`
 	// Restarts holds the value of the "restarts" field.
-	Restarts int `json:"restarts,omitempty"`
+	Restarts int32 `json:"restarts,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the InstanceQuery when eager-loading is set.
 	Edges        InstanceEdges `json:"edges"`
@@ -180,7 +180,7 @@ func (_m *Instance) assignValues(columns []string, values []any) error {
 			if value, ok := values[i].(*sql.NullInt64); !ok {
 				return fmt.Errorf("unexpected type %T for field restarts", values[i])
 			} else if value.Valid {
-				_m.Restarts = int(value.Int64)
+				_m.Restarts = int32(value.Int64)
 			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])

@@ -168,13 +168,13 @@ func (_c *InstanceCreate) SetNillableReason(v *string) *InstanceCreate {
 }
 
 // SetRestarts sets the "restarts" field.
-func (_c *InstanceCreate) SetRestarts(v int) *InstanceCreate {
+func (_c *InstanceCreate) SetRestarts(v int32) *InstanceCreate {
 	_c.mutation.SetRestarts(v)
 	return _c
 }
 
 // SetNillableRestarts sets the "restarts" field if the given value is not nil.
-func (_c *InstanceCreate) SetNillableRestarts(v *int) *InstanceCreate {
+func (_c *InstanceCreate) SetNillableRestarts(v *int32) *InstanceCreate {
 	if v != nil {
 		_c.SetRestarts(*v)
 	}
@@ -424,7 +424,7 @@ func (_c *InstanceCreate) createSpec() (*Instance, *sqlgraph.CreateSpec) {
 		_node.Reason = value
 	}
 	if value, ok := _c.mutation.Restarts(); ok {
-		_spec.SetField(instance.FieldRestarts, field.TypeInt, value)
+		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
 		_node.Restarts = value
 	}
 	if nodes := _c.mutation.DeploymentIDs(); len(nodes) > 0 {
@@ -605,7 +605,7 @@ func (u *InstanceUpsert) UpdateReason() *InstanceUpsert {
 }
 
 // SetRestarts sets the "restarts" field.
-func (u *InstanceUpsert) SetRestarts(v int) *InstanceUpsert {
+func (u *InstanceUpsert) SetRestarts(v int32) *InstanceUpsert {
 	u.Set(instance.FieldRestarts, v)
 	return u
 }
@@ -617,7 +617,7 @@ func (u *InstanceUpsert) UpdateRestarts() *InstanceUpsert {
 }
 
 // AddRestarts adds v to the "restarts" field.
-func (u *InstanceUpsert) AddRestarts(v int) *InstanceUpsert {
+func (u *InstanceUpsert) AddRestarts(v int32) *InstanceUpsert {
 	u.Add(instance.FieldRestarts, v)
 	return u
 }
@@ -803,14 +803,14 @@ func (u *InstanceUpsertOne) UpdateReason() *InstanceUpsertOne {
 }
 
 // SetRestarts sets the "restarts" field.
-func (u *InstanceUpsertOne) SetRestarts(v int) *InstanceUpsertOne {
+func (u *InstanceUpsertOne) SetRestarts(v int32) *InstanceUpsertOne {
 	return u.Update(func(s *InstanceUpsert) {
 		s.SetRestarts(v)
 	})
 }
 
 // AddRestarts adds v to the "restarts" field.
-func (u *InstanceUpsertOne) AddRestarts(v int) *InstanceUpsertOne {
+func (u *InstanceUpsertOne) AddRestarts(v int32) *InstanceUpsertOne {
 	return u.Update(func(s *InstanceUpsert) {
 		s.AddRestarts(v)
 	})
@@ -1170,14 +1170,14 @@ func (u *InstanceUpsertBulk) UpdateReason() *InstanceUpsertBulk {
 }
 
 // SetRestarts sets the "restarts" field.
-func (u *InstanceUpsertBulk) SetRestarts(v int) *InstanceUpsertBulk {
+func (u *InstanceUpsertBulk) SetRestarts(v int32) *InstanceUpsertBulk {
 	return u.Update(func(s *InstanceUpsert) {
 		s.SetRestarts(v)
 	})
 }
 
 // AddRestarts adds v to the "restarts" field.
-func (u *InstanceUpsertBulk) AddRestarts(v int) *InstanceUpsertBulk {
+func (u *InstanceUpsertBulk) AddRestarts(v int32) *InstanceUpsertBulk {
 	return u.Update(func(s *InstanceUpsert) {
 		s.AddRestarts(v)
 	})

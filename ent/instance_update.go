@@ -148,14 +148,14 @@ func (_u *InstanceUpdate) SetNillableReason(v *string) *InstanceUpdate {
 }
 
 // SetRestarts sets the "restarts" field.
-func (_u *InstanceUpdate) SetRestarts(v int) *InstanceUpdate {
+func (_u *InstanceUpdate) SetRestarts(v int32) *InstanceUpdate {
 	_u.mutation.ResetRestarts()
 	_u.mutation.SetRestarts(v)
 	return _u
 }
 
 // SetNillableRestarts sets the "restarts" field if the given value is not nil.
-func (_u *InstanceUpdate) SetNillableRestarts(v *int) *InstanceUpdate {
+func (_u *InstanceUpdate) SetNillableRestarts(v *int32) *InstanceUpdate {
 	if v != nil {
 		_u.SetRestarts(*v)
 	}
@@ -163,7 +163,7 @@ func (_u *InstanceUpdate) SetNillableRestarts(v *int) *InstanceUpdate {
 }
 
 // AddRestarts adds value to the "restarts" field.
-func (_u *InstanceUpdate) AddRestarts(v int) *InstanceUpdate {
+func (_u *InstanceUpdate) AddRestarts(v int32) *InstanceUpdate {
 	_u.mutation.AddRestarts(v)
 	return _u
 }
@@ -296,10 +296,10 @@ func (_u *InstanceUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 		_spec.SetField(instance.FieldReason, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.Restarts(); ok {
-		_spec.SetField(instance.FieldRestarts, field.TypeInt, value)
+		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
 	}
 	if value, ok := _u.mutation.AddedRestarts(); ok {
-		_spec.AddField(instance.FieldRestarts, field.TypeInt, value)
+		_spec.AddField(instance.FieldRestarts, field.TypeInt32, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
@@ -442,14 +442,14 @@ func (_u *InstanceUpdateOne) SetNillableReason(v *string) *InstanceUpdateOne {
 }
 
 // SetRestarts sets the "restarts" field.
-func (_u *InstanceUpdateOne) SetRestarts(v int) *InstanceUpdateOne {
+func (_u *InstanceUpdateOne) SetRestarts(v int32) *InstanceUpdateOne {
 	_u.mutation.ResetRestarts()
 	_u.mutation.SetRestarts(v)
 	return _u
 }
 
 // SetNillableRestarts sets the "restarts" field if the given value is not nil.
-func (_u *InstanceUpdateOne) SetNillableRestarts(v *int) *InstanceUpdateOne {
+func (_u *InstanceUpdateOne) SetNillableRestarts(v *int32) *InstanceUpdateOne {
 	if v != nil {
 		_u.SetRestarts(*v)
 	}
@@ -457,7 +457,7 @@ func (_u *InstanceUpdateOne) SetNillableRestarts(v *int) *InstanceUpdateOne {
 }
 
 // AddRestarts adds value to the "restarts" field.
-func (_u *InstanceUpdateOne) AddRestarts(v int) *InstanceUpdateOne {
+func (_u *InstanceUpdateOne) AddRestarts(v int32) *InstanceUpdateOne {
 	_u.mutation.AddRestarts(v)
 	return _u
 }
@@ -620,10 +620,10 @@ func (_u *InstanceUpdateOne) sqlSave(ctx context.Context) (_node *Instance, err 
 		_spec.SetField(instance.FieldReason, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.Restarts(); ok {
-		_spec.SetField(instance.FieldRestarts, field.TypeInt, value)
+		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
 	}
 	if value, ok := _u.mutation.AddedRestarts(); ok {
-		_spec.AddField(instance.FieldRestarts, field.TypeInt, value)
+		_spec.AddField(instance.FieldRestarts, field.TypeInt32, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &Instance{config: _u.config}

@@ -8698,8 +8698,8 @@ type InstanceMutation struct {
 	ready             *bool
 	spec_hash         *string
 	reason            *string
-	restarts          *int
-	addrestarts       *int
+	restarts          *int32
+	addrestarts       *int32
 	clearedFields     map[string]struct{}
 	deployment        *string
 	cleareddeployment bool
@@ -9279,13 +9279,13 @@ func (m *InstanceMutation) ResetReason() {
 }
 
 // SetRestarts sets the "restarts" field.
-func (m *InstanceMutation) SetRestarts(i int) {
+func (m *InstanceMutation) SetRestarts(i int32) {
 	m.restarts = &i
 	m.addrestarts = nil
 }
 
 // Restarts returns the value of the "restarts" field in the mutation.
-func (m *InstanceMutation) Restarts() (r int, exists bool) {
+func (m *InstanceMutation) Restarts() (r int32, exists bool) {
 	v := m.restarts
 	if v == nil {
 		return
@@ -9296,7 +9296,7 @@ func (m *InstanceMutation) Restarts() (r int, exists bool) {
 // OldRestarts returns the old "restarts" field's value of the Instance entity.
 // If the Instance object wasn't provided to the builder, the object is fetched from the database.
 // An error is returned if the mutation operation is not UpdateOne, or the database query fails.
-func (m *InstanceMutation) OldRestarts(ctx context.Context) (v int, err error) {
+func (m *InstanceMutation) OldRestarts(ctx context.Context) (v int32, err error) {
 	if !m.op.Is(OpUpdateOne) {
 		return v, errors.New("OldRestarts is only allowed on UpdateOne operations")
 	}
@@ -9311,7 +9311,7 @@ func (m *InstanceMutation) OldRestarts(ctx context.Context) (v int, err error) {
 }
 
 // AddRestarts adds i to the "restarts" field.
-func (m *InstanceMutation) AddRestarts(i int) {
+func (m *InstanceMutation) AddRestarts(i int32) {
 	if m.addrestarts != nil {
 		*m.addrestarts += i
 	} else {
@@ -9320,7 +9320,7 @@ func (m *InstanceMutation) AddRestarts(i int) {
 }
 
 // AddedRestarts returns the value that was added to the "restarts" field in this mutation.
-func (m *InstanceMutation) AddedRestarts() (r int, exists bool) {
+func (m *InstanceMutation) AddedRestarts() (r int32, exists bool) {
 	v := m.addrestarts
 	if v == nil {
 		return
@@ -9598,7 +9598,7 @@ func (m *InstanceMutation) SetField(name string, value ent.Value) error {
 		m.SetReason(v)
 		return nil
 	case instance.FieldRestarts:
-		v, ok := value.(int)
+		v, ok := value.(int32)
 		if !ok {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
@@ -9659,7 +9659,7 @@ func (m *InstanceMutation) AddField(name string, value ent.Value) error {
 		m.AddMemoryMib(v)
 		return nil
 	case instance.FieldRestarts:
-		v, ok := value.(int)
+		v, ok := value.(int32)
 		if !ok {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}

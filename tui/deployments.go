@@ -166,14 +166,40 @@ func workflowShown(d *ctrlv1.DeploymentInRegion, workflow string) string {
 
 // syncNote says why a deployment is not in sync in its region, in a few
 // words: its apply failing since when with the error's end, else what it
-// waits for. Empty when it is in sync.
+// waits for; then why its instances are not ready ("3 of 3 instances
+// CrashLoopBackOff (restarts 5)"). Empty when it is in sync and ready.
 func syncNote(d *ctrlv1.DeploymentInRegion, now time.Time) string {
+	var notes []string
 	if failing := applyFailing(d.GetSync(), now); failing != "" {
-		return failing
+		notes = append(notes, failing)
+	} else if waits := waitsNote(d); waits != "" {
+		notes = append(notes, waits)
 	}
+	return strings.Join(append(notes, NotReady(d)...), "; ")
+}
+
+// instancesNotReady is the reason code of instances that are not ready
+// (regionhealth.ReasonInstancesNotReady).
+const instancesNotReady = "instances_not_ready"
+
+// NotReady says why a deployment's instances in its region are not
+// ready, one reason a line, in the server's words; none when nothing says.
+func NotReady(d *ctrlv1.DeploymentInRegion) []string {
+	var out []string
+	for _, r := range d.GetNotInSync() {
+		if r.GetCode() == instancesNotReady {
+			out = append(out, Clean(r.GetMessage()))
+		}
+	}
+	return out
+}
+
+// waitsNote says what a deployment's changes wait for in its region.
+func waitsNote(d *ctrlv1.DeploymentInRegion) string {
 	var waits []string
 	for _, r := range d.GetNotInSync() {
 		switch r.GetCode() {
+		case instancesNotReady:
 		case "paused":
 			waits = append(waits, "region paused")
 		case "agent_down", "no_agent":

@@ -261,3 +261,46 @@ func TestConsoleRollsBackEnvValuesItCannotSee(t *testing.T) {
 		t.Fatalf("newest revision %v", newest)
 	}
 }
+
+// Against a real ctrld: what an agent reports of why instances are not
+// ready shows under the deployment's row on the deployments page, beside
+// what its changes wait for; it goes when they recover.
+func TestConsoleShowsWhyInstancesAreNotReady(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	op := env.Operator("oncall")
+	agent := env.Agent("eu-west")
+	ctx := context.Background()
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu-west"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	report := func(in ...*ctrlv1.Instance) {
+		t.Helper()
+		if _, err := agent.ReportDeploymentStatus(ctx, &ctrlv1.ReportDeploymentStatusRequest{Region: "eu-west",
+			Deployments: []*ctrlv1.DeploymentStatus{{DeploymentId: "api", Instances: in}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashing := func(pod string, restarts int32) *ctrlv1.Instance {
+		return &ctrlv1.Instance{PodName: pod, Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Reason: "CrashLoopBackOff", Restarts: restarts}
+	}
+	report(crashing("api-0", 1), crashing("api-1", 2), crashing("api-2", 2))
+	const why = "3 of 3 instances CrashLoopBackOff (restarts 5)"
+
+	m := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true}))
+	for _, msg := range []tea.Msg{tea.WindowSizeMsg{Width: 160, Height: 40}, tea.KeyPressMsg{Code: tea.KeyTab}} { // the deployments page
+		next, _ := m.Update(msg)
+		m = next.(tui.Model)
+	}
+	m = refresh(t, m)
+	got := ansi.Strip(m.Content())
+	if !strings.Contains(got, "↳ waits: agent down; "+why) {
+		t.Fatalf("deployments page does not say why api's instances are not ready:\n%s", got)
+	}
+
+	report(&ctrlv1.Instance{PodName: "api-0", Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true})
+	m = refresh(t, m)
+	if got := ansi.Strip(m.Content()); strings.Contains(got, "CrashLoopBackOff") {
+		t.Fatalf("the reason stayed after the instances recovered:\n%s", got)
+	}
+}

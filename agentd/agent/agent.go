@@ -317,6 +317,11 @@ func (r *router) Handle(ctx context.Context, key dispatch.Key, in dispatch.Inten
 		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
 		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
 		err = dispatch.Terminal(err)
+	case errors.Is(err, kube.ErrBadEvent):
+		// Retrying the same event cannot help either; the resource stays
+		// failing with the error until ctrld sends one the agent can apply.
+		r.metrics.Failed.WithLabelValues(key.Kind).Inc()
+		err = dispatch.Terminal(err)
 	case errors.Is(err, kube.ErrConflict), errors.Is(err, kube.ErrOwnedByAnother), errors.Is(err, reconcile.ErrNoCRD):
 		r.metrics.Conflicts.WithLabelValues(key.Kind).Inc()
 		r.metrics.Failed.WithLabelValues(key.Kind).Inc()

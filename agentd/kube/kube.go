@@ -29,9 +29,29 @@ const (
 	PolicyLabel     = "unkey.ciliumnetworkpolicy.id"
 	// HashAnnotation holds the hash of the desired spec last applied.
 	HashAnnotation = "deploysync.io/spec-hash"
+	// SpecHashLabel carries, on a deployment's pod template and so on each
+	// of its Pods, the hash ctrld gives the spec it wants the region to run
+	// (DeploymentState.spec_hash; unlike HashAnnotation, which is the
+	// agent's own hash of the objects it applies and says nothing about
+	// revisions). A Pod keeps the template labels it was created from, so
+	// the label says which spec each Pod runs: a StatefulSet's rolling
+	// update replaces its Pods one by one, and during it the instances
+	// carry different hashes. The status reporter reports each Pod's, and
+	// ctrld's health gates count the instances that run the new spec.
+	// Adding or changing the label changes the pod template, so it rolls
+	// the Pods like any other template change (once for every StatefulSet
+	// when an agent first gets hashes from ctrld).
+	SpecHashLabel = "unkey.spec.hash"
 	// FieldManager is the one server-side-apply manager of the agent.
 	FieldManager = "krane"
 )
+
+// ErrBadEvent means an event holds a value the agent cannot put into
+// Kubernetes (a spec hash that is no valid label value): ctrld's bug, not
+// the cluster's. Like ErrForeignNamespace it is final for the event that
+// carried it (dispatch.Terminal): nothing is written, and retrying the
+// same event cannot succeed.
+var ErrBadEvent = errors.New("the event holds a value the agent cannot apply")
 
 // ManagedSelector selects every object the agent manages.
 const ManagedSelector = ManagedByLabel + "=" + ManagedByValue

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -76,13 +77,20 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 	for _, name := range slices.Sorted(maps.Keys(s.GetEnv())) {
 		container.WithEnv(corev1ac.EnvVar().WithName(name).WithValue(s.GetEnv()[name]))
 	}
+	// The spec hash goes on the pod template only (kube.SpecHashLabel): on
+	// the Pods it says which spec each runs; not in the selector, which
+	// is immutable and must keep selecting the Pods of every revision.
+	podLabels := maps.Clone(objLabels)
+	if hash := s.GetSpecHash(); hash != "" {
+		podLabels[kube.SpecHashLabel] = hash
+	}
 	sts := appsv1ac.StatefulSet(name, ns).WithLabels(objLabels).WithSpec(appsv1ac.StatefulSetSpec().
 		WithReplicas(s.GetReplicas()).
 		WithServiceName(name).
 		WithPodManagementPolicy(appsv1.ParallelPodManagement).
 		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
 		WithTemplate(corev1ac.PodTemplateSpec().
-			WithLabels(objLabels).
+			WithLabels(podLabels).
 			WithSpec(corev1ac.PodSpec().
 				WithRestartPolicy(corev1.RestartPolicyAlways).
 				WithContainers(container))))
@@ -95,6 +103,9 @@ func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfigu
 func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) error {
 	if s.GetDeploymentId() == "" || s.GetNamespace() == "" {
 		return fmt.Errorf("deployment event without id or namespace: %v", s)
+	}
+	if err := checkSpecHash(s.GetSpecHash()); err != nil {
+		return fmt.Errorf("deployment %s: %w", s.GetDeploymentId(), err)
 	}
 	// What a move left behind goes first, so it goes even while this
 	// apply fails: it belongs to a deployment deleted upstream, which must
@@ -177,4 +188,16 @@ func deleteOptions(o metav1.Object) metav1.DeleteOptions {
 	uid, version := o.GetUID(), o.GetResourceVersion()
 	return metav1.DeleteOptions{PropagationPolicy: &policy,
 		Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &version}}
+}
+
+// checkSpecHash refuses a spec hash that cannot be a label value
+// (validate.SpecHash) before anything is written: the API server would
+// refuse the StatefulSet anyway, less clearly, and only after what a move
+// left behind was removed. Empty is allowed: a ctrld that sends no hash
+// gets no label.
+func checkSpecHash(hash string) error {
+	if err := validate.SpecHash(hash); err != nil {
+		return fmt.Errorf("spec_hash: %w: %w", err, kube.ErrBadEvent)
+	}
+	return nil
 }

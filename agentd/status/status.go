@@ -1,5 +1,6 @@
 // Package status reports what the cluster actually runs back to ctrld:
-// the Pods of each deployment (name, address, phase, readiness) and each
+// the Pods of each deployment (name, address, phase, readiness, the spec
+// hash each carries, why it is not ready and its restarts) and each
 // sentinel's available replicas and health, from the informer cache; and
 // how far the agent got applying each resource (SyncReporter), from the
 // dispatcher. Both are batched and deduplicated — a burst of events for
@@ -184,26 +185,4 @@ func (r *Reporter) flushDeployments(ctx context.Context) error {
 		sent += len(batch)
 	}
 	return nil
-}
-
-func instance(p *corev1.Pod) *ctrlv1.Instance {
-	in := &ctrlv1.Instance{PodName: p.Name, Address: p.Status.PodIP}
-	switch p.Status.Phase {
-	case corev1.PodPending:
-		in.Status = ctrlv1.InstanceStatus_INSTANCE_STATUS_PENDING
-	case corev1.PodRunning:
-		in.Status = ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING
-	case corev1.PodFailed, corev1.PodSucceeded:
-		in.Status = ctrlv1.InstanceStatus_INSTANCE_STATUS_FAILED
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-			in.Ready = true
-		}
-	}
-	for _, c := range p.Spec.Containers {
-		in.CpuMillicores += int32(c.Resources.Requests.Cpu().MilliValue())
-		in.MemoryMib += int32(c.Resources.Requests.Memory().Value() >> 20)
-	}
-	return in
 }

@@ -12,8 +12,10 @@
 //     break whatever reads agent records through Ent's signed scan;
 //   - last_full_sync is a valid timestamp in [2000-01-01, now + 5 minutes]
 //     (an agent's clock may run a little ahead of ctrld's, not more);
-//   - instance sizes and sentinel replica counts are not negative, and
-//     strings and lists have bounds;
+//   - instance sizes, restarts and sentinel replica counts are not
+//     negative, and strings and lists have bounds;
+//   - an instance's spec hash is a label value (the agent read it from
+//     the Pod's label), its reason at most 64 bytes of printable text;
 //   - what an agent read from Kubernetes has Kubernetes' form: a Pod name
 //     is a DNS subdomain, an address an IP (or empty, before the Pod has
 //     one); an identity, a Pod or host name, has no space, control or

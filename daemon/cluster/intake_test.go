@@ -408,3 +408,62 @@ func TestAgentIdentitiesAndVersionsWithControlCharactersAreRefused(t *testing.T)
 		t.Errorf("heartbeat with a version with a space: %v", err)
 	}
 }
+
+// An instance's spec hash, reason and restarts are what an agent read from
+// its Pod: a label value, Kubernetes' words for why it is not ready (at
+// most 64 bytes of printable text), a count. Anything else is refused
+// naming the field, with nothing stored; what real Pods have is stored as
+// reported, and a later report replaces it.
+func TestInstanceHashesReasonsAndRestartsAreCheckedAndStored(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	ctx := context.Background()
+	agent := env.Agent("eu")
+	op := env.Operator("alice")
+	deploy(t, op, "api", "eu")
+	deploy(t, op, "web", "eu")
+	good := &ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: []*ctrlv1.Instance{{PodName: "api-0", SpecHash: "abc", Reason: "CrashLoopBackOff", Restarts: 2}}}
+	for _, c := range []struct {
+		what, field string
+		in          *ctrlv1.Instance
+	}{
+		{"negative", "restarts", &ctrlv1.Instance{PodName: "web-0", Restarts: -1}},
+		{"over 63 characters", "spec_hash", &ctrlv1.Instance{PodName: "web-0", SpecHash: strings.Repeat("a", 64)}},
+		{"a space", "spec_hash", &ctrlv1.Instance{PodName: "web-0", SpecHash: "a b"}},
+		{"escape sequences", "spec_hash", &ctrlv1.Instance{PodName: "web-0", SpecHash: "\x1b[2J"}},
+		{"over 64 bytes", "reason", &ctrlv1.Instance{PodName: "web-0", Reason: strings.Repeat("x", 65)}},
+		{"escape sequences", "reason", &ctrlv1.Instance{PodName: "web-0", Reason: "Crash\x1b[2J"}},
+		{"a bidi override", "reason", &ctrlv1.Instance{PodName: "web-0", Reason: "OOMKilled\u202e"}},
+	} {
+		err := report(agent, good, &ctrlv1.DeploymentStatus{DeploymentId: "web",
+			Instances: []*ctrlv1.Instance{{PodName: "web-9"}, c.in}})
+		wantInvalid(t, c.field+" with "+c.what, err, "deployments[1].instances[1]."+c.field)
+	}
+	if n := env.DB.Ent.Instance.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused reports stored %d instances", n)
+	}
+
+	if err := report(agent, good, &ctrlv1.DeploymentStatus{DeploymentId: "web", Instances: []*ctrlv1.Instance{
+		{PodName: "web-0", SpecHash: strings.Repeat("f", 63), Reason: strings.Repeat("é", 32), Restarts: math.MaxInt32},
+		{PodName: "web-1", SpecHash: "rev-2.b_c", Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true},
+	}}); err != nil {
+		t.Fatalf("a report of real Pods: %v", err)
+	}
+	got := env.DB.Ent.Instance.Query().Where(instance.PodName("api-0")).OnlyX(ctx)
+	if got.SpecHash != "abc" || got.Reason != "CrashLoopBackOff" || got.Restarts != 2 {
+		t.Errorf("api-0 stored as hash %q, reason %q, restarts %d", got.SpecHash, got.Reason, got.Restarts)
+	}
+	got = env.DB.Ent.Instance.Query().Where(instance.PodName("web-0")).OnlyX(ctx)
+	if got.SpecHash != strings.Repeat("f", 63) || got.Reason != strings.Repeat("é", 32) || got.Restarts != math.MaxInt32 {
+		t.Errorf("web-0 stored as hash %q, reason %q, restarts %d", got.SpecHash, got.Reason, got.Restarts)
+	}
+
+	// The next report replaces them: ready now, no reason.
+	if err := report(agent, &ctrlv1.DeploymentStatus{DeploymentId: "api", Instances: []*ctrlv1.Instance{
+		{PodName: "api-0", SpecHash: "def", Restarts: 3, Status: ctrlv1.InstanceStatus_INSTANCE_STATUS_RUNNING, Ready: true}}}); err != nil {
+		t.Fatal(err)
+	}
+	got = env.DB.Ent.Instance.Query().Where(instance.PodName("api-0")).OnlyX(ctx)
+	if got.SpecHash != "def" || got.Reason != "" || got.Restarts != 3 {
+		t.Errorf("api-0 after the next report: hash %q, reason %q, restarts %d", got.SpecHash, got.Reason, got.Restarts)
+	}
+}

@@ -258,6 +258,14 @@ func checkDeploymentStatus(d *ctrlv1.DeploymentStatus) error {
 			return fmt.Errorf("instances[%d].cpu_millicores: %d must not be negative", j, in.GetCpuMillicores())
 		case in.GetMemoryMib() < 0:
 			return fmt.Errorf("instances[%d].memory_mib: %d must not be negative", j, in.GetMemoryMib())
+		case in.GetRestarts() < 0:
+			return fmt.Errorf("instances[%d].restarts: %d must not be negative", j, in.GetRestarts())
+		}
+		if err := validate.SpecHash(in.GetSpecHash()); err != nil {
+			return fmt.Errorf("instances[%d].spec_hash: %w", j, err)
+		}
+		if err := validate.InstanceReason(in.GetReason()); err != nil {
+			return fmt.Errorf("instances[%d].reason: %w", j, err)
 		}
 	}
 	return nil
@@ -295,7 +303,8 @@ func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, topo *ent.De
 		upserts = append(upserts, tx.Instance.Create().
 			SetDeploymentID(depID).SetRegion(region).SetPodName(in.GetPodName()).
 			SetAddress(in.GetAddress()).SetStatus(instanceStatus(in.GetStatus())).SetReady(in.GetReady()).
-			SetCPUMillicores(int(in.GetCpuMillicores())).SetMemoryMib(int(in.GetMemoryMib())))
+			SetCPUMillicores(int(in.GetCpuMillicores())).SetMemoryMib(int(in.GetMemoryMib())).
+			SetSpecHash(in.GetSpecHash()).SetReason(in.GetReason()).SetRestarts(in.GetRestarts()))
 	}
 	// One statement for the whole set, not one per Pod: agents report often.
 	if len(upserts) > 0 {

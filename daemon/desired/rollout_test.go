@@ -248,13 +248,14 @@ func TestBadStrategiesAreRefused(t *testing.T) {
 	before := len(changes(t, client))
 	v2 := "ghcr.io/acme/api:v2"
 	for name, bad := range map[string]jsontype.Strategy{
-		"a region twice":       {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}}, {Regions: []string{"eu-west"}}}},
-		"an empty wave":        {Waves: []jsontype.Wave{{}}},
-		"a bad region":         {Waves: []jsontype.Wave{{Regions: []string{"EU WEST"}}}},
-		"negative bake":        {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, BakeSeconds: -1}}},
-		"all may fail":         {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, MaxFailures: 1}}},
-		"an unknown reaction":  {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}}}, OnFailure: "ignore"},
-		"a deadline of a year": {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, DeadlineSeconds: 365 * 86400}}},
+		"a region twice":        {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}}, {Regions: []string{"eu-west"}}}},
+		"an empty wave":         {Waves: []jsontype.Wave{{}}},
+		"a bad region":          {Waves: []jsontype.Wave{{Regions: []string{"EU WEST"}}}},
+		"negative bake":         {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, BakeSeconds: -1}}},
+		"all may fail":          {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, MaxFailures: 1}}},
+		"an unknown reaction":   {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}}}, OnFailure: "ignore"},
+		"a deadline of a year":  {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, DeadlineSeconds: 365 * 86400}}},
+		"a bake that overflows": {Waves: []jsontype.Wave{{Regions: []string{"eu-west"}, BakeSeconds: 18446744074}}},
 	} {
 		if _, err := s.UpdateDeployment(desired.WithStrategy(ctx, bad), "api", desired.SpecUpdate{Image: &v2}); !errors.Is(err, desired.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)

@@ -70,13 +70,15 @@ func CheckStrategy(s jsontype.Strategy) (jsontype.Strategy, error) {
 		if total += len(w.Regions); total > maxStrategyRegions {
 			return s, fmt.Errorf("%s.regions: %w: at most %d regions in all", field, ErrInvalid, maxStrategyRegions)
 		}
-		if w.BakeSeconds < 0 || time.Duration(w.BakeSeconds)*time.Second > MaxBake {
+		// Compared in seconds: a huge count multiplied into a Duration
+		// would overflow into one that passes.
+		if w.BakeSeconds < 0 || w.BakeSeconds > int(MaxBake/time.Second) {
 			return s, fmt.Errorf("%s.bake: %w: between 0 and %s, got %ds", field, ErrInvalid, MaxBake, w.BakeSeconds)
 		}
 		if w.DeadlineSeconds == 0 {
 			w.DeadlineSeconds = int(DefaultDeadline / time.Second)
 		}
-		if w.DeadlineSeconds < 1 || time.Duration(w.DeadlineSeconds)*time.Second > MaxDeadline {
+		if w.DeadlineSeconds < 1 || w.DeadlineSeconds > int(MaxDeadline/time.Second) {
 			return s, fmt.Errorf("%s.deadline: %w: between 1s and %s, got %ds", field, ErrInvalid, MaxDeadline, w.DeadlineSeconds)
 		}
 		if w.MaxFailures < 0 || (w.MaxFailures >= len(w.Regions) && !slices.Contains(w.Regions, EveryOtherRegion)) {

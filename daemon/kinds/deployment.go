@@ -222,6 +222,7 @@ func deploymentEventIn(t *ent.DeploymentTopology, namespace string) *ctrlv1.Depl
 	state.Port = int32(t.Port)
 	state.Command = t.Command
 	state.Env = t.Env
+	state.SpecHash = t.SpecHash
 	return &ctrlv1.DeploymentChangeEvent{Event: &ctrlv1.DeploymentChangeEvent_Deployment{
 		Deployment: &ctrlv1.DeploymentEvent{Action: ctrlv1.Action_ACTION_APPLY, Deployment: state},
 	}}

@@ -6,6 +6,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/regionhealth"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -30,6 +31,16 @@ func resourceSync(h *regionhealth.Health, states map[regionhealth.ResourceKey]*r
 		FailingSince: timeOrNil(st.FailingSince), ReportedAt: timeOrNil(st.ReportedAt), PendingChanges: st.Pending,
 	}
 	return out, syncReasons(h.WhyResource(key.String(), st.Pending, st.Failure(key), now))
+}
+
+// deploymentSync is resourceSync for a deployment in a region, with why
+// its instances there are not ready after why it is not in sync.
+func deploymentSync(h *regionhealth.Health, states map[regionhealth.ResourceKey]*regionhealth.ResourceSync, d *ctrlv1.DeploymentInRegion,
+	instances map[regionhealth.InstanceKey]*regionhealth.Instances, now time.Time) (*ctrlv1.ResourceSyncState, []*ctrlv1.SyncReason) {
+	key := regionhealth.ResourceKey{Kind: rpc.KindDeployment, ID: d.GetDeploymentId()}
+	sync, why := resourceSync(h, states, key, now)
+	in := instances[regionhealth.InstanceKey{Deployment: d.GetDeploymentId(), Region: d.GetRegion()}]
+	return sync, append(why, syncReasons(regionhealth.WhyInstances(key.String(), in))...)
 }
 
 func timeOrNil(t time.Time) *timestamppb.Timestamp {

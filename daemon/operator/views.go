@@ -3,7 +3,6 @@ package operator
 import (
 	"cmp"
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -64,7 +63,7 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	counts, err := s.instanceCounts(ctx, r.Region)
+	counts, err := regionhealth.ReadInstances(ctx, s.sql, r.Region)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -76,8 +75,8 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 		if t.Edges.Deployment == nil {
 			continue // deleted between the two reads WithDeployment makes (I6)
 		}
-		d := inRegion(t, counts[countKey{t.DeploymentID, r.Region}])
-		d.Sync, d.NotInSync = resourceSync(r, states, regionhealth.ResourceKey{Kind: rpc.KindDeployment, ID: t.DeploymentID}, now)
+		d := inRegion(t, counts[regionhealth.InstanceKey{Deployment: t.DeploymentID, Region: r.Region}])
+		d.Sync, d.NotInSync = deploymentSync(r, states, d, counts, now)
 		out.Deployments = append(out.Deployments, d)
 	}
 	sentinels, err := s.client.Sentinel.Query().Where(sentinel.Region(r.Region)).Order(ent.Asc(sentinel.FieldID)).All(ctx)
@@ -154,7 +153,7 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	counts, err := s.instanceCounts(ctx, "")
+	counts, err := regionhealth.ReadInstances(ctx, s.sql, "")
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -179,9 +178,9 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 		}
 		for _, t := range d.Edges.Topologies {
 			t.Edges.Deployment = d
-			r := inRegion(t, counts[countKey{d.ID, t.Region}])
+			r := inRegion(t, counts[regionhealth.InstanceKey{Deployment: d.ID, Region: t.Region}])
 			if h := health[t.Region]; h != nil {
-				r.Sync, r.NotInSync = resourceSync(h, states[t.Region], regionhealth.ResourceKey{Kind: rpc.KindDeployment, ID: d.ID}, now)
+				r.Sync, r.NotInSync = deploymentSync(h, states[t.Region], r, counts, now)
 			}
 			sum.Regions = append(sum.Regions, r)
 		}
@@ -190,41 +189,14 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 	return out, nil
 }
 
-type countKey struct{ deployment, region string }
-
-type instanceCount struct{ total, ready int32 }
-
-// instanceCounts counts instances per (deployment, region), in one region
-// or (region "") all.
-func (s *Service) instanceCounts(ctx context.Context, region string) (map[countKey]instanceCount, error) {
-	q := "SELECT deployment_id, region, COUNT(*), SUM(ready AND status = 'running') FROM instances"
-	var args []any
-	if region != "" {
-		q += " WHERE region = ?"
-		args = append(args, region)
-	}
-	rows, err := s.sql.QueryContext(ctx, q+" GROUP BY deployment_id, region", args...)
-	if err != nil {
-		return nil, fmt.Errorf("count instances: %w", err)
-	}
-	defer rows.Close()
-	out := map[countKey]instanceCount{}
-	for rows.Next() {
-		var k countKey
-		var c instanceCount
-		if err := rows.Scan(&k.deployment, &k.region, &c.total, &c.ready); err != nil {
-			return nil, err
-		}
-		out[k] = c
-	}
-	return out, rows.Err()
-}
-
-func inRegion(t *ent.DeploymentTopology, c instanceCount) *ctrlv1.DeploymentInRegion {
+func inRegion(t *ent.DeploymentTopology, c *regionhealth.Instances) *ctrlv1.DeploymentInRegion {
 	d := t.Edges.Deployment
+	if c == nil {
+		c = &regionhealth.Instances{}
+	}
 	return &ctrlv1.DeploymentInRegion{
 		DeploymentId: t.DeploymentID, Region: t.Region, Image: t.Image, DesiredStatus: string(t.DesiredStatus),
-		Replicas: int32(t.Replicas), ReadyInstances: c.ready, Instances: c.total,
+		Replicas: int32(t.Replicas), ReadyInstances: c.Ready, Instances: c.Total,
 		ActualStatus: string(t.ActualStatus), WorkflowStatus: string(d.WorkflowStatus),
 	}
 }

@@ -3,8 +3,10 @@
 // changes above that cursor and the oldest one's age, whether that agent is
 // connected and when it last reported, whether the region is paused and
 // since when, which resources its agent reports failing to apply — says
-// why a region or a resource in it is not in sync (Why, WhyResource), and
-// publishes it as ctrld's per-region gauges.
+// why a region or a resource in it is not in sync (Why, WhyResource) and
+// why a deployment's instances there are not ready, in their agent's words
+// (ReadInstances, WhyInstances: "3 of 3 instances CrashLoopBackOff
+// (restarts 5)"), and publishes it as ctrld's per-region gauges.
 //
 // The operator views (the console) and the gauges (the alerts) read the
 // same numbers through Read, so they cannot disagree: a paused region, or

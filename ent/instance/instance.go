@@ -116,9 +116,9 @@ var (
 	// ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
 	ReasonValidator func(string) error
 	// DefaultRestarts holds the default value on creation for the "restarts" field.
-	DefaultRestarts int
+	DefaultRestarts int32
 	// RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
-	RestartsValidator func(int) error
+	RestartsValidator func(int32) error
 )
 
 // Status defines the type for the "status" enum field.

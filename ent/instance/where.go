@@ -111,7 +111,7 @@ func Reason(v string) predicate.Instance {
 }
 
 // Restarts applies equality check predicate on the "restarts" field. It's identical to RestartsEQ.
-func Restarts(v int) predicate.Instance {
+func Restarts(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldEQ(FieldRestarts, v))
 }
 
@@ -696,42 +696,42 @@ func ReasonContainsFold(v string) predicate.Instance {
 }
 
 // RestartsEQ applies the EQ predicate on the "restarts" field.
-func RestartsEQ(v int) predicate.Instance {
+func RestartsEQ(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldEQ(FieldRestarts, v))
 }
 
 // RestartsNEQ applies the NEQ predicate on the "restarts" field.
-func RestartsNEQ(v int) predicate.Instance {
+func RestartsNEQ(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldNEQ(FieldRestarts, v))
 }
 
 // RestartsIn applies the In predicate on the "restarts" field.
-func RestartsIn(vs ...int) predicate.Instance {
+func RestartsIn(vs ...int32) predicate.Instance {
 	return predicate.Instance(sql.FieldIn(FieldRestarts, vs...))
 }
 
 // RestartsNotIn applies the NotIn predicate on the "restarts" field.
-func RestartsNotIn(vs ...int) predicate.Instance {
+func RestartsNotIn(vs ...int32) predicate.Instance {
 	return predicate.Instance(sql.FieldNotIn(FieldRestarts, vs...))
 }
 
 // RestartsGT applies the GT predicate on the "restarts" field.
-func RestartsGT(v int) predicate.Instance {
+func RestartsGT(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldGT(FieldRestarts, v))
 }
 
 // RestartsGTE applies the GTE predicate on the "restarts" field.
-func RestartsGTE(v int) predicate.Instance {
+func RestartsGTE(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldGTE(FieldRestarts, v))
 }
 
 // RestartsLT applies the LT predicate on the "restarts" field.
-func RestartsLT(v int) predicate.Instance {
+func RestartsLT(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldLT(FieldRestarts, v))
 }
 
 // RestartsLTE applies the LTE predicate on the "restarts" field.
-func RestartsLTE(v int) predicate.Instance {
+func RestartsLTE(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldLTE(FieldRestarts, v))
 }
 

@@ -332,9 +332,9 @@ var (
 		{Name: "memory_mib", Type: field.TypeInt, Default: 0},
 		{Name: "status", Type: field.TypeEnum, Enums: []string{"pending", "running", "failed", "unknown"}, Default: "unknown"},
 		{Name: "ready", Type: field.TypeBool, Default: false},
-		{Name: "spec_hash", Type: field.TypeString, Size: 64, Default: ""},
-		{Name: "reason", Type: field.TypeString, Size: 128, Default: ""},
-		{Name: "restarts", Type: field.TypeInt, Default: 0},
+		{Name: "spec_hash", Type: field.TypeString, Size: 63, Default: ""},
+		{Name: "reason", Type: field.TypeString, Size: 64, Default: ""},
+		{Name: "restarts", Type: field.TypeInt32, Default: 0},
 		{Name: "deployment_id", Type: field.TypeString},
 	}
 	// InstancesTable holds the schema information for the "instances" table.

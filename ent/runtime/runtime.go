@@ -528,9 +528,9 @@ func init() {
 	// instanceDescRestarts is the schema descriptor for restarts field.
 	instanceDescRestarts := instanceFields[10].Descriptor()
 	// instance.DefaultRestarts holds the default value on creation for the restarts field.
-	instance.DefaultRestarts = instanceDescRestarts.Default.(int)
+	instance.DefaultRestarts = instanceDescRestarts.Default.(int32)
 	// instance.RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
-	instance.RestartsValidator = instanceDescRestarts.Validators[0].(func(int) error)
+	instance.RestartsValidator = instanceDescRestarts.Validators[0].(func(int32) error)
 	namespaceFields := schema.Namespace{}.Fields()
 	_ = namespaceFields
 	// namespaceDescWorkspaceID is the schema descriptor for workspace_id field.

@@ -6,6 +6,7 @@ import (
 	"entgo.io/ent/schema/field"
 	"entgo.io/ent/schema/index"
 
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/validate"
 )
 
@@ -24,9 +25,15 @@ func (Instance) Fields() []ent.Field {
 		field.Int("memory_mib").Default(0).NonNegative(),
 		field.Enum("status").Values("pending", "running", "failed", "unknown").Default("unknown"),
 		field.Bool("ready").Default(false),
-		field.String("spec_hash").Default("").MaxLen(64),
-		field.String("reason").Default("").MaxLen(128),
-		field.Int("restarts").Default(0).NonNegative(),
+		// spec_hash is the spec hash label the Pod carries (the revision it
+		// runs; see agentd's kube.SpecHashLabel), empty without one.
+		field.String("spec_hash").Default("").MaxLen(validate.MaxSpecHashLength),
+		// reason says why the instance is not ready, in Kubernetes' words
+		// (CrashLoopBackOff, ImagePullBackOff, OOMKilled, Unschedulable, ...);
+		// empty when nothing says, as for a ready one.
+		field.String("reason").Default("").MaxLen(limits.MaxInstanceReasonBytes),
+		// restarts sums the restart counts of the Pod's containers.
+		field.Int32("restarts").Default(0).NonNegative(),
 	}
 }
 

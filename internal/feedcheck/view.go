@@ -26,7 +26,7 @@ func desiredView(r *wantstate.Region) map[streamtest.Key]string {
 	}
 	for _, d := range r.Deployments {
 		view[streamtest.Key{Kind: rpc.KindDeployment, ID: d.ID}] = deploymentText(d.Namespace, d.Image, d.Replicas,
-			d.CPUMillicores, d.MemoryMiB, d.Port, d.Command, d.Env)
+			d.CPUMillicores, d.MemoryMiB, d.Port, d.Command, d.Env) + " hash=" + d.SpecHash
 	}
 	for _, s := range r.Sentinels {
 		view[streamtest.Key{Kind: rpc.KindSentinel, ID: s.ID}] = sentinelText(s.Namespace, s.Image, s.Replicas, s.CPUMillicores, s.MemoryMiB)
@@ -45,7 +45,7 @@ func followerView(events map[streamtest.Key]*ctrlv1.DeploymentChangeEvent) map[s
 		case *ctrlv1.DeploymentChangeEvent_Deployment:
 			d := e.Deployment.GetDeployment()
 			view[k] = deploymentText(d.GetNamespace(), d.GetImage(), int(d.GetReplicas()), int(d.GetCpuMillicores()),
-				int(d.GetMemoryMib()), int(d.GetPort()), d.GetCommand(), d.GetEnv())
+				int(d.GetMemoryMib()), int(d.GetPort()), d.GetCommand(), d.GetEnv()) + " hash=" + d.GetSpecHash()
 		case *ctrlv1.DeploymentChangeEvent_Sentinel:
 			s := e.Sentinel.GetSentinel()
 			view[k] = sentinelText(s.GetNamespace(), s.GetImage(), int(s.GetReplicas()), int(s.GetCpuMillicores()), int(s.GetMemoryMib()))

@@ -2,6 +2,7 @@ package kubetest
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net/http"
@@ -40,6 +41,25 @@ const NodeMonitorGrace = 20 * time.Second
 
 // FakeNodeName is the kwok node Pods are scheduled onto in workload mode.
 const FakeNodeName = "kwok-node-0"
+
+// Image tags that make kwok fail a Pod in workload mode (the stages in
+// kwok-failing-stages.yaml), whatever the image's name: a container image
+// ending in ":"+CrashLoopTag crash-loops (Running, never ready, waiting as
+// CrashLoopBackOff, its restart count rising about every second), one
+// ending in ":"+BadPullTag stays Pending, waiting as ErrImagePull and
+// ImagePullBackOff in turn. Every other image becomes ready.
+const (
+	CrashLoopTag = "crashloop"
+	BadPullTag   = "badpull"
+)
+
+// failingStages are kwok's stages for CrashLoopTag and BadPullTag. They
+// are kept here, beside the tests that use them, rather than in the stage
+// file scripts/kube-binaries.sh builds into its cache, whose key a change
+// to that script would change (a cold build of every binary).
+//
+//go:embed kwok-failing-stages.yaml
+var failingStages []byte
 
 // Options selects what runs besides etcd and the apiserver.
 type Options struct {
@@ -242,9 +262,14 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 	)...); err != nil {
 		return err
 	}
+	failing := filepath.Join(c.Dir, "kwok-failing-stages.yaml")
+	if err := os.WriteFile(failing, failingStages, 0o644); err != nil {
+		return err
+	}
 	if _, err := c.run(filepath.Join(bin, "kwok"),
 		"--kubeconfig="+c.Kubeconfig,
 		"--config="+filepath.Join(bin, "kwok-stages.yaml"),
+		"--config="+failing,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16",

@@ -29,4 +29,10 @@ const (
 	// takes of one. Agents clip theirs to it, a resource's to half of it
 	// (agentd/status: one report carries up to 500).
 	MaxErrorBytes = 2 << 10
+
+	// MaxInstanceReasonBytes is the longest reason an agent reports for an
+	// instance that is not ready (Instance.reason): Kubernetes' own
+	// (CrashLoopBackOff, ImagePullBackOff, ...) are single CamelCase words
+	// well within it; agents clip any other to it.
+	MaxInstanceReasonBytes = 64
 )

@@ -753,6 +753,18 @@ type Instance struct {
 	Ready         bool                   `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
 	CpuMillicores int32                  `protobuf:"varint,5,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
 	MemoryMib     int32                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	// spec_hash is the spec hash label the Pod carries
+	// (DeploymentState.spec_hash when it was created); empty without one.
+	// During a StatefulSet's rolling update instances carry different ones.
+	SpecHash string `protobuf:"bytes,7,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
+	// reason says why the instance is not ready, when its containers or the
+	// scheduler say: "CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull",
+	// "OOMKilled", "Unschedulable", or another waiting or terminated
+	// reason Kubernetes gives (at most 64 characters). Empty when there is
+	// none, as for a ready instance.
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// restarts is the sum of the restart counts of the Pod's containers.
+	Restarts      int32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,6 +837,27 @@ func (x *Instance) GetCpuMillicores() int32 {
 func (x *Instance) GetMemoryMib() int32 {
 	if x != nil {
 		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *Instance) GetSpecHash() string {
+	if x != nil {
+		return x.SpecHash
+	}
+	return ""
+}
+
+func (x *Instance) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Instance) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
 	}
 	return 0
 }
@@ -1387,7 +1420,7 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\vdeployments\x18\x02 \x03(\v2$.deploysync.ctrl.v1.DeploymentStatusR\vdeployments\"s\n" +
 	"\x10DeploymentStatus\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12:\n" +
-	"\tinstances\x18\x02 \x03(\v2\x1c.deploysync.ctrl.v1.InstanceR\tinstances\"\xd7\x01\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1c.deploysync.ctrl.v1.InstanceR\tinstances\"\xa8\x02\n" +
 	"\bInstance\x12\x19\n" +
 	"\bpod_name\x18\x01 \x01(\tR\apodName\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12:\n" +
@@ -1395,7 +1428,10 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x05ready\x18\x04 \x01(\bR\x05ready\x12%\n" +
 	"\x0ecpu_millicores\x18\x05 \x01(\x05R\rcpuMillicores\x12\x1d\n" +
 	"\n" +
-	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\" \n" +
+	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x1b\n" +
+	"\tspec_hash\x18\a \x01(\tR\bspecHash\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\x1a\n" +
+	"\brestarts\x18\t \x01(\x05R\brestarts\" \n" +
 	"\x1eReportDeploymentStatusResponse\"w\n" +
 	"\x1bReportSentinelStatusRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12@\n" +

@@ -42,6 +42,12 @@ type DeploymentState struct {
 	Port          int32             `protobuf:"varint,9,opt,name=port,proto3" json:"port,omitempty"`
 	Command       []string          `protobuf:"bytes,10,rep,name=command,proto3" json:"command,omitempty"`
 	Env           map[string]string `protobuf:"bytes,11,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// spec_hash names the spec ctrld wants the region to run (its revision
+	// during a rollout). The agent puts it on the pod template as a label,
+	// so each Pod says which spec it runs, and reports it back per instance
+	// (Instance.spec_hash). Empty from a ctrld that does not set it: no
+	// label then. It must be a valid label value (at most 63 characters).
+	SpecHash      string `protobuf:"bytes,12,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -151,6 +157,13 @@ func (x *DeploymentState) GetEnv() map[string]string {
 		return x.Env
 	}
 	return nil
+}
+
+func (x *DeploymentState) GetSpecHash() string {
+	if x != nil {
+		return x.SpecHash
+	}
+	return ""
 }
 
 // SentinelState is an environment's sentinel in the region: a Deployment
@@ -357,7 +370,7 @@ var File_deploysync_ctrl_v1_state_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1edeploysync/ctrl/v1/state.proto\x12\x12deploysync.ctrl.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xbc\x03\n" +
+	"\x1edeploysync/ctrl/v1/state.proto\x12\x12deploysync.ctrl.v1\x1a\x1cgoogle/protobuf/struct.proto\"\xd9\x03\n" +
 	"\x0fDeploymentState\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12%\n" +
@@ -371,7 +384,8 @@ const file_deploysync_ctrl_v1_state_proto_rawDesc = "" +
 	"\x04port\x18\t \x01(\x05R\x04port\x12\x18\n" +
 	"\acommand\x18\n" +
 	" \x03(\tR\acommand\x12>\n" +
-	"\x03env\x18\v \x03(\v2,.deploysync.ctrl.v1.DeploymentState.EnvEntryR\x03env\x1a6\n" +
+	"\x03env\x18\v \x03(\v2,.deploysync.ctrl.v1.DeploymentState.EnvEntryR\x03env\x12\x1b\n" +
+	"\tspec_hash\x18\f \x01(\tR\bspecHash\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x90\x02\n" +

@@ -298,15 +298,21 @@ func filterDeployments(deps []*ctrlv1.DeploymentSummary, region, workspace strin
 // of dashes, so that it is not hidden).
 func deploymentsTable(out io.Writer, deps []*ctrlv1.DeploymentSummary) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "DEPLOYMENT\tWORKSPACE/ENV\tIMAGE\tREGION\tDESIRED\tREPLICAS\tREADY\tACTUAL\tWORKFLOW")
+	fmt.Fprintln(w, "DEPLOYMENT\tWORKSPACE/ENV\tIMAGE\tREGION\tDESIRED\tREPLICAS\tREADY\tACTUAL\tWORKFLOW\tNOT READY")
 	for _, d := range deps {
 		head := fmt.Sprintf("%s\t%s/%s\t%s", tui.Clean(d.DeploymentId), tui.Clean(d.WorkspaceId), tui.Clean(d.EnvironmentId), tui.Clean(d.Image))
 		if len(d.Regions) == 0 {
-			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t%s\n", head, tui.Clean(d.WorkflowStatus))
+			fmt.Fprintf(w, "%s\t-\t-\t-\t-\t-\t%s\t-\n", head, tui.Clean(d.WorkflowStatus))
 		}
 		for _, r := range d.Regions {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\n", head, tui.Clean(r.Region), tui.Clean(r.DesiredStatus), r.Replicas,
-				r.ReadyInstances, r.Instances, tui.Clean(r.ActualStatus), tui.Clean(d.WorkflowStatus))
+			// Why its instances are not ready, as the console's note says
+			// it: "3 of 3 instances CrashLoopBackOff (restarts 5)".
+			notReady := strings.Join(tui.NotReady(r), "; ")
+			if notReady == "" {
+				notReady = "-"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d/%d\t%s\t%s\t%s\n", head, tui.Clean(r.Region), tui.Clean(r.DesiredStatus), r.Replicas,
+				r.ReadyInstances, r.Instances, tui.Clean(r.ActualStatus), tui.Clean(d.WorkflowStatus), notReady)
 		}
 	}
 	return w.Flush()

@@ -76,7 +76,7 @@ func (d deploymentsJSON) rows() []string {
 func tableRows(t *testing.T, out string) []string {
 	t.Helper()
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-	if h := strings.Fields(lines[0]); !slices.Equal(h, []string{"DEPLOYMENT", "WORKSPACE/ENV", "IMAGE", "REGION", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW"}) {
+	if h := strings.Fields(lines[0]); !slices.Equal(h, []string{"DEPLOYMENT", "WORKSPACE/ENV", "IMAGE", "REGION", "DESIRED", "REPLICAS", "READY", "ACTUAL", "WORKFLOW", "NOT", "READY"}) {
 		t.Fatalf("header %q", lines[0])
 	}
 	var rows []string
