@@ -98,6 +98,9 @@ var (
 		ctrlv1.OperatorService_ListPendingChanges_FullMethodName:   true,
 		ctrlv1.OperatorService_ListDeployments_FullMethodName:      true,
 		ctrlv1.OperatorService_GetDeploymentHistory_FullMethodName: true,
+		ctrlv1.OperatorService_GetRollout_FullMethodName:           true,
+		ctrlv1.OperatorService_ListRollouts_FullMethodName:         true,
+		ctrlv1.OperatorService_GetRolloutStrategy_FullMethodName:   true,
 	}
 	writeMethods = map[string]bool{
 		ctrlv1.OperatorService_Deploy_FullMethodName:                    true,
@@ -112,6 +115,8 @@ var (
 		ctrlv1.OperatorService_DeleteCiliumNetworkPolicy_FullMethodName: true,
 		ctrlv1.OperatorService_ForceResync_FullMethodName:               true,
 		ctrlv1.OperatorService_SetRegionPaused_FullMethodName:           true,
+		ctrlv1.OperatorService_ControlRollout_FullMethodName:            true,
+		ctrlv1.OperatorService_SetRolloutStrategy_FullMethodName:        true,
 	}
 )
 

@@ -181,7 +181,10 @@ func toStatus(err error) error {
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, desired.ErrAlreadyExists):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, desired.ErrConflict), errors.Is(err, desired.ErrNothingToRollBack):
+	case errors.Is(err, desired.ErrConflict), errors.Is(err, desired.ErrNothingToRollBack),
+		// A rollout in flight, or none to act on: the deployment is not in
+		// the state the action needs, and the message says what to do.
+		errors.Is(err, desired.ErrRolloutInFlight), errors.Is(err, desired.ErrNoRollout):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, desired.ErrConcurrentChange):
 		return status.Error(codes.Aborted, err.Error())
@@ -204,6 +207,10 @@ func invalid(format string, args ...any) error {
 // Deploy implements ctrlv1.OperatorServiceServer.
 func (s *Service) Deploy(ctx context.Context, req *ctrlv1.DeployRequest) (*ctrlv1.DeployResponse, error) {
 	err := s.act(ctx, "deploy", req.GetDeploymentId(), req, func(ctx context.Context) error {
+		ctx, err := withRollout(ctx, req.GetRollout())
+		if err != nil {
+			return err
+		}
 		return s.desired.Deploy(ctx, desired.DeploymentSpec{
 			ID:            req.GetDeploymentId(),
 			WorkspaceID:   req.GetWorkspaceId(),

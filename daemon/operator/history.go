@@ -21,6 +21,9 @@ import (
 func (s *Service) UpdateDeployment(ctx context.Context, req *ctrlv1.UpdateDeploymentRequest) (*ctrlv1.UpdateDeploymentResponse, error) {
 	var revision int
 	err := s.act(ctx, "update", req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
+		if ctx, err = withRollout(ctx, req.GetRollout()); err != nil {
+			return err
+		}
 		u := desired.SpecUpdate{Image: req.Image, Env: req.GetEnv(), ReplaceEnv: req.GetReplaceEnv()}
 		if req.CpuMillicores != nil {
 			u.CPUMillicores = ptr(int(req.GetCpuMillicores()))
@@ -41,6 +44,9 @@ func (s *Service) UpdateDeployment(ctx context.Context, req *ctrlv1.UpdateDeploy
 func (s *Service) RollbackDeployment(ctx context.Context, req *ctrlv1.RollbackDeploymentRequest) (*ctrlv1.RollbackDeploymentResponse, error) {
 	var revision, restored int
 	err := s.act(ctx, "rollback", req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
+		if ctx, err = withRollout(ctx, req.GetRollout()); err != nil {
+			return err
+		}
 		revision, restored, err = s.desired.Rollback(ctx, req.GetDeploymentId(), int(req.GetToRevision()))
 		return err
 	})

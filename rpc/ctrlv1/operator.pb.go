@@ -9,6 +9,7 @@ package ctrlv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	structpb "google.golang.org/protobuf/types/known/structpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
@@ -71,6 +72,68 @@ func (x DesiredStatus) Number() protoreflect.EnumNumber {
 // Deprecated: Use DesiredStatus.Descriptor instead.
 func (DesiredStatus) EnumDescriptor() ([]byte, []int) {
 	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{0}
+}
+
+// RolloutAction is an operator's action on a rollout in flight.
+type RolloutAction int32
+
+const (
+	RolloutAction_ROLLOUT_ACTION_UNSPECIFIED RolloutAction = 0
+	// PAUSE holds a progressing rollout where it is.
+	RolloutAction_ROLLOUT_ACTION_PAUSE RolloutAction = 1
+	// RESUME lets a paused or halted one go on (a halted one's failed
+	// regions get a new deadline).
+	RolloutAction_ROLLOUT_ACTION_RESUME RolloutAction = 2
+	// PROMOTE passes the current wave now, skipping what is left of its
+	// bake, and starts the next (or ends it succeeded after the last).
+	RolloutAction_ROLLOUT_ACTION_PROMOTE RolloutAction = 3
+	// ABORT rolls back every region it promoted, and ends it.
+	RolloutAction_ROLLOUT_ACTION_ABORT RolloutAction = 4
+)
+
+// Enum value maps for RolloutAction.
+var (
+	RolloutAction_name = map[int32]string{
+		0: "ROLLOUT_ACTION_UNSPECIFIED",
+		1: "ROLLOUT_ACTION_PAUSE",
+		2: "ROLLOUT_ACTION_RESUME",
+		3: "ROLLOUT_ACTION_PROMOTE",
+		4: "ROLLOUT_ACTION_ABORT",
+	}
+	RolloutAction_value = map[string]int32{
+		"ROLLOUT_ACTION_UNSPECIFIED": 0,
+		"ROLLOUT_ACTION_PAUSE":       1,
+		"ROLLOUT_ACTION_RESUME":      2,
+		"ROLLOUT_ACTION_PROMOTE":     3,
+		"ROLLOUT_ACTION_ABORT":       4,
+	}
+)
+
+func (x RolloutAction) Enum() *RolloutAction {
+	p := new(RolloutAction)
+	*p = x
+	return p
+}
+
+func (x RolloutAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RolloutAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_deploysync_ctrl_v1_operator_proto_enumTypes[1].Descriptor()
+}
+
+func (RolloutAction) Type() protoreflect.EnumType {
+	return &file_deploysync_ctrl_v1_operator_proto_enumTypes[1]
+}
+
+func (x RolloutAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RolloutAction.Descriptor instead.
+func (RolloutAction) EnumDescriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{1}
 }
 
 // RegionOverview is one region's sync health.
@@ -1318,11 +1381,14 @@ type DeployRequest struct {
 	CpuMillicores int32                  `protobuf:"varint,5,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
 	MemoryMib     int32                  `protobuf:"varint,6,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	// port defaults to 8080.
-	Port          int32             `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
-	Command       []string          `protobuf:"bytes,8,rep,name=command,proto3" json:"command,omitempty"`
-	Env           map[string]string `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Regions       []string          `protobuf:"bytes,10,rep,name=regions,proto3" json:"regions,omitempty"`
-	Replicas      int32             `protobuf:"varint,11,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Port     int32             `protobuf:"varint,7,opt,name=port,proto3" json:"port,omitempty"`
+	Command  []string          `protobuf:"bytes,8,rep,name=command,proto3" json:"command,omitempty"`
+	Env      map[string]string `protobuf:"bytes,9,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Regions  []string          `protobuf:"bytes,10,rep,name=regions,proto3" json:"regions,omitempty"`
+	Replicas int32             `protobuf:"varint,11,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// rollout, when set, is how this deploy rolls out, instead of its
+	// environment's strategy (one with no waves: every region at once).
+	Rollout       *RolloutStrategy `protobuf:"bytes,12,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1432,6 +1498,13 @@ func (x *DeployRequest) GetReplicas() int32 {
 		return x.Replicas
 	}
 	return 0
+}
+
+func (x *DeployRequest) GetRollout() *RolloutStrategy {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
 }
 
 type DeployResponse struct {
@@ -1680,8 +1753,11 @@ type UpdateDeploymentRequest struct {
 	CpuMillicores *int32  `protobuf:"varint,3,opt,name=cpu_millicores,json=cpuMillicores,proto3,oneof" json:"cpu_millicores,omitempty"`
 	MemoryMib     *int32  `protobuf:"varint,4,opt,name=memory_mib,json=memoryMib,proto3,oneof" json:"memory_mib,omitempty"`
 	// env replaces the whole environment when replace_env is set.
-	Env           map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	ReplaceEnv    bool              `protobuf:"varint,6,opt,name=replace_env,json=replaceEnv,proto3" json:"replace_env,omitempty"`
+	Env        map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	ReplaceEnv bool              `protobuf:"varint,6,opt,name=replace_env,json=replaceEnv,proto3" json:"replace_env,omitempty"`
+	// rollout, when set, is how this update rolls out, instead of its
+	// environment's strategy (one with no waves: every region at once).
+	Rollout       *RolloutStrategy `protobuf:"bytes,7,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1758,6 +1834,13 @@ func (x *UpdateDeploymentRequest) GetReplaceEnv() bool {
 	return false
 }
 
+func (x *UpdateDeploymentRequest) GetRollout() *RolloutStrategy {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
 type UpdateDeploymentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// revision is the revision the update made.
@@ -1808,7 +1891,10 @@ type RollbackDeploymentRequest struct {
 	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
 	// to_revision is the revision to restore; 0 means the newest earlier
 	// revision whose spec or replicas differ from the current one's.
-	ToRevision    int32 `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	ToRevision int32 `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	// rollout, when set, is how this rollback rolls out, instead of its
+	// environment's strategy (one with no waves: every region at once).
+	Rollout       *RolloutStrategy `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1855,6 +1941,13 @@ func (x *RollbackDeploymentRequest) GetToRevision() int32 {
 		return x.ToRevision
 	}
 	return 0
+}
+
+func (x *RollbackDeploymentRequest) GetRollout() *RolloutStrategy {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
 }
 
 type RollbackDeploymentResponse struct {
@@ -2914,11 +3007,922 @@ func (*SetRegionPausedResponse) Descriptor() ([]byte, []int) {
 	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{43}
 }
 
+// RolloutStrategy is how a change rolls out: ordered waves of regions, each
+// of which must pass its gate (every instance on the new spec and ready, no
+// failed apply, no crash loop, for the whole bake) before the next starts.
+// No waves: immediate, every region at once, with no gate.
+type RolloutStrategy struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Waves []*RolloutWave         `protobuf:"bytes,1,rep,name=waves,proto3" json:"waves,omitempty"`
+	// on_failure is what a failed wave does: "rollback" (the default, when
+	// empty: every region it promoted returns to the spec before) or "pause"
+	// (everything holds where it is, for an operator).
+	OnFailure     string `protobuf:"bytes,2,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutStrategy) Reset() {
+	*x = RolloutStrategy{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStrategy) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStrategy) ProtoMessage() {}
+
+func (x *RolloutStrategy) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStrategy.ProtoReflect.Descriptor instead.
+func (*RolloutStrategy) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RolloutStrategy) GetWaves() []*RolloutWave {
+	if x != nil {
+		return x.Waves
+	}
+	return nil
+}
+
+func (x *RolloutStrategy) GetOnFailure() string {
+	if x != nil {
+		return x.OnFailure
+	}
+	return ""
+}
+
+// RolloutWave is regions that move together.
+type RolloutWave struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// regions are region names; "*" stands for every region of the
+	// deployment that no other wave names. Regions no wave names join the
+	// last wave.
+	Regions []string `protobuf:"bytes,1,rep,name=regions,proto3" json:"regions,omitempty"`
+	// bake is how long each region must stay healthy before the next wave
+	// starts: whole seconds, 0..24h.
+	Bake *durationpb.Duration `protobuf:"bytes,2,opt,name=bake,proto3" json:"bake,omitempty"`
+	// max_failures is how many of the wave's regions may fail it (0, a
+	// canary's, when unset); less than the wave's regions.
+	MaxFailures int32 `protobuf:"varint,3,opt,name=max_failures,json=maxFailures,proto3" json:"max_failures,omitempty"`
+	// deadline is how long a region may take from its promotion to healthy
+	// before it counts as failed: whole seconds, 1s..24h; 10m when unset.
+	Deadline      *durationpb.Duration `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutWave) Reset() {
+	*x = RolloutWave{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutWave) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutWave) ProtoMessage() {}
+
+func (x *RolloutWave) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutWave.ProtoReflect.Descriptor instead.
+func (*RolloutWave) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RolloutWave) GetRegions() []string {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *RolloutWave) GetBake() *durationpb.Duration {
+	if x != nil {
+		return x.Bake
+	}
+	return nil
+}
+
+func (x *RolloutWave) GetMaxFailures() int32 {
+	if x != nil {
+		return x.MaxFailures
+	}
+	return 0
+}
+
+func (x *RolloutWave) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// Rollout is a deployment's move from one revision's spec to the next,
+// wave by wave.
+type Rollout struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// revision is the revision it moves regions to; from_revision the one
+	// they ran before (0 for a new deployment's first).
+	Revision     int32 `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	FromRevision int32 `protobuf:"varint,3,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"`
+	// from_image is "" for a new deployment's first rollout.
+	FromImage string `protobuf:"bytes,4,opt,name=from_image,json=fromImage,proto3" json:"from_image,omitempty"`
+	ToImage   string `protobuf:"bytes,5,opt,name=to_image,json=toImage,proto3" json:"to_image,omitempty"`
+	// state is progressing, paused (by an operator), halted (a wave failed
+	// under on_failure pause; an operator resumes or aborts it), succeeded
+	// or rolled_back. The first three are in flight.
+	State string `protobuf:"bytes,6,opt,name=state,proto3" json:"state,omitempty"`
+	// wave is the wave in progress (or where it ended), counting from 1 as
+	// people do: wave 1 of len(strategy.waves).
+	Wave int32 `protobuf:"varint,7,opt,name=wave,proto3" json:"wave,omitempty"`
+	// strategy is the one it runs under, its waves naming the deployment's
+	// own regions ("*" resolved).
+	Strategy *RolloutStrategy `protobuf:"bytes,8,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	// regions are the deployment's regions, in wave order.
+	Regions []*RolloutRegion `protobuf:"bytes,9,rep,name=regions,proto3" json:"regions,omitempty"`
+	// reason is why it halted or rolled back, with the evidence.
+	Reason string `protobuf:"bytes,10,opt,name=reason,proto3" json:"reason,omitempty"`
+	// actor is who made the change it rolls out.
+	Actor     string                 `protobuf:"bytes,11,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	// finished_at is when it succeeded or rolled back; unset in flight.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// next says what comes next, for people, e.g. "wave 2 (us-east,
+	// ap-south) after eu-west bakes 45s more".
+	Next          string `protobuf:"bytes,15,opt,name=next,proto3" json:"next,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rollout) Reset() {
+	*x = Rollout{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rollout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rollout) ProtoMessage() {}
+
+func (x *Rollout) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
+func (*Rollout) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *Rollout) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *Rollout) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *Rollout) GetFromRevision() int32 {
+	if x != nil {
+		return x.FromRevision
+	}
+	return 0
+}
+
+func (x *Rollout) GetFromImage() string {
+	if x != nil {
+		return x.FromImage
+	}
+	return ""
+}
+
+func (x *Rollout) GetToImage() string {
+	if x != nil {
+		return x.ToImage
+	}
+	return ""
+}
+
+func (x *Rollout) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Rollout) GetWave() int32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *Rollout) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *Rollout) GetRegions() []*RolloutRegion {
+	if x != nil {
+		return x.Regions
+	}
+	return nil
+}
+
+func (x *Rollout) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Rollout) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Rollout) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Rollout) GetUpdatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdatedAt
+	}
+	return nil
+}
+
+func (x *Rollout) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *Rollout) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
+}
+
+// RolloutRegion is one region's place in a rollout.
+type RolloutRegion struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// wave is the region's wave, from 1.
+	Wave int32 `protobuf:"varint,2,opt,name=wave,proto3" json:"wave,omitempty"`
+	// state is waiting (its wave has not started), progressing (promoted,
+	// not healthy yet), baking (healthy, for bake_left more), passed or
+	// failed.
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// why is what it waits for, or the evidence it failed on.
+	Why string `protobuf:"bytes,4,opt,name=why,proto3" json:"why,omitempty"`
+	// promoted_at is when it was given the new spec; its deadline counts
+	// from here.
+	PromotedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=promoted_at,json=promotedAt,proto3" json:"promoted_at,omitempty"`
+	// healthy_since is when it turned healthy; it bakes from here.
+	HealthySince *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=healthy_since,json=healthySince,proto3" json:"healthy_since,omitempty"`
+	// bake_left is how much longer a baking region must stay healthy;
+	// unset for the other states.
+	BakeLeft *durationpb.Duration `protobuf:"bytes,7,opt,name=bake_left,json=bakeLeft,proto3" json:"bake_left,omitempty"`
+	// deadline_left is how long a progressing region has left to turn
+	// healthy before it fails; unset for the other states.
+	DeadlineLeft  *durationpb.Duration `protobuf:"bytes,8,opt,name=deadline_left,json=deadlineLeft,proto3" json:"deadline_left,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutRegion) Reset() {
+	*x = RolloutRegion{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutRegion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutRegion) ProtoMessage() {}
+
+func (x *RolloutRegion) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutRegion.ProtoReflect.Descriptor instead.
+func (*RolloutRegion) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *RolloutRegion) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *RolloutRegion) GetWave() int32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *RolloutRegion) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RolloutRegion) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *RolloutRegion) GetPromotedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PromotedAt
+	}
+	return nil
+}
+
+func (x *RolloutRegion) GetHealthySince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HealthySince
+	}
+	return nil
+}
+
+func (x *RolloutRegion) GetBakeLeft() *durationpb.Duration {
+	if x != nil {
+		return x.BakeLeft
+	}
+	return nil
+}
+
+func (x *RolloutRegion) GetDeadlineLeft() *durationpb.Duration {
+	if x != nil {
+		return x.DeadlineLeft
+	}
+	return nil
+}
+
+type GetRolloutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutRequest) Reset() {
+	*x = GetRolloutRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutRequest) ProtoMessage() {}
+
+func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *GetRolloutRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+type GetRolloutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rollout       *Rollout               `protobuf:"bytes,1,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutResponse) Reset() {
+	*x = GetRolloutResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutResponse) ProtoMessage() {}
+
+func (x *GetRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutResponse.ProtoReflect.Descriptor instead.
+func (*GetRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *GetRolloutResponse) GetRollout() *Rollout {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+type ListRolloutsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit caps the list (default 50, at most 500).
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// in_flight_only leaves out the rollouts that ended.
+	InFlightOnly  bool `protobuf:"varint,2,opt,name=in_flight_only,json=inFlightOnly,proto3" json:"in_flight_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolloutsRequest) Reset() {
+	*x = ListRolloutsRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolloutsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolloutsRequest) ProtoMessage() {}
+
+func (x *ListRolloutsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolloutsRequest.ProtoReflect.Descriptor instead.
+func (*ListRolloutsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ListRolloutsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListRolloutsRequest) GetInFlightOnly() bool {
+	if x != nil {
+		return x.InFlightOnly
+	}
+	return false
+}
+
+type ListRolloutsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rollouts      []*Rollout             `protobuf:"bytes,1,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRolloutsResponse) Reset() {
+	*x = ListRolloutsResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRolloutsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRolloutsResponse) ProtoMessage() {}
+
+func (x *ListRolloutsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRolloutsResponse.ProtoReflect.Descriptor instead.
+func (*ListRolloutsResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ListRolloutsResponse) GetRollouts() []*Rollout {
+	if x != nil {
+		return x.Rollouts
+	}
+	return nil
+}
+
+type ControlRolloutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	Action        RolloutAction          `protobuf:"varint,2,opt,name=action,proto3,enum=deploysync.ctrl.v1.RolloutAction" json:"action,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlRolloutRequest) Reset() {
+	*x = ControlRolloutRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlRolloutRequest) ProtoMessage() {}
+
+func (x *ControlRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlRolloutRequest.ProtoReflect.Descriptor instead.
+func (*ControlRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ControlRolloutRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *ControlRolloutRequest) GetAction() RolloutAction {
+	if x != nil {
+		return x.Action
+	}
+	return RolloutAction_ROLLOUT_ACTION_UNSPECIFIED
+}
+
+type ControlRolloutResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// rollout is the rollout as the action left it.
+	Rollout       *Rollout `protobuf:"bytes,1,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlRolloutResponse) Reset() {
+	*x = ControlRolloutResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlRolloutResponse) ProtoMessage() {}
+
+func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlRolloutResponse.ProtoReflect.Descriptor instead.
+func (*ControlRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ControlRolloutResponse) GetRollout() *Rollout {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+type SetRolloutStrategyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkspaceId   string                 `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string                 `protobuf:"bytes,2,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	// strategy unset or with no waves is immediate.
+	Strategy      *RolloutStrategy `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRolloutStrategyRequest) Reset() {
+	*x = SetRolloutStrategyRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRolloutStrategyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRolloutStrategyRequest) ProtoMessage() {}
+
+func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
+func (*SetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SetRolloutStrategyRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *SetRolloutStrategyRequest) GetEnvironmentId() string {
+	if x != nil {
+		return x.EnvironmentId
+	}
+	return ""
+}
+
+func (x *SetRolloutStrategyRequest) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+type SetRolloutStrategyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy is the strategy as set, defaults filled in (on_failure,
+	// deadlines).
+	Strategy      *RolloutStrategy `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRolloutStrategyResponse) Reset() {
+	*x = SetRolloutStrategyResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRolloutStrategyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRolloutStrategyResponse) ProtoMessage() {}
+
+func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
+func (*SetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *SetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+type GetRolloutStrategyRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkspaceId   string                 `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string                 `protobuf:"bytes,2,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutStrategyRequest) Reset() {
+	*x = GetRolloutStrategyRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutStrategyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutStrategyRequest) ProtoMessage() {}
+
+func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *GetRolloutStrategyRequest) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *GetRolloutStrategyRequest) GetEnvironmentId() string {
+	if x != nil {
+		return x.EnvironmentId
+	}
+	return ""
+}
+
+type GetRolloutStrategyResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// strategy has no waves (immediate) when none was set.
+	Strategy      *RolloutStrategy `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutStrategyResponse) Reset() {
+	*x = GetRolloutStrategyResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutStrategyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutStrategyResponse) ProtoMessage() {}
+
+func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
+func (*GetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *GetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
 var File_deploysync_ctrl_v1_operator_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x06\n" +
+	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x06\n" +
 	"\x0eRegionOverview\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12!\n" +
 	"\fhead_version\x18\x02 \x01(\x04R\vheadVersion\x12#\n" +
@@ -3023,7 +4027,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\x129\n" +
 	"\n" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12@\n" +
-	"\aregions\x18\b \x03(\v2&.deploysync.ctrl.v1.DeploymentInRegionR\aregions\"\xb4\x03\n" +
+	"\aregions\x18\b \x03(\v2&.deploysync.ctrl.v1.DeploymentInRegionR\aregions\"\xf3\x03\n" +
 	"\rDeployRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12%\n" +
@@ -3037,7 +4041,8 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x03env\x18\t \x03(\v2*.deploysync.ctrl.v1.DeployRequest.EnvEntryR\x03env\x12\x18\n" +
 	"\aregions\x18\n" +
 	" \x03(\tR\aregions\x12\x1a\n" +
-	"\breplicas\x18\v \x01(\x05R\breplicas\x1a6\n" +
+	"\breplicas\x18\v \x01(\x05R\breplicas\x12=\n" +
+	"\arollout\x18\f \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
@@ -3052,7 +4057,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\"\x0f\n" +
-	"\rScaleResponse\"\xf6\x02\n" +
+	"\rScaleResponse\"\xb5\x03\n" +
 	"\x17UpdateDeploymentRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x19\n" +
 	"\x05image\x18\x02 \x01(\tH\x00R\x05image\x88\x01\x01\x12*\n" +
@@ -3061,7 +4066,8 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"memory_mib\x18\x04 \x01(\x05H\x02R\tmemoryMib\x88\x01\x01\x12F\n" +
 	"\x03env\x18\x05 \x03(\v24.deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntryR\x03env\x12\x1f\n" +
 	"\vreplace_env\x18\x06 \x01(\bR\n" +
-	"replaceEnv\x1a6\n" +
+	"replaceEnv\x12=\n" +
+	"\arollout\x18\a \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
@@ -3069,11 +4075,12 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0f_cpu_millicoresB\r\n" +
 	"\v_memory_mib\"6\n" +
 	"\x18UpdateDeploymentResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x05R\brevision\"a\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\"\xa0\x01\n" +
 	"\x19RollbackDeploymentRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x1f\n" +
 	"\vto_revision\x18\x02 \x01(\x05R\n" +
-	"toRevision\"T\n" +
+	"toRevision\x12=\n" +
+	"\arollout\x18\x03 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\"T\n" +
 	"\x1aRollbackDeploymentResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x1a\n" +
 	"\brestored\x18\x02 \x01(\x05R\brestored\"X\n" +
@@ -3145,11 +4152,82 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x16SetRegionPausedRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\"\x19\n" +
-	"\x17SetRegionPausedResponse*g\n" +
+	"\x17SetRegionPausedResponse\"g\n" +
+	"\x0fRolloutStrategy\x125\n" +
+	"\x05waves\x18\x01 \x03(\v2\x1f.deploysync.ctrl.v1.RolloutWaveR\x05waves\x12\x1d\n" +
+	"\n" +
+	"on_failure\x18\x02 \x01(\tR\tonFailure\"\xb0\x01\n" +
+	"\vRolloutWave\x12\x18\n" +
+	"\aregions\x18\x01 \x03(\tR\aregions\x12-\n" +
+	"\x04bake\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04bake\x12!\n" +
+	"\fmax_failures\x18\x03 \x01(\x05R\vmaxFailures\x125\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xc6\x04\n" +
+	"\aRollout\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x05R\brevision\x12#\n" +
+	"\rfrom_revision\x18\x03 \x01(\x05R\ffromRevision\x12\x1d\n" +
+	"\n" +
+	"from_image\x18\x04 \x01(\tR\tfromImage\x12\x19\n" +
+	"\bto_image\x18\x05 \x01(\tR\atoImage\x12\x14\n" +
+	"\x05state\x18\x06 \x01(\tR\x05state\x12\x12\n" +
+	"\x04wave\x18\a \x01(\x05R\x04wave\x12?\n" +
+	"\bstrategy\x18\b \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\bstrategy\x12;\n" +
+	"\aregions\x18\t \x03(\v2!.deploysync.ctrl.v1.RolloutRegionR\aregions\x12\x16\n" +
+	"\x06reason\x18\n" +
+	" \x01(\tR\x06reason\x12\x14\n" +
+	"\x05actor\x18\v \x01(\tR\x05actor\x129\n" +
+	"\n" +
+	"created_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12;\n" +
+	"\vfinished_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x12\n" +
+	"\x04next\x18\x0f \x01(\tR\x04next\"\xd9\x02\n" +
+	"\rRolloutRegion\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
+	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x10\n" +
+	"\x03why\x18\x04 \x01(\tR\x03why\x12;\n" +
+	"\vpromoted_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"promotedAt\x12?\n" +
+	"\rhealthy_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fhealthySince\x126\n" +
+	"\tbake_left\x18\a \x01(\v2\x19.google.protobuf.DurationR\bbakeLeft\x12>\n" +
+	"\rdeadline_left\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdeadlineLeft\"8\n" +
+	"\x11GetRolloutRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\"K\n" +
+	"\x12GetRolloutResponse\x125\n" +
+	"\arollout\x18\x01 \x01(\v2\x1b.deploysync.ctrl.v1.RolloutR\arollout\"Q\n" +
+	"\x13ListRolloutsRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12$\n" +
+	"\x0ein_flight_only\x18\x02 \x01(\bR\finFlightOnly\"O\n" +
+	"\x14ListRolloutsResponse\x127\n" +
+	"\brollouts\x18\x01 \x03(\v2\x1b.deploysync.ctrl.v1.RolloutR\brollouts\"w\n" +
+	"\x15ControlRolloutRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x129\n" +
+	"\x06action\x18\x02 \x01(\x0e2!.deploysync.ctrl.v1.RolloutActionR\x06action\"O\n" +
+	"\x16ControlRolloutResponse\x125\n" +
+	"\arollout\x18\x01 \x01(\v2\x1b.deploysync.ctrl.v1.RolloutR\arollout\"\xa6\x01\n" +
+	"\x19SetRolloutStrategyRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12%\n" +
+	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\x12?\n" +
+	"\bstrategy\x18\x03 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\bstrategy\"]\n" +
+	"\x1aSetRolloutStrategyResponse\x12?\n" +
+	"\bstrategy\x18\x01 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\bstrategy\"e\n" +
+	"\x19GetRolloutStrategyRequest\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12%\n" +
+	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\"]\n" +
+	"\x1aGetRolloutStrategyResponse\x12?\n" +
+	"\bstrategy\x18\x01 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\bstrategy*g\n" +
 	"\rDesiredStatus\x12\x1e\n" +
 	"\x1aDESIRED_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DESIRED_STATUS_RUNNING\x10\x01\x12\x1a\n" +
-	"\x16DESIRED_STATUS_STOPPED\x10\x022\xa9\x0e\n" +
+	"\x16DESIRED_STATUS_STOPPED\x10\x02*\x9a\x01\n" +
+	"\rRolloutAction\x12\x1e\n" +
+	"\x1aROLLOUT_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14ROLLOUT_ACTION_PAUSE\x10\x01\x12\x19\n" +
+	"\x15ROLLOUT_ACTION_RESUME\x10\x02\x12\x1a\n" +
+	"\x16ROLLOUT_ACTION_PROMOTE\x10\x03\x12\x18\n" +
+	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xbc\x12\n" +
 	"\x0fOperatorService\x12^\n" +
 	"\vListRegions\x12&.deploysync.ctrl.v1.ListRegionsRequest\x1a'.deploysync.ctrl.v1.ListRegionsResponse\x12X\n" +
 	"\tGetRegion\x12$.deploysync.ctrl.v1.GetRegionRequest\x1a%.deploysync.ctrl.v1.GetRegionResponse\x12s\n" +
@@ -3167,7 +4245,13 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x16PutCiliumNetworkPolicy\x121.deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest\x1a2.deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse\x12\x88\x01\n" +
 	"\x19DeleteCiliumNetworkPolicy\x124.deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest\x1a5.deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse\x12^\n" +
 	"\vForceResync\x12&.deploysync.ctrl.v1.ForceResyncRequest\x1a'.deploysync.ctrl.v1.ForceResyncResponse\x12j\n" +
-	"\x0fSetRegionPaused\x12*.deploysync.ctrl.v1.SetRegionPausedRequest\x1a+.deploysync.ctrl.v1.SetRegionPausedResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"\x0fSetRegionPaused\x12*.deploysync.ctrl.v1.SetRegionPausedRequest\x1a+.deploysync.ctrl.v1.SetRegionPausedResponse\x12[\n" +
+	"\n" +
+	"GetRollout\x12%.deploysync.ctrl.v1.GetRolloutRequest\x1a&.deploysync.ctrl.v1.GetRolloutResponse\x12a\n" +
+	"\fListRollouts\x12'.deploysync.ctrl.v1.ListRolloutsRequest\x1a(.deploysync.ctrl.v1.ListRolloutsResponse\x12g\n" +
+	"\x0eControlRollout\x12).deploysync.ctrl.v1.ControlRolloutRequest\x1a*.deploysync.ctrl.v1.ControlRolloutResponse\x12s\n" +
+	"\x12SetRolloutStrategy\x12-.deploysync.ctrl.v1.SetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.SetRolloutStrategyResponse\x12s\n" +
+	"\x12GetRolloutStrategy\x12-.deploysync.ctrl.v1.GetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.GetRolloutStrategyResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_operator_proto_rawDescOnce sync.Once
@@ -3181,128 +4265,176 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 	return file_deploysync_ctrl_v1_operator_proto_rawDescData
 }
 
-var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
-	(*RegionOverview)(nil),                    // 1: deploysync.ctrl.v1.RegionOverview
-	(*SyncReason)(nil),                        // 2: deploysync.ctrl.v1.SyncReason
-	(*ResourceSyncState)(nil),                 // 3: deploysync.ctrl.v1.ResourceSyncState
-	(*ListRegionsRequest)(nil),                // 4: deploysync.ctrl.v1.ListRegionsRequest
-	(*ListRegionsResponse)(nil),               // 5: deploysync.ctrl.v1.ListRegionsResponse
-	(*GetRegionRequest)(nil),                  // 6: deploysync.ctrl.v1.GetRegionRequest
-	(*GetRegionResponse)(nil),                 // 7: deploysync.ctrl.v1.GetRegionResponse
-	(*DeploymentInRegion)(nil),                // 8: deploysync.ctrl.v1.DeploymentInRegion
-	(*SentinelInRegion)(nil),                  // 9: deploysync.ctrl.v1.SentinelInRegion
-	(*PolicyInRegion)(nil),                    // 10: deploysync.ctrl.v1.PolicyInRegion
-	(*ListPendingChangesRequest)(nil),         // 11: deploysync.ctrl.v1.ListPendingChangesRequest
-	(*ListPendingChangesResponse)(nil),        // 12: deploysync.ctrl.v1.ListPendingChangesResponse
-	(*PendingChange)(nil),                     // 13: deploysync.ctrl.v1.PendingChange
-	(*ListDeploymentsRequest)(nil),            // 14: deploysync.ctrl.v1.ListDeploymentsRequest
-	(*ListDeploymentsResponse)(nil),           // 15: deploysync.ctrl.v1.ListDeploymentsResponse
-	(*DeploymentSummary)(nil),                 // 16: deploysync.ctrl.v1.DeploymentSummary
-	(*DeployRequest)(nil),                     // 17: deploysync.ctrl.v1.DeployRequest
-	(*DeployResponse)(nil),                    // 18: deploysync.ctrl.v1.DeployResponse
-	(*SetDesiredStatusRequest)(nil),           // 19: deploysync.ctrl.v1.SetDesiredStatusRequest
-	(*SetDesiredStatusResponse)(nil),          // 20: deploysync.ctrl.v1.SetDesiredStatusResponse
-	(*ScaleRequest)(nil),                      // 21: deploysync.ctrl.v1.ScaleRequest
-	(*ScaleResponse)(nil),                     // 22: deploysync.ctrl.v1.ScaleResponse
-	(*UpdateDeploymentRequest)(nil),           // 23: deploysync.ctrl.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil),          // 24: deploysync.ctrl.v1.UpdateDeploymentResponse
-	(*RollbackDeploymentRequest)(nil),         // 25: deploysync.ctrl.v1.RollbackDeploymentRequest
-	(*RollbackDeploymentResponse)(nil),        // 26: deploysync.ctrl.v1.RollbackDeploymentResponse
-	(*GetDeploymentHistoryRequest)(nil),       // 27: deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	(*GetDeploymentHistoryResponse)(nil),      // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	(*DeploymentRevision)(nil),                // 29: deploysync.ctrl.v1.DeploymentRevision
-	(*RegionSpec)(nil),                        // 30: deploysync.ctrl.v1.RegionSpec
-	(*DeleteDeploymentRequest)(nil),           // 31: deploysync.ctrl.v1.DeleteDeploymentRequest
-	(*DeleteDeploymentResponse)(nil),          // 32: deploysync.ctrl.v1.DeleteDeploymentResponse
-	(*PutSentinelRequest)(nil),                // 33: deploysync.ctrl.v1.PutSentinelRequest
-	(*PutSentinelResponse)(nil),               // 34: deploysync.ctrl.v1.PutSentinelResponse
-	(*DeleteSentinelRequest)(nil),             // 35: deploysync.ctrl.v1.DeleteSentinelRequest
-	(*DeleteSentinelResponse)(nil),            // 36: deploysync.ctrl.v1.DeleteSentinelResponse
-	(*PutCiliumNetworkPolicyRequest)(nil),     // 37: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	(*PutCiliumNetworkPolicyResponse)(nil),    // 38: deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	(*DeleteCiliumNetworkPolicyRequest)(nil),  // 39: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	(*DeleteCiliumNetworkPolicyResponse)(nil), // 40: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	(*ForceResyncRequest)(nil),                // 41: deploysync.ctrl.v1.ForceResyncRequest
-	(*ForceResyncResponse)(nil),               // 42: deploysync.ctrl.v1.ForceResyncResponse
-	(*SetRegionPausedRequest)(nil),            // 43: deploysync.ctrl.v1.SetRegionPausedRequest
-	(*SetRegionPausedResponse)(nil),           // 44: deploysync.ctrl.v1.SetRegionPausedResponse
-	nil,                                       // 45: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	nil,                                       // 46: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),             // 47: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 48: google.protobuf.Struct
+	(RolloutAction)(0),                        // 1: deploysync.ctrl.v1.RolloutAction
+	(*RegionOverview)(nil),                    // 2: deploysync.ctrl.v1.RegionOverview
+	(*SyncReason)(nil),                        // 3: deploysync.ctrl.v1.SyncReason
+	(*ResourceSyncState)(nil),                 // 4: deploysync.ctrl.v1.ResourceSyncState
+	(*ListRegionsRequest)(nil),                // 5: deploysync.ctrl.v1.ListRegionsRequest
+	(*ListRegionsResponse)(nil),               // 6: deploysync.ctrl.v1.ListRegionsResponse
+	(*GetRegionRequest)(nil),                  // 7: deploysync.ctrl.v1.GetRegionRequest
+	(*GetRegionResponse)(nil),                 // 8: deploysync.ctrl.v1.GetRegionResponse
+	(*DeploymentInRegion)(nil),                // 9: deploysync.ctrl.v1.DeploymentInRegion
+	(*SentinelInRegion)(nil),                  // 10: deploysync.ctrl.v1.SentinelInRegion
+	(*PolicyInRegion)(nil),                    // 11: deploysync.ctrl.v1.PolicyInRegion
+	(*ListPendingChangesRequest)(nil),         // 12: deploysync.ctrl.v1.ListPendingChangesRequest
+	(*ListPendingChangesResponse)(nil),        // 13: deploysync.ctrl.v1.ListPendingChangesResponse
+	(*PendingChange)(nil),                     // 14: deploysync.ctrl.v1.PendingChange
+	(*ListDeploymentsRequest)(nil),            // 15: deploysync.ctrl.v1.ListDeploymentsRequest
+	(*ListDeploymentsResponse)(nil),           // 16: deploysync.ctrl.v1.ListDeploymentsResponse
+	(*DeploymentSummary)(nil),                 // 17: deploysync.ctrl.v1.DeploymentSummary
+	(*DeployRequest)(nil),                     // 18: deploysync.ctrl.v1.DeployRequest
+	(*DeployResponse)(nil),                    // 19: deploysync.ctrl.v1.DeployResponse
+	(*SetDesiredStatusRequest)(nil),           // 20: deploysync.ctrl.v1.SetDesiredStatusRequest
+	(*SetDesiredStatusResponse)(nil),          // 21: deploysync.ctrl.v1.SetDesiredStatusResponse
+	(*ScaleRequest)(nil),                      // 22: deploysync.ctrl.v1.ScaleRequest
+	(*ScaleResponse)(nil),                     // 23: deploysync.ctrl.v1.ScaleResponse
+	(*UpdateDeploymentRequest)(nil),           // 24: deploysync.ctrl.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil),          // 25: deploysync.ctrl.v1.UpdateDeploymentResponse
+	(*RollbackDeploymentRequest)(nil),         // 26: deploysync.ctrl.v1.RollbackDeploymentRequest
+	(*RollbackDeploymentResponse)(nil),        // 27: deploysync.ctrl.v1.RollbackDeploymentResponse
+	(*GetDeploymentHistoryRequest)(nil),       // 28: deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	(*GetDeploymentHistoryResponse)(nil),      // 29: deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	(*DeploymentRevision)(nil),                // 30: deploysync.ctrl.v1.DeploymentRevision
+	(*RegionSpec)(nil),                        // 31: deploysync.ctrl.v1.RegionSpec
+	(*DeleteDeploymentRequest)(nil),           // 32: deploysync.ctrl.v1.DeleteDeploymentRequest
+	(*DeleteDeploymentResponse)(nil),          // 33: deploysync.ctrl.v1.DeleteDeploymentResponse
+	(*PutSentinelRequest)(nil),                // 34: deploysync.ctrl.v1.PutSentinelRequest
+	(*PutSentinelResponse)(nil),               // 35: deploysync.ctrl.v1.PutSentinelResponse
+	(*DeleteSentinelRequest)(nil),             // 36: deploysync.ctrl.v1.DeleteSentinelRequest
+	(*DeleteSentinelResponse)(nil),            // 37: deploysync.ctrl.v1.DeleteSentinelResponse
+	(*PutCiliumNetworkPolicyRequest)(nil),     // 38: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	(*PutCiliumNetworkPolicyResponse)(nil),    // 39: deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	(*DeleteCiliumNetworkPolicyRequest)(nil),  // 40: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	(*DeleteCiliumNetworkPolicyResponse)(nil), // 41: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	(*ForceResyncRequest)(nil),                // 42: deploysync.ctrl.v1.ForceResyncRequest
+	(*ForceResyncResponse)(nil),               // 43: deploysync.ctrl.v1.ForceResyncResponse
+	(*SetRegionPausedRequest)(nil),            // 44: deploysync.ctrl.v1.SetRegionPausedRequest
+	(*SetRegionPausedResponse)(nil),           // 45: deploysync.ctrl.v1.SetRegionPausedResponse
+	(*RolloutStrategy)(nil),                   // 46: deploysync.ctrl.v1.RolloutStrategy
+	(*RolloutWave)(nil),                       // 47: deploysync.ctrl.v1.RolloutWave
+	(*Rollout)(nil),                           // 48: deploysync.ctrl.v1.Rollout
+	(*RolloutRegion)(nil),                     // 49: deploysync.ctrl.v1.RolloutRegion
+	(*GetRolloutRequest)(nil),                 // 50: deploysync.ctrl.v1.GetRolloutRequest
+	(*GetRolloutResponse)(nil),                // 51: deploysync.ctrl.v1.GetRolloutResponse
+	(*ListRolloutsRequest)(nil),               // 52: deploysync.ctrl.v1.ListRolloutsRequest
+	(*ListRolloutsResponse)(nil),              // 53: deploysync.ctrl.v1.ListRolloutsResponse
+	(*ControlRolloutRequest)(nil),             // 54: deploysync.ctrl.v1.ControlRolloutRequest
+	(*ControlRolloutResponse)(nil),            // 55: deploysync.ctrl.v1.ControlRolloutResponse
+	(*SetRolloutStrategyRequest)(nil),         // 56: deploysync.ctrl.v1.SetRolloutStrategyRequest
+	(*SetRolloutStrategyResponse)(nil),        // 57: deploysync.ctrl.v1.SetRolloutStrategyResponse
+	(*GetRolloutStrategyRequest)(nil),         // 58: deploysync.ctrl.v1.GetRolloutStrategyRequest
+	(*GetRolloutStrategyResponse)(nil),        // 59: deploysync.ctrl.v1.GetRolloutStrategyResponse
+	nil,                                       // 60: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 61: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),             // 62: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 63: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 64: google.protobuf.Duration
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	47, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	47, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	47, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	47, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
-	2,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	47, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
-	47, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
-	47, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
-	1,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
-	1,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
-	8,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	9,  // 11: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
-	10, // 12: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
-	3,  // 13: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	2,  // 14: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	3,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	3,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	13, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	47, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
-	16, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	47, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	45, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
-	0,  // 23: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	46, // 24: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	29, // 25: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
-	47, // 26: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
-	30, // 27: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
-	48, // 28: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
-	4,  // 29: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	6,  // 30: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	11, // 31: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	14, // 32: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	17, // 33: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	19, // 34: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	21, // 35: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	23, // 36: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
-	25, // 37: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
-	27, // 38: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	31, // 39: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	33, // 40: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	35, // 41: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	37, // 42: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	39, // 43: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	41, // 44: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	43, // 45: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	5,  // 46: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	7,  // 47: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	12, // 48: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	15, // 49: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	18, // 50: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	20, // 51: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	22, // 52: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	24, // 53: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
-	26, // 54: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
-	28, // 55: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	32, // 56: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	34, // 57: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	36, // 58: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	38, // 59: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	40, // 60: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	42, // 61: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	44, // 62: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	46, // [46:63] is the sub-list for method output_type
-	29, // [29:46] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	62, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	62, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	62, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	62, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	3,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	62, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	62, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	62, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	2,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
+	2,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
+	9,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	10, // 11: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
+	11, // 12: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
+	4,  // 13: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	3,  // 14: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	4,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	4,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	14, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
+	62, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	17, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
+	62, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	9,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	60, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	46, // 23: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	0,  // 24: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
+	61, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	46, // 26: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 27: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	30, // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
+	62, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	31, // 30: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
+	63, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	47, // 32: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
+	64, // 33: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
+	64, // 34: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
+	46, // 35: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	49, // 36: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
+	62, // 37: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
+	62, // 38: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	62, // 39: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	62, // 40: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
+	62, // 41: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
+	64, // 42: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
+	64, // 43: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
+	48, // 44: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	48, // 45: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
+	1,  // 46: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
+	48, // 47: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	46, // 48: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 49: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 50: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	5,  // 51: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	7,  // 52: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	12, // 53: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	15, // 54: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	18, // 55: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	20, // 56: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	22, // 57: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	24, // 58: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	26, // 59: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	28, // 60: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	32, // 61: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	34, // 62: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	36, // 63: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	38, // 64: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	40, // 65: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	42, // 66: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	44, // 67: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	50, // 68: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
+	52, // 69: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
+	54, // 70: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
+	56, // 71: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
+	58, // 72: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
+	6,  // 73: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	8,  // 74: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	13, // 75: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	16, // 76: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	19, // 77: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	21, // 78: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	23, // 79: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	25, // 80: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	27, // 81: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	29, // 82: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	33, // 83: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	35, // 84: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	37, // 85: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	39, // 86: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	41, // 87: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	43, // 88: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	45, // 89: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	51, // 90: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
+	53, // 91: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
+	55, // 92: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
+	57, // 93: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
+	59, // 94: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
+	73, // [73:95] is the sub-list for method output_type
+	51, // [51:73] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -3316,8 +4448,8 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   46,
+			NumEnums:      2,
+			NumMessages:   60,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

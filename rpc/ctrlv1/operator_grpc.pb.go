@@ -36,6 +36,11 @@ const (
 	OperatorService_DeleteCiliumNetworkPolicy_FullMethodName = "/deploysync.ctrl.v1.OperatorService/DeleteCiliumNetworkPolicy"
 	OperatorService_ForceResync_FullMethodName               = "/deploysync.ctrl.v1.OperatorService/ForceResync"
 	OperatorService_SetRegionPaused_FullMethodName           = "/deploysync.ctrl.v1.OperatorService/SetRegionPaused"
+	OperatorService_GetRollout_FullMethodName                = "/deploysync.ctrl.v1.OperatorService/GetRollout"
+	OperatorService_ListRollouts_FullMethodName              = "/deploysync.ctrl.v1.OperatorService/ListRollouts"
+	OperatorService_ControlRollout_FullMethodName            = "/deploysync.ctrl.v1.OperatorService/ControlRollout"
+	OperatorService_SetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/SetRolloutStrategy"
+	OperatorService_GetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/GetRolloutStrategy"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -85,6 +90,23 @@ type OperatorServiceClient interface {
 	// SetRegionPaused stops (or resumes) streaming changes to a region. Changes
 	// are kept and delivered on resume.
 	SetRegionPaused(ctx context.Context, in *SetRegionPausedRequest, opts ...grpc.CallOption) (*SetRegionPausedResponse, error)
+	// GetRollout gives a deployment's rollout in flight, else its newest;
+	// NotFound when it never had one.
+	GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*GetRolloutResponse, error)
+	// ListRollouts lists rollouts: those in flight first, then the newest.
+	ListRollouts(ctx context.Context, in *ListRolloutsRequest, opts ...grpc.CallOption) (*ListRolloutsResponse, error)
+	// ControlRollout pauses, resumes, promotes (passes the current wave now,
+	// skipping what is left of its bake) or aborts (rolls back every region
+	// it promoted) a deployment's rollout in flight.
+	ControlRollout(ctx context.Context, in *ControlRolloutRequest, opts ...grpc.CallOption) (*ControlRolloutResponse, error)
+	// SetRolloutStrategy sets how an environment's deploys, updates and
+	// rollbacks roll out, unless a call gives its own (the `rollout` field of
+	// DeployRequest, UpdateDeploymentRequest and RollbackDeploymentRequest).
+	// A strategy with no waves is immediate: every region at once.
+	SetRolloutStrategy(ctx context.Context, in *SetRolloutStrategyRequest, opts ...grpc.CallOption) (*SetRolloutStrategyResponse, error)
+	// GetRolloutStrategy gives an environment's strategy; no waves
+	// (immediate) when none was set.
+	GetRolloutStrategy(ctx context.Context, in *GetRolloutStrategyRequest, opts ...grpc.CallOption) (*GetRolloutStrategyResponse, error)
 }
 
 type operatorServiceClient struct {
@@ -265,6 +287,56 @@ func (c *operatorServiceClient) SetRegionPaused(ctx context.Context, in *SetRegi
 	return out, nil
 }
 
+func (c *operatorServiceClient) GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*GetRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRolloutResponse)
+	err := c.cc.Invoke(ctx, OperatorService_GetRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) ListRollouts(ctx context.Context, in *ListRolloutsRequest, opts ...grpc.CallOption) (*ListRolloutsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListRolloutsResponse)
+	err := c.cc.Invoke(ctx, OperatorService_ListRollouts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) ControlRollout(ctx context.Context, in *ControlRolloutRequest, opts ...grpc.CallOption) (*ControlRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ControlRolloutResponse)
+	err := c.cc.Invoke(ctx, OperatorService_ControlRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) SetRolloutStrategy(ctx context.Context, in *SetRolloutStrategyRequest, opts ...grpc.CallOption) (*SetRolloutStrategyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRolloutStrategyResponse)
+	err := c.cc.Invoke(ctx, OperatorService_SetRolloutStrategy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) GetRolloutStrategy(ctx context.Context, in *GetRolloutStrategyRequest, opts ...grpc.CallOption) (*GetRolloutStrategyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRolloutStrategyResponse)
+	err := c.cc.Invoke(ctx, OperatorService_GetRolloutStrategy_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -312,6 +384,23 @@ type OperatorServiceServer interface {
 	// SetRegionPaused stops (or resumes) streaming changes to a region. Changes
 	// are kept and delivered on resume.
 	SetRegionPaused(context.Context, *SetRegionPausedRequest) (*SetRegionPausedResponse, error)
+	// GetRollout gives a deployment's rollout in flight, else its newest;
+	// NotFound when it never had one.
+	GetRollout(context.Context, *GetRolloutRequest) (*GetRolloutResponse, error)
+	// ListRollouts lists rollouts: those in flight first, then the newest.
+	ListRollouts(context.Context, *ListRolloutsRequest) (*ListRolloutsResponse, error)
+	// ControlRollout pauses, resumes, promotes (passes the current wave now,
+	// skipping what is left of its bake) or aborts (rolls back every region
+	// it promoted) a deployment's rollout in flight.
+	ControlRollout(context.Context, *ControlRolloutRequest) (*ControlRolloutResponse, error)
+	// SetRolloutStrategy sets how an environment's deploys, updates and
+	// rollbacks roll out, unless a call gives its own (the `rollout` field of
+	// DeployRequest, UpdateDeploymentRequest and RollbackDeploymentRequest).
+	// A strategy with no waves is immediate: every region at once.
+	SetRolloutStrategy(context.Context, *SetRolloutStrategyRequest) (*SetRolloutStrategyResponse, error)
+	// GetRolloutStrategy gives an environment's strategy; no waves
+	// (immediate) when none was set.
+	GetRolloutStrategy(context.Context, *GetRolloutStrategyRequest) (*GetRolloutStrategyResponse, error)
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -372,6 +461,21 @@ func (UnimplementedOperatorServiceServer) ForceResync(context.Context, *ForceRes
 }
 func (UnimplementedOperatorServiceServer) SetRegionPaused(context.Context, *SetRegionPausedRequest) (*SetRegionPausedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRegionPaused not implemented")
+}
+func (UnimplementedOperatorServiceServer) GetRollout(context.Context, *GetRolloutRequest) (*GetRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRollout not implemented")
+}
+func (UnimplementedOperatorServiceServer) ListRollouts(context.Context, *ListRolloutsRequest) (*ListRolloutsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListRollouts not implemented")
+}
+func (UnimplementedOperatorServiceServer) ControlRollout(context.Context, *ControlRolloutRequest) (*ControlRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ControlRollout not implemented")
+}
+func (UnimplementedOperatorServiceServer) SetRolloutStrategy(context.Context, *SetRolloutStrategyRequest) (*SetRolloutStrategyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRolloutStrategy not implemented")
+}
+func (UnimplementedOperatorServiceServer) GetRolloutStrategy(context.Context, *GetRolloutStrategyRequest) (*GetRolloutStrategyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRolloutStrategy not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -700,6 +804,96 @@ func _OperatorService_SetRegionPaused_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_GetRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).GetRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_GetRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).GetRollout(ctx, req.(*GetRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_ListRollouts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListRolloutsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).ListRollouts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_ListRollouts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).ListRollouts(ctx, req.(*ListRolloutsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_ControlRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ControlRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).ControlRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_ControlRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).ControlRollout(ctx, req.(*ControlRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_SetRolloutStrategy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRolloutStrategyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).SetRolloutStrategy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_SetRolloutStrategy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).SetRolloutStrategy(ctx, req.(*SetRolloutStrategyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_GetRolloutStrategy_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutStrategyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).GetRolloutStrategy(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_GetRolloutStrategy_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).GetRolloutStrategy(ctx, req.(*GetRolloutStrategyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -774,6 +968,26 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRegionPaused",
 			Handler:    _OperatorService_SetRegionPaused_Handler,
+		},
+		{
+			MethodName: "GetRollout",
+			Handler:    _OperatorService_GetRollout_Handler,
+		},
+		{
+			MethodName: "ListRollouts",
+			Handler:    _OperatorService_ListRollouts_Handler,
+		},
+		{
+			MethodName: "ControlRollout",
+			Handler:    _OperatorService_ControlRollout_Handler,
+		},
+		{
+			MethodName: "SetRolloutStrategy",
+			Handler:    _OperatorService_SetRolloutStrategy_Handler,
+		},
+		{
+			MethodName: "GetRolloutStrategy",
+			Handler:    _OperatorService_GetRolloutStrategy_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -62,9 +62,7 @@ func App() *cli.App {
 		},
 	}
 	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
-	for _, cmd := range a.Commands {
-		cmd.OnUsageError = usageOnStderr(cli.CommandHelpTemplate, cmd)
-	}
+	onUsageErrorOnStderr(a.Commands)
 	return a
 }
 

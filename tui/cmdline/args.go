@@ -31,9 +31,12 @@ func RunContext(ctx context.Context, a *cli.App, args []string) error {
 // means what it says: urfave/cli v2 stops reading flags at the first
 // positional argument, and would take "--region" and "eu" for two more
 // arguments. A global flag given after the command moves in front of the
-// command. "--" ends the flags, as usual; the positional arguments follow
-// one "--", so that one starting with "-" (a negative number) stays an
-// argument. A line without a known command is left as it is.
+// command. A command with subcommands (`rollout strategy set`) is followed
+// down to the subcommand the arguments name, whose flags they are (the
+// commands above it take none). "--" ends the flags, as usual; the
+// positional arguments follow one "--", so that one starting with "-" (a
+// negative number) stays an argument. A line without a known command is
+// left as it is.
 func flagsFirst(a *cli.App, args []string) []string {
 	if len(args) < 2 {
 		return args
@@ -46,6 +49,7 @@ func flagsFirst(a *cli.App, args []string) []string {
 	if cmd == nil {
 		return args
 	}
+	path := []string{rest[0]}
 	var own, positional []string
 	for i := 1; i < len(rest); i++ {
 		arg := rest[i]
@@ -54,12 +58,16 @@ func flagsFirst(a *cli.App, args []string) []string {
 			break
 		}
 		if !isFlag(arg) {
+			if sub := subcommand(cmd, arg); sub != nil && len(positional) == 0 {
+				cmd, path = sub, append(path, arg)
+				continue
+			}
 			positional = append(positional, arg)
 			continue
 		}
 		// Unknown flags stay with the command, whose parser names them.
-		to, flags := &own, cmd.Flags
-		if lookup(cmd.Flags, arg) == nil && lookup(a.Flags, arg) != nil {
+		to, flags := &own, commandFlags(cmd)
+		if lookup(flags, arg) == nil && lookup(a.Flags, arg) != nil {
 			to, flags = &global, a.Flags
 		}
 		*to = append(*to, arg)
@@ -69,11 +77,32 @@ func flagsFirst(a *cli.App, args []string) []string {
 		}
 	}
 	out := append([]string{args[0]}, global...)
-	out = append(append(out, rest[0]), own...)
+	out = append(append(out, path...), own...)
 	if len(positional) > 0 {
 		out = append(append(out, "--"), positional...)
 	}
 	return out
+}
+
+// subcommand is cmd's subcommand named name, nil when it has none.
+func subcommand(cmd *cli.Command, name string) *cli.Command {
+	for _, sub := range cmd.Subcommands {
+		if sub.HasName(name) {
+			return sub
+		}
+	}
+	return nil
+}
+
+// commandFlags are the flags of cmd and of every command below it: a
+// flag given before its subcommand's name (`rollout strategy --wave x
+// set ...`) is still known, and so is whether it takes a value.
+func commandFlags(cmd *cli.Command) []cli.Flag {
+	flags := slices.Clone(cmd.Flags)
+	for _, sub := range cmd.Subcommands {
+		flags = append(flags, commandFlags(sub)...)
+	}
+	return flags
 }
 
 // leadingFlags splits args into the flags (with their values) before the

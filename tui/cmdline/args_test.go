@@ -26,6 +26,12 @@ func TestFlagsFirst(t *testing.T) {
 		"unkey-tui scale --region eu -- api --x": "unkey-tui scale --region eu -- api --x",
 		// Unknown flags stay with the command, whose parser names them.
 		"unkey-tui stop api --regoin eu": "unkey-tui stop --regoin -- api eu",
+		// Subcommands are followed down; their flags go after the last.
+		"unkey-tui rollout strategy set ws prod --wave eu --on-failure pause": "unkey-tui rollout strategy set --wave eu --on-failure pause -- ws prod",
+		"unkey-tui rollout status api --output json":                          "unkey-tui --output json rollout status -- api",
+		"unkey-tui rollout --output json list --in-flight":                    "unkey-tui --output json rollout list --in-flight",
+		"unkey-tui rollout promote api":                                       "unkey-tui rollout promote -- api",
+		"unkey-tui rollout nosuch api":                                        "unkey-tui rollout -- nosuch api",
 		// An unknown command is left for the app to refuse.
 		"unkey-tui stpo api --region eu": "unkey-tui stpo api --region eu",
 	} {

@@ -95,7 +95,7 @@ func scriptCommands() []*cli.Command {
 			Name:      "deploy",
 			Usage:     "create a deployment in one or more regions",
 			ArgsUsage: "DEPLOYMENT_ID",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "image", Required: true, Usage: "container image, e.g. ghcr.io/acme/api:v1"},
 				&cli.StringSliceFlag{Name: "region", Required: true, Usage: "target region (repeat for several)"},
 				&cli.StringFlag{Name: "workspace", Required: true, Usage: "workspace ID"},
@@ -105,7 +105,7 @@ func scriptCommands() []*cli.Command {
 				&cli.IntFlag{Name: "memory", Value: 256, Usage: "memory MiB (requests = limits)"},
 				&cli.IntFlag{Name: "port", Value: 8080},
 				&cli.StringSliceFlag{Name: "env", Usage: "NAME=VALUE (repeat)"},
-			},
+			}, overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
 					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
@@ -114,9 +114,13 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
+				rollout, err := overrideStrategy(c)
+				if err != nil {
+					return err
+				}
 				req := &ctrlv1.DeployRequest{
 					DeploymentId: c.Args().First(), WorkspaceId: c.String("workspace"), EnvironmentId: c.String("environment"),
-					Image: c.String("image"), Regions: c.StringSlice("region"), Env: env,
+					Image: c.String("image"), Regions: c.StringSlice("region"), Env: env, Rollout: rollout,
 				}
 				for _, f := range []struct {
 					name     string
@@ -136,20 +140,20 @@ func scriptCommands() []*cli.Command {
 					return err
 				}
 				return printResult(c, result{Action: "deploy", DeploymentID: req.DeploymentId, Regions: req.Regions, Replicas: &req.Replicas,
-					Message: fmt.Sprintf("deployed %s in %s", req.DeploymentId, where(req.Regions, false))})
+					Message: fmt.Sprintf("deployed %s in %s%s", req.DeploymentId, where(req.Regions, false), rolloutNote(ctx, op, req.DeploymentId, 0))})
 			}),
 		},
 		{
 			Name:      "update",
-			Usage:     "change a deployment's image, resources or env in every region it runs in",
+			Usage:     "change a deployment's image, resources or env in every region it runs in (in waves, as its environment's strategy or --wave says)",
 			ArgsUsage: "DEPLOYMENT_ID",
-			Flags: []cli.Flag{
+			Flags: append([]cli.Flag{
 				&cli.StringFlag{Name: "image", Usage: "container image"},
 				&cli.IntFlag{Name: "cpu", Usage: "CPU millicores (requests = limits)"},
 				&cli.IntFlag{Name: "memory", Usage: "memory MiB (requests = limits)"},
 				&cli.StringSliceFlag{Name: "env", Usage: "NAME=VALUE to add or replace (repeat)"},
 				&cli.BoolFlag{Name: "replace-env", Usage: "the --env variables become the whole environment (none given: no variables)"},
-			},
+			}, overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
 					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
@@ -158,8 +162,12 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
+				rollout, err := overrideStrategy(c)
+				if err != nil {
+					return err
+				}
 				id := c.Args().First()
-				req := &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Env: env, ReplaceEnv: c.Bool("replace-env")}
+				req := &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Env: env, ReplaceEnv: c.Bool("replace-env"), Rollout: rollout}
 				if c.IsSet("image") {
 					req.Image = ptr(c.String("image"))
 				}
@@ -181,15 +189,20 @@ func scriptCommands() []*cli.Command {
 					return err
 				}
 				regions := revisionRegions(ctx, op, id, r.Revision)
+				message := fmt.Sprintf("updated %s in %s; now revision %d", id, where(regions, true), r.Revision)
+				if note := rolloutNote(ctx, op, id, r.Revision); note != "" {
+					message = fmt.Sprintf("updated %s; now revision %d%s", id, r.Revision, note)
+				}
 				return printResult(c, result{Action: "update", DeploymentID: id, Regions: regions, AllRegions: true, Revision: &r.Revision,
-					Message: fmt.Sprintf("updated %s in %s; now revision %d", id, where(regions, true), r.Revision)})
+					Message: message})
 			}),
 		},
 		{
 			Name:      "rollback",
 			Usage:     "restore a deployment's spec and replicas of an earlier revision (default: the newest earlier one that differs); start/stop stays",
 			ArgsUsage: "DEPLOYMENT_ID",
-			Flags:     []cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the newest earlier one with another spec or other replicas"}},
+			Flags: append([]cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the newest earlier one with another spec or other replicas"}},
+				overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
 					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
@@ -198,15 +211,22 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
+				rollout, err := overrideStrategy(c)
+				if err != nil {
+					return err
+				}
 				id := c.Args().First()
-				r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: to})
+				r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: to, Rollout: rollout})
 				if err != nil {
 					return err
 				}
 				regions := revisionRegions(ctx, op, id, r.Revision)
+				message := fmt.Sprintf("rolled back %s to revision %d in %s; now revision %d", id, r.Restored, where(regions, true), r.Revision)
+				if note := rolloutNote(ctx, op, id, r.Revision); note != "" {
+					message = fmt.Sprintf("rolled back %s to revision %d; now revision %d%s", id, r.Restored, r.Revision, note)
+				}
 				return printResult(c, result{Action: "rollback", DeploymentID: id, Regions: regions, AllRegions: true,
-					Revision: &r.Revision, Restored: &r.Restored,
-					Message: fmt.Sprintf("rolled back %s to revision %d in %s; now revision %d", id, r.Restored, where(regions, true), r.Revision)})
+					Revision: &r.Revision, Restored: &r.Restored, Message: message})
 			}),
 		},
 		{
@@ -258,6 +278,7 @@ func scriptCommands() []*cli.Command {
 					Message: fmt.Sprintf("scaled %s to %d in %s", id, replicas, where(t.regions, t.all))})
 			}),
 		},
+		rolloutCommand(),
 		regionCommand("resync", "force a full resync of a region", "requested a full resync of %s", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
 			_, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: r, Reason: "unkey-tui resync"})
 			return err

@@ -162,6 +162,19 @@ func usageOnStderr(template string, data any) cli.OnUsageErrorFunc {
 	}
 }
 
+// onUsageErrorOnStderr sets usageOnStderr on each of cmds and on their
+// subcommands, all the way down.
+func onUsageErrorOnStderr(cmds []*cli.Command) {
+	for _, cmd := range cmds {
+		template := cli.CommandHelpTemplate
+		if len(cmd.Subcommands) > 0 {
+			template = cli.SubcommandHelpTemplate
+		}
+		cmd.OnUsageError = usageOnStderr(template, cmd)
+		onUsageErrorOnStderr(cmd.Subcommands)
+	}
+}
+
 // callError is ctrld's answer to a failed call. Its text is what the
 // console shows (the code and ctrld's message, cleaned for a terminal);
 // the JSON error document carries the code and the raw message.

@@ -42,8 +42,6 @@ func SessionApp(op ctrlv1.OperatorServiceClient, stdout, stderr io.Writer) *cli.
 		},
 	}
 	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
-	for _, cmd := range a.Commands {
-		cmd.OnUsageError = usageOnStderr(cli.CommandHelpTemplate, cmd)
-	}
+	onUsageErrorOnStderr(a.Commands)
 	return a
 }

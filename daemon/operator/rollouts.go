@@ -1,0 +1,370 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"entgo.io/ent/dialect/sql"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/ent/rollout"
+	"github.com/deploysync/deploysync/internal/validate"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// Rollout list sizes.
+const (
+	defaultRolloutLimit = 50
+	maxRolloutLimit     = 500
+)
+
+// GetRollout implements ctrlv1.OperatorServiceServer.
+func (s *Service) GetRollout(ctx context.Context, req *ctrlv1.GetRolloutRequest) (*ctrlv1.GetRolloutResponse, error) {
+	id := req.GetDeploymentId()
+	if err := validate.ID(id); err != nil {
+		return nil, invalid("deployment_id: %v", err)
+	}
+	// The one in flight, else the newest: one query, in flight first.
+	rows, err := s.client.Rollout.Query().Where(rollout.DeploymentID(id)).
+		// Descending puts NULL (ended) last: the one in flight first.
+		Order(rollout.ByInFlight(sql.OrderDesc()), rollout.ByCreatedAt(sql.OrderDesc()), rollout.ByID(sql.OrderDesc())).
+		Limit(1).All(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	if len(rows) == 0 {
+		exists, err := s.client.Deployment.Query().Where(deployment.ID(id)).Exist(ctx)
+		if err != nil {
+			return nil, s.viewError(err)
+		}
+		if !exists {
+			return nil, s.viewError(fmt.Errorf("deployment %q: %w", id, desired.ErrNotFound))
+		}
+		return nil, s.viewError(fmt.Errorf("deployment %q: no rollout: %w (its changes so far went to every region at once)", id, desired.ErrNotFound))
+	}
+	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], time.Now())}, nil
+}
+
+// ListRollouts implements ctrlv1.OperatorServiceServer.
+func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequest) (*ctrlv1.ListRolloutsResponse, error) {
+	limit := int(req.GetLimit())
+	switch {
+	case limit < 0 || limit > maxRolloutLimit:
+		return nil, invalid("limit: must be 0..%d (0 means %d), got %d", maxRolloutLimit, defaultRolloutLimit, limit)
+	case limit == 0:
+		limit = defaultRolloutLimit
+	}
+	newest := []rollout.OrderOption{rollout.ByCreatedAt(sql.OrderDesc()), rollout.ByID(sql.OrderDesc())}
+	rows, err := s.client.Rollout.Query().Where(rollout.InFlightNotNil()).Order(newest...).Limit(limit).All(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	if !req.GetInFlightOnly() && len(rows) < limit {
+		ended, err := s.client.Rollout.Query().Where(rollout.InFlightIsNil()).Order(newest...).Limit(limit - len(rows)).All(ctx)
+		if err != nil {
+			return nil, s.viewError(err)
+		}
+		rows = append(rows, ended...)
+	}
+	now := time.Now()
+	out := &ctrlv1.ListRolloutsResponse{Rollouts: make([]*ctrlv1.Rollout, 0, len(rows))}
+	for _, r := range rows {
+		out.Rollouts = append(out.Rollouts, rolloutMessage(r, now))
+	}
+	return out, nil
+}
+
+// rolloutActions maps the API's actions to desired's.
+var rolloutActions = map[ctrlv1.RolloutAction]string{
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE:   desired.RolloutPause,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME:  desired.RolloutResume,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE: desired.RolloutPromote,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT:   desired.RolloutAbort,
+}
+
+// ControlRollout implements ctrlv1.OperatorServiceServer.
+func (s *Service) ControlRollout(ctx context.Context, req *ctrlv1.ControlRolloutRequest) (*ctrlv1.ControlRolloutResponse, error) {
+	action, known := rolloutActions[req.GetAction()]
+	audited := "rollout." + action
+	if !known {
+		audited = "rollout.control"
+	}
+	var r *ent.Rollout
+	err := s.act(ctx, audited, req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
+		if !known {
+			return fmt.Errorf("action: %w: want PAUSE, RESUME, PROMOTE or ABORT, got %s", desired.ErrInvalid, req.GetAction())
+		}
+		r, err = s.desired.ControlRollout(ctx, req.GetDeploymentId(), action)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, time.Now())}, nil
+}
+
+// SetRolloutStrategy implements ctrlv1.OperatorServiceServer.
+func (s *Service) SetRolloutStrategy(ctx context.Context, req *ctrlv1.SetRolloutStrategyRequest) (*ctrlv1.SetRolloutStrategyResponse, error) {
+	var set jsontype.Strategy
+	err := s.act(ctx, "set-rollout-strategy", req.GetWorkspaceId()+"/"+req.GetEnvironmentId(), req, func(ctx context.Context) error {
+		strategy, err := checkedStrategy("strategy", req.GetStrategy())
+		if err != nil {
+			return err
+		}
+		set, err = s.desired.SetRolloutStrategy(ctx, req.GetWorkspaceId(), req.GetEnvironmentId(), strategy)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &ctrlv1.SetRolloutStrategyResponse{Strategy: strategyMessage(set)}, nil
+}
+
+// GetRolloutStrategy implements ctrlv1.OperatorServiceServer.
+func (s *Service) GetRolloutStrategy(ctx context.Context, req *ctrlv1.GetRolloutStrategyRequest) (*ctrlv1.GetRolloutStrategyResponse, error) {
+	strategy, err := s.desired.RolloutStrategy(ctx, req.GetWorkspaceId(), req.GetEnvironmentId())
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	return &ctrlv1.GetRolloutStrategyResponse{Strategy: strategyMessage(strategy)}, nil
+}
+
+// withRollout is ctx carrying a call's own strategy (its rollout field),
+// checked, when the request has one; ctx itself when it has none, so the
+// environment's applies.
+func withRollout(ctx context.Context, p *ctrlv1.RolloutStrategy) (context.Context, error) {
+	if p == nil {
+		return ctx, nil
+	}
+	strategy, err := checkedStrategy("rollout", p)
+	if err != nil {
+		return ctx, err
+	}
+	return desired.WithStrategy(ctx, strategy), nil
+}
+
+// checkedStrategy is the API's strategy as desired's, checked
+// (desired.CheckStrategy) and with its errors naming the request's field:
+// field.waves[1].bake, say. A nil strategy is immediate.
+func checkedStrategy(field string, p *ctrlv1.RolloutStrategy) (jsontype.Strategy, error) {
+	s := jsontype.Strategy{OnFailure: p.GetOnFailure()}
+	for i, w := range p.GetWaves() {
+		name := fmt.Sprintf("%s.waves[%d]", field, i)
+		bake, err := wholeSeconds(name+".bake", w.GetBake(), 0, desired.MaxBake)
+		if err != nil {
+			return s, err
+		}
+		deadline, err := wholeSeconds(name+".deadline", w.GetDeadline(), time.Second, desired.MaxDeadline)
+		if err != nil {
+			return s, err
+		}
+		s.Waves = append(s.Waves, jsontype.Wave{Regions: slices.Clone(w.GetRegions()), BakeSeconds: bake,
+			MaxFailures: int(w.GetMaxFailures()), DeadlineSeconds: deadline})
+	}
+	checked, err := desired.CheckStrategy(s)
+	if err != nil {
+		return s, renamed{field, err}
+	}
+	return checked, nil
+}
+
+// wholeSeconds is d in seconds, refused (naming field) unless it is whole
+// seconds within lo..hi. Unset is 0 (for a deadline: its default). Bounds
+// are checked here, on the seconds, because a Duration's seconds times
+// time.Second can overflow into a value that looks in range.
+func wholeSeconds(field string, d *durationpb.Duration, lo, hi time.Duration) (int, error) {
+	if d == nil {
+		return 0, nil
+	}
+	if err := d.CheckValid(); err != nil {
+		return 0, fmt.Errorf("%s: %w: %v", field, desired.ErrInvalid, err)
+	}
+	secs, nanos := d.GetSeconds(), d.GetNanos()
+	if nanos != 0 {
+		return 0, fmt.Errorf("%s: %w: whole seconds only, got %s", field, desired.ErrInvalid, time.Duration(secs)*time.Second+time.Duration(nanos))
+	}
+	if secs < int64(lo/time.Second) || secs > int64(hi/time.Second) {
+		return 0, fmt.Errorf("%s: %w: between %s and %s, got %ds", field, desired.ErrInvalid, lo, hi, secs)
+	}
+	return int(secs), nil
+}
+
+// renamed is desired.CheckStrategy's error, which names the fields
+// "strategy.…", naming them as the request does ("rollout.…").
+type renamed struct {
+	field string
+	err   error
+}
+
+func (r renamed) Error() string {
+	if rest, ok := strings.CutPrefix(r.err.Error(), "strategy."); ok {
+		return r.field + "." + rest
+	}
+	if rest, ok := strings.CutPrefix(r.err.Error(), "strategy"); ok {
+		return r.field + rest
+	}
+	return r.field + ": " + r.err.Error()
+}
+
+func (r renamed) Unwrap() error { return r.err }
+
+// strategyMessage is a strategy as the API gives it.
+func strategyMessage(s jsontype.Strategy) *ctrlv1.RolloutStrategy {
+	m := &ctrlv1.RolloutStrategy{OnFailure: s.OnFailure, Waves: make([]*ctrlv1.RolloutWave, 0, len(s.Waves))}
+	for _, w := range s.Waves {
+		m.Waves = append(m.Waves, &ctrlv1.RolloutWave{
+			Regions: slices.Clone(w.Regions), Bake: seconds(w.BakeSeconds),
+			MaxFailures: int32(w.MaxFailures), Deadline: seconds(w.DeadlineSeconds),
+		})
+	}
+	return m
+}
+
+func seconds(n int) *durationpb.Duration { return durationpb.New(time.Duration(n) * time.Second) }
+
+// rolloutMessage is a rollout as the API gives it, at now: its regions in
+// wave order with their time left, and what comes next.
+func rolloutMessage(r *ent.Rollout, now time.Time) *ctrlv1.Rollout {
+	m := &ctrlv1.Rollout{
+		DeploymentId: r.DeploymentID, Revision: int32(r.Revision), FromRevision: int32(r.FromRevision),
+		FromImage: r.FromSpec.Image, ToImage: r.ToSpec.Image, State: string(r.State), Wave: int32(r.Wave + 1),
+		Strategy: strategyMessage(r.Strategy), Reason: r.Reason, Actor: r.Actor,
+		CreatedAt: timestamppb.New(r.CreatedAt), UpdatedAt: timestamppb.New(r.UpdatedAt),
+	}
+	if r.FinishedAt != nil {
+		m.FinishedAt = timestamppb.New(*r.FinishedAt)
+	}
+	listed := map[string]bool{}
+	for i, w := range r.Strategy.Waves {
+		for _, name := range w.Regions {
+			listed[name] = true
+			m.Regions = append(m.Regions, regionMessage(name, i+1, r.Regions[name], w, now))
+		}
+	}
+	// A region in no wave (none is, as desired plans them) is still shown.
+	for _, name := range slices.Sorted(maps.Keys(r.Regions)) {
+		if !listed[name] {
+			m.Regions = append(m.Regions, regionMessage(name, 0, r.Regions[name], jsontype.Wave{}, now))
+		}
+	}
+	m.Next = next(r, now)
+	return m
+}
+
+func regionMessage(name string, wave int, st jsontype.RegionRollout, w jsontype.Wave, now time.Time) *ctrlv1.RolloutRegion {
+	m := &ctrlv1.RolloutRegion{Region: name, Wave: int32(wave), State: st.State, Why: st.Why}
+	if st.PromotedAt != nil {
+		m.PromotedAt = timestamppb.New(*st.PromotedAt)
+	}
+	if st.HealthySince != nil {
+		m.HealthySince = timestamppb.New(*st.HealthySince)
+	}
+	if left, ok := bakeLeft(st, w, now); ok {
+		m.BakeLeft = durationpb.New(left)
+	}
+	if left, ok := deadlineLeft(st, w, now); ok {
+		m.DeadlineLeft = durationpb.New(left)
+	}
+	return m
+}
+
+// bakeLeft is how much longer a baking region must stay healthy.
+func bakeLeft(st jsontype.RegionRollout, w jsontype.Wave, now time.Time) (time.Duration, bool) {
+	if st.State != desired.RegionBaking || st.HealthySince == nil {
+		return 0, false
+	}
+	return max(0, time.Duration(w.BakeSeconds)*time.Second-now.Sub(*st.HealthySince)), true
+}
+
+// deadlineLeft is how long a progressing region has to turn healthy.
+func deadlineLeft(st jsontype.RegionRollout, w jsontype.Wave, now time.Time) (time.Duration, bool) {
+	if st.State != desired.RegionProgressing || st.PromotedAt == nil {
+		return 0, false
+	}
+	return max(0, time.Duration(w.DeadlineSeconds)*time.Second-now.Sub(*st.PromotedAt)), true
+}
+
+// next says what comes next in a rollout, for people: "wave 2 (us-east,
+// ap-south) after eu-west bakes 45s more".
+func next(r *ent.Rollout, now time.Time) string {
+	switch r.State {
+	case rollout.StateSucceeded:
+		return fmt.Sprintf("nothing: every region runs revision %d", r.Revision)
+	case rollout.StateRolledBack:
+		if r.FromRevision == 0 {
+			return "nothing: rolled back; its regions run nothing (it was the deployment's first)"
+		}
+		return fmt.Sprintf("nothing: rolled back; its regions run revision %d", r.FromRevision)
+	case rollout.StatePaused:
+		return "nothing until an operator resumes it (or aborts it: rolls it back)"
+	case rollout.StateHalted:
+		return "nothing until an operator resumes it (its failed regions get a new deadline) or aborts it (rolls it back)"
+	}
+	if r.Wave >= len(r.Strategy.Waves) {
+		return ""
+	}
+	target := fmt.Sprintf("every region on revision %d", r.Revision)
+	if n := r.Wave + 1; n < len(r.Strategy.Waves) {
+		target = fmt.Sprintf("wave %d (%s)", n+1, strings.Join(r.Strategy.Waves[n].Regions, ", "))
+	}
+	w := r.Strategy.Waves[r.Wave]
+	var unhealthy, baking []string
+	var longestBake, deadline time.Duration
+	for _, name := range w.Regions {
+		st := r.Regions[name]
+		switch st.State {
+		case desired.RegionProgressing, desired.RegionWaiting:
+			unhealthy = append(unhealthy, name)
+			if left, ok := deadlineLeft(st, w, now); ok && (deadline == 0 || left < deadline) {
+				deadline = left
+			}
+		case desired.RegionBaking:
+			baking = append(baking, name)
+			left, _ := bakeLeft(st, w, now)
+			longestBake = max(longestBake, left)
+		}
+	}
+	switch {
+	case len(unhealthy) > 0:
+		s := fmt.Sprintf("%s once %s %s healthy", target, strings.Join(unhealthy, ", "), plural(len(unhealthy), "is", "are"))
+		if w.BakeSeconds > 0 {
+			s += " for " + short(time.Duration(w.BakeSeconds)*time.Second)
+		}
+		if deadline > 0 {
+			s += fmt.Sprintf(" (deadline in %s)", short(deadline))
+		}
+		return s
+	case len(baking) > 0:
+		return fmt.Sprintf("%s after %s %s %s more", target, strings.Join(baking, ", "), plural(len(baking), "bakes", "bake"), short(longestBake))
+	}
+	return target + " at the driver's next look"
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// short writes d in whole seconds as people read it: 45s, 1m, 1m30s, 2h.
+func short(d time.Duration) string {
+	d = d.Round(time.Second)
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
