@@ -8,6 +8,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/kinds"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/ent/jsontype"
 )
 
 // Summarize says what revision cur changed from prev (nil when cur is the
@@ -69,6 +70,22 @@ func SummarizeRegion(prev, cur *ent.DeploymentRevision, region string) string {
 		parts = append(parts, statusWord(now.Status))
 	}
 	return joined(parts)
+}
+
+// SummarizePromotion says what a rollout's promotion of region does,
+// e.g. "rollout to revision 7, wave 2 of 3: image app:1 -> app:2".
+func SummarizePromotion(r *ent.Rollout, region string) string {
+	from, to := r.FromSpec, r.ToSpec
+	prev := &ent.DeploymentRevision{Image: from.Image, CPUMillicores: from.CPUMillicores, MemoryMib: from.MemoryMiB, Port: from.Port,
+		Command: from.Command, Env: from.Env}
+	cur := &ent.DeploymentRevision{Image: to.Image, CPUMillicores: to.CPUMillicores, MemoryMib: to.MemoryMiB, Port: to.Port,
+		Command: to.Command, Env: to.Env}
+	what := joined(specChanges(prev, cur))
+	if from.Hash == "" {
+		what = "created: " + to.Image
+	}
+	wave := slices.IndexFunc(r.Strategy.Waves, func(w jsontype.Wave) bool { return slices.Contains(w.Regions, region) })
+	return fmt.Sprintf("rollout to revision %d, wave %d of %d: %s", r.Revision, wave+1, len(r.Strategy.Waves), what)
 }
 
 // specChanges lists what changed in the spec every region shares.

@@ -201,11 +201,11 @@ func TestPagesHoldWhatTheRegionRuns(t *testing.T) {
 	// Not the workspace and environment IDs, which agents do not read.
 	wants := []*ctrlv1.DeploymentState{
 		{DeploymentId: "dep-a", Namespace: naming.Namespace("ws", "prod"), Image: "app:dep-a", Replicas: 3, CpuMillicores: 100,
-			MemoryMib: 64, Port: 9090, Command: []string{"serve", "--fast"}, Env: map[string]string{"A": "1"}},
+			MemoryMib: 64, Port: 9090, Command: []string{"serve", "--fast"}, Env: map[string]string{"A": "1"}, SpecHash: "dep-a"},
 		{DeploymentId: "dep-d", Namespace: naming.Namespace("ws", "dev"), Image: "app:dep-d", Replicas: 3, CpuMillicores: 100,
-			MemoryMib: 64, Port: 8080},
+			MemoryMib: 64, Port: 8080, SpecHash: "dep-d"},
 		{DeploymentId: "dep-e", Namespace: naming.Namespace("ws2", "prod"), Image: "app:dep-e", Replicas: 3, CpuMillicores: 100,
-			MemoryMib: 64, Port: 9090, Command: []string{"run"}, Env: map[string]string{"E": "5"}},
+			MemoryMib: 64, Port: 9090, Command: []string{"run"}, Env: map[string]string{"E": "5"}, SpecHash: "dep-e"},
 	}
 	for i, want := range wants {
 		if got := events[i].Event.GetDeployment().GetDeployment(); !proto.Equal(got, want) {

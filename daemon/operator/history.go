@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
+	"github.com/deploysync/deploysync/ent/rollout"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -167,11 +169,48 @@ func (s *Service) summarizeFromRevisions(ctx context.Context, region string, cha
 			previous[key{r.DeploymentID, r.Revision}] = r
 		}
 	}
+	var uncovered []*ctrlv1.PendingChange
 	for _, c := range changes {
+		covered := false
 		for _, r := range covering {
 			if r.DeploymentID == c.ResourceId && r.FirstVersion <= c.Version && c.Version <= r.LastVersion {
 				c.Summary = desired.SummarizeRegion(previous[key{r.DeploymentID, r.Revision - 1}], r, region)
 				c.Actor = r.Actor
+				covered = true
+			}
+		}
+		if !covered {
+			uncovered = append(uncovered, c)
+		}
+	}
+	return s.summarizeFromRollouts(ctx, region, uncovered)
+}
+
+// summarizeFromRollouts says what the deployment changes a rollout's step
+// wrote do: a later wave's promotion is no operator action of its own, so
+// no revision holds it. A step updates its rollout's row when it writes
+// the change, so the rollouts read are those updated since the oldest of
+// the changes.
+func (s *Service) summarizeFromRollouts(ctx context.Context, region string, changes []*ctrlv1.PendingChange) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	oldest := changes[0].GetCreatedAt().AsTime()
+	for _, c := range changes {
+		if t := c.GetCreatedAt().AsTime(); t.Before(oldest) {
+			oldest = t
+		}
+	}
+	rollouts, err := s.client.Rollout.Query().
+		Where(rollout.DeploymentIDIn(resourceIDs(changes)...), rollout.UpdatedAtGTE(oldest.Add(-time.Second))).All(ctx)
+	if err != nil {
+		return fmt.Errorf("read the changes' rollouts: %w", err)
+	}
+	for _, c := range changes {
+		for _, r := range rollouts {
+			if st, ok := r.Regions[region]; ok && r.DeploymentID == c.ResourceId && st.Version == c.Version {
+				c.Summary = desired.SummarizePromotion(r, region)
+				c.Actor = desired.RolloutActor
 			}
 		}
 	}

@@ -100,3 +100,33 @@ func TestPauseRecordsSinceWhen(t *testing.T) {
 		t.Errorf("paused_at after resume: %s", got)
 	}
 }
+
+// A later wave's promotion is no operator action, so no revision holds
+// it: its pending change says which rollout and wave wrote it, and that
+// the rollout did.
+func TestPendingChangesSayWhichRolloutPromotedTheRegion(t *testing.T) {
+	_, op := rolloutEnv(t)
+	ctx := context.Background()
+	image := "app:2"
+	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &image, Rollout: canaryFirst()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := op.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: "api", Action: ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: "us"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := r.Changes[len(r.Changes)-1]
+	if want := "rollout to revision 2, wave 2 of 2: image app:1 -> app:2"; last.Summary != want || last.Actor != "rollout" {
+		t.Errorf("us's newest pending change: %q (%s), want %q (rollout)", last.Summary, last.Actor, want)
+	}
+	r, err = op.ListPendingChanges(ctx, &ctrlv1.ListPendingChangesRequest{Region: "eu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := r.Changes[len(r.Changes)-1]; last.Summary != "image app:1 -> app:2" {
+		t.Errorf("eu's newest pending change: %q, want the update's own", last.Summary)
+	}
+}
