@@ -62,6 +62,12 @@ type Report struct {
 	Desired []int
 	// RetentionRows counts the change rows the retention fault deleted.
 	RetentionRows int64
+	// Rollouts counts the rollouts that ended, and what the rollout
+	// verdict found.
+	Rollouts RolloutStats
+	// judged are the rollouts the verdict has checked, by deployment and
+	// revision.
+	judged map[string]bool
 }
 
 // Median is the median time to converge.
@@ -99,6 +105,9 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, " %s %d", f, r.Faults[f])
 	}
 	fmt.Fprintf(&b, " (retention deleted %d change rows)\ndesired objects at the verdicts: %v", r.RetentionRows, r.Desired)
+	ro := r.Rollouts
+	fmt.Fprintf(&b, "\nrollouts: %d ended (%d succeeded, %d rolled back: %d on a failed wave, %d aborted; %d to the bad image); %d settled after a round; %d regions past a failed wave carried the bad image (image watches lost %d times)",
+		ro.Succeeded+ro.RolledBack, ro.Succeeded, ro.RolledBack, ro.Halted, ro.Aborted, ro.Bad, ro.Settled, ro.BadPastFailedWave, ro.WatchGaps)
 	return b.String()
 }
 
@@ -132,6 +141,9 @@ func (r Report) ProvesLittle(faultsOn bool) []string {
 	}
 	if len(r.Desired) == 0 || slices.Max(r.Desired) == 0 {
 		weak = append(weak, "desired state was empty at every verdict: nothing was compared")
+	}
+	if r.Rollouts.Succeeded+r.Rollouts.RolledBack == 0 {
+		weak = append(weak, "no rollout ended: the rollout verdict checked nothing")
 	}
 	return weak
 }
@@ -180,7 +192,7 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 		}
 	}
 	s := Start(t, setup)
-	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}}
+	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}, judged: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	ctx := context.Background()
 	began := time.Now()
@@ -230,12 +242,35 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 		o := &operator{client: s.operators[i], rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts}
 		wg.Go(func() { o.run(opsCtx) })
 	}
+	// Rollouts are judged as they end, also during the round: one whose
+	// deployment an operator deletes afterwards goes with it.
+	var judging sync.WaitGroup
+	var judgeErr error
+	judging.Go(func() {
+		for opsCtx.Err() == nil {
+			violations, err := s.rolloutVerdict(opsCtx, rep.judged, &rep.Rollouts)
+			if len(violations) > 0 {
+				judgeErr = fmt.Errorf("rollouts broke their promise:\n  %s", strings.Join(violations, "\n  "))
+				return
+			}
+			_ = err // ctrld or its database down on purpose: the next look, or the round's end, judges
+			select {
+			case <-opsCtx.Done():
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
 	start := time.Now()
 	faultErr := s.runSchedule(ctx, start, steps, rep.Faults)
 	if faultErr != nil {
 		stopOps()
 	}
 	wg.Wait()
+	stopOps()
+	judging.Wait()
+	if judgeErr != nil {
+		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, judgeErr)
+	}
 	for op, c := range counts.ops {
 		sum := rep.Ops[op]
 		sum.OK, sum.Rejected, sum.Failed = sum.OK+c.OK, sum.Rejected+c.Rejected, sum.Failed+c.Failed
@@ -250,10 +285,21 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	}
 
 	// Operations and faults are over: from here the system must converge
-	// by itself.
+	// by itself, its rollouts ended first (an operator resumes what was
+	// paused and aborts what halted).
+	if problems := s.settleRollouts(ctx, cfg.ConvergeWithin, &rep.Rollouts); len(problems) > 0 {
+		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
+	}
 	took, v := converge(ctx, cfg.ConvergeWithin, s.divergence)
 	if len(v.problems) > 0 {
 		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: v.problems, Schedule: schedule}
+	}
+	violations, err := s.rolloutVerdict(ctx, rep.judged, &rep.Rollouts)
+	if err != nil {
+		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, err)
+	}
+	if len(violations) > 0 {
+		return 0, 0, fmt.Errorf("round %d (seed %d): rollouts broke their promise:\n  %s", n, rep.Seed, strings.Join(violations, "\n  "))
 	}
 	s.logf("round %d: converged %s after operations and faults ended (%d objects desired)", n, took.Round(time.Millisecond), v.desired)
 	return took, v.desired, nil

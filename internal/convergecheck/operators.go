@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -25,6 +27,10 @@ var (
 	sentinelIDs   = []string{"gw1", "gw2", "gw3"}
 	policyIDs     = []string{"pol1", "pol2", "pol3", "pol4"}
 	images        = []string{"ghcr.io/acme/app:v1", "ghcr.io/acme/app:v2", "ghcr.io/acme/app:v3"}
+	// BadImage is an image whose Pods crash-loop (a kwok stage of
+	// internal/kubetest fails them). Only rollouts use it: no region past
+	// a rollout's failed wave may ever carry it (the rollout verdict).
+	BadImage = "ghcr.io/acme/app:crashloop"
 	// An environment belongs to one workspace: ctrld refuses a sentinel or
 	// policy of an environment under another workspace.
 	environments = []environment{{"acme", "prod"}, {"acme", "dev"}, {"beta", "prod2"}, {"beta", "dev2"}}
@@ -157,9 +163,25 @@ func (o *operator) region(all bool) string {
 	return pick(o.rng, Regions)
 }
 
+// rolloutShare is one in how many calls changes a deployment's spec: an
+// update, at once or rolled out in waves, or an operator's action on a
+// rollout in flight.
+const rolloutShare = 6
+
+// Waves of the checker's rollouts: its first region as the canary, then
+// the other; bakes and deadlines short enough that every rollout ends
+// within a round's convergence bound.
+const (
+	rolloutBake     = time.Second
+	rolloutDeadline = 10 * time.Second
+)
+
 // call makes one random call and names its operation.
 func (o *operator) call(ctx context.Context) (string, error) {
 	c, rng := o.client, o.rng
+	if rng.IntN(rolloutShare) == 0 {
+		return o.rolloutCall(ctx)
+	}
 	switch n := rng.IntN(100); {
 	case n < 18:
 		regions := []string{pick(rng, Regions)}
@@ -212,6 +234,47 @@ func (o *operator) call(ctx context.Context) (string, error) {
 	default:
 		_, err := c.DeleteCiliumNetworkPolicy(ctx, &ctrlv1.DeleteCiliumNetworkPolicyRequest{PolicyId: pick(rng, policyIDs)})
 		return "delete-policy", err
+	}
+}
+
+// rolloutCall changes a deployment's spec, at once or in waves with a
+// good image or BadImage, or acts on its rollout in flight.
+func (o *operator) rolloutCall(ctx context.Context) (string, error) {
+	c, rng := o.client, o.rng
+	id := pick(rng, deploymentIDs)
+	// A fresh env value: an update that changes nothing is invalid.
+	vars := map[string]string{"REV": fmt.Sprint(rng.IntN(1 << 30))}
+	switch n := rng.IntN(10); {
+	case n < 2:
+		image := pick(rng, images)
+		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})
+		return "update", err
+	case n < 6:
+		image, op := pick(rng, images), "rollout-good"
+		if rng.IntN(2) == 0 {
+			image, op = BadImage, "rollout-bad"
+		}
+		strategy := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{
+			{Regions: Regions[:1], Bake: durationpb.New(rolloutBake), Deadline: durationpb.New(rolloutDeadline)},
+			{Regions: []string{"*"}, Bake: durationpb.New(rolloutBake), Deadline: durationpb.New(rolloutDeadline)},
+		}}
+		if rng.IntN(4) == 0 {
+			strategy.OnFailure = "pause"
+		}
+		// Most rollouts should have something to prove: the deployment in
+		// every region, running. A deploy of one that exists is refused.
+		env := pick(rng, environments)
+		if _, err := c.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: id, WorkspaceId: env.workspace, EnvironmentId: env.id,
+			Image: pick(rng, images), CpuMillicores: 50, MemoryMib: 64, Regions: Regions, Replicas: 1 + int32(rng.IntN(2))}); err == nil {
+			return "deploy", nil
+		}
+		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars, Rollout: strategy})
+		return op, err
+	default:
+		action := pick(rng, []ctrlv1.RolloutAction{ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE, ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME,
+			ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE, ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT})
+		_, err := c.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: action})
+		return "rollout-" + strings.ToLower(strings.TrimPrefix(action.String(), "ROLLOUT_ACTION_")), err
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/rolloutcheck"
 	"github.com/deploysync/deploysync/internal/testmariadb"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -126,6 +127,9 @@ type region struct {
 	agent       *agentRun        // nil while killed
 
 	restarting atomic.Bool // the API server is being restarted
+	// images is every image the region's StatefulSets carried, from the
+	// API server's own watch (the rollout verdict reads it).
+	images *rolloutcheck.ImageLog
 }
 
 type agentRun struct {
@@ -187,6 +191,11 @@ func Start(t testing.TB, setup Setup) *System {
 		primary := ctrlv1.NewClusterServiceClient(servertest.Dial(t, env.Server.Addr, token))
 		r := &region{name: name, cluster: c, clients: clients,
 			token: token, primary: primary, link: newLink(primary, setup.DropDeletes)}
+		watchCtx, stopWatch := context.WithCancel(context.Background())
+		t.Cleanup(stopWatch)
+		if r.images, err = rolloutcheck.WatchImages(watchCtx, name, clients.Kube); err != nil {
+			t.Fatal(err)
+		}
 		s.regions[name] = r
 		r.startAgent()
 		t.Cleanup(func() { r.stopAgent() })
