@@ -79,6 +79,26 @@ func (h *hostileOperator) ListDeployments(context.Context, *ctrlv1.ListDeploymen
 	}}, nil
 }
 
+func (h *hostileOperator) hostileRollout() *ctrlv1.Rollout {
+	return &ctrlv1.Rollout{DeploymentId: "api" + hostileText, State: "progressing", Wave: 1, FromRevision: 1, Revision: 2,
+		FromImage: hostileText, ToImage: hostileText, Actor: hostileText, Reason: hostileText, Next: hostileText, CreatedAt: at(time.Second),
+		Strategy: &ctrlv1.RolloutStrategy{OnFailure: hostileText, Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu" + hostileText}}}},
+		Regions:  []*ctrlv1.RolloutRegion{{Region: "eu" + hostileText, Wave: 1, State: hostileText, Why: hostileText}}}
+}
+
+func (h *hostileOperator) ListRollouts(context.Context, *ctrlv1.ListRolloutsRequest, ...grpc.CallOption) (*ctrlv1.ListRolloutsResponse, error) {
+	return &ctrlv1.ListRolloutsResponse{Rollouts: []*ctrlv1.Rollout{h.hostileRollout()}}, nil
+}
+
+func (h *hostileOperator) GetRollout(context.Context, *ctrlv1.GetRolloutRequest, ...grpc.CallOption) (*ctrlv1.GetRolloutResponse, error) {
+	return &ctrlv1.GetRolloutResponse{Rollout: h.hostileRollout()}, nil
+}
+
+func (h *hostileOperator) ControlRollout(_ context.Context, req *ctrlv1.ControlRolloutRequest, _ ...grpc.CallOption) (*ctrlv1.ControlRolloutResponse, error) {
+	h.record(req)
+	return nil, status.Error(codes.FailedPrecondition, hostileText)
+}
+
 func (h *hostileOperator) SetDesiredStatus(_ context.Context, req *ctrlv1.SetDesiredStatusRequest, _ ...grpc.CallOption) (*ctrlv1.SetDesiredStatusResponse, error) {
 	h.record(req)
 	return nil, status.Error(codes.FailedPrecondition, hostileText)
@@ -90,8 +110,8 @@ var ownStyling = regexp.MustCompile(`\x1b\[[17;]*m`)
 
 // Text from the server reaches the screen without a control character in
 // any view: the regions list with the last error, a region's page, the
-// deployments list, a confirmation, a failed action's error and the
-// banner.
+// deployments list, a confirmation, a failed action's error, the
+// rollouts list, a rollout's page and its confirmation, and the banner.
 func TestServerTextCannotControlTheTerminal(t *testing.T) {
 	op := &hostileOperator{}
 	m := refresh(t, tui.New(op, tui.Options{Refresh: time.Millisecond, NoColor: true, Now: func() time.Time { return now }}))
@@ -137,6 +157,15 @@ func TestServerTextCannotControlTheTerminal(t *testing.T) {
 	update(tea.KeyPressMsg{Code: tea.KeyEscape})
 	update(tea.KeyPressMsg{Code: tea.KeyTab})
 	check("deployments")
+	update(tea.KeyPressMsg{Code: tea.KeyTab})
+	check("rollouts")
+	update(enter)
+	check("rollout")
+	update(press('P'))
+	check("rollout confirmation")
+	update(press('y'))
+	check("failed rollout action")
+	update(tea.KeyPressMsg{Code: tea.KeyEscape})
 
 	op.refuse = true
 	update(tea.KeyPressMsg{Code: tea.KeyTab}) // back to regions: the read fails

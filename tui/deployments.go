@@ -108,6 +108,8 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 		return p, action{confirm: pc.scaleConfirmation(r.region, region, r.region.GetReplicas()-1)}
 	case key.Matches(msg, k.History):
 		return p, action{open: historyPage{id: r.deployment.GetDeploymentId()}}
+	case key.Matches(msg, k.Rollout):
+		return p, action{open: rolloutPage{id: r.deployment.GetDeploymentId()}}
 	}
 	return p, action{}
 }
@@ -115,8 +117,8 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
 	if p.selected() != nil {
-		short = append(short, k.History)
-		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History)
+		short = append(short, k.History, k.Rollout)
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History, k.Rollout)
 		keys = append(keys, p.sort.keys(k)...)
 	}
 	return short, keys

@@ -11,9 +11,19 @@
 // lets ctrld pick the revision (to 0) instead of one the console found
 // among the revisions it read.
 //
-// The console is a root Model and its pages (page.go): the regions and the
-// deployments page, which tab switches between, and a region or a
-// deployment's history, opened from them and closed with esc. A page owns
+// A deployment's rollout (R on the deployments page, or enter on the
+// rollouts page) shows what ctrld says of it: its waves (regions, bake, max
+// failures, deadline, how far each got), each region's state with its time
+// left (bake or deadline) and why, the rollout's state and, once it halted
+// or rolled back, the evidence; and what comes next. Its keys promote now
+// (skipping the bake), pause or resume, and abort (roll back), each behind
+// a confirmation saying what it does in the rollout's state, through
+// ControlRollout, which ctrld audits; a rollout that ended takes none.
+//
+// The console is a root Model and its pages (page.go): the regions, the
+// deployments and the rollouts page, which tab cycles through, and a
+// region, a deployment's history or a deployment's rollout, opened from
+// them and closed with esc. A page owns
 // its rows, its cursor, its keys, its view and its help; it reads the
 // root's state only through a pageContext (styles, keys, size, clock,
 // stale marking, the filter, the regions' last health) and asks the root

@@ -78,15 +78,23 @@ func helpStates(t *testing.T) map[string]Model {
 		revisions = append(revisions, &ctrlv1.DeploymentRevision{Revision: n, Action: "update", CreatedAt: ts,
 			Image: fmt.Sprintf("ghcr.io/acme/api:v%d", n), Regions: []*ctrlv1.RegionSpec{{Region: "eu-west", Replicas: 2, Status: "running"}}})
 	}
+	strategy := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu-west"}}, {Regions: []string{"us-east"}}}}
+	rollout := func(id, state string) *ctrlv1.Rollout {
+		return &ctrlv1.Rollout{DeploymentId: id, State: state, Wave: 1, Strategy: strategy, CreatedAt: ts, Regions: []*ctrlv1.RolloutRegion{
+			{Region: "eu-west", Wave: 1, State: "progressing"}, {Region: "us-east", Wave: 2, State: "waiting"}}}
+	}
+	rollouts := []*ctrlv1.Rollout{rollout("api", "progressing"), rollout("worker", "paused"), rollout("batch", "rolled_back")}
 	var (
-		down, enter, tab = keyPress(t, "down"), keyPress(t, "enter"), keyPress(t, "tab")
-		history          = keyPress(t, "h")
+		down, enter, tab     = keyPress(t, "down"), keyPress(t, "enter"), keyPress(t, "tab")
+		history, openRollout = keyPress(t, "h"), keyPress(t, "R")
 	)
 	start := New(nil, Options{NoColor: true, Now: func() time.Time { return now }})
 	regions := update(start, regionsMsg{overviews})
 	onDeployments := update(start, tab, deploymentsMsg{deployments, overviews})
 	onRegion := update(regions, enter)
 	onHistory := update(onDeployments, history)
+	onRollouts := update(start, tab, tab, rolloutsMsg{rollouts})
+	onRollout := update(onDeployments, openRollout)
 	return map[string]Model{
 		"regions":                update(regions, down),
 		"regions, none":          update(start, regionsMsg{}),
@@ -99,6 +107,14 @@ func helpStates(t *testing.T) map[string]Model {
 		"history":                update(onHistory, historyMsg{"api", revisions}, down),
 		"history, one revision":  update(onHistory, historyMsg{"api", revisions[:1]}),
 		"history, loading":       onHistory,
+		"rollouts":               update(onRollouts, down),
+		"rollouts, none":         update(start, tab, tab, rolloutsMsg{}),
+		"rollout, progressing":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[0]}),
+		"rollout, paused":        update(onRollout, rolloutMsg{id: "api", rollout: rollouts[1]}),
+		"rollout, halted":        update(onRollout, rolloutMsg{id: "api", rollout: rollout("api", "halted")}),
+		"rollout, rolled back":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[2]}),
+		"rollout, none":          update(onRollout, rolloutMsg{id: "api", none: "no rollout"}),
+		"rollout, loading":       onRollout,
 	}
 }
 
@@ -108,7 +124,7 @@ func helpStates(t *testing.T) map[string]Model {
 func TestHelpListsExactlyTheKeysThatWork(t *testing.T) {
 	k := DefaultKeyMap()
 	all := []key.Binding{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp,
-		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse}
+		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse, k.Rollout, k.Promote, k.Abort}
 	for state, m := range helpStates(t) {
 		listed := map[string]bool{}
 		for _, b := range shownBindings(m) {

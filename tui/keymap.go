@@ -8,6 +8,9 @@ type KeyMap struct {
 	// History opens a deployment's revisions; Rollback, there, restores
 	// one (r: force resync elsewhere).
 	History, Rollback key.Binding
+	// Rollout opens a deployment's rollout; Promote and Abort act on it
+	// there (Pause pauses and resumes it).
+	Rollout, Promote, Abort key.Binding
 	// Sort cycles the column the regions and deployments are sorted by
 	// (back to ctrld's order after the last); Reverse flips the order. s
 	// and S, k9s's sort keys, stop and start a deployment here.
@@ -24,7 +27,7 @@ func DefaultKeyMap() KeyMap {
 		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		Open:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open region")),
 		Back:      key.NewBinding(key.WithKeys("esc", "backspace"), key.WithHelp("esc", "back")),
-		Switch:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "regions/deployments")),
+		Switch:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "regions/deployments/rollouts")),
 		Resync:    key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "force resync")),
 		Pause:     key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "pause/resume")),
 		Stop:      key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "stop deployment")),
@@ -39,6 +42,9 @@ func DefaultKeyMap() KeyMap {
 		Interrupt: key.NewBinding(key.WithKeys("ctrl+c")),
 		History:   key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "history")),
 		Rollback:  key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "roll back to selected")),
+		Rollout:   key.NewBinding(key.WithKeys("R"), key.WithHelp("R", "rollout")),
+		Promote:   key.NewBinding(key.WithKeys("P"), key.WithHelp("P", "promote now (skip bake)")),
+		Abort:     key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "abort (roll back)")),
 		Sort:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "sort by next column")),
 		Reverse:   key.NewBinding(key.WithKeys("O"), key.WithHelp("O", "reverse sort")),
 	}
@@ -47,7 +53,7 @@ func DefaultKeyMap() KeyMap {
 // withoutChanges is k with every key that changes something disabled: a
 // disabled binding matches no key and help leaves it out.
 func (k KeyMap) withoutChanges() KeyMap {
-	for _, b := range []*key.Binding{&k.Resync, &k.Pause, &k.Stop, &k.Start, &k.ScaleUp, &k.ScaleDown, &k.Rollback} {
+	for _, b := range []*key.Binding{&k.Resync, &k.Pause, &k.Stop, &k.Start, &k.ScaleUp, &k.ScaleDown, &k.Rollback, &k.Promote, &k.Abort} {
 		b.SetEnabled(false)
 	}
 	return k

@@ -42,10 +42,12 @@ type Options struct {
 	Notices string
 }
 
-// The home pages, which tab switches between.
+// The home pages, which tab cycles through.
 const (
 	homeRegions = iota
 	homeDeployments
+	homeRollouts
+	homePages
 )
 
 // Model is the console's root model.
@@ -57,10 +59,10 @@ type Model struct {
 	help   help.Model
 	width  int
 	height int
-	// home is the regions and the deployments page; each keeps its rows
-	// and cursor while the other is shown. top is the one shown, or the
-	// one opened was opened from.
-	home [2]page
+	// home is the regions, the deployments and the rollouts page; each
+	// keeps its rows and cursor while another is shown. top is the one
+	// shown, or the one opened was opened from.
+	home [homePages]page
 	top  int
 	// opened is the page opened from home[top] (a region, a deployment's
 	// history) while it is shown; nil when none is. esc closes it.
@@ -102,7 +104,7 @@ func New(op ctrlv1.OperatorServiceClient, opts Options) Model {
 		keys = keys.withoutChanges()
 	}
 	return Model{op: op, opts: opts, styles: NewStyles(opts.NoColor), keys: keys, help: h, width: 80, height: 24,
-		home: [2]page{homeRegions: regionsPage{}, homeDeployments: deploymentsPage{}}}
+		home: [homePages]page{homeRegions: regionsPage{}, homeDeployments: deploymentsPage{}, homeRollouts: rolloutsPage{}}}
 }
 
 // The root's messages; each page has its own for its reads.
@@ -184,7 +186,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case deploymentsMsg:
 		m.overviews = msg.regions
 		return m.deliver(msg), nil
-	case detailMsg, historyMsg:
+	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg:
 		return m.deliver(msg), nil
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
@@ -251,7 +253,7 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.applyFilter()
 		return m, nil
 	case key.Matches(msg, m.keys.Switch):
-		m.opened, m.top = nil, 1-m.top // the other home page
+		m.opened, m.top = nil, (m.top+1)%homePages // the next home page
 		return m.turn()
 	case key.Matches(msg, m.keys.Back) && m.opened != nil:
 		m.opened = nil

@@ -424,6 +424,13 @@ func TestFilterMatchingNothingSaysSo(t *testing.T) {
 	turn(tea.KeyPressMsg{Code: tea.KeyTab})
 	filterShows(`no deployments match "zz"`)
 	turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	filterShows(`no rollouts match "zz"`)
+	update(press('/'))
+	update(tea.KeyPressMsg{Code: tea.KeyEscape}) // the filter cleared
+	turn(enter)                                  // api's rollout
+	filterShows(`no regions match "zz"`)
+	update(tea.KeyPressMsg{Code: tea.KeyEscape})
+	turn(tea.KeyPressMsg{Code: tea.KeyTab})
 	turn(enter) // ap-south's page
 	filterShows(`no deployments match "zz"`)
 }
@@ -454,7 +461,12 @@ func TestHelpListsThePageKeys(t *testing.T) {
 	update(press('?'))
 	check("regions", []string{"open region", "force resync", "pause/resume"}, []string{"back", "stop deployment", "scale"})
 	turn(tea.KeyPressMsg{Code: tea.KeyTab})
-	check("deployments", []string{"stop deployment", "start deployment", "scale"}, []string{"open region", "force resync", "pause/resume", "back"})
+	check("deployments", []string{"stop deployment", "start deployment", "scale", "rollout"}, []string{"open region", "force resync", "pause/resume", "back"})
+	turn(tea.KeyPressMsg{Code: tea.KeyTab})
+	check("rollouts", []string{"open rollout"}, []string{"open region", "promote", "stop deployment", "esc back"})
+	turn(enter)
+	check("rollout", []string{"back", "promote now", "pause rollout", "abort"}, []string{"open region", "stop deployment", "scale"})
+	update(tea.KeyPressMsg{Code: tea.KeyEscape})
 	turn(tea.KeyPressMsg{Code: tea.KeyTab})
 	turn(enter)
 	check("region", []string{"back", "force resync", "pause/resume", "stop deployment", "scale"}, []string{"open region"})
@@ -661,6 +673,8 @@ func TestStaleDataIsMarkedUntilARefreshSucceeds(t *testing.T) {
 	tick := func() {
 		t.Helper()
 		next, _ := m.Update(tea.KeyPressMsg{Code: tea.KeyTab}) // each page turn reads its page
+		m = next.(tui.Model)
+		next, _ = m.Update(tea.KeyPressMsg{Code: tea.KeyTab})
 		m = next.(tui.Model)
 		next, cmd := m.Update(tea.KeyPressMsg{Code: tea.KeyTab})
 		m = next.(tui.Model)
