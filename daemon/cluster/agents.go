@@ -19,6 +19,11 @@ type Config struct {
 	// its own. Raised, it would only let one leaked token add that many
 	// records more.
 	MaxAgentsPerRegion int
+	// Reported, when set, is called after a report of deployments'
+	// instances or applies is stored: the rollout driver then looks at
+	// once rather than at its next tick, so a gate that passed promotes
+	// the next wave in milliseconds.
+	Reported func()
 }
 
 // Defaults are the production settings zero Config fields take.

@@ -109,6 +109,9 @@ func (s *Service) ReportResourceSync(ctx context.Context, req *ctrlv1.ReportReso
 	if err != nil {
 		return nil, internal(s.log, "report resource sync", err)
 	}
+	if s.cfg.Reported != nil {
+		s.cfg.Reported()
+	}
 	return &ctrlv1.ReportResourceSyncResponse{}, nil
 }
 

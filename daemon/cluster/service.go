@@ -186,6 +186,9 @@ func (s *Service) ReportDeploymentStatus(ctx context.Context, req *ctrlv1.Report
 	if err != nil {
 		return nil, internal(s.log, "report deployment status", err)
 	}
+	if s.cfg.Reported != nil {
+		s.cfg.Reported()
+	}
 	return &ctrlv1.ReportDeploymentStatusResponse{}, nil
 }
 

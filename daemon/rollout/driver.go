@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/desired"
@@ -34,6 +35,27 @@ type Driver struct {
 	// Notify, when set, is called after a step that promoted or rolled
 	// back regions, so the tailers read its changes now.
 	Notify func()
+
+	poke     chan struct{}
+	pokeOnce sync.Once
+}
+
+// minGap is the least time between two looks: pokes (a report per agent
+// per second, or more) are coalesced into at most one look this often.
+const minGap = 50 * time.Millisecond
+
+// Poke asks for a look now, not at the next tick: an agent's report may
+// have passed a gate. Pokes while a look is due are one.
+func (d *Driver) Poke() {
+	select {
+	case d.pokes() <- struct{}{}:
+	default:
+	}
+}
+
+func (d *Driver) pokes() chan struct{} {
+	d.pokeOnce.Do(func() { d.poke = make(chan struct{}, 1) })
+	return d.poke
 }
 
 // Run looks at the rollouts every Interval until ctx ends. A look that
@@ -54,6 +76,12 @@ func (d *Driver) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-d.pokes():
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(minGap):
+			}
 		}
 	}
 }

@@ -270,7 +270,12 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	streamer := stream.New(db.StreamEnt, db.StreamSQL, s.Tailer, cfg.Stream, log, m)
 
 	s.grpc = grpc.NewServer(append(opts, grpc.StatsHandler(connCloser{conns}))...)
-	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, cfg.Cluster, log))
+	// The rollout driver looks again as soon as an agent reports.
+	driver := &rollout.Driver{Store: desired.New(db.Ent, desired.WithReserved(cfg.Reserved)), Client: db.Ent, DB: db.SQL,
+		Log: log, Interval: cfg.RolloutInterval, Metrics: m, Notify: notifier.Poke}
+	clusterCfg := cfg.Cluster
+	clusterCfg.Reported = driver.Poke
+	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, clusterCfg, log))
 	s.ops = operator.New(db.Ent, db.SQL, notifier, log, desired.WithReserved(cfg.Reserved))
 	authn.OnOperatorRefusal = s.ops.AuditRefusal
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, s.ops)
@@ -332,8 +337,6 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	}
 	s.wg.Go(func() { guard.Loop(runCtx, "retention", retention.New(db.SQL, cfg.Retention, log, m).Run) })
 	s.wg.Go(func() { guard.Loop(runCtx, "workflow", workflow.New(db.Ent, cfg.Workflow, log, m).Run) })
-	driver := &rollout.Driver{Store: desired.New(db.Ent, desired.WithReserved(cfg.Reserved)), Client: db.Ent, DB: db.SQL,
-		Log: log, Interval: cfg.RolloutInterval, Metrics: m, Notify: notifier.Poke}
 	s.wg.Go(func() { guard.Loop(runCtx, "rollout", driver.Run) })
 	s.wg.Go(func() {
 		guard.Loop(runCtx, "region-health", regionhealth.NewPublisher(db.Ent, db.SQL, cfg.RegionHealth, log, m).Run)

@@ -2,6 +2,7 @@ package galeracheck
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -21,10 +22,13 @@ import (
 	"google.golang.org/grpc/status"
 
 	dcluster "github.com/deploysync/deploysync/daemon/cluster"
+	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
 	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/feedcheck"
@@ -47,6 +51,11 @@ func TestOnGalera(t *testing.T) {
 	t.Run("operators see no conflicts", c.checkOperatorsSeeNoConflicts)
 	t.Run("agents admitted through every node keep the region's limit", func(t *testing.T) {
 		checkAdmissionLimit(t, startCluster(t, g, server.Config{Cluster: dcluster.Config{MaxAgentsPerRegion: admissionLimit}}))
+	})
+	t.Run("a rollout's step happens once through every node", func(t *testing.T) {
+		// The replicas' own drivers stay out of it: the test takes the
+		// steps, from every node at once.
+		checkRolloutStepsOnce(t, startCluster(t, g, server.Config{RolloutInterval: time.Hour}))
 	})
 	t.Run("feed while a node and a replica are lost", func(t *testing.T) {
 		c.checkFeed(t, func(ctx context.Context) {
@@ -272,5 +281,86 @@ func sleep(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
+	}
+}
+
+// checkRolloutStepsOnce has every node take the same step of each of many
+// rollouts at once (promote the next wave, at the version all read): each
+// step is written once. Row locks hold on one node only; the rollout's
+// version column, which every step updates, is what certification fences:
+// a second node's step fails it, and its rerun finds the version moved.
+func checkRolloutStepsOnce(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	stores := make([]*desired.Store, len(c.replicas))
+	for i, r := range c.replicas {
+		stores[i] = desired.New(r.DB.Ent)
+	}
+	regions := []string{"ap", "eu", "us"}
+	for _, r := range regions {
+		if err := stores[0].EnsureRegion(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waves := jsontype.Strategy{Waves: []jsontype.Wave{{Regions: []string{"eu"}}, {Regions: []string{"us"}}, {Regions: []string{"*"}}}}
+	const rollouts = 12
+	for i := range rollouts {
+		id := fmt.Sprintf("app-%d", i)
+		err := stores[i%len(stores)].Deploy(ctx, desired.DeploymentSpec{ID: id, WorkspaceID: "ws", EnvironmentID: "prod",
+			Image: "app:1", CPUMillicores: 10, MemoryMiB: 16}, regions, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v2 := "app:2"
+		if _, err := stores[(i+1)%len(stores)].UpdateDeployment(desired.WithStrategy(ctx, waves), id, desired.SpecUpdate{Image: &v2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inFlight, err := stores[0].InFlight(ctx)
+	if err != nil || len(inFlight) != rollouts {
+		t.Fatalf("%d rollouts in flight, %v; want %d", len(inFlight), err, rollouts)
+	}
+	var wg sync.WaitGroup
+	var written, fenced, failed atomic.Int64
+	for _, r := range inFlight {
+		start := make(chan struct{})
+		for _, s := range stores {
+			wg.Go(func() {
+				<-start
+				err := s.StepRollout(ctx, desired.RolloutStep{ID: r.ID, Version: r.Version, Regions: r.Regions, Advance: true})
+				switch {
+				case err == nil:
+					written.Add(1)
+				case errors.Is(err, desired.ErrConcurrentChange):
+					fenced.Add(1)
+				default:
+					failed.Add(1)
+					t.Errorf("rollout of %s: %v", r.DeploymentID, err)
+				}
+			})
+		}
+		close(start)
+	}
+	wg.Wait()
+	t.Logf("%d rollouts, the same step through %d nodes at once: %d written, %d fenced", rollouts, len(stores), written.Load(), fenced.Load())
+	after, err := c.replicas[0].DB.Ent.Rollout.Query().All(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range after {
+		if r.Wave != 1 {
+			t.Errorf("rollout of %s is at wave %d after one step taken from every node; want 2 of 3 (index 1)", r.DeploymentID, r.Wave+1)
+		}
+		promotions, err := c.replicas[0].DB.Ent.DeploymentChange.Query().
+			Where(deploymentchange.ResourceID(r.DeploymentID), deploymentchange.Region("us")).Count(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// us: its row from the deploy, and one promotion.
+		if promotions != 2 {
+			t.Errorf("%s in us has %d change rows; want 2 (the deploy's and one promotion)", r.DeploymentID, promotions)
+		}
+	}
+	if written.Load() != rollouts {
+		t.Errorf("%d steps written for %d rollouts", written.Load(), rollouts)
 	}
 }
