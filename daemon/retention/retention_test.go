@@ -20,6 +20,8 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
+	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 )
 
@@ -253,8 +255,9 @@ func TestRetentionPrunesSyncRowsOfResourcesThatAreGone(t *testing.T) {
 	}
 }
 
-// Each deployment keeps its newest RevisionsKept revisions; a deployment
-// with fewer keeps all of them.
+// Each deployment keeps its newest RevisionsKept revisions, and the
+// rollouts to them; a deployment with fewer keeps all of them. A rollout
+// in flight stays, however old its revision.
 func TestRetentionKeepsEachDeploymentsNewestRevisions(t *testing.T) {
 	db := storetest.New(t)
 	ctx := context.Background()
@@ -268,13 +271,29 @@ func TestRetentionKeepsEachDeploymentsNewestRevisions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for replicas := range 7 {
+	waves := desired.WithStrategy(ctx, jsontype.Strategy{Waves: []jsontype.Wave{{Regions: []string{"eu"}}}})
+	v2 := "app:2"
+	if _, err := s.UpdateDeployment(waves, "busy", desired.SpecUpdate{Image: &v2}); err != nil { // revision 2
+		t.Fatal(err)
+	}
+	if _, err := s.ControlRollout(ctx, "busy", desired.RolloutPromote); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UpdateDeployment(waves, "quiet", desired.SpecUpdate{Image: &v2}); err != nil { // in flight
+		t.Fatal(err)
+	}
+	for replicas := range 6 {
 		if err := s.Scale(ctx, "busy", "", 1+replicas); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := cleaner(db, retention.Config{RevisionsKept: 3}).RunOnce(ctx); err != nil {
 		t.Fatal(err)
+	}
+	for id, want := range map[string]int{"busy": 0, "quiet": 1} {
+		if n := db.Ent.Rollout.Query().Where(rollout.DeploymentID(id)).CountX(ctx); n != want {
+			t.Errorf("%s keeps %d rollouts, want %d", id, n, want)
+		}
 	}
 	kept := func(id string) []int {
 		revs, err := db.Ent.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(id)).
@@ -291,8 +310,8 @@ func TestRetentionKeepsEachDeploymentsNewestRevisions(t *testing.T) {
 	if got := kept("busy"); !slices.Equal(got, []int{6, 7, 8}) {
 		t.Errorf("busy keeps revisions %v, want its newest three, [6 7 8]", got)
 	}
-	if got := kept("quiet"); !slices.Equal(got, []int{1}) {
-		t.Errorf("quiet keeps revisions %v, want [1]", got)
+	if got := kept("quiet"); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("quiet keeps revisions %v, want [1 2]", got)
 	}
 }
 

@@ -121,6 +121,11 @@ func (c *Cleaner) pruneRevisions(ctx context.Context, conn *sql.Conn) error {
 		if err := execRetrying(ctx, conn, "DELETE FROM deployment_revisions WHERE deployment_id = ? AND revision <= ?", k.deployment, k.upTo); err != nil {
 			return fmt.Errorf("delete old revisions of %s: %w", k.deployment, err)
 		}
+		// A rollout goes with the revision it moved to; one in flight
+		// stays, whatever its age.
+		if err := execRetrying(ctx, conn, "DELETE FROM rollouts WHERE deployment_id = ? AND revision <= ? AND in_flight IS NULL", k.deployment, k.upTo); err != nil {
+			return fmt.Errorf("delete old rollouts of %s: %w", k.deployment, err)
+		}
 	}
 	if len(cuts) > 0 {
 		c.log.Info("retention: deleted old deployment revisions", "deployments", len(cuts), "kept_per_deployment", c.cfg.RevisionsKept)
