@@ -195,8 +195,9 @@ const (
 )
 
 // ControlRollout is an operator's action on the deployment's rollout in
-// flight: pause holds it where it is; resume lets it go on (a halted
-// one's failed regions get a new deadline); promote passes the current
+// flight: pause holds it where it is; resume lets it go on (the current
+// wave's regions not passed, failed ones included, get a new deadline and
+// bake again); promote passes the current
 // wave now, skipping what is left of its bake; abort rolls back every
 // region it promoted. It returns the rollout as the action left it.
 func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string) (*ent.Rollout, error) {
@@ -232,9 +233,13 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string)
 			if r.State == rollout.StateProgressing {
 				return fmt.Errorf("deployment %q: %w: its rollout is progressing already", deploymentID, ErrConflict)
 			}
+			// The wave's clock starts again: its regions not passed yet
+			// (failed ones included: another chance) get a new deadline
+			// and bake from their next healthy look. A deadline that ran
+			// out while paused would fail them at once.
 			now := time.Now().UTC()
-			for region, st := range r.Regions {
-				if st.State == RegionFailed { // another chance, with a new deadline
+			for _, region := range r.Strategy.Waves[r.Wave].Regions {
+				if st := r.Regions[region]; st.State != RegionPassed {
 					r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version}
 				}
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/ent"
@@ -278,3 +279,31 @@ func regionChanges(t *testing.T, client *ent.Client, id, region string) []string
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// A resume starts the wave's clock again: a deadline that ran out while
+// the rollout was paused does not fail its regions at once.
+func TestResumeGivesTheWaveANewDeadline(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api"), []string{"eu-west", "us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	v2 := "ghcr.io/acme/api:v2"
+	if _, err := s.UpdateDeployment(desired.WithStrategy(ctx, canaryThenRest), "api", desired.SpecUpdate{Image: &v2}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ControlRollout(ctx, "api", desired.RolloutPause); err != nil {
+		t.Fatal(err)
+	}
+	r := inFlight(t, client, "api")
+	long := time.Now().Add(-time.Hour)
+	r.Regions["eu-west"] = jsontype.RegionRollout{State: desired.RegionProgressing, PromotedAt: &long, Version: r.Regions["eu-west"].Version}
+	client.Rollout.UpdateOneID(r.ID).SetRegions(r.Regions).ExecX(ctx)
+	resumed, err := s.ControlRollout(ctx, "api", desired.RolloutResume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if at := resumed.Regions["eu-west"].PromotedAt; at == nil || time.Since(*at) > time.Minute {
+		t.Errorf("eu-west's deadline counts from %v after the resume, want from now", at)
+	}
+}
