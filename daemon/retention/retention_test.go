@@ -21,8 +21,8 @@ import (
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/jsontype"
-	"github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/ent/resourcesync"
+	"github.com/deploysync/deploysync/ent/rollout"
 )
 
 // writeChanges inserts n change rows (retention only looks at the rows,
