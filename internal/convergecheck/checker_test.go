@@ -69,14 +69,15 @@ func TestScheduleWaitsForSlowRestarts(t *testing.T) {
 // compared an empty desired state is named as proving little.
 func TestReportThatProvesLittleIsNamed(t *testing.T) {
 	empty := Report{Rounds: 3, Ops: map[string]OpStats{"deploy": {Rejected: 40, Failed: 10}}, Desired: []int{0, 0, 0}}
-	if weak := empty.ProvesLittle(true); len(weak) != 3 {
-		t.Errorf("a run with no fault, no successful call and nothing desired: %q, want three complaints", weak)
+	if weak := empty.ProvesLittle(true); len(weak) != 4 {
+		t.Errorf("a run with no fault, no successful call, nothing desired and no rollout: %q, want four complaints", weak)
 	}
-	if weak := empty.ProvesLittle(false); len(weak) != 2 {
+	if weak := empty.ProvesLittle(false); len(weak) != 3 {
 		t.Errorf("without faults asked for, their absence is no complaint: %q", weak)
 	}
 	good := Report{Rounds: 3, Faults: map[string]int{FaultAgentKill: 2, FaultMariaDB: 1},
-		Ops: map[string]OpStats{"deploy": {OK: 30, Rejected: 40, Failed: 10}}, Desired: []int{0, 6, 4}}
+		Ops: map[string]OpStats{"deploy": {OK: 30, Rejected: 40, Failed: 10}}, Desired: []int{0, 6, 4},
+		Rollouts: RolloutStats{Succeeded: 2, RolledBack: 1}}
 	if weak := good.ProvesLittle(true); len(weak) != 0 {
 		t.Errorf("a run that did its work: %q", weak)
 	}
