@@ -7,43 +7,27 @@
 package kube
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/deploysync/deploysync/internal/manifest"
 )
 
-// Labels and annotations on managed objects.
+// Labels and annotations on managed objects, and the field manager:
+// internal/manifest's, which builds a deployment's objects for the agent
+// and for ctrld alike (see there).
 const (
-	// ManagedByLabel marks every object the agent owns; objects without it
-	// are never modified or deleted.
-	ManagedByLabel = "unkey.managed.by"
-	// ManagedByValue is the label's value.
-	ManagedByValue = "krane"
-	// DeploymentLabel, SentinelLabel and PolicyLabel carry the resource ID.
-	DeploymentLabel = "unkey.deployment.id"
-	SentinelLabel   = "unkey.sentinel.id"
-	PolicyLabel     = "unkey.ciliumnetworkpolicy.id"
-	// HashAnnotation holds the hash of the desired spec last applied.
-	HashAnnotation = "deploysync.io/spec-hash"
-	// SpecHashLabel carries, on a deployment's pod template and so on each
-	// of its Pods, the hash ctrld gives the spec it wants the region to run
-	// (DeploymentState.spec_hash; unlike HashAnnotation, which is the
-	// agent's own hash of the objects it applies and says nothing about
-	// revisions). A Pod keeps the template labels it was created from, so
-	// the label says which spec each Pod runs: a StatefulSet's rolling
-	// update replaces its Pods one by one, and during it the instances
-	// carry different hashes. The status reporter reports each Pod's, and
-	// ctrld's health gates count the instances that run the new spec.
-	// Adding or changing the label changes the pod template, so it rolls
-	// the Pods like any other template change (once for every StatefulSet
-	// when an agent first gets hashes from ctrld).
-	SpecHashLabel = "unkey.spec.hash"
-	// FieldManager is the one server-side-apply manager of the agent.
-	FieldManager = "krane"
+	ManagedByLabel  = manifest.ManagedByLabel
+	ManagedByValue  = manifest.ManagedByValue
+	DeploymentLabel = manifest.DeploymentLabel
+	SentinelLabel   = manifest.SentinelLabel
+	PolicyLabel     = manifest.PolicyLabel
+	HashAnnotation  = manifest.HashAnnotation
+	SpecHashLabel   = manifest.SpecHashLabel
+	FieldManager    = manifest.FieldManager
 )
 
 // ErrBadEvent means an event holds a value the agent cannot put into
@@ -99,19 +83,8 @@ func Managed(labels map[string]string) bool {
 	return labels[ManagedByLabel] == ManagedByValue
 }
 
-// Hash is a stable hash of the desired objects (JSON-encoded apply
-// configurations, before the hash annotation is added).
-func Hash(objects ...any) (string, error) {
-	h := sha256.New()
-	for _, o := range objects {
-		b, err := json.Marshal(o)
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], nil
-}
+// Hash is a stable hash of the desired objects (manifest.Hash).
+func Hash(objects ...any) (string, error) { return manifest.Hash(objects...) }
 
 // Same reports whether two values (say, a desired policy spec and the
 // live one) encode equally as JSON.

@@ -3,21 +3,13 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 
-	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/intstr"
-	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/internal/manifest"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -44,59 +36,6 @@ func deploymentAt(s *ctrlv1.DeploymentState) at {
 	return at{s.GetNamespace(), s.GetDeploymentId()}
 }
 
-// desiredDeployment builds the Service and StatefulSet for a deployment,
-// without the hash annotation.
-func desiredDeployment(s *ctrlv1.DeploymentState) (*corev1ac.ServiceApplyConfiguration, *appsv1ac.StatefulSetApplyConfiguration) {
-	id, ns := s.GetDeploymentId(), s.GetNamespace()
-	name := deploymentAt(s).name
-	objLabels := map[string]string{kube.ManagedByLabel: kube.ManagedByValue, kube.DeploymentLabel: id}
-	selector := map[string]string{kube.DeploymentLabel: id}
-	port := s.GetPort()
-	if port == 0 {
-		port = 8080
-	}
-
-	svc := corev1ac.Service(name, ns).WithLabels(objLabels).WithSpec(corev1ac.ServiceSpec().
-		WithClusterIP(corev1.ClusterIPNone).
-		WithPublishNotReadyAddresses(true).
-		WithSelector(selector).
-		WithPorts(corev1ac.ServicePort().WithName("http").WithPort(port).WithTargetPort(intstr.FromInt32(port))))
-
-	resources := corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(int64(s.GetCpuMillicores()), resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(int64(s.GetMemoryMib())*1024*1024, resource.BinarySI),
-	}
-	container := corev1ac.Container().
-		WithName("app").
-		WithImage(s.GetImage()).
-		WithPorts(corev1ac.ContainerPort().WithName("http").WithContainerPort(port)).
-		WithResources(corev1ac.ResourceRequirements().WithRequests(resources).WithLimits(resources))
-	if len(s.GetCommand()) > 0 {
-		container.WithCommand(s.GetCommand()...)
-	}
-	for _, name := range slices.Sorted(maps.Keys(s.GetEnv())) {
-		container.WithEnv(corev1ac.EnvVar().WithName(name).WithValue(s.GetEnv()[name]))
-	}
-	// The spec hash goes on the pod template only (kube.SpecHashLabel): on
-	// the Pods it says which spec each runs; not in the selector, which
-	// is immutable and must keep selecting the Pods of every revision.
-	podLabels := maps.Clone(objLabels)
-	if hash := s.GetSpecHash(); hash != "" {
-		podLabels[kube.SpecHashLabel] = hash
-	}
-	sts := appsv1ac.StatefulSet(name, ns).WithLabels(objLabels).WithSpec(appsv1ac.StatefulSetSpec().
-		WithReplicas(s.GetReplicas()).
-		WithServiceName(name).
-		WithPodManagementPolicy(appsv1.ParallelPodManagement).
-		WithSelector(metav1ac.LabelSelector().WithMatchLabels(selector)).
-		WithTemplate(corev1ac.PodTemplateSpec().
-			WithLabels(podLabels).
-			WithSpec(corev1ac.PodSpec().
-				WithRestartPolicy(corev1.RestartPolicyAlways).
-				WithContainers(container))))
-	return svc, sts
-}
-
 // Apply makes the deployment's objects match s, and removes any it has in
 // another namespace (see workload.removeLeftBehind); it writes nothing
 // when they already do and there are none.
@@ -114,15 +53,13 @@ func (d *Deployments) Apply(ctx context.Context, s *ctrlv1.DeploymentState) erro
 	if err := d.objects.removeLeftBehind(ctx, s.GetDeploymentId(), deploymentAt(s)); err != nil {
 		return err
 	}
-	svc, sts := desiredDeployment(s)
-	svcHash, err := stamp(svc, svc.WithAnnotations)
+	// What is applied is built by internal/manifest, which ctrld uses to
+	// show operators the same objects.
+	desired, err := manifest.NewDeployment(s)
 	if err != nil {
 		return err
 	}
-	stsHash, err := stamp(sts, sts.WithAnnotations)
-	if err != nil {
-		return err
-	}
+	svc, sts, svcHash, stsHash := desired.Service, desired.StatefulSet, desired.ServiceHash, desired.StatefulSetHash
 	place := deploymentAt(s)
 	ns, name := place.namespace, place.name
 	liveSvc, err := cachedOrNil(d.cache.Services.Services(ns).Get(name))
