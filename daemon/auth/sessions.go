@@ -101,6 +101,7 @@ var (
 		ctrlv1.OperatorService_GetRollout_FullMethodName:           true,
 		ctrlv1.OperatorService_ListRollouts_FullMethodName:         true,
 		ctrlv1.OperatorService_GetRolloutStrategy_FullMethodName:   true,
+		ctrlv1.OperatorService_GetDesiredState_FullMethodName:      true,
 	}
 	writeMethods = map[string]bool{
 		ctrlv1.OperatorService_Deploy_FullMethodName:                    true,

@@ -66,6 +66,16 @@ type Event struct {
 // All is every kind, in the order a full sync sends them.
 var All = []Kind{deployments, sentinels, ciliumNetworkPolicies}
 
+// Named returns the kind named name (rpc.Kind*).
+func Named(name string) (Kind, bool) {
+	for _, k := range All {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
 // OfChange returns the kind of a change row's resource_type.
 func OfChange(changeType string) (Kind, bool) {
 	for _, k := range All {

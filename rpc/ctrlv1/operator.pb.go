@@ -3918,11 +3918,125 @@ func (x *GetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
 	return nil
 }
 
+type GetDesiredStateRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	Region        string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDesiredStateRequest) Reset() {
+	*x = GetDesiredStateRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDesiredStateRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDesiredStateRequest) ProtoMessage() {}
+
+func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDesiredStateRequest.ProtoReflect.Descriptor instead.
+func (*GetDesiredStateRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *GetDesiredStateRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *GetDesiredStateRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+type GetDesiredStateResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deployment is the state the region's stream sends for the deployment,
+	// built by the stream's own code, with each env value and command
+	// argument replaced by "<redacted, N bytes>" (as in the audit log): they
+	// may be credentials, and the operator API shows env names, never
+	// values.
+	Deployment *DeploymentState `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
+	// yaml is the objects the agent applies for that state, in the order it
+	// applies them (Service, then StatefulSet; YAML documents separated by
+	// "---"), built by the agent's own code (internal/manifest) from the
+	// state before redaction, so their hash annotations are the ones the
+	// agent writes; env values and command arguments are redacted after.
+	Yaml          string `protobuf:"bytes,2,opt,name=yaml,proto3" json:"yaml,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDesiredStateResponse) Reset() {
+	*x = GetDesiredStateResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDesiredStateResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDesiredStateResponse) ProtoMessage() {}
+
+func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDesiredStateResponse.ProtoReflect.Descriptor instead.
+func (*GetDesiredStateResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *GetDesiredStateResponse) GetDeployment() *DeploymentState {
+	if x != nil {
+		return x.Deployment
+	}
+	return nil
+}
+
+func (x *GetDesiredStateResponse) GetYaml() string {
+	if x != nil {
+		return x.Yaml
+	}
+	return ""
+}
+
 var File_deploysync_ctrl_v1_operator_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x06\n" +
+	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x06\n" +
 	"\x0eRegionOverview\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12!\n" +
 	"\fhead_version\x18\x02 \x01(\x04R\vheadVersion\x12#\n" +
@@ -4217,7 +4331,15 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12%\n" +
 	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\"]\n" +
 	"\x1aGetRolloutStrategyResponse\x12?\n" +
-	"\bstrategy\x18\x01 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\bstrategy*g\n" +
+	"\bstrategy\x18\x01 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\bstrategy\"U\n" +
+	"\x16GetDesiredStateRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"r\n" +
+	"\x17GetDesiredStateResponse\x12C\n" +
+	"\n" +
+	"deployment\x18\x01 \x01(\v2#.deploysync.ctrl.v1.DeploymentStateR\n" +
+	"deployment\x12\x12\n" +
+	"\x04yaml\x18\x02 \x01(\tR\x04yaml*g\n" +
 	"\rDesiredStatus\x12\x1e\n" +
 	"\x1aDESIRED_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DESIRED_STATUS_RUNNING\x10\x01\x12\x1a\n" +
@@ -4227,7 +4349,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x14ROLLOUT_ACTION_PAUSE\x10\x01\x12\x19\n" +
 	"\x15ROLLOUT_ACTION_RESUME\x10\x02\x12\x1a\n" +
 	"\x16ROLLOUT_ACTION_PROMOTE\x10\x03\x12\x18\n" +
-	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xbc\x12\n" +
+	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xa8\x13\n" +
 	"\x0fOperatorService\x12^\n" +
 	"\vListRegions\x12&.deploysync.ctrl.v1.ListRegionsRequest\x1a'.deploysync.ctrl.v1.ListRegionsResponse\x12X\n" +
 	"\tGetRegion\x12$.deploysync.ctrl.v1.GetRegionRequest\x1a%.deploysync.ctrl.v1.GetRegionResponse\x12s\n" +
@@ -4251,7 +4373,8 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\fListRollouts\x12'.deploysync.ctrl.v1.ListRolloutsRequest\x1a(.deploysync.ctrl.v1.ListRolloutsResponse\x12g\n" +
 	"\x0eControlRollout\x12).deploysync.ctrl.v1.ControlRolloutRequest\x1a*.deploysync.ctrl.v1.ControlRolloutResponse\x12s\n" +
 	"\x12SetRolloutStrategy\x12-.deploysync.ctrl.v1.SetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.SetRolloutStrategyResponse\x12s\n" +
-	"\x12GetRolloutStrategy\x12-.deploysync.ctrl.v1.GetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.GetRolloutStrategyResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"\x12GetRolloutStrategy\x12-.deploysync.ctrl.v1.GetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.GetRolloutStrategyResponse\x12j\n" +
+	"\x0fGetDesiredState\x12*.deploysync.ctrl.v1.GetDesiredStateRequest\x1a+.deploysync.ctrl.v1.GetDesiredStateResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_operator_proto_rawDescOnce sync.Once
@@ -4266,7 +4389,7 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 60)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
 	(RolloutAction)(0),                        // 1: deploysync.ctrl.v1.RolloutAction
@@ -4328,21 +4451,24 @@ var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(*SetRolloutStrategyResponse)(nil),        // 57: deploysync.ctrl.v1.SetRolloutStrategyResponse
 	(*GetRolloutStrategyRequest)(nil),         // 58: deploysync.ctrl.v1.GetRolloutStrategyRequest
 	(*GetRolloutStrategyResponse)(nil),        // 59: deploysync.ctrl.v1.GetRolloutStrategyResponse
-	nil,                                       // 60: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	nil,                                       // 61: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),             // 62: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 63: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 64: google.protobuf.Duration
+	(*GetDesiredStateRequest)(nil),            // 60: deploysync.ctrl.v1.GetDesiredStateRequest
+	(*GetDesiredStateResponse)(nil),           // 61: deploysync.ctrl.v1.GetDesiredStateResponse
+	nil,                                       // 62: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 63: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),             // 64: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 65: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 66: google.protobuf.Duration
+	(*DeploymentState)(nil),                   // 67: deploysync.ctrl.v1.DeploymentState
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	62, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	62, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	62, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	62, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	64, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	64, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	64, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	64, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
 	3,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	62, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
-	62, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
-	62, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	64, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	64, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	64, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
 	2,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
 	2,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
 	9,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
@@ -4353,32 +4479,32 @@ var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
 	4,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
 	4,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
 	14, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	62, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	64, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
 	17, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	62, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	64, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
 	9,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	60, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	62, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
 	46, // 23: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	0,  // 24: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	61, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	63, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
 	46, // 26: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	46, // 27: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	30, // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
-	62, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	64, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
 	31, // 30: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
-	63, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	65, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
 	47, // 32: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
-	64, // 33: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
-	64, // 34: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
+	66, // 33: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
+	66, // 34: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
 	46, // 35: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	49, // 36: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
-	62, // 37: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
-	62, // 38: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	62, // 39: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	62, // 40: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
-	62, // 41: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
-	64, // 42: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
-	64, // 43: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
+	64, // 37: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
+	64, // 38: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	64, // 39: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	64, // 40: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
+	64, // 41: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
+	66, // 42: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
+	66, // 43: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
 	48, // 44: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
 	48, // 45: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
 	1,  // 46: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
@@ -4386,55 +4512,58 @@ var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
 	46, // 48: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	46, // 49: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	46, // 50: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	5,  // 51: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	7,  // 52: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	12, // 53: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	15, // 54: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	18, // 55: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	20, // 56: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	22, // 57: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	24, // 58: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
-	26, // 59: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
-	28, // 60: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	32, // 61: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	34, // 62: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	36, // 63: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	38, // 64: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	40, // 65: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	42, // 66: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	44, // 67: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	50, // 68: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
-	52, // 69: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
-	54, // 70: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
-	56, // 71: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
-	58, // 72: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
-	6,  // 73: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	8,  // 74: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	13, // 75: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	16, // 76: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	19, // 77: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	21, // 78: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	23, // 79: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	25, // 80: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
-	27, // 81: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
-	29, // 82: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	33, // 83: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	35, // 84: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	37, // 85: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	39, // 86: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	41, // 87: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	43, // 88: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	45, // 89: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	51, // 90: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
-	53, // 91: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
-	55, // 92: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
-	57, // 93: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
-	59, // 94: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
-	73, // [73:95] is the sub-list for method output_type
-	51, // [51:73] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	67, // 51: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	5,  // 52: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	7,  // 53: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	12, // 54: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	15, // 55: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	18, // 56: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	20, // 57: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	22, // 58: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	24, // 59: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	26, // 60: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	28, // 61: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	32, // 62: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	34, // 63: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	36, // 64: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	38, // 65: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	40, // 66: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	42, // 67: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	44, // 68: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	50, // 69: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
+	52, // 70: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
+	54, // 71: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
+	56, // 72: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
+	58, // 73: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
+	60, // 74: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
+	6,  // 75: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	8,  // 76: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	13, // 77: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	16, // 78: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	19, // 79: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	21, // 80: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	23, // 81: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	25, // 82: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	27, // 83: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	29, // 84: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	33, // 85: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	35, // 86: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	37, // 87: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	39, // 88: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	41, // 89: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	43, // 90: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	45, // 91: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	51, // 92: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
+	53, // 93: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
+	55, // 94: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
+	57, // 95: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
+	59, // 96: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
+	61, // 97: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
+	75, // [75:98] is the sub-list for method output_type
+	52, // [52:75] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -4442,6 +4571,7 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 	if File_deploysync_ctrl_v1_operator_proto != nil {
 		return
 	}
+	file_deploysync_ctrl_v1_state_proto_init()
 	file_deploysync_ctrl_v1_operator_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4449,7 +4579,7 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   60,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,7 @@ const (
 	OperatorService_ControlRollout_FullMethodName            = "/deploysync.ctrl.v1.OperatorService/ControlRollout"
 	OperatorService_SetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/SetRolloutStrategy"
 	OperatorService_GetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/GetRolloutStrategy"
+	OperatorService_GetDesiredState_FullMethodName           = "/deploysync.ctrl.v1.OperatorService/GetDesiredState"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -107,6 +108,12 @@ type OperatorServiceClient interface {
 	// GetRolloutStrategy gives an environment's strategy; no waves
 	// (immediate) when none was set.
 	GetRolloutStrategy(ctx context.Context, in *GetRolloutStrategyRequest, opts ...grpc.CallOption) (*GetRolloutStrategyResponse, error)
+	// GetDesiredState gives what a region's agent is to run for a
+	// deployment: the state its stream carries now and the objects the
+	// agent applies for it, as YAML, both with env values and command
+	// arguments redacted. NotFound when the deployment does not run there
+	// (none, stopped, or not reached by its rollout yet).
+	GetDesiredState(ctx context.Context, in *GetDesiredStateRequest, opts ...grpc.CallOption) (*GetDesiredStateResponse, error)
 }
 
 type operatorServiceClient struct {
@@ -337,6 +344,16 @@ func (c *operatorServiceClient) GetRolloutStrategy(ctx context.Context, in *GetR
 	return out, nil
 }
 
+func (c *operatorServiceClient) GetDesiredState(ctx context.Context, in *GetDesiredStateRequest, opts ...grpc.CallOption) (*GetDesiredStateResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDesiredStateResponse)
+	err := c.cc.Invoke(ctx, OperatorService_GetDesiredState_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -401,6 +418,12 @@ type OperatorServiceServer interface {
 	// GetRolloutStrategy gives an environment's strategy; no waves
 	// (immediate) when none was set.
 	GetRolloutStrategy(context.Context, *GetRolloutStrategyRequest) (*GetRolloutStrategyResponse, error)
+	// GetDesiredState gives what a region's agent is to run for a
+	// deployment: the state its stream carries now and the objects the
+	// agent applies for it, as YAML, both with env values and command
+	// arguments redacted. NotFound when the deployment does not run there
+	// (none, stopped, or not reached by its rollout yet).
+	GetDesiredState(context.Context, *GetDesiredStateRequest) (*GetDesiredStateResponse, error)
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -476,6 +499,9 @@ func (UnimplementedOperatorServiceServer) SetRolloutStrategy(context.Context, *S
 }
 func (UnimplementedOperatorServiceServer) GetRolloutStrategy(context.Context, *GetRolloutStrategyRequest) (*GetRolloutStrategyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRolloutStrategy not implemented")
+}
+func (UnimplementedOperatorServiceServer) GetDesiredState(context.Context, *GetDesiredStateRequest) (*GetDesiredStateResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDesiredState not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -894,6 +920,24 @@ func _OperatorService_GetRolloutStrategy_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_GetDesiredState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDesiredStateRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).GetDesiredState(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_GetDesiredState_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).GetDesiredState(ctx, req.(*GetDesiredStateRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -988,6 +1032,10 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRolloutStrategy",
 			Handler:    _OperatorService_GetRolloutStrategy_Handler,
+		},
+		{
+			MethodName: "GetDesiredState",
+			Handler:    _OperatorService_GetDesiredState_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
