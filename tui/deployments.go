@@ -110,6 +110,8 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 		return p, action{open: historyPage{id: r.deployment.GetDeploymentId()}}
 	case key.Matches(msg, k.Rollout):
 		return p, action{open: rolloutPage{id: r.deployment.GetDeploymentId()}}
+	case key.Matches(msg, k.YAML):
+		return p, action{open: yamlPage{id: r.deployment.GetDeploymentId(), region: region}}
 	}
 	return p, action{}
 }
@@ -118,7 +120,7 @@ func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
 	if p.selected() != nil {
 		short = append(short, k.History, k.Rollout)
-		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History, k.Rollout)
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History, k.Rollout, k.YAML)
 		keys = append(keys, p.sort.keys(k)...)
 	}
 	return short, keys

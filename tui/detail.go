@@ -101,6 +101,8 @@ func (p detailPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
 		ask = pc.scaleConfirmation(d, p.name, d.GetReplicas()+1)
 	case key.Matches(msg, k.ScaleDown) && d != nil && d.GetReplicas() > 0:
 		ask = pc.scaleConfirmation(d, p.name, d.GetReplicas()-1)
+	case key.Matches(msg, k.YAML) && d != nil:
+		return p, action{open: yamlPage{id: d.GetDeploymentId(), region: p.name, from: p}}
 	}
 	return p, action{confirm: ask}
 }
@@ -111,7 +113,7 @@ func (p detailPage) help(k KeyMap) (short, keys []key.Binding) {
 		keys = append(keys, k.Pause)
 	}
 	if p.selected() != nil {
-		keys = append(keys, k.Stop, k.Start, k.ScaleUp)
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.YAML)
 	}
 	return []key.Binding{k.Back, k.Switch}, keys
 }

@@ -15,6 +15,9 @@ type KeyMap struct {
 	// (back to ctrld's order after the last); Reverse flips the order. s
 	// and S, k9s's sort keys, stop and start a deployment here.
 	Sort, Reverse key.Binding
+	// YAML shows a deployment's desired objects in a region, as the agent
+	// applies them (k9s's y; y is also yes, but only in a confirmation).
+	YAML key.Binding
 	// Interrupt quits from anywhere, even while typing a filter or
 	// answering a confirmation, where q is taken.
 	Interrupt key.Binding
@@ -47,6 +50,7 @@ func DefaultKeyMap() KeyMap {
 		Abort:     key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "abort (roll back)")),
 		Sort:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "sort by next column")),
 		Reverse:   key.NewBinding(key.WithKeys("O"), key.WithHelp("O", "reverse sort")),
+		YAML:      key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "desired YAML")),
 	}
 }
 

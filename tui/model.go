@@ -186,7 +186,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case deploymentsMsg:
 		m.overviews = msg.regions
 		return m.deliver(msg), nil
-	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg:
+	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg, yamlMsg:
 		return m.deliver(msg), nil
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
@@ -256,7 +256,13 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.opened, m.top = nil, (m.top+1)%homePages // the next home page
 		return m.turn()
 	case key.Matches(msg, m.keys.Back) && m.opened != nil:
+		// Back to the page it was opened from when that was opened too
+		// (a region's deployment's YAML), else home.
+		from, _ := m.opened.(interface{ openedFrom() page })
 		m.opened = nil
+		if from != nil {
+			m.opened = from.openedFrom()
+		}
 		return m.turn()
 	}
 	p, act := m.shown().update(msg, m.pageContext())
@@ -333,8 +339,12 @@ func (m Model) deliver(msg tea.Msg) Model {
 // pageContext is what the pages read from the root now.
 func (m Model) pageContext() pageContext {
 	return pageContext{styles: m.styles, keys: m.keys, op: m.op, now: m.opts.Now(), asOf: m.asOf(), width: m.width,
-		stale: m.stale(), filter: m.filter, overviews: m.overviews}
+		height: m.height - frameLines, stale: m.stale(), filter: m.filter, overviews: m.overviews}
 }
+
+// frameLines is about the lines the root draws around a page: title, the
+// blank lines around it, the one-line help.
+const frameLines = 5
 
 // shownHelp is the help of the page shown: its keys, then the root's that
 // work there.

@@ -60,6 +60,9 @@ type pageContext struct {
 	// "3m ago" does not keep counting as if it had just been read.
 	now, asOf time.Time
 	width     int
+	// height is the lines the page's view may fill (the screen's, less
+	// the frame's).
+	height int
 	// stale is true while ctrld does not answer and the rows are the last
 	// it sent.
 	stale bool
