@@ -15,6 +15,9 @@ type KeyMap struct {
 	// (back to ctrld's order after the last); Reverse flips the order. s
 	// and S, k9s's sort keys, stop and start a deployment here.
 	Sort, Reverse key.Binding
+	// Command opens the command line (":regions", ":history api"); Diff
+	// shows what a rollback or a region's pending changes change.
+	Command, Diff key.Binding
 	// Interrupt quits from anywhere, even while typing a filter or
 	// answering a confirmation, where q is taken.
 	Interrupt key.Binding
@@ -47,6 +50,8 @@ func DefaultKeyMap() KeyMap {
 		Abort:     key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "abort (roll back)")),
 		Sort:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "sort by next column")),
 		Reverse:   key.NewBinding(key.WithKeys("O"), key.WithHelp("O", "reverse sort")),
+		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command")),
+		Diff:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "diff")),
 	}
 }
 
