@@ -97,9 +97,12 @@ func newCommandLine(noColor bool, width int) *commandLine {
 	styles := textinput.DefaultDarkStyles()
 	styles.Cursor.Blink = false
 	if noColor {
+		// The completion after the cursor is faint, not grey: typed
+		// text and what tab would add must still read apart.
 		plain := lipgloss.NewStyle()
-		styles.Focused = textinput.StyleState{Text: plain, Placeholder: plain, Suggestion: plain, Prompt: plain}
+		styles.Focused = textinput.StyleState{Text: plain, Placeholder: plain, Suggestion: plain.Faint(true), Prompt: plain}
 		styles.Blurred = styles.Focused
+		styles.Cursor.Color = nil
 	}
 	in.SetStyles(styles)
 	in.SetWidth(max(width-2, 1))
@@ -183,7 +186,7 @@ func parseCommand(text string, k known) (commandTarget, error) {
 	}
 	c, ok := commandNamed(fields[0])
 	if !ok {
-		return commandTarget{}, fmt.Errorf("unknown command %q; try %s", ":"+Clean(fields[0]), commandList())
+		return commandTarget{}, fmt.Errorf("unknown command %q (tab on an empty line goes through the commands)", ":"+Clean(fields[0]))
 	}
 	if want := 1 + len(strings.Fields(c.arg)); len(fields) != want {
 		return commandTarget{}, fmt.Errorf("usage: %s", c.usage())
@@ -215,15 +218,6 @@ func parseCommand(text string, k known) (commandTarget, error) {
 		return commandTarget{top: homeRollouts, opened: rolloutPage{id: arg}}, nil
 	}
 	return commandTarget{quit: true}, nil // q, quit
-}
-
-// commandList names every command.
-func commandList() string {
-	var names []string
-	for _, c := range commands {
-		names = append(names, ":"+c.name)
-	}
-	return strings.Join(names, " ")
 }
 
 // knownText names the values the console knows, a few of them.
