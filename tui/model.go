@@ -177,6 +177,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
+		if m.command != nil {
+			c := *m.command
+			c.input.SetWidth(max(m.width-2, 1))
+			m.command = &c
+		}
 		return m, nil
 	case tickMsg:
 		return m, tea.Batch(m.fetch(), m.tick(), m.readNotices())
