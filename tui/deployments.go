@@ -119,7 +119,7 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
 	if p.selected() != nil {
-		short = append(short, k.History, k.Rollout)
+		short = append(short, k.History, k.Rollout, p.sort.short(k))
 		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History, k.Rollout, k.YAML)
 		keys = append(keys, p.sort.keys(k)...)
 	}

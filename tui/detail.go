@@ -103,6 +103,10 @@ func (p detailPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
 		ask = pc.scaleConfirmation(d, p.name, d.GetReplicas()-1)
 	case key.Matches(msg, k.YAML) && d != nil:
 		return p, action{open: yamlPage{id: d.GetDeploymentId(), region: p.name, from: p}}
+	case key.Matches(msg, k.Diff) && len(p.pending.GetChanges()) > 0:
+		diff := pendingDiffPage{region: p}
+		diff.set(pc.filter)
+		return p, action{open: diff}
 	}
 	return p, action{confirm: ask}
 }
@@ -115,7 +119,19 @@ func (p detailPage) help(k KeyMap) (short, keys []key.Binding) {
 	if p.selected() != nil {
 		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.YAML)
 	}
-	return []key.Binding{k.Back, k.Switch}, keys
+	short = []key.Binding{k.Back, k.Switch}
+	if len(p.pending.GetChanges()) > 0 {
+		short = append(short, p.diff(k))
+		keys = append(keys, p.diff(k))
+	}
+	return short, keys
+}
+
+// diff is Diff with this page's words.
+func (detailPage) diff(k KeyMap) key.Binding {
+	b := k.Diff
+	b.SetHelp("d", "diff pending")
+	return b
 }
 
 // whyShown caps the region page's list of reasons; the regions page
@@ -211,9 +227,7 @@ func (pc pageContext) pendingLines(changes []*ctrlv1.PendingChange, now time.Tim
 	cols := []column{{header: ""}, {header: "", numeric: true, min: 8}, {header: "", min: 7}, {header: "", min: 8}, {header: "", min: 20}, {header: "", elide: true}}
 	cells := make([][]string, len(changes))
 	for i, c := range changes {
-		// Servers before PendingChange.kind send only the change row's type.
-		kind := cmp.Or(c.GetKind(), strings.TrimSuffix(c.GetResourceType(), "_topology"))
-		kind = strings.TrimPrefix(kind, "cilium_network_")
+		kind := pendingKind(c)
 		actor := c.GetActor()
 		if actor == "" {
 			actor = "-"
@@ -229,4 +243,12 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
+}
+
+// pendingKind is the kind of a pending change's resource, short:
+// deployment, sentinel or policy.
+func pendingKind(c *ctrlv1.PendingChange) string {
+	// Servers before PendingChange.kind send only the change row's type.
+	kind := cmp.Or(c.GetKind(), strings.TrimSuffix(c.GetResourceType(), "_topology"))
+	return strings.TrimPrefix(kind, "cilium_network_")
 }

@@ -47,6 +47,23 @@
 // in it keep ctrld's order either way. (k9s's s and S stop and start a
 // deployment here.)
 //
+// k9s habits (command.go, diff.go): ":" opens a command line at the
+// bottom (bubbles' textinput) that goes to a view by name — :regions,
+// :deployments, :rollouts, :region NAME, :history DEPLOYMENT, :rollout
+// DEPLOYMENT — or quits (:q). Tab completes the command, then cycles
+// through its argument's values, from what the console has read (opening
+// the line reads the deployments and regions); a command or a value it
+// does not know is said in a line above the prompt, which stays to be
+// corrected, and nothing else changes. d shows a change as a diff ("-"
+// what goes, "+" what comes, "~" a value the console is not shown): on
+// the history, what rolling back to the selected revision changes (the
+// spec now against the revision's: image, cpu, memory, env names, the
+// replicas of the regions both have; port, command and env values are
+// not shown to the console, and it says so); on a region, its pending
+// changes, each one's summary as ctrld words it. Both are views, so
+// read-only sessions have them; both read again while shown, and esc
+// returns to the page they were opened from.
+//
 // Nothing looks live that is not: while reads fail, the page keeps its
 // last rows, dimmed and marked "?", says "STALE as of" the last good read,
 // and counts ages to that read; the first good read clears all of it. Text

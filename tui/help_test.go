@@ -95,6 +95,12 @@ func helpStates(t *testing.T) map[string]Model {
 	onHistory := update(onDeployments, history)
 	onRollouts := update(start, tab, tab, rolloutsMsg{rollouts})
 	onRollout := update(onDeployments, openRollout)
+	diff := keyPress(t, "d")
+	pending := &ctrlv1.ListPendingChangesResponse{Total: 7, Changes: []*ctrlv1.PendingChange{
+		{Version: 986, Kind: "deployment", ResourceId: "api", CreatedAt: ts, Summary: "image api:v1 -> api:v2"},
+		{Version: 988, Kind: "sentinel", ResourceId: "gw", CreatedAt: ts, Summary: "deleted"},
+		{Version: 990, Kind: "deployment", ResourceId: "batch", CreatedAt: ts, Summary: "replicas 2 -> 3; env A changed"}}}
+	onPending := update(onRegion, detailMsg{"ap-south", region, pending}, down)
 	return map[string]Model{
 		"regions":                update(regions, down),
 		"regions, none":          update(start, regionsMsg{}),
@@ -107,6 +113,10 @@ func helpStates(t *testing.T) map[string]Model {
 		"history":                update(onHistory, historyMsg{"api", revisions}, down),
 		"history, one revision":  update(onHistory, historyMsg{"api", revisions[:1]}),
 		"history, loading":       onHistory,
+		"region, pending":        onPending,
+		"pending diff":           update(onPending, diff, down),
+		"rollback diff":          update(onHistory, historyMsg{"api", revisions}, down, diff),
+		"rollback diff, newest":  update(onHistory, historyMsg{"api", revisions}, diff),
 		"rollouts":               update(onRollouts, down),
 		"rollouts, none":         update(start, tab, tab, rolloutsMsg{}),
 		"rollout, progressing":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[0]}),
@@ -124,7 +134,7 @@ func helpStates(t *testing.T) map[string]Model {
 func TestHelpListsExactlyTheKeysThatWork(t *testing.T) {
 	k := DefaultKeyMap()
 	all := []key.Binding{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp,
-		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse, k.Rollout, k.Promote, k.Abort}
+		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse, k.Rollout, k.Promote, k.Abort, k.Command, k.Diff}
 	for state, m := range helpStates(t) {
 		listed := map[string]bool{}
 		for _, b := range shownBindings(m) {

@@ -71,21 +71,32 @@ func (p historyPage) filter(f string) page {
 }
 
 func (p historyPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
-	if p.moveKey(msg, pc.keys) || !key.Matches(msg, pc.keys.Rollback) || p.selected() == nil {
+	k := pc.keys
+	if p.moveKey(msg, k) || p.selected() == nil || !(key.Matches(msg, k.Rollback) || key.Matches(msg, k.Diff)) {
 		return p, action{}
 	}
 	r, ok := p.rollback()
-	if !ok {
+	switch {
+	case !ok:
 		return p, action{status: "nothing to roll back to: this is the deployment's only revision"}
+	case key.Matches(msg, k.Diff):
+		return p, action{open: rollbackDiffPage{history: p, to: r.to}}
 	}
 	return p, action{confirm: p.rollbackConfirmation(r, pc)}
+}
+
+// diff is Diff with this page's words.
+func (historyPage) diff(k KeyMap) key.Binding {
+	b := k.Diff
+	b.SetHelp("d", "diff rollback")
+	return b
 }
 
 func (p historyPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Back}, p.moveKeys(k)
 	if p.selected() != nil {
-		short = append(short, k.Rollback)
-		keys = append(keys, k.Rollback)
+		short = append(short, k.Rollback, p.diff(k))
+		keys = append(keys, k.Rollback, p.diff(k))
 	}
 	return short, keys
 }
@@ -161,13 +172,21 @@ func (h historyPage) rollback() (r rollback, ok bool) {
 		r.to, r.target = selected.GetRevision(), selected
 		return r, true
 	}
-	for _, earlier := range h.all[1:] {
-		if !sameShownSpecAndReplicas(r.current, earlier) {
-			r.target = earlier
-			break
+	r.target = differingBefore(h.all)
+	return r, true
+}
+
+// differingBefore is the newest revision after the first of all (the
+// current one) whose spec or replicas differ from it in what the console
+// is shown: the one the console expects a rollback to 0 to restore; nil
+// when it sees none.
+func differingBefore(all []*ctrlv1.DeploymentRevision) *ctrlv1.DeploymentRevision {
+	for _, earlier := range all[1:] {
+		if !sameShownSpecAndReplicas(all[0], earlier) {
+			return earlier
 		}
 	}
-	return r, true
+	return nil
 }
 
 // sameShownSpecAndReplicas is ctrld's rule for "nothing to roll back"

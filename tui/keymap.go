@@ -18,6 +18,9 @@ type KeyMap struct {
 	// YAML shows a deployment's desired objects in a region, as the agent
 	// applies them (k9s's y; y is also yes, but only in a confirmation).
 	YAML key.Binding
+	// Command opens the command line (":regions", ":history api"); Diff
+	// shows what a rollback or a region's pending changes change.
+	Command, Diff key.Binding
 	// Interrupt quits from anywhere, even while typing a filter or
 	// answering a confirmation, where q is taken.
 	Interrupt key.Binding
@@ -51,6 +54,8 @@ func DefaultKeyMap() KeyMap {
 		Sort:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "sort by next column")),
 		Reverse:   key.NewBinding(key.WithKeys("O"), key.WithHelp("O", "reverse sort")),
 		YAML:      key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "desired YAML")),
+		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command")),
+		Diff:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "diff")),
 	}
 }
 

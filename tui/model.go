@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"charm.land/bubbles/v2/help"
@@ -74,7 +75,9 @@ type Model struct {
 	// while it is being typed.
 	filter    string
 	filtering bool
-	status    string // outcome of the last action
+	// command is the ":" command line while it is open.
+	command *commandLine
+	status  string // outcome of the last action
 	// statusSeq numbers each status shown, so that the expiry of an older
 	// one does not clear a newer one.
 	statusSeq int
@@ -174,6 +177,11 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
+		if m.command != nil {
+			c := *m.command
+			c.input.SetWidth(max(m.width-2, 1))
+			m.command = &c
+		}
 		return m, nil
 	case tickMsg:
 		return m, tea.Batch(m.fetch(), m.tick(), m.readNotices())
@@ -228,6 +236,9 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.applyFilter()
 		return m, nil
 	}
+	if m.command != nil {
+		return m.commandKey(msg)
+	}
 	if m.confirm != nil {
 		switch {
 		case key.Matches(msg, m.keys.Yes):
@@ -252,17 +263,13 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.filtering, m.filter = true, ""
 		m.applyFilter()
 		return m, nil
+	case key.Matches(msg, m.keys.Command):
+		return m.openCommandLine()
 	case key.Matches(msg, m.keys.Switch):
 		m.opened, m.top = nil, (m.top+1)%homePages // the next home page
 		return m.turn()
 	case key.Matches(msg, m.keys.Back) && m.opened != nil:
-		// Back to the page it was opened from when that was opened too
-		// (a region's deployment's YAML), else home.
-		from, _ := m.opened.(interface{ openedFrom() page })
-		m.opened = nil
-		if from != nil {
-			m.opened = from.openedFrom()
-		}
+		m.opened = openedFrom(m.opened)
 		return m.turn()
 	}
 	p, act := m.shown().update(msg, m.pageContext())
@@ -351,7 +358,14 @@ const frameLines = 5
 func (m Model) shownHelp() pageHelp {
 	k := m.keys
 	short, keys := m.shown().help(k)
-	moves := []key.Binding{k.Switch, k.Filter}
+	// Tab in a word on the one line, which must fit 80 columns; the full
+	// help names the pages.
+	for i, b := range short {
+		if slices.Equal(b.Keys(), k.Switch.Keys()) {
+			short[i].SetHelp("tab", "next page")
+		}
+	}
+	moves := []key.Binding{k.Switch, k.Command, k.Filter}
 	if m.opened != nil {
 		moves = append([]key.Binding{k.Back}, moves...)
 	}

@@ -41,6 +41,22 @@ type page interface {
 	help(k KeyMap) (short, keys []key.Binding)
 }
 
+// child is a page opened from an opened page (a rollback's diff from a
+// deployment's history): esc returns to the page it was opened from,
+// not home.
+type child interface {
+	parent() page
+}
+
+// openedFrom is the page esc on p returns to: its parent, or nil (the
+// home page).
+func openedFrom(p page) page {
+	if c, ok := p.(child); ok {
+		return c.parent()
+	}
+	return nil
+}
+
 // action is what a page asks of the root after a key; the zero action
 // asks nothing.
 type action struct {

@@ -100,7 +100,7 @@ func (p regionsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) 
 func (p regionsPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
 	if p.selected() != nil {
-		short = append(short, k.Open)
+		short = append(short, k.Open, p.sort.short(k))
 		keys = append(keys, k.Open, k.Resync, k.Pause)
 		keys = append(keys, p.sort.keys(k)...)
 	}

@@ -51,6 +51,11 @@ func (m Model) render() string {
 	if m.status != "" {
 		b.WriteString(fit(m.status, m.width, 2) + "\n")
 	}
+	if m.command != nil {
+		// In place of the help, k9s-like: the line the operator types on.
+		b.WriteString("\n" + m.commandView())
+		return b.String()
+	}
 	b.WriteString("\n" + s.Help.Render(m.help.View(m.shownHelp())))
 	return b.String()
 }

@@ -73,6 +73,19 @@ func (s sorting) keys(k KeyMap) []key.Binding {
 	return []key.Binding{k.Sort}
 }
 
+// short is the sort keys in one entry, for the one-line help: "o sort",
+// and, once sorted, "o/O sort/reverse" (O does nothing before).
+func (s sorting) short(k KeyMap) key.Binding {
+	b := k.Sort
+	if s.col > 0 {
+		b.SetKeys("o", "O")
+		b.SetHelp("o/O", "sort/reverse")
+	} else {
+		b.SetHelp("o", "sort")
+	}
+	return b
+}
+
 // byString and byNumber order rows by one of their fields.
 func byString[T any](f func(T) string) func(a, b T) int {
 	return func(a, b T) int { return cmp.Compare(f(a), f(b)) }

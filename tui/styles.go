@@ -6,6 +6,9 @@ import "charm.land/lipgloss/v2"
 // out in text ("!" markers, DOWN, PAUSED), so it reads without color.
 type Styles struct {
 	Title, Header, Selected, Bad, Warn, Dim, Banner, Dialog, Help, Plain lipgloss.Style
+	// Removed and Added are a diff's "-" and "+" lines (the signs say it
+	// without color).
+	Removed, Added lipgloss.Style
 }
 
 // NewStyles returns the styles; noColor drops every color (NO_COLOR).
@@ -16,6 +19,7 @@ func NewStyles(noColor bool) Styles {
 			Title: plain.Bold(true), Header: plain.Bold(true), Selected: plain.Reverse(true),
 			Bad: plain, Warn: plain, Dim: plain, Banner: plain.Bold(true),
 			Dialog: plain.Border(lipgloss.NormalBorder()).Padding(0, 1), Help: plain, Plain: plain,
+			Removed: plain, Added: plain,
 		}
 	}
 	return Styles{
@@ -29,5 +33,7 @@ func NewStyles(noColor bool) Styles {
 		Dialog:   lipgloss.NewStyle().Border(lipgloss.RoundedBorder()).Padding(0, 1),
 		Help:     lipgloss.NewStyle().Foreground(lipgloss.Color("8")),
 		Plain:    lipgloss.NewStyle(),
+		Removed:  lipgloss.NewStyle().Foreground(lipgloss.Color("1")),
+		Added:    lipgloss.NewStyle().Foreground(lipgloss.Color("2")),
 	}
 }

@@ -588,7 +588,7 @@ func TestLostConnectionShowsBannerAndRecovers(t *testing.T) {
 // Goldens of the main views' content at 80×24 and 120×40.
 func TestViewGoldens(t *testing.T) {
 	for _, size := range [][2]int{{80, 24}, {120, 40}} {
-		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale", "history", "confirm-rollback", "confirm-rollback-newest"} {
+		for _, view := range []string{"regions", "region", "deployments", "region-down-paused", "confirm-warning", "stale", "history", "confirm-rollback", "confirm-rollback-newest", "diff-rollback", "diff-rollback-newest", "diff-pending"} {
 			name := view + "-" + strings.Join([]string{itoa(size[0]), itoa(size[1])}, "x")
 			t.Run(name, func(t *testing.T) {
 				op := &fakeOperator{}
@@ -610,7 +610,12 @@ func TestViewGoldens(t *testing.T) {
 					waitFor(t, tm, "PENDING CHANGES")
 					keys(tm, press('+'))
 					waitFor(t, tm, "[y] yes")
-				case "history", "confirm-rollback", "confirm-rollback-newest":
+				case "diff-pending":
+					keys(tm, down, enter)
+					waitFor(t, tm, "PENDING CHANGES")
+					keys(tm, press('d'), down, down) // replicas 3 -> 4
+					waitFor(t, tm, "at version 990")
+				case "history", "confirm-rollback", "confirm-rollback-newest", "diff-rollback", "diff-rollback-newest":
 					keys(tm, tea.KeyPressMsg{Code: tea.KeyTab})
 					waitFor(t, tm, "WORKFLOW")
 					keys(tm, press('h'))
@@ -622,6 +627,12 @@ func TestViewGoldens(t *testing.T) {
 					case "confirm-rollback-newest": // ctrld picks: to 0
 						keys(tm, press('r'))
 						waitFor(t, tm, "[y] yes")
+					case "diff-rollback":
+						keys(tm, down, down, down, press('d')) // revision 1
+						waitFor(t, tm, "+++ revision 1")
+					case "diff-rollback-newest": // what ctrld's pick restores
+						keys(tm, press('d'))
+						waitFor(t, tm, "+++ revision 2")
 					}
 				case "stale": // ctrld went away 39 s after the last good read
 					op.setDown(true)

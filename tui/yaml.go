@@ -42,8 +42,8 @@ type yamlPage struct {
 	from page
 }
 
-// openedFrom is the page esc returns to (see Model.key).
-func (p yamlPage) openedFrom() page { return p.from }
+// parent is the page esc returns to (see openedFrom).
+func (p yamlPage) parent() page { return p.from }
 
 // yamlNote says, above the YAML, what it is and what it leaves out.
 const yamlNote = "as the agent applies it; env values and arguments redacted"

@@ -1,0 +1,300 @@
+package tui
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"charm.land/bubbles/v2/key"
+	"charm.land/bubbles/v2/textinput"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+)
+
+// command is one of the command line's commands, k9s-like: a view to go
+// to (every one is a view, so read-only sessions get them all), or quit.
+type command struct {
+	name string
+	// arg names the argument it takes ("NAME", "DEPLOYMENT"); "" for none.
+	arg string
+	// of lists the argument's possible values, from what the console has
+	// read (see commandLine.args).
+	of func(known) []string
+}
+
+// known is what the console has read that a command's argument may
+// name: the regions (with the regions or the deployments page) and the
+// deployments (with the deployments page, read when the command line
+// opens).
+type known struct {
+	regions, deployments []string
+}
+
+func (k known) regionNames() []string   { return k.regions }
+func (k known) deploymentIDs() []string { return k.deployments }
+
+func (c command) takesArg() bool { return c.arg != "" }
+
+// usage is how the command is typed: ":history DEPLOYMENT".
+func (c command) usage() string { return strings.TrimSpace(":" + c.name + " " + c.arg) }
+
+// completion is what tab completes its name to: with a space when an
+// argument follows.
+func (c command) completion() string {
+	if c.takesArg() {
+		return c.name + " "
+	}
+	return c.name
+}
+
+// commands are the command line's commands, in the order completion
+// offers them.
+var commands = []command{
+	{name: "deployments"},
+	{name: "history", arg: "DEPLOYMENT", of: known.deploymentIDs},
+	{name: "q"},
+	{name: "quit"},
+	{name: "region", arg: "NAME", of: known.regionNames},
+	{name: "regions"},
+	{name: "rollout", arg: "DEPLOYMENT", of: known.deploymentIDs},
+	{name: "rollouts"},
+}
+
+// commandNamed is the command called name; ok is false when none is.
+func commandNamed(name string) (command, bool) {
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == name })
+	if i < 0 {
+		return command{}, false
+	}
+	return commands[i], true
+}
+
+// commandLine is the ":" prompt at the bottom of the screen while it is
+// open: the text typed (bubbles' textinput, which also shows the first
+// completion greyed after the cursor), what tab completes, and the error
+// of the last command run, if it was refused.
+type commandLine struct {
+	input textinput.Model
+	// stem is the text tab completes from, and cycle the completion shown
+	// last (the index of it among stem's completions); a key other than
+	// tab starts afresh. A unique completion starts a new stem from it:
+	// ":hi" tab ":history ", tab again the first deployment.
+	stem  string
+	cycle int
+	// shown is the text the last tab left, to tell whether the operator
+	// typed since.
+	shown string
+	err   string
+}
+
+// newCommandLine opens the prompt, empty.
+func newCommandLine(noColor bool, width int) *commandLine {
+	in := textinput.New()
+	in.Prompt = ":"
+	in.ShowSuggestions = true
+	in.KeyMap.AcceptSuggestion = key.NewBinding() // tab is ours: it cycles
+	in.KeyMap.NextSuggestion, in.KeyMap.PrevSuggestion = key.NewBinding(), key.NewBinding()
+	styles := textinput.DefaultDarkStyles()
+	styles.Cursor.Blink = false
+	if noColor {
+		// The completion after the cursor is faint, not grey: typed
+		// text and what tab would add must still read apart.
+		plain := lipgloss.NewStyle()
+		styles.Focused = textinput.StyleState{Text: plain, Placeholder: plain, Suggestion: plain.Faint(true), Prompt: plain}
+		styles.Blurred = styles.Focused
+		styles.Cursor.Color = nil
+	}
+	in.SetStyles(styles)
+	in.SetWidth(max(width-2, 1))
+	in.Focus()
+	return &commandLine{input: in}
+}
+
+// completions are the texts that complete s: command names while the
+// first word is typed, then the command's argument values.
+func completions(s string, k known) []string {
+	name, arg, hasArg := strings.Cut(s, " ")
+	var out []string
+	if !hasArg {
+		for _, c := range commands {
+			if strings.HasPrefix(c.name, name) {
+				out = append(out, c.completion())
+			}
+		}
+		return out
+	}
+	c, ok := commandNamed(name)
+	if !ok || !c.takesArg() {
+		return nil
+	}
+	for _, v := range c.of(k) {
+		if strings.HasPrefix(v, arg) {
+			out = append(out, c.name+" "+v)
+		}
+	}
+	return out
+}
+
+// update handles a key while the prompt is open; it does not see enter
+// and esc (see Model.commandKey).
+func (c *commandLine) update(msg tea.KeyPressMsg, k known) tea.Cmd {
+	c.err = ""
+	if msg.Code == tea.KeyTab {
+		c.complete(k)
+		return nil
+	}
+	var cmd tea.Cmd
+	c.input, cmd = c.input.Update(msg)
+	c.input.SetSuggestions(completions(c.input.Value(), k))
+	return cmd
+}
+
+// complete is tab: the next completion of the stem, or, after a unique
+// one or anything typed, the first of the text's own.
+func (c *commandLine) complete(k known) {
+	value := c.input.Value()
+	if value != c.shown || len(completions(c.stem, k)) < 2 {
+		c.stem, c.cycle = value, 0
+	} else {
+		c.cycle++
+	}
+	all := completions(c.stem, k)
+	if len(all) == 0 {
+		c.err = "nothing completes " + fmt.Sprintf("%q", ":"+Clean(c.stem))
+		return
+	}
+	c.shown = all[c.cycle%len(all)]
+	c.input.SetValue(c.shown)
+	c.input.CursorEnd()
+	c.input.SetSuggestions(completions(c.shown, k))
+}
+
+// commandTarget is where a command goes: a home page, and a page opened
+// from it (nil for the home page itself); quit ends the console.
+type commandTarget struct {
+	top    int
+	opened page
+	quit   bool
+}
+
+// parseCommand reads a command line's text against what the console
+// has read; err says, in a line, what it cannot run and why.
+func parseCommand(text string, k known) (commandTarget, error) {
+	fields := strings.Fields(text)
+	if len(fields) == 0 {
+		return commandTarget{}, fmt.Errorf("no command")
+	}
+	c, ok := commandNamed(fields[0])
+	if !ok {
+		return commandTarget{}, fmt.Errorf("unknown command %q (tab on an empty line goes through the commands)", ":"+Clean(fields[0]))
+	}
+	if want := 1 + len(strings.Fields(c.arg)); len(fields) != want {
+		return commandTarget{}, fmt.Errorf("usage: %s", c.usage())
+	}
+	var arg string
+	if c.takesArg() {
+		arg = fields[1]
+		values := c.of(k)
+		if !slices.Contains(values, arg) {
+			what := strings.ToLower(c.arg)
+			if c.arg == "NAME" {
+				what = "region"
+			}
+			return commandTarget{}, fmt.Errorf("%s: unknown %s %q (%s)", c.usage(), what, Clean(arg), knownText(what, values))
+		}
+	}
+	switch c.name {
+	case "regions":
+		return commandTarget{top: homeRegions}, nil
+	case "deployments":
+		return commandTarget{top: homeDeployments}, nil
+	case "rollouts":
+		return commandTarget{top: homeRollouts}, nil
+	case "region":
+		return commandTarget{top: homeRegions, opened: detailPage{name: arg}}, nil
+	case "history":
+		return commandTarget{top: homeDeployments, opened: historyPage{id: arg}}, nil
+	case "rollout":
+		return commandTarget{top: homeRollouts, opened: rolloutPage{id: arg}}, nil
+	}
+	return commandTarget{quit: true}, nil // q, quit
+}
+
+// knownText names the values the console knows, a few of them.
+func knownText(what string, values []string) string {
+	const named = 5
+	switch {
+	case len(values) == 0:
+		return "the console has read no " + what + "s yet"
+	case len(values) > named:
+		return fmt.Sprintf("known: %s, … %d more", Clean(strings.Join(values[:named], ", ")), len(values)-named)
+	}
+	return "known: " + Clean(strings.Join(values, ", "))
+}
+
+// known is what the console has read that commands may name.
+func (m Model) known() known {
+	var k known
+	for _, o := range m.overviews {
+		k.regions = append(k.regions, o.GetRegion())
+	}
+	if d, ok := m.home[homeDeployments].(deploymentsPage); ok {
+		for _, dep := range d.all {
+			k.deployments = append(k.deployments, dep.GetDeploymentId())
+		}
+	}
+	slices.Sort(k.regions)
+	slices.Sort(k.deployments)
+	return k
+}
+
+// commandKey handles a key while the command line is open: enter runs
+// the command, esc closes the line, others edit it.
+func (m Model) commandKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
+	switch msg.Code {
+	case tea.KeyEscape:
+		m.command = nil
+		return m, nil
+	case tea.KeyEnter:
+		text := strings.TrimSpace(m.command.input.Value())
+		if text == "" {
+			m.command = nil
+			return m, nil
+		}
+		to, err := parseCommand(text, m.known())
+		if err != nil {
+			c := *m.command
+			c.err = err.Error()
+			m.command = &c // the line stays, to be corrected or left with esc
+			return m, nil
+		}
+		m.command = nil
+		if to.quit {
+			return m, tea.Quit
+		}
+		m.top, m.opened = to.top, to.opened
+		return m.turn()
+	}
+	c := *m.command
+	cmd := c.update(msg, m.known())
+	m.command = &c
+	return m, cmd
+}
+
+// openCommandLine is ":": the prompt opens, and the deployments (and the
+// regions with them) are read, for its completions and checks.
+func (m Model) openCommandLine() (tea.Model, tea.Cmd) {
+	m.command = newCommandLine(m.opts.NoColor, m.width)
+	return m, m.call(deploymentsPage{}.read(m.op))
+}
+
+// commandView is the command line's lines: its error, if the last
+// command was refused, and the prompt.
+func (m Model) commandView() string {
+	var b strings.Builder
+	if m.command.err != "" {
+		b.WriteString(m.styles.Bad.Render(elide(m.command.err, m.width)) + "\n")
+	}
+	b.WriteString(m.command.input.View())
+	return b.String()
+}
