@@ -245,19 +245,19 @@ func (s *Server) Stop() {
 func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 	addr := addrKey(ctx.RemoteAddr())
 	fp := gossh.FingerprintSHA256(key)
-	if s.limiter.spent(addr, time.Now()) && !s.known.seen(fp) {
+	done, within := s.limiter.begin(addr, time.Now())
+	if !within && !s.known.seen(fp) {
 		s.log.Warn("ssh: failed authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String(), "fingerprint", fp)
 		return false
 	}
 	_, ok, err := s.findKey(ctx, fp)
+	done(err == nil && !ok) // a failed lookup is nobody's attempt
 	if err != nil {
 		s.log.Warn("ssh: key lookup failed; refused", "fingerprint", fp, "err", err)
 		return false
 	}
 	if ok {
 		s.known.note(fp)
-	} else {
-		s.limiter.fail(addr, time.Now())
 	}
 	return ok
 }
