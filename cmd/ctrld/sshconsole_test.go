@@ -673,6 +673,15 @@ func TestSSHConsoleOddTerminals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Someone else's console, which none of these may harm.
+	bc, err := e.dial(gossh.PublicKeys(e.person(t, "bob", operatorkeys.ReadOnly)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	bystander := openConsole(t, bc, 80, 24, nil)
+	bystander.waitFor(t, "eu-west")
+	defer e.nothingWritten(t, 2)
 
 	t.Run("no terminal, no command", func(t *testing.T) {
 		sess, err := c.NewSession()
@@ -707,6 +716,7 @@ func TestSSHConsoleOddTerminals(t *testing.T) {
 			if status := con.ended(t, 5*time.Second); status != 0 {
 				t.Errorf("status %d, stderr %q", status, con.stderr.String())
 			}
+			stillServes(t, bystander)
 		})
 	}
 }
