@@ -42,7 +42,20 @@ type sshEnv struct {
 
 func startSSH(t *testing.T, cfg sshserve.Config) *sshEnv {
 	t.Helper()
-	env := servertest.Start(t, server.Config{RefusalAuditWindow: 50 * time.Millisecond})
+	return startSSHWith(t, servertest.Start(t, serverTestConfig()), cfg, nil)
+}
+
+// serverTestConfig is ctrld's configuration for the SSH tests: refused
+// writes are audited soon after.
+func serverTestConfig() server.Config {
+	return server.Config{RefusalAuditWindow: 50 * time.Millisecond}
+}
+
+// startSSHWith serves the console over SSH for env's ctrld, with keys
+// instead of its key registry when keys is not nil (a test that counts
+// the lookups).
+func startSSHWith(t *testing.T, env *servertest.Env, cfg sshserve.Config, keys sshserve.Keys) *sshEnv {
+	t.Helper()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HostKeyFile = filepath.Join(t.TempDir(), "host_ed25519")
 	cfg.GenerateHostKey = true
@@ -57,7 +70,14 @@ func startSSH(t *testing.T, cfg sshserve.Config) *sshEnv {
 	if os.Getenv("DEPLOYSYNC_TEST_LOG") != "" {
 		out = io.MultiWriter(logs, os.Stderr)
 	}
-	console, err := startSSHConsole(context.Background(), cfg, env.DB, env.Server, slog.New(slog.NewTextHandler(out, nil)))
+	log := slog.New(slog.NewTextHandler(out, nil))
+	var console *sshserve.Server
+	var err error
+	if keys == nil {
+		console, err = startSSHConsole(context.Background(), cfg, env.DB, env.Server, log)
+	} else {
+		console, err = sshserve.Start(context.Background(), cfg, keys, sessionConsole{env.Server}, log)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,6 +673,15 @@ func TestSSHConsoleOddTerminals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Someone else's console, which none of these may harm.
+	bc, err := e.dial(gossh.PublicKeys(e.person(t, "bob", operatorkeys.ReadOnly)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bc.Close()
+	bystander := openConsole(t, bc, 80, 24, nil)
+	bystander.waitFor(t, "eu-west")
+	defer e.nothingWritten(t, 2)
 
 	t.Run("no terminal, no command", func(t *testing.T) {
 		sess, err := c.NewSession()
@@ -687,6 +716,7 @@ func TestSSHConsoleOddTerminals(t *testing.T) {
 			if status := con.ended(t, 5*time.Second); status != 0 {
 				t.Errorf("status %d, stderr %q", status, con.stderr.String())
 			}
+			stillServes(t, bystander)
 		})
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/deploysync/deploysync/internal/ci"
 	"github.com/deploysync/deploysync/internal/kubetest"
 )
 
@@ -27,7 +28,7 @@ func TestDevStackComesUpAndRunsTheDemo(t *testing.T) {
 		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
 	}
 	out := runDevstack(t, nil, "up", "--mode", "local", "--no-console", "--dir", t.TempDir(),
-		"--ctrld", freeAddr(t), "--database", "deploysync_devstack_test", "--metrics-port", "0")
+		"--ctrld", freeAddr(t), "--ssh", freeAddr(t), "--database", "deploysync_devstack_test", "--metrics-port", "0")
 	for _, want := range []string{"the locally built kube-apiserver", "first Running pod", "the demo runs in every region", "stack is up; stopping it"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("devstack output lacks %q:\n%s", want, out)
@@ -41,25 +42,48 @@ func TestDevStackComesUpAndRunsTheDemo(t *testing.T) {
 // command that restarts it, once the console exits. The console runs on
 // devstack's own stdout. The console here is a stand-in that kills
 // us-east's agent through its pid file and quits once devstack noticed,
-// in its log and in the notice the console shows on its status line.
+// in its log and in the notice the console shows on its status line (the
+// directory its --notices names).
+//
+// Before that, the stand-in opens the console over SSH as the commands
+// devstack printed do (ssh/known_hosts checked strictly): the operator
+// key's command runs, the read-only key's change is refused.
 func TestDevStackReportsAComponentThatDiedUnderTheConsole(t *testing.T) {
 	if testing.Short() {
 		t.Skip("devstack: builds and starts the whole stack; skipped in -short mode")
 	}
+	needSSH(t)
 	root := t.TempDir()
 	dir := filepath.Join(root, "state")
 	console := filepath.Join(root, "console")
+	sshAddr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(sshAddr)
 	writeScript(t, console, `echo "stand-in console on devstack's stdout"
+while [ $# -gt 0 ]; do [ "$1" = --notices ] && notices=$2; shift; done
+ssh="ssh -F /dev/null -p `+port+` -o UserKnownHostsFile=`+dir+`/ssh/known_hosts -o StrictHostKeyChecking=yes -o BatchMode=yes -o IdentitiesOnly=yes"
+$ssh -i `+dir+`/ssh/operator localhost regions --output json >`+root+`/operator.out 2>&1; echo "exit $?" >>`+root+`/operator.out
+$ssh -i `+dir+`/ssh/read-only localhost scale demo 4 --region eu-west >`+root+`/read-only.out 2>&1; echo "exit $?" >>`+root+`/read-only.out
 pid=$(sed -n 's/^ *"pid": \([0-9]*\),$/\1/p' `+dir+`/pids/agentd-us-east.json)
 kill -9 -$pid
 for i in $(seq 600); do
   grep -q "agentd-us-east (pid $pid) exited" `+dir+`/devstack.log &&
-    grep -q "^agentd-us-east exited (signal: killed) at .* — go run ./scripts/devstack restart agentd-us-east" "$DEVSTACK_NOTICES/agentd-us-east" && exit 0
+    grep -q "^agentd-us-east exited (signal: killed) at .* — go run ./scripts/devstack restart agentd-us-east" "$notices/agentd-us-east" && exit 0
   sleep 0.1
 done
-echo "stand-in console: devstack did not log the death of pid $pid, or did not tell the console in $DEVSTACK_NOTICES"; exit 1`)
+echo "stand-in console: devstack did not log the death of pid $pid, or did not tell the console in $notices"; exit 1`)
 	out := runDevstack(t, nil, "up", "--mode", "local", "--dir", dir, "--console", console,
-		"--ctrld", freeAddr(t), "--database", "deploysync_devstack_test", "--metrics-port", "0")
+		"--ctrld", freeAddr(t), "--ssh", sshAddr, "--database", "deploysync_devstack_test", "--metrics-port", "0")
+	if got := readFile(t, filepath.Join(root, "operator.out")); !strings.Contains(got, `"region": "eu-west"`) || !strings.HasSuffix(got, "exit 0\n") {
+		t.Errorf("the operator key's ssh command:\n%s\ndevstack:\n%s", got, out)
+	}
+	if got := readFile(t, filepath.Join(root, "read-only.out")); !strings.Contains(got, "PermissionDenied") && !strings.Contains(got, "read-only") || !strings.HasSuffix(got, "exit 1\n") {
+		t.Errorf("the read-only key's change over ssh, want it refused:\n%s", got)
+	}
+	for _, want := range []string{"ssh -p " + port + " -i " + dir + "/ssh/operator -o UserKnownHostsFile=" + dir + "/ssh/known_hosts localhost", dir + "/ssh/read-only"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("devstack does not print %q:\n%s", want, out)
+		}
+	}
 	for _, want := range []string{
 		"stand-in console on devstack's stdout",
 		"while the stack ran, agentd-us-east (pid ",
@@ -99,7 +123,7 @@ touch `+root+`/console-started
 while :; do sleep 0.1; done`)
 	const db = "deploysync_devstack_crash_test"
 	up := devstackCommand(t, "up", "--mode", "local", "--dir", dir, "--console", console,
-		"--ctrld", freeAddr(t), "--database", db, "--metrics-port", "0")
+		"--ctrld", freeAddr(t), "--ssh", freeAddr(t), "--database", db, "--metrics-port", "0")
 	upOut, err := os.Create(filepath.Join(root, "up.out"))
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +279,7 @@ fi`)
 	env := []string{"PATH=" + fake + string(os.PathListSeparator) + os.Getenv("PATH"), "FAKE_KIND_DIR=" + fake}
 
 	dir := t.TempDir()
-	out := runDevstack(t, env, "up", "--no-console", "--dir", dir, "--ctrld", freeAddr(t),
+	out := runDevstack(t, env, "up", "--no-console", "--dir", dir, "--ctrld", freeAddr(t), "--ssh", freeAddr(t),
 		"--database", "deploysync_devstack_kind_test", "--metrics-port", "0")
 	for _, want := range []string{"a Docker engine answers: one kind cluster per region", "the demo runs in every region", "stack is up; stopping it"} {
 		if !strings.Contains(out, want) {
@@ -300,7 +324,7 @@ func TestDevStackRefusesATakenPort(t *testing.T) {
 	}
 	defer l.Close()
 	dir := t.TempDir()
-	cmd := devstackCommand(t, "up", "--dir", dir, "--ctrld", freeAddr(t),
+	cmd := devstackCommand(t, "up", "--dir", dir, "--ctrld", freeAddr(t), "--ssh", freeAddr(t),
 		"--metrics-port", strings.TrimPrefix(l.Addr().String(), "127.0.0.1:"))
 	out, err := cmd.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), l.Addr().String()+" is taken") || !strings.Contains(string(out), "--metrics-port") {
@@ -422,6 +446,17 @@ func runDevstack(t *testing.T, env []string, args ...string) string {
 		t.Fatalf("devstack %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// needSSH fails the test in CI when OpenSSH's client is missing (.ci/run
+// installs it), and skips it elsewhere.
+func needSSH(t *testing.T) {
+	if _, err := exec.LookPath("ssh"); err != nil {
+		if ci.Running() {
+			t.Fatal("ssh not found (Debian package openssh-client; .ci/run installs it)")
+		}
+		t.Skip("ssh not found (Debian package openssh-client); skipping outside CI")
+	}
 }
 
 // devstackBin is devstack built once for the tests, run directly (not

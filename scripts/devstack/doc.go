@@ -19,6 +19,12 @@
 // console SIGTERM (on which it restores the terminal). A daemon that dies
 // while the console has the screen is logged to devstack.log, shown on the
 // console's status line (a file per dead component in notices/, which the
-// console reads through DEVSTACK_NOTICES and `devstack restart` removes)
-// and listed once the console exits.
+// console is told of with --notices and `devstack restart` removes) and
+// listed once the console exits.
+//
+// ctrld also serves the console over SSH (--ssh, 127.0.0.1:2222) with a
+// host key it generates in ssh/; devstack makes two key pairs there,
+// registers them for the operator (ssh/operator may act, ssh/read-only
+// may not), writes ssh/known_hosts for the host key and prints the ssh
+// commands that open the console with each.
 package main

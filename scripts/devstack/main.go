@@ -32,6 +32,7 @@ import (
 var (
 	stateDir    = ".dev"
 	ctrldAddr   = "127.0.0.1:7070"
+	sshAddr     = "127.0.0.1:2222" // ctrld's SSH console
 	database    = "deploysync_dev"
 	metricsBase = 9090 // ctrld; agents take the next ports; 0 turns metrics off
 	noConsole   bool
@@ -51,6 +52,7 @@ func main() {
 	fs := flag.NewFlagSet("devstack "+cmd, flag.ExitOnError)
 	fs.StringVar(&stateDir, "dir", stateDir, "state directory (binaries, logs, tokens, pids)")
 	fs.StringVar(&ctrldAddr, "ctrld", ctrldAddr, "ctrld's listen address, on loopback (the stack runs without TLS)")
+	fs.StringVar(&sshAddr, "ssh", sshAddr, "the address ctrld serves the console over SSH on, on loopback")
 	fs.StringVar(&database, "database", database, "database to (re)create for the stack")
 	fs.IntVar(&metricsBase, "metrics-port", metricsBase, "ctrld's metrics port; agents use the next ones (0: off)")
 	fs.StringVar(&clusterMode, "mode", clusterMode, "how each region gets its cluster: auto (kind when a Docker engine answers, else local), kind or local")
@@ -220,7 +222,7 @@ func (s *stack) noticeExit(d *daemon) {
 }
 
 // noticesDir holds one file per dead component, named for it, whose line
-// the console shows (its DEVSTACK_NOTICES) until restart removes it.
+// the console shows (its --notices) until restart removes it.
 func noticesDir() string { return filepath.Join(stateDir, "notices") }
 
 func writeNotice(name, line string) error {
@@ -251,6 +253,11 @@ func up() error {
 	if !dial.Loopback(ctrldAddr) {
 		// ctrld and the clients would refuse plaintext there anyway.
 		return fmt.Errorf("--ctrld %s: the stack runs without TLS, so ctrld listens on a loopback address (e.g. 127.0.0.1:7070)", ctrldAddr)
+	}
+	if !dial.Loopback(sshAddr) {
+		// Its keys are the dev stack's, lying in .dev for anyone on
+		// this machine who can read it.
+		return fmt.Errorf("--ssh %s: the dev stack's console over SSH listens on a loopback address (e.g. 127.0.0.1:2222)", sshAddr)
 	}
 	if err := down(); err != nil { // whatever a crashed run left
 		return err
@@ -327,9 +334,20 @@ func up() error {
 		return err
 	}
 	os.WriteFile(filepath.Join(stateDir, "operator.token"), []byte(opToken+"\n"), 0o600)
+	// The console over SSH: a key pair per role, registered for the
+	// operator as `ctrld operator add-key` registers anyone's.
+	for _, k := range devKeys() {
+		if err := k.ensure(); err != nil {
+			return fmt.Errorf("SSH key %s: %w", k.file, err)
+		}
+		if _, err := run("operator", "add-key", "--role", k.role, operator, k.file+".pub"); err != nil {
+			return err
+		}
+	}
 
-	say("starting ctrld on %s (metrics %s)", ctrldAddr, orOff(metricsAddr(0)))
-	if err := s.start(env, "ctrld", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0)); err != nil {
+	say("starting ctrld on %s (metrics %s), its console over SSH on %s", ctrldAddr, orOff(metricsAddr(0)), sshAddr)
+	if err := s.start(env, "ctrld", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0),
+		"--ssh-listen", sshAddr, "--ssh-host-key", hostKeyFile(), "--ssh-generate-host-key"); err != nil {
 		return err
 	}
 	for i, c := range clusters {
@@ -384,6 +402,12 @@ func up() error {
 		return err
 	}
 	say("the demo runs in every region %s after the deploy", time.Since(deployed).Round(time.Millisecond))
+	// ctrld made its host key before it served the deploy.
+	if err := writeKnownHosts(10 * time.Second); err != nil {
+		return err
+	}
+	keys := devKeys()
+	say("the console over SSH, as on-call engineers reach it (from another terminal; audited as %q with the key's fingerprint):\n  %s\n  read-only (sees everything, changes nothing):\n  %s", operator, sshCommand(keys[0]), sshCommand(keys[1]))
 	if noConsole {
 		say("stack is up; stopping it (--no-console)")
 		return nil
@@ -396,8 +420,12 @@ func up() error {
 	if consoleBin == "" {
 		consoleBin = filepath.Join(bin, "unkey-tui")
 	}
+	notices, err := filepath.Abs(noticesDir())
+	if err != nil {
+		return err
+	}
 	if err := s.runConsole(ctx, consoleBin, "--ctrld-address", ctrldAddr, "--insecure",
-		"--token-file", filepath.Join(stateDir, "operator.token")); err != nil && ctx.Err() == nil {
+		"--token-file", filepath.Join(stateDir, "operator.token"), "--notices", notices); err != nil && ctx.Err() == nil {
 		say("console exited: %v", err)
 	}
 	for _, death := range s.deathsSoFar() {
@@ -414,11 +442,6 @@ func up() error {
 func (s *stack) runConsole(ctx context.Context, bin string, args ...string) error {
 	tui := exec.CommandContext(ctx, bin, args...)
 	tui.Stdin, tui.Stdout, tui.Stderr = os.Stdin, os.Stdout, os.Stderr
-	notices, err := filepath.Abs(noticesDir())
-	if err != nil {
-		return err
-	}
-	tui.Env = append(os.Environ(), "DEVSTACK_NOTICES="+notices)
 	tui.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	tui.Cancel = func() error { return tui.Process.Signal(syscall.SIGTERM) }
 	tui.WaitDelay = stopPatience
@@ -549,7 +572,7 @@ func portsFree() error {
 	// and the agents' after it), so the first taken one named is the first
 	// the user would look at.
 	type want struct{ addr, flag string }
-	wants := []want{{ctrldAddr, "--ctrld"}}
+	wants := []want{{ctrldAddr, "--ctrld"}, {sshAddr, "--ssh"}}
 	for i := range 1 + len(regions) {
 		if a := metricsAddr(i); a != "" {
 			wants = append(wants, want{a, "--metrics-port (0 turns metrics off)"})

@@ -39,6 +39,10 @@ func App() *cli.App {
 			&cli.StringFlag{Name: "token-file", Usage: "file holding the operator token", EnvVars: env("token-file")},
 			&cli.DurationFlag{Name: "refresh", Value: time.Second, Usage: "how often views refresh", EnvVars: env("refresh")},
 			outputFlag(),
+			// The dev stack's way to tell its console that a component
+			// died (scripts/devstack): read only when given, never from
+			// the environment.
+			&cli.StringFlag{Name: "notices", Hidden: true, Usage: "`directory` whose files each hold one line the console shows on its status line until the file is removed"},
 		}),
 		Before:   checkOutput,
 		Commands: scriptCommands(),
@@ -55,9 +59,7 @@ func App() *cli.App {
 			defer conn.Close()
 			_, noColor := os.LookupEnv("NO_COLOR")
 			m := tui.New(ctrlv1.NewOperatorServiceClient(conn), tui.Options{Refresh: c.Duration("refresh"), NoColor: noColor,
-				Reconnect: conn.ResetConnectBackoff,
-				// Set by `go tool task dev` only (scripts/devstack).
-				Notices: os.Getenv("DEVSTACK_NOTICES")})
+				Reconnect: conn.ResetConnectBackoff, Notices: c.String("notices")})
 			return tui.Run(c.Context, m, os.Stdout)
 		},
 	}

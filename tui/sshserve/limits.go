@@ -22,39 +22,81 @@ import (
 // (addrKey); the least recently seen are forgotten beyond a bound, one at
 // a time, so a flood from many addresses neither grows the table nor
 // wipes the other addresses' budgets.
+//
+// A lookup in flight holds one attempt of its address's budget until it
+// answers (begin): checked first and charged after, concurrent
+// connections from one address would each pass the check and spend the
+// budget many times over.
 type authLimiter struct {
 	mu     sync.Mutex
 	every  rate.Limit
 	burst  int
-	byAddr *simplelru.LRU[string, *rate.Limiter]
+	byAddr *simplelru.LRU[string, *addrBudget]
+}
+
+// addrBudget is one address's budget and its lookups in flight.
+type addrBudget struct {
+	lim      *rate.Limiter
+	inFlight int
 }
 
 func newAuthLimiter(perSecond float64, burst, maxAddr int) *authLimiter {
-	byAddr, err := simplelru.NewLRU[string, *rate.Limiter](maxAddr, nil)
+	byAddr, err := simplelru.NewLRU[string, *addrBudget](maxAddr, nil)
 	if err != nil {
 		panic(err) // only for a size below 1
 	}
 	return &authLimiter{every: rate.Limit(perSecond), burst: burst, byAddr: byAddr}
 }
 
-// spent reports whether addr has no failed attempt left at now.
+// budget is addr's entry, made when missing; l.mu is held.
+func (l *authLimiter) budget(addr string) *addrBudget {
+	b, ok := l.byAddr.Get(addr)
+	if !ok {
+		b = &addrBudget{lim: rate.NewLimiter(l.every, l.burst)}
+		l.byAddr.Add(addr, b)
+	}
+	return b
+}
+
+// spent reports whether addr has no failed attempt left at now, counting
+// the lookups in flight as failures.
 func (l *authLimiter) spent(addr string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim, ok := l.byAddr.Get(addr)
-	return ok && lim.TokensAt(now) < 1
+	b, ok := l.byAddr.Get(addr)
+	return ok && b.lim.TokensAt(now)-float64(b.inFlight) < 1
+}
+
+// begin holds one attempt of addr's budget for a lookup about to run; ok
+// is false (and nothing held) when the budget is spent. done ends the
+// lookup, charging a failure when failed, whether or not ok.
+func (l *authLimiter) begin(addr string, now time.Time) (done func(failed bool), ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.budget(addr)
+	if b.lim.TokensAt(now)-float64(b.inFlight) < 1 {
+		return func(failed bool) {
+			if failed {
+				l.fail(addr, time.Now())
+			}
+		}, false
+	}
+	b.inFlight++
+	return func(failed bool) {
+		l.mu.Lock()
+		b.inFlight--
+		l.mu.Unlock()
+		if failed {
+			l.fail(addr, time.Now())
+		}
+	}, true
 }
 
 // fail charges one failed attempt to addr.
 func (l *authLimiter) fail(addr string, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	lim, ok := l.byAddr.Get(addr)
-	if !ok {
-		lim = rate.NewLimiter(l.every, l.burst)
-		l.byAddr.Add(addr, lim)
-	}
-	lim.AllowN(now, 1)
+	l.budget(addr).lim.AllowN(now, 1)
 }
 
 // registered remembers the fingerprints this server found registered, so

@@ -27,6 +27,33 @@ func TestAuthLimiterBudgetPerAddress(t *testing.T) {
 	}
 }
 
+// Lookups in flight hold their attempt: concurrent connections from one
+// address cannot all pass the check before any is charged.
+func TestAuthLimiterHoldsLookupsInFlight(t *testing.T) {
+	l := newAuthLimiter(0.001, 3, 100)
+	now := time.Unix(1000, 0)
+	var dones []func(bool)
+	for i := range 3 {
+		done, ok := l.begin("198.51.100.1", now)
+		if !ok {
+			t.Fatalf("lookup %d of a budget of 3 refused", i+1)
+		}
+		dones = append(dones, done)
+	}
+	if _, ok := l.begin("198.51.100.1", now); ok {
+		t.Fatal("a fourth lookup began while three of a budget of 3 were in flight")
+	}
+	dones[0](false) // a registered key: costs nothing
+	if _, ok := l.begin("198.51.100.1", now); !ok {
+		t.Fatal("a registered key's lookup kept its attempt")
+	}
+	dones[1](true) // unknown: charged
+	dones[2](true)
+	if !l.spent("198.51.100.1", now) {
+		t.Fatal("not spent after two failures and a lookup in flight of a budget of 3")
+	}
+}
+
 // A flood from many addresses (each attempt from a new one) keeps the
 // table bounded, and forgets the least recently seen addresses one by one,
 // not every address at once.

@@ -147,7 +147,7 @@ type Server struct {
 	counts  *sessionCounts
 	gate    *connGate
 	lookups *keyLookups
-	windows sync.Map // a session's winch channel → *windowDrain
+	windows sync.Map // a session (ssh.Session) with a terminal → its *windowDrain
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
@@ -245,19 +245,19 @@ func (s *Server) Stop() {
 func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 	addr := addrKey(ctx.RemoteAddr())
 	fp := gossh.FingerprintSHA256(key)
-	if s.limiter.spent(addr, time.Now()) && !s.known.seen(fp) {
+	done, within := s.limiter.begin(addr, time.Now())
+	if !within && !s.known.seen(fp) {
 		s.log.Warn("ssh: failed authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String(), "fingerprint", fp)
 		return false
 	}
 	_, ok, err := s.findKey(ctx, fp)
+	done(err == nil && !ok) // a failed lookup is nobody's attempt
 	if err != nil {
 		s.log.Warn("ssh: key lookup failed; refused", "fingerprint", fp, "err", err)
 		return false
 	}
 	if ok {
 		s.known.note(fp)
-	} else {
-		s.limiter.fail(addr, time.Now())
 	}
 	return ok
 }
@@ -289,6 +289,15 @@ func (s *Server) admitConn(ctx ssh.Context, c net.Conn) net.Conn {
 // handle runs one session: the console, for the person whose key the
 // session authenticated with.
 func (s *Server) handle(sess ssh.Session) {
+	// The terminal as the pty request gave it (its window changes come
+	// through drain.resized), nil without one. Never sess.Pty() here: it
+	// copies the library's pty while its request loop writes the window
+	// of a window-change into it (a data race).
+	var drain *windowDrain
+	if d, ok := s.windows.Load(sess); ok {
+		drain = d.(*windowDrain)
+	}
+	fatal := func(sess ssh.Session, err error) { fatal(sess, drain != nil, err) }
 	defer func() {
 		if p := recover(); p != nil {
 			fatal(sess, errors.New("the session failed; ctrld logged why"))
@@ -363,15 +372,11 @@ func (s *Server) handle(sess ssh.Session) {
 		sess.Exit(0)
 		return
 	}
-	pty, winch, ok := sess.Pty()
-	var resized <-chan ssh.Window
-	if d, found := s.windows.Load(winch); found {
-		resized = d.(*windowDrain).resized
-	}
-	if !ok {
+	if drain == nil {
 		fatal(sess, errors.New("the console needs a terminal: run ssh with -t, or from a terminal"))
 		return
 	}
+	pty, resized := drain.pty, drain.resized
 	env := append(sess.Environ(), "TERM="+pty.Term)
 	_, noColor := lookupEnv(sess.Environ(), "NO_COLOR")
 	m := tui.New(op, tui.Options{Refresh: s.cfg.Refresh, NoColor: noColor, Reconnect: reconnect, ReadOnly: who.ReadOnly})
@@ -444,6 +449,7 @@ func idleCheckEvery(idleTimeout time.Duration) time.Duration {
 // The console gets the latest size on resized; sizes it has not taken yet
 // are replaced.
 type windowDrain struct {
+	pty     ssh.Pty // as requested: its Term and first Window
 	resized chan ssh.Window
 }
 
@@ -457,12 +463,14 @@ func (s *Server) drainWindows(next ssh.PtyHandler) ssh.PtyHandler {
 		}
 		// The library made the channel (with the first size in it)
 		// before calling here, and closes it when the session's
-		// requests end.
+		// requests end. (Here, on the request loop itself, sess.Pty()
+		// races with nothing.) Stored before the shell request, which
+		// the same loop handles after this one, starts the session.
 		_, winch, _ := sess.Pty()
-		d := &windowDrain{resized: make(chan ssh.Window, 1)}
-		s.windows.Store(winch, d)
+		d := &windowDrain{pty: pty, resized: make(chan ssh.Window, 1)}
+		s.windows.Store(sess, d)
 		go func() {
-			defer s.windows.Delete(winch)
+			defer s.windows.Delete(sess)
 			for w := range winch {
 				select { // keep only the latest
 				case <-d.resized:
@@ -535,9 +543,9 @@ func (s *Server) recheckOnce(ctx context.Context) {
 }
 
 // fatal tells the person why the session ends and ends it with status 1.
-func fatal(sess ssh.Session, err error) {
+func fatal(sess ssh.Session, terminal bool, err error) {
 	end := "\n"
-	if _, _, terminal := sess.Pty(); terminal {
+	if terminal {
 		end = "\r\n" // the terminal is raw: the console's
 	}
 	fmt.Fprintf(sess.Stderr(), "deploysync: %v%s", err, end)
