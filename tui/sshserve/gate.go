@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/expirable"
 )
 
 // connGate bounds connections that run no session yet (still in the
@@ -16,41 +18,76 @@ import (
 // opens nothing, or whose key was removed (its session ended), is closed.
 // A connection running a session counts against the session bounds
 // (sessionCounts) instead.
+//
+// A flood from many addresses fills the bound in all, and would keep
+// everyone else out for as long as it lasts. So addresses a session
+// started from in the last day (an operator's, a bastion's) have places
+// of their own beyond it (reserve, each address still at most perAddr):
+// a stranger's flood cannot take them, and a regular operator still gets
+// in. An address is known from a session, which only a registered key
+// opens, so strangers cannot make theirs known.
 type connGate struct {
 	deadline       time.Duration
 	total, perAddr int
+	reserve        int
 	mu             sync.Mutex
 	pending        int
+	reserved       int // of the reserve, places taken
 	pendingByAddr  map[string]int
+	known          *expirable.LRU[string, struct{}]
 }
 
+// Known addresses: how many, and for how long after their last session.
+const (
+	knownAddresses = 4096
+	knownFor       = 24 * time.Hour
+)
+
 func newConnGate(total, perAddr int, deadline time.Duration) *connGate {
-	return &connGate{total: total, perAddr: perAddr, deadline: deadline, pendingByAddr: map[string]int{}}
+	return &connGate{total: total, perAddr: perAddr, reserve: perAddr, deadline: deadline, pendingByAddr: map[string]int{},
+		known: expirable.NewLRU[string, struct{}](knownAddresses, nil, knownFor)}
 }
 
 // admit wraps a new connection, or returns nil when a bound is reached.
 func (g *connGate) admit(c net.Conn) *gatedConn {
 	addr := addrKey(c.RemoteAddr())
 	g.mu.Lock()
-	if g.pending >= g.total || g.pendingByAddr[addr] >= g.perAddr {
-		g.mu.Unlock()
+	defer g.mu.Unlock()
+	if g.pendingByAddr[addr] >= g.perAddr {
 		return nil
 	}
-	g.pending++
-	g.pendingByAddr[addr]++
-	g.mu.Unlock()
 	gc := &gatedConn{Conn: c, gate: g, addr: addr, pending: true}
+	switch {
+	case g.pending < g.total:
+		g.pending++
+	case g.reserved < g.reserve && g.known.Contains(addr):
+		g.reserved++
+		gc.reserved = true
+	default:
+		return nil
+	}
+	g.pendingByAddr[addr]++
 	gc.timer = time.AfterFunc(g.deadline, func() { c.Close() })
 	return gc
 }
 
-func (g *connGate) leave(addr string) {
+func (g *connGate) leave(addr string, reserved bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.pending--
+	if reserved {
+		g.reserved--
+	} else {
+		g.pending--
+	}
 	if g.pendingByAddr[addr]--; g.pendingByAddr[addr] <= 0 {
 		delete(g.pendingByAddr, addr)
 	}
+}
+
+// started notes that a session started from addr: it is known from now
+// on (see connGate).
+func (g *connGate) started(addr string) {
+	g.known.Add(addr, struct{}{})
 }
 
 // gatedConn is a connection the gate let in.
@@ -61,6 +98,7 @@ type gatedConn struct {
 
 	mu       sync.Mutex
 	pending  bool // counted in the gate's pending bounds
+	reserved bool // in its reserve, not in its bound in all
 	sessions int
 	closed   bool
 	timer    *time.Timer
@@ -73,9 +111,10 @@ func (c *gatedConn) sessionStarted() {
 	defer c.mu.Unlock()
 	c.sessions++
 	c.timer.Stop()
+	c.gate.started(c.addr)
 	if c.pending {
 		c.pending = false
-		c.gate.leave(c.addr)
+		c.gate.leave(c.addr, c.reserved)
 	}
 }
 
@@ -95,7 +134,7 @@ func (c *gatedConn) Close() error {
 		c.timer.Stop()
 		if c.pending {
 			c.pending = false
-			c.gate.leave(c.addr)
+			c.gate.leave(c.addr, c.reserved)
 		}
 	}
 	c.mu.Unlock()

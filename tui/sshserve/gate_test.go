@@ -90,3 +90,49 @@ func TestAddrKeyGroupsIPv6By64(t *testing.T) {
 		}
 	}
 }
+
+// addrConn is a connection from a given address (narrow fake: the gate
+// reads only the address and closes it).
+type addrConn struct {
+	net.Conn
+	addr net.Addr
+}
+
+func (c addrConn) RemoteAddr() net.Addr { return c.addr }
+func (c addrConn) Close() error         { return nil }
+
+func from(ip string) net.Conn {
+	return addrConn{addr: &net.TCPAddr{IP: net.ParseIP(ip), Port: 40000}}
+}
+
+// A flood from many addresses fills the bound in all, but an address a
+// session started from before still gets in, through places strangers
+// cannot take, each address still within its own bound.
+func TestAFloodLeavesKnownAddressesTheirPlaces(t *testing.T) {
+	g := newConnGate(4, 2, time.Minute)
+	operator := g.admit(from("192.0.2.9"))
+	operator.sessionStarted() // a registered key's session: the address is known
+	operator.Close()
+	for _, ip := range []string{"198.51.100.1", "198.51.100.1", "198.51.100.2", "198.51.100.2"} {
+		if g.admit(from(ip)) == nil {
+			t.Fatalf("a stranger from %s refused below the bounds", ip)
+		}
+	}
+	if g.admit(from("198.51.100.3")) != nil {
+		t.Fatal("a stranger got in past the bound in all")
+	}
+	first, second := g.admit(from("192.0.2.9")), g.admit(from("192.0.2.9"))
+	if first == nil || second == nil {
+		t.Fatal("the operator's known address was kept out by the strangers' flood")
+	}
+	if g.admit(from("192.0.2.9")) != nil {
+		t.Error("a known address got past its own bound")
+	}
+	first.Close()
+	if g.admit(from("198.51.100.4")) != nil {
+		t.Error("a stranger took a place the known address gave back")
+	}
+	if g.admit(from("192.0.2.9")) == nil {
+		t.Error("the known address could not take its place again")
+	}
+}
