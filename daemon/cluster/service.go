@@ -449,8 +449,16 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	}
 	// A known agent's heartbeat is this one statement (the heartbeat time
 	// always changes, so a record that exists is always counted). Only a
-	// new identity goes through admission, which writes its record.
-	n, err := update.Save(ctx)
+	// new identity goes through admission, which writes its record. The
+	// statement's locks on the agents' index can deadlock with another
+	// replica's admission inserting records of the region: the database
+	// rolls it back, and it runs again.
+	var n int
+	save := func() (err error) {
+		n, err = update.Save(ctx)
+		return err
+	}
+	err := store.RetryConflict(ctx, save)
 	if err == nil && n == 0 {
 		switch err := s.admitAgent(ctx, region, identity, nil); {
 		case errors.Is(err, stream.ErrUnknownRegion):
@@ -460,7 +468,7 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		case err != nil:
 			return nil, err
 		}
-		_, err = update.Save(ctx)
+		err = store.RetryConflict(ctx, save)
 	}
 	if err != nil {
 		return nil, internal(s.log, "report agent status", err)
