@@ -40,8 +40,9 @@ type Driver struct {
 	pokeOnce sync.Once
 }
 
-// minGap is the least time between two looks: pokes (a report per agent
-// per second, or more) are coalesced into at most one look this often.
+// minGap is the least time between two looks a poke brings forward
+// (longer when a look takes long, see Run): pokes (a report per agent per
+// second, or more) are coalesced into at most one look this often.
 const minGap = 50 * time.Millisecond
 
 // Poke asks for a look now, not at the next tick: an agent's report may
@@ -69,18 +70,23 @@ func (d *Driver) Run(ctx context.Context) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
+		began := time.Now()
 		if _, err := d.Round(ctx); err != nil && ctx.Err() == nil {
 			d.Log.Warn("rollout: a look at the rollouts failed; trying again", "err", err)
 		}
+		took := time.Since(began)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-d.pokes():
+			// Reports may poke without end (an agent per region, each a
+			// second, or a leaked token in a loop): looks they bring
+			// forward take at most a fifth of the time.
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(minGap):
+			case <-time.After(max(minGap, 4*took)):
 			}
 		}
 	}
