@@ -173,7 +173,9 @@ type RolloutStep struct {
 // strategy's on_failure says.
 func (s *Store) StepRollout(ctx context.Context, step RolloutStep) error {
 	return s.stepRollout(ctx, step.ID, step.Version, func(tx *ent.Tx, r *ent.Rollout) error {
-		r.Regions = step.Regions
+		// A copy: advance and rollBack write into it, and the caller's
+		// map is the caller's (a rerun, or another step, reads it again).
+		r.Regions = maps.Clone(step.Regions)
 		switch {
 		case step.Halt && r.Strategy.OnFailure == OnFailurePause:
 			return save(ctx, tx, r, rollout.StateHalted, step.Reason)

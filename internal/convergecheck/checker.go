@@ -287,12 +287,12 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	// Operations and faults are over: from here the system must converge
 	// by itself, its rollouts ended first (an operator resumes what was
 	// paused and aborts what halted).
-	if problems := s.settleRollouts(ctx, cfg.ConvergeWithin, &rep.Rollouts); len(problems) > 0 {
-		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
-	}
+	// A rollout that does not end is reported with how the regions
+	// differ then, which may say why.
+	unsettled := s.settleRollouts(ctx, cfg.ConvergeWithin, &rep.Rollouts)
 	took, v := converge(ctx, cfg.ConvergeWithin, s.divergence)
-	if len(v.problems) > 0 {
-		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: v.problems, Schedule: schedule}
+	if problems := append(unsettled, v.problems...); len(problems) > 0 {
+		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
 	}
 	violations, err := s.rolloutVerdict(ctx, rep.judged, &rep.Rollouts)
 	if err != nil {
