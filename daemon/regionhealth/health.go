@@ -74,6 +74,30 @@ func ReadBrief(ctx context.Context, client *ent.Client, db *sql.DB, name string,
 	return read(ctx, client, db, name, now, false)
 }
 
+// Serving is whether a region's changes reach it now: not paused, and its
+// agent connected.
+type Serving struct{ Paused, Connected bool }
+
+// ReadServing returns Serving of every registered region, by name: two
+// reads (regions, agents), not the heads, lag and failures of Read, for
+// a caller that looks every second (the rollout driver).
+func ReadServing(ctx context.Context, client *ent.Client, db *sql.DB, now time.Time) (map[string]Serving, error) {
+	regions, err := client.Region.Query().All(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read regions: %w", err)
+	}
+	agents, err := readAgents(ctx, db, "")
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Serving, len(regions))
+	for _, r := range regions {
+		a := pickAgent(agents, r.ID, now)
+		out[r.ID] = Serving{Paused: r.Paused, Connected: a != nil && connected(a, now)}
+	}
+	return out, nil
+}
+
 // read is Read; forViews says whether PendingResources and OldestFailure
 // are wanted (the views show them; the gauges do not, and counting
 // distinct resources reads every pending row of a region paused for days,

@@ -183,13 +183,13 @@ func (d *Driver) countStep(r *ent.Rollout, step desired.RolloutStep) {
 }
 
 // look reads what the rollouts' deployments look like in every region:
-// four reads for all of them, whatever their number.
+// five reads for all of them, whatever their number.
 func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Time) (map[string]map[string]Region, error) {
 	ids := make([]string, 0, len(rollouts))
 	for _, r := range rollouts {
 		ids = append(ids, r.DeploymentID)
 	}
-	health, err := regionhealth.ReadBrief(ctx, d.Client, d.DB, "", now)
+	serving, err := regionhealth.ReadServing(ctx, d.Client, d.DB, now)
 	if err != nil {
 		return nil, err
 	}
@@ -203,20 +203,14 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 			looks[t.DeploymentID] = map[string]Region{}
 		}
 		looks[t.DeploymentID][t.Region] = Region{Present: true, Replicas: t.Replicas, SpecHash: t.SpecHash,
-			Stopped: t.DesiredStatus == deploymenttopology.DesiredStatusStopped}
+			Stopped:   t.DesiredStatus == deploymenttopology.DesiredStatusStopped,
+			Paused:    serving[t.Region].Paused,
+			Connected: serving[t.Region].Connected}
 	}
 	at := func(dep, region string, change func(*Region)) {
 		if r, ok := looks[dep][region]; ok {
 			change(&r)
 			looks[dep][region] = r
-		}
-	}
-	for _, h := range health {
-		for _, regions := range looks {
-			if r, ok := regions[h.Region]; ok {
-				r.Paused, r.Connected = h.Paused, h.Connected
-				regions[h.Region] = r
-			}
 		}
 	}
 	syncs, err := d.Client.ResourceSync.Query().
