@@ -72,7 +72,18 @@ func setSpec(u *ent.DeploymentTopologyUpdate, s jsontype.Spec, revision int) *en
 // with the deployment's next change or the region's next full sync.
 // Topologies of a deployment that has had a rollout are left alone: an
 // empty spec there is a region a new deployment's rollout has not reached.
+//
+// It fills only a database none of whose topologies has a spec yet: one
+// from before this version. Once any region has its own spec, an empty
+// one is a region a new deployment's rollout did not reach, or one its
+// rollback left running nothing; the rollout that says so may be gone
+// (retention prunes old rollouts), and filling it would hand the region
+// the spec that failed, with no change row.
 func FillTopologySpecs(ctx context.Context, client *ent.Client) (int, error) {
+	filledBefore, err := client.DeploymentTopology.Query().Where(deploymenttopology.SpecHashNEQ("")).Exist(ctx)
+	if err != nil || filledBefore {
+		return 0, err
+	}
 	filled := 0
 	for {
 		topologies, err := client.DeploymentTopology.Query().

@@ -30,13 +30,13 @@ func TestFillTopologySpecsCopiesWhatRegionsRan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Deploy(desired.WithStrategy(ctx, canaryThenRest), spec("new"), []string{"eu-west", "us-east"}, 1); err != nil {
-		t.Fatal(err)
-	}
 	before := len(changes(t, client))
 	n, err := desired.FillTopologySpecs(ctx, client)
 	if err != nil || n != 1 {
 		t.Fatalf("filled %d, %v; want the old deployment's one topology", n, err)
+	}
+	if after := len(changes(t, client)); after != before {
+		t.Errorf("the fill wrote %d change rows", after-before)
 	}
 	old, err := client.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID("old")).Only(ctx)
 	if err != nil {
@@ -46,11 +46,16 @@ func TestFillTopologySpecsCopiesWhatRegionsRan(t *testing.T) {
 	if old.Image != "app:1" || old.Port != 8080 || old.Env["A"] != "b" || old.SpecHash != want {
 		t.Errorf("filled topology %+v, want app:1 with hash %s", old, want)
 	}
+	// A region a new deployment's rollout has not reached keeps its
+	// empty spec at the next migrate.
+	if err := s.Deploy(desired.WithStrategy(ctx, canaryThenRest), spec("new"), []string{"eu-west", "us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := desired.FillTopologySpecs(ctx, client); err != nil || n != 0 {
+		t.Errorf("the next migrate filled %d, %v", n, err)
+	}
 	if got := images(t, client, "new"); got["us-east"] != "" {
 		t.Errorf("a region the rollout has not reached was filled: %v", got)
-	}
-	if after := len(changes(t, client)); after != before {
-		t.Errorf("the fill wrote %d change rows", after-before)
 	}
 	// A backfill writes the spec columns and nothing else.
 	err = client.DeploymentTopology.Update().Where(deploymenttopology.DeploymentID("old")).SetReplicas(5).
@@ -85,5 +90,29 @@ func TestSpecHash(t *testing.T) {
 	}
 	if h := desired.SpecHash(a); len(h) != 16 {
 		t.Errorf("hash %q: want 16 hex digits, a valid label value", h)
+	}
+}
+
+// Once regions have their own specs, an empty one is a region running
+// nothing on purpose: a rolled-back new deployment's, whose rollout
+// retention may have pruned. A later migrate leaves it empty.
+func TestFillTopologySpecsLeavesARolledBackDeployAlone(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("kept"), []string{"eu-west"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deploy(desired.WithStrategy(ctx, canaryThenRest), spec("failed"), []string{"eu-west", "us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ControlRollout(ctx, "failed", desired.RolloutAbort); err != nil {
+		t.Fatal(err)
+	}
+	client.Rollout.Delete().ExecX(ctx) // as retention prunes old rollouts
+	if n, err := desired.FillTopologySpecs(ctx, client); err != nil || n != 0 {
+		t.Fatalf("filled %d, %v; want none", n, err)
+	}
+	if got := images(t, client, "failed"); got["eu-west"] != "" || got["us-east"] != "" {
+		t.Errorf("a rolled-back deployment's regions were given its failed spec: %v", got)
 	}
 }
