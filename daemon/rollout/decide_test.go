@@ -18,7 +18,7 @@ var start = time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 // healthy is a region whose agent applied change 10 and runs n ready
 // instances of the new spec.
 func healthy(n int) rollout.Region {
-	r := rollout.Region{Present: true, Replicas: n, SpecHash: newHash, Connected: true, Applied: 10, Received: 10, InSync: true}
+	r := rollout.Region{Present: true, Replicas: n, Connected: true, Applied: 10, Received: 10, InSync: true}
 	for range n {
 		r.Instances = append(r.Instances, rollout.Instance{SpecHash: newHash, Ready: true, Status: "running"})
 	}

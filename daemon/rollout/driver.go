@@ -202,7 +202,7 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 		if looks[t.DeploymentID] == nil {
 			looks[t.DeploymentID] = map[string]Region{}
 		}
-		looks[t.DeploymentID][t.Region] = Region{Present: true, Replicas: t.Replicas, SpecHash: t.SpecHash,
+		looks[t.DeploymentID][t.Region] = Region{Present: true, Replicas: t.Replicas,
 			Stopped:   t.DesiredStatus == deploymenttopology.DesiredStatusStopped,
 			Paused:    serving[t.Region].Paused,
 			Connected: serving[t.Region].Connected}

@@ -24,7 +24,6 @@ type Region struct {
 	Present  bool
 	Stopped  bool
 	Replicas int
-	SpecHash string
 	// Paused and Connected are the region's: paused by an operator, its
 	// agent connected.
 	Paused, Connected bool
