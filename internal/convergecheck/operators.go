@@ -245,6 +245,20 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 	// A fresh env value: an update that changes nothing is invalid.
 	vars := map[string]string{"REV": fmt.Sprint(rng.IntN(1 << 30))}
 	switch n := rng.IntN(10); {
+	case n < 1:
+		// An environment's strategy: the updates above with no strategy
+		// of their own roll out under it (good images only: BadImage
+		// goes out only under a rollout's per-call strategy).
+		env := pick(rng, environments)
+		strategy := &ctrlv1.RolloutStrategy{}
+		if rng.IntN(2) == 0 {
+			strategy.Waves = []*ctrlv1.RolloutWave{
+				{Regions: Regions[len(Regions)-1:], Bake: durationpb.New(rolloutBake), Deadline: durationpb.New(rolloutDeadline)},
+				{Regions: []string{"*"}, Deadline: durationpb.New(rolloutDeadline)},
+			}
+		}
+		_, err := c.SetRolloutStrategy(ctx, &ctrlv1.SetRolloutStrategyRequest{WorkspaceId: env.workspace, EnvironmentId: env.id, Strategy: strategy})
+		return "set-strategy", err
 	case n < 2:
 		image := pick(rng, images)
 		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})

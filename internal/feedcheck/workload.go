@@ -220,6 +220,14 @@ var storeOps = []storeOp{
 			desired.SpecUpdate{Image: &img, Env: map[string]string{"REV": image(r)}})
 		return err
 	}},
+	{"desired.set-strategy", func(ctx context.Context, s *desired.Store, r *rand.Rand, regions []string) error {
+		strategy := jsontype.Strategy{}
+		if r.IntN(2) == 0 {
+			strategy.Waves = []jsontype.Wave{{Regions: regions[len(regions)-1:]}, {Regions: []string{desired.EveryOtherRegion}}}
+		}
+		_, err := s.SetRolloutStrategy(ctx, draw(r, workspaceIDs), draw(r, environments), strategy)
+		return err
+	}},
 	{"desired.rollout-step", func(ctx context.Context, s *desired.Store, r *rand.Rand, _ []string) error {
 		_, err := s.ControlRollout(ctx, draw(r, deploymentIDs),
 			draw(r, []string{desired.RolloutPromote, desired.RolloutAbort, desired.RolloutPause, desired.RolloutResume}))
