@@ -20,7 +20,7 @@ type Config struct {
 	// records more.
 	MaxAgentsPerRegion int
 	// Reported, when set, is called after a report of deployments'
-	// instances or applies is stored: the rollout driver then looks at
+	// instances or applies, or a heartbeat, is stored: the rollout driver then looks at
 	// once rather than at its next tick, so a gate that passed promotes
 	// the next wave in milliseconds.
 	Reported func()

@@ -19,6 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	entsql "entgo.io/ent/dialect/sql"
+
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -441,9 +443,14 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 		return nil, err
 	}
 	update := s.client.Agent.Update().Where(entagent.Region(region), entagent.Identity(identity)).
-		SetAckedCursor(req.GetAckedVersion()).SetLastHeartbeat(now).
+		SetAckedCursor(req.GetAckedVersion()).
 		SetVersion(req.GetAgentVersion()).SetLastError(validate.Clip(req.GetLastError(), limits.MaxErrorBytes)).
-		SetLastFullSyncError(validate.Clip(req.GetLastFullSyncError(), limits.MaxErrorBytes))
+		SetLastFullSyncError(validate.Clip(req.GetLastFullSyncError(), limits.MaxErrorBytes)).
+		// The database's clock, as every replica ages it
+		// (regionhealth.AgentSilence): a replica whose clock is ahead
+		// must not read live agents as silent, nor one behind read a
+		// frozen agent as alive.
+		Modify(func(u *entsql.UpdateBuilder) { u.Set(entagent.FieldLastHeartbeat, entsql.Expr("NOW(6)")) })
 	if ts := req.GetLastFullSync(); ts != nil {
 		update.SetLastFullSync(ts.AsTime().UTC())
 	}
@@ -472,6 +479,11 @@ func (s *Service) ReportAgentStatus(ctx context.Context, req *ctrlv1.ReportAgent
 	}
 	if err != nil {
 		return nil, internal(s.log, "report agent status", err)
+	}
+	// A heartbeat may end a bake: it says the agent's Pods are reported
+	// up to now (daemon/rollout).
+	if s.cfg.Reported != nil {
+		s.cfg.Reported()
 	}
 	return &ctrlv1.ReportAgentStatusResponse{}, nil
 }

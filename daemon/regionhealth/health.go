@@ -10,10 +10,14 @@ import (
 	"github.com/deploysync/deploysync/ent"
 )
 
-// heartbeatTimeout: an agent that has not reported for this long counts
-// as disconnected even if a ctrld still lists its stream (that ctrld may
-// have died without recording the disconnect). Agents report every 10s.
-const heartbeatTimeout = 30 * time.Second
+// AgentSilence: an agent that has not reported for this long counts as
+// disconnected even if a ctrld still lists its stream (that ctrld may have
+// died without recording the disconnect, or the agent may be frozen with
+// its connection open). Agents report every 2 s, each heartbeat after the
+// status it saw (agentd), and heartbeats are stamped and aged by the
+// database's clock. A rollout's bake is never shorter (daemon/rollout):
+// evidence may be this old.
+const AgentSilence = 6 * time.Second
 
 // Health is one region's sync health at one moment.
 type Health struct {
@@ -75,8 +79,15 @@ func ReadBrief(ctx context.Context, client *ent.Client, db *sql.DB, name string,
 }
 
 // Serving is whether a region's changes reach it now: not paused, and its
-// agent connected.
-type Serving struct{ Paused, Connected bool }
+// agent connected; and how fresh what its agent reported is.
+type Serving struct {
+	Paused, Connected bool
+	// Heard is the agent's last heartbeat (the database's clock): every
+	// change of its Pods it saw before that is reported. ConnectedSince
+	// is when its stream connected: what it reported before that may have
+	// a gap (a ctrld restart, a move to another replica).
+	Heard, ConnectedSince time.Time
+}
 
 // ReadServing returns Serving of every registered region, by name: two
 // reads (regions, agents), not the heads, lag and failures of Read, for
@@ -93,7 +104,11 @@ func ReadServing(ctx context.Context, client *ent.Client, db *sql.DB, now time.T
 	out := make(map[string]Serving, len(regions))
 	for _, r := range regions {
 		a := pickAgent(agents, r.ID, now)
-		out[r.ID] = Serving{Paused: r.Paused, Connected: a != nil && connected(a, now)}
+		s := Serving{Paused: r.Paused, Connected: a != nil && connected(a, now)}
+		if s.Connected {
+			s.Heard, s.ConnectedSince = *a.LastHeartbeat, *a.ConnectedSince
+		}
+		out[r.ID] = s
 	}
 	return out, nil
 }
@@ -227,7 +242,7 @@ func pickAgent(agents []*ent.Agent, region string, now time.Time) *ent.Agent {
 }
 
 // connected tells whether a holds a stream to some ctrld and reported
-// within heartbeatTimeout.
+// within AgentSilence, both by the database's clock (now is read from it).
 func connected(a *ent.Agent, now time.Time) bool {
-	return a.ConnectedTo != "" && a.LastHeartbeat != nil && now.Sub(*a.LastHeartbeat) < heartbeatTimeout
+	return a.ConnectedTo != "" && a.LastHeartbeat != nil && a.ConnectedSince != nil && now.Sub(*a.LastHeartbeat) < AgentSilence
 }

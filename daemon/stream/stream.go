@@ -10,6 +10,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
@@ -246,7 +247,13 @@ func (s *Streamer) admit(ctx context.Context, req Request, since *time.Time) err
 			return fmt.Errorf("%w %q", ErrUnknownRegion, req.Region)
 		}
 	}
-	at := time.Now().UTC().Truncate(time.Microsecond) // the column's precision
+	// The database's clock, as the rollout driver compares it with a
+	// region's bake (a stream that connected since may have missed what
+	// happened before): to the microsecond, the column's precision.
+	at, err := store.Now(ctx, s.db)
+	if err != nil {
+		return fmt.Errorf("record agent connection: %w", err)
+	}
 	*since = at
 	// connected_since always changes, so a record that exists is always
 	// counted as updated.
