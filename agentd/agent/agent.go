@@ -48,7 +48,9 @@ type Config struct {
 	// StatusInterval batches status and resource sync reports (default 1s).
 	StatusInterval time.Duration
 	// HeartbeatInterval is the longest gap between agent status reports
-	// (default 10s); a moved cursor is reported sooner.
+	// (default 2s); a moved cursor is reported sooner. ctrld reads an
+	// agent silent for 6s as gone (regionhealth.AgentSilence), so it is
+	// well below that.
 	HeartbeatInterval time.Duration
 	// BackoffMin and BackoffMax bound stream reconnects (defaults 1s, 60s).
 	BackoffMin, BackoffMax time.Duration
@@ -90,7 +92,7 @@ func (c *Config) defaults() {
 		c.StatusInterval = time.Second
 	}
 	if c.HeartbeatInterval <= 0 {
-		c.HeartbeatInterval = 10 * time.Second
+		c.HeartbeatInterval = 2 * time.Second
 	}
 	if c.NamespaceKnownFor <= 0 {
 		c.NamespaceKnownFor = reconcile.NamespaceKnownFor
@@ -236,6 +238,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	cfg.Readiness.activate(w)
 	defer cfg.Readiness.deactivate(cfg.LeaderElect)
 	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
+	hb.flushStatus = reporter.Flush
 	syncs := status.NewSyncReporter(cluster, cfg.Region, d, cfg.StatusInterval, log)
 
 	guard := recovery.Guard{Log: log, Panics: m.Panics}
@@ -357,6 +360,11 @@ type heartbeat struct {
 	dispatcher *dispatch.Dispatcher
 	watcher    *watch.Watcher
 	kick       chan struct{}
+	// flushStatus reports the Pods' changes not reported yet; a heartbeat
+	// is sent only after it succeeded, so that ctrld may read a heartbeat
+	// as "what runs here is reported up to now" (a rollout's bake counts
+	// only time so covered).
+	flushStatus func(context.Context) error
 }
 
 func (h *heartbeat) poke() {
@@ -421,6 +429,15 @@ func (h *heartbeat) send(ctx context.Context) {
 	}
 	callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if err := h.flushStatus(callCtx); err != nil {
+		// No heartbeat without the status before it: ctrld would read
+		// stale Pods as current. Silent for long enough, the agent reads
+		// as gone there, which is what it is to a rollout.
+		if ctx.Err() == nil {
+			h.log.Warn("heartbeat: reporting the Pods' status failed; no heartbeat without it", "err", err)
+		}
+		return
+	}
 	if _, err := h.client.ReportAgentStatus(callCtx, req); err != nil && ctx.Err() == nil {
 		h.log.Warn("heartbeat: reporting agent status failed", "err", err)
 	}

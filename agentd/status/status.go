@@ -41,6 +41,11 @@ type Reporter struct {
 	mu        sync.Mutex
 	dirty     map[string]bool // deployments
 	sentinels map[string]bool
+
+	// flushing holds one flush at a time: Flush returns only when what
+	// was marked before it was called has been reported, not merely taken
+	// by a flush of the loop's that is still sending it.
+	flushing sync.Mutex
 }
 
 // New returns a Reporter sending at most every interval.
@@ -89,7 +94,18 @@ func (r *Reporter) take(set map[string]bool) []string {
 
 // Run reports until ctx ends.
 func (r *Reporter) Run(ctx context.Context) {
-	every(ctx, r.interval, r.log, "status", r.flush)
+	every(ctx, r.interval, r.log, "status", r.Flush)
+}
+
+// Flush reports now what changed and is not reported yet, and returns
+// once ctrld took it (nil) or not. The heartbeat calls it first: a
+// heartbeat ctrld receives then says that every change of the Pods the
+// agent saw before it is reported, which is what a rollout's bake counts
+// on (ctrld's regionhealth.AgentSilence).
+func (r *Reporter) Flush(ctx context.Context) error {
+	r.flushing.Lock()
+	defer r.flushing.Unlock()
+	return r.flush(ctx)
 }
 
 // every calls flush at most once per interval until ctx ends; after a
