@@ -7,7 +7,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -15,6 +14,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/internal/validate"
@@ -53,7 +53,11 @@ func WithStrategy(ctx context.Context, s jsontype.Strategy) context.Context {
 // the call's own, or its environment's.
 func strategyFor(ctx context.Context, tx *ent.Tx, dep *ent.Deployment) (jsontype.Strategy, error) {
 	if s, ok := ctx.Value(strategyKey{}).(jsontype.Strategy); ok {
-		return CheckStrategy(s)
+		s, err := CheckStrategy(s)
+		if err != nil {
+			return s, err
+		}
+		return s, knownStrategyRegions(ctx, tx.Client(), "rollout", s)
 	}
 	return environmentStrategy(ctx, tx.Client(), dep.WorkspaceID, dep.EnvironmentID)
 }
@@ -94,7 +98,10 @@ func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int,
 	for _, t := range topologies {
 		regions = append(regions, t.Region)
 	}
-	waves := planWaves(strategy, regions)
+	waves, err := planWaves(strategy, dep.ID, regions)
+	if err != nil {
+		return err
+	}
 	if len(waves) == 0 {
 		return promote(ctx, tx, dep.ID, regions, to, revision)
 	}
@@ -120,7 +127,10 @@ func beginRollout(ctx context.Context, tx *ent.Tx, id string, revision int, from
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	now, err := store.Now(ctx, tx)
+	if err != nil {
+		return err
+	}
 	states := make(map[string]jsontype.RegionRollout, len(regions))
 	for _, r := range regions {
 		states[r] = jsontype.RegionRollout{State: RegionWaiting}
@@ -239,13 +249,7 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string)
 			// (failed ones included: another chance) get a new deadline
 			// and bake from their next healthy look. A deadline that ran
 			// out while paused would fail them at once.
-			now := time.Now().UTC()
-			for _, region := range r.Strategy.Waves[r.Wave].Regions {
-				if st := r.Regions[region]; st.State != RegionPassed {
-					r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version}
-				}
-			}
-			err = save(ctx, tx, r, rollout.StateProgressing, "")
+			err = resume(ctx, tx, r)
 		case RolloutPromote:
 			err = advance(ctx, tx, r, actor)
 		case RolloutAbort:
@@ -258,6 +262,39 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string)
 		return err
 	})
 	return out, err
+}
+
+// resume starts the current wave's clock again: its regions not passed
+// yet (failed ones included: another chance) get a new deadline and bake
+// from their next healthy look, and count their pods' restarts from now.
+// A deadline that ran out while paused would fail them at once, and a
+// restart from before would fail them again.
+func resume(ctx context.Context, tx *ent.Tx, r *ent.Rollout) error {
+	now, err := store.Now(ctx, tx)
+	if err != nil {
+		return err
+	}
+	wave := r.Strategy.Waves[r.Wave].Regions
+	restarted, err := tx.Instance.Query().
+		Where(instance.DeploymentID(r.DeploymentID), instance.RegionIn(wave...), instance.SpecHash(r.ToSpec.Hash), instance.RestartsGT(0)).
+		All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, region := range wave {
+		st := r.Regions[region]
+		if st.State == RegionPassed {
+			continue
+		}
+		baseline := map[string]int{}
+		for _, in := range restarted {
+			if in.Region == region {
+				baseline[in.PodName] = int(in.Restarts)
+			}
+		}
+		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version, Baseline: baseline}
+	}
+	return save(ctx, tx, r, rollout.StateProgressing, "")
 }
 
 // stepRollout runs change on rollout id in one transaction, if it is still
@@ -288,11 +325,15 @@ func (s *Store) stepRollout(ctx context.Context, id int, version int64, change f
 // the version read: the write every step ends with. A rollout that ends
 // leaves in_flight.
 func save(ctx context.Context, tx *ent.Tx, r *ent.Rollout, state rollout.State, reason string) error {
+	now, err := store.Now(ctx, tx)
+	if err != nil {
+		return err
+	}
 	u := tx.Rollout.Update().Where(rollout.ID(r.ID), rollout.Version(r.Version)).
 		SetRegions(r.Regions).SetState(state).SetWave(r.Wave).SetReason(validate.Clip(reason, 1024)).
-		AddVersion(1).SetUpdatedAt(time.Now().UTC())
+		AddVersion(1).SetUpdatedAt(now)
 	if state == rollout.StateSucceeded || state == rollout.StateRolledBack {
-		u.ClearInFlight().SetFinishedAt(time.Now().UTC())
+		u.ClearInFlight().SetFinishedAt(now)
 	}
 	n, err := u.Save(ctx)
 	if err == nil && n == 0 {
@@ -333,7 +374,10 @@ func advance(ctx context.Context, tx *ent.Tx, r *ent.Rollout, by string) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now().UTC()
+	now, err := store.Now(ctx, tx)
+	if err != nil {
+		return err
+	}
 	for _, region := range next {
 		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[region]}
 	}

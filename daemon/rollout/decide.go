@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/jsontype"
 )
@@ -60,31 +61,41 @@ func Decide(r *ent.Rollout, regions map[string]Region, now time.Time) (step desi
 	return step, true
 }
 
-// judge is a region's next state in the wave after one look.
+// MinBake is the shortest bake: what a region's agent reported may be
+// this old (regionhealth.AgentSilence), so a shorter one could pass on
+// time nobody saw.
+const MinBake = regionhealth.AgentSilence
+
+// judge is a region's next state in the wave after one look at now (the
+// database's clock).
+//
+// A bake counts only time the region's agent watched: it starts at a
+// healthy look, starts again at every look that is not (an agent silent
+// for AgentSilence is not connected, so not healthy) and when the agent's
+// stream connected since it started, and it ends only once a heartbeat
+// sent after its end came in (a heartbeat follows the status of every
+// Pod change the agent saw before it). A ctrld that comes back after a
+// crash therefore never passes a bake on reports from before it.
 func judge(st jsontype.RegionRollout, r Region, hash string, bake, deadline time.Duration, now time.Time) jsontype.RegionRollout {
-	verdict, why, restarts := Gate(r, hash, st.Version)
+	verdict, why, restarts := Gate(r, hash, st)
 	next := st
-	next.Why = why
+	next.Why, next.Restarts = why, restarts
 	switch verdict {
 	case Failed:
 		next.State = desired.RegionFailed
 		return next
 	case Healthy:
-		if st.HealthySince == nil {
+		if st.HealthySince == nil || r.ConnectedSince.After(*st.HealthySince) {
 			since := now
-			next.HealthySince, next.Restarts = &since, restarts
-		} else if restarts > st.Restarts {
-			next.State = desired.RegionFailed
-			next.Why = fmt.Sprintf("instances restarted while baking (restarts %d -> %d)", st.Restarts, restarts)
-			return next
+			next.HealthySince = &since
 		}
 		next.State = desired.RegionBaking
-		if baked := now.Sub(*next.HealthySince); baked >= bake {
+		if !r.Heard.Before(next.HealthySince.Add(max(bake, MinBake))) {
 			next.State = desired.RegionPassed
 		}
 		return next
 	}
-	next.HealthySince, next.Restarts = nil, 0
+	next.HealthySince = nil
 	next.State = desired.RegionProgressing
 	if st.PromotedAt != nil && now.Sub(*st.PromotedAt) > deadline {
 		next.State = desired.RegionFailed
@@ -96,7 +107,7 @@ func judge(st jsontype.RegionRollout, r Region, hash string, bake, deadline time
 // sameState reports whether a region's state is unchanged, so that a look
 // that finds nothing new writes nothing.
 func sameState(a, b jsontype.RegionRollout) bool {
-	return a.State == b.State && a.Why == b.Why && a.Restarts == b.Restarts && a.Version == b.Version &&
+	return a.State == b.State && a.Why == b.Why && a.Restarts == b.Restarts && a.Version == b.Version && maps.Equal(a.Baseline, b.Baseline) &&
 		sameTime(a.HealthySince, b.HealthySince) && sameTime(a.PromotedAt, b.PromotedAt)
 }
 

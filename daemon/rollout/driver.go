@@ -11,6 +11,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
 	"github.com/deploysync/deploysync/ent/instance"
@@ -28,7 +29,9 @@ type Driver struct {
 	// Interval is the time between looks; 1 s when 0. A bake of a
 	// minute then ends within a second of its time.
 	Interval time.Duration
-	// Now is the clock; time.Now when nil.
+	// Now is the clock; the database's when nil (store.Now), which every
+	// replica shares: a replica whose own clock runs ahead must not end a
+	// bake early, nor fail a deadline or read agents as gone.
 	Now func() time.Time
 	// Metrics, when set, receive the rollouts' gauge and counters.
 	Metrics *metrics.Metrics
@@ -104,17 +107,17 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 	if err != nil || len(rollouts) == 0 {
 		return 0, err
 	}
-	now := time.Now
-	if d.Now != nil {
-		now = d.Now
+	now, err := d.now(ctx)
+	if err != nil {
+		return 0, err
 	}
-	looks, err := d.look(ctx, rollouts, now())
+	looks, err := d.look(ctx, rollouts, now)
 	if err != nil {
 		return 0, err
 	}
 	written := 0
 	for _, r := range rollouts {
-		step, ok := Decide(r, looks[r.DeploymentID], now())
+		step, ok := Decide(r, looks[r.DeploymentID], now)
 		if !ok {
 			continue
 		}
@@ -140,6 +143,15 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 		}
 	}
 	return written, nil
+}
+
+// now is the time of a look: the database's clock, read before anything
+// the look reads, so that no report it reads is newer than the look.
+func (d *Driver) now(ctx context.Context) (time.Time, error) {
+	if d.Now != nil {
+		return d.Now(), nil
+	}
+	return store.Now(ctx, d.DB)
 }
 
 // count sets the gauge of rollouts in flight by state.
@@ -202,10 +214,10 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 		if looks[t.DeploymentID] == nil {
 			looks[t.DeploymentID] = map[string]Region{}
 		}
+		serves := serving[t.Region]
 		looks[t.DeploymentID][t.Region] = Region{Present: true, Replicas: t.Replicas,
-			Stopped:   t.DesiredStatus == deploymenttopology.DesiredStatusStopped,
-			Paused:    serving[t.Region].Paused,
-			Connected: serving[t.Region].Connected}
+			Stopped: t.DesiredStatus == deploymenttopology.DesiredStatusStopped,
+			Paused:  serves.Paused, Connected: serves.Connected, Heard: serves.Heard, ConnectedSince: serves.ConnectedSince}
 	}
 	at := func(dep, region string, change func(*Region)) {
 		if r, ok := looks[dep][region]; ok {
@@ -229,7 +241,7 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 	}
 	for _, in := range instances {
 		at(in.DeploymentID, in.Region, func(r *Region) {
-			r.Instances = append(r.Instances, Instance{SpecHash: in.SpecHash, Ready: in.Ready, Status: string(in.Status),
+			r.Instances = append(r.Instances, Instance{Pod: in.PodName, SpecHash: in.SpecHash, Ready: in.Ready, Status: string(in.Status),
 				Reason: in.Reason, Restarts: int(in.Restarts)})
 		})
 	}

@@ -5,10 +5,14 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/deploysync/deploysync/ent/jsontype"
 )
 
 // Instance is what an agent last reported of one pod of the deployment.
 type Instance struct {
+	Pod      string
 	SpecHash string
 	Ready    bool
 	Status   string // pending, running, failed, unknown
@@ -25,8 +29,15 @@ type Region struct {
 	Stopped  bool
 	Replicas int
 	// Paused and Connected are the region's: paused by an operator, its
-	// agent connected.
+	// agent connected (heard from within regionhealth.AgentSilence).
 	Paused, Connected bool
+	// Heard is the agent's last heartbeat, which it sends only after
+	// reporting every change of its Pods it saw: the instances are what
+	// ran up to then. ConnectedSince is when its stream connected; a
+	// bake that began before missed what happened in between (a ctrld
+	// restart, the agent moved to another replica or restarted). Both by
+	// the database's clock; zero while not connected.
+	Heard, ConnectedSince time.Time
 	// Applied is the stream version of the last change of the deployment
 	// the agent applied in the region, Received the newest it received,
 	// InSync whether that one is applied, ApplyError the error of its
@@ -52,23 +63,30 @@ const (
 // cannot mend them, and a canary that shows one has shown enough.
 var fatalReasons = []string{"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull", "OOMKilled", "InvalidImageName", "CreateContainerConfigError"}
 
-// Gate judges a region promoted to the spec named hash by its change at
-// version, and says why when it is not healthy, with the evidence. The
-// restart count of the new spec's instances is returned for the bake:
-// a rise while baking fails the region.
-func Gate(r Region, hash string, version uint64) (Verdict, string, int) {
-	switch {
-	case !r.Present:
-		return Healthy, "the deployment no longer runs here", 0
-	case r.Stopped:
-		// Nothing runs to prove anything (its agent deleted the workload
-		// and its sync record): the spec is in place for a start.
-		return Healthy, "stopped: nothing runs", 0
+// nothingRuns ends what a region that runs no instance of the new spec
+// says: it proves nothing, so it holds its wave until its deadline fails
+// it, unless the operator acts.
+const nothingRuns = "nothing runs the new spec: start or scale it, or promote by hand"
+
+// Gate judges a region promoted to the spec named hash, whose place in
+// the rollout is st (the change it was promoted by, its pods' restarts
+// then), and says why when it is not healthy, with the evidence. It also
+// returns how often the new spec's instances restarted since the
+// promotion.
+//
+// Only what runs proves anything: a region stopped, scaled to 0 or no
+// longer running the deployment is never healthy, and a restart of any
+// instance of the new spec since the promotion fails it, counted pod by
+// pod (a pod replaced meanwhile cannot hide another's restart).
+func Gate(r Region, hash string, st jsontype.RegionRollout) (Verdict, string, int) {
+	if !r.Present {
+		return Waiting, "the deployment no longer runs here: " + nothingRuns, 0
 	}
-	if r.ApplyError != "" && r.Received >= version {
+	if r.ApplyError != "" && r.Received >= st.Version {
 		return Failed, "apply failed: " + r.ApplyError, 0
 	}
 	restarts := 0
+	var restarted []string
 	counts := map[string]int{}
 	ready, other := 0, 0
 	for _, in := range r.Instances {
@@ -76,7 +94,10 @@ func Gate(r Region, hash string, version uint64) (Verdict, string, int) {
 			other++
 			continue
 		}
-		restarts += in.Restarts
+		if n := in.Restarts - st.Baseline[in.Pod]; n > 0 {
+			restarts += n
+			restarted = append(restarted, fmt.Sprintf("%s (%d)", in.Pod, n))
+		}
 		switch {
 		case slices.Contains(fatalReasons, in.Reason):
 			counts[in.Reason]++
@@ -89,15 +110,21 @@ func Gate(r Region, hash string, version uint64) (Verdict, string, int) {
 	if len(counts) > 0 {
 		return Failed, describe(counts, len(r.Instances), restarts), restarts
 	}
+	if len(restarted) > 0 {
+		slices.Sort(restarted)
+		return Failed, fmt.Sprintf("instances of the new spec restarted since the region's promotion: %s", strings.Join(restarted, ", ")), restarts
+	}
 	switch {
+	case r.Stopped:
+		return Waiting, "stopped: " + nothingRuns, restarts
 	case r.Paused:
 		return Waiting, "the region is paused", restarts
 	case !r.Connected:
 		return Waiting, "the region's agent is not connected", restarts
-	case r.Applied < version || !r.InSync:
+	case r.Applied < st.Version || !r.InSync:
 		return Waiting, "the agent has not applied the change yet", restarts
 	case r.Replicas == 0:
-		return Healthy, "scaled to 0", restarts
+		return Waiting, "scaled to 0: " + nothingRuns, restarts
 	case ready < r.Replicas || other > 0:
 		why := fmt.Sprintf("%d of %d instances ready on the new spec", ready, r.Replicas)
 		if other > 0 {

@@ -49,13 +49,19 @@ type RegionRollout struct {
 	// counts from here.
 	PromotedAt *time.Time `json:"promoted_at,omitempty"`
 	// HealthySince is when the region was last seen turning healthy; it
-	// bakes from here and starts again at every unhealthy look.
+	// bakes from here and starts again at every unhealthy look, and when
+	// its agent's stream connected again since (what happened between
+	// was not watched). By the database's clock, as every time here.
 	HealthySince *time.Time `json:"healthy_since,omitempty"`
 	// Why is what the region waits for, or the evidence it failed on.
 	Why string `json:"why,omitempty"`
-	// Restarts is the instances' restart count when the region turned
-	// healthy: a restart while baking fails the region.
+	// Restarts counts the restarts of the new spec's instances since the
+	// region's promotion, at the last look: any fails the region.
 	Restarts int `json:"restarts,omitempty"`
+	// Baseline is the restarts each pod of the new spec had already when
+	// the region was promoted or resumed (by pod name; none for a fresh
+	// promotion, whose pods are new): restarts count from there.
+	Baseline map[string]int `json:"baseline,omitempty"`
 	// Version is the newest change of the deployment in the region when
 	// it was promoted: its agent must have applied it to run the spec.
 	Version uint64 `json:"version,omitempty"`
