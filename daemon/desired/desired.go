@@ -137,7 +137,10 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		if err != nil {
 			return err
 		}
-		waves := planWaves(strategy, regions)
+		waves, err := planWaves(strategy, spec.ID, regions)
+		if err != nil {
+			return err
+		}
 		first := regions
 		if len(waves) > 0 {
 			first = waves[0].Regions

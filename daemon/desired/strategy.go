@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/rolloutstrategy"
 	"github.com/deploysync/deploysync/internal/validate"
 )
@@ -44,6 +46,12 @@ func CheckStrategy(s jsontype.Strategy) (jsontype.Strategy, error) {
 	case OnFailureRollback, OnFailurePause:
 	default:
 		return s, fmt.Errorf("strategy.on_failure: %w: want %q or %q, got %q", ErrInvalid, OnFailureRollback, OnFailurePause, s.OnFailure)
+	}
+	if len(s.Waves) == 0 && s.OnFailure != OnFailureRollback {
+		// What a failed wave does, for a strategy without waves: stored,
+		// it would read as a strategy that pauses, and gate nothing.
+		return s, fmt.Errorf("strategy.on_failure: %w: %q says what a failed wave does, and a strategy without waves is immediate (no wave, no gate); give waves, or leave on_failure out",
+			ErrInvalid, s.OnFailure)
 	}
 	if len(s.Waves) > MaxWaves {
 		return s, fmt.Errorf("strategy.waves: %w: at most %d waves, got %d", ErrInvalid, MaxWaves, len(s.Waves))
@@ -81,7 +89,14 @@ func CheckStrategy(s jsontype.Strategy) (jsontype.Strategy, error) {
 		if w.DeadlineSeconds < 1 || w.DeadlineSeconds > int(MaxDeadline/time.Second) {
 			return s, fmt.Errorf("%s.deadline: %w: between 1s and %s, got %ds", field, ErrInvalid, MaxDeadline, w.DeadlineSeconds)
 		}
-		if w.MaxFailures < 0 || (w.MaxFailures >= len(w.Regions) && !slices.Contains(w.Regions, EveryOtherRegion)) {
+		switch {
+		case slices.Contains(w.Regions, EveryOtherRegion) && (w.MaxFailures < 0 || w.MaxFailures > maxStrategyRegions-1):
+			// As many regions as a deployment may have, less one: a
+			// rollout's own wave keeps at least one region that must
+			// pass (planWaves), and shows the bound it applies.
+			return s, fmt.Errorf("%s.max_failures: %w: between 0 and %d for a wave with %q (a deployment has at most %d regions, and one must pass), got %d",
+				field, ErrInvalid, maxStrategyRegions-1, EveryOtherRegion, maxStrategyRegions, w.MaxFailures)
+		case !slices.Contains(w.Regions, EveryOtherRegion) && (w.MaxFailures < 0 || w.MaxFailures >= len(w.Regions)):
 			return s, fmt.Errorf("%s.max_failures: %w: between 0 and one less than the wave's %d regions, got %d (a wave all of whose regions may fail gates nothing)",
 				field, ErrInvalid, len(w.Regions), w.MaxFailures)
 		}
@@ -96,11 +111,16 @@ func CheckStrategy(s jsontype.Strategy) (jsontype.Strategy, error) {
 // the deployment's regions it names, "*" standing for those no other
 // wave names. Regions no wave names join the last wave (a strategy set
 // for an environment names the regions its deployments usually run in; a
-// new region is then not skipped, and not rushed ahead either). Waves left
-// with no region are dropped. No waves: the change goes everywhere at once.
-func planWaves(s jsontype.Strategy, regions []string) []jsontype.Wave {
+// new region is then not skipped, and not rushed ahead either). A wave of
+// "*" alone left with no region is dropped: every region it stands for is
+// in another wave. A wave that names regions, none of them the
+// deployment's, is refused: dropped, its place (a canary, say) would be
+// taken by the next wave, ungated, and a typo of the canary's name would
+// send a change everywhere at once. No waves: the change goes everywhere
+// at once.
+func planWaves(s jsontype.Strategy, id string, regions []string) ([]jsontype.Wave, error) {
 	if len(s.Waves) == 0 {
-		return nil
+		return nil, nil
 	}
 	named := map[string]bool{}
 	for _, w := range s.Waves {
@@ -135,15 +155,57 @@ func planWaves(s jsontype.Strategy, regions []string) []jsontype.Wave {
 			in = append(in, others...)
 		}
 		if len(in) == 0 {
-			continue
+			if slices.Contains(w.Regions, EveryOtherRegion) {
+				continue
+			}
+			return nil, fmt.Errorf("deployment %q: %w: wave %d of its rollout strategy (%s) names none of its regions (%s); a wave is never skipped: fix the strategy (`rollout strategy set`), give the call a strategy of its own (--wave), or --immediate",
+				id, ErrConflict, i+1, strings.Join(w.Regions, ","), strings.Join(regions, ", "))
 		}
 		w.Regions = in
 		// A wave smaller than the strategy's keeps at least one region
-		// that must pass: max_failures counts regions that may fail.
+		// that must pass: max_failures counts regions that may fail. The
+		// rollout's own copy of the wave, which the views show, says the
+		// bound it applies.
 		w.MaxFailures = min(w.MaxFailures, len(in)-1)
 		plan = append(plan, w)
 	}
-	return plan
+	return plan, nil
+}
+
+// knownStrategyRegions refuses a strategy naming a region no one
+// registered, naming it: a typo of a canary's name would otherwise be
+// stored and, at every rollout, match nothing. field is the strategy's
+// name in the error: "strategy" for an environment's, "rollout" for a
+// call's own (the API's fields).
+func knownStrategyRegions(ctx context.Context, c *ent.Client, field string, s jsontype.Strategy) error {
+	var names []string
+	for _, w := range s.Waves {
+		for _, r := range w.Regions {
+			if r != EveryOtherRegion {
+				names = append(names, r)
+			}
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	known, err := c.Region.Query().Where(region.IDIn(names...)).IDs(ctx)
+	if err != nil {
+		return err
+	}
+	for i, w := range s.Waves {
+		for _, r := range w.Regions {
+			if r != EveryOtherRegion && !slices.Contains(known, r) {
+				registered, err := c.Region.Query().Order(ent.Asc(region.FieldID)).Limit(20).IDs(ctx)
+				if err != nil {
+					return err
+				}
+				return fmt.Errorf("%s.waves[%d].regions: %w %q: no agent token or entry registers it (registered: %s)",
+					field, i, ErrUnknownRegion, r, strings.Join(registered, ", "))
+			}
+		}
+	}
+	return nil
 }
 
 // SetRolloutStrategy sets the strategy of a workspace's environment: how
@@ -158,6 +220,9 @@ func (s *Store) SetRolloutStrategy(ctx context.Context, workspaceID, environment
 		return strategy, err
 	}
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
+		if err := knownStrategyRegions(ctx, tx.Client(), "strategy", strategy); err != nil {
+			return err
+		}
 		return tx.RolloutStrategy.Create().SetWorkspaceID(workspaceID).SetEnvironmentID(environmentID).
 			SetStrategy(strategy).SetActor(validate.Clip(actorOf(ctx), 255)).
 			OnConflictColumns(rolloutstrategy.FieldWorkspaceID, rolloutstrategy.FieldEnvironmentID).

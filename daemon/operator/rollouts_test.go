@@ -274,6 +274,11 @@ func TestBadStrategiesAreRefusedNamingTheField(t *testing.T) {
 		{"no region", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{wave()}}, "waves[0].regions"},
 		{"bad region name", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{wave("EU")}}, "waves[0].regions"},
 		{"every region may fail", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu"}, MaxFailures: 1}}}, "waves[0].max_failures"},
+		// A typo of the canary eu: registered by no one, so refused, not
+		// stored to match nothing at every rollout.
+		{"a region no one registered", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"ue"}, Bake: durationpb.New(30 * time.Second)}, wave("*")}}, "waves[0].regions"},
+		{"on_failure without waves", &ctrlv1.RolloutStrategy{OnFailure: "pause"}, "on_failure"},
+		{"max_failures past any deployment's regions", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{wave("eu"), {Regions: []string{"*"}, MaxFailures: 2147483647}}}, "waves[1].max_failures"},
 	} {
 		image := "app:2"
 		_, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &image, Rollout: c.strategy})
@@ -333,10 +338,10 @@ func TestBadStrategiesAreRefusedNamingTheField(t *testing.T) {
 	if n := env.DB.Ent.DeploymentRevision.Query().CountX(ctx); n != 1 {
 		t.Errorf("refused calls left %d revisions, want the deploy's alone", n)
 	}
-	// 10 updates, 10 strategies, the control without an action and the
+	// 13 updates, 13 strategies, the control without an action and the
 	// one of no deployment, each on record with its error.
-	if n := env.DB.Ent.AuditLog.Query().Where(auditlog.ErrorNEQ("")).CountX(ctx); n != 22 {
-		t.Errorf("%d refused writes audited, want 22", n)
+	if n := env.DB.Ent.AuditLog.Query().Where(auditlog.ErrorNEQ("")).CountX(ctx); n != 28 {
+		t.Errorf("%d refused writes audited, want 28", n)
 	}
 }
 
@@ -380,4 +385,33 @@ func TestReadOnlyKeyCannotControlARollout(t *testing.T) {
 		t.Errorf("the rollout after the refused actions: %v, %v", r, err)
 	}
 	wantImages(t, op, "after the refused actions", map[string]string{"eu": "app:2", "ap": "app:1", "us": "app:1"})
+}
+
+// A wave naming none of a deployment's regions is never dropped: the
+// update is refused, FailedPrecondition naming the wave, and nothing
+// changes. Dropped, the canary's place would go to the next wave, and
+// every region would get the change at once with no gate.
+func TestAWaveMatchingNoneOfTheRegionsRefusesTheRollout(t *testing.T) {
+	env, op := rolloutEnv(t)
+	ctx := context.Background()
+	env.AgentToken("sa") // registered, but api does not run there
+	canaryElsewhere := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{
+		{Regions: []string{"sa"}, Bake: durationpb.New(30 * time.Second)}, {Regions: []string{"*"}}}}
+	if _, err := op.SetRolloutStrategy(ctx, &ctrlv1.SetRolloutStrategyRequest{WorkspaceId: "ws", EnvironmentId: "prod", Strategy: canaryElsewhere}); err != nil {
+		t.Fatal(err)
+	}
+	image := "app:2"
+	for name, req := range map[string]*ctrlv1.UpdateDeploymentRequest{
+		"the environment's strategy": {DeploymentId: "api", Image: &image},
+		"the call's own strategy":    {DeploymentId: "api", Image: &image, Rollout: canaryElsewhere},
+	} {
+		_, err := op.UpdateDeployment(ctx, req)
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "wave 1 of its rollout strategy (sa) names none of its regions (ap, eu, us)") {
+			t.Errorf("%s: got %v, want FailedPrecondition naming wave 1", name, err)
+		}
+	}
+	wantImages(t, op, "after the refusals", map[string]string{"eu": "app:1", "ap": "app:1", "us": "app:1"})
+	if n := env.DB.Ent.Rollout.Query().CountX(ctx); n != 0 {
+		t.Errorf("refused updates left %d rollouts", n)
+	}
 }
