@@ -1,6 +1,8 @@
 package status
 
 import (
+	"cmp"
+	"fmt"
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +75,9 @@ func restarts(p *corev1.Pod) int32 {
 //   - Unschedulable, when the scheduler found no node for it;
 //   - otherwise any container's waiting reason (ContainerCreating,
 //     CreateContainerConfigError, ...), then any terminated one (Error,
-//     Completed), then the Pod's own (Evicted);
+//     Completed), then how the last run of a container that restarted
+//     ended ("restarted: its last run ended Error (exit code 1)"), then
+//     the Pod's own (Evicted);
 //
 // and "" when nothing says. Init containers count first, as they run
 // first. Callers clip what it returns to the report's bound.
@@ -108,6 +112,13 @@ func notReadyReason(p *corev1.Pod) string {
 	for _, cs := range statuses {
 		if t := cs.State.Terminated; t != nil && t.Reason != "" {
 			return t.Reason
+		}
+	}
+	// A container that died and came back runs again, not ready yet:
+	// its last run's end is why (kubectl describe's "Last State").
+	for _, cs := range statuses {
+		if t := cs.LastTerminationState.Terminated; cs.State.Running != nil && t != nil {
+			return fmt.Sprintf("restarted: its last run ended %s (exit code %d)", cmp.Or(t.Reason, "without a reason"), t.ExitCode)
 		}
 	}
 	return p.Status.Reason

@@ -33,12 +33,16 @@ func condition(t corev1.PodConditionType, s corev1.ConditionStatus, reason strin
 func TestNotReadyReason(t *testing.T) {
 	crashedOOM := container(waiting(ReasonCrashLoopBackOff), 4)
 	crashedOOM.LastTerminationState = terminated(ReasonOOMKilled)
+	cameBack := container(running, 1)
+	cameBack.LastTerminationState = terminated("Error")
 	for _, tc := range []struct {
 		name   string
 		status corev1.PodStatus
 		want   string
 	}{
 		{"nothing said", corev1.PodStatus{Phase: corev1.PodPending}, ""},
+		{"died and came back, not ready yet", corev1.PodStatus{Phase: corev1.PodRunning,
+			ContainerStatuses: []corev1.ContainerStatus{cameBack}}, "restarted: its last run ended Error (exit code 1)"},
 		{"crash loop", corev1.PodStatus{Phase: corev1.PodRunning,
 			ContainerStatuses: []corev1.ContainerStatus{container(waiting(ReasonCrashLoopBackOff), 3)}}, ReasonCrashLoopBackOff},
 		{"image pull back-off", corev1.PodStatus{Phase: corev1.PodPending,
