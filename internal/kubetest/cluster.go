@@ -47,13 +47,30 @@ const FakeNodeName = "kwok-node-0"
 // ending in ":"+CrashLoopTag crash-loops (Running, never ready, waiting as
 // CrashLoopBackOff, its restart count rising about every second), one
 // ending in ":"+BadPullTag stays Pending, waiting as ErrImagePull and
-// ImagePullBackOff in turn. Every other image becomes ready.
+// ImagePullBackOff in turn. Two fail only after they were ready for
+// CrashAfter (or the duration in the container's CrashAfterEnv): one
+// ending in ":"+CrashOnceTag dies once (not ready, restart count 1, its
+// last run terminated with reason Error and exit code 1) and is ready
+// again about a second later, for good; one ending in ":"+CrashLaterTag
+// then crash-loops as CrashLoopTag does. Every other image becomes ready.
 const (
-	CrashLoopTag = "crashloop"
-	BadPullTag   = "badpull"
+	CrashLoopTag  = "crashloop"
+	BadPullTag    = "badpull"
+	CrashOnceTag  = "crashonce"
+	CrashLaterTag = "crashlater"
 )
 
-// failingStages are kwok's stages for CrashLoopTag and BadPullTag. They
+// CrashAfterEnv names the environment variable (a Go duration, e.g.
+// "10s") that sets how long a CrashOnceTag or CrashLaterTag Pod is ready
+// before its first crash, counted from when kwok made it ready; CrashAfter
+// without it. A value that is no duration crashes it at once.
+const CrashAfterEnv = "KWOK_CRASH_AFTER"
+
+// CrashAfter is how long a CrashOnceTag or CrashLaterTag Pod is ready
+// before its first crash when its container has no CrashAfterEnv.
+const CrashAfter = 3 * time.Second
+
+// failingStages are kwok's stages for the failing tags above. They
 // are kept here, beside the tests that use them, rather than in the stage
 // file scripts/kube-binaries.sh builds into its cache, whose key a change
 // to that script would change (a cold build of every binary).
