@@ -30,8 +30,9 @@ const systemSuffix = "-system"
 // tenant might use ("monitoring" is not here). An operator reserves more
 // with --reserved-namespaces (ctrld and agentd).
 var AddOnNamespaces = []string{
-	"argocd", "calico-apiserver", "cert-manager", "external-dns", "external-secrets", "ingress-nginx",
-	"karpenter", "keda", "kyverno", "linkerd", "tigera-operator", "velero",
+	"argo-rollouts", "argocd", "calico-apiserver", "cert-manager", "external-dns", "external-secrets", "ingress-nginx",
+	"istio-ingress", "karpenter", "keda", "knative-serving", "kyverno", "linkerd", "rook-ceph", "tekton-pipelines",
+	"tigera-operator", "velero",
 }
 
 // Reserved is the tenant boundary's rule: the namespaces no workspace's

@@ -51,7 +51,10 @@ func TestReserved(t *testing.T) {
 func TestReservedPairs(t *testing.T) {
 	var r Reserved
 	for _, p := range [][2]string{{"kube", "system"}, {"kube", "public"}, {"kube-node", "lease"}, {"kube", strings.Repeat("x", 60)},
-		{"cert", "manager"}, {"ingress", "nginx"}, {"istio", "system"}, {"flux", "system"}, {"gatekeeper", "system"}, {"external", "dns"}} {
+		{"cert", "manager"}, {"ingress", "nginx"}, {"istio", "system"}, {"flux", "system"}, {"gatekeeper", "system"}, {"external", "dns"},
+		// Add-ons whose namespaces do not end in -system: a tenant could
+		// claim one before the add-on arrives.
+		{"istio", "ingress"}, {"knative", "serving"}, {"tekton", "pipelines"}, {"argo", "rollouts"}, {"rook", "ceph"}} {
 		if _, ok := r.Why(Namespace(p[0], p[1])); !ok {
 			t.Errorf("pair %v makes %q, which must be reserved", p, Namespace(p[0], p[1]))
 		}
