@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -116,6 +117,7 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	written := 0
+	var failed []error
 	for _, r := range rollouts {
 		step, ok := Decide(r, looks[r.DeploymentID], now)
 		if !ok {
@@ -126,7 +128,10 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 		case errors.Is(err, desired.ErrConcurrentChange):
 			continue
 		case err != nil:
-			return written, err
+			// One rollout whose step keeps failing must not stop the
+			// others' steps: the round goes on, and says which failed.
+			failed = append(failed, fmt.Errorf("rollout of %s to revision %d: %w", r.DeploymentID, r.Revision, err))
+			continue
 		}
 		written++
 		if (step.Halt || step.Advance) && d.Notify != nil {
@@ -142,7 +147,7 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 				"wave", r.Wave+1, "of", len(r.Strategy.Waves))
 		}
 	}
-	return written, nil
+	return written, errors.Join(failed...)
 }
 
 // now is the time of a look: the database's clock, read before anything
