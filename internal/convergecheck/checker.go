@@ -65,9 +65,8 @@ type Report struct {
 	// Rollouts counts the rollouts that ended, and what the rollout
 	// verdict found.
 	Rollouts RolloutStats
-	// judged are the rollouts the verdict has checked, by deployment and
-	// revision.
-	judged map[string]bool
+	// verdict is what the rollout verdict keeps between its looks.
+	verdict verdictState
 }
 
 // Median is the median time to converge.
@@ -106,8 +105,14 @@ func (r Report) String() string {
 	}
 	fmt.Fprintf(&b, " (retention deleted %d change rows)\ndesired objects at the verdicts: %v", r.RetentionRows, r.Desired)
 	ro := r.Rollouts
-	fmt.Fprintf(&b, "\nrollouts: %d ended (%d succeeded, %d rolled back: %d on a failed wave, %d aborted; %d to the bad image); %d settled after a round; %d regions past a failed wave carried the bad image (image watches lost %d times)",
-		ro.Succeeded+ro.RolledBack, ro.Succeeded, ro.RolledBack, ro.Halted, ro.Aborted, ro.Bad, ro.Settled, ro.BadPastFailedWave, ro.WatchGaps)
+	fmt.Fprintf(&b, "\nrollouts: %d ended (%d succeeded, %d rolled back: %d on a failed wave, %d aborted; %d to a failing image); %d settled after a round",
+		ro.Succeeded+ro.RolledBack, ro.Succeeded, ro.RolledBack, ro.Halted, ro.Aborted, ro.Bad, ro.Settled)
+	fmt.Fprintf(&b, "\nthe promise: %d rollouts held to it (%d not: their new spec unreadable), %d later regions given the spec after an earlier wave ran it ready for its bake",
+		ro.Judged, ro.Unjudged, ro.Passes)
+	if ro.Passes > 0 {
+		fmt.Fprintf(&b, " (by at least %s)", ro.Tightest.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, ", %d given it against the promise (image watches lost %d times)", ro.Broken, ro.WatchGaps)
 	return b.String()
 }
 
@@ -192,7 +197,7 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 		}
 	}
 	s := Start(t, setup)
-	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}, judged: map[string]bool{}}
+	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}, verdict: verdictState{judged: map[string]bool{}, pending: map[string]endedRollout{}}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	ctx := context.Background()
 	began := time.Now()
@@ -242,13 +247,14 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 		o := &operator{client: s.operators[i], rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts}
 		wg.Go(func() { o.run(opsCtx) })
 	}
-	// Rollouts are judged as they end, also during the round: one whose
-	// deployment an operator deletes afterwards goes with it.
+	// Rollouts are read as they end, also during the round, and judged a
+	// moment later: one whose deployment an operator deletes afterwards
+	// goes with it.
 	var judging sync.WaitGroup
 	var judgeErr error
 	judging.Go(func() {
 		for opsCtx.Err() == nil {
-			violations, err := s.rolloutVerdict(opsCtx, rep.judged, &rep.Rollouts)
+			violations, err := s.rolloutVerdict(opsCtx, &rep.verdict, &rep.Rollouts, false)
 			if len(violations) > 0 {
 				judgeErr = fmt.Errorf("rollouts broke their promise:\n  %s", strings.Join(violations, "\n  "))
 				return
@@ -256,7 +262,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 			_ = err // ctrld or its database down on purpose: the next look, or the round's end, judges
 			select {
 			case <-opsCtx.Done():
-			case <-time.After(500 * time.Millisecond):
+			case <-time.After(250 * time.Millisecond):
 			}
 		}
 	})
@@ -294,7 +300,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	if problems := append(unsettled, v.problems...); len(problems) > 0 {
 		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
 	}
-	violations, err := s.rolloutVerdict(ctx, rep.judged, &rep.Rollouts)
+	violations, err := s.rolloutVerdict(ctx, &rep.verdict, &rep.Rollouts, true)
 	if err != nil {
 		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, err)
 	}

@@ -27,6 +27,28 @@
 //     name) and by the fields agentd sets from desired state; plus every
 //     region's agent connected and caught up (no lag); all of it holding for
 //     a second before the bound, else the round did not converge;
+//   - the rollout verdict, the rollouts' promise itself, judged on what
+//     the API servers' own watches saw (internal/rolloutcheck: every
+//     StatefulSet's spec and status, every Pod's readiness and restart
+//     count), not on ctrld's account: for every rollout that ended, a
+//     region of a later wave first carries the new spec (image and
+//     environment) only after every region of each earlier wave ran it,
+//     a StatefulSet with replicas, every replica ready and updated, for
+//     that wave's bake without a break, with no Pod of it restarting
+//     since the rollout began, or after an operator promoted that wave
+//     by hand; a stopped, 0-replica or removed region ran nothing, so it
+//     proved nothing; a region the rollout never reached never carries
+//     it. The moment a later region "got" the spec is when its
+//     StatefulSet turned to it or when ctrld promoted it, whichever came
+//     first, so a crash after a bake passed is not held against it. No
+//     tolerance for watch latency: the agents report what they see of
+//     the same API servers a second at a time, so the gate sees a region
+//     ready later than the watches do, and the report gives the least
+//     margin seen (Tightest). Operators roll out good images and failing
+//     ones (crash-looping at once, dying once or crash-looping from the
+//     middle of the canary's bake: internal/kubetest's kwok stages), and
+//     stop or scale to 0 a region of a wave in progress (and start and
+//     scale regions up again), as on-call engineers do;
 //   - the report: rounds, operations and faults by type, time to converge,
 //     objects desired at each verdict, and whether the run proves little
 //     (no fault, few operations that changed desired state, nothing

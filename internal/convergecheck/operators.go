@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/deploysync/deploysync/internal/kubetest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -28,9 +29,18 @@ var (
 	policyIDs     = []string{"pol1", "pol2", "pol3", "pol4"}
 	images        = []string{"ghcr.io/acme/app:v1", "ghcr.io/acme/app:v2", "ghcr.io/acme/app:v3"}
 	// BadImage is an image whose Pods crash-loop (a kwok stage of
-	// internal/kubetest fails them). Only rollouts use it: no region past
-	// a rollout's failed wave may ever carry it (the rollout verdict).
-	BadImage = "ghcr.io/acme/app:crashloop"
+	// internal/kubetest fails them). Only rollouts use it, as they do
+	// CrashOnceImage and CrashLaterImage: no region past a wave that did
+	// not run the new spec ready for its bake may ever carry it (the
+	// rollout verdict).
+	BadImage = "ghcr.io/acme/app:" + kubetest.CrashLoopTag
+	// CrashOnceImage's Pods are ready, die once crashAfter later and are
+	// ready again for good; CrashLaterImage's crash-loop from then on.
+	// Their rollouts bake for crashBake, so the crash falls in the
+	// canary's bake: a crash during the bake fails it, so neither may
+	// ever reach the second wave.
+	CrashOnceImage  = "ghcr.io/acme/app:" + kubetest.CrashOnceTag
+	CrashLaterImage = "ghcr.io/acme/app:" + kubetest.CrashLaterTag
 	// An environment belongs to one workspace: ctrld refuses a sentinel or
 	// policy of an environment under another workspace.
 	environments = []environment{{"acme", "prod"}, {"acme", "dev"}, {"beta", "prod2"}, {"beta", "dev2"}}
@@ -176,6 +186,21 @@ const (
 	rolloutDeadline = 10 * time.Second
 )
 
+// The rollouts of CrashOnceImage and CrashLaterImage: their Pods crash
+// crashAfter after they are ready (set through kubetest.CrashAfterEnv),
+// in the middle of a bake of crashBake (the canary's agent reports a
+// Pod's readiness within a second; the crash comes 2 s later, at least
+// 2 s before the bake could end).
+const (
+	crashAfter = 2 * time.Second
+	crashBake  = 4 * time.Second
+)
+
+// failingImage tells whether image is one of the checker's failing ones.
+func failingImage(image string) bool {
+	return image == BadImage || image == CrashOnceImage || image == CrashLaterImage
+}
+
 // call makes one random call and names its operation.
 func (o *operator) call(ctx context.Context) (string, error) {
 	c, rng := o.client, o.rng
@@ -238,17 +263,18 @@ func (o *operator) call(ctx context.Context) (string, error) {
 }
 
 // rolloutCall changes a deployment's spec, at once or in waves with a
-// good image or BadImage, or acts on its rollout in flight.
+// good image or a failing one, acts on its rollout in flight, or acts on
+// a canary (canaryCall).
 func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 	c, rng := o.client, o.rng
 	id := pick(rng, deploymentIDs)
 	// A fresh env value: an update that changes nothing is invalid.
 	vars := map[string]string{"REV": fmt.Sprint(rng.IntN(1 << 30))}
-	switch n := rng.IntN(10); {
+	switch n := rng.IntN(12); {
 	case n < 1:
 		// An environment's strategy: the updates above with no strategy
-		// of their own roll out under it (good images only: BadImage
-		// goes out only under a rollout's per-call strategy).
+		// of their own roll out under it (good images only: the failing
+		// ones go out only under a rollout's per-call strategy).
 		env := pick(rng, environments)
 		strategy := &ctrlv1.RolloutStrategy{}
 		if rng.IntN(2) == 0 {
@@ -264,13 +290,21 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})
 		return "update", err
 	case n < 6:
-		image, op := pick(rng, images), "rollout-good"
-		if rng.IntN(2) == 0 {
+		image, op, bake := pick(rng, images), "rollout-good", rolloutBake
+		switch rng.IntN(6) {
+		case 0:
 			image, op = BadImage, "rollout-bad"
+		case 1:
+			image, op, bake = CrashOnceImage, "rollout-crash-once", crashBake
+		case 2:
+			image, op, bake = CrashLaterImage, "rollout-crash-later", crashBake
+		}
+		if bake == crashBake {
+			vars[kubetest.CrashAfterEnv] = crashAfter.String()
 		}
 		strategy := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{
-			{Regions: Regions[:1], Bake: durationpb.New(rolloutBake), Deadline: durationpb.New(rolloutDeadline)},
-			{Regions: []string{"*"}, Bake: durationpb.New(rolloutBake), Deadline: durationpb.New(rolloutDeadline)},
+			{Regions: Regions[:1], Bake: durationpb.New(bake), Deadline: durationpb.New(rolloutDeadline)},
+			{Regions: []string{"*"}, Bake: durationpb.New(bake), Deadline: durationpb.New(rolloutDeadline)},
 		}}
 		if rng.IntN(4) == 0 {
 			strategy.OnFailure = "pause"
@@ -284,12 +318,56 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		}
 		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars, Rollout: strategy})
 		return op, err
-	default:
+	case n < 9:
 		action := pick(rng, []ctrlv1.RolloutAction{ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE, ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME,
 			ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE, ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT})
 		_, err := c.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: action})
 		return "rollout-" + strings.ToLower(strings.TrimPrefix(action.String(), "ROLLOUT_ACTION_")), err
+	default:
+		return o.canaryCall(ctx)
 	}
+}
+
+// canaryCall is the on-call engineer during a rollout: most of the time
+// it stops, or scales to 0, a region of a rollout's wave in progress (the
+// canary, while the first wave bakes), which takes effect at once, as
+// the design tells them to do with a broken canary; otherwise it starts
+// or scales up a region of a deployment again. A wave whose regions run
+// nothing of the new spec then proves nothing, and must not pass.
+func (o *operator) canaryCall(ctx context.Context) (string, error) {
+	c, rng := o.client, o.rng
+	if rng.IntN(3) > 0 {
+		resp, err := c.ListRollouts(ctx, &ctrlv1.ListRolloutsRequest{InFlightOnly: true, Limit: 100})
+		if err != nil {
+			return "canary-look", err
+		}
+		var candidates []string // deployment and region
+		for _, r := range resp.GetRollouts() {
+			if waves := r.Strategy.GetWaves(); r.Wave >= 1 && int(r.Wave) <= len(waves) {
+				for _, region := range waves[r.Wave-1].Regions {
+					candidates = append(candidates, r.DeploymentId+"/"+region)
+				}
+			}
+		}
+		if len(candidates) > 0 {
+			id, region, _ := strings.Cut(pick(rng, candidates), "/")
+			if rng.IntN(2) == 0 {
+				_, err := c.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: id, Region: region,
+					Status: ctrlv1.DesiredStatus_DESIRED_STATUS_STOPPED})
+				return "canary-stop", err
+			}
+			_, err := c.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: id, Region: region, Replicas: 0})
+			return "canary-scale-0", err
+		}
+	}
+	id, region := pick(rng, deploymentIDs), pick(rng, Regions)
+	if rng.IntN(2) == 0 {
+		_, err := c.SetDesiredStatus(ctx, &ctrlv1.SetDesiredStatusRequest{DeploymentId: id, Region: region,
+			Status: ctrlv1.DesiredStatus_DESIRED_STATUS_RUNNING})
+		return "canary-start", err
+	}
+	_, err := c.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: id, Region: region, Replicas: 1 + int32(rng.IntN(2))})
+	return "canary-scale-up", err
 }
 
 // reserved tries a deploy, a sentinel or a policy of a reserved pair,

@@ -3,10 +3,12 @@ package convergecheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	entrollout "github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/internal/rolloutcheck"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -16,7 +18,8 @@ import (
 // findings.
 type RolloutStats struct {
 	Succeeded, RolledBack int
-	// Bad counts the rollouts to BadImage among them.
+	// Bad counts the rollouts to a failing image among them (BadImage,
+	// CrashOnceImage, CrashLaterImage).
 	Bad int
 	// Halted counts those a failed wave halted (rolled back by ctrld, or
 	// held and then aborted by the checker), Aborted those an operator
@@ -25,9 +28,20 @@ type RolloutStats struct {
 	// Settled counts rollouts the checker had to resume (paused by an
 	// operator) or abort (halted) after the round, as an operator would.
 	Settled int
-	// BadPastFailedWave counts regions that carried a rolled-back
-	// rollout's bad image though the rollout never reached them: must be 0.
-	BadPastFailedWave int
+	// Judged counts the rollouts the verdict held to the promise, and
+	// Passes the times one of them gave a later wave the new spec after
+	// an earlier wave ran it (each later region against each earlier
+	// one); Unjudged those whose new spec it could not read (the rollout
+	// pruned first), so it could not tell it from the one before.
+	Judged, Passes, Unjudged int
+	// Broken counts the regions the verdict found given a rollout's new
+	// spec against its promise: must be 0.
+	Broken int
+	// Tightest is the least margin by which an earlier wave's ready run
+	// covered its bake before a later wave got the spec, over the Passes
+	// the verdict accepted without a promotion by hand: the room the
+	// verdict leaves for the API servers' watch latency (none).
+	Tightest time.Duration
 	// WatchGaps counts the times an image log lost its cluster's watch
 	// and listed again (an API server restart past its watch history):
 	// what happened meanwhile may be missing from the verdict.
@@ -86,96 +100,297 @@ func (s *System) settleRollouts(ctx context.Context, within time.Duration, stats
 	}
 }
 
-// badPastFailedWave checks a rollout to BadImage against what the API
-// servers' watches saw, not ctrld's account of it: a region whose
-// StatefulSet ran BadImage with replicas (kwok crash-loops every such
-// Pod) fails its wave, so while it keeps running it no region of a later
-// wave may receive the image. Regions the rollout left waiting never
-// may. A rollout an operator promoted by hand overrode its gate, and is
-// not held to the first rule.
-func (s *System) badPastFailedWave(r *ctrlv1.Rollout) []string {
+// newSpec is what a rollout moves regions to, as a cluster shows it: the
+// image and the container's environment (the checker's updates set a
+// fresh REV each, so the environment tells one rollout of an image from
+// the next).
+type newSpec struct {
+	image string
+	env   map[string]string
+	// imageOnly: the environment is not known, only the image counts.
+	imageOnly bool
+}
+
+func (n newSpec) in(image string, env map[string]string) bool {
+	return image == n.image && (n.imageOnly || maps.Equal(env, n.env))
+}
+
+// specOf reads a rollout's new spec from its row. ok is false when it
+// cannot be told from the spec before (the row is gone, and the image is
+// the same).
+func (s *System) specOf(ctx context.Context, r *ctrlv1.Rollout) (newSpec, bool, error) {
+	rows, err := s.env.DB.Ent.Rollout.Query().
+		Where(entrollout.DeploymentID(r.DeploymentId), entrollout.Revision(int(r.Revision))).All(ctx)
+	if err != nil {
+		return newSpec{}, false, fmt.Errorf("read the rollouts of %s: %w", r.DeploymentId, err)
+	}
+	for _, row := range rows {
+		if d := row.CreatedAt.Sub(r.CreatedAt.AsTime()); d > -time.Millisecond && d < time.Millisecond {
+			return newSpec{image: row.ToSpec.Image, env: row.ToSpec.Env}, true, nil
+		}
+	}
+	if r.ToImage != r.FromImage {
+		return newSpec{image: r.ToImage, imageOnly: true}, true, nil
+	}
+	return newSpec{}, false, nil
+}
+
+// judgeAfter is how long after a rollout ended the verdict waits before
+// it judges it during a round: the image logs' watches deliver what the
+// API servers saw a moment later.
+const judgeAfter = time.Second
+
+// brokenPromise holds one ended rollout to its promise, as the API
+// servers' own watches saw it, not ctrld's account of it:
+//
+//   - a region the rollout never reached never carried its new spec;
+//   - a region of a later wave first carried it (the first time one of
+//     its StatefulSets turned to it, or when ctrld promoted it, if that
+//     was earlier) only after every region of each earlier wave had run
+//     it: a StatefulSet on the new spec with replicas, every replica
+//     ready and updated as the API server reported its status, for that
+//     wave's bake without a break, and no Pod of the new spec restarted
+//     since the rollout began. A stopped region (its StatefulSet
+//     deleted), one scaled to 0 or one removed ran nothing, so it proved
+//     nothing. A wave an operator promoted by hand (its regions' why
+//     "promoted by ...") overrode its gate, and proves nothing to check.
+//
+// It returns the violations, and for each later region it judged against
+// an earlier one, the margin by which the earlier one's bake was covered.
+func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) (violations []string, margins []time.Duration) {
 	from, to := r.CreatedAt.AsTime(), r.FinishedAt.AsTime()
-	waveOf := map[string]int32{}
-	promotedByHand := false
+	byHand := map[int32]bool{}
 	for _, region := range r.Regions {
-		waveOf[region.Region] = region.Wave
-		promotedByHand = promotedByHand || strings.HasPrefix(region.Why, "promoted by")
+		byHand[region.Wave] = byHand[region.Wave] || strings.HasPrefix(region.Why, "promoted by")
 	}
-	within := func(history []rolloutcheck.Sighting) []rolloutcheck.Sighting {
-		var out []rolloutcheck.Sighting
-		for _, h := range history {
-			if !h.At.Before(from) && !h.At.After(to) {
-				out = append(out, h)
-			}
-		}
-		return out
+	what := fmt.Sprintf("rollout of %s to revision %d (%s", r.DeploymentId, r.Revision, r.State)
+	if r.Reason != "" {
+		what += ": " + r.Reason
 	}
-	var violations []string
+	what += ")"
 	for _, b := range r.Regions {
-		got := within(s.regions[b.Region].images.History(r.DeploymentId))
-		first := slices.IndexFunc(got, func(h rolloutcheck.Sighting) bool { return !h.Deleted && h.Image == BadImage })
-		if first < 0 {
+		if logs[b.Region] == nil {
+			continue // a region without a cluster here
+		}
+		tb, ok := firstCarried(logs[b.Region].History(r.DeploymentId), spec, from, to)
+		if !ok {
 			continue
 		}
-		tb := got[first].At
 		if b.State == "waiting" {
-			violations = append(violations, fmt.Sprintf("rollout of %s to revision %d (%s) never reached %s, yet its StatefulSet carried %s at %s",
-				r.DeploymentId, r.Revision, r.Reason, b.Region, BadImage, tb.Format(time.StampMilli)))
+			violations = append(violations, fmt.Sprintf("%s never reached %s, yet its StatefulSet carried the new spec (%s) at %s",
+				what, b.Region, spec.image, stamp(tb)))
 			continue
 		}
-		if promotedByHand {
-			continue
+		cut := tb
+		if b.PromotedAt != nil && b.PromotedAt.AsTime().Before(cut) {
+			cut = b.PromotedAt.AsTime()
 		}
 		for _, a := range r.Regions {
-			if waveOf[a.Region] >= waveOf[b.Region] {
+			if a.Wave >= b.Wave || byHand[a.Wave] || logs[a.Region] == nil {
 				continue
 			}
-			if ta, ok := crashLoopingSince(within(s.regions[a.Region].images.History(r.DeploymentId)), tb); ok {
-				violations = append(violations, fmt.Sprintf("rollout of %s to revision %d (%s): %s (wave %d) got %s at %s, while %s (wave %d) had run it with replicas, crash-looping, since %s",
-					r.DeploymentId, r.Revision, r.Reason, b.Region, waveOf[b.Region], BadImage, tb.Format(time.StampMilli),
-					a.Region, waveOf[a.Region], ta.Format(time.StampMilli)))
+			bake := time.Duration(0)
+			if w := r.Strategy.GetWaves(); int(a.Wave) <= len(w) {
+				bake = w[a.Wave-1].GetBake().AsDuration()
+			}
+			p := ranIt(logs[a.Region].History(r.DeploymentId), logs[a.Region].Pods(r.DeploymentId), spec, from, cut)
+			promoted := "no promotion recorded"
+			if b.PromotedAt != nil {
+				promoted = "promoted " + stamp(b.PromotedAt.AsTime())
+			}
+			got := fmt.Sprintf("%s: %s (wave %d) got the new spec (%s) at %s (%s), though %s (wave %d)",
+				what, b.Region, b.Wave, spec.image, stamp(tb), promoted, a.Region, a.Wave)
+			switch {
+			case p.restart != "":
+				violations = append(violations, fmt.Sprintf("%s had a Pod of it restart before: %s", got, p.restart))
+			case p.ready < bake || p.readyFrom.IsZero():
+				run := "it was never ready"
+				if !p.readyFrom.IsZero() {
+					run = fmt.Sprintf("its longest ready run was %s, from %s", p.ready.Round(time.Millisecond), stamp(p.readyFrom))
+				}
+				violations = append(violations, fmt.Sprintf("%s had not run it ready for its bake of %s before: %s; its StatefulSet then: %s",
+					got, bake, run, p.last))
+			default:
+				margins = append(margins, p.ready-bake)
 			}
 		}
 	}
-	return violations
+	return violations, margins
 }
 
-// crashLoopingSince tells whether history shows the StatefulSet running
-// BadImage with replicas continuously from some time before until: every
-// sighting from then on BadImage, with replicas, not deleted.
-func crashLoopingSince(history []rolloutcheck.Sighting, until time.Time) (time.Time, bool) {
-	var since time.Time
+// clusterLog is what the verdict reads of a region's cluster: a
+// rolloutcheck.ImageLog.
+type clusterLog interface {
+	History(name string) []rolloutcheck.Sighting
+	Pods(owner string) []rolloutcheck.PodSighting
+}
+
+func (s *System) clusterLogs() map[string]clusterLog {
+	logs := map[string]clusterLog{}
+	for name, r := range s.regions {
+		logs[name] = r.images
+	}
+	return logs
+}
+
+func stamp(t time.Time) string { return t.Format(time.StampMilli) }
+
+// firstCarried is when a StatefulSet of history first turned to spec
+// between from and to: created on it, or changed to it from another spec.
+func firstCarried(history []rolloutcheck.Sighting, spec newSpec, from, to time.Time) (time.Time, bool) {
+	on := map[string]bool{} // by namespace: the StatefulSet's last sighting was on spec
 	for _, h := range history {
-		if h.At.After(until) {
+		if h.At.After(to) {
 			break
 		}
-		if h.Deleted || h.Image != BadImage || h.Replicas == 0 {
-			since = time.Time{}
-		} else if since.IsZero() {
-			since = h.At
+		now := !h.Deleted && spec.in(h.Image, h.Env)
+		if now && !on[h.Namespace] && !h.At.Before(from) {
+			return h.At, true
 		}
+		on[h.Namespace] = now
 	}
-	return since, !since.IsZero()
+	return time.Time{}, false
 }
 
-// rolloutVerdict checks every rollout that ended since the last verdict:
-// a rolled-back rollout's bad image was never carried by a StatefulSet in
-// a region it did not reach, as the API servers' own watch saw them. It
-// counts the rollouts by outcome and returns the violations.
-func (s *System) rolloutVerdict(ctx context.Context, judged map[string]bool, stats *RolloutStats) ([]string, error) {
+// proof is what an earlier wave's region showed of a rollout's new spec
+// before a later wave got it.
+type proof struct {
+	// ready is its longest run, between the rollout's start and the cut,
+	// of sightings of a StatefulSet on the new spec with every replica
+	// ready (one still ready at the cut runs until it), and readyFrom
+	// when that run began (zero: never ready).
+	ready     time.Duration
+	readyFrom time.Time
+	// restart names a Pod of the new spec that restarted, and when; ""
+	// when none did.
+	restart string
+	// last is how its StatefulSets looked at the cut.
+	last string
+}
+
+// ranIt reads the region's proof from its StatefulSets' and Pods'
+// sightings.
+func ranIt(sets []rolloutcheck.Sighting, pods []rolloutcheck.PodSighting, spec newSpec, from, cut time.Time) proof {
+	var p proof
+	since := map[string]time.Time{} // by namespace: when its current ready run began
+	lastOf := map[string]rolloutcheck.Sighting{}
+	end := func(ns string, at time.Time) {
+		if s := since[ns]; !s.IsZero() {
+			if run := at.Sub(s); p.readyFrom.IsZero() || run > p.ready {
+				p.ready, p.readyFrom = run, s
+			}
+			since[ns] = time.Time{}
+		}
+	}
+	for _, h := range sets {
+		if h.At.After(cut) {
+			break
+		}
+		lastOf[h.Namespace] = h
+		if h.At.Before(from) {
+			continue
+		}
+		if !h.Deleted && spec.in(h.Image, h.Env) && h.AllReady() {
+			if since[h.Namespace].IsZero() {
+				since[h.Namespace] = h.At
+			}
+		} else {
+			end(h.Namespace, h.At)
+		}
+	}
+	for ns := range since {
+		end(ns, cut)
+	}
+	var last []string
+	for _, ns := range slices.Sorted(maps.Keys(lastOf)) {
+		last = append(last, describeSighting(lastOf[ns], spec))
+	}
+	p.last = strings.Join(last, "; ")
+	if p.last == "" {
+		p.last = "none (never there)"
+	}
+	restarts := map[string]int32{}
+	for _, pod := range pods {
+		if pod.At.After(cut) {
+			break
+		}
+		if pod.At.Before(from) || !spec.in(pod.Image, pod.Env) {
+			continue
+		}
+		before, seen := restarts[pod.UID]
+		if pod.Restarts > before || !seen && pod.Restarts > 0 {
+			p.restart = fmt.Sprintf("%s/%s, restart count %d at %s", pod.Namespace, pod.Name, pod.Restarts, stamp(pod.At))
+			return p
+		}
+		restarts[pod.UID] = pod.Restarts
+	}
+	return p
+}
+
+// describeSighting says how a StatefulSet looked, for a violation.
+func describeSighting(h rolloutcheck.Sighting, spec newSpec) string {
+	at := fmt.Sprintf("%s/%s at %s: ", h.Namespace, h.Name, stamp(h.At))
+	switch {
+	case h.Deleted:
+		return at + "deleted (stopped, or removed)"
+	case h.Image != spec.image:
+		return at + "on another spec (" + h.Image + ")"
+	case !spec.in(h.Image, h.Env):
+		return at + "on another spec (" + h.Image + ", another environment)"
+	case h.Replicas == 0:
+		return at + "scaled to 0"
+	}
+	return at + fmt.Sprintf("%d replicas, %d ready, %d updated (generation %d, status of %d)",
+		h.Replicas, h.ReadyReplicas, h.UpdatedReplicas, h.Generation, h.ObservedGeneration)
+}
+
+// verdictState is what the rollout verdict keeps between looks: the
+// rollouts it judged, and those that ended but wait for judgeAfter, with
+// their new spec read already (the rows go with their deployment's
+// delete, which may come first).
+type verdictState struct {
+	judged  map[string]bool
+	pending map[string]endedRollout
+}
+
+type endedRollout struct {
+	r     *ctrlv1.Rollout
+	spec  newSpec
+	known bool
+}
+
+// rolloutVerdict holds every rollout that ended since the last verdict to
+// its promise (brokenPromise). During a round (settled false) it judges
+// those that ended less than judgeAfter ago at a later look, on what it
+// read of them now. It counts the rollouts by outcome and returns the
+// violations.
+func (s *System) rolloutVerdict(ctx context.Context, vs *verdictState, stats *RolloutStats, settled bool) ([]string, error) {
 	resp, err := s.control.ListRollouts(ctx, &ctrlv1.ListRolloutsRequest{Limit: 500})
 	if err != nil {
 		return nil, fmt.Errorf("list the rollouts: %w", err)
 	}
-	var violations []string
 	for _, r := range resp.GetRollouts() {
 		// A deployment deleted and deployed again numbers its revisions
 		// from 1 again.
 		key := fmt.Sprintf("%s@%d@%d", r.DeploymentId, r.Revision, r.CreatedAt.AsTime().UnixNano())
-		if judged[key] || r.FinishedAt == nil {
+		if _, waiting := vs.pending[key]; vs.judged[key] || waiting || r.FinishedAt == nil {
 			continue
 		}
-		judged[key] = true
+		spec, known, err := s.specOf(ctx, r)
+		if err != nil {
+			return nil, err // ctrld's database down on purpose: the next look reads it
+		}
+		vs.pending[key] = endedRollout{r: r, spec: spec, known: known}
+	}
+	var violations []string
+	for _, key := range slices.Sorted(maps.Keys(vs.pending)) {
+		e := vs.pending[key]
+		r := e.r
+		if !settled && time.Since(r.FinishedAt.AsTime()) < judgeAfter {
+			continue
+		}
+		delete(vs.pending, key)
+		vs.judged[key] = true
 		switch r.State {
 		case "succeeded":
 			stats.Succeeded++
@@ -187,14 +402,23 @@ func (s *System) rolloutVerdict(ctx context.Context, judged map[string]bool, sta
 				stats.Halted++
 			}
 		}
-		if r.ToImage != BadImage || r.FromImage == BadImage {
+		if failingImage(r.ToImage) && !failingImage(r.FromImage) {
+			stats.Bad++
+		}
+		if !e.known {
+			stats.Unjudged++
 			continue
 		}
-		stats.Bad++
-		for _, v := range s.badPastFailedWave(r) {
-			stats.BadPastFailedWave++
-			violations = append(violations, v)
+		stats.Judged++
+		found, margins := brokenPromise(r, e.spec, s.clusterLogs())
+		for _, m := range margins {
+			if stats.Passes == 0 || m < stats.Tightest {
+				stats.Tightest = m
+			}
+			stats.Passes++
 		}
+		stats.Broken += len(found)
+		violations = append(violations, found...)
 	}
 	stats.WatchGaps = 0
 	for _, name := range Regions {
