@@ -21,4 +21,9 @@ var (
 	// ErrConcurrentChange: another action changed the same deployment at
 	// the same time; the same request can succeed when retried.
 	ErrConcurrentChange = errors.New("changed concurrently; retry")
+	// ErrRolloutMoved: an action confirmed on a rollout (RolloutFence)
+	// found another one in flight, none, or the same one at another wave
+	// or version; nothing was done. Retrying the same request cannot
+	// succeed: the person looks again and decides again.
+	ErrRolloutMoved = errors.New("not the rollout you confirmed")
 )

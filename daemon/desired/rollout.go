@@ -212,12 +212,28 @@ const (
 // bake again); promote passes the current
 // wave now, skipping what is left of its bake; abort rolls back every
 // region it promoted. It returns the rollout as the action left it.
-func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string) (*ent.Rollout, error) {
+//
+// A fence (at most one) is what the operator confirmed the action on:
+// when the rollout in flight is no longer that one, at that wave and
+// version, nothing is done and the error (ErrRolloutMoved) says what
+// changed. Without one the action is on whatever is in flight.
+func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string, fence ...RolloutFence) (*ent.Rollout, error) {
 	if err := checkID("deployment_id", deploymentID); err != nil {
 		return nil, err
 	}
 	if !slices.Contains([]string{RolloutPause, RolloutResume, RolloutPromote, RolloutAbort}, action) {
 		return nil, fmt.Errorf("action: %w: want pause, resume, promote or abort, got %q", ErrInvalid, action)
+	}
+	var confirmed RolloutFence
+	switch len(fence) {
+	case 0:
+	case 1:
+		confirmed = fence[0]
+	default:
+		return nil, fmt.Errorf("fence: %w: at most one, got %d", ErrInvalid, len(fence))
+	}
+	if err := confirmed.checkFields(); err != nil {
+		return nil, err
 	}
 	var out *ent.Rollout
 	err := store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
@@ -229,9 +245,20 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string)
 		}
 		r, err := tx.Rollout.Query().Where(rollout.InFlight(deploymentID)).Only(ctx)
 		if ent.IsNotFound(err) {
+			if confirmed.given() {
+				return confirmed.check(ctx, tx, deploymentID, nil)
+			}
 			return fmt.Errorf("deployment %q: %w", deploymentID, ErrNoRollout)
 		}
 		if err != nil {
+			return err
+		}
+		// What the operator confirmed, checked under the deployment's
+		// lock, which every step takes too: no step lands between this
+		// read and the action's write (and on Galera, one that commits on
+		// another node fails this transaction's certification, and the
+		// rerun reads it).
+		if err := confirmed.check(ctx, tx, deploymentID, r); err != nil {
 			return err
 		}
 		actor := actorOf(ctx)

@@ -184,7 +184,11 @@ func toStatus(err error) error {
 	case errors.Is(err, desired.ErrConflict), errors.Is(err, desired.ErrNothingToRollBack),
 		// A rollout in flight, or none to act on: the deployment is not in
 		// the state the action needs, and the message says what to do.
-		errors.Is(err, desired.ErrRolloutInFlight), errors.Is(err, desired.ErrNoRollout):
+		errors.Is(err, desired.ErrRolloutInFlight), errors.Is(err, desired.ErrNoRollout),
+		// Not the rollout the operator confirmed: nothing was done, and
+		// the message says what changed; retrying cannot succeed, looking
+		// again and deciding again can.
+		errors.Is(err, desired.ErrRolloutMoved):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, desired.ErrConcurrentChange):
 		return status.Error(codes.Aborted, err.Error())

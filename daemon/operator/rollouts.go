@@ -103,6 +103,11 @@ func (s *Service) ControlRollout(ctx context.Context, req *ctrlv1.ControlRollout
 		if !known {
 			return fmt.Errorf("action: %w: want PAUSE, RESUME, PROMOTE or ABORT, got %s", desired.ErrInvalid, req.GetAction())
 		}
+		if f := req.GetFence(); f != nil {
+			r, err = s.desired.ControlRollout(ctx, req.GetDeploymentId(), action, desired.RolloutFence{
+				RolloutID: int(f.GetRolloutId()), Revision: int(f.GetRevision()), Wave: int(f.GetWave()), Version: f.GetVersion()})
+			return err
+		}
 		r, err = s.desired.ControlRollout(ctx, req.GetDeploymentId(), action)
 		return err
 	})
@@ -235,6 +240,7 @@ func seconds(n int) *durationpb.Duration { return durationpb.New(time.Duration(n
 // wave order with their time left, and what comes next.
 func rolloutMessage(r *ent.Rollout, now time.Time) *ctrlv1.Rollout {
 	m := &ctrlv1.Rollout{
+		Id: int64(r.ID), Version: r.Version,
 		DeploymentId: r.DeploymentID, Revision: int32(r.Revision), FromRevision: int32(r.FromRevision),
 		FromImage: r.FromSpec.Image, ToImage: r.ToSpec.Image, State: string(r.State), Wave: int32(r.Wave + 1),
 		Strategy: strategyMessage(r.Strategy), Reason: r.Reason, Actor: r.Actor,

@@ -3178,7 +3178,13 @@ type Rollout struct {
 	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	// next says what comes next, for people, e.g. "wave 2 (us-east,
 	// ap-south) after eu-west bakes 45s more".
-	Next          string `protobuf:"bytes,15,opt,name=next,proto3" json:"next,omitempty"`
+	Next string `protobuf:"bytes,15,opt,name=next,proto3" json:"next,omitempty"`
+	// id is the rollout's own: a deployment has one rollout after another,
+	// each with its id. version counts its steps: every step (a region
+	// turning baking or failed, a wave passing, an operator's action)
+	// increments it. A ControlRolloutRequest's fence names both.
+	Id            int64 `protobuf:"varint,16,opt,name=id,proto3" json:"id,omitempty"`
+	Version       int64 `protobuf:"varint,17,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3316,6 +3322,20 @@ func (x *Rollout) GetNext() string {
 		return x.Next
 	}
 	return ""
+}
+
+func (x *Rollout) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *Rollout) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
 }
 
 // RolloutRegion is one region's place in a rollout.
@@ -3618,9 +3638,14 @@ func (x *ListRolloutsResponse) GetRollouts() []*Rollout {
 }
 
 type ControlRolloutRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
-	Action        RolloutAction          `protobuf:"varint,2,opt,name=action,proto3,enum=deploysync.ctrl.v1.RolloutAction" json:"action,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	Action       RolloutAction          `protobuf:"varint,2,opt,name=action,proto3,enum=deploysync.ctrl.v1.RolloutAction" json:"action,omitempty"`
+	// fence is the rollout as the caller saw it: when the rollout in flight
+	// is no longer that one, at that wave and version, nothing is done and
+	// the answer is FailedPrecondition, saying what changed. Unset: the
+	// action is on whatever is in flight (for scripts that mean that).
+	Fence         *RolloutFence `protobuf:"bytes,3,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3669,6 +3694,85 @@ func (x *ControlRolloutRequest) GetAction() RolloutAction {
 	return RolloutAction_ROLLOUT_ACTION_UNSPECIFIED
 }
 
+func (x *ControlRolloutRequest) GetFence() *RolloutFence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
+// RolloutFence is what a person confirmed an action on: a Rollout's id,
+// revision, wave and version as shown to them. Each field set (not 0)
+// must match the rollout in flight; the console sends all four.
+type RolloutFence struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RolloutId int64                  `protobuf:"varint,1,opt,name=rollout_id,json=rolloutId,proto3" json:"rollout_id,omitempty"`
+	Revision  int32                  `protobuf:"varint,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	// wave counts from 1, as Rollout.wave.
+	Wave          int32 `protobuf:"varint,3,opt,name=wave,proto3" json:"wave,omitempty"`
+	Version       int64 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutFence) Reset() {
+	*x = RolloutFence{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutFence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutFence) ProtoMessage() {}
+
+func (x *RolloutFence) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutFence.ProtoReflect.Descriptor instead.
+func (*RolloutFence) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RolloutFence) GetRolloutId() int64 {
+	if x != nil {
+		return x.RolloutId
+	}
+	return 0
+}
+
+func (x *RolloutFence) GetRevision() int32 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *RolloutFence) GetWave() int32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *RolloutFence) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type ControlRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// rollout is the rollout as the action left it.
@@ -3679,7 +3783,7 @@ type ControlRolloutResponse struct {
 
 func (x *ControlRolloutResponse) Reset() {
 	*x = ControlRolloutResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3691,7 +3795,7 @@ func (x *ControlRolloutResponse) String() string {
 func (*ControlRolloutResponse) ProtoMessage() {}
 
 func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3704,7 +3808,7 @@ func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlRolloutResponse.ProtoReflect.Descriptor instead.
 func (*ControlRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ControlRolloutResponse) GetRollout() *Rollout {
@@ -3726,7 +3830,7 @@ type SetRolloutStrategyRequest struct {
 
 func (x *SetRolloutStrategyRequest) Reset() {
 	*x = SetRolloutStrategyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3738,7 +3842,7 @@ func (x *SetRolloutStrategyRequest) String() string {
 func (*SetRolloutStrategyRequest) ProtoMessage() {}
 
 func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3751,7 +3855,7 @@ func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SetRolloutStrategyRequest) GetWorkspaceId() string {
@@ -3786,7 +3890,7 @@ type SetRolloutStrategyResponse struct {
 
 func (x *SetRolloutStrategyResponse) Reset() {
 	*x = SetRolloutStrategyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3798,7 +3902,7 @@ func (x *SetRolloutStrategyResponse) String() string {
 func (*SetRolloutStrategyResponse) ProtoMessage() {}
 
 func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3811,7 +3915,7 @@ func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *SetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
@@ -3831,7 +3935,7 @@ type GetRolloutStrategyRequest struct {
 
 func (x *GetRolloutStrategyRequest) Reset() {
 	*x = GetRolloutStrategyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3947,7 @@ func (x *GetRolloutStrategyRequest) String() string {
 func (*GetRolloutStrategyRequest) ProtoMessage() {}
 
 func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3960,7 @@ func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetRolloutStrategyRequest) GetWorkspaceId() string {
@@ -3883,7 +3987,7 @@ type GetRolloutStrategyResponse struct {
 
 func (x *GetRolloutStrategyResponse) Reset() {
 	*x = GetRolloutStrategyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3895,7 +3999,7 @@ func (x *GetRolloutStrategyResponse) String() string {
 func (*GetRolloutStrategyResponse) ProtoMessage() {}
 
 func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3908,7 +4012,7 @@ func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *GetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
@@ -3928,7 +4032,7 @@ type GetDesiredStateRequest struct {
 
 func (x *GetDesiredStateRequest) Reset() {
 	*x = GetDesiredStateRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3940,7 +4044,7 @@ func (x *GetDesiredStateRequest) String() string {
 func (*GetDesiredStateRequest) ProtoMessage() {}
 
 func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3953,7 +4057,7 @@ func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDesiredStateRequest.ProtoReflect.Descriptor instead.
 func (*GetDesiredStateRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetDesiredStateRequest) GetDeploymentId() string {
@@ -3990,7 +4094,7 @@ type GetDesiredStateResponse struct {
 
 func (x *GetDesiredStateResponse) Reset() {
 	*x = GetDesiredStateResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4106,7 @@ func (x *GetDesiredStateResponse) String() string {
 func (*GetDesiredStateResponse) ProtoMessage() {}
 
 func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4119,7 @@ func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDesiredStateResponse.ProtoReflect.Descriptor instead.
 func (*GetDesiredStateResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetDesiredStateResponse) GetDeployment() *DeploymentState {
@@ -4275,7 +4379,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\aregions\x18\x01 \x03(\tR\aregions\x12-\n" +
 	"\x04bake\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04bake\x12!\n" +
 	"\fmax_failures\x18\x03 \x01(\x05R\vmaxFailures\x125\n" +
-	"\bdeadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xc6\x04\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xf0\x04\n" +
 	"\aRollout\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x05R\brevision\x12#\n" +
@@ -4296,7 +4400,9 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"updated_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12;\n" +
 	"\vfinished_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"finishedAt\x12\x12\n" +
-	"\x04next\x18\x0f \x01(\tR\x04next\"\xd9\x02\n" +
+	"\x04next\x18\x0f \x01(\tR\x04next\x12\x0e\n" +
+	"\x02id\x18\x10 \x01(\x03R\x02id\x12\x18\n" +
+	"\aversion\x18\x11 \x01(\x03R\aversion\"\xd9\x02\n" +
 	"\rRolloutRegion\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
 	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12\x14\n" +
@@ -4315,10 +4421,17 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12$\n" +
 	"\x0ein_flight_only\x18\x02 \x01(\bR\finFlightOnly\"O\n" +
 	"\x14ListRolloutsResponse\x127\n" +
-	"\brollouts\x18\x01 \x03(\v2\x1b.deploysync.ctrl.v1.RolloutR\brollouts\"w\n" +
+	"\brollouts\x18\x01 \x03(\v2\x1b.deploysync.ctrl.v1.RolloutR\brollouts\"\xaf\x01\n" +
 	"\x15ControlRolloutRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x129\n" +
-	"\x06action\x18\x02 \x01(\x0e2!.deploysync.ctrl.v1.RolloutActionR\x06action\"O\n" +
+	"\x06action\x18\x02 \x01(\x0e2!.deploysync.ctrl.v1.RolloutActionR\x06action\x126\n" +
+	"\x05fence\x18\x03 \x01(\v2 .deploysync.ctrl.v1.RolloutFenceR\x05fence\"w\n" +
+	"\fRolloutFence\x12\x1d\n" +
+	"\n" +
+	"rollout_id\x18\x01 \x01(\x03R\trolloutId\x12\x1a\n" +
+	"\brevision\x18\x02 \x01(\x05R\brevision\x12\x12\n" +
+	"\x04wave\x18\x03 \x01(\x05R\x04wave\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x03R\aversion\"O\n" +
 	"\x16ControlRolloutResponse\x125\n" +
 	"\arollout\x18\x01 \x01(\v2\x1b.deploysync.ctrl.v1.RolloutR\arollout\"\xa6\x01\n" +
 	"\x19SetRolloutStrategyRequest\x12!\n" +
@@ -4389,7 +4502,7 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
 	(RolloutAction)(0),                        // 1: deploysync.ctrl.v1.RolloutAction
@@ -4446,29 +4559,30 @@ var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(*ListRolloutsRequest)(nil),               // 52: deploysync.ctrl.v1.ListRolloutsRequest
 	(*ListRolloutsResponse)(nil),              // 53: deploysync.ctrl.v1.ListRolloutsResponse
 	(*ControlRolloutRequest)(nil),             // 54: deploysync.ctrl.v1.ControlRolloutRequest
-	(*ControlRolloutResponse)(nil),            // 55: deploysync.ctrl.v1.ControlRolloutResponse
-	(*SetRolloutStrategyRequest)(nil),         // 56: deploysync.ctrl.v1.SetRolloutStrategyRequest
-	(*SetRolloutStrategyResponse)(nil),        // 57: deploysync.ctrl.v1.SetRolloutStrategyResponse
-	(*GetRolloutStrategyRequest)(nil),         // 58: deploysync.ctrl.v1.GetRolloutStrategyRequest
-	(*GetRolloutStrategyResponse)(nil),        // 59: deploysync.ctrl.v1.GetRolloutStrategyResponse
-	(*GetDesiredStateRequest)(nil),            // 60: deploysync.ctrl.v1.GetDesiredStateRequest
-	(*GetDesiredStateResponse)(nil),           // 61: deploysync.ctrl.v1.GetDesiredStateResponse
-	nil,                                       // 62: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	nil,                                       // 63: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),             // 64: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 65: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 66: google.protobuf.Duration
-	(*DeploymentState)(nil),                   // 67: deploysync.ctrl.v1.DeploymentState
+	(*RolloutFence)(nil),                      // 55: deploysync.ctrl.v1.RolloutFence
+	(*ControlRolloutResponse)(nil),            // 56: deploysync.ctrl.v1.ControlRolloutResponse
+	(*SetRolloutStrategyRequest)(nil),         // 57: deploysync.ctrl.v1.SetRolloutStrategyRequest
+	(*SetRolloutStrategyResponse)(nil),        // 58: deploysync.ctrl.v1.SetRolloutStrategyResponse
+	(*GetRolloutStrategyRequest)(nil),         // 59: deploysync.ctrl.v1.GetRolloutStrategyRequest
+	(*GetRolloutStrategyResponse)(nil),        // 60: deploysync.ctrl.v1.GetRolloutStrategyResponse
+	(*GetDesiredStateRequest)(nil),            // 61: deploysync.ctrl.v1.GetDesiredStateRequest
+	(*GetDesiredStateResponse)(nil),           // 62: deploysync.ctrl.v1.GetDesiredStateResponse
+	nil,                                       // 63: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 64: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),             // 65: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 66: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 67: google.protobuf.Duration
+	(*DeploymentState)(nil),                   // 68: deploysync.ctrl.v1.DeploymentState
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	64, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	64, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	64, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	64, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	65, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	65, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	65, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	65, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
 	3,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	64, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
-	64, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
-	64, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	65, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	65, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	65, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
 	2,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
 	2,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
 	9,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
@@ -4479,91 +4593,92 @@ var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
 	4,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
 	4,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
 	14, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	64, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	65, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
 	17, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	64, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	65, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
 	9,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	62, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	63, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
 	46, // 23: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	0,  // 24: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	63, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	64, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
 	46, // 26: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	46, // 27: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	30, // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
-	64, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	65, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
 	31, // 30: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
-	65, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	66, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
 	47, // 32: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
-	66, // 33: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
-	66, // 34: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
+	67, // 33: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
+	67, // 34: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
 	46, // 35: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	49, // 36: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
-	64, // 37: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
-	64, // 38: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	64, // 39: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	64, // 40: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
-	64, // 41: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
-	66, // 42: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
-	66, // 43: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
+	65, // 37: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
+	65, // 38: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	65, // 39: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	65, // 40: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
+	65, // 41: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
+	67, // 42: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
+	67, // 43: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
 	48, // 44: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
 	48, // 45: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
 	1,  // 46: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
-	48, // 47: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	46, // 48: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 49: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 50: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	67, // 51: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
-	5,  // 52: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	7,  // 53: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	12, // 54: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	15, // 55: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	18, // 56: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	20, // 57: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	22, // 58: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	24, // 59: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
-	26, // 60: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
-	28, // 61: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	32, // 62: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	34, // 63: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	36, // 64: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	38, // 65: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	40, // 66: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	42, // 67: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	44, // 68: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	50, // 69: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
-	52, // 70: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
-	54, // 71: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
-	56, // 72: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
-	58, // 73: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
-	60, // 74: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
-	6,  // 75: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	8,  // 76: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	13, // 77: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	16, // 78: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	19, // 79: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	21, // 80: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	23, // 81: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	25, // 82: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
-	27, // 83: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
-	29, // 84: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	33, // 85: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	35, // 86: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	37, // 87: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	39, // 88: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	41, // 89: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	43, // 90: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	45, // 91: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	51, // 92: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
-	53, // 93: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
-	55, // 94: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
-	57, // 95: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
-	59, // 96: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
-	61, // 97: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
-	75, // [75:98] is the sub-list for method output_type
-	52, // [52:75] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	55, // 47: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
+	48, // 48: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	46, // 49: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 50: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 51: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	68, // 52: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	5,  // 53: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	7,  // 54: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	12, // 55: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	15, // 56: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	18, // 57: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	20, // 58: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	22, // 59: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	24, // 60: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	26, // 61: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	28, // 62: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	32, // 63: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	34, // 64: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	36, // 65: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	38, // 66: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	40, // 67: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	42, // 68: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	44, // 69: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	50, // 70: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
+	52, // 71: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
+	54, // 72: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
+	57, // 73: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
+	59, // 74: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
+	61, // 75: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
+	6,  // 76: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	8,  // 77: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	13, // 78: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	16, // 79: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	19, // 80: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	21, // 81: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	23, // 82: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	25, // 83: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	27, // 84: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	29, // 85: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	33, // 86: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	35, // 87: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	37, // 88: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	39, // 89: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	41, // 90: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	43, // 91: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	45, // 92: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	51, // 93: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
+	53, // 94: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
+	56, // 95: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
+	58, // 96: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
+	60, // 97: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
+	62, // 98: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
+	76, // [76:99] is the sub-list for method output_type
+	53, // [53:76] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -4579,7 +4694,7 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
