@@ -155,6 +155,18 @@ func nextRevision(ctx context.Context, tx *ent.Tx, id string) (int, error) {
 	return previous[0].Revision + 1, nil
 }
 
+// runsNothing tells whether no region of the deployment runs a spec: a
+// new deployment whose first rollout rolled back (its regions' copies
+// are empty, its own row keeps the spec that failed).
+func runsNothing(ctx context.Context, tx *ent.Tx, id string) (bool, error) {
+	hashes, err := tx.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID(id)).
+		Select(deploymenttopology.FieldSpecHash).Strings(ctx)
+	if err != nil || len(hashes) == 0 {
+		return false, err
+	}
+	return !slices.ContainsFunc(hashes, func(h string) bool { return h != "" }), nil
+}
+
 // SpecUpdate is what UpdateDeployment changes: each field that is set
 // replaces the current value; Env entries are added or replaced, or, with
 // ReplaceEnv, become the whole environment.
@@ -199,7 +211,14 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, u SpecUpdate) (
 			next.Env = map[string]string{}
 		}
 		maps.Copy(next.Env, u.Env)
-		if next.runsLike(current) {
+		idle, err := runsNothing(ctx, tx, id)
+		if err != nil {
+			return false, err
+		}
+		// A new deployment whose first rollout rolled back keeps the
+		// spec that failed in its row while its regions run nothing:
+		// the same values again are a retry, not "nothing to change".
+		if next.runsLike(current) && !idle {
 			return false, fmt.Errorf("image, cpu_millicores, memory_mib, env: %w: deployment %q has these values already; nothing to change", ErrInvalid, id)
 		}
 		if err := checkCommandAndEnv(next); err != nil {
@@ -235,7 +254,11 @@ func (s *Store) Rollback(ctx context.Context, id string, to int) (revision, rest
 		if err != nil {
 			return false, err
 		}
-		if !specOf(dep).runsLike(revisionSpec(target)) {
+		idle, err := runsNothing(ctx, tx, id)
+		if err != nil {
+			return false, err
+		}
+		if !specOf(dep).runsLike(revisionSpec(target)) || idle {
 			newSpec = true
 			err := tx.Deployment.UpdateOneID(id).SetImage(target.Image).SetCPUMillicores(target.CPUMillicores).
 				SetMemoryMib(target.MemoryMib).SetPort(target.Port).SetCommand(target.Command).SetEnv(target.Env).Exec(ctx)

@@ -12,6 +12,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/jsontype"
 )
 
 // revisions returns the deployment's revisions, oldest first.
@@ -209,5 +210,37 @@ func TestConcurrentActionsNumberRevisionsOnce(t *testing.T) {
 		if i > 0 && r.FirstVersion <= got[i-1].LastVersion {
 			t.Errorf("revisions %d and %d claim the same versions", i, i+1)
 		}
+	}
+}
+
+// A new deployment whose first rollout rolled back runs nothing, while
+// its own row keeps the spec that failed: the same update again, or a
+// rollback to that revision, is a retry, rolled out anew, not refused as
+// "nothing to change".
+func TestAFailedFirstRolloutCanBeRetried(t *testing.T) {
+	s, client := setup(t)
+	ctx := desired.WithStrategy(context.Background(), jsontype.Strategy{Waves: []jsontype.Wave{
+		{Regions: []string{"eu-west"}, BakeSeconds: 60}, {Regions: []string{desired.EveryOtherRegion}}}})
+	if err := s.Deploy(ctx, spec("api"), []string{"eu-west", "us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ControlRollout(ctx, "api", desired.RolloutAbort); err != nil {
+		t.Fatal(err)
+	}
+	image := spec("api").Image
+	if _, err := s.UpdateDeployment(ctx, "api", desired.SpecUpdate{Image: &image}); err != nil {
+		t.Fatalf("the same image again, after the first rollout rolled back: %v", err)
+	}
+	if got := images(t, client, "api"); got["eu-west"] != image || got["us-east"] != "" {
+		t.Fatalf("the retry's first wave: %v", got)
+	}
+	if _, err := s.ControlRollout(ctx, "api", desired.RolloutAbort); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Rollback(ctx, "api", 1); err != nil {
+		t.Fatalf("a rollback to the first revision, which never ran: %v", err)
+	}
+	if got := images(t, client, "api"); got["eu-west"] != image {
+		t.Fatalf("the rollback's first wave: %v", got)
 	}
 }
