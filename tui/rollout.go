@@ -321,9 +321,14 @@ func exact(d time.Duration) string {
 
 // controlConfirmation asks before an operator's action on the rollout,
 // saying what it does in its state now, and runs it through
-// ControlRollout (which ctrld audits under the operator's name).
+// ControlRollout (which ctrld audits under the operator's name), fenced
+// by the rollout as shown when it asked: if the rollout moved on while
+// the dialog was open (the driver passed a wave, another operator acted,
+// another rollout started), ctrld does nothing and says what changed,
+// and the page, read again, shows it.
 func (p rolloutPage) controlConfirmation(pc pageContext, a ctrlv1.RolloutAction) *confirmation {
 	r, id := p.rollout, p.id
+	fence := fenceOf(r)
 	shownID := Clean(id)
 	waves := r.GetStrategy().GetWaves()
 	current := r.GetWave()
@@ -368,12 +373,17 @@ func (p rolloutPage) controlConfirmation(pc pageContext, a ctrlv1.RolloutAction)
 		what:   what,
 		detail: question + "\n" + strings.Join(lines, "\n"),
 		run: actSaying(what, func(ctx context.Context) (string, error) {
-			resp, err := pc.op.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: a})
+			resp, err := pc.op.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: a, Fence: fence})
 			got := resp.GetRollout()
 			return fmt.Sprintf("%s the rollout of %s: now %s, wave %d of %d", past, shownID, strings.ReplaceAll(got.GetState(), "_", " "),
 				got.GetWave(), len(got.GetStrategy().GetWaves())), err
 		}),
 	}
+}
+
+// fenceOf is what a person confirms an action on: r as shown.
+func fenceOf(r *ctrlv1.Rollout) *ctrlv1.RolloutFence {
+	return &ctrlv1.RolloutFence{RolloutId: r.GetId(), Revision: r.GetRevision(), Wave: r.GetWave(), Version: r.GetVersion()}
 }
 
 // regionsOfWave names the regions of wave n (from 1) of r.

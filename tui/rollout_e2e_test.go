@@ -117,6 +117,65 @@ func TestConsolePromotesARollout(t *testing.T) {
 	}
 }
 
+// Against a real ctrld: P asks at wave 1, and while the dialog is open
+// the rollout moves to wave 2 (another operator promoted it; the driver
+// does the same when the canary's bake ends). The yes sends what was
+// confirmed, wave 1, so ctrld refuses it, FailedPrecondition saying what
+// changed: the status line shows that, the page is read again and shows
+// wave 2, and wave 2 is not passed. Before the fence, this yes ended the
+// rollout succeeded: wave 2's regions never proven.
+func TestConsolePromoteConfirmedAtWave1DoesNotPassWave2(t *testing.T) {
+	env := servertest.Start(t, server.Config{})
+	for _, r := range rolloutRegions {
+		env.AgentToken(r)
+	}
+	op := env.Operator("oncall")
+	ctx := context.Background()
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: rolloutRegions, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	image := "app:2"
+	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &image, Rollout: canaryThenRest()}); err != nil {
+		t.Fatal(err)
+	}
+
+	m, update := rolloutConsole(t, op, "api", false)
+	update(tea.KeyPressMsg{Code: 'P', Text: "P"})
+	if got := words(m.Content()); !strings.Contains(got, "Wave 1 (eu-west) passes now") {
+		t.Fatalf("P does not ask about wave 1:\n%s", m.Content())
+	}
+	other := env.Operator("colleague")
+	if _, err := other.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: "api", Action: ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE}); err != nil {
+		t.Fatal(err)
+	}
+	moved, err := op.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
+	if err != nil || moved.Rollout.Wave != 2 {
+		t.Fatalf("the colleague's promote: %v, %v", moved, err)
+	}
+
+	confirm(update)
+	*m = refresh(t, *m) // the read the outcome asks for
+	got := words(m.Content())
+	for _, want := range []string{"FAILED: promote the rollout of api: FailedPrecondition:", "is progressing at wave 2 of 2 now (was 1)",
+		"nothing was done", "state PROGRESSING, wave 2 of 2", "1 eu-west passed - promoted by colleague", "2 ap-south progressing deadline "} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after the refused yes the page does not say %q:\n%s", want, m.Content())
+		}
+	}
+	r, err := op.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
+	if err != nil || r.Rollout.State != "progressing" || r.Rollout.Wave != 2 || r.Rollout.Version != moved.Rollout.Version {
+		t.Fatalf("the yes confirmed at wave 1 moved the rollout at wave 2: %v, %v", r, err)
+	}
+
+	// Asked again, on what is shown now, the yes acts.
+	update(tea.KeyPressMsg{Code: 'P', Text: "P"})
+	confirm(update)
+	if r, err := op.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: "api"}); err != nil || r.Rollout.State != "succeeded" {
+		t.Fatalf("a promote confirmed on the rollout as shown: %v, %v", r, err)
+	}
+}
+
 // Against a real ctrld and its rollout driver: the canary's instances of
 // the new spec crash-loop, as its agent reports; the driver fails the
 // gate and rolls back, and the rollout page shows it: ROLLED BACK, why

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -26,7 +27,7 @@ func rollouts() []*ctrlv1.Rollout {
 		{Regions: []string{"us-east", "ap-south"}, Bake: durationpb.New(2 * time.Minute), MaxFailures: 1, Deadline: durationpb.New(10 * time.Minute)},
 	}}
 	return []*ctrlv1.Rollout{
-		{DeploymentId: "api", Revision: 8, FromRevision: 7, FromImage: "ghcr.io/acme/api:v7", ToImage: "ghcr.io/acme/api:v8", State: "progressing",
+		{Id: 41, Version: 6, DeploymentId: "api", Revision: 8, FromRevision: 7, FromImage: "ghcr.io/acme/api:v7", ToImage: "ghcr.io/acme/api:v8", State: "progressing",
 			Wave: 1, Strategy: strategy, Actor: "alice", CreatedAt: at(48 * time.Second), UpdatedAt: at(time.Second),
 			Next: "wave 2 (us-east, ap-south) once eu-west is healthy for 12s more",
 			Regions: []*ctrlv1.RolloutRegion{
@@ -118,7 +119,8 @@ func TestRolloutViewGoldens(t *testing.T) {
 }
 
 // The rollout page's keys each ask first, and send ControlRollout with
-// the action named only on yes; a rollout that ended takes none of them.
+// the action named only on yes, fenced by the rollout shown (its id,
+// revision, wave and version); a rollout that ended takes none of them.
 func TestRolloutKeysAskThenControl(t *testing.T) {
 	for _, tc := range []struct {
 		key    rune
@@ -145,6 +147,10 @@ func TestRolloutKeysAskThenControl(t *testing.T) {
 		calls := op.calls()
 		if len(calls) != 1 || calls[0].(*ctrlv1.ControlRolloutRequest).Action != tc.action || calls[0].(*ctrlv1.ControlRolloutRequest).DeploymentId != "api" {
 			t.Errorf("%c sent %v, want %s of api", tc.key, calls, tc.action)
+		}
+		want := &ctrlv1.RolloutFence{RolloutId: 41, Revision: 8, Wave: 1, Version: 6}
+		if len(calls) == 1 && !proto.Equal(calls[0].(*ctrlv1.ControlRolloutRequest).GetFence(), want) {
+			t.Errorf("%c sent fence %v, want %v: the rollout as shown", tc.key, calls[0].(*ctrlv1.ControlRolloutRequest).GetFence(), want)
 		}
 	}
 
