@@ -274,18 +274,81 @@ func noSubcommand(c *cli.Context) error {
 	return fmt.Errorf("%s: unknown command %q (the commands are listed above)", c.Command.FullName(), c.Args().First())
 }
 
+// fenceHelp explains the --expect-* flags of the commands that act on a
+// rollout.
+const fenceHelp = `--expect-rollout, --expect-revision, --expect-wave and --expect-version make the action
+conditional on the rollout you looked at: 'rollout status' prints them (its "fence:" line; as
+JSON, the rollout's id, revision, wave and version). Each one given must still match the rollout
+in flight when ctrld acts: if the driver passed a wave meanwhile, another operator acted, or
+another rollout started, nothing is done and ctrld answers FailedPrecondition saying what
+changed ("the rollout you confirmed is progressing at wave 2 of 2 now (was 1), version 4 (was
+2); nothing was done"). The version counts every step of the rollout, so it alone is the
+strictest: give all four to act on exactly what you saw.
+
+Without them the action is on whatever rollout is in flight at the time, on purpose, for
+scripts that mean that.
+
+Example: unkey-tui rollout promote api --expect-rollout 12 --expect-revision 5 --expect-wave 1 --expect-version 3`
+
+// fenceFlags are promote's, pause's, resume's and abort's: the rollout as
+// the caller saw it (fenceHelp).
+func fenceFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.Int64Flag{Name: "expect-rollout", Usage: "act only if the rollout in flight is rollout `ID` (its id in `rollout status --output json`)"},
+		&cli.Int64Flag{Name: "expect-revision", Usage: "act only if the rollout in flight moves to revision `N`"},
+		&cli.Int64Flag{Name: "expect-wave", Usage: "act only if the rollout in flight is at wave `N` (from 1, as status shows it)"},
+		&cli.Int64Flag{Name: "expect-version", Usage: "act only if the rollout in flight is at version `N` (every step increments it)"},
+	}
+}
+
+// fence is the request's fence from fenceFlags: nil when none is given.
+func fence(c *cli.Context) (*ctrlv1.RolloutFence, error) {
+	var f ctrlv1.RolloutFence
+	given := false
+	for _, flag := range []struct {
+		name string
+		max  int64
+		set  func(int64)
+	}{
+		{"expect-rollout", math.MaxInt64, func(n int64) { f.RolloutId = n }},
+		{"expect-revision", math.MaxInt32, func(n int64) { f.Revision = int32(n) }},
+		{"expect-wave", math.MaxInt32, func(n int64) { f.Wave = int32(n) }},
+		{"expect-version", math.MaxInt64, func(n int64) { f.Version = n }},
+	} {
+		if !c.IsSet(flag.name) {
+			continue
+		}
+		n := c.Int64(flag.name)
+		if n < 1 || n > flag.max {
+			return nil, fmt.Errorf("--%s %d: want %d..%d, as 'rollout status' shows it", flag.name, n, 1, flag.max)
+		}
+		flag.set(n)
+		given = true
+	}
+	if !given {
+		return nil, nil
+	}
+	return &f, nil
+}
+
 // controlCommand is `rollout promote|pause|resume|abort DEPLOYMENT_ID`.
 func controlCommand(name, done string, action ctrlv1.RolloutAction, usage string) *cli.Command {
 	return &cli.Command{
-		Name:      name,
-		Usage:     usage,
-		ArgsUsage: "DEPLOYMENT_ID",
+		Name:        name,
+		Usage:       usage,
+		ArgsUsage:   "DEPLOYMENT_ID",
+		Description: fenceHelp,
+		Flags:       fenceFlags(),
 		Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 			if c.NArg() != 1 {
 				return fmt.Errorf("want exactly one DEPLOYMENT_ID")
 			}
+			f, err := fence(c)
+			if err != nil {
+				return err
+			}
 			id := c.Args().First()
-			r, err := op.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: action})
+			r, err := op.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: action, Fence: f})
 			if err != nil {
 				return err
 			}
@@ -330,7 +393,16 @@ func rolloutText(out io.Writer, r *ctrlv1.Rollout) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(out, "next: %s\n", tui.Clean(r.Next))
+	if _, err := fmt.Fprintf(out, "next: %s\n", tui.Clean(r.Next)); err != nil {
+		return err
+	}
+	if r.FinishedAt != nil {
+		return nil
+	}
+	// What to give promote, pause, resume or abort to act on this
+	// rollout as shown, and on nothing else.
+	_, err := fmt.Fprintf(out, "fence: --expect-rollout %d --expect-revision %d --expect-wave %d --expect-version %d\n",
+		r.Id, r.Revision, r.Wave, r.Version)
 	return err
 }
 
