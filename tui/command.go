@@ -91,6 +91,7 @@ type commandLine struct {
 func newCommandLine(noColor bool, width int) *commandLine {
 	in := textinput.New()
 	in.Prompt = ":"
+	in.CharLimit = MaxInput
 	in.ShowSuggestions = true
 	in.KeyMap.AcceptSuggestion = key.NewBinding() // tab is ours: it cycles
 	in.KeyMap.NextSuggestion, in.KeyMap.PrevSuggestion = key.NewBinding(), key.NewBinding()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"charm.land/bubbles/v2/help"
 	"charm.land/bubbles/v2/key"
@@ -50,6 +51,11 @@ const (
 	homeRollouts
 	homePages
 )
+
+// MaxInput is the most characters the filter and the command line take;
+// keys beyond it are dropped. Nothing the console names is longer, and
+// each key re-filters every list with the whole filter.
+const MaxInput = 128
 
 // Model is the console's root model.
 type Model struct {
@@ -227,11 +233,13 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		case tea.KeyEscape:
 			m.filtering, m.filter = false, ""
 		case tea.KeyBackspace:
-			if m.filter != "" {
-				m.filter = m.filter[:len(m.filter)-1]
+			if _, size := utf8.DecodeLastRuneInString(m.filter); size > 0 {
+				m.filter = m.filter[:len(m.filter)-size]
 			}
 		default:
-			m.filter += msg.Text
+			if utf8.RuneCountInString(m.filter)+utf8.RuneCountInString(msg.Text) <= MaxInput {
+				m.filter += msg.Text
+			}
 		}
 		m.applyFilter()
 		return m, nil
