@@ -63,6 +63,7 @@ func App() *cli.App {
 			return tui.Run(c.Context, m, os.Stdout)
 		},
 	}
+	ownHelp(a)
 	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
 	onUsageErrorOnStderr(a.Commands)
 	return a

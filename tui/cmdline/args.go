@@ -84,6 +84,37 @@ func flagsFirst(a *cli.App, args []string) []string {
 	return out
 }
 
+// CommandName is the command a command line (args, without the
+// program's name) runs in a: "regions", "rollout promote", or "" when it
+// names none. It is made of a's command names only, never of an
+// argument or a flag's value, so it may be logged: a flag given first
+// (`--env=DB_PASSWORD=…`) is not the command.
+func CommandName(a *cli.App, args []string) string {
+	_, rest := leadingFlags(a.Flags, args)
+	if len(rest) == 0 {
+		return ""
+	}
+	cmd := a.Command(rest[0])
+	if cmd == nil {
+		return ""
+	}
+	path, flags := []string{cmd.Name}, commandFlags(cmd)
+	for i := 1; i < len(rest) && rest[i] != "--"; i++ {
+		if isFlag(rest[i]) {
+			if takesValue(flags, rest[i]) || lookup(flags, rest[i]) == nil && takesValue(a.Flags, rest[i]) {
+				i++
+			}
+			continue
+		}
+		sub := subcommand(cmd, rest[i])
+		if sub == nil {
+			break
+		}
+		cmd, path = sub, append(path, sub.Name)
+	}
+	return strings.Join(path, " ")
+}
+
 // subcommand is cmd's subcommand named name, nil when it has none.
 func subcommand(cmd *cli.Command, name string) *cli.Command {
 	for _, sub := range cmd.Subcommands {

@@ -46,3 +46,26 @@ func TestFlagsFirst(t *testing.T) {
 		t.Fatalf("flagsFirst changed its input: %v", args)
 	}
 }
+
+// The command a line names, for the SSH door's log: command names only,
+// never an argument or a flag's value.
+func TestCommandName(t *testing.T) {
+	for in, want := range map[string]string{
+		"regions --output json":                  "regions",
+		"--output json regions":                  "regions",
+		"--env=DB_PASSWORD=hunter2 regions":      "regions",
+		"--env=DB_PASSWORD=hunter2":              "",
+		"--output regions":                       "",
+		"hunter2 --output json":                  "",
+		"deploy api --env DB_PASSWORD=hunter2":   "deploy",
+		"rollout --output json promote api":      "rollout promote",
+		"rollout strategy set ws prod --wave eu": "rollout strategy set",
+		"rollout hunter2 promote":                "rollout",
+		"stop -- --region":                       "stop",
+		"":                                       "",
+	} {
+		if got := CommandName(SessionApp(nil, nil, nil), strings.Fields(in)); got != want {
+			t.Errorf("CommandName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

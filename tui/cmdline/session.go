@@ -41,6 +41,7 @@ func SessionApp(op ctrlv1.OperatorServiceClient, stdout, stderr io.Writer) *cli.
 			return fmt.Errorf("unknown command %q (the commands are listed above)", c.Args().First())
 		},
 	}
+	ownHelp(a)
 	a.OnUsageError = usageOnStderr(cli.AppHelpTemplate, a)
 	onUsageErrorOnStderr(a.Commands)
 	return a
