@@ -60,7 +60,9 @@ const minRSABits = 2048
 // ParseKey parses one public key as ssh-keygen writes it (an
 // authorized_keys line, comment allowed). It refuses anything else: no key,
 // more than one, options (which the console would not honour), a
-// certificate, an RSA key under 2048 bits.
+// certificate, a DSA key, an RSA key under 2048 bits. (The SSH door
+// refuses the last two at login too, whatever the table holds:
+// tui/sshserve.)
 func ParseKey(data []byte) (ssh.PublicKey, error) {
 	if strings.Contains(string(data), "PRIVATE KEY") {
 		return nil, errors.New("is a private key: give the public one (the .pub file); nothing was stored")
@@ -89,6 +91,9 @@ func ParseKey(data []byte) (ssh.PublicKey, error) {
 	}
 	if _, ok := key.(*ssh.Certificate); ok {
 		return nil, errors.New("is a certificate; register the plain public key")
+	}
+	if key.Type() == ssh.InsecureKeyAlgoDSA {
+		return nil, errors.New("is a DSA key, which OpenSSH no longer takes; make an ed25519 one (ssh-keygen -t ed25519)")
 	}
 	if ck, ok := key.(ssh.CryptoPublicKey); ok {
 		if rsa, ok := ck.CryptoPublicKey().(interface{ Size() int }); ok && key.Type() == ssh.KeyAlgoRSA && rsa.Size()*8 < minRSABits {

@@ -4,8 +4,17 @@
 // keyboard-interactive), a rate limit on authentication attempts per
 // source address, bounds on connections not yet in a session (in all and
 // per source address, with a deadline) and on concurrent key lookups,
-// bounds on sessions per key and in all, idle and maximum session times, and the console (package tui) run per session with the
-// session's window size, resizes, TERM and NO_COLOR.
+// bounds on session channels per connection, per key and in all (counted
+// from the moment a channel opens, each with a deadline to start a
+// session), on what a session keeps before its shell (a few variables the
+// console reads) and on its input rate, idle and maximum session times,
+// and the console (package tui) run per session with the session's window
+// size, resizes, TERM and NO_COLOR.
+//
+// It speaks what current OpenSSH offers by default, without SHA-1
+// (algorithms.go), and refuses DSA keys and RSA keys under 2048 bits at
+// login, whatever the registry holds. The host key file must be private
+// to its owner, as token files must.
 //
 // It holds no credential of its own. Who a key belongs to comes from Keys,
 // and each session's operator client from Console, which cmd/ctrld wires to

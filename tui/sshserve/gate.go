@@ -100,8 +100,28 @@ type gatedConn struct {
 	pending  bool // counted in the gate's pending bounds
 	reserved bool // in its reserve, not in its bound in all
 	sessions int
+	channels int // session channels open, sessions or not (sessionChannel)
 	closed   bool
 	timer    *time.Timer
+}
+
+// openChannel counts a session channel in, or reports false when max are
+// open already.
+func (c *gatedConn) openChannel(max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.channels >= max {
+		return false
+	}
+	c.channels++
+	return true
+}
+
+// closeChannel counts a session channel out.
+func (c *gatedConn) closeChannel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.channels--
 }
 
 // sessionStarted counts a session in: the connection leaves the pending

@@ -1,6 +1,7 @@
 package sshserve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	wishrecover "charm.land/wish/v2/recover"
 	"github.com/charmbracelet/colorprofile"
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/time/rate"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 	"github.com/deploysync/deploysync/tui"
@@ -79,6 +81,11 @@ type Config struct {
 	Recheck time.Duration
 	// Refresh is the console's poll interval.
 	Refresh time.Duration
+	// KeysPerSecond and KeyBurst bound the input events (keys, pastes,
+	// mouse events) a console session takes; beyond them they are
+	// dropped. Each event costs the console an update and a redraw.
+	KeysPerSecond float64
+	KeyBurst      int
 }
 
 // Defaults are the zero fields' values.
@@ -96,7 +103,22 @@ var Defaults = Config{
 	MaxUnauthenticated:           64,
 	MaxUnauthenticatedPerAddress: 16,
 	AuthTimeout:                  10 * time.Second,
+	// A person types a few keys a second, a held key repeats at about
+	// 30; a paste of raw keystrokes is what goes beyond.
+	KeysPerSecond: 50,
+	KeyBurst:      200,
 }
+
+// maxChannelsPerConn bounds the session channels open on one connection,
+// as OpenSSH's MaxSessions (10) does.
+const maxChannelsPerConn = 10
+
+// maxEnv bounds the variables a session keeps.
+const maxEnv = 8
+
+// inputCounts are the input events of all console sessions: seen, and
+// passed on to their consoles.
+type inputCounts struct{ seen, passed atomic.Int64 }
 
 // keyLookupsAtOnce bounds concurrent registry lookups for authentication:
 // they share ctrld's database pool with everything else (I8).
@@ -132,6 +154,12 @@ func (c *Config) fill() {
 	if c.AuthBurst <= 0 {
 		c.AuthBurst = d.AuthBurst
 	}
+	if c.KeysPerSecond <= 0 {
+		c.KeysPerSecond = d.KeysPerSecond
+	}
+	if c.KeyBurst <= 0 {
+		c.KeyBurst = d.KeyBurst
+	}
 }
 
 // Server is a running SSH front door.
@@ -148,6 +176,7 @@ type Server struct {
 	gate    *connGate
 	lookups *keyLookups
 	windows sync.Map // a session (ssh.Session) with a terminal → its *windowDrain
+	input   inputCounts
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
@@ -184,7 +213,10 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 		lookups: newKeyLookups(keyLookupsAtOnce),
 		live:    map[*liveSession]struct{}{}}
 	s.ssh, err = wish.NewServer(
-		ssh.HostKeyPEM(hostKey),
+		func(srv *ssh.Server) error {
+			srv.AddHostKey(hostKey)
+			return nil
+		},
 		ssh.EmulatePty(),
 		// Public keys only: with no password or keyboard-interactive
 		// handler, x/crypto/ssh offers no other method.
@@ -197,6 +229,11 @@ func Start(ctx context.Context, cfg Config, keys Keys, console Console, log *slo
 	if err != nil {
 		return nil, err
 	}
+	// What OpenSSH offers, without SHA-1 (algorithms.go).
+	s.ssh.ServerConfigCallback = func(ssh.Context) *gossh.ServerConfig { return serverConfig() }
+	// Session channels within their bounds, their requests filtered
+	// (channels.go); no other kind of channel.
+	s.ssh.ChannelHandlers = map[string]ssh.ChannelHandler{"session": s.sessionChannel}
 	s.ssh.HandshakeTimeout = cfg.AuthTimeout
 	s.ssh.PtyHandler = s.drainWindows(s.ssh.PtyHandler)
 	s.ssh.ConnCallback = s.admitConn
@@ -246,6 +283,15 @@ func (s *Server) authenticate(ctx ssh.Context, key ssh.PublicKey) bool {
 	addr := addrKey(ctx.RemoteAddr())
 	fp := gossh.FingerprintSHA256(key)
 	done, within := s.limiter.begin(addr, time.Now())
+	if err := weakKey(key); err != nil {
+		// Whatever the registry holds; charged as a failure, so that
+		// the log lines are bounded as the lookups are.
+		done(true)
+		if within {
+			s.log.Warn("ssh: a key too weak to log in with was offered; refused", "remote", ctx.RemoteAddr().String(), "fingerprint", fp, "err", err)
+		}
+		return false
+	}
 	if !within && !s.known.seen(fp) {
 		s.log.Warn("ssh: failed authentication attempts over the limit; refused", "remote", ctx.RemoteAddr().String(), "fingerprint", fp)
 		return false
@@ -315,15 +361,8 @@ func (s *Server) handle(sess ssh.Session) {
 	}
 	fp := gossh.FingerprintSHA256(key)
 	remote := sess.RemoteAddr().String()
-	// The bound first: a connection opening channel after channel over
-	// it costs no query each.
-	release, err := s.counts.admit(fp)
-	if err != nil {
-		fatal(sess, err)
-		return
-	}
-	defer release()
-	// Who the session is for, from the key it proved (authenticate saw
+	// (The session bounds were counted when its channel opened:
+	// sessionChannel.) Who the session is for, from the key it proved (authenticate saw
 	// every key offered, proved or not).
 	who, ok, err := s.findKey(sess.Context(), fp)
 	if err != nil {
@@ -358,11 +397,13 @@ func (s *Server) handle(sess ssh.Session) {
 
 	if cmd := sess.Command(); len(cmd) > 0 {
 		// A one-shot command: the scripting CLI, as this person.
-		// Only the name: arguments may hold secrets (--env DB_PASSWORD=…).
-		log.Info("ssh: command", "command", cmd[0], "args", len(cmd)-1)
+		// Only the command's name, as the app names it: arguments and
+		// flags may hold secrets (--env DB_PASSWORD=…), given first too.
+		app := cmdline.SessionApp(op, sess, sess.Stderr())
+		log.Info("ssh: command", "command", cmp.Or(cmdline.CommandName(app, cmd), "(none)"), "args", len(cmd))
 		// The session's context: a key removed while its command runs
 		// ends the command (recheck), as it ends a console.
-		if err := cmdline.RunContext(ctx, cmdline.SessionApp(op, sess, sess.Stderr()), append([]string{"ssh"}, cmd...)); err != nil {
+		if err := cmdline.RunContext(ctx, app, append([]string{"ssh"}, cmd...)); err != nil {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				err = cause
 			}
@@ -382,6 +423,8 @@ func (s *Server) handle(sess ssh.Session) {
 	m := tui.New(op, tui.Options{Refresh: s.cfg.Refresh, NoColor: noColor, Reconnect: reconnect, ReadOnly: who.ReadOnly})
 	in := &activity{r: sess}
 	in.touch()
+	keys := rate.NewLimiter(rate.Limit(s.cfg.KeysPerSecond), s.cfg.KeyBurst)
+	dropped := false
 	p := tea.NewProgram(m,
 		tea.WithContext(ctx),
 		tea.WithInput(in),
@@ -394,6 +437,25 @@ func (s *Server) handle(sess ssh.Session) {
 		tea.WithFilter(func(_ tea.Model, msg tea.Msg) tea.Msg {
 			if _, ok := msg.(tea.SuspendMsg); ok {
 				return tea.ResumeMsg{}
+			}
+			// Input beyond the session's rate is dropped: each event
+			// is an update and a redraw of the whole console (1-2 ms
+			// of ctrld's CPU), and a paste of raw keystrokes is
+			// thousands of them. ctrl+c always passes.
+			switch msg := msg.(type) {
+			case tea.KeyMsg, tea.MouseMsg, tea.PasteMsg:
+				s.input.seen.Add(1)
+				if k, ok := msg.(tea.KeyPressMsg); ok && k.String() == "ctrl+c" {
+					break
+				}
+				if !keys.Allow() {
+					if !dropped { // once a session
+						log.Warn("ssh: input faster than the console takes it; dropping what is beyond", "keys_per_second", s.cfg.KeysPerSecond, "burst", s.cfg.KeyBurst)
+						dropped = true
+					}
+					return nil
+				}
+				s.input.passed.Add(1)
 			}
 			return msg
 		}))
