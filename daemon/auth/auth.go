@@ -234,7 +234,7 @@ func serviceOf(fullMethod string) string {
 type Refusal struct {
 	Method    string // the full gRPC method
 	TokenName string // the token's name when the token is known, else ""
-	TokenID   string // the token's ID (TokenID), or a console session's "ssh key FINGERPRINT", when the caller is known: what identical refusals are gathered under
+	TokenID   string // the token's ID (TokenID), or a console session's "ssh key FINGERPRINT from HOST", when the caller is known: what identical refusals are gathered under
 	Request   any
 	Err       error
 }

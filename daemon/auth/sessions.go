@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 
@@ -131,12 +132,19 @@ func (p Principal) Actor() string {
 }
 
 // credentialID names the credential p called with, stable across its
-// calls: the token's ID, or a console session's key. (Actor also names a
-// session's source address and port, which change with every connection:
-// refusals gathered under it would take a new place per reconnect.)
+// calls: the token's ID, or a console session's key and the address it
+// came from. Refusals are gathered under it, one audit row each: a key
+// used from a second address (stolen, say) gets a row of its own, not a
+// count in its owner's. (Actor also names a session's source port, which
+// changes with every connection: refusals gathered under it would take a
+// new place per reconnect.)
 func (p Principal) credentialID() string {
 	if p.Session != nil {
-		return "ssh key " + p.Session.Fingerprint
+		host, _, err := net.SplitHostPort(p.Session.RemoteAddr)
+		if err != nil {
+			host = p.Session.RemoteAddr
+		}
+		return "ssh key " + p.Session.Fingerprint + " from " + host
 	}
 	return p.ID
 }
