@@ -18,12 +18,13 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/internal/naming"
+	"github.com/deploysync/deploysync/tui/cmdline"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := app().RunContext(ctx, os.Args); err != nil {
+	if err := runCtrld(ctx, app(), os.Args); err != nil {
 		fmt.Fprintln(os.Stderr, "ctrld:", err)
 		os.Exit(1)
 	}
@@ -59,6 +60,15 @@ func reservedNamespaces(flag string) (naming.Reserved, error) {
 		return naming.Reserved{}, fmt.Errorf("--%s: %w", reservedFlag.Name, err)
 	}
 	return r, nil
+}
+
+// runCtrld runs a (app) on a command line as the shell gave it. Flags may
+// follow the arguments, as the docs write them (`ctrld operator add-key
+// NAME --role read-only FILE`): urfave/cli v2 alone stops reading flags at
+// the first argument. The console's command line reorders them the same
+// way, before urfave/cli reads them; "--" still ends the flags.
+func runCtrld(ctx context.Context, a *cli.App, args []string) error {
+	return cmdline.RunContext(ctx, a, args)
 }
 
 func app() *cli.App {

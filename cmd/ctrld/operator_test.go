@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/rsa"
@@ -22,7 +23,7 @@ func run(t *testing.T, args ...string) (string, error) {
 	a := app()
 	var out bytes.Buffer
 	a.Writer, a.ErrWriter = &out, &out
-	err := a.Run(append([]string{"ctrld"}, args...))
+	err := runCtrld(context.Background(), a, append([]string{"ctrld"}, args...)) // as main runs it
 	return out.String(), err
 }
 
