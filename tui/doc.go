@@ -18,7 +18,9 @@
 // or rolled back, the evidence; and what comes next. Its keys promote now
 // (skipping the bake), pause or resume, and abort (roll back), each behind
 // a confirmation saying what it does in the rollout's state, through
-// ControlRollout, which ctrld audits; a rollout that ended takes none.
+// ControlRollout, which ctrld audits; a rollout that ended takes none. The
+// action is fenced by the rollout as shown when its confirmation opened:
+// if it moved on meanwhile, ctrld does nothing and says what changed.
 //
 // The console is a root Model and its pages (page.go): the regions, the
 // deployments and the rollouts page, which tab cycles through, and a

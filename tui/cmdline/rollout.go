@@ -282,8 +282,8 @@ JSON, the rollout's id, revision, wave and version). Each one given must still m
 in flight when ctrld acts: if the driver passed a wave meanwhile, another operator acted, or
 another rollout started, nothing is done and ctrld answers FailedPrecondition saying what
 changed ("the rollout you confirmed is progressing at wave 2 of 2 now (was 1), version 4 (was
-2); nothing was done"). The version counts every step of the rollout, so it alone is the
-strictest: give all four to act on exactly what you saw.
+2); nothing was done"). The version counts the steps of one rollout (a new rollout starts at
+1 again), so give --expect-rollout with it; give all four to act on exactly what you saw.
 
 Without them the action is on whatever rollout is in flight at the time, on purpose, for
 scripts that mean that.
@@ -294,10 +294,10 @@ Example: unkey-tui rollout promote api --expect-rollout 12 --expect-revision 5 -
 // the caller saw it (fenceHelp).
 func fenceFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.Int64Flag{Name: "expect-rollout", Usage: "act only if the rollout in flight is rollout `ID` (its id in `rollout status --output json`)"},
-		&cli.Int64Flag{Name: "expect-revision", Usage: "act only if the rollout in flight moves to revision `N`"},
-		&cli.Int64Flag{Name: "expect-wave", Usage: "act only if the rollout in flight is at wave `N` (from 1, as status shows it)"},
-		&cli.Int64Flag{Name: "expect-version", Usage: "act only if the rollout in flight is at version `N` (every step increments it)"},
+		&cli.Int64Flag{Name: "expect-rollout", DefaultText: "not checked", Usage: "act only if the rollout in flight is rollout `ID` (its id in `rollout status --output json`)"},
+		&cli.Int64Flag{Name: "expect-revision", DefaultText: "not checked", Usage: "act only if the rollout in flight moves to revision `N`"},
+		&cli.Int64Flag{Name: "expect-wave", DefaultText: "not checked", Usage: "act only if the rollout in flight is at wave `N` (from 1, as status shows it)"},
+		&cli.Int64Flag{Name: "expect-version", DefaultText: "not checked", Usage: "act only if the rollout in flight is at version `N` (every step increments it)"},
 	}
 }
 
