@@ -482,3 +482,30 @@ func TestAPasteIntoTheFilterIsBoundedWork(t *testing.T) {
 		t.Errorf("%d of %d pasted keys reached the console (each an update and a redraw); want at most the burst, 100", passed, paste+1)
 	}
 }
+
+// A session's place in the bounds is given back when it ends: one after
+// the other, sessions of a key bound to one each get in.
+func TestEndedSessionsGiveTheirPlaceBack(t *testing.T) {
+	d := startDoor(t, Config{MaxSessionsPerKey: 1}, everyKey{}, emptyConsole{})
+	c := d.dial(t, ed25519Signer(t))
+	for i := range 20 {
+		var sess *gossh.Session
+		var err error
+		// The server counts a channel out once its close is through,
+		// a moment after the client saw the command end.
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			if sess, err = c.NewSession(); err == nil || time.Now().After(deadline) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("session %d of a key bound to 1, the others ended: %v", i+1, err)
+		}
+		out := &logBuffer{}
+		sess.Stdout = out
+		if err := sess.Run("regions"); err != nil {
+			t.Fatalf("session %d: %v", i+1, err)
+		}
+		sess.Close()
+	}
+}
