@@ -24,6 +24,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
@@ -60,6 +61,8 @@ type Client struct {
 	DeploymentRevision *DeploymentRevisionClient
 	// DeploymentTopology is the client for interacting with the DeploymentTopology builders.
 	DeploymentTopology *DeploymentTopologyClient
+	// InstallationSecret is the client for interacting with the InstallationSecret builders.
+	InstallationSecret *InstallationSecretClient
 	// Instance is the client for interacting with the Instance builders.
 	Instance *InstanceClient
 	// Namespace is the client for interacting with the Namespace builders.
@@ -98,6 +101,7 @@ func (c *Client) init() {
 	c.DeploymentChange = NewDeploymentChangeClient(c.config)
 	c.DeploymentRevision = NewDeploymentRevisionClient(c.config)
 	c.DeploymentTopology = NewDeploymentTopologyClient(c.config)
+	c.InstallationSecret = NewInstallationSecretClient(c.config)
 	c.Instance = NewInstanceClient(c.config)
 	c.Namespace = NewNamespaceClient(c.config)
 	c.OperatorKey = NewOperatorKeyClient(c.config)
@@ -208,6 +212,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
+		InstallationSecret:  NewInstallationSecretClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
 		OperatorKey:         NewOperatorKeyClient(cfg),
@@ -245,6 +250,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
+		InstallationSecret:  NewInstallationSecretClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
 		OperatorKey:         NewOperatorKeyClient(cfg),
@@ -285,8 +291,8 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
 		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Rollout,
-		c.RolloutStrategy, c.Sentinel, c.StreamMark,
+		c.InstallationSecret, c.Instance, c.Namespace, c.OperatorKey, c.Region,
+		c.ResourceSync, c.Rollout, c.RolloutStrategy, c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -298,8 +304,8 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
 		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.Instance, c.Namespace, c.OperatorKey, c.Region, c.ResourceSync, c.Rollout,
-		c.RolloutStrategy, c.Sentinel, c.StreamMark,
+		c.InstallationSecret, c.Instance, c.Namespace, c.OperatorKey, c.Region,
+		c.ResourceSync, c.Rollout, c.RolloutStrategy, c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -326,6 +332,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DeploymentRevision.mutate(ctx, m)
 	case *DeploymentTopologyMutation:
 		return c.DeploymentTopology.mutate(ctx, m)
+	case *InstallationSecretMutation:
+		return c.InstallationSecret.mutate(ctx, m)
 	case *InstanceMutation:
 		return c.Instance.mutate(ctx, m)
 	case *NamespaceMutation:
@@ -1677,6 +1685,139 @@ func (c *DeploymentTopologyClient) mutate(ctx context.Context, m *DeploymentTopo
 	}
 }
 
+// InstallationSecretClient is a client for the InstallationSecret schema.
+type InstallationSecretClient struct {
+	config
+}
+
+// NewInstallationSecretClient returns a client for the InstallationSecret from the given config.
+func NewInstallationSecretClient(c config) *InstallationSecretClient {
+	return &InstallationSecretClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `installationsecret.Hooks(f(g(h())))`.
+func (c *InstallationSecretClient) Use(hooks ...Hook) {
+	c.hooks.InstallationSecret = append(c.hooks.InstallationSecret, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `installationsecret.Intercept(f(g(h())))`.
+func (c *InstallationSecretClient) Intercept(interceptors ...Interceptor) {
+	c.inters.InstallationSecret = append(c.inters.InstallationSecret, interceptors...)
+}
+
+// Create returns a builder for creating a InstallationSecret entity.
+func (c *InstallationSecretClient) Create() *InstallationSecretCreate {
+	mutation := newInstallationSecretMutation(c.config, OpCreate)
+	return &InstallationSecretCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of InstallationSecret entities.
+func (c *InstallationSecretClient) CreateBulk(builders ...*InstallationSecretCreate) *InstallationSecretCreateBulk {
+	return &InstallationSecretCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *InstallationSecretClient) MapCreateBulk(slice any, setFunc func(*InstallationSecretCreate, int)) *InstallationSecretCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &InstallationSecretCreateBulk{err: fmt.Errorf("calling to InstallationSecretClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*InstallationSecretCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &InstallationSecretCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for InstallationSecret.
+func (c *InstallationSecretClient) Update() *InstallationSecretUpdate {
+	mutation := newInstallationSecretMutation(c.config, OpUpdate)
+	return &InstallationSecretUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *InstallationSecretClient) UpdateOne(_m *InstallationSecret) *InstallationSecretUpdateOne {
+	mutation := newInstallationSecretMutation(c.config, OpUpdateOne, withInstallationSecret(_m))
+	return &InstallationSecretUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *InstallationSecretClient) UpdateOneID(id string) *InstallationSecretUpdateOne {
+	mutation := newInstallationSecretMutation(c.config, OpUpdateOne, withInstallationSecretID(id))
+	return &InstallationSecretUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for InstallationSecret.
+func (c *InstallationSecretClient) Delete() *InstallationSecretDelete {
+	mutation := newInstallationSecretMutation(c.config, OpDelete)
+	return &InstallationSecretDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *InstallationSecretClient) DeleteOne(_m *InstallationSecret) *InstallationSecretDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *InstallationSecretClient) DeleteOneID(id string) *InstallationSecretDeleteOne {
+	builder := c.Delete().Where(installationsecret.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &InstallationSecretDeleteOne{builder}
+}
+
+// Query returns a query builder for InstallationSecret.
+func (c *InstallationSecretClient) Query() *InstallationSecretQuery {
+	return &InstallationSecretQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeInstallationSecret},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a InstallationSecret entity by its id.
+func (c *InstallationSecretClient) Get(ctx context.Context, id string) (*InstallationSecret, error) {
+	return c.Query().Where(installationsecret.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *InstallationSecretClient) GetX(ctx context.Context, id string) *InstallationSecret {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *InstallationSecretClient) Hooks() []Hook {
+	return c.hooks.InstallationSecret
+}
+
+// Interceptors returns the client interceptors.
+func (c *InstallationSecretClient) Interceptors() []Interceptor {
+	return c.inters.InstallationSecret
+}
+
+func (c *InstallationSecretClient) mutate(ctx context.Context, m *InstallationSecretMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&InstallationSecretCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&InstallationSecretUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&InstallationSecretUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&InstallationSecretDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown InstallationSecret mutation op: %q", m.Op())
+	}
+}
+
 // InstanceClient is a client for the Instance schema.
 type InstanceClient struct {
 	config
@@ -2911,15 +3052,15 @@ func (c *StreamMarkClient) mutate(ctx context.Context, m *StreamMarkMutation) (V
 type (
 	hooks struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
-		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
-		OperatorKey, Region, ResourceSync, Rollout, RolloutStrategy, Sentinel,
-		StreamMark []ent.Hook
+		DeploymentChange, DeploymentRevision, DeploymentTopology, InstallationSecret,
+		Instance, Namespace, OperatorKey, Region, ResourceSync, Rollout,
+		RolloutStrategy, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
 		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
-		DeploymentChange, DeploymentRevision, DeploymentTopology, Instance, Namespace,
-		OperatorKey, Region, ResourceSync, Rollout, RolloutStrategy, Sentinel,
-		StreamMark []ent.Interceptor
+		DeploymentChange, DeploymentRevision, DeploymentTopology, InstallationSecret,
+		Instance, Namespace, OperatorKey, Region, ResourceSync, Rollout,
+		RolloutStrategy, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

@@ -21,6 +21,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
@@ -99,6 +100,7 @@ func checkColumn(t, c string) error {
 			deploymentchange.Table:    deploymentchange.ValidColumn,
 			deploymentrevision.Table:  deploymentrevision.ValidColumn,
 			deploymenttopology.Table:  deploymenttopology.ValidColumn,
+			installationsecret.Table:  installationsecret.ValidColumn,
 			instance.Table:            instance.ValidColumn,
 			namespace.Table:           namespace.ValidColumn,
 			operatorkey.Table:         operatorkey.ValidColumn,

@@ -32,6 +32,8 @@ type Tx struct {
 	DeploymentRevision *DeploymentRevisionClient
 	// DeploymentTopology is the client for interacting with the DeploymentTopology builders.
 	DeploymentTopology *DeploymentTopologyClient
+	// InstallationSecret is the client for interacting with the InstallationSecret builders.
+	InstallationSecret *InstallationSecretClient
 	// Instance is the client for interacting with the Instance builders.
 	Instance *InstanceClient
 	// Namespace is the client for interacting with the Namespace builders.
@@ -190,6 +192,7 @@ func (tx *Tx) init() {
 	tx.DeploymentChange = NewDeploymentChangeClient(tx.config)
 	tx.DeploymentRevision = NewDeploymentRevisionClient(tx.config)
 	tx.DeploymentTopology = NewDeploymentTopologyClient(tx.config)
+	tx.InstallationSecret = NewInstallationSecretClient(tx.config)
 	tx.Instance = NewInstanceClient(tx.config)
 	tx.Namespace = NewNamespaceClient(tx.config)
 	tx.OperatorKey = NewOperatorKeyClient(tx.config)

@@ -13,6 +13,7 @@ import (
 	entsql "entgo.io/ent/dialect/sql"
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/deploysync/deploysync/daemon/viewhash"
 	"github.com/deploysync/deploysync/ent"
 	// Registers the schema hooks (the change feed), defaults and validators.
 	_ "github.com/deploysync/deploysync/ent/runtime"
@@ -191,7 +192,8 @@ func entClient(db *sql.DB) *ent.Client {
 
 // Migrate brings the schema up to date (Ent auto-migration: creates and
 // extends tables and indexes, never drops), then fills the columns added
-// since with what older versions wrote.
+// since with what older versions wrote, and makes the installation's
+// secrets it has none of yet.
 func Migrate(ctx context.Context, client *ent.Client) error {
 	if err := client.Schema.Create(ctx); err != nil {
 		return fmt.Errorf("migrate schema: %w", err)
@@ -215,7 +217,9 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 	if err != nil {
 		return fmt.Errorf("migrate api_tokens.public_id: %w", err)
 	}
-	return nil
+	// The installation's secret that keys the hashes operators are shown,
+	// made once per database (daemon/viewhash).
+	return viewhash.Ensure(ctx, client)
 }
 
 // WithTx runs fn in a transaction and commits it when fn returns nil;

@@ -117,6 +117,18 @@ func (f DeploymentTopologyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeploymentTopologyMutation", m)
 }
 
+// The InstallationSecretFunc type is an adapter to allow the use of ordinary
+// function as InstallationSecret mutator.
+type InstallationSecretFunc func(context.Context, *ent.InstallationSecretMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f InstallationSecretFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.InstallationSecretMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.InstallationSecretMutation", m)
+}
+
 // The InstanceFunc type is an adapter to allow the use of ordinary
 // function as Instance mutator.
 type InstanceFunc func(context.Context, *ent.InstanceMutation) (ent.Value, error)

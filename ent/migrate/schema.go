@@ -320,6 +320,18 @@ var (
 			},
 		},
 	}
+	// InstallationSecretsColumns holds the columns for the "installation_secrets" table.
+	InstallationSecretsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeString, Size: 64},
+		{Name: "value", Type: field.TypeBytes, Size: 64},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// InstallationSecretsTable holds the schema information for the "installation_secrets" table.
+	InstallationSecretsTable = &schema.Table{
+		Name:       "installation_secrets",
+		Columns:    InstallationSecretsColumns,
+		PrimaryKey: []*schema.Column{InstallationSecretsColumns[0]},
+	}
 	// InstancesColumns holds the columns for the "instances" table.
 	InstancesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeInt, Increment: true},
@@ -578,6 +590,7 @@ var (
 		DeploymentChangesTable,
 		DeploymentRevisionsTable,
 		DeploymentTopologyTable,
+		InstallationSecretsTable,
 		InstancesTable,
 		NamespacesTable,
 		OperatorKeysTable,
@@ -614,6 +627,9 @@ func init() {
 	DeploymentTopologyTable.ForeignKeys[0].RefTable = DeploymentsTable
 	DeploymentTopologyTable.Annotation = &entsql.Annotation{
 		Table: "deployment_topology",
+	}
+	InstallationSecretsTable.Annotation = &entsql.Annotation{
+		Table: "installation_secrets",
 	}
 	InstancesTable.ForeignKeys[0].RefTable = DeploymentsTable
 	OperatorKeysTable.Annotation = &entsql.Annotation{

@@ -33,6 +33,9 @@ type DeploymentRevision func(*sql.Selector)
 // DeploymentTopology is the predicate function for deploymenttopology builders.
 type DeploymentTopology func(*sql.Selector)
 
+// InstallationSecret is the predicate function for installationsecret builders.
+type InstallationSecret func(*sql.Selector)
+
 // Instance is the predicate function for instance builders.
 type Instance func(*sql.Selector)
 

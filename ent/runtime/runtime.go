@@ -14,6 +14,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
@@ -452,6 +453,48 @@ func init() {
 	deploymenttopology.DefaultSpecRevision = deploymenttopologyDescSpecRevision.Default.(int)
 	// deploymenttopology.SpecRevisionValidator is a validator for the "spec_revision" field. It is called by the builders before save.
 	deploymenttopology.SpecRevisionValidator = deploymenttopologyDescSpecRevision.Validators[0].(func(int) error)
+	installationsecretFields := schema.InstallationSecret{}.Fields()
+	_ = installationsecretFields
+	// installationsecretDescValue is the schema descriptor for value field.
+	installationsecretDescValue := installationsecretFields[1].Descriptor()
+	// installationsecret.ValueValidator is a validator for the "value" field. It is called by the builders before save.
+	installationsecret.ValueValidator = func() func([]byte) error {
+		validators := installationsecretDescValue.Validators
+		fns := [...]func([]byte) error{
+			validators[0].(func([]byte) error),
+			validators[1].(func([]byte) error),
+		}
+		return func(value []byte) error {
+			for _, fn := range fns {
+				if err := fn(value); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// installationsecretDescCreatedAt is the schema descriptor for created_at field.
+	installationsecretDescCreatedAt := installationsecretFields[2].Descriptor()
+	// installationsecret.DefaultCreatedAt holds the default value on creation for the created_at field.
+	installationsecret.DefaultCreatedAt = installationsecretDescCreatedAt.Default.(func() time.Time)
+	// installationsecretDescID is the schema descriptor for id field.
+	installationsecretDescID := installationsecretFields[0].Descriptor()
+	// installationsecret.IDValidator is a validator for the "id" field. It is called by the builders before save.
+	installationsecret.IDValidator = func() func(string) error {
+		validators := installationsecretDescID.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(id string) error {
+			for _, fn := range fns {
+				if err := fn(id); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
 	instanceMixin := schema.Instance{}.Mixin()
 	instanceMixinFields0 := instanceMixin[0].Fields()
 	_ = instanceMixinFields0

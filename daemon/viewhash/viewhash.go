@@ -1,0 +1,111 @@
+// Package viewhash keys the hashes ctrld shows operators.
+//
+// A spec hash (desired.SpecHash) and the objects' hash annotations
+// (internal/manifest) are plain SHA-256 over a spec, env values included.
+// The operator API redacts env values and command arguments but shows
+// every other input to those hashes, so an unkeyed hash is an oracle: a
+// read-only key recovered a 4-digit DB_PIN from GetDesiredState in 330 ms.
+// Agents need the real hash (it is the pods' unkey.spec.hash label, which
+// the rollout gates compare), and changing it would restart every pod, so
+// the stored and streamed hashes stay as they are and what a viewer is
+// shown is their HMAC-SHA256 under a secret of the installation, cut to
+// the same sixteen hex digits (Key.Of). Equal hashes stay equal and
+// distinct ones distinct (at 64 bits), on every replica, since all read
+// one secret from the database; without it, a guess cannot be checked.
+//
+// The secret is the installation_secrets row "view_hash": 32 random bytes
+// made once per database (Ensure, at `ctrld migrate` and at first use),
+// never changed and never shown by any API.
+package viewhash
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sync"
+
+	"github.com/deploysync/deploysync/ent"
+)
+
+// SecretID names the installation secret that keys the hashes viewers see.
+const SecretID = "view_hash"
+
+// secretLen is the secret's length: SHA-256's block-sized keys need no
+// more than its output, 32 bytes.
+const secretLen = 32
+
+// Key keys hashes for viewers. The zero Key is not usable.
+type Key struct{ secret []byte }
+
+// Of is what a viewer is shown for hash: its HMAC-SHA256 under the
+// installation's secret, sixteen hex digits (a valid label value, like
+// the hashes it stands for). The empty hash (none) stays empty.
+func (k Key) Of(hash string) string {
+	if hash == "" {
+		return ""
+	}
+	mac := hmac.New(sha256.New, k.secret)
+	mac.Write([]byte(hash))
+	return hex.EncodeToString(mac.Sum(nil)[:8])
+}
+
+// Ensure makes the installation's secret if the database has none yet.
+// Replicas that race each make one and insert it if absent: one wins and
+// all read the winner's (Load).
+func Ensure(ctx context.Context, client *ent.Client) error {
+	secret := make([]byte, secretLen)
+	if _, err := rand.Read(secret); err != nil {
+		return fmt.Errorf("make the view-hash secret: %w", err)
+	}
+	err := client.InstallationSecret.Create().SetID(SecretID).SetValue(secret).OnConflict().Ignore().Exec(ctx)
+	if err != nil {
+		return fmt.Errorf("store the view-hash secret: %w", err)
+	}
+	return nil
+}
+
+// Load reads the installation's secret, making it first if the database
+// has none (Ensure).
+func Load(ctx context.Context, client *ent.Client) (Key, error) {
+	if err := Ensure(ctx, client); err != nil {
+		return Key{}, err
+	}
+	s, err := client.InstallationSecret.Get(ctx, SecretID)
+	if err != nil {
+		return Key{}, fmt.Errorf("read the view-hash secret: %w", err)
+	}
+	if len(s.Value) < secretLen {
+		return Key{}, fmt.Errorf("the view-hash secret is %d bytes, want %d", len(s.Value), secretLen)
+	}
+	return Key{secret: s.Value}, nil
+}
+
+// Source is a process's Key, read once from the database on first use
+// and kept: the secret never changes. A failed read is tried again at the
+// next use.
+type Source struct {
+	client *ent.Client
+	mu     sync.Mutex
+	key    *Key
+}
+
+// NewSource returns the Key source of the database client reaches.
+func NewSource(client *ent.Client) *Source { return &Source{client: client} }
+
+// Key returns the installation's Key.
+func (s *Source) Key(ctx context.Context) (Key, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.key != nil {
+		return *s.key, nil
+	}
+	k, err := Load(ctx, s.client)
+	if err != nil {
+		return Key{}, err
+	}
+	s.key = &k
+	return k, nil
+}
