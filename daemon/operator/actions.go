@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/desired"
 	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/daemon/viewhash"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/internal/validate"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -38,12 +39,15 @@ type Service struct {
 	notifier Notifier
 	log      *slog.Logger
 	refusals refusalLog
+	// views keys the hashes GetDesiredState shows (daemon/viewhash).
+	views *viewhash.Source
 }
 
 // New returns the operator service; opts configure its desired-state
 // rules (desired.WithReserved).
 func New(client *ent.Client, db *stdsql.DB, notifier Notifier, log *slog.Logger, opts ...desired.Option) *Service {
-	return &Service{client: client, desired: desired.New(client, opts...), sql: db, notifier: notifier, log: log}
+	return &Service{client: client, desired: desired.New(client, opts...), sql: db, notifier: notifier, log: log,
+		views: viewhash.NewSource(client)}
 }
 
 // Sizes of the audit log's columns (ent/schema/auditlog.go): actor, action

@@ -21,7 +21,10 @@ import (
 // internal/manifest, which builds what the agent applies. So what an
 // operator reads here is what the region's agent is sent and applies,
 // redacted as the audit log is: the API shows env names, never values
-// (revisionMessage), and a read-only key may call this.
+// (revisionMessage), and a read-only key may call this. Its hashes (the
+// state's spec_hash, the YAML's spec-hash label and hash annotations) are
+// keyed (daemon/viewhash): the plain ones, over everything shown here and
+// the env values, would let a viewer check guesses of those values.
 func (s *Service) GetDesiredState(ctx context.Context, req *ctrlv1.GetDesiredStateRequest) (*ctrlv1.GetDesiredStateResponse, error) {
 	id, region := req.GetDeploymentId(), req.GetRegion()
 	if err := validate.ID(id); err != nil {
@@ -38,8 +41,15 @@ func (s *Service) GetDesiredState(ctx context.Context, req *ctrlv1.GetDesiredSta
 		return nil, s.viewError(fmt.Errorf("deployment %q does not run in region %q (no such deployment, stopped there, or its rollout has not reached it): %w",
 			id, region, desired.ErrNotFound))
 	}
+	key, err := s.views.Key(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	objects, err := manifest.NewDeployment(state)
 	if err != nil {
+		return nil, s.viewError(err)
+	}
+	if objects, err = objects.Rehashed(key.Of); err != nil {
 		return nil, s.viewError(err)
 	}
 	yaml, err := objects.YAML(redacted)
@@ -47,6 +57,7 @@ func (s *Service) GetDesiredState(ctx context.Context, req *ctrlv1.GetDesiredSta
 		return nil, s.viewError(err)
 	}
 	shown := proto.CloneOf(state)
+	shown.SpecHash = key.Of(state.GetSpecHash())
 	redactEnv(shown.Env)
 	for i, arg := range shown.Command {
 		shown.Command[i] = redacted(arg)

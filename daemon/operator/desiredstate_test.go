@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/daemon/viewhash"
 	"github.com/deploysync/deploysync/internal/manifest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -55,8 +56,9 @@ func redactedText(v string) string { return fmt.Sprintf("<redacted, %d bytes>", 
 
 // GetDesiredState gives, per region, the state that region's stream sends
 // the agent and the YAML of the objects the agent applies for it, env
-// values and command arguments redacted in both; the YAML's hash
-// annotations are those of the objects applied, secrets and all.
+// values and command arguments redacted in both; its hashes (the state's
+// spec hash, the YAML's label and annotations) are those of the objects
+// applied, secrets and all, keyed with the installation's secret.
 func TestDesiredStateIsWhatTheStreamSends(t *testing.T) {
 	env := servertest.Start(t, server.Config{})
 	ctx := context.Background()
@@ -73,6 +75,10 @@ func TestDesiredStateIsWhatTheStreamSends(t *testing.T) {
 	if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "api", Region: "us", Replicas: 4}); err != nil {
 		t.Fatal(err)
 	}
+	key, err := viewhash.Load(ctx, env.DB.Ent)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, region := range []string{"eu", "us"} {
 		got, err := op.GetDesiredState(ctx, &ctrlv1.GetDesiredStateRequest{DeploymentId: "api", Region: region})
 		if err != nil {
@@ -83,6 +89,9 @@ func TestDesiredStateIsWhatTheStreamSends(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if objects, err = objects.Rehashed(key.Of); err != nil {
+			t.Fatal(err)
+		}
 		wantYAML, err := objects.YAML(redactedText)
 		if err != nil {
 			t.Fatal(err)
@@ -91,6 +100,10 @@ func TestDesiredStateIsWhatTheStreamSends(t *testing.T) {
 			t.Errorf("%s: YAML\n%s\nwant, as built from what the stream sends\n%s", region, got.GetYaml(), wantYAML)
 		}
 		want := proto.CloneOf(sent)
+		want.SpecHash = key.Of(sent.GetSpecHash())
+		if want.SpecHash == sent.GetSpecHash() || want.SpecHash == "" {
+			t.Errorf("%s: spec hash %q shown for %q streamed", region, want.SpecHash, sent.GetSpecHash())
+		}
 		for name, v := range want.Env {
 			want.Env[name] = redactedText(v)
 		}

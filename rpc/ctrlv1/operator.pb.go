@@ -4080,13 +4080,21 @@ type GetDesiredStateResponse struct {
 	// built by the stream's own code, with each env value and command
 	// argument replaced by "<redacted, N bytes>" (as in the audit log): they
 	// may be credentials, and the operator API shows env names, never
-	// values.
+	// values. Its spec_hash is keyed: HMAC-SHA256 of the hash agents are
+	// sent under a secret of the installation, sixteen hex digits. The
+	// plain one, over the env values and everything shown here, would let a
+	// caller check guesses of those values. The keyed one is the same on
+	// every replica and equal for equal specs, so hashes shown still
+	// compare with each other. They do not match the hashes on the
+	// cluster's objects.
 	Deployment *DeploymentState `protobuf:"bytes,1,opt,name=deployment,proto3" json:"deployment,omitempty"`
 	// yaml is the objects the agent applies for that state, in the order it
 	// applies them (Service, then StatefulSet; YAML documents separated by
 	// "---"), built by the agent's own code (internal/manifest) from the
-	// state before redaction, so their hash annotations are the ones the
-	// agent writes; env values and command arguments are redacted after.
+	// state before redaction. Env values and command arguments are redacted
+	// after, and the hashes on it (the deploysync.io/spec-hash annotations
+	// and the unkey.spec.hash label) are keyed as spec_hash is: the
+	// annotations are computed over the env values too.
 	Yaml          string `protobuf:"bytes,2,opt,name=yaml,proto3" json:"yaml,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

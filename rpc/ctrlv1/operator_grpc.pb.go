@@ -111,8 +111,9 @@ type OperatorServiceClient interface {
 	// GetDesiredState gives what a region's agent is to run for a
 	// deployment: the state its stream carries now and the objects the
 	// agent applies for it, as YAML, both with env values and command
-	// arguments redacted. NotFound when the deployment does not run there
-	// (none, stopped, or not reached by its rollout yet).
+	// arguments redacted and their hashes keyed (see
+	// GetDesiredStateResponse). NotFound when the deployment does not run
+	// there (none, stopped, or not reached by its rollout yet).
 	GetDesiredState(ctx context.Context, in *GetDesiredStateRequest, opts ...grpc.CallOption) (*GetDesiredStateResponse, error)
 }
 
@@ -421,8 +422,9 @@ type OperatorServiceServer interface {
 	// GetDesiredState gives what a region's agent is to run for a
 	// deployment: the state its stream carries now and the objects the
 	// agent applies for it, as YAML, both with env values and command
-	// arguments redacted. NotFound when the deployment does not run there
-	// (none, stopped, or not reached by its rollout yet).
+	// arguments redacted and their hashes keyed (see
+	// GetDesiredStateResponse). NotFound when the deployment does not run
+	// there (none, stopped, or not reached by its rollout yet).
 	GetDesiredState(context.Context, *GetDesiredStateRequest) (*GetDesiredStateResponse, error)
 	mustEmbedUnimplementedOperatorServiceServer()
 }

@@ -47,6 +47,8 @@ type DeploymentState struct {
 	// so each Pod says which spec it runs, and reports it back per instance
 	// (Instance.spec_hash). Empty from a ctrld that does not set it: no
 	// label then. It must be a valid label value (at most 63 characters).
+	// Agents get the hash itself; GetDesiredState shows operators a keyed
+	// one instead, since this one is computed over the env values.
 	SpecHash      string `protobuf:"bytes,12,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
