@@ -4,7 +4,8 @@
 // stamped with the hash of their content (HashAnnotation). agentd applies
 // exactly what Deployment returns; ctrld builds the same objects to show an
 // operator the YAML the agent applies (OperatorService.GetDesiredState, the
-// console's `y`), so the two cannot disagree.
+// console's `y`), so the two cannot disagree; it shows them with keyed
+// hashes (Deployment.Rehashed, daemon/viewhash).
 //
 // It also owns the names both sides use for the marks on managed objects:
 // the managed-by and ID labels, the spec-hash label and annotation, and the
