@@ -3,6 +3,7 @@ package rolloutcheck_test
 import (
 	"context"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,13 @@ type stack struct {
 
 func start(t *testing.T) *stack {
 	t.Helper()
+	return startWithout(t)
+}
+
+// startWithout is start with no in-process agent in the regions skipped
+// (a test runs a real agentd process there).
+func startWithout(t *testing.T, skipped ...string) *stack {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	env := servertest.Start(t, server.Config{RolloutInterval: 200 * time.Millisecond})
@@ -59,6 +67,9 @@ func start(t *testing.T) *stack {
 		// StatefulSet the agent will ever write.
 		if s.logs[region], err = rolloutcheck.WatchImages(ctx, region, clients.Kube); err != nil {
 			t.Fatal(err)
+		}
+		if slices.Contains(skipped, region) {
+			continue
 		}
 		token := env.AgentToken(region)
 		cluster := ctrlv1.NewClusterServiceClient(servertest.Dial(t, env.Server.Addr, token))
