@@ -241,6 +241,17 @@ func specChanges(from, to *ctrlv1.DeploymentRevision) []string {
 	return out
 }
 
+// replicasDiffer tells whether a region's replicas differ between the
+// revisions.
+func replicasDiffer(from, to *ctrlv1.DeploymentRevision) bool {
+	for _, t := range to.GetRegions() {
+		if f := regionSpec(from, t.GetRegion()); f != nil && f.GetReplicas() != t.GetReplicas() {
+			return true
+		}
+	}
+	return false
+}
+
 // envNameChanges is "env changes: removes A; adds B" when the names
 // differ, "" when they do not (the values may still: they are not shown).
 func envNameChanges(from, to []string) string {
@@ -311,6 +322,11 @@ func (p historyPage) rollbackConfirmation(r rollback, pc pageContext) *confirmat
 			changes = append(changes, fmt.Sprintf("port, command and env values become revision %d's too (the console is not shown them)", r.target.GetRevision()))
 		}
 		lines = append(changes, lines...)
+		if replicasDiffer(r.current, r.target) {
+			// A rollback's replicas are a scale: immediate, in every
+			// region, while its spec may roll out wave by wave.
+			lines = append(lines, "Replicas change in every region now, as a scale does; the spec reaches regions as the environment's strategy says (wave by wave, if it has waves), and an abort of that rollout returns the spec, not the replicas.")
+		}
 		for _, kept := range keptStatus(r.current, r.target) {
 			lines = append(lines, Clean(kept))
 		}

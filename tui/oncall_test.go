@@ -204,3 +204,28 @@ func TestFailingSentinelAndPolicyShowTheirError(t *testing.T) {
 		}
 	}
 }
+
+// A rollback to a revision with other replicas says, before it is
+// confirmed, that they change in every region at once (its spec may roll
+// out in waves), and that an abort returns the spec only; one with the
+// same replicas does not.
+func TestARollbacksConfirmationSaysItsReplicasChangeAtOnce(t *testing.T) {
+	const note = "Replicas change in every region now"
+	for filter, want := range map[string]bool{"deploy": true, "update": false} { // revision 1: 2 replicas, not 3; revision 3: 3
+		c := newConsole(t, &fakeOperator{}, 160)
+		c.turn(tea.KeyPressMsg{Code: tea.KeyTab})
+		c.turn(press('h'))
+		c.press(press('/'))
+		for _, r := range filter {
+			c.press(press(r))
+		}
+		c.press(enter, tea.KeyPressMsg{Code: tea.KeyUp}, press('r'))
+		got := words(c.m.Content())
+		if !strings.Contains(got, "Roll back deployment api") {
+			t.Fatalf("%s: no rollback confirmation:\n%s", filter, c.m.Content())
+		}
+		if strings.Contains(got, note) != want {
+			t.Errorf("%s: the confirmation says %q: %v, want %v:\n%s", filter, note, !want, want, c.m.Content())
+		}
+	}
+}

@@ -201,6 +201,9 @@ func scriptCommands() []*cli.Command {
 			Name:      "rollback",
 			Usage:     "restore a deployment's spec and replicas of an earlier revision (default: the newest earlier one that differs); start/stop stays",
 			ArgsUsage: "DEPLOYMENT_ID",
+			Description: "The replicas change in every region at once, as `scale` does; the spec rolls out under the\n" +
+				"environment's strategy (or --wave ...), wave by wave if it has waves. Aborting that rollout\n" +
+				"returns the spec, not the replicas.",
 			Flags: append([]cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the newest earlier one with another spec or other replicas"}},
 				overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
