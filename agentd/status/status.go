@@ -42,18 +42,25 @@ type Reporter struct {
 	dirty     map[string]bool // deployments
 	sentinels map[string]bool
 
-	// flushing holds one flush at a time: Flush returns only when what
-	// was marked before it was called has been reported, not merely taken
-	// by a flush of the loop's that is still sending it.
-	flushing sync.Mutex
+	// flushing holds one flush at a time (a lock a waiter can give up on
+	// when its context ends): Flush returns only when what was marked
+	// before it was called has been reported, not merely taken by a flush
+	// of the loop's that is still sending it.
+	flushing chan struct{}
 }
+
+// reportTimeout bounds one report call: a ctrld that hangs (a lock wait in
+// its database, say) must not hold the reporter, and the heartbeat behind
+// it, for longer.
+const reportTimeout = 10 * time.Second
 
 // New returns a Reporter sending at most every interval.
 func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, interval time.Duration, log *slog.Logger) *Reporter {
 	if interval <= 0 {
 		interval = time.Second
 	}
-	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}, sentinels: map[string]bool{}}
+	r := &Reporter{client: client, region: region, cache: c, interval: interval, log: log, dirty: map[string]bool{}, sentinels: map[string]bool{},
+		flushing: make(chan struct{}, 1)}
 	mark := func(obj any) {
 		labels := kube.LabelsOf(obj)
 		if deployment := labels[kube.DeploymentLabel]; deployment != "" {
@@ -103,8 +110,14 @@ func (r *Reporter) Run(ctx context.Context) {
 // agent saw before it is reported, which is what a rollout's bake counts
 // on (ctrld's regionhealth.AgentSilence).
 func (r *Reporter) Flush(ctx context.Context) error {
-	r.flushing.Lock()
-	defer r.flushing.Unlock()
+	select {
+	case r.flushing <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.flushing }()
+	ctx, cancel := context.WithTimeout(ctx, reportTimeout)
+	defer cancel()
 	return r.flush(ctx)
 }
 

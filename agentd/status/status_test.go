@@ -2,10 +2,12 @@ package status
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"google.golang.org/grpc"
@@ -98,4 +100,41 @@ func TestAPanicWhileReportingKeepsWhatWasNotReported(t *testing.T) {
 	if _, d := client.reported(); !slices.Equal(d, []string{"api", "web"}) {
 		t.Fatalf("after a panic reporting deployments: reported deployments %v, want api, then web", d)
 	}
+}
+
+// hungCtrld takes no report: each call waits until its context ends, as
+// a ctrld stuck on a lock in its database does.
+type hungCtrld struct{ ctrlv1.ClusterServiceClient }
+
+func (hungCtrld) ReportDeploymentStatus(ctx context.Context, _ *ctrlv1.ReportDeploymentStatusRequest, _ ...grpc.CallOption) (*ctrlv1.ReportDeploymentStatusResponse, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A report that hangs holds the reporter for reportTimeout at most, and a
+// heartbeat's flush waiting behind it gives up when the heartbeat's own
+// time is up: the heartbeat then sends nothing rather than waiting with
+// it (before, the loop's flush had no bound, and the heartbeat none
+// waiting for it). What was not reported stays marked.
+func TestAHungReportHoldsNoFlushPastItsTime(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := New(hungCtrld{}, "eu", reconcile.NewCache(fake.NewClientset(), 0), time.Second, slog.New(slog.DiscardHandler))
+		r.mark(r.dirty, "api")
+		loop := make(chan error, 1)
+		go func() { loop <- r.Flush(context.Background()) }()
+		synctest.Wait() // the loop's flush is in its call
+
+		beat, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := r.Flush(beat); !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 5*time.Second {
+			t.Errorf("the heartbeat's flush: %v after %s, want its deadline after 5s", err, time.Since(start))
+		}
+		if err := <-loop; !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != reportTimeout {
+			t.Errorf("the loop's flush: %v after %s, want the report's timeout after %s", err, time.Since(start), reportTimeout)
+		}
+		if dirty := r.take(r.dirty); !slices.Equal(dirty, []string{"api"}) {
+			t.Errorf("not reported, yet no longer marked: %v", dirty)
+		}
+	})
 }
