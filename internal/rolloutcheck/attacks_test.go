@@ -113,6 +113,7 @@ func TestACanaryWhereNothingRunsHoldsItsWave(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // one stack, a deployment each
 			id := fmt.Sprintf("idle%d", i)
 			s.deploy(t, id, nil)
 			image := "ghcr.io/acme/" + id + ":v2"
