@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	rolloutgate "github.com/deploysync/deploysync/daemon/rollout"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/jsontype"
@@ -51,7 +53,11 @@ func (s *Service) GetRollout(ctx context.Context, req *ctrlv1.GetRolloutRequest)
 		}
 		return nil, s.viewError(fmt.Errorf("deployment %q: no rollout: %w (its changes so far went to every region at once)", id, desired.ErrNotFound))
 	}
-	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], time.Now())}, nil
+	now, err := s.clock(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], now)}, nil
 }
 
 // ListRollouts implements ctrlv1.OperatorServiceServer.
@@ -75,7 +81,10 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 		}
 		rows = append(rows, ended...)
 	}
-	now := time.Now()
+	now, err := s.clock(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	out := &ctrlv1.ListRolloutsResponse{Rollouts: make([]*ctrlv1.Rollout, 0, len(rows))}
 	for _, r := range rows {
 		out.Rollouts = append(out.Rollouts, rolloutMessage(r, now))
@@ -114,7 +123,26 @@ func (s *Service) ControlRollout(ctx context.Context, req *ctrlv1.ControlRollout
 	if err != nil {
 		return nil, err
 	}
-	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, time.Now())}, nil
+	// The action is done: a clock that cannot be read costs the times
+	// left their accuracy, not the answer.
+	now, err := s.clock(ctx)
+	if err != nil {
+		now = time.Now()
+	}
+	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, now)}, nil
+}
+
+// clock is the database's: the rollout's times (promoted, healthy since)
+// are its, so the times left a replica shows do not depend on its own
+// clock.
+func (s *Service) clock(ctx context.Context) (time.Time, error) {
+	return store.Now(ctx, s.sql)
+}
+
+// bakeOf is a wave's bake as the driver applies it: never shorter than
+// rollout.MinBake.
+func bakeOf(w jsontype.Wave) time.Duration {
+	return max(time.Duration(w.BakeSeconds)*time.Second, rolloutgate.MinBake)
 }
 
 // SetRolloutStrategy implements ctrlv1.OperatorServiceServer.
@@ -288,7 +316,7 @@ func bakeLeft(st jsontype.RegionRollout, w jsontype.Wave, now time.Time) (time.D
 	if st.State != desired.RegionBaking || st.HealthySince == nil {
 		return 0, false
 	}
-	return max(0, time.Duration(w.BakeSeconds)*time.Second-now.Sub(*st.HealthySince)), true
+	return max(0, bakeOf(w)-now.Sub(*st.HealthySince)), true
 }
 
 // deadlineLeft is how long a progressing region has to turn healthy.
@@ -342,9 +370,7 @@ func next(r *ent.Rollout, now time.Time) string {
 	switch {
 	case len(unhealthy) > 0:
 		s := fmt.Sprintf("%s once %s %s healthy", target, strings.Join(unhealthy, ", "), plural(len(unhealthy), "is", "are"))
-		if w.BakeSeconds > 0 {
-			s += " for " + short(time.Duration(w.BakeSeconds)*time.Second)
-		}
+		s += " for " + short(bakeOf(w))
 		if deadline > 0 {
 			s += fmt.Sprintf(" (deadline in %s)", short(deadline))
 		}
