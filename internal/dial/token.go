@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"strings"
+
+	"github.com/deploysync/deploysync/internal/fileowner"
 )
 
 // Token reads the token from file when given, else returns flag.
@@ -67,18 +69,18 @@ func AllowSecretVolume() TokenOption {
 // than its owner may read, but for the exception AllowSecretVolume names.
 func private(name string, info fs.FileInfo, rules tokenRules) error {
 	perm := info.Mode().Perm()
-	owner, ok := ownership(info)
+	owner, ok := fileowner.Of(info)
 	if !ok {
 		return nil // no owner to tell on this system
 	}
-	if euid := uint32(os.Geteuid()); owner.uid != euid && owner.uid != 0 {
+	if euid := uint32(os.Geteuid()); owner.UID != euid && owner.UID != 0 {
 		return fmt.Errorf("%w: %s belongs to uid %d, and this process runs as uid %d; run `chown %d %s` or recreate it as uid %d with mode 0600",
-			ErrTokenFileNotOwned, name, owner.uid, euid, euid, name, euid)
+			ErrTokenFileNotOwned, name, owner.UID, euid, euid, name, euid)
 	}
 	if perm&0o077 == 0 {
 		return nil // owner only
 	}
-	if rules.secretVolume && perm&0o007 == 0 && perm&0o070 == 0o040 && owner.uid == 0 && inGroup(owner.gid) {
+	if rules.secretVolume && perm&0o007 == 0 && perm&0o070 == 0o040 && owner.UID == 0 && fileowner.InGroup(owner.GID) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s has mode %04o; run `chmod 600 %s`%s", ErrTokenFileReadable, name, perm, name, kubernetesHint(owner, rules))
@@ -87,26 +89,9 @@ func private(name string, info fs.FileInfo, rules tokenRules) error {
 // kubernetesHint says how to mount a Secret so that its token passes, for
 // a root-owned file where Secret volumes are allowed: most likely one
 // without defaultMode.
-func kubernetesHint(owner fileOwner, rules tokenRules) string {
-	if owner.uid != 0 || !rules.secretVolume {
+func kubernetesHint(owner fileowner.Owner, rules tokenRules) string {
+	if owner.UID != 0 || !rules.secretVolume {
 		return ""
 	}
 	return " (for a Kubernetes Secret volume: defaultMode 0440 and the pod's securityContext.fsGroup)"
-}
-
-// inGroup reports whether this process is in group gid.
-func inGroup(gid uint32) bool {
-	if uint32(os.Getegid()) == gid {
-		return true
-	}
-	groups, err := os.Getgroups()
-	if err != nil {
-		return false
-	}
-	for _, g := range groups {
-		if uint32(g) == gid {
-			return true
-		}
-	}
-	return false
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 
 	gossh "golang.org/x/crypto/ssh"
+
+	"github.com/deploysync/deploysync/internal/fileowner"
 )
 
 // loadHostKey reads the host key from path (OpenSSH or PEM private key, as
@@ -83,13 +85,13 @@ func readHostKey(path string) ([]byte, error) {
 // read, or that another user (not root) owns, with the command that
 // fixes it.
 func private(path string, info fs.FileInfo) error {
-	owner, ok := ownership(info)
+	owner, ok := fileowner.Of(info)
 	if !ok {
 		return nil // no owner to tell on this system
 	}
 	euid := uint32(os.Geteuid())
-	if owner.uid != euid && owner.uid != 0 {
-		return fmt.Errorf("SSH host key %s belongs to uid %d, and ctrld runs as uid %d: run `chown %d %s`", path, owner.uid, euid, euid, path)
+	if owner.UID != euid && owner.UID != 0 {
+		return fmt.Errorf("SSH host key %s belongs to uid %d, and ctrld runs as uid %d: run `chown %d %s`", path, owner.UID, euid, euid, path)
 	}
 	perm := info.Mode().Perm()
 	if perm&0o077 == 0 {
@@ -97,27 +99,10 @@ func private(path string, info fs.FileInfo) error {
 	}
 	// A Kubernetes Secret (defaultMode 0400) mounted for a pod with an
 	// fsGroup: root's, readable by that group, which is this process's.
-	if perm&0o007 == 0 && perm&0o070 == 0o040 && owner.uid == 0 && euid != 0 && inGroup(owner.gid) {
+	if perm&0o007 == 0 && perm&0o070 == 0o040 && owner.UID == 0 && euid != 0 && fileowner.InGroup(owner.GID) {
 		return nil
 	}
 	return fmt.Errorf("SSH host key %s has mode %04o, readable by users other than its owner: run `chmod 600 %s` (a Kubernetes Secret: defaultMode 0400 and the pod's fsGroup)", path, perm, path)
-}
-
-// inGroup reports whether this process is in group gid.
-func inGroup(gid uint32) bool {
-	if uint32(os.Getegid()) == gid {
-		return true
-	}
-	groups, err := os.Getgroups()
-	if err != nil {
-		return false
-	}
-	for _, g := range groups {
-		if uint32(g) == gid {
-			return true
-		}
-	}
-	return false
 }
 
 func generateHostKey(path string) ([]byte, error) {
