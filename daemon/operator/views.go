@@ -25,7 +25,10 @@ import (
 
 // ListRegions implements ctrlv1.OperatorServiceServer.
 func (s *Service) ListRegions(ctx context.Context, _ *ctrlv1.ListRegionsRequest) (*ctrlv1.ListRegionsResponse, error) {
-	now := time.Now()
+	now, err := s.clock(ctx) // heartbeats are stamped by the database's clock
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	regions, err := regionhealth.Read(ctx, s.client, s.sql, "", now)
 	if err != nil {
 		return nil, s.viewError(err)
@@ -49,7 +52,10 @@ func (s *Service) GetRegion(ctx context.Context, req *ctrlv1.GetRegionRequest) (
 	if err := validate.Region(req.GetRegion()); err != nil {
 		return nil, invalid("region: %v", err)
 	}
-	now := time.Now()
+	now, err := s.clock(ctx) // heartbeats are stamped by the database's clock
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	health, err := regionhealth.Read(ctx, s.client, s.sql, req.GetRegion(), now)
 	if err != nil {
 		return nil, s.viewError(err)
@@ -120,7 +126,11 @@ func (s *Service) ListPendingChanges(ctx context.Context, req *ctrlv1.ListPendin
 	case limit == 0:
 		limit = 100
 	}
-	health, err := regionhealth.ReadBrief(ctx, s.client, s.sql, req.GetRegion(), time.Now())
+	now, err := s.clock(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	health, err := regionhealth.ReadBrief(ctx, s.client, s.sql, req.GetRegion(), now)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -157,7 +167,10 @@ func (s *Service) ListDeployments(ctx context.Context, _ *ctrlv1.ListDeployments
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	now := time.Now()
+	now, err := s.clock(ctx) // heartbeats are stamped by the database's clock
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	regions, err := regionhealth.ReadBrief(ctx, s.client, s.sql, "", now)
 	if err != nil {
 		return nil, s.viewError(err)

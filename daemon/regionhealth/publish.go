@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/deploysync/deploysync/daemon/metrics"
+	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 )
 
@@ -63,7 +64,10 @@ func (p *Publisher) Run(ctx context.Context) {
 
 // PublishOnce computes every region's health and sets the gauges.
 func (p *Publisher) PublishOnce(ctx context.Context) error {
-	now := time.Now()
+	now, err := store.Now(ctx, p.db) // heartbeats are stamped by the database's clock
+	if err != nil {
+		return err
+	}
 	regions, err := read(ctx, p.client, p.db, "", now, false)
 	if err != nil {
 		return err
