@@ -20,6 +20,12 @@
 // concurrently added row) leaves a follower with something the database no
 // longer has, or without something it has.
 //
+// Rollout actions among the calls are fenced as a console sends them
+// (desired.RolloutFence): with the rollout as read, or with a fence no
+// rollout can match again (the version, wave or revision before, a
+// rollout that ended), which the desired-state layer must refuse, leaving
+// the rollout as it was; a stale fence that acted is a violation too.
+//
 // Runs are seeded: each worker draws its operations from a generator seeded
 // with (seed, worker), so a seed replays the same operations. The exact
 // interleaving of the workers is the scheduler's and the database's, so a

@@ -91,11 +91,17 @@ type Report struct {
 	FirstError error
 	// Ops counts committed operations by name.
 	Ops map[string]int
+	// StaleFences counts the rollout actions fenced with what no rollout
+	// can match any more that the desired-state layer refused, as it
+	// must (one that acted is a violation).
+	StaleFences int
 	// Followers is how many followers were checked, Reconnects how often
 	// the live ones were cut and resumed.
 	Followers, Reconnects int
 	// Violations are the differences between a follower's view and the
-	// database, one line each; empty when the feed held.
+	// database, and the store calls that broke a rule the workload
+	// knows (a stale fence that acted), one line each; empty when the
+	// feed held.
 	Violations []string
 }
 
@@ -106,8 +112,8 @@ func (r Report) Summary() string {
 	for _, n := range names {
 		ops = append(ops, fmt.Sprintf("%s=%d", n, r.Ops[n]))
 	}
-	return fmt.Sprintf("seed %d: %d committed, %d rolled back, %d refused, %d conflicted; %d followers, %d reconnects; %d violations; ops: %s",
-		r.Seed, r.Committed, r.RolledBack, r.Error, r.Conflicts, r.Followers, r.Reconnects, len(r.Violations), strings.Join(ops, " "))
+	return fmt.Sprintf("seed %d: %d committed, %d rolled back, %d refused (%d stale fences), %d conflicted; %d followers, %d reconnects; %d violations; ops: %s",
+		r.Seed, r.Committed, r.RolledBack, r.Error, r.StaleFences, r.Conflicts, r.Followers, r.Reconnects, len(r.Violations), strings.Join(ops, " "))
 }
 
 // Run runs the workload against sys while followers watch every region,
@@ -186,6 +192,12 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 			for range perWorker {
 				names, outcome, err := runOne(ctx, db.Ent, s, r, cfg)
 				mu.Lock()
+				if v := (*violation)(nil); errors.As(err, &v) {
+					rep.Violations = append(rep.Violations, v.what)
+				}
+				if v := (*staleRefused)(nil); errors.As(err, &v) {
+					rep.StaleFences++
+				}
 				if err != nil && rep.FirstError == nil {
 					rep.FirstError = err
 				}
@@ -291,7 +303,7 @@ var errRollback = errors.New("feedcheck: rolled back on purpose")
 func runOne(ctx context.Context, client *ent.Client, s *desired.Store, r *rand.Rand, cfg Config) ([]string, outcome, error) {
 	if r.IntN(3) == 0 {
 		op := draw(r, storeOps)
-		if err := op.run(ctx, s, r, cfg.Regions); err != nil {
+		if err := op.run(ctx, s, client, r, cfg.Regions); err != nil {
 			return nil, failedWith(err), err
 		}
 		return []string{op.name}, committed, nil

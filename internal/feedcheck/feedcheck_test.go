@@ -57,7 +57,7 @@ func TestChangeFeedMatchesTheDatabase(t *testing.T) {
 			}
 			t.Logf("%s", rep.Summary())
 			if len(rep.Violations) > 0 {
-				t.Fatalf("the change feed diverged from the database (seed %d; replay: go test ./internal/feedcheck -run TestChangeFeedMatchesTheDatabase -feedcheck.seed=%d):\n%s",
+				t.Fatalf("the change feed diverged from the database, or a stale fence acted (seed %d; replay: go test ./internal/feedcheck -run TestChangeFeedMatchesTheDatabase -feedcheck.seed=%d):\n%s",
 					s, s, strings.Join(rep.Violations, "\n"))
 			}
 			if rep.Committed < *txsFlag/5 {
