@@ -65,6 +65,11 @@ type Report struct {
 	// Rollouts counts the rollouts that ended, and what the rollout
 	// verdict found.
 	Rollouts RolloutStats
+	// Fences counts the operators' fenced actions on rollouts by
+	// outcome, and what the checker verified of the refused ones;
+	// Strategies the strategies ctrld must refuse.
+	Fences     FenceStats
+	Strategies StrategyStats
 	// verdict is what the rollout verdict keeps between its looks.
 	verdict verdictState
 }
@@ -113,6 +118,14 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, " (by at least %s)", ro.Tightest.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, ", %d given it against the promise (image watches lost %d times)", ro.Broken, ro.WatchGaps)
+	f := r.Fences
+	fmt.Fprintf(&b, "\nfenced actions: as read %d acted, %d refused as moved meanwhile, %d refused as not possible now; %d stale ones refused;"+
+		" of the refused, %d read back unchanged, %d moved meanwhile with no trace of the action, %d not read back",
+		f.Acted, f.Moved, f.NotNow, f.Stale, f.Unchanged, f.MovedMeanwhile, f.Unread)
+	st := r.Strategies
+	fmt.Fprintf(&b, "\nstrategies: %d naming an unregistered region refused as invalid, %d updates refused for a wave naming none of the deployment's regions;"+
+		" %d refused updates found to have written nothing (%d not looked for); %d rollouts' plans kept their named first wave",
+		st.Typos, st.NoRegion, st.WroteNothing, st.Unread, ro.Plans)
 	return b.String()
 }
 
@@ -197,7 +210,7 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 		}
 	}
 	s := Start(t, setup)
-	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}, verdict: verdictState{judged: map[string]bool{}, pending: map[string]endedRollout{}}}
+	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}, verdict: verdictState{judged: map[string]bool{}, pending: map[string]endedRollout{}, planned: map[string]bool{}}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	ctx := context.Background()
 	began := time.Now()
@@ -244,7 +257,8 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 		wg.Wait()
 	}()
 	for i := range operators {
-		o := &operator{client: s.operators[i], rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts}
+		o := &operator{client: s.operators[i], name: operatorName(i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts,
+			carries: s.carries}
 		wg.Go(func() { o.run(opsCtx) })
 	}
 	// Rollouts are read as they end, also during the round, and judged a
@@ -283,11 +297,13 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 		sum.InOutage += c.InOutage
 		rep.Ops[op] = sum
 	}
+	rep.Fences.add(counts.fences)
+	rep.Strategies.add(counts.strategies)
 	if faultErr != nil {
 		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, faultErr)
 	}
 	if len(counts.violations) > 0 {
-		return 0, 0, fmt.Errorf("round %d (seed %d): ctrld accepted calls it must refuse:\n  %s", n, rep.Seed, strings.Join(counts.violations, "\n  "))
+		return 0, 0, fmt.Errorf("round %d (seed %d): ctrld accepted calls it must refuse, or a refused call changed something:\n  %s", n, rep.Seed, strings.Join(counts.violations, "\n  "))
 	}
 
 	// Operations and faults are over: from here the system must converge

@@ -49,6 +49,23 @@
 //     middle of the canary's bake: internal/kubetest's kwok stages), and
 //     stop or scale to 0 a region of a wave in progress (and start and
 //     scale regions up again), as on-call engineers do;
+//   - what a refused call must not do: operators read a rollout and act
+//     on it fenced with what they read (it acts, or the rollout moved
+//     meanwhile: both valid) or with a fence no rollout can match again
+//     (the version, wave or revision before, a rollout that ended), which
+//     ctrld must refuse as FailedPrecondition; a refused fenced action's
+//     rollout, read back, must be as it was at the same version, and show
+//     no trace of the action at another ("paused by", "aborted by",
+//     "promoted by" the operator, whose name no one else acts under).
+//     Strategies naming a region no one registered (a typo of the canary)
+//     must be refused, an environment's as invalid whatever the state,
+//     and never stored; updates under a strategy whose canary is none of
+//     the deployment's regions must be refused, and every refused update
+//     must have written nothing: its fresh REV value is in none of the
+//     deployment's revisions, its row and its regions' copies. Every
+//     rollout's plan keeps its strategy's named first wave (the "*"
+//     wave's deadline, starDeadline, tells the waves apart): dropped, the
+//     next wave would get the change ungated;
 //   - the report: rounds, operations and faults by type, time to converge,
 //     objects desired at each verdict, and whether the run proves little
 //     (no fault, few operations that changed desired state, nothing

@@ -11,7 +11,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/deploysync/deploysync/internal/kubetest"
@@ -54,7 +53,8 @@ var (
 	reservedPairs = []environment{{"kube", "system"}, {"kube", "public"}, {"kube-node", "lease"}}
 )
 
-// reservedShare is one in how many calls tries a reserved pair.
+// reservedShare is one in how many calls tries a reserved pair, and one
+// in how many a strategy naming a region no one registered (typo).
 const reservedShare = 25
 
 type environment struct{ workspace, id string }
@@ -83,8 +83,27 @@ type opCounter struct {
 
 	mu  sync.Mutex
 	ops map[string]*OpStats
-	// violations are calls that had to be refused and were not.
+	// violations are calls that had to be refused and were not, and
+	// refused calls that changed something.
 	violations []string
+	// fences and strategies count what the fenced actions and the
+	// strategies that must be refused did, and what was verified of them.
+	fences     FenceStats
+	strategies StrategyStats
+}
+
+// violate records a violation.
+func (c *opCounter) violate(format string, args ...any) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.violations = append(c.violations, fmt.Sprintf(format, args...))
+}
+
+// tally updates the fence and strategy counts.
+func (c *opCounter) tally(f func(*FenceStats, *StrategyStats)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f(&c.fences, &c.strategies)
 }
 
 func (c *opCounter) add(op string, err error) {
@@ -124,21 +143,34 @@ func (c *opCounter) count(op string, err error, rejected ...codes.Code) {
 // database was down is its Failed; anything else, success above all, is
 // also a violation.
 func (c *opCounter) addRefusal(op, what string, err error) {
-	c.count(op, err, codes.InvalidArgument)
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.Unavailable, codes.DeadlineExceeded:
+	c.addMustRefuse(op, what, err, codes.InvalidArgument)
+}
+
+// addMustRefuse counts a call that must be refused with one of the
+// refused codes, as addRefusal does.
+func (c *opCounter) addMustRefuse(op, what string, err error, refused ...codes.Code) {
+	c.count(op, err, refused...)
+	if code := status.Code(err); slices.Contains(refused, code) || code == codes.Unavailable || code == codes.DeadlineExceeded {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.violations = append(c.violations, fmt.Sprintf("%s: got %v, want InvalidArgument", what, err))
+	var want []string
+	for _, code := range refused {
+		want = append(want, code.String())
+	}
+	c.violate("%s: got %v, want %s", what, err, strings.Join(want, " or "))
 }
 
 // operator issues random operator-API calls, one at a time.
 type operator struct {
 	client ctrlv1.OperatorServiceClient
-	rng    *rand.Rand
-	count  *opCounter
+	// name is who ctrld knows it as: the actor of its actions.
+	name  string
+	rng   *rand.Rand
+	count *opCounter
+	// carries says where (a row of the deployment's revisions, its own
+	// row or a region's copy) the deployment's spec has env REV=rev; ""
+	// when nowhere. Nil: not checked.
+	carries func(ctx context.Context, id, rev string) (string, error)
 }
 
 // run calls until ctx ends, with short random pauses, as a busy console
@@ -146,11 +178,15 @@ type operator struct {
 func (o *operator) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		if o.rng.IntN(reservedShare) == 0 {
+		switch o.rng.IntN(reservedShare) {
+		case 0:
 			op, what, err := o.reserved(callCtx)
 			cancel()
 			o.count.addRefusal(op, what, err)
-		} else {
+		case 1:
+			o.typo(callCtx)
+			cancel()
+		default:
 			op, err := o.call(callCtx)
 			cancel()
 			o.count.add(op, err)
@@ -180,10 +216,14 @@ const rolloutShare = 6
 
 // Waves of the checker's rollouts: its first region as the canary, then
 // the other; bakes and deadlines short enough that every rollout ends
-// within a round's convergence bound.
+// within a round's convergence bound. A "*" wave's deadline is
+// starDeadline: a rollout's plan then shows which of its strategy's
+// waves each of its own is, and every strategy of the checker names its
+// first wave, which a plan never drops (droppedWave).
 const (
 	rolloutBake     = time.Second
 	rolloutDeadline = 10 * time.Second
+	starDeadline    = rolloutDeadline + time.Second
 )
 
 // The rollouts of CrashOnceImage and CrashLaterImage: their Pods crash
@@ -270,24 +310,26 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 	id := pick(rng, deploymentIDs)
 	// A fresh env value: an update that changes nothing is invalid.
 	vars := map[string]string{"REV": fmt.Sprint(rng.IntN(1 << 30))}
-	switch n := rng.IntN(12); {
+	switch n := rng.IntN(14); {
 	case n < 1:
 		// An environment's strategy: the updates above with no strategy
 		// of their own roll out under it (good images only: the failing
-		// ones go out only under a rollout's per-call strategy).
+		// ones go out only under a rollout's per-call strategy). Its
+		// canary is either region: an update of a deployment that runs
+		// only in the other has a wave naming none of its regions, and
+		// must be refused, writing nothing.
 		env := pick(rng, environments)
 		strategy := &ctrlv1.RolloutStrategy{}
-		if rng.IntN(2) == 0 {
-			strategy.Waves = []*ctrlv1.RolloutWave{
-				{Regions: Regions[len(Regions)-1:], Bake: durationpb.New(rolloutBake), Deadline: durationpb.New(rolloutDeadline)},
-				{Regions: []string{"*"}, Deadline: durationpb.New(rolloutDeadline)},
-			}
+		if rng.IntN(3) > 0 {
+			strategy = waves([]string{pick(rng, Regions)}, rolloutBake)
+			strategy.Waves[1].Bake = nil
 		}
 		_, err := c.SetRolloutStrategy(ctx, &ctrlv1.SetRolloutStrategyRequest{WorkspaceId: env.workspace, EnvironmentId: env.id, Strategy: strategy})
 		return "set-strategy", err
 	case n < 2:
 		image := pick(rng, images)
 		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})
+		o.checkRefusedUpdate(ctx, id, vars["REV"], err)
 		return "update", err
 	case n < 6:
 		image, op, bake := pick(rng, images), "rollout-good", rolloutBake
@@ -302,10 +344,7 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		if bake == crashBake {
 			vars[kubetest.CrashAfterEnv] = crashAfter.String()
 		}
-		strategy := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{
-			{Regions: Regions[:1], Bake: durationpb.New(bake), Deadline: durationpb.New(rolloutDeadline)},
-			{Regions: []string{"*"}, Bake: durationpb.New(bake), Deadline: durationpb.New(rolloutDeadline)},
-		}}
+		strategy := waves(Regions[:1], bake)
 		if rng.IntN(4) == 0 {
 			strategy.OnFailure = "pause"
 		}
@@ -317,12 +356,17 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 			return "deploy", nil
 		}
 		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars, Rollout: strategy})
+		o.checkRefusedUpdate(ctx, id, vars["REV"], err)
 		return op, err
-	case n < 9:
-		action := pick(rng, []ctrlv1.RolloutAction{ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE, ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME,
-			ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE, ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT})
+	case n < 7:
+		return o.noRegionCall(ctx)
+	case n < 8:
+		// Unfenced, as a script's call is.
+		action := pick(rng, rolloutActions)
 		_, err := c.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: action})
-		return "rollout-" + strings.ToLower(strings.TrimPrefix(action.String(), "ROLLOUT_ACTION_")), err
+		return "rollout-" + actionName(action), err
+	case n < 10:
+		return o.fencedCall(ctx)
 	default:
 		return o.canaryCall(ctx)
 	}
@@ -396,6 +440,80 @@ func (o *operator) reserved(ctx context.Context) (op, what string, err error) {
 		what = "policy"
 	}
 	return "reserved-pair", fmt.Sprintf("%s of workspace %s environment %s", what, env.workspace, env.id), err
+}
+
+// noRegionCall updates a deployment that runs in one region only under a
+// strategy of its own whose canary is the other region, a wave naming
+// none of its regions: ctrld must refuse it, writing nothing (unless the
+// deployment was deleted, or deployed again in every region, meanwhile;
+// then the verdict reads the plan). With no such deployment it deploys
+// one.
+func (o *operator) noRegionCall(ctx context.Context) (string, error) {
+	c, rng := o.client, o.rng
+	list, err := c.ListDeployments(ctx, &ctrlv1.ListDeploymentsRequest{})
+	if err != nil {
+		return "no-region-look", err
+	}
+	var candidates []*ctrlv1.DeploymentSummary
+	for _, d := range list.GetDeployments() {
+		if len(d.Regions) == 1 && slices.Contains(Regions, d.Regions[0].Region) {
+			candidates = append(candidates, d)
+		}
+	}
+	if len(candidates) == 0 {
+		env := pick(rng, environments)
+		_, err := c.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: pick(rng, deploymentIDs), WorkspaceId: env.workspace, EnvironmentId: env.id,
+			Image: pick(rng, images), CpuMillicores: 50, MemoryMib: 64, Regions: []string{pick(rng, Regions)}, Replicas: 1})
+		return "deploy", err
+	}
+	d := pick(rng, candidates)
+	var other []string
+	for _, r := range Regions {
+		if r != d.Regions[0].Region {
+			other = append(other, r)
+		}
+	}
+	image, rev := pick(rng, images), fmt.Sprint(rng.IntN(1<<30))
+	_, err = c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: d.DeploymentId, Image: &image,
+		Env: map[string]string{"REV": rev}, Rollout: waves(other[:1], rolloutBake)})
+	o.checkRefusedUpdate(ctx, d.DeploymentId, rev, err)
+	return "rollout-no-region", err
+}
+
+// typo sets a strategy whose canary is a typo of a region's name, no
+// one's region: for an environment, which ctrld must refuse as invalid
+// whatever the state, and never store; or for one update, which it must
+// refuse as invalid or for the deployment's state, writing nothing.
+func (o *operator) typo(ctx context.Context) {
+	c, rng := o.client, o.rng
+	strategy, typo := o.typoStrategy()
+	if rng.IntN(2) == 0 {
+		env := pick(rng, environments)
+		_, err := c.SetRolloutStrategy(ctx, &ctrlv1.SetRolloutStrategyRequest{WorkspaceId: env.workspace, EnvironmentId: env.id, Strategy: strategy})
+		what := fmt.Sprintf("strategy of workspace %s environment %s with a wave of %q, a region no one registered", env.workspace, env.id, typo)
+		o.count.addRefusal("strategy-typo", what, err)
+		if status.Code(err) != codes.InvalidArgument {
+			return
+		}
+		o.count.tally(func(_ *FenceStats, s *StrategyStats) { s.Typos++ })
+		got, gerr := c.GetRolloutStrategy(ctx, &ctrlv1.GetRolloutStrategyRequest{WorkspaceId: env.workspace, EnvironmentId: env.id})
+		for _, w := range got.GetStrategy().GetWaves() {
+			if gerr == nil && slices.ContainsFunc(w.Regions, func(r string) bool { return slices.Contains(typoRegions, r) }) {
+				o.count.violate("%s: refused (%v), yet the environment's strategy names %v", what, err, w.Regions)
+			}
+		}
+		return
+	}
+	id, image := pick(rng, deploymentIDs), pick(rng, images)
+	rev := fmt.Sprint(rng.IntN(1 << 30))
+	_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image,
+		Env: map[string]string{"REV": rev}, Rollout: strategy})
+	what := fmt.Sprintf("update of %s under its own strategy with a wave of %q, a region no one registered", id, typo)
+	o.count.addMustRefuse("rollout-typo", what, err, codes.InvalidArgument, codes.NotFound, codes.FailedPrecondition)
+	if status.Code(err) == codes.InvalidArgument {
+		o.count.tally(func(_ *FenceStats, s *StrategyStats) { s.Typos++ })
+	}
+	o.checkRefusedUpdate(ctx, id, rev, err)
 }
 
 // policySpec is a small Cilium spec; its port varies, so ensures update.

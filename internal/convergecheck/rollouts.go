@@ -42,6 +42,12 @@ type RolloutStats struct {
 	// the verdict accepted without a promotion by hand: the room the
 	// verdict leaves for the API servers' watch latency (none).
 	Tightest time.Duration
+	// Plans counts the rollouts whose plan the verdict read (in flight or
+	// ended): each starts with its strategy's named first wave, never
+	// with its "*" wave (starDeadline's), which would mean the named wave
+	// was dropped: every strategy of the checker names its first wave,
+	// and a wave naming none of a deployment's regions refuses the call.
+	Plans int
 	// WatchGaps counts the times an image log lost its cluster's watch
 	// and listed again (an API server restart past its watch history):
 	// what happened meanwhile may be missing from the verdict.
@@ -218,6 +224,20 @@ func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) 
 	return violations, margins
 }
 
+// droppedWave says how a rollout's plan dropped its strategy's named
+// first wave ("" when it did not): its first wave is the strategy's "*"
+// wave, told by its deadline (starDeadline). The checker's strategies all
+// name a first wave, and a wave that names none of a deployment's
+// regions must refuse the change, not give its place to the next wave.
+func droppedWave(r *ctrlv1.Rollout) string {
+	w := r.Strategy.GetWaves()
+	if len(w) == 0 || w[0].GetDeadline().AsDuration() != starDeadline {
+		return ""
+	}
+	return fmt.Sprintf("rollout of %s to revision %d (%s) began with its strategy's \"*\" wave (%s, deadline %s): the named wave before it was dropped, and %s got the change ungated",
+		r.DeploymentId, r.Revision, r.State, strings.Join(w[0].Regions, ","), starDeadline, strings.Join(w[0].Regions, ","))
+}
+
 // clusterLog is what the verdict reads of a region's cluster: a
 // rolloutcheck.ImageLog.
 type clusterLog interface {
@@ -351,6 +371,8 @@ func describeSighting(h rolloutcheck.Sighting, spec newSpec) string {
 type verdictState struct {
 	judged  map[string]bool
 	pending map[string]endedRollout
+	// planned are the rollouts whose plan was checked (droppedWave).
+	planned map[string]bool
 }
 
 type endedRollout struct {
@@ -369,10 +391,18 @@ func (s *System) rolloutVerdict(ctx context.Context, vs *verdictState, stats *Ro
 	if err != nil {
 		return nil, fmt.Errorf("list the rollouts: %w", err)
 	}
+	var planned []string
 	for _, r := range resp.GetRollouts() {
 		// A deployment deleted and deployed again numbers its revisions
 		// from 1 again.
 		key := fmt.Sprintf("%s@%d@%d", r.DeploymentId, r.Revision, r.CreatedAt.AsTime().UnixNano())
+		if !vs.planned[key] {
+			vs.planned[key] = true
+			stats.Plans++
+			if v := droppedWave(r); v != "" {
+				planned = append(planned, v)
+			}
+		}
 		if _, waiting := vs.pending[key]; vs.judged[key] || waiting || r.FinishedAt == nil {
 			continue
 		}
@@ -382,7 +412,7 @@ func (s *System) rolloutVerdict(ctx context.Context, vs *verdictState, stats *Ro
 		}
 		vs.pending[key] = endedRollout{r: r, spec: spec, known: known}
 	}
-	var violations []string
+	violations := planned
 	for _, key := range slices.Sorted(maps.Keys(vs.pending)) {
 		e := vs.pending[key]
 		r := e.r

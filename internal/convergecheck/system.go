@@ -171,7 +171,7 @@ func Start(t testing.TB, setup Setup) *System {
 		t.Fatal(err)
 	}
 	for i := range maxOperators {
-		s.operators = append(s.operators, env.Operator(fmt.Sprintf("operator-%d", i)))
+		s.operators = append(s.operators, env.Operator(operatorName(i)))
 	}
 	ctx := context.Background()
 	for _, name := range Regions {
