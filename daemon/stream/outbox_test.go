@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deploysync/deploysync/internal/recovery"
@@ -129,78 +130,90 @@ func waitStalled(t *testing.T, ctx context.Context, limit time.Duration) time.Ti
 // is queued: a client that takes a full sync and then stops, while only a
 // keep-alive waits for it, is ended the timeout after it stopped, not
 // once keep-alives have filled the queue (16 keep-alive intervals later).
+// In a synctest bubble the clock moves only when every goroutine waits, so
+// the stall comes exactly the timeout after the keep-alive began to wait.
 func TestAnOutboxEndsAClientThatStopsTakingDataWhateverIsQueued(t *testing.T) {
-	const timeout = 300 * time.Millisecond
-	ctx, stall := context.WithCancelCause(context.Background())
-	defer stall(nil)
-	c := &client{ctx: ctx, stop: make(chan struct{})}
-	o := newOutbox(ctx, stall, c.deliver, timeout, recovery.Guard{})
-	for v := range uint64(5) { // a full sync
-		if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: v}); err != nil {
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 30 * time.Second
+		ctx, stall := context.WithCancelCause(context.Background())
+		defer stall(nil)
+		c := &client{ctx: ctx, stop: make(chan struct{})}
+		o := newOutbox(ctx, stall, c.deliver, timeout, recovery.Guard{})
+		for v := range uint64(5) { // a full sync
+			if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: v}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := o.flush(); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := o.flush(); err != nil {
-		t.Fatal(err)
-	}
-	// Idle for longer than the timeout: nothing waits, so nothing is
-	// late.
-	time.Sleep(2 * timeout)
-	if ctx.Err() != nil {
-		t.Fatalf("an idle stream was ended: %v", context.Cause(ctx))
-	}
-	// A keep-alive taken, and half a timeout later the client stops:
-	// the next keep-alive waits from then, not from the one before.
-	if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: 5}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.flush(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(timeout / 2)
-	close(c.stop)
-	pending := time.Now()
-	if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: 6}); err != nil {
-		t.Fatal(err)
-	}
-	ended := waitStalled(t, ctx, 20*timeout)
-	if waited := ended.Sub(pending); waited < timeout {
-		t.Errorf("ended %v after the keep-alive began to wait, before the timeout of %v", waited, timeout)
-	}
-	var stallErr *stallError
-	errors.As(context.Cause(ctx), &stallErr)
-	if stallErr.pending != 1 {
-		t.Errorf("the stall counts %d events pending, want the keep-alive", stallErr.pending)
-	}
+		// Idle for longer than the timeout: nothing waits, so nothing is
+		// late.
+		time.Sleep(2 * timeout)
+		if ctx.Err() != nil {
+			t.Fatalf("an idle stream was ended: %v", context.Cause(ctx))
+		}
+		// A keep-alive taken, and half a timeout later the client stops:
+		// the next keep-alive waits from then, not from the one before.
+		if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.flush(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(timeout / 2)
+		close(c.stop)
+		pending := time.Now()
+		if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: 6}); err != nil {
+			t.Fatal(err)
+		}
+		ended := waitStalled(t, ctx, 20*timeout)
+		if waited := ended.Sub(pending); waited != timeout {
+			t.Errorf("ended %v after the keep-alive began to wait, want the timeout of %v", waited, timeout)
+		}
+		var stallErr *stallError
+		errors.As(context.Cause(ctx), &stallErr)
+		if stallErr.pending != 1 {
+			t.Errorf("the stall counts %d events pending, want the keep-alive", stallErr.pending)
+		}
+	})
 }
 
 // A client that keeps taking data, however slowly, is not ended: the
 // timeout counts from its last take, not from when the first event still
-// waiting was queued, and a full queue is no stall by itself.
+// waiting was queued, and a full queue is no stall by itself. The client
+// takes an event every tenth of the timeout: the 32 events take 3.2
+// timeouts, exactly, on the bubble's clock.
 func TestAnOutboxKeepsASlowClientThatTakesData(t *testing.T) {
-	const timeout = time.Second
-	ctx, stall := context.WithCancelCause(context.Background())
-	defer stall(nil)
-	deliver := func(*ctrlv1.DeploymentChangeEvent) error {
-		select {
-		case <-time.After(timeout / 10):
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		const timeout = 30 * time.Second
+		ctx, stall := context.WithCancelCause(context.Background())
+		defer stall(nil)
+		deliver := func(*ctrlv1.DeploymentChangeEvent) error {
+			select {
+			case <-time.After(timeout / 10):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-	}
-	o := newOutbox(ctx, stall, deliver, timeout, recovery.Guard{})
-	// Twice the queue: the handler waits for room much longer than the
-	// timeout in all.
-	for v := range uint64(2 * outboxSize) {
-		if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: v}); err != nil {
-			t.Fatalf("send %d: %v", v, err)
+		o := newOutbox(ctx, stall, deliver, timeout, recovery.Guard{})
+		start := time.Now()
+		// Twice the queue: the handler waits for room much longer than the
+		// timeout in all.
+		for v := range uint64(2 * outboxSize) {
+			if err := o.send(&ctrlv1.DeploymentChangeEvent{Version: v}); err != nil {
+				t.Fatalf("send %d: %v", v, err)
+			}
 		}
-	}
-	if err := o.flush(); err != nil {
-		t.Fatal(err)
-	}
-	if ctx.Err() != nil {
-		t.Fatalf("a client taking an event every %v was ended: %v", timeout/10, context.Cause(ctx))
-	}
+		if err := o.flush(); err != nil {
+			t.Fatal(err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("a client taking an event every %v was ended: %v", timeout/10, context.Cause(ctx))
+		}
+		if took, want := time.Since(start), 2*outboxSize*timeout/10; took != want {
+			t.Errorf("the client took the events in %v, want %v", took, want)
+		}
+	})
 }
