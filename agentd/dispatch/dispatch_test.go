@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/deploysync/deploysync/rpc"
@@ -70,6 +71,9 @@ func start(t *testing.T, d *Dispatcher, workers int) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
+// eventually waits up to 5 s for cond, looking every 2 ms. In a synctest
+// bubble those are the bubble's seconds: each look waits until the workers
+// are idle or asleep in a backoff, and costs no real time.
 func eventually(t *testing.T, cond func() bool, msg string) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -84,114 +88,122 @@ func eventually(t *testing.T, cond func() bool, msg string) {
 // Apply then Delete of the same deployment in quick succession ends
 // deleted, every time, and one resource is never handled by two workers.
 func TestApplyThenDeleteEndsDeleted(t *testing.T) {
-	for round := range 200 {
-		r := newRecorder()
-		d := New(r, slog.New(slog.DiscardHandler), nil)
-		start(t, d, 8)
-		id := fmt.Sprintf("d%d", round)
-		must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_APPLY)))
-		must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_DELETE)))
-		d.Bookmark(1)
-		eventually(t, func() bool { return d.Acked() == 1 }, "bookmark never acknowledged")
-		r.mu.Lock()
-		applied, seen := r.final[Key{Kind: rpc.KindDeployment, ID: id}]
-		r.mu.Unlock()
-		if !seen || applied {
-			t.Fatalf("round %d: deployment ended applied=%v seen=%v, want deleted", round, applied, seen)
+	synctest.Test(t, func(t *testing.T) {
+		for round := range 200 {
+			r := newRecorder()
+			d := New(r, slog.New(slog.DiscardHandler), nil)
+			start(t, d, 8)
+			id := fmt.Sprintf("d%d", round)
+			must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_APPLY)))
+			must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_DELETE)))
+			d.Bookmark(1)
+			eventually(t, func() bool { return d.Acked() == 1 }, "bookmark never acknowledged")
+			r.mu.Lock()
+			applied, seen := r.final[Key{Kind: rpc.KindDeployment, ID: id}]
+			r.mu.Unlock()
+			if !seen || applied {
+				t.Fatalf("round %d: deployment ended applied=%v seen=%v, want deleted", round, applied, seen)
+			}
+			if r.overlap.Load() {
+				t.Fatal("one resource was handled by two workers at once")
+			}
 		}
-		if r.overlap.Load() {
-			t.Fatal("one resource was handled by two workers at once")
-		}
-	}
+	})
 }
 
 // A failing apply holds the cursor (and is retried); other resources go
 // on meanwhile.
 func TestFailingApplyHoldsTheCursor(t *testing.T) {
-	r := newRecorder()
-	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
-	r.failLeft[bad] = 3
-	var acks []uint64
-	var mu sync.Mutex
-	d := New(r, slog.New(slog.DiscardHandler), func(v uint64) { mu.Lock(); acks = append(acks, v); mu.Unlock() })
-	start(t, d, 4)
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
+		r.failLeft[bad] = 3
+		var acks []uint64
+		var mu sync.Mutex
+		d := New(r, slog.New(slog.DiscardHandler), func(v uint64) { mu.Lock(); acks = append(acks, v); mu.Unlock() })
+		start(t, d, 4)
 
-	must(t, d.Event(deployment("good-1", ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(10)
-	eventually(t, func() bool { return d.Acked() == 10 }, "first bookmark not acked")
-	must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
-	must(t, d.Event(deployment("good-2", ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(20)
-	eventually(t, func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.final[Key{Kind: rpc.KindDeployment, ID: "good-2"}]
-	}, "other resources blocked")
-	// bad's first attempt may still be running on another worker.
-	eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
-	if d.Acked() != 10 {
-		t.Fatalf("cursor advanced to %d past a failing apply (last error %q)", d.Acked(), d.LastError())
-	}
-	eventually(t, func() bool { return d.Acked() == 20 }, "cursor never advanced after the retry succeeded")
-	if d.LastError() != "" {
-		t.Fatalf("error not cleared: %s", d.LastError())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(acks) != 2 || acks[0] != 10 || acks[1] != 20 {
-		t.Fatalf("acks %v", acks)
-	}
+		must(t, d.Event(deployment("good-1", ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(10)
+		eventually(t, func() bool { return d.Acked() == 10 }, "first bookmark not acked")
+		must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
+		must(t, d.Event(deployment("good-2", ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(20)
+		eventually(t, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.final[Key{Kind: rpc.KindDeployment, ID: "good-2"}]
+		}, "other resources blocked")
+		// bad's first attempt may still be running on another worker.
+		eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
+		if d.Acked() != 10 {
+			t.Fatalf("cursor advanced to %d past a failing apply (last error %q)", d.Acked(), d.LastError())
+		}
+		eventually(t, func() bool { return d.Acked() == 20 }, "cursor never advanced after the retry succeeded")
+		if d.LastError() != "" {
+			t.Fatalf("error not cleared: %s", d.LastError())
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acks) != 2 || acks[0] != 10 || acks[1] != 20 {
+			t.Fatalf("acks %v", acks)
+		}
+	})
 }
 
 // An apply refused for good (Terminal, wrapped or not) is not retried and
 // does not hold the cursor, while the resource stays failing with its
 // error, not in sync, until a later intent for it applies.
 func TestARefusedApplyLetsTheCursorPassAndStaysFailing(t *testing.T) {
-	r := newRecorder()
-	refused := Key{Kind: rpc.KindDeployment, ID: "refused"}
-	r.refuse[refused] = true
-	d := New(r, slog.New(slog.DiscardHandler), nil)
-	start(t, d, 2)
-	must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
-	must(t, d.Event(deployment("fine", ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(10)
-	eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
-	handled := func() int {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
-	}
-	time.Sleep(time.Second) // the queue's backoff would have retried it 2-3 times by now
-	if n := handled(); n != 1 {
-		t.Errorf("the refused apply was handled %d times, want once (not retried)", n)
-	}
-	if got := d.LastError(); !strings.Contains(got, "injected refusal") {
-		t.Errorf("last error %q, want the refusal", got)
-	}
-	syncOf := func(k Key) Sync {
-		for _, s := range d.Syncs() {
-			if s.Key == k {
-				return s
-			}
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		refused := Key{Kind: rpc.KindDeployment, ID: "refused"}
+		r.refuse[refused] = true
+		d := New(r, slog.New(slog.DiscardHandler), nil)
+		start(t, d, 2)
+		must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
+		must(t, d.Event(deployment("fine", ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(10)
+		eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
+		handled := func() int {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
 		}
-		t.Fatalf("%s not in the report", k)
-		return Sync{}
-	}
-	if s := syncOf(refused); s.InSync || !strings.Contains(s.Err, "injected refusal") || s.FailingSince.IsZero() || s.Deleted {
-		t.Errorf("refused resource reported as %+v, want not in sync, failing with the refusal", s)
-	}
+		// Just short of RefusedRetryMin, on the bubble's clock: the queue's
+		// backoff (200 ms, doubling) would have retried it 8 times by now.
+		time.Sleep(RefusedRetryMin - time.Second)
+		if n := handled(); n != 1 {
+			t.Errorf("the refused apply was handled %d times, want once (not retried)", n)
+		}
+		if got := d.LastError(); !strings.Contains(got, "injected refusal") {
+			t.Errorf("last error %q, want the refusal", got)
+		}
+		syncOf := func(k Key) Sync {
+			for _, s := range d.Syncs() {
+				if s.Key == k {
+					return s
+				}
+			}
+			t.Fatalf("%s not in the report", k)
+			return Sync{}
+		}
+		if s := syncOf(refused); s.InSync || !strings.Contains(s.Err, "injected refusal") || s.FailingSince.IsZero() || s.Deleted {
+			t.Errorf("refused resource reported as %+v, want not in sync, failing with the refusal", s)
+		}
 
-	// Allowed again (say, its namespace was labeled for the agent): the
-	// next intent, a full sync's, applies and clears the error.
-	r.mu.Lock()
-	r.refuse[refused] = false
-	r.mu.Unlock()
-	must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(20)
-	eventually(t, func() bool { return d.Acked() == 20 }, "the cursor did not pass the applied intent")
-	if s := syncOf(refused); !s.InSync || s.Err != "" {
-		t.Errorf("applied resource reported as %+v, want in sync without an error", s)
-	}
+		// Allowed again (say, its namespace was labeled for the agent): the
+		// next intent, a full sync's, applies and clears the error.
+		r.mu.Lock()
+		r.refuse[refused] = false
+		r.mu.Unlock()
+		must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(20)
+		eventually(t, func() bool { return d.Acked() == 20 }, "the cursor did not pass the applied intent")
+		if s := syncOf(refused); !s.InSync || s.Err != "" {
+			t.Errorf("applied resource reported as %+v, want in sync without an error", s)
+		}
+	})
 }
 
 // A refused apply is tried again after a long delay, backing off, while
@@ -199,41 +211,43 @@ func TestARefusedApplyLetsTheCursorPassAndStaysFailing(t *testing.T) {
 // agent, say), the resource applies and clears its error without a new
 // event, with periodic resyncs off too.
 func TestARefusedApplyIsTriedAgainLaterWithoutHoldingTheCursor(t *testing.T) {
-	r := newRecorder()
-	refused := Key{Kind: rpc.KindDeployment, ID: "refused"}
-	r.refuse[refused] = true
-	d := New(r, slog.New(slog.DiscardHandler), nil, WithRefusedRetry(20*time.Millisecond, 80*time.Millisecond))
-	start(t, d, 2)
-	must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(10)
-	eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
-	handled := func() int {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
-	}
-	eventually(t, func() bool { return handled() >= 3 }, "the refused apply was never tried again")
-	if d.Acked() != 10 || !strings.Contains(d.LastError(), "injected refusal") {
-		t.Errorf("acked %d, last error %q: want the cursor past the refusal, still failing", d.Acked(), d.LastError())
-	}
-	must(t, d.Event(deployment("other", ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(20)
-	eventually(t, func() bool { return d.Acked() == 20 }, "the cursor is held while the refused apply is retried")
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		refused := Key{Kind: rpc.KindDeployment, ID: "refused"}
+		r.refuse[refused] = true
+		d := New(r, slog.New(slog.DiscardHandler), nil, WithRefusedRetry(20*time.Millisecond, 80*time.Millisecond))
+		start(t, d, 2)
+		must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(10)
+		eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
+		handled := func() int {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
+		}
+		eventually(t, func() bool { return handled() >= 3 }, "the refused apply was never tried again")
+		if d.Acked() != 10 || !strings.Contains(d.LastError(), "injected refusal") {
+			t.Errorf("acked %d, last error %q: want the cursor past the refusal, still failing", d.Acked(), d.LastError())
+		}
+		must(t, d.Event(deployment("other", ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(20)
+		eventually(t, func() bool { return d.Acked() == 20 }, "the cursor is held while the refused apply is retried")
 
-	r.mu.Lock()
-	r.refuse[refused] = false
-	r.mu.Unlock()
-	eventually(t, func() bool {
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.final[refused]
-	}, "the resource allowed again was never applied")
-	eventually(t, func() bool { return d.LastError() == "" }, "the refusal was not cleared")
-	n := handled()
-	time.Sleep(200 * time.Millisecond) // past the longest delay
-	if handled() != n {
-		t.Errorf("the resource applied was tried again (%d times, then %d)", n, handled())
-	}
+		r.refuse[refused] = false
+		r.mu.Unlock()
+		eventually(t, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.final[refused]
+		}, "the resource allowed again was never applied")
+		eventually(t, func() bool { return d.LastError() == "" }, "the refusal was not cleared")
+		n := handled()
+		time.Sleep(200 * time.Millisecond) // past the longest delay
+		if handled() != n {
+			t.Errorf("the resource applied was tried again (%d times, then %d)", n, handled())
+		}
+	})
 }
 
 // With several resources failing, the error reported is always the one
@@ -272,30 +286,32 @@ func TestNilAndUnknownEventsAreErrors(t *testing.T) {
 // After a full sync, exactly the present resources it did not list (and
 // nothing applied since) are deleted.
 func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
-	r := newRecorder()
-	d := New(r, slog.New(slog.DiscardHandler), nil)
-	start(t, d, 2)
-	must(t, d.Event(deployment("old", ctrlv1.Action_ACTION_APPLY)))
-	// Queued before the sync and failing: deleted upstream meanwhile, so
-	// the sync does not list it and it must not be applied late.
-	r.mu.Lock()
-	r.failLeft[Key{Kind: rpc.KindDeployment, ID: "stuck"}] = 2
-	r.mu.Unlock()
-	must(t, d.Event(deployment("stuck", ctrlv1.Action_ACTION_APPLY)))
-	d.BeginFullSync()
-	must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
-	n := d.Collect([]Key{{Kind: rpc.KindDeployment, ID: "old"}, {Kind: rpc.KindDeployment, ID: "kept"}, {Kind: rpc.KindDeployment, ID: "orphan"}})
-	if n != 3 {
-		t.Fatalf("collected %d, want old, orphan and stuck", n)
-	}
-	eventually(t, func() bool {
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		d := New(r, slog.New(slog.DiscardHandler), nil)
+		start(t, d, 2)
+		must(t, d.Event(deployment("old", ctrlv1.Action_ACTION_APPLY)))
+		// Queued before the sync and failing: deleted upstream meanwhile, so
+		// the sync does not list it and it must not be applied late.
 		r.mu.Lock()
-		defer r.mu.Unlock()
-		old, o1 := r.final[Key{Kind: rpc.KindDeployment, ID: "old"}]
-		orphan, o2 := r.final[Key{Kind: rpc.KindDeployment, ID: "orphan"}]
-		stuck, o3 := r.final[Key{Kind: rpc.KindDeployment, ID: "stuck"}]
-		return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{Kind: rpc.KindDeployment, ID: "kept"}]
-	}, "garbage collection did not delete exactly old, orphan and stuck")
+		r.failLeft[Key{Kind: rpc.KindDeployment, ID: "stuck"}] = 2
+		r.mu.Unlock()
+		must(t, d.Event(deployment("stuck", ctrlv1.Action_ACTION_APPLY)))
+		d.BeginFullSync()
+		must(t, d.Event(deployment("kept", ctrlv1.Action_ACTION_APPLY)))
+		n := d.Collect([]Key{{Kind: rpc.KindDeployment, ID: "old"}, {Kind: rpc.KindDeployment, ID: "kept"}, {Kind: rpc.KindDeployment, ID: "orphan"}})
+		if n != 3 {
+			t.Fatalf("collected %d, want old, orphan and stuck", n)
+		}
+		eventually(t, func() bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			old, o1 := r.final[Key{Kind: rpc.KindDeployment, ID: "old"}]
+			orphan, o2 := r.final[Key{Kind: rpc.KindDeployment, ID: "orphan"}]
+			stuck, o3 := r.final[Key{Kind: rpc.KindDeployment, ID: "stuck"}]
+			return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{Kind: rpc.KindDeployment, ID: "kept"}]
+		}, "garbage collection did not delete exactly old, orphan and stuck")
+	})
 }
 
 // Requeue applies a resource's latest intent again only when the filter
@@ -373,28 +389,30 @@ func deploymentIn(id, ns string, action ctrlv1.Action) *ctrlv1.DeploymentChangeE
 // the failing event holds (a resume from one would not send it again):
 // a resync while an apply fails does not ack past it.
 func TestFullSyncDoesNotReleaseBookmarksHeldByAFailingApply(t *testing.T) {
-	r := newRecorder()
-	bad, good := Key{Kind: rpc.KindDeployment, ID: "bad"}, Key{Kind: rpc.KindDeployment, ID: "good"}
-	r.failLeft[bad] = 1 << 30
-	d := New(r, slog.New(slog.DiscardHandler), nil)
-	start(t, d, 2)
-	must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
-	d.Bookmark(5)
-	eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		bad, good := Key{Kind: rpc.KindDeployment, ID: "bad"}, Key{Kind: rpc.KindDeployment, ID: "good"}
+		r.failLeft[bad] = 1 << 30
+		d := New(r, slog.New(slog.DiscardHandler), nil)
+		start(t, d, 2)
+		must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
+		d.Bookmark(5)
+		eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
 
-	d.BeginFullSync()
-	must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
-	must(t, d.Event(deployment(good.ID, ctrlv1.Action_ACTION_APPLY)))
-	d.Collect(nil)
-	d.Bookmark(7)
-	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[good] }, "other resources blocked")
-	if d.HasAcked() {
-		t.Fatalf("cursor acked to %d while the apply before it still fails", d.Acked())
-	}
-	r.mu.Lock()
-	r.failLeft[bad] = 0
-	r.mu.Unlock()
-	eventually(t, func() bool { return d.Acked() == 7 }, "cursor never advanced after the retry succeeded")
+		d.BeginFullSync()
+		must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
+		must(t, d.Event(deployment(good.ID, ctrlv1.Action_ACTION_APPLY)))
+		d.Collect(nil)
+		d.Bookmark(7)
+		eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[good] }, "other resources blocked")
+		if d.HasAcked() {
+			t.Fatalf("cursor acked to %d while the apply before it still fails", d.Acked())
+		}
+		r.mu.Lock()
+		r.failLeft[bad] = 0
+		r.mu.Unlock()
+		eventually(t, func() bool { return d.Acked() == 7 }, "cursor never advanced after the retry succeeded")
+	})
 }
 
 func must(t *testing.T, err error) {

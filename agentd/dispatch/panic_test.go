@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,46 +37,48 @@ func (p *panicky) Handle(ctx context.Context, key Key, in Intent) error {
 // backoff until it succeeds; the other resources are applied meanwhile,
 // and the process lives on.
 func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
-	r := newRecorder()
-	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
-	h := &panicky{recorder: r, key: bad}
-	h.left.Store(3) // retried after 200, 400 and 800ms
-	panics := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "panics_total"}, []string{"where"})
-	d := New(h, slog.New(slog.DiscardHandler), nil, WithPanics(panics))
-	start(t, d, 2)
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
+		h := &panicky{recorder: r, key: bad}
+		h.left.Store(3) // retried after 200, 400 and 800ms
+		panics := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "panics_total"}, []string{"where"})
+		d := New(h, slog.New(slog.DiscardHandler), nil, WithPanics(panics))
+		start(t, d, 2)
 
-	must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
-	for i := range 5 {
-		must(t, d.Event(deployment(fmt.Sprintf("good-%d", i), ctrlv1.Action_ACTION_APPLY)))
-	}
-	d.Bookmark(10)
-	applied := func(id string) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.final[Key{Kind: rpc.KindDeployment, ID: id}]
-	}
-	eventually(t, func() bool {
+		must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
 		for i := range 5 {
-			if !applied(fmt.Sprintf("good-%d", i)) {
-				return false
-			}
+			must(t, d.Event(deployment(fmt.Sprintf("good-%d", i), ctrlv1.Action_ACTION_APPLY)))
 		}
-		return true
-	}, "the other resources were not applied")
-	if d.Acked() != 0 {
-		t.Errorf("acked %d while a resource before the bookmark had not been applied", d.Acked())
-	}
-	if e := d.LastError(); !strings.Contains(e, "deployment/bad") || !strings.Contains(e, "panic") {
-		t.Errorf("last error %q does not show the panicking resource", e)
-	}
+		d.Bookmark(10)
+		applied := func(id string) bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.final[Key{Kind: rpc.KindDeployment, ID: id}]
+		}
+		eventually(t, func() bool {
+			for i := range 5 {
+				if !applied(fmt.Sprintf("good-%d", i)) {
+					return false
+				}
+			}
+			return true
+		}, "the other resources were not applied")
+		if d.Acked() != 0 {
+			t.Errorf("acked %d while a resource before the bookmark had not been applied", d.Acked())
+		}
+		if e := d.LastError(); !strings.Contains(e, "deployment/bad") || !strings.Contains(e, "panic") {
+			t.Errorf("last error %q does not show the panicking resource", e)
+		}
 
-	eventually(t, func() bool { return applied("bad") && d.Acked() == 10 }, "the panicking resource was not retried to success")
-	if got := testutil.ToFloat64(panics.WithLabelValues("dispatch")); got != 3 {
-		t.Errorf("counted %v panics, want 3", got)
-	}
-	if e := d.LastError(); e != "" {
-		t.Errorf("last error %q after the retry succeeded", e)
-	}
+		eventually(t, func() bool { return applied("bad") && d.Acked() == 10 }, "the panicking resource was not retried to success")
+		if got := testutil.ToFloat64(panics.WithLabelValues("dispatch")); got != 3 {
+			t.Errorf("counted %v panics, want 3", got)
+		}
+		if e := d.LastError(); e != "" {
+			t.Errorf("last error %q after the retry succeeded", e)
+		}
+	})
 }
 
 // A panic under the dispatcher's lock (here in a Requeue filter, the

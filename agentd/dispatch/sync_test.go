@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"testing/synctest"
 
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -45,30 +46,32 @@ func (r *recorder) setFailing(key Key, n int) {
 // since when, the same since on every retry; once an apply succeeds it is
 // reported in sync at the applied event's version, with no error.
 func TestAFailingResourceIsReportedWithItsErrorThenInSync(t *testing.T) {
-	r := newRecorder()
-	bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
-	r.setFailing(bad, 1<<30)
-	d := New(r, slog.New(slog.DiscardHandler), nil)
-	start(t, d, 2)
-	v := newView(d)
+	synctest.Test(t, func(t *testing.T) {
+		r := newRecorder()
+		bad := Key{Kind: rpc.KindDeployment, ID: "bad"}
+		r.setFailing(bad, 1<<30)
+		d := New(r, slog.New(slog.DiscardHandler), nil)
+		start(t, d, 2)
+		v := newView(d)
 
-	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 7)))
-	eventually(t, func() bool { v.report(); return v.last[bad].Err != "" }, "the failing apply was not reported")
-	failing := v.last[bad]
-	if failing.InSync || failing.Deleted || failing.AppliedVersion != 0 || failing.Err != "injected failure" || failing.FailingSince.IsZero() {
-		t.Fatalf("failing resource reported as %+v, want out of sync at version 0 with its error and since", failing)
-	}
-	eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.failLeft[bad] < 1<<30-2 }, "the apply was not retried")
-	v.report()
-	if got := v.last[bad]; !got.FailingSince.Equal(failing.FailingSince) {
-		t.Fatalf("failing since moved from %v to %v on a retry", failing.FailingSince, got.FailingSince)
-	}
+		must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 7)))
+		eventually(t, func() bool { v.report(); return v.last[bad].Err != "" }, "the failing apply was not reported")
+		failing := v.last[bad]
+		if failing.InSync || failing.Deleted || failing.AppliedVersion != 0 || failing.Err != "injected failure" || failing.FailingSince.IsZero() {
+			t.Fatalf("failing resource reported as %+v, want out of sync at version 0 with its error and since", failing)
+		}
+		eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.failLeft[bad] < 1<<30-2 }, "the apply was not retried")
+		v.report()
+		if got := v.last[bad]; !got.FailingSince.Equal(failing.FailingSince) {
+			t.Fatalf("failing since moved from %v to %v on a retry", failing.FailingSince, got.FailingSince)
+		}
 
-	r.setFailing(bad, 0)
-	eventually(t, func() bool { v.report(); return v.last[bad].InSync }, "the successful apply was not reported")
-	if got := v.last[bad]; got.AppliedVersion != 7 || got.Err != "" || !got.FailingSince.IsZero() || got.Deleted {
-		t.Fatalf("applied resource reported as %+v, want in sync at version 7 without an error", got)
-	}
+		r.setFailing(bad, 0)
+		eventually(t, func() bool { v.report(); return v.last[bad].InSync }, "the successful apply was not reported")
+		if got := v.last[bad]; got.AppliedVersion != 7 || got.Err != "" || !got.FailingSince.IsZero() || got.Deleted {
+			t.Fatalf("applied resource reported as %+v, want in sync at version 7 without an error", got)
+		}
+	})
 }
 
 // A resource's delete is reported deleted, whether the stream asked for
