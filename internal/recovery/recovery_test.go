@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,33 +52,40 @@ func TestRunTurnsAPanicIntoAnErrorLoggedAndCounted(t *testing.T) {
 	}
 }
 
-// A loop that panics is started again; it stops for good once ctx ends.
+// A loop that panics is started again after DefaultRestartPause, not
+// before; it stops for good once ctx ends. In a synctest bubble the pause
+// is the real default and costs no time.
 func TestLoopRestartsAfterAPanicUntilTheContextEnds(t *testing.T) {
-	g, _ := guard()
-	ctx, cancel := context.WithCancel(context.Background())
-	var rounds atomic.Int32
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		g.Loop(ctx, "loop", func(ctx context.Context) {
-			if rounds.Add(1) == 1 {
-				panic("first round")
-			}
-			<-ctx.Done()
-		})
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for rounds.Load() < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the loop was not started again after its panic")
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := guard()
+		ctx, cancel := context.WithCancel(context.Background())
+		var rounds atomic.Int32
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			g.Loop(ctx, "loop", func(ctx context.Context) {
+				if rounds.Add(1) == 1 {
+					panic("first round")
+				}
+				<-ctx.Done()
+			})
+		}()
+		time.Sleep(DefaultRestartPause - time.Millisecond)
+		synctest.Wait()
+		if n := rounds.Load(); n != 1 {
+			t.Fatalf("%d rounds a moment before the pause after the panic was over, want 1", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	cancel()
-	<-done
-	if got := testutil.ToFloat64(g.Panics.WithLabelValues("loop")); got != 1 {
-		t.Errorf("counted %v panics, want 1", got)
-	}
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if n := rounds.Load(); n != 2 {
+			t.Fatalf("%d rounds once the pause after the panic was over, want 2", n)
+		}
+		cancel()
+		<-done
+		if got := testutil.ToFloat64(g.Panics.WithLabelValues("loop")); got != 1 {
+			t.Errorf("counted %v panics, want 1", got)
+		}
+	})
 }
 
 // The pause after a panic doubles while the loop keeps panicking, up to a
@@ -98,21 +106,27 @@ func TestLoopBacksOffWhileItKeepsPanicking(t *testing.T) {
 		t.Fatalf("after Reset the pause is %v, want %v", d, time.Second)
 	}
 
-	g, _ := guard()
-	g.RestartPause = 20 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	var rounds, resets atomic.Int32
-	g.LoopResetting(ctx, "poison", func(context.Context) {
-		rounds.Add(1)
-		panic("every round")
-	}, func() { resets.Add(1) })
-	// Pauses of 20, 40, 80, 160 ms fit 400 ms: at most 5 rounds. A fixed
-	// pause would give 20, none would give thousands.
-	if n := rounds.Load(); n < 2 || n > 5 {
-		t.Fatalf("%d rounds in 400ms with a doubling pause from 20ms, want 2 to 5", n)
-	}
-	if resets.Load() != rounds.Load() {
-		t.Fatalf("reset ran %d times for %d panics", resets.Load(), rounds.Load())
-	}
+	// Pauses of 1, 2, 4 and 8 s (the default's) fit 20 s, the next (16 s)
+	// does not: exactly 5 rounds, on the bubble's clock. A fixed pause
+	// would give about 20, none would give thousands.
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := guard()
+		start := time.Now()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var rounds, resets atomic.Int32
+		g.LoopResetting(ctx, "poison", func(context.Context) {
+			rounds.Add(1)
+			panic("every round")
+		}, func() { resets.Add(1) })
+		if n := rounds.Load(); n != 5 {
+			t.Fatalf("%d rounds in 20 s with a doubling pause from %v, want 5", n, DefaultRestartPause)
+		}
+		if resets.Load() != rounds.Load() {
+			t.Fatalf("reset ran %d times for %d panics", resets.Load(), rounds.Load())
+		}
+		if took := time.Since(start); took != 20*time.Second {
+			t.Errorf("the loop returned %v after it began, want when its context ended (20s)", took)
+		}
+	})
 }
