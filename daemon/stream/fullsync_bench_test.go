@@ -38,6 +38,9 @@ import (
 //     without gRPC's 5-byte frame);
 //   - cpu-ms/sync: the CPU time this process spent meanwhile, ctrld's and
 //     the client's (the database's is its own process's);
+//   - db-cpu-ms/sync: the database server's CPU time meanwhile, when
+//     DEPLOYSYNC_BENCH_DB_PID names its process on this machine (read from
+//     /proc in clock ticks, 10 ms; other clients of the server count too);
 //   - peak-live-heap-MiB: the highest live heap (as the garbage collector
 //     last measured it) during the sync, above the live heap before it.
 //     The client keeps nothing, so this is the server's, and gRPC's
@@ -113,6 +116,7 @@ type syncTotals struct {
 	syncs   int
 	elapsed time.Duration
 	cpu     time.Duration
+	dbCPU   time.Duration
 	bytes   int
 	peak    uint64
 }
@@ -121,6 +125,7 @@ func (t *syncTotals) add(f syncFigures) {
 	t.syncs++
 	t.elapsed += f.elapsed
 	t.cpu += f.cpu
+	t.dbCPU += f.dbCPU
 	t.bytes += f.bytes
 	t.peak = max(t.peak, f.peakLiveHeap)
 }
@@ -129,6 +134,9 @@ func (t *syncTotals) report(b *testing.B, n int) {
 	b.ReportMetric(float64(t.elapsed.Microseconds())/1000/float64(t.syncs), t.name+"-ms/sync")
 	b.ReportMetric(float64(t.cpu.Microseconds())/1000/float64(t.syncs), t.name+"-cpu-ms/sync")
 	b.ReportMetric(float64(t.bytes)/float64(t.syncs*n), t.name+"-B/resource")
+	if os.Getenv(dbPIDVar) != "" {
+		b.ReportMetric(float64(t.dbCPU.Microseconds())/1000/float64(t.syncs), t.name+"-db-cpu-ms/sync")
+	}
 	b.ReportMetric(float64(t.peak)/(1<<20), t.name+"-peak-live-heap-MiB")
 }
 
@@ -136,6 +144,7 @@ func (t *syncTotals) report(b *testing.B, n int) {
 type syncFigures struct {
 	elapsed      time.Duration
 	cpu          time.Duration // this process's
+	dbCPU        time.Duration // the database server's, if known
 	bytes        int           // of the resource events, encoded
 	peakLiveHeap uint64        // above the live heap before the sync
 }
@@ -156,7 +165,7 @@ func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity str
 	go func() { peak <- samplePeak(sampled); close(peak) }()
 	b.StartTimer()
 
-	start, startCPU := time.Now(), cpuTime(b)
+	start, startCPU, startDB := time.Now(), cpuTime(b), dbCPUTime(b)
 	stream, err := client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: identity})
 	if err != nil {
 		b.Fatal(err)
@@ -185,7 +194,7 @@ func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity str
 		count++
 		figures.bytes += proto.Size(ev)
 	}
-	figures.elapsed, figures.cpu = time.Since(start), cpuTime(b)-startCPU
+	figures.elapsed, figures.cpu, figures.dbCPU = time.Since(start), cpuTime(b)-startCPU, dbCPUTime(b)-startDB
 
 	b.StopTimer()
 	defer b.StartTimer()
@@ -204,6 +213,39 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// dbPIDVar names the database server's process ID, for db-cpu-ms/sync.
+const dbPIDVar = "DEPLOYSYNC_BENCH_DB_PID"
+
+// dbCPUTime is the user and system CPU time the database server's process
+// (dbPIDVar) has spent so far, 0 when none is named: most of a full sync's
+// cost that is not ctrld's is the database's reading the pages.
+func dbCPUTime(b *testing.B) time.Duration {
+	pid := os.Getenv(dbPIDVar)
+	if pid == "" {
+		return 0
+	}
+	data, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		b.Fatalf("%s: %v", dbPIDVar, err)
+	}
+	// proc(5): after the command in parentheses, utime and stime are the
+	// 12th and 13th fields, in clock ticks (USER_HZ, 100 on Linux).
+	stat := string(data)
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+1:])
+	if len(fields) < 13 {
+		b.Fatalf("%s: /proc/%s/stat: %q", dbPIDVar, pid, stat)
+	}
+	var ticks int
+	for _, f := range fields[11:13] {
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			b.Fatalf("%s: /proc/%s/stat: %v", dbPIDVar, pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // liveHeap is the live heap as the garbage collector last measured it.
