@@ -101,17 +101,18 @@ func actionName(a ctrlv1.RolloutAction) string {
 }
 
 // fencedCall is a person at the console: it reads a rollout (one in
-// flight, mostly), then sends an action fenced with what it read, or,
-// one time in two, with a fence it knows to be stale (the version or the
-// wave before, the revision before, or a rollout that ended), which
-// ctrld must refuse. A refused fenced action must change nothing: the
+// flight, mostly), then sends an action fenced with what it read, or
+// with a fence it knows to be stale (the version, wave or revision
+// before, a rollout that ended, or what it read before it saw the
+// rollout move while its confirmation was open), which ctrld must
+// refuse. A refused fenced action must change nothing: the
 // rollout is read back and compared (judgeRefusal).
 func (o *operator) fencedCall(ctx context.Context) (string, error) {
 	c, rng := o.client, o.rng
 	id := pick(rng, deploymentIDs)
 	if resp, err := c.ListRollouts(ctx, &ctrlv1.ListRolloutsRequest{InFlightOnly: true, Limit: 100}); err != nil {
 		return "fence-look", err
-	} else if flying := resp.GetRollouts(); len(flying) > 0 && rng.IntN(4) > 0 {
+	} else if flying := resp.GetRollouts(); len(flying) > 0 {
 		id = pick(rng, flying).DeploymentId
 	}
 	got, err := c.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: id})
@@ -121,7 +122,23 @@ func (o *operator) fencedCall(ctx context.Context) (string, error) {
 	before := got.GetRollout()
 	fence := &ctrlv1.RolloutFence{RolloutId: before.Id, Revision: before.Revision, Wave: before.Wave, Version: before.Version}
 	stale := before.FinishedAt != nil // a fence on a rollout that ended never matches again
-	if !stale && rng.IntN(2) == 0 {
+	if !stale && rng.IntN(3) == 0 {
+		// The confirmation stays open while the driver (or another
+		// operator) moves the rollout on: once it is seen to have moved,
+		// what was confirmed is stale.
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(500+rng.IntN(1500)) * time.Millisecond):
+		}
+		if again, err := c.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: id}); err == nil {
+			now := again.GetRollout()
+			stale = now.Id != before.Id || now.Version != before.Version
+			if stale {
+				// Judged against the rollout as it is now.
+				before = now
+			}
+		}
+	} else if !stale && rng.IntN(2) == 0 {
 		// Each of these names this rollout (its id) as it no longer is,
 		// and never will be again: its version and wave only grow, its
 		// revision is fixed.

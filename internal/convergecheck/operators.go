@@ -212,7 +212,7 @@ func (o *operator) region(all bool) string {
 // rolloutShare is one in how many calls changes a deployment's spec: an
 // update, at once or rolled out in waves, or an operator's action on a
 // rollout in flight.
-const rolloutShare = 6
+const rolloutShare = 5
 
 // Waves of the checker's rollouts: its first region as the canary, then
 // the other; bakes and deadlines short enough that every rollout ends
@@ -365,7 +365,7 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		action := pick(rng, rolloutActions)
 		_, err := c.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: id, Action: action})
 		return "rollout-" + actionName(action), err
-	case n < 10:
+	case n < 11:
 		return o.fencedCall(ctx)
 	default:
 		return o.canaryCall(ctx)
