@@ -311,7 +311,9 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	// paused and aborts what halted).
 	// A rollout that does not end is reported with how the regions
 	// differ then, which may say why.
+	settling := time.Now()
 	unsettled := s.settleRollouts(ctx, cfg.ConvergeWithin, &rep.Rollouts)
+	s.logf("round %d: rollouts in flight ended %s after operations and faults ended", n, time.Since(settling).Round(time.Millisecond))
 	took, v := converge(ctx, cfg.ConvergeWithin, s.divergence)
 	if problems := append(unsettled, v.problems...); len(problems) > 0 {
 		return 0, 0, &DivergenceError{Seed: rep.Seed, Round: n, Within: cfg.ConvergeWithin, Problems: problems, Schedule: schedule}
