@@ -41,7 +41,7 @@ func (c *Config) defaults() {
 }
 
 // agentGoneAfter is how long an agent record must be silent before a new
-// identity may take its place in a full region. agentd reports every 10
+// identity may take its place in a full region. agentd reports every 2
 // seconds, so a live agent is never silent this long unless it is cut off,
 // and then its next heartbeat writes its record again whole.
 const agentGoneAfter = 10 * time.Minute
