@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -321,7 +322,7 @@ func resume(ctx context.Context, tx *ent.Tx, r *ent.Rollout) error {
 		}
 		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version, Baseline: baseline}
 	}
-	return save(ctx, tx, r, rollout.StateProgressing, "")
+	return saveAt(ctx, tx, r, rollout.StateProgressing, "", now)
 }
 
 // stepRollout runs change on rollout id in one transaction, if it is still
@@ -356,6 +357,12 @@ func save(ctx context.Context, tx *ent.Tx, r *ent.Rollout, state rollout.State, 
 	if err != nil {
 		return err
 	}
+	return saveAt(ctx, tx, r, state, reason, now)
+}
+
+// saveAt is save stamped now: for a step that read the database's clock
+// already (a promotion's times), so that it is read once.
+func saveAt(ctx context.Context, tx *ent.Tx, r *ent.Rollout, state rollout.State, reason string, now time.Time) error {
 	u := tx.Rollout.Update().Where(rollout.ID(r.ID), rollout.Version(r.Version)).
 		SetRegions(r.Regions).SetState(state).SetWave(r.Wave).SetReason(validate.Clip(reason, 1024)).
 		AddVersion(1).SetUpdatedAt(now)
@@ -408,7 +415,7 @@ func advance(ctx context.Context, tx *ent.Tx, r *ent.Rollout, by string) error {
 	for _, region := range next {
 		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[region]}
 	}
-	return save(ctx, tx, r, rollout.StateProgressing, "")
+	return saveAt(ctx, tx, r, rollout.StateProgressing, "", now)
 }
 
 // rollBack returns every region the rollout promoted to the spec before
