@@ -129,3 +129,8 @@ func isDelete(ev *ctrlv1.DeploymentChangeEvent) bool {
 	del := ctrlv1.Action_ACTION_DELETE
 	return ev.GetDeployment().GetAction() == del || ev.GetSentinel().GetAction() == del || ev.GetCiliumNetworkPolicy().GetAction() == del
 }
+
+// SyncChecks implements ctrlv1.ClusterServiceClient.
+func (l *link) SyncChecks(ctx context.Context, in *ctrlv1.SyncChecksRequest, opts ...grpc.CallOption) (*ctrlv1.SyncChecksResponse, error) {
+	return l.current().SyncChecks(ctx, in, opts...)
+}

@@ -9,6 +9,7 @@ package ctrlv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -1380,11 +1381,262 @@ func (*ReportResourceSyncResponse) Descriptor() ([]byte, []int) {
 	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
+type SyncChecksRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Region string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	// results are the evaluations since the last call, at most 256; ctrld
+	// keeps only those of checks it still assigns the region.
+	Results       []*CheckResult `protobuf:"bytes,2,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncChecksRequest) Reset() {
+	*x = SyncChecksRequest{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncChecksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncChecksRequest) ProtoMessage() {}
+
+func (x *SyncChecksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncChecksRequest.ProtoReflect.Descriptor instead.
+func (*SyncChecksRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *SyncChecksRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *SyncChecksRequest) GetResults() []*CheckResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+// CheckResult is one evaluation of an assignment's query.
+type CheckResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the assignment's (CheckAssignment.id).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// value is the query's one sample; meaningful only when has_value.
+	Value float64 `protobuf:"fixed64,2,opt,name=value,proto3" json:"value,omitempty"`
+	// has_value: the query returned one sample (a scalar, or a vector of
+	// one). False with an empty error: the query answered with no data.
+	HasValue bool `protobuf:"varint,3,opt,name=has_value,json=hasValue,proto3" json:"has_value,omitempty"`
+	// error says why the query had no answer: no Prometheus configured, it
+	// was unreachable or timed out, the query failed, or it returned more
+	// than one series. At most 1 KiB. Empty when it answered.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResult) Reset() {
+	*x = CheckResult{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResult) ProtoMessage() {}
+
+func (x *CheckResult) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
+func (*CheckResult) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CheckResult) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckResult) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *CheckResult) GetHasValue() bool {
+	if x != nil {
+		return x.HasValue
+	}
+	return false
+}
+
+func (x *CheckResult) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type SyncChecksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Checks        []*CheckAssignment     `protobuf:"bytes,1,rep,name=checks,proto3" json:"checks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncChecksResponse) Reset() {
+	*x = SyncChecksResponse{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncChecksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncChecksResponse) ProtoMessage() {}
+
+func (x *SyncChecksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncChecksResponse.ProtoReflect.Descriptor instead.
+func (*SyncChecksResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *SyncChecksResponse) GetChecks() []*CheckAssignment {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+// CheckAssignment is a query the agent evaluates against its region's
+// Prometheus.
+type CheckAssignment struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the assignment in results; opaque to the agent.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// query is PromQL, with the deployment's identity in it as quoted
+	// strings; it must return one sample (or none: no data).
+	Query string `protobuf:"bytes,2,opt,name=query,proto3" json:"query,omitempty"`
+	// interval is how often to evaluate it.
+	Interval *durationpb.Duration `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"`
+	// at, when set, is the one instant to evaluate the query at (a region's
+	// own value from before its promotion), once, instead of at every
+	// interval.
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckAssignment) Reset() {
+	*x = CheckAssignment{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckAssignment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckAssignment) ProtoMessage() {}
+
+func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckAssignment.ProtoReflect.Descriptor instead.
+func (*CheckAssignment) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CheckAssignment) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *CheckAssignment) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *CheckAssignment) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *CheckAssignment) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_deploysync_ctrl_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" deploysync/ctrl/v1/cluster.proto\x12\x12deploysync.ctrl.v1\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\x01\n" +
+	" deploysync/ctrl/v1/cluster.proto\x12\x12deploysync.ctrl.v1\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\x01\n" +
 	"\x1dWatchDeploymentChangesRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12*\n" +
 	"\x11version_last_seen\x18\x02 \x01(\x04R\x0fversionLastSeen\x12%\n" +
@@ -1465,7 +1717,22 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\rfailing_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\ffailingSince\x12\x18\n" +
 	"\adeleted\x18\a \x01(\bR\adeleted\x12)\n" +
 	"\x10received_version\x18\b \x01(\x04R\x0freceivedVersion\"\x1c\n" +
-	"\x1aReportResourceSyncResponse*E\n" +
+	"\x1aReportResourceSyncResponse\"f\n" +
+	"\x11SyncChecksRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x129\n" +
+	"\aresults\x18\x02 \x03(\v2\x1f.deploysync.ctrl.v1.CheckResultR\aresults\"f\n" +
+	"\vCheckResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value\x12\x1b\n" +
+	"\thas_value\x18\x03 \x01(\bR\bhasValue\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"Q\n" +
+	"\x12SyncChecksResponse\x12;\n" +
+	"\x06checks\x18\x01 \x03(\v2#.deploysync.ctrl.v1.CheckAssignmentR\x06checks\"\x9a\x01\n" +
+	"\x0fCheckAssignment\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05query\x18\x02 \x01(\tR\x05query\x125\n" +
+	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*E\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_APPLY\x10\x01\x12\x11\n" +
@@ -1478,13 +1745,15 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x0eSentinelHealth\x12\x1f\n" +
 	"\x1bSENTINEL_HEALTH_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SENTINEL_HEALTH_HEALTHY\x10\x01\x12\x1d\n" +
-	"\x19SENTINEL_HEALTH_UNHEALTHY\x10\x022\xed\x04\n" +
+	"\x19SENTINEL_HEALTH_UNHEALTHY\x10\x022\xca\x05\n" +
 	"\x0eClusterService\x12x\n" +
 	"\x16WatchDeploymentChanges\x121.deploysync.ctrl.v1.WatchDeploymentChangesRequest\x1a).deploysync.ctrl.v1.DeploymentChangeEvent0\x01\x12\x7f\n" +
 	"\x16ReportDeploymentStatus\x121.deploysync.ctrl.v1.ReportDeploymentStatusRequest\x1a2.deploysync.ctrl.v1.ReportDeploymentStatusResponse\x12y\n" +
 	"\x14ReportSentinelStatus\x12/.deploysync.ctrl.v1.ReportSentinelStatusRequest\x1a0.deploysync.ctrl.v1.ReportSentinelStatusResponse\x12p\n" +
 	"\x11ReportAgentStatus\x12,.deploysync.ctrl.v1.ReportAgentStatusRequest\x1a-.deploysync.ctrl.v1.ReportAgentStatusResponse\x12s\n" +
-	"\x12ReportResourceSync\x12-.deploysync.ctrl.v1.ReportResourceSyncRequest\x1a..deploysync.ctrl.v1.ReportResourceSyncResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"\x12ReportResourceSync\x12-.deploysync.ctrl.v1.ReportResourceSyncRequest\x1a..deploysync.ctrl.v1.ReportResourceSyncResponse\x12[\n" +
+	"\n" +
+	"SyncChecks\x12%.deploysync.ctrl.v1.SyncChecksRequest\x1a&.deploysync.ctrl.v1.SyncChecksResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_cluster_proto_rawDescOnce sync.Once
@@ -1499,7 +1768,7 @@ func file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(Action)(0),                            // 0: deploysync.ctrl.v1.Action
 	(InstanceStatus)(0),                    // 1: deploysync.ctrl.v1.InstanceStatus
@@ -1523,10 +1792,15 @@ var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(*ReportResourceSyncRequest)(nil),      // 19: deploysync.ctrl.v1.ReportResourceSyncRequest
 	(*ResourceSync)(nil),                   // 20: deploysync.ctrl.v1.ResourceSync
 	(*ReportResourceSyncResponse)(nil),     // 21: deploysync.ctrl.v1.ReportResourceSyncResponse
-	(*DeploymentState)(nil),                // 22: deploysync.ctrl.v1.DeploymentState
-	(*SentinelState)(nil),                  // 23: deploysync.ctrl.v1.SentinelState
-	(*CiliumNetworkPolicyState)(nil),       // 24: deploysync.ctrl.v1.CiliumNetworkPolicyState
-	(*timestamppb.Timestamp)(nil),          // 25: google.protobuf.Timestamp
+	(*SyncChecksRequest)(nil),              // 22: deploysync.ctrl.v1.SyncChecksRequest
+	(*CheckResult)(nil),                    // 23: deploysync.ctrl.v1.CheckResult
+	(*SyncChecksResponse)(nil),             // 24: deploysync.ctrl.v1.SyncChecksResponse
+	(*CheckAssignment)(nil),                // 25: deploysync.ctrl.v1.CheckAssignment
+	(*DeploymentState)(nil),                // 26: deploysync.ctrl.v1.DeploymentState
+	(*SentinelState)(nil),                  // 27: deploysync.ctrl.v1.SentinelState
+	(*CiliumNetworkPolicyState)(nil),       // 28: deploysync.ctrl.v1.CiliumNetworkPolicyState
+	(*timestamppb.Timestamp)(nil),          // 29: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 30: google.protobuf.Duration
 }
 var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
 	5,  // 0: deploysync.ctrl.v1.DeploymentChangeEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentEvent
@@ -1535,34 +1809,40 @@ var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
 	8,  // 3: deploysync.ctrl.v1.DeploymentChangeEvent.bookmark:type_name -> deploysync.ctrl.v1.Bookmark
 	9,  // 4: deploysync.ctrl.v1.DeploymentChangeEvent.resync_required:type_name -> deploysync.ctrl.v1.ResyncRequired
 	0,  // 5: deploysync.ctrl.v1.DeploymentEvent.action:type_name -> deploysync.ctrl.v1.Action
-	22, // 6: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	26, // 6: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
 	0,  // 7: deploysync.ctrl.v1.SentinelEvent.action:type_name -> deploysync.ctrl.v1.Action
-	23, // 8: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
+	27, // 8: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
 	0,  // 9: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.action:type_name -> deploysync.ctrl.v1.Action
-	24, // 10: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
+	28, // 10: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
 	11, // 11: deploysync.ctrl.v1.ReportDeploymentStatusRequest.deployments:type_name -> deploysync.ctrl.v1.DeploymentStatus
 	12, // 12: deploysync.ctrl.v1.DeploymentStatus.instances:type_name -> deploysync.ctrl.v1.Instance
 	1,  // 13: deploysync.ctrl.v1.Instance.status:type_name -> deploysync.ctrl.v1.InstanceStatus
 	15, // 14: deploysync.ctrl.v1.ReportSentinelStatusRequest.sentinels:type_name -> deploysync.ctrl.v1.SentinelStatus
 	2,  // 15: deploysync.ctrl.v1.SentinelStatus.health:type_name -> deploysync.ctrl.v1.SentinelHealth
-	25, // 16: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
+	29, // 16: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
 	20, // 17: deploysync.ctrl.v1.ReportResourceSyncRequest.resources:type_name -> deploysync.ctrl.v1.ResourceSync
-	25, // 18: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
-	3,  // 19: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
-	10, // 20: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
-	14, // 21: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
-	17, // 22: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
-	19, // 23: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
-	4,  // 24: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
-	13, // 25: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
-	16, // 26: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
-	18, // 27: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
-	21, // 28: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
-	24, // [24:29] is the sub-list for method output_type
-	19, // [19:24] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	29, // 18: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
+	23, // 19: deploysync.ctrl.v1.SyncChecksRequest.results:type_name -> deploysync.ctrl.v1.CheckResult
+	25, // 20: deploysync.ctrl.v1.SyncChecksResponse.checks:type_name -> deploysync.ctrl.v1.CheckAssignment
+	30, // 21: deploysync.ctrl.v1.CheckAssignment.interval:type_name -> google.protobuf.Duration
+	29, // 22: deploysync.ctrl.v1.CheckAssignment.at:type_name -> google.protobuf.Timestamp
+	3,  // 23: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
+	10, // 24: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
+	14, // 25: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
+	17, // 26: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
+	19, // 27: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
+	22, // 28: deploysync.ctrl.v1.ClusterService.SyncChecks:input_type -> deploysync.ctrl.v1.SyncChecksRequest
+	4,  // 29: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
+	13, // 30: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
+	16, // 31: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
+	18, // 32: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
+	21, // 33: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
+	24, // 34: deploysync.ctrl.v1.ClusterService.SyncChecks:output_type -> deploysync.ctrl.v1.SyncChecksResponse
+	29, // [29:35] is the sub-list for method output_type
+	23, // [23:29] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_cluster_proto_init() }
@@ -1584,7 +1864,7 @@ func file_deploysync_ctrl_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_cluster_proto_rawDesc), len(file_deploysync_ctrl_v1_cluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   19,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

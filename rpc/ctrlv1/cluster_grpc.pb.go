@@ -24,6 +24,7 @@ const (
 	ClusterService_ReportSentinelStatus_FullMethodName   = "/deploysync.ctrl.v1.ClusterService/ReportSentinelStatus"
 	ClusterService_ReportAgentStatus_FullMethodName      = "/deploysync.ctrl.v1.ClusterService/ReportAgentStatus"
 	ClusterService_ReportResourceSync_FullMethodName     = "/deploysync.ctrl.v1.ClusterService/ReportResourceSync"
+	ClusterService_SyncChecks_FullMethodName             = "/deploysync.ctrl.v1.ClusterService/SyncChecks"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -58,6 +59,13 @@ type ClusterServiceClient interface {
 	// most 500 resources per call; reports on resources the region does not
 	// desire are ignored.
 	ReportResourceSync(ctx context.Context, in *ReportResourceSyncRequest, opts ...grpc.CallOption) (*ReportResourceSyncResponse, error)
+	// SyncChecks is how a region's agent runs its rollouts' checks against
+	// the region's own Prometheus: it sends what it evaluated since its last
+	// call and gets back every check it is to evaluate now. Agents call it
+	// every couple of seconds, on a loop of its own (a slow Prometheus never
+	// delays a status report or a heartbeat). An agent without a Prometheus
+	// still calls it, and reports each check's error.
+	SyncChecks(ctx context.Context, in *SyncChecksRequest, opts ...grpc.CallOption) (*SyncChecksResponse, error)
 }
 
 type clusterServiceClient struct {
@@ -127,6 +135,16 @@ func (c *clusterServiceClient) ReportResourceSync(ctx context.Context, in *Repor
 	return out, nil
 }
 
+func (c *clusterServiceClient) SyncChecks(ctx context.Context, in *SyncChecksRequest, opts ...grpc.CallOption) (*SyncChecksResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncChecksResponse)
+	err := c.cc.Invoke(ctx, ClusterService_SyncChecks_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -159,6 +177,13 @@ type ClusterServiceServer interface {
 	// most 500 resources per call; reports on resources the region does not
 	// desire are ignored.
 	ReportResourceSync(context.Context, *ReportResourceSyncRequest) (*ReportResourceSyncResponse, error)
+	// SyncChecks is how a region's agent runs its rollouts' checks against
+	// the region's own Prometheus: it sends what it evaluated since its last
+	// call and gets back every check it is to evaluate now. Agents call it
+	// every couple of seconds, on a loop of its own (a slow Prometheus never
+	// delays a status report or a heartbeat). An agent without a Prometheus
+	// still calls it, and reports each check's error.
+	SyncChecks(context.Context, *SyncChecksRequest) (*SyncChecksResponse, error)
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -183,6 +208,9 @@ func (UnimplementedClusterServiceServer) ReportAgentStatus(context.Context, *Rep
 }
 func (UnimplementedClusterServiceServer) ReportResourceSync(context.Context, *ReportResourceSyncRequest) (*ReportResourceSyncResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ReportResourceSync not implemented")
+}
+func (UnimplementedClusterServiceServer) SyncChecks(context.Context, *SyncChecksRequest) (*SyncChecksResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SyncChecks not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -288,6 +316,24 @@ func _ClusterService_ReportResourceSync_Handler(srv interface{}, ctx context.Con
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_SyncChecks_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncChecksRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServiceServer).SyncChecks(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ClusterService_SyncChecks_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServiceServer).SyncChecks(ctx, req.(*SyncChecksRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -310,6 +356,10 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportResourceSync",
 			Handler:    _ClusterService_ReportResourceSync_Handler,
+		},
+		{
+			MethodName: "SyncChecks",
+			Handler:    _ClusterService_SyncChecks_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

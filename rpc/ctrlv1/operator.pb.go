@@ -3017,7 +3017,12 @@ type RolloutStrategy struct {
 	// on_failure is what a failed wave does: "rollback" (the default, when
 	// empty: every region it promoted returns to the spec before) or "pause"
 	// (everything holds where it is, for an operator).
-	OnFailure     string `protobuf:"bytes,2,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	OnFailure string `protobuf:"bytes,2,opt,name=on_failure,json=onFailure,proto3" json:"on_failure,omitempty"`
+	// checks are what every promoted region must pass for its whole bake,
+	// evaluated by the region's agent against the region's own Prometheus.
+	// A check without a verdict (no data, too few samples, no Prometheus)
+	// never passes: it holds the wave until the region's deadline.
+	Checks        []*RolloutCheck `protobuf:"bytes,3,rep,name=checks,proto3" json:"checks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3066,6 +3071,155 @@ func (x *RolloutStrategy) GetOnFailure() string {
 	return ""
 }
 
+func (x *RolloutStrategy) GetChecks() []*RolloutCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+// RolloutCheck is a check every promoted region of a rollout must pass.
+type RolloutCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is how views and evidence name it: lower-case letters, digits
+	// and '-', unique in the strategy.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// kind is "metric" (the query's value within bound), "baseline" (the
+	// query's value in a promoted region against the same query in the
+	// regions still on the previous revision, or the region's own value
+	// before its promotion where none is left; higher is worse) or "alert"
+	// (any alert firing in the region whose labels match fails it).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// query is a PromQL template for metric and baseline checks. The
+	// placeholders {{namespace}}, {{deployment}}, {{region}} and
+	// {{spec_hash}} become PromQL strings (quoted and escaped: write
+	// namespace={{namespace}}). It must return one sample.
+	Query string `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`
+	// bound is what a metric check's value must be: "< 0.01", "<= 0.01",
+	// "> 0.99", ">= 0.99", or a range "0.5..2" (both ends included).
+	Bound string `protobuf:"bytes,4,opt,name=bound,proto3" json:"bound,omitempty"`
+	// tolerance and margin bound a baseline check: the region's value may
+	// be at most baseline x (1 + tolerance) + margin.
+	Tolerance float64 `protobuf:"fixed64,5,opt,name=tolerance,proto3" json:"tolerance,omitempty"`
+	Margin    float64 `protobuf:"fixed64,6,opt,name=margin,proto3" json:"margin,omitempty"`
+	// match is an alert check's label matchers, a template
+	// (`namespace={{namespace}}` when empty): alerts firing in the region's
+	// Prometheus (ALERTS{alertstate="firing"}) with these labels fail it.
+	Match string `protobuf:"bytes,7,opt,name=match,proto3" json:"match,omitempty"`
+	// interval is how often the region's agent evaluates it: 1s..5m, 10s
+	// when unset.
+	Interval *durationpb.Duration `protobuf:"bytes,8,opt,name=interval,proto3" json:"interval,omitempty"`
+	// failure_limit is how many failing evaluations a region may have since
+	// its promotion; one more fails it. 0 when unset.
+	FailureLimit int32 `protobuf:"varint,9,opt,name=failure_limit,json=failureLimit,proto3" json:"failure_limit,omitempty"`
+	// min_samples is how many evaluations with a verdict the region needs
+	// since its bake began (and since its last one without) before the
+	// check can pass: 3 when unset, 1..1000.
+	MinSamples    int32 `protobuf:"varint,10,opt,name=min_samples,json=minSamples,proto3" json:"min_samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutCheck) Reset() {
+	*x = RolloutCheck{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutCheck) ProtoMessage() {}
+
+func (x *RolloutCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutCheck.ProtoReflect.Descriptor instead.
+func (*RolloutCheck) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RolloutCheck) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RolloutCheck) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RolloutCheck) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *RolloutCheck) GetBound() string {
+	if x != nil {
+		return x.Bound
+	}
+	return ""
+}
+
+func (x *RolloutCheck) GetTolerance() float64 {
+	if x != nil {
+		return x.Tolerance
+	}
+	return 0
+}
+
+func (x *RolloutCheck) GetMargin() float64 {
+	if x != nil {
+		return x.Margin
+	}
+	return 0
+}
+
+func (x *RolloutCheck) GetMatch() string {
+	if x != nil {
+		return x.Match
+	}
+	return ""
+}
+
+func (x *RolloutCheck) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *RolloutCheck) GetFailureLimit() int32 {
+	if x != nil {
+		return x.FailureLimit
+	}
+	return 0
+}
+
+func (x *RolloutCheck) GetMinSamples() int32 {
+	if x != nil {
+		return x.MinSamples
+	}
+	return 0
+}
+
 // RolloutWave is regions that move together.
 type RolloutWave struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3088,7 +3242,7 @@ type RolloutWave struct {
 
 func (x *RolloutWave) Reset() {
 	*x = RolloutWave{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3254,7 @@ func (x *RolloutWave) String() string {
 func (*RolloutWave) ProtoMessage() {}
 
 func (x *RolloutWave) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3267,7 @@ func (x *RolloutWave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutWave.ProtoReflect.Descriptor instead.
 func (*RolloutWave) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{45}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RolloutWave) GetRegions() []string {
@@ -3191,7 +3345,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3203,7 +3357,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3216,7 +3370,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{46}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Rollout) GetDeploymentId() string {
@@ -3360,14 +3514,17 @@ type RolloutRegion struct {
 	BakeLeft *durationpb.Duration `protobuf:"bytes,7,opt,name=bake_left,json=bakeLeft,proto3" json:"bake_left,omitempty"`
 	// deadline_left is how long a progressing region has left to turn
 	// healthy before it fails; unset for the other states.
-	DeadlineLeft  *durationpb.Duration `protobuf:"bytes,8,opt,name=deadline_left,json=deadlineLeft,proto3" json:"deadline_left,omitempty"`
+	DeadlineLeft *durationpb.Duration `protobuf:"bytes,8,opt,name=deadline_left,json=deadlineLeft,proto3" json:"deadline_left,omitempty"`
+	// checks are the rollout's checks as they stand in this region, in the
+	// strategy's order; empty until it is promoted.
+	Checks        []*RegionCheck `protobuf:"bytes,9,rep,name=checks,proto3" json:"checks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RolloutRegion) Reset() {
 	*x = RolloutRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3379,7 +3536,7 @@ func (x *RolloutRegion) String() string {
 func (*RolloutRegion) ProtoMessage() {}
 
 func (x *RolloutRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3392,7 +3549,7 @@ func (x *RolloutRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutRegion.ProtoReflect.Descriptor instead.
 func (*RolloutRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{47}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RolloutRegion) GetRegion() string {
@@ -3451,6 +3608,159 @@ func (x *RolloutRegion) GetDeadlineLeft() *durationpb.Duration {
 	return nil
 }
 
+func (x *RolloutRegion) GetChecks() []*RegionCheck {
+	if x != nil {
+		return x.Checks
+	}
+	return nil
+}
+
+// RegionCheck is one check of a rollout in one promoted region.
+type RegionCheck struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// verdict is "passing" (enough samples, none failing beyond the
+	// limit), "failed", or "inconclusive" (no verdict yet: too few
+	// samples, no data, an unreachable Prometheus); why says which.
+	Verdict string `protobuf:"bytes,2,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	// value is the latest evaluation's value, when it had one.
+	HasValue bool    `protobuf:"varint,3,opt,name=has_value,json=hasValue,proto3" json:"has_value,omitempty"`
+	Value    float64 `protobuf:"fixed64,4,opt,name=value,proto3" json:"value,omitempty"`
+	// bound is a metric check's, or for a baseline check the bound its
+	// latest value was held to (e.g. "<= 0.0031").
+	Bound string `protobuf:"bytes,5,opt,name=bound,proto3" json:"bound,omitempty"`
+	// baseline is the value the latest evaluation was compared with, and
+	// baseline_from where it came from ("us-east, ap-south" or "before its
+	// promotion").
+	HasBaseline  bool    `protobuf:"varint,6,opt,name=has_baseline,json=hasBaseline,proto3" json:"has_baseline,omitempty"`
+	Baseline     float64 `protobuf:"fixed64,7,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	BaselineFrom string  `protobuf:"bytes,8,opt,name=baseline_from,json=baselineFrom,proto3" json:"baseline_from,omitempty"`
+	// samples counts evaluations with a verdict since the bake began,
+	// failures failing evaluations since the region's promotion.
+	Samples  int32  `protobuf:"varint,9,opt,name=samples,proto3" json:"samples,omitempty"`
+	Failures int32  `protobuf:"varint,10,opt,name=failures,proto3" json:"failures,omitempty"`
+	Why      string `protobuf:"bytes,11,opt,name=why,proto3" json:"why,omitempty"`
+	// values are the latest evaluations' values since the promotion, oldest
+	// first, at most 30: what a chart of the bake shows.
+	Values        []float64 `protobuf:"fixed64,12,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegionCheck) Reset() {
+	*x = RegionCheck{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegionCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegionCheck) ProtoMessage() {}
+
+func (x *RegionCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegionCheck.ProtoReflect.Descriptor instead.
+func (*RegionCheck) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *RegionCheck) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RegionCheck) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *RegionCheck) GetHasValue() bool {
+	if x != nil {
+		return x.HasValue
+	}
+	return false
+}
+
+func (x *RegionCheck) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *RegionCheck) GetBound() string {
+	if x != nil {
+		return x.Bound
+	}
+	return ""
+}
+
+func (x *RegionCheck) GetHasBaseline() bool {
+	if x != nil {
+		return x.HasBaseline
+	}
+	return false
+}
+
+func (x *RegionCheck) GetBaseline() float64 {
+	if x != nil {
+		return x.Baseline
+	}
+	return 0
+}
+
+func (x *RegionCheck) GetBaselineFrom() string {
+	if x != nil {
+		return x.BaselineFrom
+	}
+	return ""
+}
+
+func (x *RegionCheck) GetSamples() int32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *RegionCheck) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *RegionCheck) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *RegionCheck) GetValues() []float64 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 type GetRolloutRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
@@ -3460,7 +3770,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3782,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3795,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{48}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetRolloutRequest) GetDeploymentId() string {
@@ -3504,7 +3814,7 @@ type GetRolloutResponse struct {
 
 func (x *GetRolloutResponse) Reset() {
 	*x = GetRolloutResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3516,7 +3826,7 @@ func (x *GetRolloutResponse) String() string {
 func (*GetRolloutResponse) ProtoMessage() {}
 
 func (x *GetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3529,7 +3839,7 @@ func (x *GetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{49}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetRolloutResponse) GetRollout() *Rollout {
@@ -3551,7 +3861,7 @@ type ListRolloutsRequest struct {
 
 func (x *ListRolloutsRequest) Reset() {
 	*x = ListRolloutsRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3563,7 +3873,7 @@ func (x *ListRolloutsRequest) String() string {
 func (*ListRolloutsRequest) ProtoMessage() {}
 
 func (x *ListRolloutsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3576,7 +3886,7 @@ func (x *ListRolloutsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolloutsRequest.ProtoReflect.Descriptor instead.
 func (*ListRolloutsRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{50}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListRolloutsRequest) GetLimit() int32 {
@@ -3602,7 +3912,7 @@ type ListRolloutsResponse struct {
 
 func (x *ListRolloutsResponse) Reset() {
 	*x = ListRolloutsResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3614,7 +3924,7 @@ func (x *ListRolloutsResponse) String() string {
 func (*ListRolloutsResponse) ProtoMessage() {}
 
 func (x *ListRolloutsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3627,7 +3937,7 @@ func (x *ListRolloutsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolloutsResponse.ProtoReflect.Descriptor instead.
 func (*ListRolloutsResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{51}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListRolloutsResponse) GetRollouts() []*Rollout {
@@ -3652,7 +3962,7 @@ type ControlRolloutRequest struct {
 
 func (x *ControlRolloutRequest) Reset() {
 	*x = ControlRolloutRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3664,7 +3974,7 @@ func (x *ControlRolloutRequest) String() string {
 func (*ControlRolloutRequest) ProtoMessage() {}
 
 func (x *ControlRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3677,7 +3987,7 @@ func (x *ControlRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ControlRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{52}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ControlRolloutRequest) GetDeploymentId() string {
@@ -3717,7 +4027,7 @@ type RolloutFence struct {
 
 func (x *RolloutFence) Reset() {
 	*x = RolloutFence{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3729,7 +4039,7 @@ func (x *RolloutFence) String() string {
 func (*RolloutFence) ProtoMessage() {}
 
 func (x *RolloutFence) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3742,7 +4052,7 @@ func (x *RolloutFence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutFence.ProtoReflect.Descriptor instead.
 func (*RolloutFence) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RolloutFence) GetRolloutId() int64 {
@@ -3783,7 +4093,7 @@ type ControlRolloutResponse struct {
 
 func (x *ControlRolloutResponse) Reset() {
 	*x = ControlRolloutResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +4105,7 @@ func (x *ControlRolloutResponse) String() string {
 func (*ControlRolloutResponse) ProtoMessage() {}
 
 func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +4118,7 @@ func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlRolloutResponse.ProtoReflect.Descriptor instead.
 func (*ControlRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ControlRolloutResponse) GetRollout() *Rollout {
@@ -3830,7 +4140,7 @@ type SetRolloutStrategyRequest struct {
 
 func (x *SetRolloutStrategyRequest) Reset() {
 	*x = SetRolloutStrategyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3842,7 +4152,7 @@ func (x *SetRolloutStrategyRequest) String() string {
 func (*SetRolloutStrategyRequest) ProtoMessage() {}
 
 func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3855,7 +4165,7 @@ func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *SetRolloutStrategyRequest) GetWorkspaceId() string {
@@ -3890,7 +4200,7 @@ type SetRolloutStrategyResponse struct {
 
 func (x *SetRolloutStrategyResponse) Reset() {
 	*x = SetRolloutStrategyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3902,7 +4212,7 @@ func (x *SetRolloutStrategyResponse) String() string {
 func (*SetRolloutStrategyResponse) ProtoMessage() {}
 
 func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3915,7 +4225,7 @@ func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *SetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
@@ -3935,7 +4245,7 @@ type GetRolloutStrategyRequest struct {
 
 func (x *GetRolloutStrategyRequest) Reset() {
 	*x = GetRolloutStrategyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3947,7 +4257,7 @@ func (x *GetRolloutStrategyRequest) String() string {
 func (*GetRolloutStrategyRequest) ProtoMessage() {}
 
 func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3960,7 +4270,7 @@ func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *GetRolloutStrategyRequest) GetWorkspaceId() string {
@@ -3987,7 +4297,7 @@ type GetRolloutStrategyResponse struct {
 
 func (x *GetRolloutStrategyResponse) Reset() {
 	*x = GetRolloutStrategyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3999,7 +4309,7 @@ func (x *GetRolloutStrategyResponse) String() string {
 func (*GetRolloutStrategyResponse) ProtoMessage() {}
 
 func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4012,7 +4322,7 @@ func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *GetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
@@ -4032,7 +4342,7 @@ type GetDesiredStateRequest struct {
 
 func (x *GetDesiredStateRequest) Reset() {
 	*x = GetDesiredStateRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4044,7 +4354,7 @@ func (x *GetDesiredStateRequest) String() string {
 func (*GetDesiredStateRequest) ProtoMessage() {}
 
 func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4057,7 +4367,7 @@ func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDesiredStateRequest.ProtoReflect.Descriptor instead.
 func (*GetDesiredStateRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetDesiredStateRequest) GetDeploymentId() string {
@@ -4102,7 +4412,7 @@ type GetDesiredStateResponse struct {
 
 func (x *GetDesiredStateResponse) Reset() {
 	*x = GetDesiredStateResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4114,7 +4424,7 @@ func (x *GetDesiredStateResponse) String() string {
 func (*GetDesiredStateResponse) ProtoMessage() {}
 
 func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4127,7 +4437,7 @@ func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDesiredStateResponse.ProtoReflect.Descriptor instead.
 func (*GetDesiredStateResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{60}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetDesiredStateResponse) GetDeployment() *DeploymentState {
@@ -4378,11 +4688,25 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x16SetRegionPausedRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x16\n" +
 	"\x06paused\x18\x02 \x01(\bR\x06paused\"\x19\n" +
-	"\x17SetRegionPausedResponse\"g\n" +
+	"\x17SetRegionPausedResponse\"\xa1\x01\n" +
 	"\x0fRolloutStrategy\x125\n" +
 	"\x05waves\x18\x01 \x03(\v2\x1f.deploysync.ctrl.v1.RolloutWaveR\x05waves\x12\x1d\n" +
 	"\n" +
-	"on_failure\x18\x02 \x01(\tR\tonFailure\"\xb0\x01\n" +
+	"on_failure\x18\x02 \x01(\tR\tonFailure\x128\n" +
+	"\x06checks\x18\x03 \x03(\v2 .deploysync.ctrl.v1.RolloutCheckR\x06checks\"\xab\x02\n" +
+	"\fRolloutCheck\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\x12\x14\n" +
+	"\x05bound\x18\x04 \x01(\tR\x05bound\x12\x1c\n" +
+	"\ttolerance\x18\x05 \x01(\x01R\ttolerance\x12\x16\n" +
+	"\x06margin\x18\x06 \x01(\x01R\x06margin\x12\x14\n" +
+	"\x05match\x18\a \x01(\tR\x05match\x125\n" +
+	"\binterval\x18\b \x01(\v2\x19.google.protobuf.DurationR\binterval\x12#\n" +
+	"\rfailure_limit\x18\t \x01(\x05R\ffailureLimit\x12\x1f\n" +
+	"\vmin_samples\x18\n" +
+	" \x01(\x05R\n" +
+	"minSamples\"\xb0\x01\n" +
 	"\vRolloutWave\x12\x18\n" +
 	"\aregions\x18\x01 \x03(\tR\aregions\x12-\n" +
 	"\x04bake\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04bake\x12!\n" +
@@ -4410,7 +4734,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"finishedAt\x12\x12\n" +
 	"\x04next\x18\x0f \x01(\tR\x04next\x12\x0e\n" +
 	"\x02id\x18\x10 \x01(\x03R\x02id\x12\x18\n" +
-	"\aversion\x18\x11 \x01(\x03R\aversion\"\xd9\x02\n" +
+	"\aversion\x18\x11 \x01(\x03R\aversion\"\x92\x03\n" +
 	"\rRolloutRegion\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
 	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12\x14\n" +
@@ -4420,7 +4744,22 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"promotedAt\x12?\n" +
 	"\rhealthy_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fhealthySince\x126\n" +
 	"\tbake_left\x18\a \x01(\v2\x19.google.protobuf.DurationR\bbakeLeft\x12>\n" +
-	"\rdeadline_left\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdeadlineLeft\"8\n" +
+	"\rdeadline_left\x18\b \x01(\v2\x19.google.protobuf.DurationR\fdeadlineLeft\x127\n" +
+	"\x06checks\x18\t \x03(\v2\x1f.deploysync.ctrl.v1.RegionCheckR\x06checks\"\xc8\x02\n" +
+	"\vRegionCheck\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\averdict\x18\x02 \x01(\tR\averdict\x12\x1b\n" +
+	"\thas_value\x18\x03 \x01(\bR\bhasValue\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\x12\x14\n" +
+	"\x05bound\x18\x05 \x01(\tR\x05bound\x12!\n" +
+	"\fhas_baseline\x18\x06 \x01(\bR\vhasBaseline\x12\x1a\n" +
+	"\bbaseline\x18\a \x01(\x01R\bbaseline\x12#\n" +
+	"\rbaseline_from\x18\b \x01(\tR\fbaselineFrom\x12\x18\n" +
+	"\asamples\x18\t \x01(\x05R\asamples\x12\x1a\n" +
+	"\bfailures\x18\n" +
+	" \x01(\x05R\bfailures\x12\x10\n" +
+	"\x03why\x18\v \x01(\tR\x03why\x12\x16\n" +
+	"\x06values\x18\f \x03(\x01R\x06values\"8\n" +
 	"\x11GetRolloutRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\"K\n" +
 	"\x12GetRolloutResponse\x125\n" +
@@ -4510,7 +4849,7 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
 	(RolloutAction)(0),                        // 1: deploysync.ctrl.v1.RolloutAction
@@ -4559,38 +4898,40 @@ var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(*SetRegionPausedRequest)(nil),            // 44: deploysync.ctrl.v1.SetRegionPausedRequest
 	(*SetRegionPausedResponse)(nil),           // 45: deploysync.ctrl.v1.SetRegionPausedResponse
 	(*RolloutStrategy)(nil),                   // 46: deploysync.ctrl.v1.RolloutStrategy
-	(*RolloutWave)(nil),                       // 47: deploysync.ctrl.v1.RolloutWave
-	(*Rollout)(nil),                           // 48: deploysync.ctrl.v1.Rollout
-	(*RolloutRegion)(nil),                     // 49: deploysync.ctrl.v1.RolloutRegion
-	(*GetRolloutRequest)(nil),                 // 50: deploysync.ctrl.v1.GetRolloutRequest
-	(*GetRolloutResponse)(nil),                // 51: deploysync.ctrl.v1.GetRolloutResponse
-	(*ListRolloutsRequest)(nil),               // 52: deploysync.ctrl.v1.ListRolloutsRequest
-	(*ListRolloutsResponse)(nil),              // 53: deploysync.ctrl.v1.ListRolloutsResponse
-	(*ControlRolloutRequest)(nil),             // 54: deploysync.ctrl.v1.ControlRolloutRequest
-	(*RolloutFence)(nil),                      // 55: deploysync.ctrl.v1.RolloutFence
-	(*ControlRolloutResponse)(nil),            // 56: deploysync.ctrl.v1.ControlRolloutResponse
-	(*SetRolloutStrategyRequest)(nil),         // 57: deploysync.ctrl.v1.SetRolloutStrategyRequest
-	(*SetRolloutStrategyResponse)(nil),        // 58: deploysync.ctrl.v1.SetRolloutStrategyResponse
-	(*GetRolloutStrategyRequest)(nil),         // 59: deploysync.ctrl.v1.GetRolloutStrategyRequest
-	(*GetRolloutStrategyResponse)(nil),        // 60: deploysync.ctrl.v1.GetRolloutStrategyResponse
-	(*GetDesiredStateRequest)(nil),            // 61: deploysync.ctrl.v1.GetDesiredStateRequest
-	(*GetDesiredStateResponse)(nil),           // 62: deploysync.ctrl.v1.GetDesiredStateResponse
-	nil,                                       // 63: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	nil,                                       // 64: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),             // 65: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 66: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 67: google.protobuf.Duration
-	(*DeploymentState)(nil),                   // 68: deploysync.ctrl.v1.DeploymentState
+	(*RolloutCheck)(nil),                      // 47: deploysync.ctrl.v1.RolloutCheck
+	(*RolloutWave)(nil),                       // 48: deploysync.ctrl.v1.RolloutWave
+	(*Rollout)(nil),                           // 49: deploysync.ctrl.v1.Rollout
+	(*RolloutRegion)(nil),                     // 50: deploysync.ctrl.v1.RolloutRegion
+	(*RegionCheck)(nil),                       // 51: deploysync.ctrl.v1.RegionCheck
+	(*GetRolloutRequest)(nil),                 // 52: deploysync.ctrl.v1.GetRolloutRequest
+	(*GetRolloutResponse)(nil),                // 53: deploysync.ctrl.v1.GetRolloutResponse
+	(*ListRolloutsRequest)(nil),               // 54: deploysync.ctrl.v1.ListRolloutsRequest
+	(*ListRolloutsResponse)(nil),              // 55: deploysync.ctrl.v1.ListRolloutsResponse
+	(*ControlRolloutRequest)(nil),             // 56: deploysync.ctrl.v1.ControlRolloutRequest
+	(*RolloutFence)(nil),                      // 57: deploysync.ctrl.v1.RolloutFence
+	(*ControlRolloutResponse)(nil),            // 58: deploysync.ctrl.v1.ControlRolloutResponse
+	(*SetRolloutStrategyRequest)(nil),         // 59: deploysync.ctrl.v1.SetRolloutStrategyRequest
+	(*SetRolloutStrategyResponse)(nil),        // 60: deploysync.ctrl.v1.SetRolloutStrategyResponse
+	(*GetRolloutStrategyRequest)(nil),         // 61: deploysync.ctrl.v1.GetRolloutStrategyRequest
+	(*GetRolloutStrategyResponse)(nil),        // 62: deploysync.ctrl.v1.GetRolloutStrategyResponse
+	(*GetDesiredStateRequest)(nil),            // 63: deploysync.ctrl.v1.GetDesiredStateRequest
+	(*GetDesiredStateResponse)(nil),           // 64: deploysync.ctrl.v1.GetDesiredStateResponse
+	nil,                                       // 65: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 66: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*timestamppb.Timestamp)(nil),             // 67: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 68: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 69: google.protobuf.Duration
+	(*DeploymentState)(nil),                   // 70: deploysync.ctrl.v1.DeploymentState
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	65, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	65, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	65, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	65, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	67, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	67, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	67, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	67, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
 	3,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	65, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
-	65, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
-	65, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	67, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	67, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	67, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
 	2,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
 	2,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
 	9,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
@@ -4601,92 +4942,95 @@ var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
 	4,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
 	4,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
 	14, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	65, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	67, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
 	17, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	65, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	67, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
 	9,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	63, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	65, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
 	46, // 23: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	0,  // 24: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	64, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	66, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
 	46, // 26: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	46, // 27: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
 	30, // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
-	65, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	67, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
 	31, // 30: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
-	66, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
-	47, // 32: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
-	67, // 33: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
-	67, // 34: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
-	46, // 35: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	49, // 36: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
-	65, // 37: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
-	65, // 38: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	65, // 39: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	65, // 40: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
-	65, // 41: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
-	67, // 42: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
-	67, // 43: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
-	48, // 44: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	48, // 45: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
-	1,  // 46: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
-	55, // 47: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
-	48, // 48: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	46, // 49: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 50: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 51: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	68, // 52: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
-	5,  // 53: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	7,  // 54: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	12, // 55: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	15, // 56: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	18, // 57: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	20, // 58: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	22, // 59: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	24, // 60: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
-	26, // 61: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
-	28, // 62: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	32, // 63: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	34, // 64: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	36, // 65: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	38, // 66: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	40, // 67: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	42, // 68: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	44, // 69: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	50, // 70: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
-	52, // 71: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
-	54, // 72: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
-	57, // 73: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
-	59, // 74: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
-	61, // 75: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
-	6,  // 76: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	8,  // 77: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	13, // 78: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	16, // 79: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	19, // 80: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	21, // 81: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	23, // 82: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	25, // 83: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
-	27, // 84: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
-	29, // 85: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	33, // 86: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	35, // 87: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	37, // 88: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	39, // 89: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	41, // 90: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	43, // 91: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	45, // 92: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	51, // 93: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
-	53, // 94: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
-	56, // 95: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
-	58, // 96: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
-	60, // 97: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
-	62, // 98: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
-	76, // [76:99] is the sub-list for method output_type
-	53, // [53:76] is the sub-list for method input_type
-	53, // [53:53] is the sub-list for extension type_name
-	53, // [53:53] is the sub-list for extension extendee
-	0,  // [0:53] is the sub-list for field type_name
+	68, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	48, // 32: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
+	47, // 33: deploysync.ctrl.v1.RolloutStrategy.checks:type_name -> deploysync.ctrl.v1.RolloutCheck
+	69, // 34: deploysync.ctrl.v1.RolloutCheck.interval:type_name -> google.protobuf.Duration
+	69, // 35: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
+	69, // 36: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
+	46, // 37: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	50, // 38: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
+	67, // 39: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
+	67, // 40: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	67, // 41: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	67, // 42: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
+	67, // 43: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
+	69, // 44: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
+	69, // 45: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
+	51, // 46: deploysync.ctrl.v1.RolloutRegion.checks:type_name -> deploysync.ctrl.v1.RegionCheck
+	49, // 47: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	49, // 48: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
+	1,  // 49: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
+	57, // 50: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
+	49, // 51: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	46, // 52: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 53: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	46, // 54: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	70, // 55: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	5,  // 56: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	7,  // 57: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	12, // 58: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	15, // 59: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	18, // 60: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	20, // 61: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	22, // 62: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	24, // 63: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	26, // 64: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	28, // 65: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	32, // 66: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	34, // 67: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	36, // 68: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	38, // 69: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	40, // 70: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	42, // 71: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	44, // 72: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	52, // 73: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
+	54, // 74: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
+	56, // 75: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
+	59, // 76: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
+	61, // 77: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
+	63, // 78: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
+	6,  // 79: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	8,  // 80: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	13, // 81: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	16, // 82: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	19, // 83: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	21, // 84: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	23, // 85: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	25, // 86: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	27, // 87: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	29, // 88: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	33, // 89: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	35, // 90: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	37, // 91: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	39, // 92: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	41, // 93: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	43, // 94: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	45, // 95: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	53, // 96: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
+	55, // 97: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
+	58, // 98: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
+	60, // 99: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
+	62, // 100: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
+	64, // 101: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
+	79, // [79:102] is the sub-list for method output_type
+	56, // [56:79] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -4702,7 +5046,7 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   63,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
