@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Prints the path of a promtool that checks deploy/monitoring's alert rules,
-# fetching it into the user cache on first use.
+# fetching it into the user cache on first use; with --server, the path of
+# the Prometheus server from the same package instead, which the tests run
+# as a real Prometheus (internal/promtest; scripts/prometheus.sh is that
+# mode's name).
 #
 # By default that is Debian's promtool (package prometheus), unpacked from the
 # .deb and not installed: no Prometheus service starts, nothing else is
-# installed, and it takes seconds. Building Prometheus 3's promtool from the
-# module proxy instead compiles about 1,100 packages (client-go and the AWS,
-# Azure and GCP SDKs among them, even without the service-discovery plugins)
-# and took 23 minutes of a newcomer's first test run.
+# installed, and it takes seconds. The one .deb yields both binaries, so both
+# are unpacked into one cache directory, checked and replaced together.
+# Building Prometheus 3's promtool from the module proxy instead compiles
+# about 1,100 packages (client-go and the AWS, Azure and GCP SDKs among them,
+# even without the service-discovery plugins) and took 23 minutes of a
+# newcomer's first test run.
 #
 # Debian 12 ships Prometheus 2.42, while users run 3.x too. The two read
 # some things differently (3.x ranges are left-open, its regex dot matches a
@@ -16,20 +21,22 @@
 # the service-discovery plugins, and `go tool task monitoring:v3` runs the
 # same tests with it. CI runs the Debian one only.
 #
-# Usage: promtool.sh [--v3]
+# Usage: promtool.sh [--v3 | --server]
 # Env: DEPLOYSYNC_PROMTOOL_CACHE overrides the cache root
 #      (default ${XDG_CACHE_HOME:-$HOME/.cache}/deploysync/promtool).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${DEPLOYSYNC_PROMTOOL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/deploysync/promtool}
-say() { echo "promtool: $*" >&2; }
+say() { echo "$binary: $*" >&2; }
 
 v3=false
+binary=promtool
 case "${1:-}" in
 --v3) v3=true ;;
+--server) binary=prometheus ;;
 "") ;;
-*) echo "usage: $0 [--v3]" >&2; exit 2 ;;
+*) echo "usage: $0 [--v3 | --server]" >&2; exit 2 ;;
 esac
 
 # v0.3XX.Y is Prometheus 3.XX.Y.
@@ -39,7 +46,15 @@ if $v3; then
 else
 	dir="$root/debian"
 fi
-# A promtool that others own or may write to (it, or its directory) could
+# What the directory must hold: Debian's package gives both binaries, the
+# v3 build promtool alone. A Debian cache from before --server existed
+# holds promtool only, and is fetched again.
+if $v3; then
+	binaries=(promtool)
+else
+	binaries=(promtool prometheus)
+fi
+# A binary that others own or may write to (it, or its directory) could
 # have been swapped: the tests would run someone else's binary. Such a
 # cache is fetched again.
 private() {
@@ -48,10 +63,14 @@ private() {
 	[[ -O $1 && $mode != *[2367]? && $mode != *[2367] ]]
 }
 cached() {
-	[[ -x "$dir/promtool" ]] && private "$dir" && private "$dir/promtool"
+	[[ -d $dir ]] && private "$dir" || return 1
+	local b
+	for b in "${binaries[@]}"; do
+		[[ -x "$dir/$b" ]] && private "$dir/$b" || return 1
+	done
 }
 if cached; then
-	echo "$dir/promtool"
+	echo "$dir/$binary"
 	exit 0
 fi
 
@@ -62,7 +81,7 @@ mkdir -p "$root"
 exec 9>"$root/.lock"
 flock 9
 if cached; then
-	echo "$dir/promtool"
+	echo "$dir/$binary"
 	exit 0
 fi
 tmp=$(mktemp -d "$root/.fetch-XXXXXX") # 0700 until it is complete
@@ -79,7 +98,7 @@ if $v3; then
 			-o "$tmp/promtool" github.com/prometheus/prometheus/cmd/promtool
 	)
 else
-	say "fetching Debian's prometheus package for its promtool (unpacked into $dir, not installed)"
+	say "fetching Debian's prometheus package for its promtool and server (unpacked into $dir, not installed)"
 	(
 		cd "$tmp"
 		# apt verifies the package against its signed index. It downloads
@@ -90,14 +109,19 @@ else
 			apt-get download prometheus >/dev/null 2>&1
 		fi
 		dpkg-deb -x prometheus_*.deb unpacked
-		mv unpacked/usr/bin/promtool "$tmp/promtool"
+		# The server's web UI assets and service files stay behind: the
+		# tests use its HTTP API only.
+		mv unpacked/usr/bin/promtool unpacked/usr/bin/prometheus "$tmp/"
 		rm -rf unpacked prometheus_*.deb
 	)
 fi
 "$tmp/promtool" --version >"$tmp/VERSION" 2>&1
+if [[ -e "$tmp/prometheus" ]]; then
+	"$tmp/prometheus" --version >>"$tmp/VERSION" 2>&1
+fi
 chmod 0755 "$tmp"
 rm -rf "$dir"
 mv -T "$tmp" "$dir"
 trap - EXIT
-say "$(head -1 "$dir/VERSION") in $dir"
-echo "$dir/promtool"
+say "$(grep ', version ' "$dir/VERSION" | cut -d'(' -f1 | paste -sd'+' | sed 's/ +/ and /')in $dir"
+echo "$dir/$binary"
