@@ -23,6 +23,35 @@ type Strategy struct {
 	// OnFailure is "rollback" (every promoted region returns to the spec
 	// before) or "pause" (everything holds for an operator).
 	OnFailure string `json:"on_failure"`
+	// Checks are what every promoted region must pass for its whole
+	// bake, evaluated by the region's agent against its own Prometheus
+	// (daemon/gatecheck says what each means).
+	Checks []Check `json:"checks,omitempty"`
+}
+
+// Check is one of a strategy's checks: a metric against a bound, a
+// metric against the regions still on the previous revision (a
+// baseline), or the region's firing alerts.
+type Check struct {
+	Name string `json:"name"`
+	// Kind is "metric", "baseline" or "alert".
+	Kind string `json:"kind"`
+	// Query is a PromQL template (metric, baseline checks).
+	Query string `json:"query,omitempty"`
+	// Bound is a metric check's: "< 0.01", "<= x", "> x", ">= x", "a..b".
+	Bound string `json:"bound,omitempty"`
+	// Tolerance and Margin bound a baseline check: at most
+	// baseline x (1 + Tolerance) + Margin.
+	Tolerance float64 `json:"tolerance,omitempty"`
+	Margin    float64 `json:"margin,omitempty"`
+	// Match is an alert check's label matchers, a template.
+	Match           string `json:"match,omitempty"`
+	IntervalSeconds int    `json:"interval_seconds"`
+	// FailureLimit is how many failing evaluations a region may have
+	// since its promotion; MinSamples how many with a verdict it needs in
+	// its bake before the check can pass.
+	FailureLimit int `json:"failure_limit"`
+	MinSamples   int `json:"min_samples"`
 }
 
 // Wave is regions that move together. In a stored strategy Regions may
