@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/gatecheck"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/jsontype"
@@ -104,7 +105,41 @@ func CheckStrategy(s jsontype.Strategy) (jsontype.Strategy, error) {
 		waves[i] = w
 	}
 	s.Waves = waves
+	checks, err := checkChecks(s)
+	if err != nil {
+		return s, err
+	}
+	s.Checks = checks
 	return s, nil
+}
+
+// checkChecks checks a strategy's checks, each query parsed with
+// Prometheus' own parser, and fills in their defaults.
+func checkChecks(s jsontype.Strategy) ([]jsontype.Check, error) {
+	if len(s.Checks) == 0 {
+		return nil, nil
+	}
+	if len(s.Waves) == 0 {
+		return nil, fmt.Errorf("strategy.checks: %w: checks gate waves, and a strategy without waves is immediate (no wave, no gate); give waves, or leave the checks out", ErrInvalid)
+	}
+	if len(s.Checks) > gatecheck.MaxChecks {
+		return nil, fmt.Errorf("strategy.checks: %w: at most %d checks, got %d", ErrInvalid, gatecheck.MaxChecks, len(s.Checks))
+	}
+	checks := make([]jsontype.Check, len(s.Checks))
+	names := map[string]int{}
+	for i, c := range s.Checks {
+		field := fmt.Sprintf("strategy.checks[%d]", i)
+		c, err := gatecheck.Check(c)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%w", field, invalidCheck{err})
+		}
+		if j, ok := names[c.Name]; ok {
+			return nil, fmt.Errorf("%s.name: %w: %q is check %d's name already", field, ErrInvalid, c.Name, j)
+		}
+		names[c.Name] = i
+		checks[i] = c
+	}
+	return checks, nil
 }
 
 // planWaves is strategy applied to a deployment's regions: each wave with
@@ -255,3 +290,9 @@ func environmentStrategy(ctx context.Context, c *ent.Client, workspaceID, enviro
 	}
 	return row.Strategy, nil
 }
+
+// invalidCheck is gatecheck's refusal as this package's ErrInvalid too,
+// which callers map to InvalidArgument.
+type invalidCheck struct{ error }
+
+func (e invalidCheck) Unwrap() []error { return []error{e.error, ErrInvalid} }

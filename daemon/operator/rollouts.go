@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/gatecheck"
 	rolloutgate "github.com/deploysync/deploysync/daemon/rollout"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
@@ -203,6 +204,15 @@ func checkedStrategy(field string, p *ctrlv1.RolloutStrategy) (jsontype.Strategy
 		s.Waves = append(s.Waves, jsontype.Wave{Regions: slices.Clone(w.GetRegions()), BakeSeconds: bake,
 			MaxFailures: int(w.GetMaxFailures()), DeadlineSeconds: deadline})
 	}
+	for i, c := range p.GetChecks() {
+		interval, err := wholeSeconds(fmt.Sprintf("%s.checks[%d].interval", field, i), c.GetInterval(), gatecheck.MinInterval, gatecheck.MaxInterval)
+		if err != nil {
+			return s, err
+		}
+		s.Checks = append(s.Checks, jsontype.Check{Name: c.GetName(), Kind: c.GetKind(), Query: c.GetQuery(), Bound: c.GetBound(),
+			Tolerance: c.GetTolerance(), Margin: c.GetMargin(), Match: c.GetMatch(), IntervalSeconds: interval,
+			FailureLimit: int(c.GetFailureLimit()), MinSamples: int(c.GetMinSamples())})
+	}
 	checked, err := desired.CheckStrategy(s)
 	if err != nil {
 		return s, renamed{field, err}
@@ -253,6 +263,11 @@ func (r renamed) Unwrap() error { return r.err }
 // strategyMessage is a strategy as the API gives it.
 func strategyMessage(s jsontype.Strategy) *ctrlv1.RolloutStrategy {
 	m := &ctrlv1.RolloutStrategy{OnFailure: s.OnFailure, Waves: make([]*ctrlv1.RolloutWave, 0, len(s.Waves))}
+	for _, c := range s.Checks {
+		m.Checks = append(m.Checks, &ctrlv1.RolloutCheck{Name: c.Name, Kind: c.Kind, Query: c.Query, Bound: c.Bound,
+			Tolerance: c.Tolerance, Margin: c.Margin, Match: c.Match, Interval: seconds(c.IntervalSeconds),
+			FailureLimit: int32(c.FailureLimit), MinSamples: int32(c.MinSamples)})
+	}
 	for _, w := range s.Waves {
 		m.Waves = append(m.Waves, &ctrlv1.RolloutWave{
 			Regions: slices.Clone(w.Regions), Bake: seconds(w.BakeSeconds),

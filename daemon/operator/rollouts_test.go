@@ -255,6 +255,11 @@ func TestEnvironmentStrategyAndPerCallOverride(t *testing.T) {
 
 // Bad strategies are refused InvalidArgument naming the field, audited,
 // and change nothing: no image, no rollout, no strategy.
+// withChecks is a canary strategy with checks.
+func withChecks(checks ...*ctrlv1.RolloutCheck) *ctrlv1.RolloutStrategy {
+	return &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu"}}, {Regions: []string{"*"}}}, Checks: checks}
+}
+
 func TestBadStrategiesAreRefusedNamingTheField(t *testing.T) {
 	env, op := rolloutEnv(t)
 	ctx := context.Background()
@@ -279,6 +284,13 @@ func TestBadStrategiesAreRefusedNamingTheField(t *testing.T) {
 		{"a region no one registered", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"ue"}, Bake: durationpb.New(30 * time.Second)}, wave("*")}}, "waves[0].regions"},
 		{"on_failure without waves", &ctrlv1.RolloutStrategy{OnFailure: "pause"}, "on_failure"},
 		{"max_failures past any deployment's regions", &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{wave("eu"), {Regions: []string{"*"}, MaxFailures: 2147483647}}}, "waves[1].max_failures"},
+		// Checks: each query parsed with Prometheus' own parser.
+		{"a check's query that does not parse", withChecks(&ctrlv1.RolloutCheck{Name: "errors", Kind: "metric", Query: "sum(rate(x[1m])", Bound: "< 0.01"}), "checks[0].query"},
+		{"a check's unknown placeholder", withChecks(&ctrlv1.RolloutCheck{Name: "errors", Kind: "metric", Query: "x{pod={{pod}}}", Bound: "< 0.01"}), "checks[0].query"},
+		{"a check's nonsense bound", withChecks(&ctrlv1.RolloutCheck{Name: "errors", Kind: "metric", Query: "x", Bound: "< lots"}), "checks[0].bound"},
+		{"a check's interval", withChecks(&ctrlv1.RolloutCheck{Name: "errors", Kind: "metric", Query: "x", Bound: "< 1", Interval: durationpb.New(time.Hour)}), "checks[0].interval"},
+		{"two checks of one name", withChecks(&ctrlv1.RolloutCheck{Name: "a", Kind: "alert"}, &ctrlv1.RolloutCheck{Name: "a", Kind: "alert"}), "checks[1].name"},
+		{"checks without waves", &ctrlv1.RolloutStrategy{Checks: []*ctrlv1.RolloutCheck{{Name: "a", Kind: "alert"}}}, "checks"},
 	} {
 		image := "app:2"
 		_, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &image, Rollout: c.strategy})
@@ -338,10 +350,10 @@ func TestBadStrategiesAreRefusedNamingTheField(t *testing.T) {
 	if n := env.DB.Ent.DeploymentRevision.Query().CountX(ctx); n != 1 {
 		t.Errorf("refused calls left %d revisions, want the deploy's alone", n)
 	}
-	// 13 updates, 13 strategies, the control without an action and the
+	// 19 updates, 19 strategies, the control without an action and the
 	// one of no deployment, each on record with its error.
-	if n := env.DB.Ent.AuditLog.Query().Where(auditlog.ErrorNEQ("")).CountX(ctx); n != 28 {
-		t.Errorf("%d refused writes audited, want 28", n)
+	if n := env.DB.Ent.AuditLog.Query().Where(auditlog.ErrorNEQ("")).CountX(ctx); n != 40 {
+		t.Errorf("%d refused writes audited, want 40", n)
 	}
 }
 
