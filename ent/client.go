@@ -18,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/ent/checkevaluation"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -49,6 +50,8 @@ type Client struct {
 	Agent *AgentClient
 	// AuditLog is the client for interacting with the AuditLog builders.
 	AuditLog *AuditLogClient
+	// CheckEvaluation is the client for interacting with the CheckEvaluation builders.
+	CheckEvaluation *CheckEvaluationClient
 	// CiliumNetworkPolicy is the client for interacting with the CiliumNetworkPolicy builders.
 	CiliumNetworkPolicy *CiliumNetworkPolicyClient
 	// CtrldReplica is the client for interacting with the CtrldReplica builders.
@@ -95,6 +98,7 @@ func (c *Client) init() {
 	c.APIToken = NewAPITokenClient(c.config)
 	c.Agent = NewAgentClient(c.config)
 	c.AuditLog = NewAuditLogClient(c.config)
+	c.CheckEvaluation = NewCheckEvaluationClient(c.config)
 	c.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(c.config)
 	c.CtrldReplica = NewCtrldReplicaClient(c.config)
 	c.Deployment = NewDeploymentClient(c.config)
@@ -206,6 +210,7 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		APIToken:            NewAPITokenClient(cfg),
 		Agent:               NewAgentClient(cfg),
 		AuditLog:            NewAuditLogClient(cfg),
+		CheckEvaluation:     NewCheckEvaluationClient(cfg),
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
 		CtrldReplica:        NewCtrldReplicaClient(cfg),
 		Deployment:          NewDeploymentClient(cfg),
@@ -244,6 +249,7 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		APIToken:            NewAPITokenClient(cfg),
 		Agent:               NewAgentClient(cfg),
 		AuditLog:            NewAuditLogClient(cfg),
+		CheckEvaluation:     NewCheckEvaluationClient(cfg),
 		CiliumNetworkPolicy: NewCiliumNetworkPolicyClient(cfg),
 		CtrldReplica:        NewCtrldReplicaClient(cfg),
 		Deployment:          NewDeploymentClient(cfg),
@@ -289,10 +295,11 @@ func (c *Client) Close() error {
 // In order to add hooks to a specific client, call: `client.Node.Use(...)`.
 func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
-		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
-		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.InstallationSecret, c.Instance, c.Namespace, c.OperatorKey, c.Region,
-		c.ResourceSync, c.Rollout, c.RolloutStrategy, c.Sentinel, c.StreamMark,
+		c.APIToken, c.Agent, c.AuditLog, c.CheckEvaluation, c.CiliumNetworkPolicy,
+		c.CtrldReplica, c.Deployment, c.DeploymentChange, c.DeploymentRevision,
+		c.DeploymentTopology, c.InstallationSecret, c.Instance, c.Namespace,
+		c.OperatorKey, c.Region, c.ResourceSync, c.Rollout, c.RolloutStrategy,
+		c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
 	}
@@ -302,10 +309,11 @@ func (c *Client) Use(hooks ...Hook) {
 // In order to add interceptors to a specific client, call: `client.Node.Intercept(...)`.
 func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
-		c.APIToken, c.Agent, c.AuditLog, c.CiliumNetworkPolicy, c.CtrldReplica,
-		c.Deployment, c.DeploymentChange, c.DeploymentRevision, c.DeploymentTopology,
-		c.InstallationSecret, c.Instance, c.Namespace, c.OperatorKey, c.Region,
-		c.ResourceSync, c.Rollout, c.RolloutStrategy, c.Sentinel, c.StreamMark,
+		c.APIToken, c.Agent, c.AuditLog, c.CheckEvaluation, c.CiliumNetworkPolicy,
+		c.CtrldReplica, c.Deployment, c.DeploymentChange, c.DeploymentRevision,
+		c.DeploymentTopology, c.InstallationSecret, c.Instance, c.Namespace,
+		c.OperatorKey, c.Region, c.ResourceSync, c.Rollout, c.RolloutStrategy,
+		c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
 	}
@@ -320,6 +328,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Agent.mutate(ctx, m)
 	case *AuditLogMutation:
 		return c.AuditLog.mutate(ctx, m)
+	case *CheckEvaluationMutation:
+		return c.CheckEvaluation.mutate(ctx, m)
 	case *CiliumNetworkPolicyMutation:
 		return c.CiliumNetworkPolicy.mutate(ctx, m)
 	case *CtrldReplicaMutation:
@@ -753,6 +763,139 @@ func (c *AuditLogClient) mutate(ctx context.Context, m *AuditLogMutation) (Value
 		return (&AuditLogDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown AuditLog mutation op: %q", m.Op())
+	}
+}
+
+// CheckEvaluationClient is a client for the CheckEvaluation schema.
+type CheckEvaluationClient struct {
+	config
+}
+
+// NewCheckEvaluationClient returns a client for the CheckEvaluation from the given config.
+func NewCheckEvaluationClient(c config) *CheckEvaluationClient {
+	return &CheckEvaluationClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `checkevaluation.Hooks(f(g(h())))`.
+func (c *CheckEvaluationClient) Use(hooks ...Hook) {
+	c.hooks.CheckEvaluation = append(c.hooks.CheckEvaluation, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `checkevaluation.Intercept(f(g(h())))`.
+func (c *CheckEvaluationClient) Intercept(interceptors ...Interceptor) {
+	c.inters.CheckEvaluation = append(c.inters.CheckEvaluation, interceptors...)
+}
+
+// Create returns a builder for creating a CheckEvaluation entity.
+func (c *CheckEvaluationClient) Create() *CheckEvaluationCreate {
+	mutation := newCheckEvaluationMutation(c.config, OpCreate)
+	return &CheckEvaluationCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of CheckEvaluation entities.
+func (c *CheckEvaluationClient) CreateBulk(builders ...*CheckEvaluationCreate) *CheckEvaluationCreateBulk {
+	return &CheckEvaluationCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *CheckEvaluationClient) MapCreateBulk(slice any, setFunc func(*CheckEvaluationCreate, int)) *CheckEvaluationCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &CheckEvaluationCreateBulk{err: fmt.Errorf("calling to CheckEvaluationClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*CheckEvaluationCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &CheckEvaluationCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for CheckEvaluation.
+func (c *CheckEvaluationClient) Update() *CheckEvaluationUpdate {
+	mutation := newCheckEvaluationMutation(c.config, OpUpdate)
+	return &CheckEvaluationUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *CheckEvaluationClient) UpdateOne(_m *CheckEvaluation) *CheckEvaluationUpdateOne {
+	mutation := newCheckEvaluationMutation(c.config, OpUpdateOne, withCheckEvaluation(_m))
+	return &CheckEvaluationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *CheckEvaluationClient) UpdateOneID(id int) *CheckEvaluationUpdateOne {
+	mutation := newCheckEvaluationMutation(c.config, OpUpdateOne, withCheckEvaluationID(id))
+	return &CheckEvaluationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for CheckEvaluation.
+func (c *CheckEvaluationClient) Delete() *CheckEvaluationDelete {
+	mutation := newCheckEvaluationMutation(c.config, OpDelete)
+	return &CheckEvaluationDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *CheckEvaluationClient) DeleteOne(_m *CheckEvaluation) *CheckEvaluationDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *CheckEvaluationClient) DeleteOneID(id int) *CheckEvaluationDeleteOne {
+	builder := c.Delete().Where(checkevaluation.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &CheckEvaluationDeleteOne{builder}
+}
+
+// Query returns a query builder for CheckEvaluation.
+func (c *CheckEvaluationClient) Query() *CheckEvaluationQuery {
+	return &CheckEvaluationQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeCheckEvaluation},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a CheckEvaluation entity by its id.
+func (c *CheckEvaluationClient) Get(ctx context.Context, id int) (*CheckEvaluation, error) {
+	return c.Query().Where(checkevaluation.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *CheckEvaluationClient) GetX(ctx context.Context, id int) *CheckEvaluation {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *CheckEvaluationClient) Hooks() []Hook {
+	return c.hooks.CheckEvaluation
+}
+
+// Interceptors returns the client interceptors.
+func (c *CheckEvaluationClient) Interceptors() []Interceptor {
+	return c.inters.CheckEvaluation
+}
+
+func (c *CheckEvaluationClient) mutate(ctx context.Context, m *CheckEvaluationMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&CheckEvaluationCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&CheckEvaluationUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&CheckEvaluationUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&CheckEvaluationDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown CheckEvaluation mutation op: %q", m.Op())
 	}
 }
 
@@ -3051,16 +3194,16 @@ func (c *StreamMarkClient) mutate(ctx context.Context, m *StreamMarkMutation) (V
 // hooks and interceptors per client, for fast access.
 type (
 	hooks struct {
-		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
-		DeploymentChange, DeploymentRevision, DeploymentTopology, InstallationSecret,
-		Instance, Namespace, OperatorKey, Region, ResourceSync, Rollout,
-		RolloutStrategy, Sentinel, StreamMark []ent.Hook
+		APIToken, Agent, AuditLog, CheckEvaluation, CiliumNetworkPolicy, CtrldReplica,
+		Deployment, DeploymentChange, DeploymentRevision, DeploymentTopology,
+		InstallationSecret, Instance, Namespace, OperatorKey, Region, ResourceSync,
+		Rollout, RolloutStrategy, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
-		APIToken, Agent, AuditLog, CiliumNetworkPolicy, CtrldReplica, Deployment,
-		DeploymentChange, DeploymentRevision, DeploymentTopology, InstallationSecret,
-		Instance, Namespace, OperatorKey, Region, ResourceSync, Rollout,
-		RolloutStrategy, Sentinel, StreamMark []ent.Interceptor
+		APIToken, Agent, AuditLog, CheckEvaluation, CiliumNetworkPolicy, CtrldReplica,
+		Deployment, DeploymentChange, DeploymentRevision, DeploymentTopology,
+		InstallationSecret, Instance, Namespace, OperatorKey, Region, ResourceSync,
+		Rollout, RolloutStrategy, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

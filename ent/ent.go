@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/ent/checkevaluation"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -94,6 +95,7 @@ func checkColumn(t, c string) error {
 			apitoken.Table:            apitoken.ValidColumn,
 			agent.Table:               agent.ValidColumn,
 			auditlog.Table:            auditlog.ValidColumn,
+			checkevaluation.Table:     checkevaluation.ValidColumn,
 			ciliumnetworkpolicy.Table: ciliumnetworkpolicy.ValidColumn,
 			ctrldreplica.Table:        ctrldreplica.ValidColumn,
 			deployment.Table:          deployment.ValidColumn,

@@ -14,6 +14,7 @@ import (
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/ent/checkevaluation"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -46,6 +47,7 @@ const (
 	TypeAPIToken            = "APIToken"
 	TypeAgent               = "Agent"
 	TypeAuditLog            = "AuditLog"
+	TypeCheckEvaluation     = "CheckEvaluation"
 	TypeCiliumNetworkPolicy = "CiliumNetworkPolicy"
 	TypeCtrldReplica        = "CtrldReplica"
 	TypeDeployment          = "Deployment"
@@ -2691,6 +2693,1071 @@ func (m *AuditLogMutation) ClearEdge(name string) error {
 // It returns an error if the edge is not defined in the schema.
 func (m *AuditLogMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown AuditLog edge %s", name)
+}
+
+// CheckEvaluationMutation represents an operation that mutates the CheckEvaluation nodes in the graph.
+type CheckEvaluationMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	rollout_id    *int
+	addrollout_id *int
+	region        *string
+	check_name    *string
+	role          *checkevaluation.Role
+	value         *float64
+	addvalue      *float64
+	error         *string
+	verdict       *checkevaluation.Verdict
+	why           *string
+	bound         *string
+	baseline      *float64
+	addbaseline   *float64
+	baseline_from *string
+	at            *time.Time
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*CheckEvaluation, error)
+	predicates    []predicate.CheckEvaluation
+}
+
+var _ ent.Mutation = (*CheckEvaluationMutation)(nil)
+
+// checkevaluationOption allows management of the mutation configuration using functional options.
+type checkevaluationOption func(*CheckEvaluationMutation)
+
+// newCheckEvaluationMutation creates new mutation for the CheckEvaluation entity.
+func newCheckEvaluationMutation(c config, op Op, opts ...checkevaluationOption) *CheckEvaluationMutation {
+	m := &CheckEvaluationMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeCheckEvaluation,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withCheckEvaluationID sets the ID field of the mutation.
+func withCheckEvaluationID(id int) checkevaluationOption {
+	return func(m *CheckEvaluationMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *CheckEvaluation
+		)
+		m.oldValue = func(ctx context.Context) (*CheckEvaluation, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().CheckEvaluation.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withCheckEvaluation sets the old CheckEvaluation of the mutation.
+func withCheckEvaluation(node *CheckEvaluation) checkevaluationOption {
+	return func(m *CheckEvaluationMutation) {
+		m.oldValue = func(context.Context) (*CheckEvaluation, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m CheckEvaluationMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m CheckEvaluationMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *CheckEvaluationMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *CheckEvaluationMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().CheckEvaluation.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetRolloutID sets the "rollout_id" field.
+func (m *CheckEvaluationMutation) SetRolloutID(i int) {
+	m.rollout_id = &i
+	m.addrollout_id = nil
+}
+
+// RolloutID returns the value of the "rollout_id" field in the mutation.
+func (m *CheckEvaluationMutation) RolloutID() (r int, exists bool) {
+	v := m.rollout_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRolloutID returns the old "rollout_id" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldRolloutID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRolloutID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRolloutID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRolloutID: %w", err)
+	}
+	return oldValue.RolloutID, nil
+}
+
+// AddRolloutID adds i to the "rollout_id" field.
+func (m *CheckEvaluationMutation) AddRolloutID(i int) {
+	if m.addrollout_id != nil {
+		*m.addrollout_id += i
+	} else {
+		m.addrollout_id = &i
+	}
+}
+
+// AddedRolloutID returns the value that was added to the "rollout_id" field in this mutation.
+func (m *CheckEvaluationMutation) AddedRolloutID() (r int, exists bool) {
+	v := m.addrollout_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRolloutID resets all changes to the "rollout_id" field.
+func (m *CheckEvaluationMutation) ResetRolloutID() {
+	m.rollout_id = nil
+	m.addrollout_id = nil
+}
+
+// SetRegion sets the "region" field.
+func (m *CheckEvaluationMutation) SetRegion(s string) {
+	m.region = &s
+}
+
+// Region returns the value of the "region" field in the mutation.
+func (m *CheckEvaluationMutation) Region() (r string, exists bool) {
+	v := m.region
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRegion returns the old "region" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldRegion(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRegion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRegion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRegion: %w", err)
+	}
+	return oldValue.Region, nil
+}
+
+// ResetRegion resets all changes to the "region" field.
+func (m *CheckEvaluationMutation) ResetRegion() {
+	m.region = nil
+}
+
+// SetCheckName sets the "check_name" field.
+func (m *CheckEvaluationMutation) SetCheckName(s string) {
+	m.check_name = &s
+}
+
+// CheckName returns the value of the "check_name" field in the mutation.
+func (m *CheckEvaluationMutation) CheckName() (r string, exists bool) {
+	v := m.check_name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCheckName returns the old "check_name" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldCheckName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCheckName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCheckName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCheckName: %w", err)
+	}
+	return oldValue.CheckName, nil
+}
+
+// ResetCheckName resets all changes to the "check_name" field.
+func (m *CheckEvaluationMutation) ResetCheckName() {
+	m.check_name = nil
+}
+
+// SetRole sets the "role" field.
+func (m *CheckEvaluationMutation) SetRole(c checkevaluation.Role) {
+	m.role = &c
+}
+
+// Role returns the value of the "role" field in the mutation.
+func (m *CheckEvaluationMutation) Role() (r checkevaluation.Role, exists bool) {
+	v := m.role
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRole returns the old "role" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldRole(ctx context.Context) (v checkevaluation.Role, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRole is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRole requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRole: %w", err)
+	}
+	return oldValue.Role, nil
+}
+
+// ResetRole resets all changes to the "role" field.
+func (m *CheckEvaluationMutation) ResetRole() {
+	m.role = nil
+}
+
+// SetValue sets the "value" field.
+func (m *CheckEvaluationMutation) SetValue(f float64) {
+	m.value = &f
+	m.addvalue = nil
+}
+
+// Value returns the value of the "value" field in the mutation.
+func (m *CheckEvaluationMutation) Value() (r float64, exists bool) {
+	v := m.value
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldValue returns the old "value" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldValue(ctx context.Context) (v *float64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldValue is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldValue requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldValue: %w", err)
+	}
+	return oldValue.Value, nil
+}
+
+// AddValue adds f to the "value" field.
+func (m *CheckEvaluationMutation) AddValue(f float64) {
+	if m.addvalue != nil {
+		*m.addvalue += f
+	} else {
+		m.addvalue = &f
+	}
+}
+
+// AddedValue returns the value that was added to the "value" field in this mutation.
+func (m *CheckEvaluationMutation) AddedValue() (r float64, exists bool) {
+	v := m.addvalue
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearValue clears the value of the "value" field.
+func (m *CheckEvaluationMutation) ClearValue() {
+	m.value = nil
+	m.addvalue = nil
+	m.clearedFields[checkevaluation.FieldValue] = struct{}{}
+}
+
+// ValueCleared returns if the "value" field was cleared in this mutation.
+func (m *CheckEvaluationMutation) ValueCleared() bool {
+	_, ok := m.clearedFields[checkevaluation.FieldValue]
+	return ok
+}
+
+// ResetValue resets all changes to the "value" field.
+func (m *CheckEvaluationMutation) ResetValue() {
+	m.value = nil
+	m.addvalue = nil
+	delete(m.clearedFields, checkevaluation.FieldValue)
+}
+
+// SetError sets the "error" field.
+func (m *CheckEvaluationMutation) SetError(s string) {
+	m.error = &s
+}
+
+// Error returns the value of the "error" field in the mutation.
+func (m *CheckEvaluationMutation) Error() (r string, exists bool) {
+	v := m.error
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldError returns the old "error" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldError(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldError is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldError requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldError: %w", err)
+	}
+	return oldValue.Error, nil
+}
+
+// ResetError resets all changes to the "error" field.
+func (m *CheckEvaluationMutation) ResetError() {
+	m.error = nil
+}
+
+// SetVerdict sets the "verdict" field.
+func (m *CheckEvaluationMutation) SetVerdict(c checkevaluation.Verdict) {
+	m.verdict = &c
+}
+
+// Verdict returns the value of the "verdict" field in the mutation.
+func (m *CheckEvaluationMutation) Verdict() (r checkevaluation.Verdict, exists bool) {
+	v := m.verdict
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldVerdict returns the old "verdict" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldVerdict(ctx context.Context) (v checkevaluation.Verdict, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldVerdict is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldVerdict requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldVerdict: %w", err)
+	}
+	return oldValue.Verdict, nil
+}
+
+// ResetVerdict resets all changes to the "verdict" field.
+func (m *CheckEvaluationMutation) ResetVerdict() {
+	m.verdict = nil
+}
+
+// SetWhy sets the "why" field.
+func (m *CheckEvaluationMutation) SetWhy(s string) {
+	m.why = &s
+}
+
+// Why returns the value of the "why" field in the mutation.
+func (m *CheckEvaluationMutation) Why() (r string, exists bool) {
+	v := m.why
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWhy returns the old "why" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldWhy(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWhy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWhy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWhy: %w", err)
+	}
+	return oldValue.Why, nil
+}
+
+// ResetWhy resets all changes to the "why" field.
+func (m *CheckEvaluationMutation) ResetWhy() {
+	m.why = nil
+}
+
+// SetBound sets the "bound" field.
+func (m *CheckEvaluationMutation) SetBound(s string) {
+	m.bound = &s
+}
+
+// Bound returns the value of the "bound" field in the mutation.
+func (m *CheckEvaluationMutation) Bound() (r string, exists bool) {
+	v := m.bound
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBound returns the old "bound" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldBound(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBound is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBound requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBound: %w", err)
+	}
+	return oldValue.Bound, nil
+}
+
+// ResetBound resets all changes to the "bound" field.
+func (m *CheckEvaluationMutation) ResetBound() {
+	m.bound = nil
+}
+
+// SetBaseline sets the "baseline" field.
+func (m *CheckEvaluationMutation) SetBaseline(f float64) {
+	m.baseline = &f
+	m.addbaseline = nil
+}
+
+// Baseline returns the value of the "baseline" field in the mutation.
+func (m *CheckEvaluationMutation) Baseline() (r float64, exists bool) {
+	v := m.baseline
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBaseline returns the old "baseline" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldBaseline(ctx context.Context) (v *float64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBaseline is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBaseline requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBaseline: %w", err)
+	}
+	return oldValue.Baseline, nil
+}
+
+// AddBaseline adds f to the "baseline" field.
+func (m *CheckEvaluationMutation) AddBaseline(f float64) {
+	if m.addbaseline != nil {
+		*m.addbaseline += f
+	} else {
+		m.addbaseline = &f
+	}
+}
+
+// AddedBaseline returns the value that was added to the "baseline" field in this mutation.
+func (m *CheckEvaluationMutation) AddedBaseline() (r float64, exists bool) {
+	v := m.addbaseline
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearBaseline clears the value of the "baseline" field.
+func (m *CheckEvaluationMutation) ClearBaseline() {
+	m.baseline = nil
+	m.addbaseline = nil
+	m.clearedFields[checkevaluation.FieldBaseline] = struct{}{}
+}
+
+// BaselineCleared returns if the "baseline" field was cleared in this mutation.
+func (m *CheckEvaluationMutation) BaselineCleared() bool {
+	_, ok := m.clearedFields[checkevaluation.FieldBaseline]
+	return ok
+}
+
+// ResetBaseline resets all changes to the "baseline" field.
+func (m *CheckEvaluationMutation) ResetBaseline() {
+	m.baseline = nil
+	m.addbaseline = nil
+	delete(m.clearedFields, checkevaluation.FieldBaseline)
+}
+
+// SetBaselineFrom sets the "baseline_from" field.
+func (m *CheckEvaluationMutation) SetBaselineFrom(s string) {
+	m.baseline_from = &s
+}
+
+// BaselineFrom returns the value of the "baseline_from" field in the mutation.
+func (m *CheckEvaluationMutation) BaselineFrom() (r string, exists bool) {
+	v := m.baseline_from
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBaselineFrom returns the old "baseline_from" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldBaselineFrom(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBaselineFrom is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBaselineFrom requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBaselineFrom: %w", err)
+	}
+	return oldValue.BaselineFrom, nil
+}
+
+// ResetBaselineFrom resets all changes to the "baseline_from" field.
+func (m *CheckEvaluationMutation) ResetBaselineFrom() {
+	m.baseline_from = nil
+}
+
+// SetAt sets the "at" field.
+func (m *CheckEvaluationMutation) SetAt(t time.Time) {
+	m.at = &t
+}
+
+// At returns the value of the "at" field in the mutation.
+func (m *CheckEvaluationMutation) At() (r time.Time, exists bool) {
+	v := m.at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldAt returns the old "at" field's value of the CheckEvaluation entity.
+// If the CheckEvaluation object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *CheckEvaluationMutation) OldAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldAt: %w", err)
+	}
+	return oldValue.At, nil
+}
+
+// ResetAt resets all changes to the "at" field.
+func (m *CheckEvaluationMutation) ResetAt() {
+	m.at = nil
+}
+
+// Where appends a list predicates to the CheckEvaluationMutation builder.
+func (m *CheckEvaluationMutation) Where(ps ...predicate.CheckEvaluation) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the CheckEvaluationMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *CheckEvaluationMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.CheckEvaluation, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *CheckEvaluationMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *CheckEvaluationMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (CheckEvaluation).
+func (m *CheckEvaluationMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *CheckEvaluationMutation) Fields() []string {
+	fields := make([]string, 0, 12)
+	if m.rollout_id != nil {
+		fields = append(fields, checkevaluation.FieldRolloutID)
+	}
+	if m.region != nil {
+		fields = append(fields, checkevaluation.FieldRegion)
+	}
+	if m.check_name != nil {
+		fields = append(fields, checkevaluation.FieldCheckName)
+	}
+	if m.role != nil {
+		fields = append(fields, checkevaluation.FieldRole)
+	}
+	if m.value != nil {
+		fields = append(fields, checkevaluation.FieldValue)
+	}
+	if m.error != nil {
+		fields = append(fields, checkevaluation.FieldError)
+	}
+	if m.verdict != nil {
+		fields = append(fields, checkevaluation.FieldVerdict)
+	}
+	if m.why != nil {
+		fields = append(fields, checkevaluation.FieldWhy)
+	}
+	if m.bound != nil {
+		fields = append(fields, checkevaluation.FieldBound)
+	}
+	if m.baseline != nil {
+		fields = append(fields, checkevaluation.FieldBaseline)
+	}
+	if m.baseline_from != nil {
+		fields = append(fields, checkevaluation.FieldBaselineFrom)
+	}
+	if m.at != nil {
+		fields = append(fields, checkevaluation.FieldAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *CheckEvaluationMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case checkevaluation.FieldRolloutID:
+		return m.RolloutID()
+	case checkevaluation.FieldRegion:
+		return m.Region()
+	case checkevaluation.FieldCheckName:
+		return m.CheckName()
+	case checkevaluation.FieldRole:
+		return m.Role()
+	case checkevaluation.FieldValue:
+		return m.Value()
+	case checkevaluation.FieldError:
+		return m.Error()
+	case checkevaluation.FieldVerdict:
+		return m.Verdict()
+	case checkevaluation.FieldWhy:
+		return m.Why()
+	case checkevaluation.FieldBound:
+		return m.Bound()
+	case checkevaluation.FieldBaseline:
+		return m.Baseline()
+	case checkevaluation.FieldBaselineFrom:
+		return m.BaselineFrom()
+	case checkevaluation.FieldAt:
+		return m.At()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *CheckEvaluationMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case checkevaluation.FieldRolloutID:
+		return m.OldRolloutID(ctx)
+	case checkevaluation.FieldRegion:
+		return m.OldRegion(ctx)
+	case checkevaluation.FieldCheckName:
+		return m.OldCheckName(ctx)
+	case checkevaluation.FieldRole:
+		return m.OldRole(ctx)
+	case checkevaluation.FieldValue:
+		return m.OldValue(ctx)
+	case checkevaluation.FieldError:
+		return m.OldError(ctx)
+	case checkevaluation.FieldVerdict:
+		return m.OldVerdict(ctx)
+	case checkevaluation.FieldWhy:
+		return m.OldWhy(ctx)
+	case checkevaluation.FieldBound:
+		return m.OldBound(ctx)
+	case checkevaluation.FieldBaseline:
+		return m.OldBaseline(ctx)
+	case checkevaluation.FieldBaselineFrom:
+		return m.OldBaselineFrom(ctx)
+	case checkevaluation.FieldAt:
+		return m.OldAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown CheckEvaluation field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *CheckEvaluationMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case checkevaluation.FieldRolloutID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRolloutID(v)
+		return nil
+	case checkevaluation.FieldRegion:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRegion(v)
+		return nil
+	case checkevaluation.FieldCheckName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCheckName(v)
+		return nil
+	case checkevaluation.FieldRole:
+		v, ok := value.(checkevaluation.Role)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRole(v)
+		return nil
+	case checkevaluation.FieldValue:
+		v, ok := value.(float64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetValue(v)
+		return nil
+	case checkevaluation.FieldError:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetError(v)
+		return nil
+	case checkevaluation.FieldVerdict:
+		v, ok := value.(checkevaluation.Verdict)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetVerdict(v)
+		return nil
+	case checkevaluation.FieldWhy:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWhy(v)
+		return nil
+	case checkevaluation.FieldBound:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBound(v)
+		return nil
+	case checkevaluation.FieldBaseline:
+		v, ok := value.(float64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBaseline(v)
+		return nil
+	case checkevaluation.FieldBaselineFrom:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBaselineFrom(v)
+		return nil
+	case checkevaluation.FieldAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown CheckEvaluation field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *CheckEvaluationMutation) AddedFields() []string {
+	var fields []string
+	if m.addrollout_id != nil {
+		fields = append(fields, checkevaluation.FieldRolloutID)
+	}
+	if m.addvalue != nil {
+		fields = append(fields, checkevaluation.FieldValue)
+	}
+	if m.addbaseline != nil {
+		fields = append(fields, checkevaluation.FieldBaseline)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *CheckEvaluationMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case checkevaluation.FieldRolloutID:
+		return m.AddedRolloutID()
+	case checkevaluation.FieldValue:
+		return m.AddedValue()
+	case checkevaluation.FieldBaseline:
+		return m.AddedBaseline()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *CheckEvaluationMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case checkevaluation.FieldRolloutID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRolloutID(v)
+		return nil
+	case checkevaluation.FieldValue:
+		v, ok := value.(float64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddValue(v)
+		return nil
+	case checkevaluation.FieldBaseline:
+		v, ok := value.(float64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddBaseline(v)
+		return nil
+	}
+	return fmt.Errorf("unknown CheckEvaluation numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *CheckEvaluationMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(checkevaluation.FieldValue) {
+		fields = append(fields, checkevaluation.FieldValue)
+	}
+	if m.FieldCleared(checkevaluation.FieldBaseline) {
+		fields = append(fields, checkevaluation.FieldBaseline)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *CheckEvaluationMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *CheckEvaluationMutation) ClearField(name string) error {
+	switch name {
+	case checkevaluation.FieldValue:
+		m.ClearValue()
+		return nil
+	case checkevaluation.FieldBaseline:
+		m.ClearBaseline()
+		return nil
+	}
+	return fmt.Errorf("unknown CheckEvaluation nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *CheckEvaluationMutation) ResetField(name string) error {
+	switch name {
+	case checkevaluation.FieldRolloutID:
+		m.ResetRolloutID()
+		return nil
+	case checkevaluation.FieldRegion:
+		m.ResetRegion()
+		return nil
+	case checkevaluation.FieldCheckName:
+		m.ResetCheckName()
+		return nil
+	case checkevaluation.FieldRole:
+		m.ResetRole()
+		return nil
+	case checkevaluation.FieldValue:
+		m.ResetValue()
+		return nil
+	case checkevaluation.FieldError:
+		m.ResetError()
+		return nil
+	case checkevaluation.FieldVerdict:
+		m.ResetVerdict()
+		return nil
+	case checkevaluation.FieldWhy:
+		m.ResetWhy()
+		return nil
+	case checkevaluation.FieldBound:
+		m.ResetBound()
+		return nil
+	case checkevaluation.FieldBaseline:
+		m.ResetBaseline()
+		return nil
+	case checkevaluation.FieldBaselineFrom:
+		m.ResetBaselineFrom()
+		return nil
+	case checkevaluation.FieldAt:
+		m.ResetAt()
+		return nil
+	}
+	return fmt.Errorf("unknown CheckEvaluation field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *CheckEvaluationMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *CheckEvaluationMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *CheckEvaluationMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *CheckEvaluationMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *CheckEvaluationMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *CheckEvaluationMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *CheckEvaluationMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown CheckEvaluation unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *CheckEvaluationMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown CheckEvaluation edge %s", name)
 }
 
 // CiliumNetworkPolicyMutation represents an operation that mutates the CiliumNetworkPolicy nodes in the graph.

@@ -20,6 +20,8 @@ type Tx struct {
 	Agent *AgentClient
 	// AuditLog is the client for interacting with the AuditLog builders.
 	AuditLog *AuditLogClient
+	// CheckEvaluation is the client for interacting with the CheckEvaluation builders.
+	CheckEvaluation *CheckEvaluationClient
 	// CiliumNetworkPolicy is the client for interacting with the CiliumNetworkPolicy builders.
 	CiliumNetworkPolicy *CiliumNetworkPolicyClient
 	// CtrldReplica is the client for interacting with the CtrldReplica builders.
@@ -186,6 +188,7 @@ func (tx *Tx) init() {
 	tx.APIToken = NewAPITokenClient(tx.config)
 	tx.Agent = NewAgentClient(tx.config)
 	tx.AuditLog = NewAuditLogClient(tx.config)
+	tx.CheckEvaluation = NewCheckEvaluationClient(tx.config)
 	tx.CiliumNetworkPolicy = NewCiliumNetworkPolicyClient(tx.config)
 	tx.CtrldReplica = NewCtrldReplicaClient(tx.config)
 	tx.Deployment = NewDeploymentClient(tx.config)

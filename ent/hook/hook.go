@@ -45,6 +45,18 @@ func (f AuditLogFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, er
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.AuditLogMutation", m)
 }
 
+// The CheckEvaluationFunc type is an adapter to allow the use of ordinary
+// function as CheckEvaluation mutator.
+type CheckEvaluationFunc func(context.Context, *ent.CheckEvaluationMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f CheckEvaluationFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.CheckEvaluationMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.CheckEvaluationMutation", m)
+}
+
 // The CiliumNetworkPolicyFunc type is an adapter to allow the use of ordinary
 // function as CiliumNetworkPolicy mutator.
 type CiliumNetworkPolicyFunc func(context.Context, *ent.CiliumNetworkPolicyMutation) (ent.Value, error)

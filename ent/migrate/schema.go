@@ -104,6 +104,35 @@ var (
 			},
 		},
 	}
+	// CheckEvaluationsColumns holds the columns for the "check_evaluations" table.
+	CheckEvaluationsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "rollout_id", Type: field.TypeInt},
+		{Name: "region", Type: field.TypeString},
+		{Name: "check_name", Type: field.TypeString, Size: 64},
+		{Name: "role", Type: field.TypeEnum, Enums: []string{"canary", "baseline", "before"}},
+		{Name: "value", Type: field.TypeFloat64, Nullable: true},
+		{Name: "error", Type: field.TypeString, Size: 1024, Default: ""},
+		{Name: "verdict", Type: field.TypeEnum, Enums: []string{"pass", "fail", "none"}, Default: "none"},
+		{Name: "why", Type: field.TypeString, Size: 1024, Default: ""},
+		{Name: "bound", Type: field.TypeString, Size: 64, Default: ""},
+		{Name: "baseline", Type: field.TypeFloat64, Nullable: true},
+		{Name: "baseline_from", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// CheckEvaluationsTable holds the schema information for the "check_evaluations" table.
+	CheckEvaluationsTable = &schema.Table{
+		Name:       "check_evaluations",
+		Columns:    CheckEvaluationsColumns,
+		PrimaryKey: []*schema.Column{CheckEvaluationsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "checkevaluation_rollout_id_region_check_name_at",
+				Unique:  false,
+				Columns: []*schema.Column{CheckEvaluationsColumns[1], CheckEvaluationsColumns[2], CheckEvaluationsColumns[3], CheckEvaluationsColumns[12]},
+			},
+		},
+	}
 	// CiliumNetworkPoliciesColumns holds the columns for the "cilium_network_policies" table.
 	CiliumNetworkPoliciesColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString},
@@ -584,6 +613,7 @@ var (
 		APITokensTable,
 		AgentsTable,
 		OperatorAuditLogTable,
+		CheckEvaluationsTable,
 		CiliumNetworkPoliciesTable,
 		CtrldReplicasTable,
 		DeploymentsTable,

@@ -15,6 +15,9 @@ type Agent func(*sql.Selector)
 // AuditLog is the predicate function for auditlog builders.
 type AuditLog func(*sql.Selector)
 
+// CheckEvaluation is the predicate function for checkevaluation builders.
+type CheckEvaluation func(*sql.Selector)
+
 // CiliumNetworkPolicy is the predicate function for ciliumnetworkpolicy builders.
 type CiliumNetworkPolicy func(*sql.Selector)
 

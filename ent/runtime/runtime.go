@@ -8,6 +8,7 @@ import (
 	"github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/ent/checkevaluation"
 	"github.com/deploysync/deploysync/ent/ciliumnetworkpolicy"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -188,6 +189,40 @@ func init() {
 	auditlog.DefaultCount = auditlogDescCount.Default.(int)
 	// auditlog.CountValidator is a validator for the "count" field. It is called by the builders before save.
 	auditlog.CountValidator = auditlogDescCount.Validators[0].(func(int) error)
+	checkevaluationFields := schema.CheckEvaluation{}.Fields()
+	_ = checkevaluationFields
+	// checkevaluationDescRegion is the schema descriptor for region field.
+	checkevaluationDescRegion := checkevaluationFields[1].Descriptor()
+	// checkevaluation.RegionValidator is a validator for the "region" field. It is called by the builders before save.
+	checkevaluation.RegionValidator = checkevaluationDescRegion.Validators[0].(func(string) error)
+	// checkevaluationDescCheckName is the schema descriptor for check_name field.
+	checkevaluationDescCheckName := checkevaluationFields[2].Descriptor()
+	// checkevaluation.CheckNameValidator is a validator for the "check_name" field. It is called by the builders before save.
+	checkevaluation.CheckNameValidator = checkevaluationDescCheckName.Validators[0].(func(string) error)
+	// checkevaluationDescError is the schema descriptor for error field.
+	checkevaluationDescError := checkevaluationFields[5].Descriptor()
+	// checkevaluation.DefaultError holds the default value on creation for the error field.
+	checkevaluation.DefaultError = checkevaluationDescError.Default.(string)
+	// checkevaluation.ErrorValidator is a validator for the "error" field. It is called by the builders before save.
+	checkevaluation.ErrorValidator = checkevaluationDescError.Validators[0].(func(string) error)
+	// checkevaluationDescWhy is the schema descriptor for why field.
+	checkevaluationDescWhy := checkevaluationFields[7].Descriptor()
+	// checkevaluation.DefaultWhy holds the default value on creation for the why field.
+	checkevaluation.DefaultWhy = checkevaluationDescWhy.Default.(string)
+	// checkevaluation.WhyValidator is a validator for the "why" field. It is called by the builders before save.
+	checkevaluation.WhyValidator = checkevaluationDescWhy.Validators[0].(func(string) error)
+	// checkevaluationDescBound is the schema descriptor for bound field.
+	checkevaluationDescBound := checkevaluationFields[8].Descriptor()
+	// checkevaluation.DefaultBound holds the default value on creation for the bound field.
+	checkevaluation.DefaultBound = checkevaluationDescBound.Default.(string)
+	// checkevaluation.BoundValidator is a validator for the "bound" field. It is called by the builders before save.
+	checkevaluation.BoundValidator = checkevaluationDescBound.Validators[0].(func(string) error)
+	// checkevaluationDescBaselineFrom is the schema descriptor for baseline_from field.
+	checkevaluationDescBaselineFrom := checkevaluationFields[10].Descriptor()
+	// checkevaluation.DefaultBaselineFrom holds the default value on creation for the baseline_from field.
+	checkevaluation.DefaultBaselineFrom = checkevaluationDescBaselineFrom.Default.(string)
+	// checkevaluation.BaselineFromValidator is a validator for the "baseline_from" field. It is called by the builders before save.
+	checkevaluation.BaselineFromValidator = checkevaluationDescBaselineFrom.Validators[0].(func(string) error)
 	ciliumnetworkpolicyMixin := schema.CiliumNetworkPolicy{}.Mixin()
 	ciliumnetworkpolicyHooks := schema.CiliumNetworkPolicy{}.Hooks()
 	ciliumnetworkpolicy.Hooks[0] = ciliumnetworkpolicyHooks[0]
