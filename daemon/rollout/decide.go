@@ -32,7 +32,7 @@ func Decide(r *ent.Rollout, regions map[string]Region, now time.Time) (step desi
 	for _, name := range wave.Regions {
 		st := states[name]
 		if st.State != desired.RegionPassed && st.State != desired.RegionFailed {
-			next := judge(st, regions[name], r.ToSpec.Hash, bake, deadline, now)
+			next := judge(st, regions[name], r.ToSpec.Hash, gates{bake: bake, deadline: deadline, checks: r.Strategy.Checks, first: r.FromSpec.Hash == ""}, now)
 			if !sameState(st, next) {
 				states[name], changed = next, true
 			}
@@ -66,6 +66,15 @@ func Decide(r *ent.Rollout, regions map[string]Region, now time.Time) (step desi
 // time nobody saw.
 const MinBake = regionhealth.AgentSilence
 
+// gates are what a region of a wave is held to: its bake and deadline,
+// and the rollout's checks (first: a first rollout, with no previous
+// revision for baseline checks).
+type gates struct {
+	bake, deadline time.Duration
+	checks         []jsontype.Check
+	first          bool
+}
+
 // judge is a region's next state in the wave after one look at now (the
 // database's clock).
 //
@@ -76,30 +85,58 @@ const MinBake = regionhealth.AgentSilence
 // sent after its end came in (a heartbeat follows the status of every
 // Pod change the agent saw before it). A ctrld that comes back after a
 // crash therefore never passes a bake on reports from before it.
-func judge(st jsontype.RegionRollout, r Region, hash string, bake, deadline time.Duration, now time.Time) jsontype.RegionRollout {
+//
+// The rollout's checks must pass too (JudgeChecks): a check that fails
+// fails the region at once, healthy or not; one without a verdict holds
+// the region past its bake until its deadline, counted from the
+// promotion, with the bake added, fails it.
+func judge(st jsontype.RegionRollout, r Region, hash string, g gates, now time.Time) jsontype.RegionRollout {
 	verdict, why, restarts := Gate(r, hash, st)
 	next := st
 	next.Why, next.Restarts = why, restarts
+	if verdict == Healthy && (st.HealthySince == nil || r.ConnectedSince.After(*st.HealthySince)) {
+		since := now
+		next.HealthySince = &since
+	}
+	if verdict != Healthy {
+		next.HealthySince = nil
+	}
+	bakeEnd := time.Time{}
+	if next.HealthySince != nil {
+		bakeEnd = next.HealthySince.Add(max(g.bake, MinBake))
+	}
+	checks := JudgeChecks(g.checks, g.first, r.Checks, next, bakeEnd)
+	for _, c := range checks {
+		if c.Verdict == CheckFailed && verdict != Failed {
+			verdict, next.Why = Failed, "check "+c.Why
+		}
+	}
 	switch verdict {
 	case Failed:
 		next.State = desired.RegionFailed
 		return next
 	case Healthy:
-		if st.HealthySince == nil || r.ConnectedSince.After(*st.HealthySince) {
-			since := now
-			next.HealthySince = &since
-		}
 		next.State = desired.RegionBaking
-		if !r.Heard.Before(next.HealthySince.Add(max(bake, MinBake))) {
-			next.State = desired.RegionPassed
+		if r.Heard.Before(bakeEnd) {
+			return next
 		}
+		for _, c := range checks {
+			if c.Verdict != Passing {
+				next.Why = fmt.Sprintf("baked; check %s has no verdict: %s", c.Name, c.Why)
+				if st.PromotedAt != nil && now.Sub(*st.PromotedAt) > g.deadline+max(g.bake, MinBake) {
+					next.State = desired.RegionFailed
+					next.Why = fmt.Sprintf("check %s had no verdict within its deadline of %s after the bake: %s", c.Name, g.deadline, c.Why)
+				}
+				return next
+			}
+		}
+		next.State = desired.RegionPassed
 		return next
 	}
-	next.HealthySince = nil
 	next.State = desired.RegionProgressing
-	if st.PromotedAt != nil && now.Sub(*st.PromotedAt) > deadline {
+	if st.PromotedAt != nil && now.Sub(*st.PromotedAt) > g.deadline {
 		next.State = desired.RegionFailed
-		next.Why = fmt.Sprintf("not healthy within its deadline of %s: %s", deadline, why)
+		next.Why = fmt.Sprintf("not healthy within its deadline of %s: %s", g.deadline, why)
 	}
 	return next
 }

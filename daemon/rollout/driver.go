@@ -200,7 +200,7 @@ func (d *Driver) countStep(r *ent.Rollout, step desired.RolloutStep) {
 }
 
 // look reads what the rollouts' deployments look like in every region:
-// five reads for all of them, whatever their number.
+// six reads for all of them, whatever their number.
 func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Time) (map[string]map[string]Region, error) {
 	ids := make([]string, 0, len(rollouts))
 	for _, r := range rollouts {
@@ -249,6 +249,21 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 			r.Instances = append(r.Instances, Instance{Pod: in.PodName, SpecHash: in.SpecHash, Ready: in.Ready, Status: string(in.Status),
 				Reason: in.Reason, Restarts: int(in.Restarts)})
 		})
+	}
+	var checked []int
+	for _, r := range rollouts {
+		if len(r.Strategy.Checks) > 0 {
+			checked = append(checked, r.ID)
+		}
+	}
+	evaluations, err := ReadEvaluations(ctx, d.Client, checked)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range rollouts {
+		for region, byCheck := range evaluations[r.ID] {
+			at(r.DeploymentID, region, func(reg *Region) { reg.Checks = byCheck })
+		}
 	}
 	return looks, nil
 }

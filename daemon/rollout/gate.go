@@ -46,6 +46,9 @@ type Region struct {
 	InSync            bool
 	ApplyError        string
 	Instances         []Instance
+	// Checks are the evaluations of the rollout's checks in the region,
+	// by check, oldest first.
+	Checks map[string][]Evaluation
 }
 
 // Verdict is a region's gate at one look.
