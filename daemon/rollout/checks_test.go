@@ -29,7 +29,6 @@ func passing(time.Duration) rollout.Evaluation {
 	return rollout.Evaluation{Verdict: gatecheck.Pass, HasValue: true, Value: 0.001, Bound: "< 0.01"}
 }
 
-
 // A region whose pods are ready passes only once its checks have a
 // verdict: enough samples in the bake, the newest after its end.
 func TestAHealthyRegionPassesOnlyWithItsChecksPassing(t *testing.T) {
