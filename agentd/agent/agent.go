@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/deploysync/deploysync/agentd/checks"
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/metrics"
@@ -47,6 +48,9 @@ type Config struct {
 	ResyncInterval time.Duration
 	// StatusInterval batches status and resource sync reports (default 1s).
 	StatusInterval time.Duration
+	// Checks is how the region's rollout checks are evaluated: against
+	// which Prometheus, how many queries at once, within what time.
+	Checks checks.Config
 	// HeartbeatInterval is the longest gap between agent status reports
 	// (default 2s); a moved cursor is reported sooner. ctrld reads an
 	// agent silent for 6s as gone (regionhealth.AgentSilence), so it is
@@ -241,6 +245,11 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	hb.flushStatus = reporter.Flush
 	syncs := status.NewSyncReporter(cluster, cfg.Region, d, cfg.StatusInterval, log)
 
+	checker, err := checks.New(cluster, cfg.Region, cfg.Checks, log)
+	if err != nil {
+		return err
+	}
+
 	guard := recovery.Guard{Log: log, Panics: m.Panics}
 	// Informer handlers run on client-go's goroutines, whose crash handler
 	// ends the process on a panic. A panic here loses only this notice:
@@ -297,6 +306,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	run("status", reporter.Run)
 	run("resource-sync", syncs.Run)
 	run("heartbeat", hb.run)
+	run("checks", checker.Run)
 	err = w.Run(ctx)
 	cancel()
 	wg.Wait()

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/checks"
 	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -71,6 +72,9 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "reserved-namespaces", Usage: "comma-separated namespace `names` the agent never writes into nor deletes from, besides kube-*, *-system, default, deploysync, common add-ons' namespaces (naming.AddOnNamespaces) and --namespace (always reserved); " +
 				"whatever the stream says, it writes only into namespaces labeled unkey.managed.by=krane (it creates them so), and an apply anywhere else is refused and reported as the resource's error", EnvVars: env("reserved-namespaces")},
 			&cli.StringFlag{Name: "metrics-listen", Value: ":9091", Usage: "address for /metrics, /healthz (alive) and /readyz (standing by for the lease, or streaming with a full sync done) (empty: off)", EnvVars: env("metrics-listen")},
+			&cli.StringFlag{Name: "prometheus-url", Usage: "the region's own Prometheus (`URL`, e.g. http://prometheus.monitoring:9090), which the agent asks for its rollouts' metric and alert checks; without it every check of the region has no verdict, which holds its rollouts until their deadline fails them", EnvVars: env("prometheus-url")},
+			&cli.DurationFlag{Name: "prometheus-timeout", Value: 5 * time.Second, Usage: "how long one check's query may take; a slower answer is no answer (no verdict)", EnvVars: env("prometheus-timeout")},
+			&cli.IntFlag{Name: "prometheus-concurrency", Value: 4, Usage: "check queries in flight at once; more wait for the next round", EnvVars: env("prometheus-concurrency")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},
 		}),
 		Action: run,
@@ -153,6 +157,8 @@ func run(c *cli.Context) error {
 		LeaseNamespace:     c.String("namespace"),
 		ReservedNamespaces: strings.Split(c.String("reserved-namespaces"), ","),
 		Readiness:          readiness,
+		Checks: checks.Config{PrometheusURL: c.String("prometheus-url"), Timeout: c.Duration("prometheus-timeout"),
+			Concurrency: c.Int("prometheus-concurrency")},
 	}, clients, ctrlv1.NewClusterServiceClient(conn), log, m)
 }
 
