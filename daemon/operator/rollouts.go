@@ -58,7 +58,11 @@ func (s *Service) GetRollout(ctx context.Context, req *ctrlv1.GetRolloutRequest)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], now)}, nil
+	evals, err := evaluations(ctx, s.client, rows)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], now, evals)}, nil
 }
 
 // ListRollouts implements ctrlv1.OperatorServiceServer.
@@ -86,9 +90,13 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 	if err != nil {
 		return nil, s.viewError(err)
 	}
+	evals, err := evaluations(ctx, s.client, rows)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	out := &ctrlv1.ListRolloutsResponse{Rollouts: make([]*ctrlv1.Rollout, 0, len(rows))}
 	for _, r := range rows {
-		out.Rollouts = append(out.Rollouts, rolloutMessage(r, now))
+		out.Rollouts = append(out.Rollouts, rolloutMessage(r, now, evals))
 	}
 	return out, nil
 }
@@ -130,7 +138,11 @@ func (s *Service) ControlRollout(ctx context.Context, req *ctrlv1.ControlRollout
 	if err != nil {
 		now = time.Now()
 	}
-	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, now)}, nil
+	evals, err := evaluations(ctx, s.client, []*ent.Rollout{r})
+	if err != nil {
+		evals = nil
+	}
+	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, now, evals)}, nil
 }
 
 // clock is the database's: the rollout's times (promoted, healthy since)
@@ -279,9 +291,22 @@ func strategyMessage(s jsontype.Strategy) *ctrlv1.RolloutStrategy {
 
 func seconds(n int) *durationpb.Duration { return durationpb.New(time.Duration(n) * time.Second) }
 
+// evaluations are the check evaluations of those of rows that have
+// checks, by rollout, region and check.
+func evaluations(ctx context.Context, c *ent.Client, rows []*ent.Rollout) (map[int]map[string]map[string][]rolloutgate.Evaluation, error) {
+	var ids []int
+	for _, r := range rows {
+		if len(r.Strategy.Checks) > 0 {
+			ids = append(ids, r.ID)
+		}
+	}
+	return rolloutgate.ReadEvaluations(ctx, c, ids)
+}
+
 // rolloutMessage is a rollout as the API gives it, at now: its regions in
-// wave order with their time left, and what comes next.
-func rolloutMessage(r *ent.Rollout, now time.Time) *ctrlv1.Rollout {
+// wave order with their time left and their checks (from evals), and
+// what comes next.
+func rolloutMessage(r *ent.Rollout, now time.Time, evals map[int]map[string]map[string][]rolloutgate.Evaluation) *ctrlv1.Rollout {
 	m := &ctrlv1.Rollout{
 		Id: int64(r.ID), Version: r.Version,
 		DeploymentId: r.DeploymentID, Revision: int32(r.Revision), FromRevision: int32(r.FromRevision),
@@ -296,7 +321,9 @@ func rolloutMessage(r *ent.Rollout, now time.Time) *ctrlv1.Rollout {
 	for i, w := range r.Strategy.Waves {
 		for _, name := range w.Regions {
 			listed[name] = true
-			m.Regions = append(m.Regions, regionMessage(name, i+1, r.Regions[name], w, now))
+			region := regionMessage(name, i+1, r.Regions[name], w, now)
+			region.Checks = regionChecks(r, name, w, evals[r.ID][name])
+			m.Regions = append(m.Regions, region)
 		}
 	}
 	// A region in no wave (none is, as desired plans them) is still shown.
@@ -307,6 +334,28 @@ func rolloutMessage(r *ent.Rollout, now time.Time) *ctrlv1.Rollout {
 	}
 	m.Next = next(r, now)
 	return m
+}
+
+// regionChecks are r's checks as they stand in a promoted region (none
+// for a region not promoted yet).
+func regionChecks(r *ent.Rollout, name string, w jsontype.Wave, evals map[string][]rolloutgate.Evaluation) []*ctrlv1.RegionCheck {
+	st := r.Regions[name]
+	if len(r.Strategy.Checks) == 0 || st.PromotedAt == nil {
+		return nil
+	}
+	bakeEnd := time.Time{}
+	if st.HealthySince != nil {
+		bakeEnd = st.HealthySince.Add(bakeOf(w))
+	}
+	statuses := rolloutgate.JudgeChecks(r.Strategy.Checks, r.FromSpec.Hash == "", evals, st, bakeEnd)
+	out := make([]*ctrlv1.RegionCheck, 0, len(statuses))
+	for _, cs := range statuses {
+		l := cs.Latest
+		out = append(out, &ctrlv1.RegionCheck{Name: cs.Name, Verdict: cs.Verdict, HasValue: l.HasValue, Value: l.Value,
+			Bound: l.Bound, HasBaseline: l.HasBaseline, Baseline: l.Baseline, BaselineFrom: l.BaselineFrom,
+			Samples: int32(cs.Samples), Failures: int32(cs.Failures), Why: cs.Why, Values: cs.Values})
+	}
+	return out
 }
 
 func regionMessage(name string, wave int, st jsontype.RegionRollout, w jsontype.Wave, now time.Time) *ctrlv1.RolloutRegion {
