@@ -47,6 +47,7 @@ func overrideFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "wave", Usage: "roll this change out in waves, instead of as the environment's strategy says: one --wave `WAVE` per wave, in order; WAVE is '" +
 			waveSyntax + "' (more: unkey-tui rollout strategy set --help)"},
 		&cli.StringFlag{Name: "on-failure", Usage: "with --wave: what a failed wave does, rollback (default) or pause"},
+		&cli.StringFlag{Name: "checks", Usage: "with --wave: the metric, baseline and alert checks each promoted region must pass, from a YAML `FILE` (more: unkey-tui rollout strategy set --help)"},
 		&cli.BoolFlag{Name: "immediate", Usage: "change every region at once, whatever the environment's strategy"},
 	}
 }
@@ -57,6 +58,8 @@ func overrideFlags() []cli.Flag {
 func overrideStrategy(c *cli.Context) (*ctrlv1.RolloutStrategy, error) {
 	waves, onFailure, immediate := c.StringSlice("wave"), c.String("on-failure"), c.Bool("immediate")
 	switch {
+	case len(waves) == 0 && c.IsSet("checks"):
+		return nil, errChecksWithoutWaves
 	case immediate && (len(waves) > 0 || c.IsSet("on-failure")):
 		return nil, errors.New("--immediate: give it alone, or --wave (with --on-failure), not both")
 	case immediate:
@@ -66,7 +69,16 @@ func overrideStrategy(c *cli.Context) (*ctrlv1.RolloutStrategy, error) {
 	case len(waves) == 0:
 		return nil, nil
 	}
-	return parseStrategy(waves, onFailure)
+	s, err := parseStrategy(waves, onFailure)
+	if err != nil {
+		return nil, err
+	}
+	if c.IsSet("checks") {
+		if s.Checks, err = readChecks(c.String("checks")); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // parseStrategy is --wave texts and --on-failure as a strategy.
@@ -229,10 +241,11 @@ func rolloutCommand() *cli.Command {
 						Name:        "set",
 						Usage:       "set how an environment's deploys, updates and rollbacks roll out (--wave ..., or --immediate)",
 						ArgsUsage:   "WORKSPACE_ID ENVIRONMENT_ID",
-						Description: strategyHelp + "\n\n--immediate sets no waves: every region at once, as before rollouts (the default).",
+						Description: strategyHelp + "\n\n" + checksHelp + "\n\n--immediate sets no waves: every region at once, as before rollouts (the default).",
 						Flags: []cli.Flag{
 							&cli.StringSliceFlag{Name: "wave", Usage: "one `WAVE`, in order (repeat): '" + waveSyntax + "'"},
 							&cli.StringFlag{Name: "on-failure", Usage: "what a failed wave does: rollback (default) or pause"},
+							&cli.StringFlag{Name: "checks", Usage: "the metric, baseline and alert checks each promoted region must pass, from a YAML `FILE` (below)"},
 							&cli.BoolFlag{Name: "immediate", Usage: "no waves: every region at once"},
 						},
 						Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
@@ -393,6 +406,9 @@ func rolloutText(out io.Writer, r *ctrlv1.Rollout) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
+	if err := regionChecksText(out, r); err != nil {
+		return err
+	}
 	if _, err := fmt.Fprintf(out, "next: %s\n", tui.Clean(r.Next)); err != nil {
 		return err
 	}
@@ -431,6 +447,7 @@ func strategyText(out io.Writer, s *ctrlv1.RolloutStrategy) error {
 		fmt.Fprintf(out, "wave %d: %s; bake %s, max failures %d, deadline %s\n", i+1, regions, short(w.GetBake().AsDuration()),
 			w.MaxFailures, short(w.GetDeadline().AsDuration()))
 	}
+	checksText(out, s.GetChecks())
 	_, err := fmt.Fprintf(out, "on failure: %s\n", tui.Clean(s.OnFailure))
 	return err
 }
