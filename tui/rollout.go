@@ -235,6 +235,44 @@ func (p rolloutPage) view(pc pageContext) string {
 		}
 		b.WriteString(pc.rowStyle(l, false, style) + "\n")
 	}
+	b.WriteString(checksTable(pc, p.rows))
+	return b.String()
+}
+
+// checksTable is the rollout's checks in its promoted regions: a row per
+// region and check, its latest value against its bound and baseline,
+// the values over the bake as a chart, and the verdict; "" without
+// checks.
+func checksTable(pc pageContext, regions []*ctrlv1.RolloutRegion) string {
+	s := pc.styles
+	cols := []column{{header: ""}, {header: "REGION"}, {header: "CHECK"}, {header: "VERDICT"}, {header: "VALUE", numeric: true},
+		{header: "BOUND"}, {header: "BASELINE"}, {header: "SAMPLES", numeric: true}, {header: "OVER THE BAKE"}, {header: "WHY", elide: true}}
+	var cells [][]string
+	var verdicts []string
+	for _, reg := range regions {
+		for _, c := range reg.GetChecks() {
+			cells = append(cells, []string{pc.marker(), clip(reg.GetRegion(), 14), clip(c.GetName(), 20), c.GetVerdict(), CheckValue(c),
+				clip(c.GetBound(), 14), clip(CheckBaseline(c), 28), fmt.Sprint(c.GetSamples()), Sparkline(c.GetValues()), Clean(c.GetWhy())})
+			verdicts = append(verdicts, c.GetVerdict())
+		}
+	}
+	if len(cells) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("\n")
+	lines := tableLines(cols, cells, pc.width)
+	b.WriteString(s.Header.Render(lines[0]) + "\n")
+	for i, l := range lines[1:] {
+		style := s.Plain
+		switch verdicts[i] {
+		case "failed":
+			style = s.Bad
+		case "inconclusive":
+			style = s.Dim
+		}
+		b.WriteString(pc.rowStyle(l, false, style) + "\n")
+	}
 	return b.String()
 }
 
