@@ -76,12 +76,16 @@ type Config struct {
 	// period or PCI DSS's year of audit trail, and the month more leaves
 	// time to export a year that ended before it is gone).
 	AuditTTL time.Duration
+	// EvaluationsTTL is how long the check evaluations of a rollout that
+	// ended are kept (default 24h: its page shows the values it ended
+	// on); those of a rollout gone with its deployment go at once.
+	EvaluationsTTL time.Duration
 }
 
 // Defaults are the production settings zero Config fields take (ctrld's
 // flags show them).
 var Defaults = Config{TTL: 24 * time.Hour, MaxAge: 7 * 24 * time.Hour, Interval: 5 * time.Minute, AgentWindow: 10 * time.Minute, AgentTTL: 72 * time.Hour, RevisionsKept: 100,
-	AuditTTL: 400 * 24 * time.Hour}
+	AuditTTL: 400 * 24 * time.Hour, EvaluationsTTL: 24 * time.Hour}
 
 func (c *Config) defaults() {
 	if c.TTL <= 0 {
@@ -105,6 +109,9 @@ func (c *Config) defaults() {
 	}
 	if c.AuditTTL <= 0 {
 		c.AuditTTL = Defaults.AuditTTL
+	}
+	if c.EvaluationsTTL <= 0 {
+		c.EvaluationsTTL = Defaults.EvaluationsTTL
 	}
 }
 

@@ -21,7 +21,52 @@ import (
 // write (a locking scan of resource_syncs deadlocked with agents'
 // reports), and retry a deadlock that happens anyway.
 func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
-	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn), c.pruneAuditLog(ctx, conn))
+	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn), c.pruneAuditLog(ctx, conn), c.pruneEvaluations(ctx, conn))
+}
+
+// pruneEvaluations deletes the check evaluations of rollouts that ended
+// more than EvaluationsTTL ago, or are gone, a rollout at a time in
+// batches along the (rollout_id, ...) index. Nothing writes a finished
+// rollout's evaluations (agents are assigned checks of progressing
+// rollouts only), so the deletes contend with no one.
+func (c *Cleaner) pruneEvaluations(ctx context.Context, conn *sql.Conn) error {
+	cutoff := c.now().UTC().Add(-c.cfg.EvaluationsTTL)
+	rows, err := conn.QueryContext(ctx, `SELECT DISTINCT e.rollout_id FROM check_evaluations e LEFT JOIN rollouts r ON r.id = e.rollout_id
+		WHERE r.id IS NULL OR r.finished_at < ? LIMIT 1000`, cutoff)
+	if err != nil {
+		return fmt.Errorf("find old check evaluations: %w", err)
+	}
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("find old check evaluations: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find old check evaluations: %w", err)
+	}
+	var total int64
+	for _, id := range ids {
+		for {
+			res, err := conn.ExecContext(ctx, "DELETE FROM check_evaluations WHERE rollout_id = ? LIMIT ?", id, BatchSize)
+			if err != nil {
+				return fmt.Errorf("delete old check evaluations: %w", err)
+			}
+			n, _ := res.RowsAffected()
+			total += n
+			if n < BatchSize {
+				break
+			}
+		}
+	}
+	if total > 0 {
+		c.log.Info("retention: deleted the check evaluations of ended rollouts", "evaluations", total, "rollouts", len(ids))
+	}
+	return nil
 }
 
 // pruneAuditLog deletes the audit records older than AuditTTL, oldest
