@@ -45,6 +45,9 @@ type Metrics struct {
 	Panics           *prometheus.CounterVec
 	Rollouts         *prometheus.GaugeVec
 	GateFailures     prometheus.Counter
+	// ChecksWithoutVerdict counts the regions whose bake is over but a
+	// rollout check of which has no verdict yet.
+	ChecksWithoutVerdict prometheus.Gauge
 	RolloutHalts     *prometheus.CounterVec
 }
 
@@ -133,6 +136,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "deploysync_rollouts",
 			Help: "Rollouts in flight by state (progressing, paused, halted). " + sameOnEveryReplicaTotal,
 		}, []string{"state"}),
+		ChecksWithoutVerdict: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_rollout_regions_without_verdict",
+			Help: "Regions of progressing rollouts whose bake is over but a check of which has no verdict (no data, too few samples, an unreachable Prometheus): each holds its wave until its deadline fails it. " + sameOnEveryReplicaTotal,
+		}),
 		GateFailures: f.NewCounter(prometheus.CounterOpts{
 			Name: "deploysync_rollout_gate_failures_total",
 			Help: "Regions that failed a rollout's health gate (crash loop, image pull, apply failure, deadline). Counted by the replica that wrote the step: sum across replicas.",

@@ -66,6 +66,10 @@ func Decide(r *ent.Rollout, regions map[string]Region, now time.Time) (step desi
 // time nobody saw.
 const MinBake = regionhealth.AgentSilence
 
+// awaitingVerdict begins the why of a region whose bake is over but a
+// check of which has no verdict.
+const awaitingVerdict = "baked; check "
+
 // gates are what a region of a wave is held to: its bake and deadline,
 // and the rollout's checks (first: a first rollout, with no previous
 // revision for baseline checks).
@@ -122,7 +126,7 @@ func judge(st jsontype.RegionRollout, r Region, hash string, g gates, now time.T
 		}
 		for _, c := range checks {
 			if c.Verdict != Passing {
-				next.Why = fmt.Sprintf("baked; check %s has no verdict: %s", c.Name, c.Why)
+				next.Why = fmt.Sprintf("%s%s has no verdict: %s", awaitingVerdict, c.Name, c.Why)
 				if st.PromotedAt != nil && now.Sub(*st.PromotedAt) > g.deadline+max(g.bake, MinBake) {
 					next.State = desired.RegionFailed
 					next.Why = fmt.Sprintf("check %s had no verdict within its deadline of %s after the bake: %s", c.Name, g.deadline, c.Why)

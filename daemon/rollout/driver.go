@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"strings"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/desired"
@@ -105,8 +106,11 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	rollouts, err := d.Client.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).All(ctx)
-	if err != nil || len(rollouts) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	if d.countWithoutVerdict(rollouts); len(rollouts) == 0 {
+		return 0, nil
 	}
 	now, err := d.now(ctx)
 	if err != nil {
@@ -182,6 +186,23 @@ func (d *Driver) count(ctx context.Context) error {
 		d.Metrics.Rollouts.WithLabelValues(string(state)).Set(float64(n))
 	}
 	return nil
+}
+
+// countWithoutVerdict sets the gauge of regions whose bake is over but
+// a check of which has no verdict, as of the round before.
+func (d *Driver) countWithoutVerdict(rollouts []*ent.Rollout) {
+	if d.Metrics == nil {
+		return
+	}
+	n := 0
+	for _, r := range rollouts {
+		for _, st := range r.Regions {
+			if st.State == desired.RegionBaking && strings.HasPrefix(st.Why, awaitingVerdict) {
+				n++
+			}
+		}
+	}
+	d.Metrics.ChecksWithoutVerdict.Set(float64(n))
 }
 
 // countStep counts the gate failures and the halt a written step made.
