@@ -166,6 +166,10 @@ func (s *Server) URL() string { return "http://" + s.addr() }
 
 func (s *Server) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 
+// Dir holds the server's configuration, rule file, data and log
+// (prometheus.log, every run's); Close removes it.
+func (s *Server) Dir() string { return s.dir }
+
 // Start starts a stopped server again on the same port and data
 // directory, and waits until it is ready: it has replayed what it had
 // scraped before it stopped and scrapes on. A running server is left as
