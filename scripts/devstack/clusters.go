@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/promtest"
 )
 
 // The ways devstack gives each region a Kubernetes cluster.
@@ -28,11 +29,18 @@ const (
 // kindConfig is the cluster config every region's kind cluster is created from.
 const kindConfig = "scripts/kind/cluster.yaml"
 
-// regionCluster is the Kubernetes cluster one region's agent applies to.
+// regionCluster is the Kubernetes cluster one region's agent applies to,
+// and the region's Prometheus.
 type regionCluster struct {
 	region     string
 	kubeconfig string
 	config     *rest.Config
+
+	// prometheusURL is the region's own Prometheus, scraping the region's
+	// traffic simulator: what the agent will query for the metric gates
+	// (issue 30). prometheus is that server.
+	prometheusURL string
+	prometheus    *promtest.Server
 }
 
 // chooseMode resolves the --mode flag and says why, so a user who expected

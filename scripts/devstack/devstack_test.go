@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -32,6 +33,13 @@ func TestDevStackComesUpAndRunsTheDemo(t *testing.T) {
 	for _, want := range []string{"the locally built kube-apiserver", "first Running pod", "the demo runs in every region", "stack is up; stopping it"} {
 		if !strings.Contains(out, want) {
 			t.Fatalf("devstack output lacks %q:\n%s", want, out)
+		}
+	}
+	// Each region's Prometheus, which had the demo's simulated traffic
+	// before devstack printed it.
+	for _, r := range regions {
+		if !regexp.MustCompile(`each region's Prometheus, scraping its traffic simulator \(SIMULATED[^\n]*\n(  .*\n)*  ` + r + `: http://127\.0\.0\.1:\d+\n`).MatchString(out) {
+			t.Errorf("devstack does not print %s's Prometheus URL in its summary:\n%s", r, out)
 		}
 	}
 	t.Logf("%s", out)

@@ -6,8 +6,14 @@
 // Each region's cluster is a kind cluster (scripts/kind/cluster.yaml) where
 // a Docker engine answers, else a locally built control plane (apiserver,
 // controller manager, scheduler) with kwok, so Pods reach Running without
-// Docker; --mode picks one explicitly. Quitting the console (q) or Ctrl+C
-// stops everything it started and deletes the kind clusters.
+// Docker; --mode picks one explicitly. Each region also gets a traffic
+// simulator against its cluster (cmd/trafficsim, the daemon
+// trafficsim-REGION: kwok's Pods run no code, so their requests are
+// SIMULATED) and a Prometheus of its own scraping it (internal/promtest's,
+// Debian's server, data under the state directory), whose URL the summary
+// prints: the region's Prometheus the metric gates query (issue 30).
+// Quitting the console (q) or Ctrl+C stops everything it started and
+// deletes the kind clusters.
 //
 // Everything the stack creates lives in the state directory (.dev): a pid
 // file per component (pids/NAME.json: name, pid, argv, added environment,

@@ -55,22 +55,27 @@ func down() error {
 	return nil
 }
 
-// stopControlPlanes kills the processes of each local control plane under
-// tmpDir and removes its data (etcd's alone is tens of megabytes).
+// stopControlPlanes kills the processes of each local control plane and
+// each region's Prometheus under tmpDir and removes their data (etcd's
+// alone is tens of megabytes).
 func stopControlPlanes() {
 	dirs, _ := filepath.Glob(filepath.Join(tmpDir(), filepath.Base(testproc.Root()), "*"))
 	for _, dir := range dirs {
+		what, data := "control plane", "control-plane data"
+		if strings.HasPrefix(filepath.Base(dir), "prometheus-") { // internal/promtest's
+			what, data = "Prometheus", "Prometheus data"
+		}
 		for _, pid := range testproc.Recorded(dir) {
 			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 			syscall.Kill(-pid, syscall.SIGKILL)
-			say("stopped %s (pid %d) of control plane %s", strings.TrimSpace(string(comm)), pid, filepath.Base(dir))
+			say("stopped %s (pid %d) of %s %s", strings.TrimSpace(string(comm)), pid, what, filepath.Base(dir))
 		}
 		size := du(dir)
 		if err := os.RemoveAll(dir); err != nil {
-			say("could not remove control-plane data %s: %v", dir, err)
+			say("could not remove %s %s: %v", data, dir, err)
 			continue
 		}
-		say("removed control-plane data %s (%s)", dir, megabytes(size))
+		say("removed %s %s (%s)", data, dir, megabytes(size))
 	}
 }
 

@@ -293,9 +293,9 @@ func up() error {
 	s := &stack{}
 	defer s.stop()
 
-	say("building ctrld, agentd and unkey-tui")
+	say("building ctrld, agentd, unkey-tui and trafficsim")
 	bin, _ := filepath.Abs(filepath.Join(stateDir, "bin"))
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd", "./cmd/unkey-tui")
+	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd", "./cmd/unkey-tui", "./cmd/trafficsim")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build: %w", err)
@@ -308,6 +308,9 @@ func up() error {
 		clusters, err = startLocal(ctx, s)
 	}
 	if err != nil {
+		return err
+	}
+	if err := startRegionMetrics(ctx, s, bin, clusters); err != nil {
 		return err
 	}
 
@@ -359,9 +362,11 @@ func up() error {
 		tokenFile := filepath.Join(stateDir, r+".token")
 		os.WriteFile(tokenFile, []byte(token+"\n"), 0o600)
 		say("starting agentd for %s (metrics %s)", r, orOff(metricsAddr(1+i)))
-		if err := s.start(nil, "agentd-"+r, filepath.Join(bin, "agentd"), "--region", r, "--identity", "agentd-"+r+"-0",
+		agentArgs := []string{"--region", r, "--identity", "agentd-" + r + "-0",
 			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", c.kubeconfig,
-			"--metrics-listen", metricsAddr(1+i)); err != nil {
+			"--metrics-listen", metricsAddr(1 + i)}
+		// agentd gets --prometheus-url once it has the flag (issue 30)
+		if err := s.start(nil, "agentd-"+r, filepath.Join(bin, "agentd"), agentArgs...); err != nil {
 			return err
 		}
 	}
@@ -402,6 +407,18 @@ func up() error {
 		return err
 	}
 	say("the demo runs in every region %s after the deploy", time.Since(deployed).Round(time.Millisecond))
+	// The metric gates' whole chain: API server, simulator, Prometheus.
+	if err := s.retry(ctx, time.Minute, func() error {
+		for _, c := range clusters {
+			if err := demoTrafficSeen(ctx, c); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	say("%s", prometheusSummary(clusters))
 	// ctrld made its host key before it served the deploy.
 	if err := writeKnownHosts(10 * time.Second); err != nil {
 		return err
