@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/promtest"
 	"github.com/deploysync/deploysync/internal/testproc"
 	"github.com/deploysync/deploysync/internal/testrec"
@@ -257,13 +258,9 @@ func TestKilledRunLeavesNoServer(t *testing.T) {
 
 	promtest.StartForTest(t, promtest.Options{}) // reaps what dead test binaries left
 
-	deadline := time.Now().Add(5 * time.Second)
-	for testproc.Alive(pids[0]) && testproc.BelongsTo(pids[0], dirs[0]) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if testproc.Alive(pids[0]) && testproc.BelongsTo(pids[0], dirs[0]) {
-		t.Errorf("the killed run's server (pid %d) still runs", pids[0])
-	}
+	eventually.True(t, 5*time.Second, fmt.Sprintf("the killed run's server (pid %d) is gone", pids[0]), func() bool {
+		return !testproc.Alive(pids[0]) || !testproc.BelongsTo(pids[0], dirs[0])
+	})
 	if _, err := os.Stat(dirs[0]); !os.IsNotExist(err) {
 		t.Errorf("the killed run's directory %s survived (stat: %v)", dirs[0], err)
 	}

@@ -3,14 +3,14 @@ package promtest
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/deploysync/deploysync/internal/eventually"
 )
 
 // Sample is one series of an instant query's result: its labels and its
@@ -116,38 +116,38 @@ func Single(samples []Sample) (float64, error) {
 	return samples[0].Value, nil
 }
 
-// pollEvery is how often WaitFor asks: a quarter of the scrape interval,
-// so a new scrape shows within a few hundred milliseconds.
-const pollEvery = Interval / 4
-
-// WaitFor evaluates expr every pollEvery until accept takes its result
-// (returns nil), and returns that result. After within it fails t with
-// what accept said of the last result (or the query's error) and the end
-// of the server's log. Prefer it to sleeping: scrapes and rule
+// WaitFor evaluates expr until accept takes its result (returns nil), and
+// returns that result; it fails t after within, through internal/eventually
+// (the tests' one way to wait). Each new way the answer falls short (what
+// accept said, or the query's error) is logged as it comes, so a failure
+// shows how the answers went, and the end of Prometheus' log. Prefer it to sleeping: scrapes and rule
 // evaluations land when they land.
 func (s *Server) WaitFor(t testing.TB, within time.Duration, expr string, accept func([]Sample) error) []Sample {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	var got []Sample
+	var last string
+	// Registered after Close (StartForTest's), so it runs first: the log
+	// is still there when the wait failed the test.
+	t.Cleanup(func() {
+		if got == nil && t.Failed() {
+			t.Logf("promtest: the end of Prometheus' log:\n%s", s.LogTail())
+		}
+	})
+	eventually.True(t, within, fmt.Sprintf("promtest: %s: no answer as wanted (the answers are logged above)", expr), func() bool {
 		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
 		samples, err := s.Query(ctx, expr)
-		cancel()
 		if err == nil {
 			if err = accept(samples); err == nil {
-				return samples
+				got = samples
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("promtest: %s: not as wanted within %s: %v\nthe end of Prometheus' log:\n%s", expr, within, err, indent(s.LogTail()))
+		if err.Error() != last {
+			last = err.Error()
+			t.Logf("promtest: %s: %s", expr, last)
 		}
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("promtest: %s: the test ended while waiting: %v", expr, errors.Join(err, t.Context().Err()))
-		case <-time.After(pollEvery):
-		}
-	}
-}
-
-func indent(text string) string {
-	return "  " + strings.ReplaceAll(text, "\n", "\n  ")
+		return false
+	})
+	return got
 }

@@ -235,10 +235,13 @@ func (s *Server) Close() {
 // LogTail is the end of the server's log (all its runs), for failure
 // messages.
 func (s *Server) LogTail() string {
-	data, _ := os.ReadFile(filepath.Join(s.dir, filepath.Base(s.bin)+".log"))
+	data, _ := os.ReadFile(s.logPath())
 	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
 	return strings.Join(lines[max(0, len(lines)-15):], "\n")
 }
+
+// logPath is where internal/testproc writes the server's output.
+func (s *Server) logPath() string { return filepath.Join(s.dir, filepath.Base(s.bin)+".log") }
 
 func get(ctx context.Context, client *http.Client, url string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
