@@ -12,11 +12,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/checks"
 	agentmetrics "github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/internal/kubetest"
+	"github.com/deploysync/deploysync/internal/promtest"
 	"github.com/deploysync/deploysync/internal/rolloutcheck"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -37,11 +39,13 @@ func TestMain(m *testing.M) {
 }
 
 // stack is ctrld, the three clusters with an image log each, and an agent
-// per region.
+// per region; with metrics, a traffic simulator and a Prometheus per
+// region too, which the region's agent asks for its checks.
 type stack struct {
-	op   ctrlv1.OperatorServiceClient
-	env  *servertest.Env
-	logs map[string]*rolloutcheck.ImageLog
+	op    ctrlv1.OperatorServiceClient
+	env   *servertest.Env
+	logs  map[string]*rolloutcheck.ImageLog
+	proms map[string]*promtest.Server
 }
 
 func start(t *testing.T) *stack {
@@ -53,10 +57,21 @@ func start(t *testing.T) *stack {
 // (a test runs a real agentd process there).
 func startWithout(t *testing.T, skipped ...string) *stack {
 	t.Helper()
+	return startStack(t, false, skipped...)
+}
+
+// startWithMetrics is start with a simulator and a Prometheus per region.
+func startWithMetrics(t *testing.T) *stack {
+	t.Helper()
+	return startStack(t, true)
+}
+
+func startStack(t *testing.T, metrics bool, skipped ...string) *stack {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	env := servertest.Start(t, server.Config{RolloutInterval: 200 * time.Millisecond})
-	s := &stack{op: env.Operator("dana"), env: env, logs: map[string]*rolloutcheck.ImageLog{}}
+	s := &stack{op: env.Operator("dana"), env: env, logs: map[string]*rolloutcheck.ImageLog{}, proms: map[string]*promtest.Server{}}
 	for _, region := range regions {
 		c := clusters[region].Get(t)
 		clients, err := agent.ClientsFor(c.Config)
@@ -75,6 +90,10 @@ func startWithout(t *testing.T, skipped ...string) *stack {
 		cluster := ctrlv1.NewClusterServiceClient(servertest.Dial(t, env.Server.Addr, token))
 		cfg := agent.Config{Region: region, Identity: "agent-" + region, StatusInterval: 200 * time.Millisecond,
 			HeartbeatInterval: 500 * time.Millisecond, BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond}
+		if metrics {
+			s.proms[region] = simulate(ctx, t, clients.Kube)
+			cfg.Checks = checks.Config{PrometheusURL: s.proms[region].URL(), Timeout: 2 * time.Second}
+		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)

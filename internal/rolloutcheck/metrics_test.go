@@ -1,0 +1,102 @@
+package rolloutcheck_test
+
+import (
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/deploysync/deploysync/internal/promtest"
+	"github.com/deploysync/deploysync/internal/trafficsim"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// simulate runs a traffic simulator for a region's Pods (kwok's run no
+// code) and a real Prometheus scraping it, and returns the Prometheus.
+func simulate(ctx context.Context, t *testing.T, kube kubernetes.Interface) *promtest.Server {
+	t.Helper()
+	sim := trafficsim.New(trafficsim.Options{})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(sim)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	t.Cleanup(srv.Close)
+	go sim.Run(ctx, kube)
+	return promtest.StartForTest(t, promtest.Options{Targets: []string{strings.TrimPrefix(srv.URL, "http://")}})
+}
+
+// The checks of the README: the error rate and the p90 latency of the
+// new spec's requests in the region.
+func metricChecks() []*ctrlv1.RolloutCheck {
+	const who = `namespace={{namespace}},deployment={{deployment}},spec_hash={{spec_hash}}`
+	return []*ctrlv1.RolloutCheck{
+		{Name: "error-rate", Kind: "metric", Bound: "< 0.05", Interval: durationpb.New(time.Second), MinSamples: 3,
+			Query: `sum(rate(deploysync_sim_requests_total{` + who + `,code="500"}[5s])) / sum(rate(deploysync_sim_requests_total{` + who + `}[5s]))`},
+		{Name: "latency-p90", Kind: "metric", Bound: "< 1", Interval: durationpb.New(time.Second), MinSamples: 3,
+			Query: `histogram_quantile(0.9, sum by (le) (rate(deploysync_sim_request_duration_seconds_bucket{` + who + `}[5s])))`},
+	}
+}
+
+// Pods that are Ready but serve errors, or serve slowly, pass the health
+// gate; their canary's checks, evaluated by its agent against its own
+// Prometheus, fail it, and the rollout rolls back with the numbers. A
+// good image passes every wave. A Prometheus stopped during the canary's
+// bake leaves its checks without a verdict: the wave holds, then fails at
+// the deadline. The API servers' own watches say no later wave's
+// StatefulSet ever carried the images that failed.
+func TestMetricChecksGateEveryWave(t *testing.T) {
+	s := startWithMetrics(t)
+	ctx := context.Background()
+	s.deploy(t, "api", nil)
+	strategy := canaryThenRest(6*time.Second, 20*time.Second)
+	strategy.Checks = metricChecks()
+
+	good := "ghcr.io/acme/api:v2"
+	s.update(t, "api", good, strategy)
+	if r := s.waitRollout(t, "api", 2*time.Minute); r.GetState() != "succeeded" {
+		t.Fatalf("the good image: %s (%s), want it through every wave", r.GetState(), r.GetReason())
+	} else {
+		for _, c := range r.Regions[0].Checks {
+			t.Logf("good image, eu: %s %s %s %v samples %d", c.Name, c.Verdict, c.Bound, c.Value, c.Samples)
+		}
+	}
+	s.waitReady(t, "api", good, 1, time.Minute)
+
+	for _, bad := range []struct{ image, check string }{
+		{"ghcr.io/acme/api:errors", "check error-rate: 0."}, // 0.2, as rate() over 5s sees it
+		{"ghcr.io/acme/api:slow", "check latency-p90: "},
+	} {
+		s.update(t, "api", bad.image, strategy)
+		r := s.waitRollout(t, "api", 2*time.Minute)
+		if r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "eu: "+bad.check) {
+			t.Fatalf("%s: %s (%s), want rolled back on eu's %q", bad.image, r.GetState(), r.GetReason(), bad.check)
+		}
+		t.Logf("%s: %s", bad.image, r.GetReason())
+		if len(s.logs["eu"].Sightings("api", bad.image)) == 0 {
+			t.Errorf("eu never carried %s: the canary proved nothing", bad.image)
+		}
+		s.neverPast(t, "api", bad.image)
+		s.waitReady(t, "api", good, 1, time.Minute)
+	}
+
+	// eu's Prometheus goes down once the canary runs the new spec.
+	unwatched := "ghcr.io/acme/api:v3"
+	s.update(t, "api", unwatched, strategy)
+	s.waitRegion(t, "api", "eu", "baking", time.Minute)
+	s.proms["eu"].Stop()
+	start := time.Now()
+	r := s.waitRollout(t, "api", 2*time.Minute)
+	if r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "had no verdict within its deadline") {
+		t.Fatalf("with eu's Prometheus down: %s (%s), want rolled back at the deadline for want of a verdict", r.GetState(), r.GetReason())
+	}
+	t.Logf("Prometheus down %s before the rollback: %s", time.Since(start).Round(time.Second), r.GetReason())
+	s.neverPast(t, "api", unwatched)
+	if err := s.proms["eu"].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
