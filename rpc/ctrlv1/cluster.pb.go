@@ -183,6 +183,11 @@ type WatchDeploymentChangesRequest struct {
 	VersionLastSeen uint64 `protobuf:"varint,2,opt,name=version_last_seen,json=versionLastSeen,proto3" json:"version_last_seen,omitempty"`
 	// agent_identity tells replicas apart (e.g. the Pod name).
 	AgentIdentity string `protobuf:"bytes,3,opt,name=agent_identity,json=agentIdentity,proto3" json:"agent_identity,omitempty"`
+	// batches says the client takes a full sync's resources in batches
+	// (DeploymentChangeEvent.batch, EventBatch): a page of them a message.
+	// A client that does not set it (an agent older than batches) gets one
+	// message per resource, as before.
+	Batches       bool `protobuf:"varint,4,opt,name=batches,proto3" json:"batches,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -238,6 +243,13 @@ func (x *WatchDeploymentChangesRequest) GetAgentIdentity() string {
 	return ""
 }
 
+func (x *WatchDeploymentChangesRequest) GetBatches() bool {
+	if x != nil {
+		return x.Batches
+	}
+	return false
+}
+
 // DeploymentChangeEvent is one message of the watch stream.
 type DeploymentChangeEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -251,6 +263,7 @@ type DeploymentChangeEvent struct {
 	//	*DeploymentChangeEvent_CiliumNetworkPolicy
 	//	*DeploymentChangeEvent_Bookmark
 	//	*DeploymentChangeEvent_ResyncRequired
+	//	*DeploymentChangeEvent_Batch
 	Event         isDeploymentChangeEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -345,6 +358,15 @@ func (x *DeploymentChangeEvent) GetResyncRequired() *ResyncRequired {
 	return nil
 }
 
+func (x *DeploymentChangeEvent) GetBatch() *EventBatch {
+	if x != nil {
+		if x, ok := x.Event.(*DeploymentChangeEvent_Batch); ok {
+			return x.Batch
+		}
+	}
+	return nil
+}
+
 type isDeploymentChangeEvent_Event interface {
 	isDeploymentChangeEvent_Event()
 }
@@ -369,6 +391,12 @@ type DeploymentChangeEvent_ResyncRequired struct {
 	ResyncRequired *ResyncRequired `protobuf:"bytes,6,opt,name=resync_required,json=resyncRequired,proto3,oneof"`
 }
 
+type DeploymentChangeEvent_Batch struct {
+	// batch carries many resource events in one message; only a client
+	// that asked for batches gets one.
+	Batch *EventBatch `protobuf:"bytes,7,opt,name=batch,proto3,oneof"`
+}
+
 func (*DeploymentChangeEvent_Deployment) isDeploymentChangeEvent_Event() {}
 
 func (*DeploymentChangeEvent_Sentinel) isDeploymentChangeEvent_Event() {}
@@ -378,6 +406,130 @@ func (*DeploymentChangeEvent_CiliumNetworkPolicy) isDeploymentChangeEvent_Event(
 func (*DeploymentChangeEvent_Bookmark) isDeploymentChangeEvent_Event() {}
 
 func (*DeploymentChangeEvent_ResyncRequired) isDeploymentChangeEvent_Event() {}
+
+func (*DeploymentChangeEvent_Batch) isDeploymentChangeEvent_Event() {}
+
+// EventBatch is many resource events in one message: a page of a full
+// sync. gRPC costs per message (a frame, flow control, a write, a wake-up
+// on each side), and most of a full sync's events are a few dozen bytes.
+// Each event in it is the event it would have been on its own, versioned
+// as the batch (the DeploymentChangeEvent around it), and handled as if
+// it had come alone: the deployments' groups first, in order, then events.
+// A batch holds no bookmark: a client acks and resumes from bookmarks, as
+// ever. A batch never holds one resource twice.
+type EventBatch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// events are resource events (deployment, sentinel or
+	// cilium_network_policy), with no version of their own.
+	Events []*DeploymentChangeEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// deployments are deployments' applies, grouped so that the state they
+	// share is sent once.
+	Deployments   []*DeploymentGroup `protobuf:"bytes,2,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBatch) Reset() {
+	*x = EventBatch{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBatch) ProtoMessage() {}
+
+func (x *EventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
+func (*EventBatch) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *EventBatch) GetEvents() []*DeploymentChangeEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *EventBatch) GetDeployments() []*DeploymentGroup {
+	if x != nil {
+		return x.Deployments
+	}
+	return nil
+}
+
+// DeploymentGroup is the applies of deployments that share part of their
+// state: each deployment's state is shared's fields together with its own
+// (proto merge semantics: shared, then the deployment's state merged into
+// it). A field set in shared is set in no deployment of the group, and a
+// field set in a deployment is not set in shared, so the merge never
+// decides between two values.
+type DeploymentGroup struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shared        *DeploymentState       `protobuf:"bytes,1,opt,name=shared,proto3" json:"shared,omitempty"`
+	Deployments   []*DeploymentState     `protobuf:"bytes,2,rep,name=deployments,proto3" json:"deployments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeploymentGroup) Reset() {
+	*x = DeploymentGroup{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeploymentGroup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeploymentGroup) ProtoMessage() {}
+
+func (x *DeploymentGroup) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeploymentGroup.ProtoReflect.Descriptor instead.
+func (*DeploymentGroup) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DeploymentGroup) GetShared() *DeploymentState {
+	if x != nil {
+		return x.Shared
+	}
+	return nil
+}
+
+func (x *DeploymentGroup) GetDeployments() []*DeploymentState {
+	if x != nil {
+		return x.Deployments
+	}
+	return nil
+}
 
 type DeploymentEvent struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -390,7 +542,7 @@ type DeploymentEvent struct {
 
 func (x *DeploymentEvent) Reset() {
 	*x = DeploymentEvent{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[2]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +554,7 @@ func (x *DeploymentEvent) String() string {
 func (*DeploymentEvent) ProtoMessage() {}
 
 func (x *DeploymentEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[2]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +567,7 @@ func (x *DeploymentEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentEvent.ProtoReflect.Descriptor instead.
 func (*DeploymentEvent) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{2}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeploymentEvent) GetAction() Action {
@@ -442,7 +594,7 @@ type SentinelEvent struct {
 
 func (x *SentinelEvent) Reset() {
 	*x = SentinelEvent{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[3]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +606,7 @@ func (x *SentinelEvent) String() string {
 func (*SentinelEvent) ProtoMessage() {}
 
 func (x *SentinelEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[3]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +619,7 @@ func (x *SentinelEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SentinelEvent.ProtoReflect.Descriptor instead.
 func (*SentinelEvent) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SentinelEvent) GetAction() Action {
@@ -494,7 +646,7 @@ type CiliumNetworkPolicyEvent struct {
 
 func (x *CiliumNetworkPolicyEvent) Reset() {
 	*x = CiliumNetworkPolicyEvent{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[4]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +658,7 @@ func (x *CiliumNetworkPolicyEvent) String() string {
 func (*CiliumNetworkPolicyEvent) ProtoMessage() {}
 
 func (x *CiliumNetworkPolicyEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[4]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +671,7 @@ func (x *CiliumNetworkPolicyEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CiliumNetworkPolicyEvent.ProtoReflect.Descriptor instead.
 func (*CiliumNetworkPolicyEvent) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CiliumNetworkPolicyEvent) GetAction() Action {
@@ -552,7 +704,7 @@ type Bookmark struct {
 
 func (x *Bookmark) Reset() {
 	*x = Bookmark{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[5]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +716,7 @@ func (x *Bookmark) String() string {
 func (*Bookmark) ProtoMessage() {}
 
 func (x *Bookmark) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[5]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +729,7 @@ func (x *Bookmark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Bookmark.ProtoReflect.Descriptor instead.
 func (*Bookmark) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{5}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Bookmark) GetResumeVersion() uint64 {
@@ -605,7 +757,7 @@ type ResyncRequired struct {
 
 func (x *ResyncRequired) Reset() {
 	*x = ResyncRequired{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[6]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +769,7 @@ func (x *ResyncRequired) String() string {
 func (*ResyncRequired) ProtoMessage() {}
 
 func (x *ResyncRequired) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[6]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +782,7 @@ func (x *ResyncRequired) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResyncRequired.ProtoReflect.Descriptor instead.
 func (*ResyncRequired) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{6}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResyncRequired) GetReason() string {
@@ -650,7 +802,7 @@ type ReportDeploymentStatusRequest struct {
 
 func (x *ReportDeploymentStatusRequest) Reset() {
 	*x = ReportDeploymentStatusRequest{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[7]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -662,7 +814,7 @@ func (x *ReportDeploymentStatusRequest) String() string {
 func (*ReportDeploymentStatusRequest) ProtoMessage() {}
 
 func (x *ReportDeploymentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[7]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -675,7 +827,7 @@ func (x *ReportDeploymentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDeploymentStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReportDeploymentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{7}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReportDeploymentStatusRequest) GetRegion() string {
@@ -704,7 +856,7 @@ type DeploymentStatus struct {
 
 func (x *DeploymentStatus) Reset() {
 	*x = DeploymentStatus{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[8]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -716,7 +868,7 @@ func (x *DeploymentStatus) String() string {
 func (*DeploymentStatus) ProtoMessage() {}
 
 func (x *DeploymentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[8]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -729,7 +881,7 @@ func (x *DeploymentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentStatus.ProtoReflect.Descriptor instead.
 func (*DeploymentStatus) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{8}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeploymentStatus) GetDeploymentId() string {
@@ -772,7 +924,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[9]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +936,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[9]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +949,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{9}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Instance) GetPodName() string {
@@ -871,7 +1023,7 @@ type ReportDeploymentStatusResponse struct {
 
 func (x *ReportDeploymentStatusResponse) Reset() {
 	*x = ReportDeploymentStatusResponse{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[10]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1035,7 @@ func (x *ReportDeploymentStatusResponse) String() string {
 func (*ReportDeploymentStatusResponse) ProtoMessage() {}
 
 func (x *ReportDeploymentStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[10]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1048,7 @@ func (x *ReportDeploymentStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportDeploymentStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportDeploymentStatusResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{10}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{12}
 }
 
 type ReportSentinelStatusRequest struct {
@@ -909,7 +1061,7 @@ type ReportSentinelStatusRequest struct {
 
 func (x *ReportSentinelStatusRequest) Reset() {
 	*x = ReportSentinelStatusRequest{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[11]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1073,7 @@ func (x *ReportSentinelStatusRequest) String() string {
 func (*ReportSentinelStatusRequest) ProtoMessage() {}
 
 func (x *ReportSentinelStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[11]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1086,7 @@ func (x *ReportSentinelStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSentinelStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReportSentinelStatusRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{11}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReportSentinelStatusRequest) GetRegion() string {
@@ -962,7 +1114,7 @@ type SentinelStatus struct {
 
 func (x *SentinelStatus) Reset() {
 	*x = SentinelStatus{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[12]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -974,7 +1126,7 @@ func (x *SentinelStatus) String() string {
 func (*SentinelStatus) ProtoMessage() {}
 
 func (x *SentinelStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[12]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -987,7 +1139,7 @@ func (x *SentinelStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SentinelStatus.ProtoReflect.Descriptor instead.
 func (*SentinelStatus) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{12}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SentinelStatus) GetSentinelId() string {
@@ -1019,7 +1171,7 @@ type ReportSentinelStatusResponse struct {
 
 func (x *ReportSentinelStatusResponse) Reset() {
 	*x = ReportSentinelStatusResponse{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[13]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1183,7 @@ func (x *ReportSentinelStatusResponse) String() string {
 func (*ReportSentinelStatusResponse) ProtoMessage() {}
 
 func (x *ReportSentinelStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[13]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1196,7 @@ func (x *ReportSentinelStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSentinelStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportSentinelStatusResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{13}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{15}
 }
 
 type ReportAgentStatusRequest struct {
@@ -1068,7 +1220,7 @@ type ReportAgentStatusRequest struct {
 
 func (x *ReportAgentStatusRequest) Reset() {
 	*x = ReportAgentStatusRequest{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[14]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1232,7 @@ func (x *ReportAgentStatusRequest) String() string {
 func (*ReportAgentStatusRequest) ProtoMessage() {}
 
 func (x *ReportAgentStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[14]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1245,7 @@ func (x *ReportAgentStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAgentStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReportAgentStatusRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{14}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReportAgentStatusRequest) GetRegion() string {
@@ -1153,7 +1305,7 @@ type ReportAgentStatusResponse struct {
 
 func (x *ReportAgentStatusResponse) Reset() {
 	*x = ReportAgentStatusResponse{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[15]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1317,7 @@ func (x *ReportAgentStatusResponse) String() string {
 func (*ReportAgentStatusResponse) ProtoMessage() {}
 
 func (x *ReportAgentStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[15]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1330,7 @@ func (x *ReportAgentStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportAgentStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportAgentStatusResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{15}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{17}
 }
 
 type ReportResourceSyncRequest struct {
@@ -1191,7 +1343,7 @@ type ReportResourceSyncRequest struct {
 
 func (x *ReportResourceSyncRequest) Reset() {
 	*x = ReportResourceSyncRequest{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[16]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1355,7 @@ func (x *ReportResourceSyncRequest) String() string {
 func (*ReportResourceSyncRequest) ProtoMessage() {}
 
 func (x *ReportResourceSyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[16]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1368,7 @@ func (x *ReportResourceSyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResourceSyncRequest.ProtoReflect.Descriptor instead.
 func (*ReportResourceSyncRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{16}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReportResourceSyncRequest) GetRegion() string {
@@ -1261,7 +1413,7 @@ type ResourceSync struct {
 
 func (x *ResourceSync) Reset() {
 	*x = ResourceSync{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[17]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1425,7 @@ func (x *ResourceSync) String() string {
 func (*ResourceSync) ProtoMessage() {}
 
 func (x *ResourceSync) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[17]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1438,7 @@ func (x *ResourceSync) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSync.ProtoReflect.Descriptor instead.
 func (*ResourceSync) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{17}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ResourceSync) GetKind() string {
@@ -1353,7 +1505,7 @@ type ReportResourceSyncResponse struct {
 
 func (x *ReportResourceSyncResponse) Reset() {
 	*x = ReportResourceSyncResponse{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[18]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1365,7 +1517,7 @@ func (x *ReportResourceSyncResponse) String() string {
 func (*ReportResourceSyncResponse) ProtoMessage() {}
 
 func (x *ReportResourceSyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[18]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1378,7 +1530,7 @@ func (x *ReportResourceSyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResourceSyncResponse.ProtoReflect.Descriptor instead.
 func (*ReportResourceSyncResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{18}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{20}
 }
 
 type SyncChecksRequest struct {
@@ -1393,7 +1545,7 @@ type SyncChecksRequest struct {
 
 func (x *SyncChecksRequest) Reset() {
 	*x = SyncChecksRequest{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[19]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1405,7 +1557,7 @@ func (x *SyncChecksRequest) String() string {
 func (*SyncChecksRequest) ProtoMessage() {}
 
 func (x *SyncChecksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[19]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1418,7 +1570,7 @@ func (x *SyncChecksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncChecksRequest.ProtoReflect.Descriptor instead.
 func (*SyncChecksRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{19}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *SyncChecksRequest) GetRegion() string {
@@ -1455,7 +1607,7 @@ type CheckResult struct {
 
 func (x *CheckResult) Reset() {
 	*x = CheckResult{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[20]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1619,7 @@ func (x *CheckResult) String() string {
 func (*CheckResult) ProtoMessage() {}
 
 func (x *CheckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[20]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1632,7 @@ func (x *CheckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResult.ProtoReflect.Descriptor instead.
 func (*CheckResult) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{20}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CheckResult) GetId() string {
@@ -1520,7 +1672,7 @@ type SyncChecksResponse struct {
 
 func (x *SyncChecksResponse) Reset() {
 	*x = SyncChecksResponse{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[21]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1684,7 @@ func (x *SyncChecksResponse) String() string {
 func (*SyncChecksResponse) ProtoMessage() {}
 
 func (x *SyncChecksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[21]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1697,7 @@ func (x *SyncChecksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncChecksResponse.ProtoReflect.Descriptor instead.
 func (*SyncChecksResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{21}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *SyncChecksResponse) GetChecks() []*CheckAssignment {
@@ -1576,7 +1728,7 @@ type CheckAssignment struct {
 
 func (x *CheckAssignment) Reset() {
 	*x = CheckAssignment{}
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[22]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1740,7 @@ func (x *CheckAssignment) String() string {
 func (*CheckAssignment) ProtoMessage() {}
 
 func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[22]
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1753,7 @@ func (x *CheckAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckAssignment.ProtoReflect.Descriptor instead.
 func (*CheckAssignment) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{22}
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CheckAssignment) GetId() string {
@@ -1636,11 +1788,12 @@ var File_deploysync_ctrl_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\n" +
-	" deploysync/ctrl/v1/cluster.proto\x12\x12deploysync.ctrl.v1\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8a\x01\n" +
+	" deploysync/ctrl/v1/cluster.proto\x12\x12deploysync.ctrl.v1\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa4\x01\n" +
 	"\x1dWatchDeploymentChangesRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12*\n" +
 	"\x11version_last_seen\x18\x02 \x01(\x04R\x0fversionLastSeen\x12%\n" +
-	"\x0eagent_identity\x18\x03 \x01(\tR\ragentIdentity\"\xb1\x03\n" +
+	"\x0eagent_identity\x18\x03 \x01(\tR\ragentIdentity\x12\x18\n" +
+	"\abatches\x18\x04 \x01(\bR\abatches\"\xe9\x03\n" +
 	"\x15DeploymentChangeEvent\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12E\n" +
 	"\n" +
@@ -1649,8 +1802,16 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\bsentinel\x18\x03 \x01(\v2!.deploysync.ctrl.v1.SentinelEventH\x00R\bsentinel\x12b\n" +
 	"\x15cilium_network_policy\x18\x04 \x01(\v2,.deploysync.ctrl.v1.CiliumNetworkPolicyEventH\x00R\x13ciliumNetworkPolicy\x12:\n" +
 	"\bbookmark\x18\x05 \x01(\v2\x1c.deploysync.ctrl.v1.BookmarkH\x00R\bbookmark\x12M\n" +
-	"\x0fresync_required\x18\x06 \x01(\v2\".deploysync.ctrl.v1.ResyncRequiredH\x00R\x0eresyncRequiredB\a\n" +
-	"\x05event\"\x8a\x01\n" +
+	"\x0fresync_required\x18\x06 \x01(\v2\".deploysync.ctrl.v1.ResyncRequiredH\x00R\x0eresyncRequired\x126\n" +
+	"\x05batch\x18\a \x01(\v2\x1e.deploysync.ctrl.v1.EventBatchH\x00R\x05batchB\a\n" +
+	"\x05event\"\x96\x01\n" +
+	"\n" +
+	"EventBatch\x12A\n" +
+	"\x06events\x18\x01 \x03(\v2).deploysync.ctrl.v1.DeploymentChangeEventR\x06events\x12E\n" +
+	"\vdeployments\x18\x02 \x03(\v2#.deploysync.ctrl.v1.DeploymentGroupR\vdeployments\"\x95\x01\n" +
+	"\x0fDeploymentGroup\x12;\n" +
+	"\x06shared\x18\x01 \x01(\v2#.deploysync.ctrl.v1.DeploymentStateR\x06shared\x12E\n" +
+	"\vdeployments\x18\x02 \x03(\v2#.deploysync.ctrl.v1.DeploymentStateR\vdeployments\"\x8a\x01\n" +
 	"\x0fDeploymentEvent\x122\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x1a.deploysync.ctrl.v1.ActionR\x06action\x12C\n" +
 	"\n" +
@@ -1768,81 +1929,88 @@ func file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(Action)(0),                            // 0: deploysync.ctrl.v1.Action
 	(InstanceStatus)(0),                    // 1: deploysync.ctrl.v1.InstanceStatus
 	(SentinelHealth)(0),                    // 2: deploysync.ctrl.v1.SentinelHealth
 	(*WatchDeploymentChangesRequest)(nil),  // 3: deploysync.ctrl.v1.WatchDeploymentChangesRequest
 	(*DeploymentChangeEvent)(nil),          // 4: deploysync.ctrl.v1.DeploymentChangeEvent
-	(*DeploymentEvent)(nil),                // 5: deploysync.ctrl.v1.DeploymentEvent
-	(*SentinelEvent)(nil),                  // 6: deploysync.ctrl.v1.SentinelEvent
-	(*CiliumNetworkPolicyEvent)(nil),       // 7: deploysync.ctrl.v1.CiliumNetworkPolicyEvent
-	(*Bookmark)(nil),                       // 8: deploysync.ctrl.v1.Bookmark
-	(*ResyncRequired)(nil),                 // 9: deploysync.ctrl.v1.ResyncRequired
-	(*ReportDeploymentStatusRequest)(nil),  // 10: deploysync.ctrl.v1.ReportDeploymentStatusRequest
-	(*DeploymentStatus)(nil),               // 11: deploysync.ctrl.v1.DeploymentStatus
-	(*Instance)(nil),                       // 12: deploysync.ctrl.v1.Instance
-	(*ReportDeploymentStatusResponse)(nil), // 13: deploysync.ctrl.v1.ReportDeploymentStatusResponse
-	(*ReportSentinelStatusRequest)(nil),    // 14: deploysync.ctrl.v1.ReportSentinelStatusRequest
-	(*SentinelStatus)(nil),                 // 15: deploysync.ctrl.v1.SentinelStatus
-	(*ReportSentinelStatusResponse)(nil),   // 16: deploysync.ctrl.v1.ReportSentinelStatusResponse
-	(*ReportAgentStatusRequest)(nil),       // 17: deploysync.ctrl.v1.ReportAgentStatusRequest
-	(*ReportAgentStatusResponse)(nil),      // 18: deploysync.ctrl.v1.ReportAgentStatusResponse
-	(*ReportResourceSyncRequest)(nil),      // 19: deploysync.ctrl.v1.ReportResourceSyncRequest
-	(*ResourceSync)(nil),                   // 20: deploysync.ctrl.v1.ResourceSync
-	(*ReportResourceSyncResponse)(nil),     // 21: deploysync.ctrl.v1.ReportResourceSyncResponse
-	(*SyncChecksRequest)(nil),              // 22: deploysync.ctrl.v1.SyncChecksRequest
-	(*CheckResult)(nil),                    // 23: deploysync.ctrl.v1.CheckResult
-	(*SyncChecksResponse)(nil),             // 24: deploysync.ctrl.v1.SyncChecksResponse
-	(*CheckAssignment)(nil),                // 25: deploysync.ctrl.v1.CheckAssignment
-	(*DeploymentState)(nil),                // 26: deploysync.ctrl.v1.DeploymentState
-	(*SentinelState)(nil),                  // 27: deploysync.ctrl.v1.SentinelState
-	(*CiliumNetworkPolicyState)(nil),       // 28: deploysync.ctrl.v1.CiliumNetworkPolicyState
-	(*timestamppb.Timestamp)(nil),          // 29: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 30: google.protobuf.Duration
+	(*EventBatch)(nil),                     // 5: deploysync.ctrl.v1.EventBatch
+	(*DeploymentGroup)(nil),                // 6: deploysync.ctrl.v1.DeploymentGroup
+	(*DeploymentEvent)(nil),                // 7: deploysync.ctrl.v1.DeploymentEvent
+	(*SentinelEvent)(nil),                  // 8: deploysync.ctrl.v1.SentinelEvent
+	(*CiliumNetworkPolicyEvent)(nil),       // 9: deploysync.ctrl.v1.CiliumNetworkPolicyEvent
+	(*Bookmark)(nil),                       // 10: deploysync.ctrl.v1.Bookmark
+	(*ResyncRequired)(nil),                 // 11: deploysync.ctrl.v1.ResyncRequired
+	(*ReportDeploymentStatusRequest)(nil),  // 12: deploysync.ctrl.v1.ReportDeploymentStatusRequest
+	(*DeploymentStatus)(nil),               // 13: deploysync.ctrl.v1.DeploymentStatus
+	(*Instance)(nil),                       // 14: deploysync.ctrl.v1.Instance
+	(*ReportDeploymentStatusResponse)(nil), // 15: deploysync.ctrl.v1.ReportDeploymentStatusResponse
+	(*ReportSentinelStatusRequest)(nil),    // 16: deploysync.ctrl.v1.ReportSentinelStatusRequest
+	(*SentinelStatus)(nil),                 // 17: deploysync.ctrl.v1.SentinelStatus
+	(*ReportSentinelStatusResponse)(nil),   // 18: deploysync.ctrl.v1.ReportSentinelStatusResponse
+	(*ReportAgentStatusRequest)(nil),       // 19: deploysync.ctrl.v1.ReportAgentStatusRequest
+	(*ReportAgentStatusResponse)(nil),      // 20: deploysync.ctrl.v1.ReportAgentStatusResponse
+	(*ReportResourceSyncRequest)(nil),      // 21: deploysync.ctrl.v1.ReportResourceSyncRequest
+	(*ResourceSync)(nil),                   // 22: deploysync.ctrl.v1.ResourceSync
+	(*ReportResourceSyncResponse)(nil),     // 23: deploysync.ctrl.v1.ReportResourceSyncResponse
+	(*SyncChecksRequest)(nil),              // 24: deploysync.ctrl.v1.SyncChecksRequest
+	(*CheckResult)(nil),                    // 25: deploysync.ctrl.v1.CheckResult
+	(*SyncChecksResponse)(nil),             // 26: deploysync.ctrl.v1.SyncChecksResponse
+	(*CheckAssignment)(nil),                // 27: deploysync.ctrl.v1.CheckAssignment
+	(*DeploymentState)(nil),                // 28: deploysync.ctrl.v1.DeploymentState
+	(*SentinelState)(nil),                  // 29: deploysync.ctrl.v1.SentinelState
+	(*CiliumNetworkPolicyState)(nil),       // 30: deploysync.ctrl.v1.CiliumNetworkPolicyState
+	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 32: google.protobuf.Duration
 }
 var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
-	5,  // 0: deploysync.ctrl.v1.DeploymentChangeEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentEvent
-	6,  // 1: deploysync.ctrl.v1.DeploymentChangeEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelEvent
-	7,  // 2: deploysync.ctrl.v1.DeploymentChangeEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyEvent
-	8,  // 3: deploysync.ctrl.v1.DeploymentChangeEvent.bookmark:type_name -> deploysync.ctrl.v1.Bookmark
-	9,  // 4: deploysync.ctrl.v1.DeploymentChangeEvent.resync_required:type_name -> deploysync.ctrl.v1.ResyncRequired
-	0,  // 5: deploysync.ctrl.v1.DeploymentEvent.action:type_name -> deploysync.ctrl.v1.Action
-	26, // 6: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
-	0,  // 7: deploysync.ctrl.v1.SentinelEvent.action:type_name -> deploysync.ctrl.v1.Action
-	27, // 8: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
-	0,  // 9: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.action:type_name -> deploysync.ctrl.v1.Action
-	28, // 10: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
-	11, // 11: deploysync.ctrl.v1.ReportDeploymentStatusRequest.deployments:type_name -> deploysync.ctrl.v1.DeploymentStatus
-	12, // 12: deploysync.ctrl.v1.DeploymentStatus.instances:type_name -> deploysync.ctrl.v1.Instance
-	1,  // 13: deploysync.ctrl.v1.Instance.status:type_name -> deploysync.ctrl.v1.InstanceStatus
-	15, // 14: deploysync.ctrl.v1.ReportSentinelStatusRequest.sentinels:type_name -> deploysync.ctrl.v1.SentinelStatus
-	2,  // 15: deploysync.ctrl.v1.SentinelStatus.health:type_name -> deploysync.ctrl.v1.SentinelHealth
-	29, // 16: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
-	20, // 17: deploysync.ctrl.v1.ReportResourceSyncRequest.resources:type_name -> deploysync.ctrl.v1.ResourceSync
-	29, // 18: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
-	23, // 19: deploysync.ctrl.v1.SyncChecksRequest.results:type_name -> deploysync.ctrl.v1.CheckResult
-	25, // 20: deploysync.ctrl.v1.SyncChecksResponse.checks:type_name -> deploysync.ctrl.v1.CheckAssignment
-	30, // 21: deploysync.ctrl.v1.CheckAssignment.interval:type_name -> google.protobuf.Duration
-	29, // 22: deploysync.ctrl.v1.CheckAssignment.at:type_name -> google.protobuf.Timestamp
-	3,  // 23: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
-	10, // 24: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
-	14, // 25: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
-	17, // 26: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
-	19, // 27: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
-	22, // 28: deploysync.ctrl.v1.ClusterService.SyncChecks:input_type -> deploysync.ctrl.v1.SyncChecksRequest
-	4,  // 29: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
-	13, // 30: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
-	16, // 31: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
-	18, // 32: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
-	21, // 33: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
-	24, // 34: deploysync.ctrl.v1.ClusterService.SyncChecks:output_type -> deploysync.ctrl.v1.SyncChecksResponse
-	29, // [29:35] is the sub-list for method output_type
-	23, // [23:29] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	7,  // 0: deploysync.ctrl.v1.DeploymentChangeEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentEvent
+	8,  // 1: deploysync.ctrl.v1.DeploymentChangeEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelEvent
+	9,  // 2: deploysync.ctrl.v1.DeploymentChangeEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyEvent
+	10, // 3: deploysync.ctrl.v1.DeploymentChangeEvent.bookmark:type_name -> deploysync.ctrl.v1.Bookmark
+	11, // 4: deploysync.ctrl.v1.DeploymentChangeEvent.resync_required:type_name -> deploysync.ctrl.v1.ResyncRequired
+	5,  // 5: deploysync.ctrl.v1.DeploymentChangeEvent.batch:type_name -> deploysync.ctrl.v1.EventBatch
+	4,  // 6: deploysync.ctrl.v1.EventBatch.events:type_name -> deploysync.ctrl.v1.DeploymentChangeEvent
+	6,  // 7: deploysync.ctrl.v1.EventBatch.deployments:type_name -> deploysync.ctrl.v1.DeploymentGroup
+	28, // 8: deploysync.ctrl.v1.DeploymentGroup.shared:type_name -> deploysync.ctrl.v1.DeploymentState
+	28, // 9: deploysync.ctrl.v1.DeploymentGroup.deployments:type_name -> deploysync.ctrl.v1.DeploymentState
+	0,  // 10: deploysync.ctrl.v1.DeploymentEvent.action:type_name -> deploysync.ctrl.v1.Action
+	28, // 11: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	0,  // 12: deploysync.ctrl.v1.SentinelEvent.action:type_name -> deploysync.ctrl.v1.Action
+	29, // 13: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
+	0,  // 14: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.action:type_name -> deploysync.ctrl.v1.Action
+	30, // 15: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
+	13, // 16: deploysync.ctrl.v1.ReportDeploymentStatusRequest.deployments:type_name -> deploysync.ctrl.v1.DeploymentStatus
+	14, // 17: deploysync.ctrl.v1.DeploymentStatus.instances:type_name -> deploysync.ctrl.v1.Instance
+	1,  // 18: deploysync.ctrl.v1.Instance.status:type_name -> deploysync.ctrl.v1.InstanceStatus
+	17, // 19: deploysync.ctrl.v1.ReportSentinelStatusRequest.sentinels:type_name -> deploysync.ctrl.v1.SentinelStatus
+	2,  // 20: deploysync.ctrl.v1.SentinelStatus.health:type_name -> deploysync.ctrl.v1.SentinelHealth
+	31, // 21: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
+	22, // 22: deploysync.ctrl.v1.ReportResourceSyncRequest.resources:type_name -> deploysync.ctrl.v1.ResourceSync
+	31, // 23: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
+	25, // 24: deploysync.ctrl.v1.SyncChecksRequest.results:type_name -> deploysync.ctrl.v1.CheckResult
+	27, // 25: deploysync.ctrl.v1.SyncChecksResponse.checks:type_name -> deploysync.ctrl.v1.CheckAssignment
+	32, // 26: deploysync.ctrl.v1.CheckAssignment.interval:type_name -> google.protobuf.Duration
+	31, // 27: deploysync.ctrl.v1.CheckAssignment.at:type_name -> google.protobuf.Timestamp
+	3,  // 28: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
+	12, // 29: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
+	16, // 30: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
+	19, // 31: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
+	21, // 32: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
+	24, // 33: deploysync.ctrl.v1.ClusterService.SyncChecks:input_type -> deploysync.ctrl.v1.SyncChecksRequest
+	4,  // 34: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
+	15, // 35: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
+	18, // 36: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
+	20, // 37: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
+	23, // 38: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
+	26, // 39: deploysync.ctrl.v1.ClusterService.SyncChecks:output_type -> deploysync.ctrl.v1.SyncChecksResponse
+	34, // [34:40] is the sub-list for method output_type
+	28, // [28:34] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_cluster_proto_init() }
@@ -1857,6 +2025,7 @@ func file_deploysync_ctrl_v1_cluster_proto_init() {
 		(*DeploymentChangeEvent_CiliumNetworkPolicy)(nil),
 		(*DeploymentChangeEvent_Bookmark)(nil),
 		(*DeploymentChangeEvent_ResyncRequired)(nil),
+		(*DeploymentChangeEvent_Batch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1864,7 +2033,7 @@ func file_deploysync_ctrl_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_cluster_proto_rawDesc), len(file_deploysync_ctrl_v1_cluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
