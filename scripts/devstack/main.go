@@ -365,7 +365,9 @@ func up() error {
 		agentArgs := []string{"--region", r, "--identity", "agentd-" + r + "-0",
 			"--ctrld-address", ctrldAddr, "--insecure", "--token-file", tokenFile, "--kubeconfig", c.kubeconfig,
 			"--metrics-listen", metricsAddr(1 + i)}
-		// agentd gets --prometheus-url once it has the flag (issue 30)
+		// The region's own Prometheus, which its agent asks for the
+		// rollouts' checks.
+		agentArgs = append(agentArgs, "--prometheus-url", c.prometheusURL)
 		if err := s.start(nil, "agentd-"+r, filepath.Join(bin, "agentd"), agentArgs...); err != nil {
 			return err
 		}
