@@ -27,6 +27,8 @@ type DeploymentTopology struct {
 	DeploymentID string `json:"deployment_id,omitempty"`
 	// Region holds the value of the "region" field.
 	Region string `json:"region,omitempty"`
+	// Namespace holds the value of the "namespace" field.
+	Namespace string `json:"namespace,omitempty"`
 	// Replicas holds the value of the "replicas" field.
 	Replicas int `json:"replicas,omitempty"`
 	// Image holds the value of the "image" field.
@@ -84,7 +86,7 @@ func (*DeploymentTopology) scanValues(columns []string) ([]any, error) {
 			values[i] = new([]byte)
 		case deploymenttopology.FieldID, deploymenttopology.FieldReplicas, deploymenttopology.FieldCPUMillicores, deploymenttopology.FieldMemoryMib, deploymenttopology.FieldPort, deploymenttopology.FieldSpecRevision:
 			values[i] = new(sql.NullInt64)
-		case deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion, deploymenttopology.FieldImage, deploymenttopology.FieldSpecHash, deploymenttopology.FieldDesiredStatus, deploymenttopology.FieldActualStatus:
+		case deploymenttopology.FieldDeploymentID, deploymenttopology.FieldRegion, deploymenttopology.FieldNamespace, deploymenttopology.FieldImage, deploymenttopology.FieldSpecHash, deploymenttopology.FieldDesiredStatus, deploymenttopology.FieldActualStatus:
 			values[i] = new(sql.NullString)
 		case deploymenttopology.FieldCreatedAt, deploymenttopology.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -132,6 +134,12 @@ func (_m *DeploymentTopology) assignValues(columns []string, values []any) error
 				return fmt.Errorf("unexpected type %T for field region", values[i])
 			} else if value.Valid {
 				_m.Region = value.String
+			}
+		case deploymenttopology.FieldNamespace:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field namespace", values[i])
+			} else if value.Valid {
+				_m.Namespace = value.String
 			}
 		case deploymenttopology.FieldReplicas:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -255,6 +263,9 @@ func (_m *DeploymentTopology) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("region=")
 	builder.WriteString(_m.Region)
+	builder.WriteString(", ")
+	builder.WriteString("namespace=")
+	builder.WriteString(_m.Namespace)
 	builder.WriteString(", ")
 	builder.WriteString("replicas=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Replicas))

@@ -63,6 +63,20 @@ func (_c *DeploymentTopologyCreate) SetRegion(v string) *DeploymentTopologyCreat
 	return _c
 }
 
+// SetNamespace sets the "namespace" field.
+func (_c *DeploymentTopologyCreate) SetNamespace(v string) *DeploymentTopologyCreate {
+	_c.mutation.SetNamespace(v)
+	return _c
+}
+
+// SetNillableNamespace sets the "namespace" field if the given value is not nil.
+func (_c *DeploymentTopologyCreate) SetNillableNamespace(v *string) *DeploymentTopologyCreate {
+	if v != nil {
+		_c.SetNamespace(*v)
+	}
+	return _c
+}
+
 // SetReplicas sets the "replicas" field.
 func (_c *DeploymentTopologyCreate) SetReplicas(v int) *DeploymentTopologyCreate {
 	_c.mutation.SetReplicas(v)
@@ -249,6 +263,10 @@ func (_c *DeploymentTopologyCreate) defaults() error {
 		v := deploymenttopology.DefaultUpdatedAt()
 		_c.mutation.SetUpdatedAt(v)
 	}
+	if _, ok := _c.mutation.Namespace(); !ok {
+		v := deploymenttopology.DefaultNamespace
+		_c.mutation.SetNamespace(v)
+	}
 	if _, ok := _c.mutation.Image(); !ok {
 		v := deploymenttopology.DefaultImage
 		_c.mutation.SetImage(v)
@@ -306,6 +324,14 @@ func (_c *DeploymentTopologyCreate) check() error {
 	if v, ok := _c.mutation.Region(); ok {
 		if err := deploymenttopology.RegionValidator(v); err != nil {
 			return &ValidationError{Name: "region", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.region": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.Namespace(); !ok {
+		return &ValidationError{Name: "namespace", err: errors.New(`ent: missing required field "DeploymentTopology.namespace"`)}
+	}
+	if v, ok := _c.mutation.Namespace(); ok {
+		if err := deploymenttopology.NamespaceValidator(v); err != nil {
+			return &ValidationError{Name: "namespace", err: fmt.Errorf(`ent: validator failed for field "DeploymentTopology.namespace": %w`, err)}
 		}
 	}
 	if _, ok := _c.mutation.Replicas(); !ok {
@@ -401,6 +427,10 @@ func (_c *DeploymentTopologyCreate) createSpec() (*DeploymentTopology, *sqlgraph
 	if value, ok := _c.mutation.Region(); ok {
 		_spec.SetField(deploymenttopology.FieldRegion, field.TypeString, value)
 		_node.Region = value
+	}
+	if value, ok := _c.mutation.Namespace(); ok {
+		_spec.SetField(deploymenttopology.FieldNamespace, field.TypeString, value)
+		_node.Namespace = value
 	}
 	if value, ok := _c.mutation.Replicas(); ok {
 		_spec.SetField(deploymenttopology.FieldReplicas, field.TypeInt, value)
@@ -720,6 +750,9 @@ func (u *DeploymentTopologyUpsertOne) UpdateNewValues() *DeploymentTopologyUpser
 		}
 		if _, exists := u.create.mutation.Region(); exists {
 			s.SetIgnore(deploymenttopology.FieldRegion)
+		}
+		if _, exists := u.create.mutation.Namespace(); exists {
+			s.SetIgnore(deploymenttopology.FieldNamespace)
 		}
 	}))
 	return u
@@ -1153,6 +1186,9 @@ func (u *DeploymentTopologyUpsertBulk) UpdateNewValues() *DeploymentTopologyUpse
 			}
 			if _, exists := b.mutation.Region(); exists {
 				s.SetIgnore(deploymenttopology.FieldRegion)
+			}
+			if _, exists := b.mutation.Namespace(); exists {
+				s.SetIgnore(deploymenttopology.FieldNamespace)
 			}
 		}
 	}))

@@ -8395,6 +8395,7 @@ type DeploymentTopologyMutation struct {
 	created_at        *time.Time
 	updated_at        *time.Time
 	region            *string
+	namespace         *string
 	replicas          *int
 	addreplicas       *int
 	image             *string
@@ -8660,6 +8661,42 @@ func (m *DeploymentTopologyMutation) OldRegion(ctx context.Context) (v string, e
 // ResetRegion resets all changes to the "region" field.
 func (m *DeploymentTopologyMutation) ResetRegion() {
 	m.region = nil
+}
+
+// SetNamespace sets the "namespace" field.
+func (m *DeploymentTopologyMutation) SetNamespace(s string) {
+	m.namespace = &s
+}
+
+// Namespace returns the value of the "namespace" field in the mutation.
+func (m *DeploymentTopologyMutation) Namespace() (r string, exists bool) {
+	v := m.namespace
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldNamespace returns the old "namespace" field's value of the DeploymentTopology entity.
+// If the DeploymentTopology object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *DeploymentTopologyMutation) OldNamespace(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldNamespace is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldNamespace requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldNamespace: %w", err)
+	}
+	return oldValue.Namespace, nil
+}
+
+// ResetNamespace resets all changes to the "namespace" field.
+func (m *DeploymentTopologyMutation) ResetNamespace() {
+	m.namespace = nil
 }
 
 // SetReplicas sets the "replicas" field.
@@ -9261,7 +9298,7 @@ func (m *DeploymentTopologyMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *DeploymentTopologyMutation) Fields() []string {
-	fields := make([]string, 0, 15)
+	fields := make([]string, 0, 16)
 	if m.created_at != nil {
 		fields = append(fields, deploymenttopology.FieldCreatedAt)
 	}
@@ -9273,6 +9310,9 @@ func (m *DeploymentTopologyMutation) Fields() []string {
 	}
 	if m.region != nil {
 		fields = append(fields, deploymenttopology.FieldRegion)
+	}
+	if m.namespace != nil {
+		fields = append(fields, deploymenttopology.FieldNamespace)
 	}
 	if m.replicas != nil {
 		fields = append(fields, deploymenttopology.FieldReplicas)
@@ -9323,6 +9363,8 @@ func (m *DeploymentTopologyMutation) Field(name string) (ent.Value, bool) {
 		return m.DeploymentID()
 	case deploymenttopology.FieldRegion:
 		return m.Region()
+	case deploymenttopology.FieldNamespace:
+		return m.Namespace()
 	case deploymenttopology.FieldReplicas:
 		return m.Replicas()
 	case deploymenttopology.FieldImage:
@@ -9362,6 +9404,8 @@ func (m *DeploymentTopologyMutation) OldField(ctx context.Context, name string) 
 		return m.OldDeploymentID(ctx)
 	case deploymenttopology.FieldRegion:
 		return m.OldRegion(ctx)
+	case deploymenttopology.FieldNamespace:
+		return m.OldNamespace(ctx)
 	case deploymenttopology.FieldReplicas:
 		return m.OldReplicas(ctx)
 	case deploymenttopology.FieldImage:
@@ -9420,6 +9464,13 @@ func (m *DeploymentTopologyMutation) SetField(name string, value ent.Value) erro
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetRegion(v)
+		return nil
+	case deploymenttopology.FieldNamespace:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetNamespace(v)
 		return nil
 	case deploymenttopology.FieldReplicas:
 		v, ok := value.(int)
@@ -9636,6 +9687,9 @@ func (m *DeploymentTopologyMutation) ResetField(name string) error {
 		return nil
 	case deploymenttopology.FieldRegion:
 		m.ResetRegion()
+		return nil
+	case deploymenttopology.FieldNamespace:
+		m.ResetNamespace()
 		return nil
 	case deploymenttopology.FieldReplicas:
 		m.ResetReplicas()

@@ -151,8 +151,10 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 			return err
 		}
 		topologies := make([]*ent.DeploymentTopologyCreate, 0, len(regions))
+		namespace := naming.Namespace(dep.WorkspaceID, dep.EnvironmentID)
 		for _, r := range regions {
-			create := tx.DeploymentTopology.Create().SetDeploymentID(spec.ID).SetRegion(r).SetReplicas(replicas)
+			create := tx.DeploymentTopology.Create().SetDeploymentID(spec.ID).SetRegion(r).SetReplicas(replicas).
+				SetNamespace(namespace)
 			if slices.Contains(first, r) {
 				create.SetImage(to.Image).SetCPUMillicores(to.CPUMillicores).SetMemoryMib(to.MemoryMiB).SetPort(to.Port).
 					SetCommand(to.Command).SetEnv(to.Env).SetSpecHash(to.Hash).SetSpecRevision(revision)

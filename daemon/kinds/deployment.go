@@ -48,30 +48,31 @@ var deployments = Kind{
 }
 
 // pageStatement reads a page of a region's running deployments: each
-// topology row with its spec, joined with its deployment for the
-// namespace, in the order of the topology's own ID, which the region index
-// orders (read as a range, regionIndex). A topology whose deployment is
-// gone reads present false. Topologies with no spec yet are not listed.
-var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, d.id IS NOT NULL,
-		COALESCE(d.workspace_id, ''), COALESCE(d.environment_id, ''), t.image,
+// topology row with its spec and namespace, from the topology table alone,
+// in the order of the topology's own ID, which the region index orders
+// (read as a range, regionIndex). Topologies with no spec yet are not
+// listed.
+var pageStatement = `SELECT t.id, t.deployment_id, t.replicas, t.namespace, t.image,
 		t.cpu_millicores, t.memory_mib, t.port, t.command, t.env, t.spec_hash
 		FROM deployment_topology t FORCE INDEX (` + regionIndex(migrate.DeploymentTopologyTable) + `)
-		LEFT JOIN deployments d ON d.id = t.deployment_id
 		WHERE t.region = ? AND t.desired_status = ? AND t.id > ? AND t.spec_hash <> ''
 		ORDER BY t.id LIMIT ?`
 
 // pageDeployments pages by the topology row's own ID; the key is that ID
-// as text. One statement, a topology joined with its deployment (a
-// consistent snapshot by itself): Ent would read the deployments with a
-// second statement, which needs a transaction around both and so three
-// more round trips per page.
+// as text. One statement of one table (a consistent snapshot by itself):
+// the topology holds its deployment's namespace, and its foreign key
+// (ON DELETE CASCADE) means no snapshot shows a topology whose deployment
+// is gone. Joined with deployments for the namespace, as it was, the
+// database spent twice the CPU on a page (issue 29). Only a topology an
+// older ctrld wrote, which has no namespace until `ctrld migrate` fills
+// it, takes its deployment's, read with one more statement for the page
+// (gone meanwhile: a delete, I6).
 //
 // A full sync reads every deployment of the region through here, so a row
 // costs what its event keeps and little more: the columns are scanned into
 // the same variables row after row, text the event does not keep is read
-// in place (sql.RawBytes), and the namespace of a workspace's environment
-// is built once a page. Allocating all of it afresh for each row was half
-// of the page's CPU.
+// in place (sql.RawBytes), and equal namespaces are one string a page.
+// Allocating all of it afresh for each row was half of the page's CPU.
 func pageDeployments(ctx context.Context, c *ent.Client, region, after string, limit int) ([]Event, string, error) {
 	afterID := 0
 	if after != "" {
@@ -86,13 +87,21 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 	}
 	defer rows.Close()
 	var (
-		t                                    ent.DeploymentTopology
-		present                              bool
-		workspace, environment, command, env sql.RawBytes
-		namespaces                           namespaceCache
+		t                       ent.DeploymentTopology
+		namespace, command, env sql.RawBytes
+		// Integers as the driver gives them (int64), converted here:
+		// database/sql converts into an int by reflection, or by way of
+		// text into sql.RawBytes, a tenth of the page's CPU.
+		id, replicas, cpu, memory, port any
+		namespaces                      = map[string]string{}
+		unplaced                        []*ctrlv1.DeploymentState // no namespace in the row
 	)
-	columns := []any{&t.ID, &t.DeploymentID, &t.Replicas, &present,
-		&workspace, &environment, &t.Image, &t.CPUMillicores, &t.MemoryMib, &t.Port, &command, &env, &t.SpecHash}
+	columns := []any{&id, &t.DeploymentID, &replicas, &namespace,
+		&t.Image, &cpu, &memory, &port, &command, &env, &t.SpecHash}
+	integers := [...]struct {
+		value *any
+		into  *int
+	}{{&id, &t.ID}, {&replicas, &t.Replicas}, {&cpu, &t.CPUMillicores}, {&memory, &t.MemoryMib}, {&port, &t.Port}}
 	events := make([]Event, 0, min(limit, 1024))
 	for rows.Next() {
 		// Command and env are decoded into fresh values: the last row's
@@ -101,9 +110,12 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 		if err := rows.Scan(columns...); err != nil {
 			return nil, after, fmt.Errorf("read a page of deployments: %w", err)
 		}
-		if !present { // deleted since its topology was written (I6)
-			events = append(events, Event{t.DeploymentID, deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: t.DeploymentID})})
-			continue
+		for _, c := range integers {
+			n, err := integer(*c.value)
+			if err != nil {
+				return nil, after, fmt.Errorf("read a page of deployments: %w", err)
+			}
+			*c.into = n
 		}
 		if err := unmarshalIfSet(command, &t.Command); err != nil {
 			return nil, after, fmt.Errorf("deployment %s: command: %w", t.DeploymentID, err)
@@ -111,7 +123,16 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 		if err := unmarshalIfSet(env, &t.Env); err != nil {
 			return nil, after, fmt.Errorf("deployment %s: env: %w", t.DeploymentID, err)
 		}
-		events = append(events, Event{t.DeploymentID, deploymentEventIn(&t, namespaces.of(workspace, environment))})
+		ns, ok := namespaces[string(namespace)] // no allocation to look up
+		if !ok {
+			ns = string(namespace)
+			namespaces[ns] = ns
+		}
+		ev := deploymentEventIn(&t, ns)
+		if ns == "" {
+			unplaced = append(unplaced, ev.GetDeployment().GetDeployment())
+		}
+		events = append(events, Event{t.DeploymentID, ev})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, after, fmt.Errorf("read a page of deployments: %w", err)
@@ -119,31 +140,53 @@ func pageDeployments(ctx context.Context, c *ent.Client, region, after string, l
 	if len(events) == 0 {
 		return nil, after, nil
 	}
+	if len(unplaced) > 0 {
+		if err := placeUnplaced(ctx, c, events, unplaced); err != nil {
+			return nil, after, err
+		}
+	}
 	return events, strconv.Itoa(t.ID), nil
 }
 
-// namespaceCache holds the namespaces of the workspaces' environments a
-// page has met, by workspace and environment ID: most deployments share
-// their environment with others.
-type namespaceCache struct {
-	byIDs map[string]string
-	key   []byte
+// placeUnplaced gives the states of a page that their topologies gave no
+// namespace (rows from a ctrld older than the column) their deployments'
+// namespace, and turns those whose deployment is gone (deleted since the
+// page was read, I6) into deletes.
+func placeUnplaced(ctx context.Context, c *ent.Client, events []Event, unplaced []*ctrlv1.DeploymentState) error {
+	ids := make([]string, len(unplaced))
+	for i, s := range unplaced {
+		ids[i] = s.DeploymentId
+	}
+	deps, err := c.Deployment.Query().Where(deployment.IDIn(ids...)).
+		Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID).All(ctx)
+	if err != nil {
+		return fmt.Errorf("read the namespaces of a page of deployments: %w", err)
+	}
+	byID := make(map[string]string, len(deps))
+	for _, d := range deps {
+		byID[d.ID] = naming.Namespace(d.WorkspaceID, d.EnvironmentID)
+	}
+	for _, s := range unplaced {
+		s.Namespace = byID[s.DeploymentId]
+	}
+	for i, e := range events {
+		if s := e.Event.GetDeployment().GetDeployment(); s.GetNamespace() == "" {
+			events[i].Event = deleteDeployment(&ctrlv1.DeploymentState{DeploymentId: s.GetDeploymentId()})
+		}
+	}
+	return nil
 }
 
-// of returns the namespace of environment in workspace, given as the
-// column bytes it does not keep.
-func (c *namespaceCache) of(workspace, environment []byte) string {
-	// IDs are DNS labels (internal/validate): no NUL inside either.
-	c.key = append(append(append(c.key[:0], workspace...), 0), environment...)
-	if ns, ok := c.byIDs[string(c.key)]; ok {
-		return ns
+// integer is an integer column's value as the driver gives it: an int64,
+// or its decimal text.
+func integer(v any) (int, error) {
+	switch v := v.(type) {
+	case int64:
+		return int(v), nil
+	case []byte:
+		return strconv.Atoi(string(v))
 	}
-	if c.byIDs == nil {
-		c.byIDs = map[string]string{}
-	}
-	ns := naming.Namespace(string(workspace), string(environment))
-	c.byIDs[string(c.key)] = ns
-	return ns
+	return 0, fmt.Errorf("an integer column read as %T", v)
 }
 
 // unmarshalIfSet decodes a JSON column into v, leaving v as it is for

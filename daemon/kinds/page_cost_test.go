@@ -48,7 +48,7 @@ func TestAPageReadsWhatItReturnsNotTheRegionBeforeIt(t *testing.T) {
 					id := fmt.Sprintf("dep-%05d-%s", i, region)
 					deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
 						SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64))
-					tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1"))
+					tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetNamespace("ws-prod").SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1"))
 					sens = append(sens, tx.Sentinel.Create().SetID(fmt.Sprintf("sen-%05d-%s", i, region)).
 						SetWorkspaceID("ws").SetEnvironmentID(fmt.Sprintf("env-%05d", i)).SetRegion(region).
 						SetImage("s:1").SetReplicas(1).SetCPUMillicores(1).SetMemoryMib(1))

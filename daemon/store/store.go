@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	// Registers the schema hooks (the change feed), defaults and validators.
 	_ "github.com/deploysync/deploysync/ent/runtime"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 // DB is ctrld's database: the Ent client for state, with every schema hook
@@ -217,9 +218,46 @@ func Migrate(ctx context.Context, client *ent.Client) error {
 	if err != nil {
 		return fmt.Errorf("migrate api_tokens.public_id: %w", err)
 	}
+	if err := fillTopologyNamespaces(ctx, client); err != nil {
+		return err
+	}
 	// The installation's secret that keys the hashes operators are shown,
 	// made once per database (daemon/viewhash).
 	return viewhash.Ensure(ctx, client)
+}
+
+// fillTopologyNamespaces gives the topologies from before
+// deployment_topology.namespace existed their deployment's namespace, one
+// statement per workspace's environment. No change rows: what agents are
+// sent is the same (full syncs took the deployment's namespace for them).
+func fillTopologyNamespaces(ctx context.Context, client *ent.Client) error {
+	rows, err := client.QueryContext(ctx, "SELECT DISTINCT d.workspace_id, d.environment_id "+
+		"FROM deployment_topology t JOIN deployments d ON d.id = t.deployment_id WHERE t.namespace = ''")
+	if err != nil {
+		return fmt.Errorf("migrate deployment_topology.namespace: %w", err)
+	}
+	var pairs [][2]string
+	for rows.Next() {
+		var p [2]string
+		if err := rows.Scan(&p[0], &p[1]); err != nil {
+			rows.Close()
+			return fmt.Errorf("migrate deployment_topology.namespace: %w", err)
+		}
+		pairs = append(pairs, p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("migrate deployment_topology.namespace: %w", err)
+	}
+	for _, p := range pairs {
+		_, err := client.ExecContext(ctx, "UPDATE deployment_topology t JOIN deployments d ON d.id = t.deployment_id "+
+			"SET t.namespace = ? WHERE t.namespace = '' AND d.workspace_id = ? AND d.environment_id = ?",
+			naming.Namespace(p[0], p[1]), p[0], p[1])
+		if err != nil {
+			return fmt.Errorf("migrate deployment_topology.namespace of %s/%s: %w", p[0], p[1], err)
+		}
+	}
+	return nil
 }
 
 // WithTx runs fn in a transaction and commits it when fn returns nil;

@@ -24,6 +24,8 @@ const (
 	FieldDeploymentID = "deployment_id"
 	// FieldRegion holds the string denoting the region field in the database.
 	FieldRegion = "region"
+	// FieldNamespace holds the string denoting the namespace field in the database.
+	FieldNamespace = "namespace"
 	// FieldReplicas holds the string denoting the replicas field in the database.
 	FieldReplicas = "replicas"
 	// FieldImage holds the string denoting the image field in the database.
@@ -66,6 +68,7 @@ var Columns = []string{
 	FieldUpdatedAt,
 	FieldDeploymentID,
 	FieldRegion,
+	FieldNamespace,
 	FieldReplicas,
 	FieldImage,
 	FieldCPUMillicores,
@@ -106,6 +109,10 @@ var (
 	DeploymentIDValidator func(string) error
 	// RegionValidator is a validator for the "region" field. It is called by the builders before save.
 	RegionValidator func(string) error
+	// DefaultNamespace holds the default value on creation for the "namespace" field.
+	DefaultNamespace string
+	// NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	NamespaceValidator func(string) error
 	// ReplicasValidator is a validator for the "replicas" field. It is called by the builders before save.
 	ReplicasValidator func(int) error
 	// DefaultImage holds the default value on creation for the "image" field.
@@ -207,6 +214,11 @@ func ByDeploymentID(opts ...sql.OrderTermOption) OrderOption {
 // ByRegion orders the results by the region field.
 func ByRegion(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRegion, opts...).ToFunc()
+}
+
+// ByNamespace orders the results by the namespace field.
+func ByNamespace(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldNamespace, opts...).ToFunc()
 }
 
 // ByReplicas orders the results by the replicas field.

@@ -75,6 +75,11 @@ func Region(v string) predicate.DeploymentTopology {
 	return predicate.DeploymentTopology(sql.FieldEQ(FieldRegion, v))
 }
 
+// Namespace applies equality check predicate on the "namespace" field. It's identical to NamespaceEQ.
+func Namespace(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldNamespace, v))
+}
+
 // Replicas applies equality check predicate on the "replicas" field. It's identical to ReplicasEQ.
 func Replicas(v int) predicate.DeploymentTopology {
 	return predicate.DeploymentTopology(sql.FieldEQ(FieldReplicas, v))
@@ -318,6 +323,71 @@ func RegionEqualFold(v string) predicate.DeploymentTopology {
 // RegionContainsFold applies the ContainsFold predicate on the "region" field.
 func RegionContainsFold(v string) predicate.DeploymentTopology {
 	return predicate.DeploymentTopology(sql.FieldContainsFold(FieldRegion, v))
+}
+
+// NamespaceEQ applies the EQ predicate on the "namespace" field.
+func NamespaceEQ(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEQ(FieldNamespace, v))
+}
+
+// NamespaceNEQ applies the NEQ predicate on the "namespace" field.
+func NamespaceNEQ(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNEQ(FieldNamespace, v))
+}
+
+// NamespaceIn applies the In predicate on the "namespace" field.
+func NamespaceIn(vs ...string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldIn(FieldNamespace, vs...))
+}
+
+// NamespaceNotIn applies the NotIn predicate on the "namespace" field.
+func NamespaceNotIn(vs ...string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldNotIn(FieldNamespace, vs...))
+}
+
+// NamespaceGT applies the GT predicate on the "namespace" field.
+func NamespaceGT(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGT(FieldNamespace, v))
+}
+
+// NamespaceGTE applies the GTE predicate on the "namespace" field.
+func NamespaceGTE(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldGTE(FieldNamespace, v))
+}
+
+// NamespaceLT applies the LT predicate on the "namespace" field.
+func NamespaceLT(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLT(FieldNamespace, v))
+}
+
+// NamespaceLTE applies the LTE predicate on the "namespace" field.
+func NamespaceLTE(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldLTE(FieldNamespace, v))
+}
+
+// NamespaceContains applies the Contains predicate on the "namespace" field.
+func NamespaceContains(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldContains(FieldNamespace, v))
+}
+
+// NamespaceHasPrefix applies the HasPrefix predicate on the "namespace" field.
+func NamespaceHasPrefix(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldHasPrefix(FieldNamespace, v))
+}
+
+// NamespaceHasSuffix applies the HasSuffix predicate on the "namespace" field.
+func NamespaceHasSuffix(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldHasSuffix(FieldNamespace, v))
+}
+
+// NamespaceEqualFold applies the EqualFold predicate on the "namespace" field.
+func NamespaceEqualFold(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldEqualFold(FieldNamespace, v))
+}
+
+// NamespaceContainsFold applies the ContainsFold predicate on the "namespace" field.
+func NamespaceContainsFold(v string) predicate.DeploymentTopology {
+	return predicate.DeploymentTopology(sql.FieldContainsFold(FieldNamespace, v))
 }
 
 // ReplicasEQ applies the EQ predicate on the "replicas" field.

@@ -305,6 +305,7 @@ var (
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "region", Type: field.TypeString},
+		{Name: "namespace", Type: field.TypeString, Size: 63, Default: ""},
 		{Name: "replicas", Type: field.TypeInt},
 		{Name: "image", Type: field.TypeString, Default: ""},
 		{Name: "cpu_millicores", Type: field.TypeInt, Default: 0},
@@ -326,7 +327,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "deployment_topology_deployments_topologies",
-				Columns:    []*schema.Column{DeploymentTopologyColumns[15]},
+				Columns:    []*schema.Column{DeploymentTopologyColumns[16]},
 				RefColumns: []*schema.Column{DeploymentsColumns[0]},
 				OnDelete:   schema.Cascade,
 			},
@@ -335,7 +336,7 @@ var (
 			{
 				Name:    "deploymenttopology_deployment_id_region",
 				Unique:  true,
-				Columns: []*schema.Column{DeploymentTopologyColumns[15], DeploymentTopologyColumns[3]},
+				Columns: []*schema.Column{DeploymentTopologyColumns[16], DeploymentTopologyColumns[3]},
 			},
 			{
 				Name:    "deploymenttopology_region",

@@ -456,34 +456,40 @@ func init() {
 	deploymenttopologyDescRegion := deploymenttopologyFields[1].Descriptor()
 	// deploymenttopology.RegionValidator is a validator for the "region" field. It is called by the builders before save.
 	deploymenttopology.RegionValidator = deploymenttopologyDescRegion.Validators[0].(func(string) error)
+	// deploymenttopologyDescNamespace is the schema descriptor for namespace field.
+	deploymenttopologyDescNamespace := deploymenttopologyFields[2].Descriptor()
+	// deploymenttopology.DefaultNamespace holds the default value on creation for the namespace field.
+	deploymenttopology.DefaultNamespace = deploymenttopologyDescNamespace.Default.(string)
+	// deploymenttopology.NamespaceValidator is a validator for the "namespace" field. It is called by the builders before save.
+	deploymenttopology.NamespaceValidator = deploymenttopologyDescNamespace.Validators[0].(func(string) error)
 	// deploymenttopologyDescReplicas is the schema descriptor for replicas field.
-	deploymenttopologyDescReplicas := deploymenttopologyFields[2].Descriptor()
+	deploymenttopologyDescReplicas := deploymenttopologyFields[3].Descriptor()
 	// deploymenttopology.ReplicasValidator is a validator for the "replicas" field. It is called by the builders before save.
 	deploymenttopology.ReplicasValidator = deploymenttopologyDescReplicas.Validators[0].(func(int) error)
 	// deploymenttopologyDescImage is the schema descriptor for image field.
-	deploymenttopologyDescImage := deploymenttopologyFields[3].Descriptor()
+	deploymenttopologyDescImage := deploymenttopologyFields[4].Descriptor()
 	// deploymenttopology.DefaultImage holds the default value on creation for the image field.
 	deploymenttopology.DefaultImage = deploymenttopologyDescImage.Default.(string)
 	// deploymenttopologyDescCPUMillicores is the schema descriptor for cpu_millicores field.
-	deploymenttopologyDescCPUMillicores := deploymenttopologyFields[4].Descriptor()
+	deploymenttopologyDescCPUMillicores := deploymenttopologyFields[5].Descriptor()
 	// deploymenttopology.DefaultCPUMillicores holds the default value on creation for the cpu_millicores field.
 	deploymenttopology.DefaultCPUMillicores = deploymenttopologyDescCPUMillicores.Default.(int)
 	// deploymenttopologyDescMemoryMib is the schema descriptor for memory_mib field.
-	deploymenttopologyDescMemoryMib := deploymenttopologyFields[5].Descriptor()
+	deploymenttopologyDescMemoryMib := deploymenttopologyFields[6].Descriptor()
 	// deploymenttopology.DefaultMemoryMib holds the default value on creation for the memory_mib field.
 	deploymenttopology.DefaultMemoryMib = deploymenttopologyDescMemoryMib.Default.(int)
 	// deploymenttopologyDescPort is the schema descriptor for port field.
-	deploymenttopologyDescPort := deploymenttopologyFields[6].Descriptor()
+	deploymenttopologyDescPort := deploymenttopologyFields[7].Descriptor()
 	// deploymenttopology.DefaultPort holds the default value on creation for the port field.
 	deploymenttopology.DefaultPort = deploymenttopologyDescPort.Default.(int)
 	// deploymenttopologyDescSpecHash is the schema descriptor for spec_hash field.
-	deploymenttopologyDescSpecHash := deploymenttopologyFields[9].Descriptor()
+	deploymenttopologyDescSpecHash := deploymenttopologyFields[10].Descriptor()
 	// deploymenttopology.DefaultSpecHash holds the default value on creation for the spec_hash field.
 	deploymenttopology.DefaultSpecHash = deploymenttopologyDescSpecHash.Default.(string)
 	// deploymenttopology.SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
 	deploymenttopology.SpecHashValidator = deploymenttopologyDescSpecHash.Validators[0].(func(string) error)
 	// deploymenttopologyDescSpecRevision is the schema descriptor for spec_revision field.
-	deploymenttopologyDescSpecRevision := deploymenttopologyFields[10].Descriptor()
+	deploymenttopologyDescSpecRevision := deploymenttopologyFields[11].Descriptor()
 	// deploymenttopology.DefaultSpecRevision holds the default value on creation for the spec_revision field.
 	deploymenttopology.DefaultSpecRevision = deploymenttopologyDescSpecRevision.Default.(int)
 	// deploymenttopology.SpecRevisionValidator is a validator for the "spec_revision" field. It is called by the builders before save.

@@ -35,6 +35,12 @@ func (DeploymentTopology) Fields() []ent.Field {
 	return []ent.Field{
 		field.String("deployment_id").Immutable().Validate(validate.ID),
 		field.String("region").Immutable().Validate(validate.Region),
+		// namespace is the deployment's (naming.Namespace of its workspace
+		// and environment, which never change), kept here so that a full
+		// sync reads a region's deployments from this table alone. Empty
+		// in rows an older ctrld wrote until `ctrld migrate` fills it;
+		// readers fall back to the deployment's.
+		field.String("namespace").Immutable().Default("").MaxLen(63),
 		field.Int("replicas").Validate(validate.Replicas),
 		// The spec the region runs (see above). spec_hash names it
 		// (desired.SpecHash): agents label the pods with it, so their

@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/ent/sentinel"
+	"github.com/deploysync/deploysync/internal/naming"
 )
 
 // The ID pools are small on purpose: operations collide on the same rows,
@@ -106,8 +107,20 @@ var txOps = []txOp{
 		return err
 	}},
 	{"topology.create", func(ctx context.Context, tx *ent.Tx, r *rand.Rand, regions []string) error {
-		create := tx.DeploymentTopology.Create().SetDeploymentID(draw(r, deploymentIDs)).SetRegion(draw(r, regions)).
+		id := draw(r, deploymentIDs)
+		create := tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(draw(r, regions)).
 			SetReplicas(1 + r.IntN(4))
+		// With its deployment's namespace, as ctrld writes it, or without,
+		// as a ctrld older than the column did: readers take the
+		// deployment's then.
+		if r.IntN(2) == 0 {
+			switch d, err := tx.Deployment.Get(ctx, id); {
+			case err == nil:
+				create.SetNamespace(naming.Namespace(d.WorkspaceID, d.EnvironmentID))
+			case !ent.IsNotFound(err): // not found: the insert fails on its own
+				return err
+			}
+		}
 		if r.IntN(4) > 0 { // else a region a rollout has not reached: it runs nothing
 			respec(create.Mutation(), r)
 		}
