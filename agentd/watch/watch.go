@@ -182,6 +182,9 @@ func (w *Watcher) stream(ctx context.Context) (healthy bool, err error) {
 	defer resync.Stop()
 	s, err := w.client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{
 		Region: w.cfg.Region, VersionLastSeen: cursor, AgentIdentity: w.cfg.Identity,
+		// A full sync's pages as a message each: a ctrld older than
+		// batches ignores this and sends an event per resource.
+		Batches: true,
 	})
 	if err != nil {
 		return false, err
@@ -278,16 +281,35 @@ func (w *Watcher) handle(ev *ctrlv1.DeploymentChangeEvent, fullSync *bool) error
 		w.resetCursor()
 		w.count("resync_required")
 		return errResync
-	default:
-		if err := w.dispatcher.Event(ev); err != nil {
-			// Never skipped: the stream ends and resumes from the last
-			// bookmark, holding the cursor, until the event is understood.
+	case *ctrlv1.DeploymentChangeEvent_Batch:
+		// Each of its events as if it had come alone. It holds no
+		// bookmark, so the cursor moves only on the bookmarks after it.
+		events, err := rpc.Unbatch(ev)
+		if err != nil {
 			w.count("invalid")
 			return err
 		}
-		key, _, _ := dispatch.KeyOf(ev)
-		w.count(key.Kind)
+		for _, e := range events {
+			if err := w.resource(e); err != nil {
+				return err
+			}
+		}
+	default:
+		return w.resource(ev)
 	}
+	return nil
+}
+
+// resource passes one resource event on to the dispatcher.
+func (w *Watcher) resource(ev *ctrlv1.DeploymentChangeEvent) error {
+	if err := w.dispatcher.Event(ev); err != nil {
+		// Never skipped: the stream ends and resumes from the last
+		// bookmark, holding the cursor, until the event is understood.
+		w.count("invalid")
+		return err
+	}
+	key, _, _ := dispatch.KeyOf(ev)
+	w.count(key.Kind)
 	return nil
 }
 

@@ -90,6 +90,7 @@ func (s *Service) WatchDeploymentChanges(req *ctrlv1.WatchDeploymentChangesReque
 		return err
 	}
 	err := s.streamer.Serve(ctx, stream.Request{Region: req.GetRegion(), Identity: identity, Cursor: req.GetVersionLastSeen(),
+		Batches: req.GetBatches(),
 		// After the stream's own limits, before it records the agent's
 		// connection: a refused stream leaves no record.
 		AdmitAgent: func(ctx context.Context, connectedTo string, since time.Time) error {

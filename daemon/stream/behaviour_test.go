@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 
 	"github.com/deploysync/deploysync/daemon/desired"
@@ -100,7 +101,7 @@ func seedDeployments(t testing.TB, db *store.DB, region string, n int) {
 				deps = append(deps, tx.Deployment.Create().SetID(id).SetWorkspaceID("ws").SetEnvironmentID("prod").
 					SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).
 					SetWorkflowStatus(deployment.WorkflowStatusReady)) // the deploy workflow leaves them be
-				tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1"))
+				tops = append(tops, tx.DeploymentTopology.Create().SetDeploymentID(id).SetRegion(region).SetNamespace(naming.Namespace("ws", "prod")).SetReplicas(1).SetImage("app:1").SetCPUMillicores(100).SetMemoryMib(64).SetPort(8080).SetSpecHash("app-1"))
 			}
 			if err := tx.Deployment.CreateBulk(deps...).Exec(ctx); err != nil {
 				return err
@@ -115,8 +116,15 @@ func seedDeployments(t testing.TB, db *store.DB, region string, n int) {
 
 // Invariant I3: resources created, stopped, scaled and deleted while a
 // full sync of 10,000 streams; after the full_sync_done bookmark and the
-// incremental tail, the agent's view equals the database.
+// incremental tail, the agent's view equals the database. For an agent
+// that takes batches and for one that does not.
 func TestFullSyncOfTenThousandStaysConsistentWithConcurrentChanges(t *testing.T) {
+	for _, batches := range []bool{false, true} {
+		t.Run(fmt.Sprint("batches=", batches), func(t *testing.T) { fullSyncOfTenThousandWithConcurrentChanges(t, batches) })
+	}
+}
+
+func fullSyncOfTenThousandWithConcurrentChanges(t *testing.T, batches bool) {
 	// Small pages: more of them, so more changes land between pages, and
 	// the sync lasts long enough for the writer's changes to meet it.
 	env := servertest.Start(t, server.Config{Stream: stream.Config{PageSize: 50}})
@@ -125,6 +133,10 @@ func TestFullSyncOfTenThousandStaysConsistentWithConcurrentChanges(t *testing.T)
 	ds := desired.New(env.DB.Ent)
 	ctx := context.Background()
 
+	follow := follow
+	if batches {
+		follow = followBatched
+	}
 	f := follow(t, env, "eu")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

@@ -13,7 +13,11 @@
 //     argument). Changes that commit while the pages stream are sent in
 //     between pages, with fresh state, and their resources are skipped when
 //     a page reaches them: a large full sync never holds realtime events
-//     back, and never overwrites them with older page state.
+//     back, and never overwrites them with older page state. A client
+//     that asks for batches (agentd does) gets each page as one message
+//     (rpc.Batch: the deployments of a namespace send the fields they
+//     share once), each resource in it the event it would have been
+//     alone; an older client gets a message per resource.
 //   - Resume: changes in (cursor, W] are read from the database (every pk
 //     there is settled), then the tailer's early changes above W, then the
 //     live notices. A cursor below the retention floor gets resync_required

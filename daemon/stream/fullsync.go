@@ -121,10 +121,10 @@ func (s *Streamer) syncKind(ctx context.Context, st *state, kind kinds.Kind, w u
 		events := make([]*ctrlv1.DeploymentChangeEvent, 0, len(page))
 		for _, e := range page {
 			if !sentLive[changelog.Resource{Type: kind.ChangeType, ID: e.ID}] {
-				events = append(events, withVersion(e.Event, w))
+				events = append(events, e.Event)
 			}
 		}
-		if err := s.sendEvents(st, events); err != nil {
+		if err := s.sendPage(st, kind.Name, w, events); err != nil {
 			return err
 		}
 		if err := between(); err != nil {
@@ -179,9 +179,4 @@ func (s *Streamer) readPage(ctx context.Context, kind kinds.Kind, region, after 
 	}
 	defer release()
 	return kind.Page(ctx, s.client, region, after, s.cfg.PageSize)
-}
-
-func withVersion(ev *ctrlv1.DeploymentChangeEvent, v uint64) *ctrlv1.DeploymentChangeEvent {
-	ev.Version = v
-	return ev
 }

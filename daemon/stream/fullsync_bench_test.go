@@ -23,19 +23,24 @@ import (
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
 // BenchmarkFullSync measures a full sync from cursor 0 of a region with n
 // running deployments, ours and the seed algorithm's on the same database,
 // one after the other in every iteration (which goes first alternates), so
-// that a machine busy with other work weighs on both alike. For each it
-// reports:
+// that a machine busy with other work weighs on all alike. Ours runs twice:
+// "stream" for a client that takes batches (as agentd does), "single" for
+// one that does not (an agent older than batches: a message per
+// resource). For each it reports:
 //
 //   - ms/sync: from the stream's start to its full_sync_done bookmark (the
-//     seed's: after its last state row);
-//   - B/resource: the encoded size of the resource events (proto.Size,
-//     without gRPC's 5-byte frame);
+//     seed's: after its last state row), the client having unpacked every
+//     batch into its events (rpc.Unbatch, as agentd does);
+//   - B/resource: the encoded size of the messages carrying resources (a
+//     resource event, or a batch; proto.Size, without gRPC's 5-byte
+//     frame), per resource;
 //   - cpu-ms/sync: the CPU time this process spent meanwhile, ctrld's and
 //     the client's (the database's is its own process's);
 //   - db-cpu-ms/sync: the database server's CPU time meanwhile, when
@@ -46,7 +51,7 @@ import (
 //     The client keeps nothing, so this is the server's, and gRPC's
 //     buffers on both sides.
 //
-// and the ratio of our time to the seed's. The seed cannot sync more than
+// and the ratios of our times to the seed's. The seed cannot sync more than
 // seedMaxResources. Sizes: DEPLOYSYNC_BENCH_FULLSYNC_SIZES
 // (comma-separated, default 10000,60000,100000: the sizes issue 15 names,
 // so that `go tool task bench` shows them).
@@ -54,7 +59,7 @@ func BenchmarkFullSync(b *testing.B) {
 	for _, n := range benchSizes(b, "DEPLOYSYNC_BENCH_FULLSYNC_SIZES", 10000, 60000, 100000) {
 		b.Run(fmt.Sprintf("deployments=%d", n), func(b *testing.B) {
 			env, addr, _ := benchEnv(b, "stream", server.Config{})
-			algos := []*syncTotals{{name: "stream", addr: addr}}
+			algos := []*syncTotals{{name: "stream", addr: addr, batches: true}, {name: "single", addr: addr}}
 			if n <= seedMaxResources {
 				algos = append(algos, &syncTotals{name: "seed",
 					addr: servertest.ServeWatcher(b, env.DB, &seed.Watcher{DB: env.DB.SQL, Client: env.DB.Ent})})
@@ -70,15 +75,17 @@ func BenchmarkFullSync(b *testing.B) {
 			for i := range b.N {
 				for j := range algos {
 					a := algos[(i+j)%len(algos)]
-					a.add(fullSyncOnce(b, a.client, fmt.Sprintf("bench-agent-%d", i%4), n))
+					a.add(fullSyncOnce(b, a.client, fmt.Sprintf("bench-agent-%d", i%4), n, a.batches))
 				}
 			}
 			b.StopTimer()
 			for _, a := range algos {
 				a.report(b, n)
 			}
-			if len(algos) == 2 {
-				b.ReportMetric(float64(algos[0].elapsed)/float64(algos[1].elapsed), "stream/seed")
+			if seed := algos[len(algos)-1]; seed.name == "seed" {
+				for _, a := range algos[:len(algos)-1] {
+					b.ReportMetric(float64(a.elapsed)/float64(seed.elapsed), a.name+"/seed")
+				}
 			}
 			b.ReportMetric(0, "ns/op") // both algorithms' time: meaningless
 		})
@@ -88,7 +95,7 @@ func BenchmarkFullSync(b *testing.B) {
 // awaitTailer waits until ctrld's tailer has settled every change written
 // so far: a full sync that began before would be sent the rest as live
 // changes, its resources twice.
-func awaitTailer(b *testing.B, env *servertest.Env) {
+func awaitTailer(b testing.TB, env *servertest.Env) {
 	b.Helper()
 	newest, err := changelog.NewestVersion(context.Background(), env.DB.SQL)
 	if err != nil {
@@ -112,6 +119,7 @@ const seedMaxResources = 65535
 type syncTotals struct {
 	name    string
 	addr    string
+	batches bool // the client asks for batches
 	client  ctrlv1.ClusterServiceClient
 	syncs   int
 	elapsed time.Duration
@@ -153,7 +161,8 @@ type syncFigures struct {
 // seedDeployments names them) as agent identity, from the stream's start
 // to its full_sync_done bookmark, and checks that it listed each of them
 // once. The client keeps no events, so the heap measured is the server's.
-func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity string, n int) syncFigures {
+// batches: the client asks for batches, and unpacks them.
+func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity string, n int, batches bool) syncFigures {
 	b.StopTimer()
 	listed := make([]bool, n)
 	runtime.GC()
@@ -166,33 +175,42 @@ func fullSyncOnce(b *testing.B, client ctrlv1.ClusterServiceClient, identity str
 	b.StartTimer()
 
 	start, startCPU, startDB := time.Now(), cpuTime(b), dbCPUTime(b)
-	stream, err := client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: identity})
+	stream, err := client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: identity, Batches: batches})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var figures syncFigures
 	for count := 0; ; {
-		ev, err := stream.Recv()
+		msg, err := stream.Recv()
 		if err != nil {
 			b.Fatalf("after %d of %d deployments: %v", count, n, err)
 		}
-		if ev.GetBookmark().GetFullSyncDone() {
+		if msg.GetBookmark().GetFullSyncDone() {
 			if count != n {
 				b.Fatalf("full sync listed %d deployments, want %d", count, n)
 			}
 			break
 		}
-		d := ev.GetDeployment()
-		if d.GetAction() != ctrlv1.Action_ACTION_APPLY {
-			b.Fatalf("unexpected event during the full sync: %v", ev)
+		if msg.GetBatch() != nil && !batches {
+			b.Fatalf("a batch for a client that did not ask for one")
 		}
-		i, err := strconv.Atoi(strings.TrimPrefix(d.GetDeployment().GetDeploymentId(), "bulk-"))
-		if err != nil || i < 0 || i >= n || listed[i] {
-			b.Fatalf("full sync listed %q, unknown or again", d.GetDeployment().GetDeploymentId())
+		figures.bytes += proto.Size(msg) // before Unbatch, which fills the batch's states in
+		events, err := rpc.Unbatch(msg)
+		if err != nil {
+			b.Fatal(err)
 		}
-		listed[i] = true
-		count++
-		figures.bytes += proto.Size(ev)
+		for _, ev := range events {
+			d := ev.GetDeployment()
+			if d.GetAction() != ctrlv1.Action_ACTION_APPLY || d.GetDeployment().GetImage() == "" || ev.GetVersion() == 0 {
+				b.Fatalf("unexpected event during the full sync: %v", ev)
+			}
+			i, err := strconv.Atoi(strings.TrimPrefix(d.GetDeployment().GetDeploymentId(), "bulk-"))
+			if err != nil || i < 0 || i >= n || listed[i] {
+				b.Fatalf("full sync listed %q, unknown or again", d.GetDeployment().GetDeploymentId())
+			}
+			listed[i] = true
+			count++
+		}
 	}
 	figures.elapsed, figures.cpu, figures.dbCPU = time.Since(start), cpuTime(b)-startCPU, dbCPUTime(b)-startDB
 
@@ -287,7 +305,7 @@ func BenchmarkFullSyncDuringTimeoutSweep(b *testing.B) {
 			var quiet, during, sweeps time.Duration
 			for i := range b.N {
 				agent := fmt.Sprintf("bench-agent-%d", i%4)
-				quiet += fullSyncOnce(b, client, agent, n).elapsed
+				quiet += fullSyncOnce(b, client, agent, n, true).elapsed
 
 				// Every deployment unfinished again, and timed out for a
 				// driver with a 1 ns timeout (ctrld's own, at 5 minutes,
@@ -302,7 +320,7 @@ func BenchmarkFullSyncDuringTimeoutSweep(b *testing.B) {
 				swept := make(chan error, 1)
 				start := time.Now()
 				go func() { err := driver.Evaluate(context.Background()); sweeps += time.Since(start); swept <- err }()
-				during += fullSyncOnce(b, client, agent, n).elapsed
+				during += fullSyncOnce(b, client, agent, n, true).elapsed
 				if err := <-swept; err != nil {
 					b.Fatal(err)
 				}

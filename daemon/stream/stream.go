@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/region"
+	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/recovery"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -139,6 +140,9 @@ type Request struct {
 	Region   string
 	Identity string
 	Cursor   uint64 // last bookmark's resume_version; 0 for a full sync
+	// Batches: the client takes a full sync's pages as batch events
+	// (rpc.Batch), a message a page instead of one a resource.
+	Batches bool
 	// AdmitAgent, if set, is called when the agent has no record yet,
 	// once the stream itself is admitted: it decides whether the agent
 	// may have one and writes it, connected to connectedTo since since;
@@ -564,6 +568,31 @@ func (s *Streamer) sendEvents(st *state, events []*ctrlv1.DeploymentChangeEvent)
 		}
 		s.metrics.EventsSent.WithLabelValues(st.req.Region, eventKind(ev)).Inc()
 	}
+	return nil
+}
+
+// maxBatchBytes bounds a batch's events as they would be sent alone: a
+// quarter of the message limit, as a resource is at most (a resource that
+// large is a batch of its own), so that a batch always fits a message.
+const maxBatchBytes = limits.MaxResourceBytes
+
+// sendPage sends a full-sync page of one kind's events, all versioned v:
+// as batches to a client that takes them, else one by one. Batch or not,
+// each resource counts as an event of its kind.
+func (s *Streamer) sendPage(st *state, kind string, v uint64, events []*ctrlv1.DeploymentChangeEvent) error {
+	if !st.req.Batches {
+		for _, ev := range events {
+			ev.Version = v
+		}
+		return s.sendEvents(st, events)
+	}
+	n := len(events)
+	for _, b := range rpc.Batch(v, events, maxBatchBytes) {
+		if err := st.send(b); err != nil {
+			return err
+		}
+	}
+	s.metrics.EventsSent.WithLabelValues(st.req.Region, kind).Add(float64(n))
 	return nil
 }
 

@@ -22,10 +22,21 @@ func follow(t *testing.T, env *servertest.Env, region string) *streamtest.Follow
 	return followWith(t, env, region, nil)
 }
 
+// followBatched is follow by a follower that takes batches, as agentd does.
+func followBatched(t *testing.T, env *servertest.Env, region string) *streamtest.Follower {
+	t.Helper()
+	return start(t, streamtest.New(env.Agent(region), region, "agent-"+region+"-0").WithBatches(), nil)
+}
+
 // followWith is follow with a hook run on every event before it is applied.
 func followWith(t *testing.T, env *servertest.Env, region string, onEvent func(*ctrlv1.DeploymentChangeEvent, time.Time)) *streamtest.Follower {
 	t.Helper()
-	f := streamtest.New(env.Agent(region), region, "agent-"+region+"-0")
+	return start(t, streamtest.New(env.Agent(region), region, "agent-"+region+"-0"), onEvent)
+}
+
+// start runs f until the test ends, with onEvent (if set) as its hook.
+func start(t *testing.T, f *streamtest.Follower, onEvent func(*ctrlv1.DeploymentChangeEvent, time.Time)) *streamtest.Follower {
+	t.Helper()
 	if onEvent != nil {
 		f.OnEvent(onEvent)
 	}

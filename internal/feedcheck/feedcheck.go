@@ -137,12 +137,13 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 		followers.Go(func() { f.Run(ctx) })
 	}
 
-	// The live followers, from cursor 0, cut at random and resumed from
-	// their bookmarks; snapshots of them are saved now and then to start
-	// more followers from later.
+	// The live followers, from cursor 0, cut at random (in the middle of
+	// a full sync's batches too) and resumed from their bookmarks;
+	// snapshots of them are saved now and then to start more followers
+	// from later. They take batches, as agentd does.
 	live := map[string]*streamtest.Follower{}
 	for _, region := range cfg.Regions {
-		live[region] = streamtest.New(sys.Watch(region), region, "feedcheck-live-"+region)
+		live[region] = streamtest.New(sys.Watch(region), region, "feedcheck-live-"+region).WithBatches()
 		follow(live[region])
 	}
 	var (
@@ -234,8 +235,9 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 		want[region] = desiredView(regions[region])
 	}
 
-	// Followers from saved bookmarks (a few, spread over the run) and a
-	// fresh one from cursor 0 per region, next to the live ones.
+	// Followers from saved bookmarks (a few, spread over the run) and two
+	// fresh ones from cursor 0 per region, one that takes batches and one
+	// that does not (an agent older than them), next to the live ones.
 	type checked struct {
 		name string
 		f    *streamtest.Follower
@@ -243,9 +245,12 @@ func Run(ctx context.Context, sys System, cfg Config) (Report, error) {
 	var all []checked
 	for _, region := range cfg.Regions {
 		all = append(all, checked{"live follower of " + region, live[region]})
-		fresh := streamtest.New(sys.Watch(region), region, "feedcheck-fresh-"+region)
+		fresh := streamtest.New(sys.Watch(region), region, "feedcheck-fresh-"+region).WithBatches()
 		follow(fresh)
 		all = append(all, checked{"new follower of " + region + " from cursor 0", fresh})
+		old := streamtest.New(sys.Watch(region), region, "feedcheck-fresh-single-"+region)
+		follow(old)
+		all = append(all, checked{"new follower of " + region + " from cursor 0, without batches", old})
 	}
 	for i, sv := range spread(saved, 4) {
 		f := streamtest.Resume(sys.Watch(sv.region), sv.region, fmt.Sprintf("feedcheck-resumed-%d", i), sv.snap)

@@ -26,6 +26,7 @@ type Follower struct {
 	client   ctrlv1.ClusterServiceClient
 	region   string
 	identity string
+	batches  bool // asks for batches
 
 	mu         sync.Mutex
 	cursor     uint64
@@ -55,6 +56,16 @@ func Resume(client ctrlv1.ClusterServiceClient, region, identity string, from Sn
 	for k, v := range from.View {
 		f.view[k] = v
 	}
+	return f
+}
+
+// WithBatches makes f ask for batches (as agentd does), which it unpacks
+// into their events: events, the hook and Received count them one by one
+// as if they had come alone. It returns f.
+func (f *Follower) WithBatches() *Follower {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.batches = true
 	return f
 }
 
@@ -104,25 +115,34 @@ func (f *Follower) once(ctx context.Context) error {
 	defer cancel()
 	f.mu.Lock()
 	f.cancel = cancel
-	cursor := f.cursor
+	cursor, batches := f.cursor, f.batches
 	if cursor == 0 {
 		f.syncSeen, f.inSync = map[Key]bool{}, true
 	}
 	f.mu.Unlock()
 
 	stream, err := f.client.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{
-		Region: f.region, VersionLastSeen: cursor, AgentIdentity: f.identity,
+		Region: f.region, VersionLastSeen: cursor, AgentIdentity: f.identity, Batches: batches,
 	})
 	if err != nil {
 		return err
 	}
 	for {
-		ev, err := stream.Recv()
+		msg, err := stream.Recv()
 		if err != nil {
 			return err
 		}
-		if done, err := f.handle(ev); done || err != nil {
+		if msg.GetBatch() != nil && !batches {
+			return fmt.Errorf("a batch for a client that did not ask for one: %v", msg)
+		}
+		events, err := rpc.Unbatch(msg)
+		if err != nil {
 			return err
+		}
+		for _, ev := range events {
+			if done, err := f.handle(ev); done || err != nil {
+				return err
+			}
 		}
 	}
 }
