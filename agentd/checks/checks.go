@@ -64,21 +64,39 @@ type Runner struct {
 	log    *slog.Logger
 	prom   promv1.API // nil without a Prometheus
 
-	slots chan struct{} // one per query in flight
+	// due carries assignments to the Concurrency workers; kick asks the
+	// sync loop to send results now (coalesced).
+	due  chan *ctrlv1.CheckAssignment
+	kick chan struct{}
 
-	mu      sync.Mutex
-	pending []*ctrlv1.CheckResult
-	// last is when each assignment was last started; an assignment with
-	// a fixed instant (at) runs once.
-	last    map[string]time.Time
-	running map[string]bool
+	mu       sync.Mutex
+	assigned []*ctrlv1.CheckAssignment // as of the last call
+	pending  []*ctrlv1.CheckResult
+	// last is when each assignment was last queued; one with a fixed
+	// instant (at) runs once. queued ones are waiting or running.
+	last   map[string]time.Time
+	queued map[string]bool
 }
+
+// Bounds of the runner's loops.
+const (
+	// schedule is how often due assignments are looked for: intervals
+	// are whole seconds, so a quarter second late at most.
+	schedule = 250 * time.Millisecond
+	// minSyncGap spaces calls to ctrld that results brought forward: a
+	// region with hundreds of checks sends them a few times a second at
+	// most, not a call each.
+	minSyncGap = 500 * time.Millisecond
+	// maxQueued bounds the assignments waiting for a worker.
+	maxQueued = 1024
+)
 
 // New returns a runner for region, calling ctrld through client.
 func New(client ctrlv1.ClusterServiceClient, region string, cfg Config, log *slog.Logger) (*Runner, error) {
 	cfg.defaults()
 	r := &Runner{client: client, region: region, cfg: cfg, log: log,
-		slots: make(chan struct{}, cfg.Concurrency), last: map[string]time.Time{}, running: map[string]bool{}}
+		due: make(chan *ctrlv1.CheckAssignment, maxQueued), kick: make(chan struct{}, 1),
+		last: map[string]time.Time{}, queued: map[string]bool{}}
 	if cfg.PrometheusURL != "" {
 		u, err := url.Parse(cfg.PrometheusURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -93,24 +111,39 @@ func New(client ctrlv1.ClusterServiceClient, region string, cfg Config, log *slo
 	return r, nil
 }
 
-// Run syncs with ctrld every SyncInterval until ctx ends.
+// Run evaluates what is due and syncs with ctrld until ctx ends: every
+// SyncInterval, and sooner (minSyncGap apart) when results are waiting.
 func (r *Runner) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for range r.cfg.Concurrency {
+		wg.Go(func() { r.work(ctx) })
+	}
+	wg.Go(func() { r.scheduleDue(ctx) })
 	tick := time.NewTicker(r.cfg.SyncInterval)
 	defer tick.Stop()
 	for {
-		r.Sync(ctx)
+		r.sync(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+		case <-r.kick:
+			select { // spaced, and a tick meanwhile is this call
+			case <-ctx.Done():
+				return
+			case <-time.After(minSyncGap):
+			}
 		}
 	}
 }
 
-// Sync sends the results gathered since the last call, and starts the
-// evaluations that are due of what ctrld answers. Results a failed call
-// carried are kept for the next.
-func (r *Runner) Sync(ctx context.Context) {
+// sync sends the results gathered since the last call and takes what
+// ctrld answers as the assignments. Results a failed call carried are
+// kept for the next.
+func (r *Runner) sync(ctx context.Context) {
 	r.mu.Lock()
 	results := r.pending
 	r.pending = nil
@@ -125,67 +158,81 @@ func (r *Runner) Sync(ctx context.Context) {
 		r.keep(results...)
 		return
 	}
-	now := time.Now()
-	assigned := map[string]bool{}
+	ids := map[string]bool{}
 	for _, a := range resp.GetChecks() {
-		assigned[a.GetId()] = true
-		if r.due(a, now) {
-			r.start(ctx, a)
-		}
+		ids[a.GetId()] = true
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.assigned = resp.GetChecks()
 	for id := range r.last {
-		if !assigned[id] {
+		if !ids[id] {
 			delete(r.last, id)
 		}
 	}
-	r.mu.Unlock()
 }
 
-// due reports whether a should be evaluated now, and marks it started.
-func (r *Runner) due(a *ctrlv1.CheckAssignment, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	last, ran := r.last[a.GetId()]
-	switch {
-	case r.running[a.GetId()]:
-		return false
-	case a.GetAt() != nil && ran:
-		return false
-	case ran && now.Sub(last) < a.GetInterval().AsDuration():
-		return false
-	}
-	r.last[a.GetId()] = now
-	return true
-}
-
-// start evaluates a in the background when a slot is free; when none is,
-// it runs at a later call (Prometheus is slow: asking more of it at once
-// would not help).
-func (r *Runner) start(ctx context.Context, a *ctrlv1.CheckAssignment) {
-	select {
-	case r.slots <- struct{}{}:
-	default:
-		r.mu.Lock()
-		delete(r.last, a.GetId())
-		r.mu.Unlock()
-		return
-	}
-	r.mu.Lock()
-	r.running[a.GetId()] = true
-	r.mu.Unlock()
-	go func() {
-		defer func() { <-r.slots }()
-		res := r.evaluate(ctx, a)
-		r.mu.Lock()
-		delete(r.running, a.GetId())
-		r.mu.Unlock()
-		if ctx.Err() == nil {
-			r.keep(res)
+// scheduleDue queues the assignments that are due, every schedule.
+func (r *Runner) scheduleDue(ctx context.Context) {
+	tick := time.NewTicker(schedule)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
 		}
-	}()
+		now := time.Now()
+		r.mu.Lock()
+		for _, a := range r.assigned {
+			id := a.GetId()
+			last, ran := r.last[id]
+			switch {
+			case r.queued[id]:
+			case a.GetAt() != nil && ran:
+			case ran && now.Sub(last) < a.GetInterval().AsDuration():
+			default:
+				select {
+				case r.due <- a:
+					r.last[id], r.queued[id] = now, true
+				default: // the workers are behind: a later round queues it
+				}
+			}
+		}
+		r.mu.Unlock()
+	}
 }
 
+// work evaluates queued assignments, one at a time, until ctx ends.
+func (r *Runner) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case a := <-r.due:
+			res := r.evaluate(ctx, a)
+			r.mu.Lock()
+			delete(r.queued, a.GetId())
+			r.mu.Unlock()
+			if ctx.Err() != nil {
+				return
+			}
+			r.mu.Lock()
+			r.pending = append(r.pending, res)
+			if n := len(r.pending); n > maxPending {
+				r.pending = r.pending[n-maxPending:]
+			}
+			r.mu.Unlock()
+			select {
+			case r.kick <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// keep puts back the results of a call that failed, before any that
+// came in since.
 func (r *Runner) keep(results ...*ctrlv1.CheckResult) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -81,31 +82,59 @@ func (s *Service) SyncChecks(ctx context.Context, req *ctrlv1.SyncChecksRequest)
 	return resp, nil
 }
 
+// checkedRollouts is the progressing rollouts with checks and their
+// deployments' namespaces, as one replica read them: every agent calls
+// every couple of seconds, and all of them are served from one read a
+// second (checkedRolloutsAge) instead of one each.
+type checkedRollouts struct {
+	mu         sync.Mutex
+	at         time.Time
+	rollouts   []*ent.Rollout
+	namespaces map[string]string
+}
+
+// checkedRolloutsAge is how old a replica's read of the rollouts with
+// checks may be: what an agent is assigned may trail a step by as much,
+// and results of a query no longer assigned then are kept, harmlessly
+// (the gate counts only a promoted region's, since its promotion).
+const checkedRolloutsAge = time.Second
+
+func (c *checkedRollouts) read(ctx context.Context, client *ent.Client) ([]*ent.Rollout, map[string]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Since(c.at) < checkedRolloutsAge {
+		return c.rollouts, c.namespaces, nil
+	}
+	rollouts, err := client.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).All(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rollouts = slices.DeleteFunc(rollouts, func(r *ent.Rollout) bool { return len(r.Strategy.Checks) == 0 })
+	namespaces := map[string]string{}
+	if len(rollouts) > 0 {
+		ids := make([]string, 0, len(rollouts))
+		for _, r := range rollouts {
+			ids = append(ids, r.DeploymentID)
+		}
+		deployments, err := client.Deployment.Query().Where(entdeployment.IDIn(ids...)).
+			Select(entdeployment.FieldID, entdeployment.FieldWorkspaceID, entdeployment.FieldEnvironmentID).All(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, d := range deployments {
+			namespaces[d.ID] = naming.Namespace(d.WorkspaceID, d.EnvironmentID)
+		}
+	}
+	c.at, c.rollouts, c.namespaces = time.Now(), rollouts, namespaces
+	return rollouts, namespaces, nil
+}
+
 // assignments are the queries region evaluates now, by ID: for every
 // progressing rollout with checks that reaches the region.
 func (s *Service) assignments(ctx context.Context, region string) (map[string]assignment, error) {
-	rollouts, err := s.client.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).All(ctx)
+	rollouts, namespaces, err := s.checked.read(ctx, s.client)
 	if err != nil {
 		return nil, err
-	}
-	rollouts = slices.DeleteFunc(rollouts, func(r *ent.Rollout) bool {
-		return len(r.Strategy.Checks) == 0 || waveOf(r, region) < 0
-	})
-	if len(rollouts) == 0 {
-		return nil, nil
-	}
-	ids := make([]string, 0, len(rollouts))
-	for _, r := range rollouts {
-		ids = append(ids, r.DeploymentID)
-	}
-	deployments, err := s.client.Deployment.Query().Where(entdeployment.IDIn(ids...)).
-		Select(entdeployment.FieldID, entdeployment.FieldWorkspaceID, entdeployment.FieldEnvironmentID).All(ctx)
-	if err != nil {
-		return nil, err
-	}
-	namespaces := map[string]string{}
-	for _, d := range deployments {
-		namespaces[d.ID] = naming.Namespace(d.WorkspaceID, d.EnvironmentID)
 	}
 	out := map[string]assignment{}
 	add := func(r *ent.Rollout, c jsontype.Check, role checkevaluation.Role, hash string, at *time.Time) {
@@ -118,7 +147,7 @@ func (s *Service) assignments(ctx context.Context, region string) (map[string]as
 		out[a.id()] = a
 	}
 	for _, r := range rollouts {
-		if _, ok := namespaces[r.DeploymentID]; !ok {
+		if _, ok := namespaces[r.DeploymentID]; !ok || waveOf(r, region) < 0 {
 			continue
 		}
 		st := r.Regions[region]

@@ -71,6 +71,8 @@ type Service struct {
 	log      *slog.Logger
 	// admissions are the new agent identities waiting to be decided.
 	admissions admissions
+	// checked is what SyncChecks assigns from.
+	checked checkedRollouts
 }
 
 // New returns the cluster service tuned by cfg (zero fields take Defaults).
