@@ -48,7 +48,7 @@ type Metrics struct {
 	// ChecksWithoutVerdict counts the regions whose bake is over but a
 	// rollout check of which has no verdict yet.
 	ChecksWithoutVerdict prometheus.Gauge
-	RolloutHalts     *prometheus.CounterVec
+	RolloutHalts         *prometheus.CounterVec
 }
 
 // New registers ctrld's metrics with reg (a fresh prometheus.NewRegistry()
