@@ -1784,6 +1784,626 @@ func (x *CheckAssignment) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+type LiveRequestsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Region        string                 `protobuf:"bytes,1,opt,name=region,proto3" json:"region,omitempty"`
+	AgentIdentity string                 `protobuf:"bytes,2,opt,name=agent_identity,json=agentIdentity,proto3" json:"agent_identity,omitempty"`
+	// serves is what the agent's owner lets it show: "pods" (pods and
+	// events) or "logs" (those and logs); an agent with live views off
+	// does not open the stream.
+	Serves        string `protobuf:"bytes,3,opt,name=serves,proto3" json:"serves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveRequestsRequest) Reset() {
+	*x = LiveRequestsRequest{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveRequestsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveRequestsRequest) ProtoMessage() {}
+
+func (x *LiveRequestsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveRequestsRequest.ProtoReflect.Descriptor instead.
+func (*LiveRequestsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *LiveRequestsRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *LiveRequestsRequest) GetAgentIdentity() string {
+	if x != nil {
+		return x.AgentIdentity
+	}
+	return ""
+}
+
+func (x *LiveRequestsRequest) GetServes() string {
+	if x != nil {
+		return x.Serves
+	}
+	return ""
+}
+
+// LiveRequest is one view ctrld asks of the agent. The agent decides what
+// it serves: only what it manages (the deployment's own labelled objects
+// in its tenant namespace, never a reserved namespace), whatever this
+// says.
+type LiveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the request in the answer's first chunk.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// kind is "pods", "events" or "logs".
+	Kind         string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace    string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	DeploymentId string `protobuf:"bytes,4,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	// pod and container name the logs' container (container: the app's
+	// when empty); tail_lines the last lines to start with; previous the
+	// container's run before the current (the crashed one); follow keeps
+	// the answer open for new lines.
+	Pod       string `protobuf:"bytes,5,opt,name=pod,proto3" json:"pod,omitempty"`
+	Container string `protobuf:"bytes,6,opt,name=container,proto3" json:"container,omitempty"`
+	TailLines int32  `protobuf:"varint,7,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	Previous  bool   `protobuf:"varint,8,opt,name=previous,proto3" json:"previous,omitempty"`
+	Follow    bool   `protobuf:"varint,9,opt,name=follow,proto3" json:"follow,omitempty"`
+	// limit_bytes bounds the log text of the answer.
+	LimitBytes    int64 `protobuf:"varint,10,opt,name=limit_bytes,json=limitBytes,proto3" json:"limit_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveRequest) Reset() {
+	*x = LiveRequest{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveRequest) ProtoMessage() {}
+
+func (x *LiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveRequest.ProtoReflect.Descriptor instead.
+func (*LiveRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *LiveRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LiveRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *LiveRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *LiveRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *LiveRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *LiveRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *LiveRequest) GetTailLines() int32 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+func (x *LiveRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
+func (x *LiveRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *LiveRequest) GetLimitBytes() int64 {
+	if x != nil {
+		return x.LimitBytes
+	}
+	return 0
+}
+
+// LiveAnswerRequest is a chunk of an answer to a LiveRequest.
+type LiveAnswerRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the request's, in the first chunk (and may be in every one).
+	Id     string       `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Pods   []*LivePod   `protobuf:"bytes,2,rep,name=pods,proto3" json:"pods,omitempty"`
+	Events []*LiveEvent `protobuf:"bytes,3,rep,name=events,proto3" json:"events,omitempty"`
+	// log is log text, at most 64 KiB a chunk, terminal controls removed.
+	Log string `protobuf:"bytes,4,opt,name=log,proto3" json:"log,omitempty"`
+	// error ends the answer: the agent refused or failed the request.
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// done ends the answer: everything was sent (a follow never ends so).
+	Done bool `protobuf:"varint,6,opt,name=done,proto3" json:"done,omitempty"`
+	// truncated: the log text reached limit_bytes, and the rest was not
+	// sent.
+	Truncated     bool `protobuf:"varint,7,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveAnswerRequest) Reset() {
+	*x = LiveAnswerRequest{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveAnswerRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveAnswerRequest) ProtoMessage() {}
+
+func (x *LiveAnswerRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveAnswerRequest.ProtoReflect.Descriptor instead.
+func (*LiveAnswerRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *LiveAnswerRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *LiveAnswerRequest) GetPods() []*LivePod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *LiveAnswerRequest) GetEvents() []*LiveEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *LiveAnswerRequest) GetLog() string {
+	if x != nil {
+		return x.Log
+	}
+	return ""
+}
+
+func (x *LiveAnswerRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *LiveAnswerRequest) GetDone() bool {
+	if x != nil {
+		return x.Done
+	}
+	return false
+}
+
+func (x *LiveAnswerRequest) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+type LiveAnswerResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveAnswerResponse) Reset() {
+	*x = LiveAnswerResponse{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveAnswerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveAnswerResponse) ProtoMessage() {}
+
+func (x *LiveAnswerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveAnswerResponse.ProtoReflect.Descriptor instead.
+func (*LiveAnswerResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{28}
+}
+
+// LivePod is one pod of a deployment in a region, as its agent sees it.
+type LivePod struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Phase    string                 `protobuf:"bytes,2,opt,name=phase,proto3" json:"phase,omitempty"`
+	Ready    bool                   `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	Restarts int32                  `protobuf:"varint,4,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// why is why it is not ready (CrashLoopBackOff, Unschedulable, ...),
+	// empty when it is.
+	Why string `protobuf:"bytes,5,opt,name=why,proto3" json:"why,omitempty"`
+	// spec_hash is the spec hash label the pod carries (keyed for people,
+	// as every hash views show).
+	SpecHash      string                 `protobuf:"bytes,6,opt,name=spec_hash,json=specHash,proto3" json:"spec_hash,omitempty"`
+	Node          string                 `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Containers    []*LiveContainer       `protobuf:"bytes,9,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LivePod) Reset() {
+	*x = LivePod{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LivePod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LivePod) ProtoMessage() {}
+
+func (x *LivePod) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LivePod.ProtoReflect.Descriptor instead.
+func (*LivePod) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *LivePod) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LivePod) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *LivePod) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *LivePod) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *LivePod) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *LivePod) GetSpecHash() string {
+	if x != nil {
+		return x.SpecHash
+	}
+	return ""
+}
+
+func (x *LivePod) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *LivePod) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *LivePod) GetContainers() []*LiveContainer {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+type LiveContainer struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Ready    bool                   `protobuf:"varint,2,opt,name=ready,proto3" json:"ready,omitempty"`
+	Restarts int32                  `protobuf:"varint,3,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// state is "running", "waiting" or "terminated", with its reason.
+	State  string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// last_exit is how the previous run ended (reason and exit code), and
+	// termination_message its message (at most 2 KiB, cleaned).
+	LastExit           string `protobuf:"bytes,6,opt,name=last_exit,json=lastExit,proto3" json:"last_exit,omitempty"`
+	TerminationMessage string `protobuf:"bytes,7,opt,name=termination_message,json=terminationMessage,proto3" json:"termination_message,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *LiveContainer) Reset() {
+	*x = LiveContainer{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveContainer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveContainer) ProtoMessage() {}
+
+func (x *LiveContainer) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveContainer.ProtoReflect.Descriptor instead.
+func (*LiveContainer) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *LiveContainer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *LiveContainer) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *LiveContainer) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *LiveContainer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *LiveContainer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LiveContainer) GetLastExit() string {
+	if x != nil {
+		return x.LastExit
+	}
+	return ""
+}
+
+func (x *LiveContainer) GetTerminationMessage() string {
+	if x != nil {
+		return x.TerminationMessage
+	}
+	return ""
+}
+
+// LiveEvent is one Kubernetes event of a deployment's objects.
+type LiveEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// object is the kind and name it is about ("Pod api-0").
+	Object string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// type is "Normal" or "Warning".
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Count         int32                  `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveEvent) Reset() {
+	*x = LiveEvent{}
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveEvent) ProtoMessage() {}
+
+func (x *LiveEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_cluster_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveEvent.ProtoReflect.Descriptor instead.
+func (*LiveEvent) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *LiveEvent) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *LiveEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *LiveEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *LiveEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *LiveEvent) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *LiveEvent) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
 var File_deploysync_ctrl_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
@@ -1893,7 +2513,62 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05query\x18\x02 \x01(\tR\x05query\x125\n" +
 	"\binterval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*E\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"l\n" +
+	"\x13LiveRequestsRequest\x12\x16\n" +
+	"\x06region\x18\x01 \x01(\tR\x06region\x12%\n" +
+	"\x0eagent_identity\x18\x02 \x01(\tR\ragentIdentity\x12\x16\n" +
+	"\x06serves\x18\x03 \x01(\tR\x06serves\"\x98\x02\n" +
+	"\vLiveRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12#\n" +
+	"\rdeployment_id\x18\x04 \x01(\tR\fdeploymentId\x12\x10\n" +
+	"\x03pod\x18\x05 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tcontainer\x18\x06 \x01(\tR\tcontainer\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\a \x01(\x05R\ttailLines\x12\x1a\n" +
+	"\bprevious\x18\b \x01(\bR\bprevious\x12\x16\n" +
+	"\x06follow\x18\t \x01(\bR\x06follow\x12\x1f\n" +
+	"\vlimit_bytes\x18\n" +
+	" \x01(\x03R\n" +
+	"limitBytes\"\xe5\x01\n" +
+	"\x11LiveAnswerRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12/\n" +
+	"\x04pods\x18\x02 \x03(\v2\x1b.deploysync.ctrl.v1.LivePodR\x04pods\x125\n" +
+	"\x06events\x18\x03 \x03(\v2\x1d.deploysync.ctrl.v1.LiveEventR\x06events\x12\x10\n" +
+	"\x03log\x18\x04 \x01(\tR\x03log\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x12\n" +
+	"\x04done\x18\x06 \x01(\bR\x04done\x12\x1c\n" +
+	"\ttruncated\x18\a \x01(\bR\ttruncated\"\x14\n" +
+	"\x12LiveAnswerResponse\"\xa6\x02\n" +
+	"\aLivePod\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05phase\x18\x02 \x01(\tR\x05phase\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x12\x1a\n" +
+	"\brestarts\x18\x04 \x01(\x05R\brestarts\x12\x10\n" +
+	"\x03why\x18\x05 \x01(\tR\x03why\x12\x1b\n" +
+	"\tspec_hash\x18\x06 \x01(\tR\bspecHash\x12\x12\n" +
+	"\x04node\x18\a \x01(\tR\x04node\x129\n" +
+	"\n" +
+	"created_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12A\n" +
+	"\n" +
+	"containers\x18\t \x03(\v2!.deploysync.ctrl.v1.LiveContainerR\n" +
+	"containers\"\xd1\x01\n" +
+	"\rLiveContainer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05ready\x18\x02 \x01(\bR\x05ready\x12\x1a\n" +
+	"\brestarts\x18\x03 \x01(\x05R\brestarts\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1b\n" +
+	"\tlast_exit\x18\x06 \x01(\tR\blastExit\x12/\n" +
+	"\x13termination_message\x18\a \x01(\tR\x12terminationMessage\"\xb8\x01\n" +
+	"\tLiveEvent\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x05R\x05count\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen*E\n" +
 	"\x06Action\x12\x16\n" +
 	"\x12ACTION_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fACTION_APPLY\x10\x01\x12\x11\n" +
@@ -1906,7 +2581,7 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x0eSentinelHealth\x12\x1f\n" +
 	"\x1bSENTINEL_HEALTH_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SENTINEL_HEALTH_HEALTHY\x10\x01\x12\x1d\n" +
-	"\x19SENTINEL_HEALTH_UNHEALTHY\x10\x022\xca\x05\n" +
+	"\x19SENTINEL_HEALTH_UNHEALTHY\x10\x022\x85\a\n" +
 	"\x0eClusterService\x12x\n" +
 	"\x16WatchDeploymentChanges\x121.deploysync.ctrl.v1.WatchDeploymentChangesRequest\x1a).deploysync.ctrl.v1.DeploymentChangeEvent0\x01\x12\x7f\n" +
 	"\x16ReportDeploymentStatus\x121.deploysync.ctrl.v1.ReportDeploymentStatusRequest\x1a2.deploysync.ctrl.v1.ReportDeploymentStatusResponse\x12y\n" +
@@ -1914,7 +2589,10 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\x11ReportAgentStatus\x12,.deploysync.ctrl.v1.ReportAgentStatusRequest\x1a-.deploysync.ctrl.v1.ReportAgentStatusResponse\x12s\n" +
 	"\x12ReportResourceSync\x12-.deploysync.ctrl.v1.ReportResourceSyncRequest\x1a..deploysync.ctrl.v1.ReportResourceSyncResponse\x12[\n" +
 	"\n" +
-	"SyncChecks\x12%.deploysync.ctrl.v1.SyncChecksRequest\x1a&.deploysync.ctrl.v1.SyncChecksResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"SyncChecks\x12%.deploysync.ctrl.v1.SyncChecksRequest\x1a&.deploysync.ctrl.v1.SyncChecksResponse\x12Z\n" +
+	"\fLiveRequests\x12'.deploysync.ctrl.v1.LiveRequestsRequest\x1a\x1f.deploysync.ctrl.v1.LiveRequest0\x01\x12]\n" +
+	"\n" +
+	"LiveAnswer\x12%.deploysync.ctrl.v1.LiveAnswerRequest\x1a&.deploysync.ctrl.v1.LiveAnswerResponse(\x01B4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_cluster_proto_rawDescOnce sync.Once
@@ -1929,7 +2607,7 @@ func file_deploysync_ctrl_v1_cluster_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_cluster_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_deploysync_ctrl_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(Action)(0),                            // 0: deploysync.ctrl.v1.Action
 	(InstanceStatus)(0),                    // 1: deploysync.ctrl.v1.InstanceStatus
@@ -1959,11 +2637,18 @@ var file_deploysync_ctrl_v1_cluster_proto_goTypes = []any{
 	(*CheckResult)(nil),                    // 25: deploysync.ctrl.v1.CheckResult
 	(*SyncChecksResponse)(nil),             // 26: deploysync.ctrl.v1.SyncChecksResponse
 	(*CheckAssignment)(nil),                // 27: deploysync.ctrl.v1.CheckAssignment
-	(*DeploymentState)(nil),                // 28: deploysync.ctrl.v1.DeploymentState
-	(*SentinelState)(nil),                  // 29: deploysync.ctrl.v1.SentinelState
-	(*CiliumNetworkPolicyState)(nil),       // 30: deploysync.ctrl.v1.CiliumNetworkPolicyState
-	(*timestamppb.Timestamp)(nil),          // 31: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),            // 32: google.protobuf.Duration
+	(*LiveRequestsRequest)(nil),            // 28: deploysync.ctrl.v1.LiveRequestsRequest
+	(*LiveRequest)(nil),                    // 29: deploysync.ctrl.v1.LiveRequest
+	(*LiveAnswerRequest)(nil),              // 30: deploysync.ctrl.v1.LiveAnswerRequest
+	(*LiveAnswerResponse)(nil),             // 31: deploysync.ctrl.v1.LiveAnswerResponse
+	(*LivePod)(nil),                        // 32: deploysync.ctrl.v1.LivePod
+	(*LiveContainer)(nil),                  // 33: deploysync.ctrl.v1.LiveContainer
+	(*LiveEvent)(nil),                      // 34: deploysync.ctrl.v1.LiveEvent
+	(*DeploymentState)(nil),                // 35: deploysync.ctrl.v1.DeploymentState
+	(*SentinelState)(nil),                  // 36: deploysync.ctrl.v1.SentinelState
+	(*CiliumNetworkPolicyState)(nil),       // 37: deploysync.ctrl.v1.CiliumNetworkPolicyState
+	(*timestamppb.Timestamp)(nil),          // 38: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),            // 39: google.protobuf.Duration
 }
 var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
 	7,  // 0: deploysync.ctrl.v1.DeploymentChangeEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentEvent
@@ -1974,43 +2659,52 @@ var file_deploysync_ctrl_v1_cluster_proto_depIdxs = []int32{
 	5,  // 5: deploysync.ctrl.v1.DeploymentChangeEvent.batch:type_name -> deploysync.ctrl.v1.EventBatch
 	4,  // 6: deploysync.ctrl.v1.EventBatch.events:type_name -> deploysync.ctrl.v1.DeploymentChangeEvent
 	6,  // 7: deploysync.ctrl.v1.EventBatch.deployments:type_name -> deploysync.ctrl.v1.DeploymentGroup
-	28, // 8: deploysync.ctrl.v1.DeploymentGroup.shared:type_name -> deploysync.ctrl.v1.DeploymentState
-	28, // 9: deploysync.ctrl.v1.DeploymentGroup.deployments:type_name -> deploysync.ctrl.v1.DeploymentState
+	35, // 8: deploysync.ctrl.v1.DeploymentGroup.shared:type_name -> deploysync.ctrl.v1.DeploymentState
+	35, // 9: deploysync.ctrl.v1.DeploymentGroup.deployments:type_name -> deploysync.ctrl.v1.DeploymentState
 	0,  // 10: deploysync.ctrl.v1.DeploymentEvent.action:type_name -> deploysync.ctrl.v1.Action
-	28, // 11: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	35, // 11: deploysync.ctrl.v1.DeploymentEvent.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
 	0,  // 12: deploysync.ctrl.v1.SentinelEvent.action:type_name -> deploysync.ctrl.v1.Action
-	29, // 13: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
+	36, // 13: deploysync.ctrl.v1.SentinelEvent.sentinel:type_name -> deploysync.ctrl.v1.SentinelState
 	0,  // 14: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.action:type_name -> deploysync.ctrl.v1.Action
-	30, // 15: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
+	37, // 15: deploysync.ctrl.v1.CiliumNetworkPolicyEvent.cilium_network_policy:type_name -> deploysync.ctrl.v1.CiliumNetworkPolicyState
 	13, // 16: deploysync.ctrl.v1.ReportDeploymentStatusRequest.deployments:type_name -> deploysync.ctrl.v1.DeploymentStatus
 	14, // 17: deploysync.ctrl.v1.DeploymentStatus.instances:type_name -> deploysync.ctrl.v1.Instance
 	1,  // 18: deploysync.ctrl.v1.Instance.status:type_name -> deploysync.ctrl.v1.InstanceStatus
 	17, // 19: deploysync.ctrl.v1.ReportSentinelStatusRequest.sentinels:type_name -> deploysync.ctrl.v1.SentinelStatus
 	2,  // 20: deploysync.ctrl.v1.SentinelStatus.health:type_name -> deploysync.ctrl.v1.SentinelHealth
-	31, // 21: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
+	38, // 21: deploysync.ctrl.v1.ReportAgentStatusRequest.last_full_sync:type_name -> google.protobuf.Timestamp
 	22, // 22: deploysync.ctrl.v1.ReportResourceSyncRequest.resources:type_name -> deploysync.ctrl.v1.ResourceSync
-	31, // 23: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
+	38, // 23: deploysync.ctrl.v1.ResourceSync.failing_since:type_name -> google.protobuf.Timestamp
 	25, // 24: deploysync.ctrl.v1.SyncChecksRequest.results:type_name -> deploysync.ctrl.v1.CheckResult
 	27, // 25: deploysync.ctrl.v1.SyncChecksResponse.checks:type_name -> deploysync.ctrl.v1.CheckAssignment
-	32, // 26: deploysync.ctrl.v1.CheckAssignment.interval:type_name -> google.protobuf.Duration
-	31, // 27: deploysync.ctrl.v1.CheckAssignment.at:type_name -> google.protobuf.Timestamp
-	3,  // 28: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
-	12, // 29: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
-	16, // 30: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
-	19, // 31: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
-	21, // 32: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
-	24, // 33: deploysync.ctrl.v1.ClusterService.SyncChecks:input_type -> deploysync.ctrl.v1.SyncChecksRequest
-	4,  // 34: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
-	15, // 35: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
-	18, // 36: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
-	20, // 37: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
-	23, // 38: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
-	26, // 39: deploysync.ctrl.v1.ClusterService.SyncChecks:output_type -> deploysync.ctrl.v1.SyncChecksResponse
-	34, // [34:40] is the sub-list for method output_type
-	28, // [28:34] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	39, // 26: deploysync.ctrl.v1.CheckAssignment.interval:type_name -> google.protobuf.Duration
+	38, // 27: deploysync.ctrl.v1.CheckAssignment.at:type_name -> google.protobuf.Timestamp
+	32, // 28: deploysync.ctrl.v1.LiveAnswerRequest.pods:type_name -> deploysync.ctrl.v1.LivePod
+	34, // 29: deploysync.ctrl.v1.LiveAnswerRequest.events:type_name -> deploysync.ctrl.v1.LiveEvent
+	38, // 30: deploysync.ctrl.v1.LivePod.created_at:type_name -> google.protobuf.Timestamp
+	33, // 31: deploysync.ctrl.v1.LivePod.containers:type_name -> deploysync.ctrl.v1.LiveContainer
+	38, // 32: deploysync.ctrl.v1.LiveEvent.last_seen:type_name -> google.protobuf.Timestamp
+	3,  // 33: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:input_type -> deploysync.ctrl.v1.WatchDeploymentChangesRequest
+	12, // 34: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:input_type -> deploysync.ctrl.v1.ReportDeploymentStatusRequest
+	16, // 35: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:input_type -> deploysync.ctrl.v1.ReportSentinelStatusRequest
+	19, // 36: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:input_type -> deploysync.ctrl.v1.ReportAgentStatusRequest
+	21, // 37: deploysync.ctrl.v1.ClusterService.ReportResourceSync:input_type -> deploysync.ctrl.v1.ReportResourceSyncRequest
+	24, // 38: deploysync.ctrl.v1.ClusterService.SyncChecks:input_type -> deploysync.ctrl.v1.SyncChecksRequest
+	28, // 39: deploysync.ctrl.v1.ClusterService.LiveRequests:input_type -> deploysync.ctrl.v1.LiveRequestsRequest
+	30, // 40: deploysync.ctrl.v1.ClusterService.LiveAnswer:input_type -> deploysync.ctrl.v1.LiveAnswerRequest
+	4,  // 41: deploysync.ctrl.v1.ClusterService.WatchDeploymentChanges:output_type -> deploysync.ctrl.v1.DeploymentChangeEvent
+	15, // 42: deploysync.ctrl.v1.ClusterService.ReportDeploymentStatus:output_type -> deploysync.ctrl.v1.ReportDeploymentStatusResponse
+	18, // 43: deploysync.ctrl.v1.ClusterService.ReportSentinelStatus:output_type -> deploysync.ctrl.v1.ReportSentinelStatusResponse
+	20, // 44: deploysync.ctrl.v1.ClusterService.ReportAgentStatus:output_type -> deploysync.ctrl.v1.ReportAgentStatusResponse
+	23, // 45: deploysync.ctrl.v1.ClusterService.ReportResourceSync:output_type -> deploysync.ctrl.v1.ReportResourceSyncResponse
+	26, // 46: deploysync.ctrl.v1.ClusterService.SyncChecks:output_type -> deploysync.ctrl.v1.SyncChecksResponse
+	29, // 47: deploysync.ctrl.v1.ClusterService.LiveRequests:output_type -> deploysync.ctrl.v1.LiveRequest
+	31, // 48: deploysync.ctrl.v1.ClusterService.LiveAnswer:output_type -> deploysync.ctrl.v1.LiveAnswerResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_cluster_proto_init() }
@@ -2033,7 +2727,7 @@ func file_deploysync_ctrl_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_cluster_proto_rawDesc), len(file_deploysync_ctrl_v1_cluster_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

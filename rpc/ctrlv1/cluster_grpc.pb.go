@@ -25,6 +25,8 @@ const (
 	ClusterService_ReportAgentStatus_FullMethodName      = "/deploysync.ctrl.v1.ClusterService/ReportAgentStatus"
 	ClusterService_ReportResourceSync_FullMethodName     = "/deploysync.ctrl.v1.ClusterService/ReportResourceSync"
 	ClusterService_SyncChecks_FullMethodName             = "/deploysync.ctrl.v1.ClusterService/SyncChecks"
+	ClusterService_LiveRequests_FullMethodName           = "/deploysync.ctrl.v1.ClusterService/LiveRequests"
+	ClusterService_LiveAnswer_FullMethodName             = "/deploysync.ctrl.v1.ClusterService/LiveAnswer"
 )
 
 // ClusterServiceClient is the client API for ClusterService service.
@@ -66,6 +68,19 @@ type ClusterServiceClient interface {
 	// delays a status report or a heartbeat). An agent without a Prometheus
 	// still calls it, and reports each check's error.
 	SyncChecks(ctx context.Context, in *SyncChecksRequest, opts ...grpc.CallOption) (*SyncChecksResponse, error)
+	// LiveRequests is how ctrld asks a region's agent for a live view (its
+	// deployments' pods, events, logs) over the connection the agent
+	// opened: the agent keeps this stream open and gets a LiveRequest for
+	// every view asked of its region. It answers each on a LiveAnswer call
+	// of its own, on the same connection, so that each view has its own
+	// flow control and none can stall another or the watch stream.
+	LiveRequests(ctx context.Context, in *LiveRequestsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LiveRequest], error)
+	// LiveAnswer carries one request's answer: the first chunk names the
+	// request, then pods, events or log text, ending with done or an
+	// error. ctrld refuses an answer to a request it did not send on this
+	// connection (NotFound), and ends the call when the person stopped
+	// reading.
+	LiveAnswer(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[LiveAnswerRequest, LiveAnswerResponse], error)
 }
 
 type clusterServiceClient struct {
@@ -145,6 +160,38 @@ func (c *clusterServiceClient) SyncChecks(ctx context.Context, in *SyncChecksReq
 	return out, nil
 }
 
+func (c *clusterServiceClient) LiveRequests(ctx context.Context, in *LiveRequestsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LiveRequest], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClusterService_ServiceDesc.Streams[1], ClusterService_LiveRequests_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LiveRequestsRequest, LiveRequest]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_LiveRequestsClient = grpc.ServerStreamingClient[LiveRequest]
+
+func (c *clusterServiceClient) LiveAnswer(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[LiveAnswerRequest, LiveAnswerResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ClusterService_ServiceDesc.Streams[2], ClusterService_LiveAnswer_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LiveAnswerRequest, LiveAnswerResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_LiveAnswerClient = grpc.ClientStreamingClient[LiveAnswerRequest, LiveAnswerResponse]
+
 // ClusterServiceServer is the server API for ClusterService service.
 // All implementations must embed UnimplementedClusterServiceServer
 // for forward compatibility.
@@ -184,6 +231,19 @@ type ClusterServiceServer interface {
 	// delays a status report or a heartbeat). An agent without a Prometheus
 	// still calls it, and reports each check's error.
 	SyncChecks(context.Context, *SyncChecksRequest) (*SyncChecksResponse, error)
+	// LiveRequests is how ctrld asks a region's agent for a live view (its
+	// deployments' pods, events, logs) over the connection the agent
+	// opened: the agent keeps this stream open and gets a LiveRequest for
+	// every view asked of its region. It answers each on a LiveAnswer call
+	// of its own, on the same connection, so that each view has its own
+	// flow control and none can stall another or the watch stream.
+	LiveRequests(*LiveRequestsRequest, grpc.ServerStreamingServer[LiveRequest]) error
+	// LiveAnswer carries one request's answer: the first chunk names the
+	// request, then pods, events or log text, ending with done or an
+	// error. ctrld refuses an answer to a request it did not send on this
+	// connection (NotFound), and ends the call when the person stopped
+	// reading.
+	LiveAnswer(grpc.ClientStreamingServer[LiveAnswerRequest, LiveAnswerResponse]) error
 	mustEmbedUnimplementedClusterServiceServer()
 }
 
@@ -211,6 +271,12 @@ func (UnimplementedClusterServiceServer) ReportResourceSync(context.Context, *Re
 }
 func (UnimplementedClusterServiceServer) SyncChecks(context.Context, *SyncChecksRequest) (*SyncChecksResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SyncChecks not implemented")
+}
+func (UnimplementedClusterServiceServer) LiveRequests(*LiveRequestsRequest, grpc.ServerStreamingServer[LiveRequest]) error {
+	return status.Error(codes.Unimplemented, "method LiveRequests not implemented")
+}
+func (UnimplementedClusterServiceServer) LiveAnswer(grpc.ClientStreamingServer[LiveAnswerRequest, LiveAnswerResponse]) error {
+	return status.Error(codes.Unimplemented, "method LiveAnswer not implemented")
 }
 func (UnimplementedClusterServiceServer) mustEmbedUnimplementedClusterServiceServer() {}
 func (UnimplementedClusterServiceServer) testEmbeddedByValue()                        {}
@@ -334,6 +400,24 @@ func _ClusterService_SyncChecks_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ClusterService_LiveRequests_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LiveRequestsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServiceServer).LiveRequests(m, &grpc.GenericServerStream[LiveRequestsRequest, LiveRequest]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_LiveRequestsServer = grpc.ServerStreamingServer[LiveRequest]
+
+func _ClusterService_LiveAnswer_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ClusterServiceServer).LiveAnswer(&grpc.GenericServerStream[LiveAnswerRequest, LiveAnswerResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ClusterService_LiveAnswerServer = grpc.ClientStreamingServer[LiveAnswerRequest, LiveAnswerResponse]
+
 // ClusterService_ServiceDesc is the grpc.ServiceDesc for ClusterService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -367,6 +451,16 @@ var ClusterService_ServiceDesc = grpc.ServiceDesc{
 			StreamName:    "WatchDeploymentChanges",
 			Handler:       _ClusterService_WatchDeploymentChanges_Handler,
 			ServerStreams: true,
+		},
+		{
+			StreamName:    "LiveRequests",
+			Handler:       _ClusterService_LiveRequests_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "LiveAnswer",
+			Handler:       _ClusterService_LiveAnswer_Handler,
+			ClientStreams: true,
 		},
 	},
 	Metadata: "deploysync/ctrl/v1/cluster.proto",

@@ -136,6 +136,353 @@ func (RolloutAction) EnumDescriptor() ([]byte, []int) {
 	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{1}
 }
 
+type ListPodsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	Region        string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPodsRequest) Reset() {
+	*x = ListPodsRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPodsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPodsRequest) ProtoMessage() {}
+
+func (x *ListPodsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPodsRequest.ProtoReflect.Descriptor instead.
+func (*ListPodsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListPodsRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *ListPodsRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+type ListPodsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pods          []*LivePod             `protobuf:"bytes,1,rep,name=pods,proto3" json:"pods,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPodsResponse) Reset() {
+	*x = ListPodsResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPodsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPodsResponse) ProtoMessage() {}
+
+func (x *ListPodsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPodsResponse.ProtoReflect.Descriptor instead.
+func (*ListPodsResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListPodsResponse) GetPods() []*LivePod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+type ListEventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId  string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	Region        string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListEventsRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *ListEventsRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+type ListEventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// events, newest last, at most 200.
+	Events        []*LiveEvent `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListEventsResponse) GetEvents() []*LiveEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type StreamLogsRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	DeploymentId string                 `protobuf:"bytes,1,opt,name=deployment_id,json=deploymentId,proto3" json:"deployment_id,omitempty"`
+	Region       string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	// pod is one of the deployment's pods in the region (ListPods).
+	Pod string `protobuf:"bytes,3,opt,name=pod,proto3" json:"pod,omitempty"`
+	// container is the app's when empty.
+	Container string `protobuf:"bytes,4,opt,name=container,proto3" json:"container,omitempty"`
+	// tail_lines is how many of the last lines to start with (100 when 0,
+	// at most 10,000).
+	TailLines int32 `protobuf:"varint,5,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	// previous: the container's run before the current one (the one that
+	// crashed).
+	Previous bool `protobuf:"varint,6,opt,name=previous,proto3" json:"previous,omitempty"`
+	// follow keeps streaming new lines until the caller stops, or loses
+	// the logs permission.
+	Follow        bool `protobuf:"varint,7,opt,name=follow,proto3" json:"follow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamLogsRequest) Reset() {
+	*x = StreamLogsRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamLogsRequest) ProtoMessage() {}
+
+func (x *StreamLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamLogsRequest.ProtoReflect.Descriptor instead.
+func (*StreamLogsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StreamLogsRequest) GetDeploymentId() string {
+	if x != nil {
+		return x.DeploymentId
+	}
+	return ""
+}
+
+func (x *StreamLogsRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *StreamLogsRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *StreamLogsRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *StreamLogsRequest) GetTailLines() int32 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+func (x *StreamLogsRequest) GetPrevious() bool {
+	if x != nil {
+		return x.Previous
+	}
+	return false
+}
+
+func (x *StreamLogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+type StreamLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// log is text, terminal controls removed.
+	Log string `protobuf:"bytes,1,opt,name=log,proto3" json:"log,omitempty"`
+	// truncated: the answer reached its size cap; the rest was not sent.
+	Truncated     bool `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamLogsResponse) Reset() {
+	*x = StreamLogsResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamLogsResponse) ProtoMessage() {}
+
+func (x *StreamLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamLogsResponse.ProtoReflect.Descriptor instead.
+func (*StreamLogsResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StreamLogsResponse) GetLog() string {
+	if x != nil {
+		return x.Log
+	}
+	return ""
+}
+
+func (x *StreamLogsResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
 // RegionOverview is one region's sync health.
 type RegionOverview struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -173,7 +520,7 @@ type RegionOverview struct {
 
 func (x *RegionOverview) Reset() {
 	*x = RegionOverview{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[0]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -185,7 +532,7 @@ func (x *RegionOverview) String() string {
 func (*RegionOverview) ProtoMessage() {}
 
 func (x *RegionOverview) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[0]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -198,7 +545,7 @@ func (x *RegionOverview) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionOverview.ProtoReflect.Descriptor instead.
 func (*RegionOverview) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{0}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegionOverview) GetRegion() string {
@@ -339,7 +686,7 @@ type SyncReason struct {
 
 func (x *SyncReason) Reset() {
 	*x = SyncReason{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +698,7 @@ func (x *SyncReason) String() string {
 func (*SyncReason) ProtoMessage() {}
 
 func (x *SyncReason) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[1]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +711,7 @@ func (x *SyncReason) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncReason.ProtoReflect.Descriptor instead.
 func (*SyncReason) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{1}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SyncReason) GetCode() string {
@@ -416,7 +763,7 @@ type ResourceSyncState struct {
 
 func (x *ResourceSyncState) Reset() {
 	*x = ResourceSyncState{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -428,7 +775,7 @@ func (x *ResourceSyncState) String() string {
 func (*ResourceSyncState) ProtoMessage() {}
 
 func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[2]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -441,7 +788,7 @@ func (x *ResourceSyncState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceSyncState.ProtoReflect.Descriptor instead.
 func (*ResourceSyncState) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{2}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResourceSyncState) GetReported() bool {
@@ -501,7 +848,7 @@ type ListRegionsRequest struct {
 
 func (x *ListRegionsRequest) Reset() {
 	*x = ListRegionsRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +860,7 @@ func (x *ListRegionsRequest) String() string {
 func (*ListRegionsRequest) ProtoMessage() {}
 
 func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[3]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +873,7 @@ func (x *ListRegionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsRequest.ProtoReflect.Descriptor instead.
 func (*ListRegionsRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{3}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{9}
 }
 
 type ListRegionsResponse struct {
@@ -538,7 +885,7 @@ type ListRegionsResponse struct {
 
 func (x *ListRegionsResponse) Reset() {
 	*x = ListRegionsResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -550,7 +897,7 @@ func (x *ListRegionsResponse) String() string {
 func (*ListRegionsResponse) ProtoMessage() {}
 
 func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[4]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -563,7 +910,7 @@ func (x *ListRegionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRegionsResponse.ProtoReflect.Descriptor instead.
 func (*ListRegionsResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{4}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListRegionsResponse) GetRegions() []*RegionOverview {
@@ -582,7 +929,7 @@ type GetRegionRequest struct {
 
 func (x *GetRegionRequest) Reset() {
 	*x = GetRegionRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +941,7 @@ func (x *GetRegionRequest) String() string {
 func (*GetRegionRequest) ProtoMessage() {}
 
 func (x *GetRegionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[5]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +954,7 @@ func (x *GetRegionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegionRequest.ProtoReflect.Descriptor instead.
 func (*GetRegionRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{5}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRegionRequest) GetRegion() string {
@@ -629,7 +976,7 @@ type GetRegionResponse struct {
 
 func (x *GetRegionResponse) Reset() {
 	*x = GetRegionResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +988,7 @@ func (x *GetRegionResponse) String() string {
 func (*GetRegionResponse) ProtoMessage() {}
 
 func (x *GetRegionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[6]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +1001,7 @@ func (x *GetRegionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRegionResponse.ProtoReflect.Descriptor instead.
 func (*GetRegionResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{6}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetRegionResponse) GetOverview() *RegionOverview {
@@ -706,7 +1053,7 @@ type DeploymentInRegion struct {
 
 func (x *DeploymentInRegion) Reset() {
 	*x = DeploymentInRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +1065,7 @@ func (x *DeploymentInRegion) String() string {
 func (*DeploymentInRegion) ProtoMessage() {}
 
 func (x *DeploymentInRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[7]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +1078,7 @@ func (x *DeploymentInRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentInRegion.ProtoReflect.Descriptor instead.
 func (*DeploymentInRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{7}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeploymentInRegion) GetDeploymentId() string {
@@ -827,7 +1174,7 @@ type SentinelInRegion struct {
 
 func (x *SentinelInRegion) Reset() {
 	*x = SentinelInRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1186,7 @@ func (x *SentinelInRegion) String() string {
 func (*SentinelInRegion) ProtoMessage() {}
 
 func (x *SentinelInRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[8]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1199,7 @@ func (x *SentinelInRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SentinelInRegion.ProtoReflect.Descriptor instead.
 func (*SentinelInRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{8}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SentinelInRegion) GetSentinelId() string {
@@ -924,7 +1271,7 @@ type PolicyInRegion struct {
 
 func (x *PolicyInRegion) Reset() {
 	*x = PolicyInRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1283,7 @@ func (x *PolicyInRegion) String() string {
 func (*PolicyInRegion) ProtoMessage() {}
 
 func (x *PolicyInRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[9]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1296,7 @@ func (x *PolicyInRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PolicyInRegion.ProtoReflect.Descriptor instead.
 func (*PolicyInRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{9}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PolicyInRegion) GetPolicyId() string {
@@ -998,7 +1345,7 @@ type ListPendingChangesRequest struct {
 
 func (x *ListPendingChangesRequest) Reset() {
 	*x = ListPendingChangesRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1010,7 +1357,7 @@ func (x *ListPendingChangesRequest) String() string {
 func (*ListPendingChangesRequest) ProtoMessage() {}
 
 func (x *ListPendingChangesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[10]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1023,7 +1370,7 @@ func (x *ListPendingChangesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingChangesRequest.ProtoReflect.Descriptor instead.
 func (*ListPendingChangesRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{10}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListPendingChangesRequest) GetRegion() string {
@@ -1051,7 +1398,7 @@ type ListPendingChangesResponse struct {
 
 func (x *ListPendingChangesResponse) Reset() {
 	*x = ListPendingChangesResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1063,7 +1410,7 @@ func (x *ListPendingChangesResponse) String() string {
 func (*ListPendingChangesResponse) ProtoMessage() {}
 
 func (x *ListPendingChangesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[11]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1076,7 +1423,7 @@ func (x *ListPendingChangesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPendingChangesResponse.ProtoReflect.Descriptor instead.
 func (*ListPendingChangesResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{11}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListPendingChangesResponse) GetChanges() []*PendingChange {
@@ -1115,7 +1462,7 @@ type PendingChange struct {
 
 func (x *PendingChange) Reset() {
 	*x = PendingChange{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1474,7 @@ func (x *PendingChange) String() string {
 func (*PendingChange) ProtoMessage() {}
 
 func (x *PendingChange) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[12]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1487,7 @@ func (x *PendingChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingChange.ProtoReflect.Descriptor instead.
 func (*PendingChange) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{12}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *PendingChange) GetVersion() uint64 {
@@ -1200,7 +1547,7 @@ type ListDeploymentsRequest struct {
 
 func (x *ListDeploymentsRequest) Reset() {
 	*x = ListDeploymentsRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1559,7 @@ func (x *ListDeploymentsRequest) String() string {
 func (*ListDeploymentsRequest) ProtoMessage() {}
 
 func (x *ListDeploymentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[13]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1572,7 @@ func (x *ListDeploymentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeploymentsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeploymentsRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{13}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{19}
 }
 
 type ListDeploymentsResponse struct {
@@ -1237,7 +1584,7 @@ type ListDeploymentsResponse struct {
 
 func (x *ListDeploymentsResponse) Reset() {
 	*x = ListDeploymentsResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1249,7 +1596,7 @@ func (x *ListDeploymentsResponse) String() string {
 func (*ListDeploymentsResponse) ProtoMessage() {}
 
 func (x *ListDeploymentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[14]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1262,7 +1609,7 @@ func (x *ListDeploymentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeploymentsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeploymentsResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{14}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListDeploymentsResponse) GetDeployments() []*DeploymentSummary {
@@ -1288,7 +1635,7 @@ type DeploymentSummary struct {
 
 func (x *DeploymentSummary) Reset() {
 	*x = DeploymentSummary{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1647,7 @@ func (x *DeploymentSummary) String() string {
 func (*DeploymentSummary) ProtoMessage() {}
 
 func (x *DeploymentSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[15]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1660,7 @@ func (x *DeploymentSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentSummary.ProtoReflect.Descriptor instead.
 func (*DeploymentSummary) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{15}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeploymentSummary) GetDeploymentId() string {
@@ -1395,7 +1742,7 @@ type DeployRequest struct {
 
 func (x *DeployRequest) Reset() {
 	*x = DeployRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1754,7 @@ func (x *DeployRequest) String() string {
 func (*DeployRequest) ProtoMessage() {}
 
 func (x *DeployRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[16]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1767,7 @@ func (x *DeployRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployRequest.ProtoReflect.Descriptor instead.
 func (*DeployRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{16}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeployRequest) GetDeploymentId() string {
@@ -1516,7 +1863,7 @@ type DeployResponse struct {
 
 func (x *DeployResponse) Reset() {
 	*x = DeployResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1875,7 @@ func (x *DeployResponse) String() string {
 func (*DeployResponse) ProtoMessage() {}
 
 func (x *DeployResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[17]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1888,7 @@ func (x *DeployResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeployResponse.ProtoReflect.Descriptor instead.
 func (*DeployResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{17}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeployResponse) GetDeploymentId() string {
@@ -1563,7 +1910,7 @@ type SetDesiredStatusRequest struct {
 
 func (x *SetDesiredStatusRequest) Reset() {
 	*x = SetDesiredStatusRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1575,7 +1922,7 @@ func (x *SetDesiredStatusRequest) String() string {
 func (*SetDesiredStatusRequest) ProtoMessage() {}
 
 func (x *SetDesiredStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[18]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1588,7 +1935,7 @@ func (x *SetDesiredStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDesiredStatusRequest.ProtoReflect.Descriptor instead.
 func (*SetDesiredStatusRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{18}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SetDesiredStatusRequest) GetDeploymentId() string {
@@ -1620,7 +1967,7 @@ type SetDesiredStatusResponse struct {
 
 func (x *SetDesiredStatusResponse) Reset() {
 	*x = SetDesiredStatusResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1979,7 @@ func (x *SetDesiredStatusResponse) String() string {
 func (*SetDesiredStatusResponse) ProtoMessage() {}
 
 func (x *SetDesiredStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[19]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1992,7 @@ func (x *SetDesiredStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetDesiredStatusResponse.ProtoReflect.Descriptor instead.
 func (*SetDesiredStatusResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{19}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{25}
 }
 
 type ScaleRequest struct {
@@ -1660,7 +2007,7 @@ type ScaleRequest struct {
 
 func (x *ScaleRequest) Reset() {
 	*x = ScaleRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +2019,7 @@ func (x *ScaleRequest) String() string {
 func (*ScaleRequest) ProtoMessage() {}
 
 func (x *ScaleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[20]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +2032,7 @@ func (x *ScaleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleRequest.ProtoReflect.Descriptor instead.
 func (*ScaleRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{20}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ScaleRequest) GetDeploymentId() string {
@@ -1717,7 +2064,7 @@ type ScaleResponse struct {
 
 func (x *ScaleResponse) Reset() {
 	*x = ScaleResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +2076,7 @@ func (x *ScaleResponse) String() string {
 func (*ScaleResponse) ProtoMessage() {}
 
 func (x *ScaleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[21]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +2089,7 @@ func (x *ScaleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScaleResponse.ProtoReflect.Descriptor instead.
 func (*ScaleResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{21}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{27}
 }
 
 type UpdateDeploymentRequest struct {
@@ -1764,7 +2111,7 @@ type UpdateDeploymentRequest struct {
 
 func (x *UpdateDeploymentRequest) Reset() {
 	*x = UpdateDeploymentRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +2123,7 @@ func (x *UpdateDeploymentRequest) String() string {
 func (*UpdateDeploymentRequest) ProtoMessage() {}
 
 func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[22]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +2136,7 @@ func (x *UpdateDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{22}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *UpdateDeploymentRequest) GetDeploymentId() string {
@@ -1851,7 +2198,7 @@ type UpdateDeploymentResponse struct {
 
 func (x *UpdateDeploymentResponse) Reset() {
 	*x = UpdateDeploymentResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2210,7 @@ func (x *UpdateDeploymentResponse) String() string {
 func (*UpdateDeploymentResponse) ProtoMessage() {}
 
 func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[23]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2223,7 @@ func (x *UpdateDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{23}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *UpdateDeploymentResponse) GetRevision() int32 {
@@ -1901,7 +2248,7 @@ type RollbackDeploymentRequest struct {
 
 func (x *RollbackDeploymentRequest) Reset() {
 	*x = RollbackDeploymentRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1913,7 +2260,7 @@ func (x *RollbackDeploymentRequest) String() string {
 func (*RollbackDeploymentRequest) ProtoMessage() {}
 
 func (x *RollbackDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[24]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1926,7 +2273,7 @@ func (x *RollbackDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*RollbackDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{24}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RollbackDeploymentRequest) GetDeploymentId() string {
@@ -1962,7 +2309,7 @@ type RollbackDeploymentResponse struct {
 
 func (x *RollbackDeploymentResponse) Reset() {
 	*x = RollbackDeploymentResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2321,7 @@ func (x *RollbackDeploymentResponse) String() string {
 func (*RollbackDeploymentResponse) ProtoMessage() {}
 
 func (x *RollbackDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[25]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2334,7 @@ func (x *RollbackDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RollbackDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*RollbackDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{25}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RollbackDeploymentResponse) GetRevision() int32 {
@@ -2015,7 +2362,7 @@ type GetDeploymentHistoryRequest struct {
 
 func (x *GetDeploymentHistoryRequest) Reset() {
 	*x = GetDeploymentHistoryRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2374,7 @@ func (x *GetDeploymentHistoryRequest) String() string {
 func (*GetDeploymentHistoryRequest) ProtoMessage() {}
 
 func (x *GetDeploymentHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[26]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2387,7 @@ func (x *GetDeploymentHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeploymentHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetDeploymentHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{26}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetDeploymentHistoryRequest) GetDeploymentId() string {
@@ -2066,7 +2413,7 @@ type GetDeploymentHistoryResponse struct {
 
 func (x *GetDeploymentHistoryResponse) Reset() {
 	*x = GetDeploymentHistoryResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2425,7 @@ func (x *GetDeploymentHistoryResponse) String() string {
 func (*GetDeploymentHistoryResponse) ProtoMessage() {}
 
 func (x *GetDeploymentHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[27]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2438,7 @@ func (x *GetDeploymentHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDeploymentHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetDeploymentHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{27}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetDeploymentHistoryResponse) GetRevisions() []*DeploymentRevision {
@@ -2127,7 +2474,7 @@ type DeploymentRevision struct {
 
 func (x *DeploymentRevision) Reset() {
 	*x = DeploymentRevision{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2486,7 @@ func (x *DeploymentRevision) String() string {
 func (*DeploymentRevision) ProtoMessage() {}
 
 func (x *DeploymentRevision) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[28]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2499,7 @@ func (x *DeploymentRevision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeploymentRevision.ProtoReflect.Descriptor instead.
 func (*DeploymentRevision) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{28}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeploymentRevision) GetRevision() int32 {
@@ -2251,7 +2598,7 @@ type RegionSpec struct {
 
 func (x *RegionSpec) Reset() {
 	*x = RegionSpec{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2610,7 @@ func (x *RegionSpec) String() string {
 func (*RegionSpec) ProtoMessage() {}
 
 func (x *RegionSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[29]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2623,7 @@ func (x *RegionSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionSpec.ProtoReflect.Descriptor instead.
 func (*RegionSpec) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{29}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RegionSpec) GetRegion() string {
@@ -2309,7 +2656,7 @@ type DeleteDeploymentRequest struct {
 
 func (x *DeleteDeploymentRequest) Reset() {
 	*x = DeleteDeploymentRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2321,7 +2668,7 @@ func (x *DeleteDeploymentRequest) String() string {
 func (*DeleteDeploymentRequest) ProtoMessage() {}
 
 func (x *DeleteDeploymentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[30]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2334,7 +2681,7 @@ func (x *DeleteDeploymentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDeploymentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteDeploymentRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{30}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DeleteDeploymentRequest) GetDeploymentId() string {
@@ -2352,7 +2699,7 @@ type DeleteDeploymentResponse struct {
 
 func (x *DeleteDeploymentResponse) Reset() {
 	*x = DeleteDeploymentResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2364,7 +2711,7 @@ func (x *DeleteDeploymentResponse) String() string {
 func (*DeleteDeploymentResponse) ProtoMessage() {}
 
 func (x *DeleteDeploymentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[31]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2377,7 +2724,7 @@ func (x *DeleteDeploymentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteDeploymentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteDeploymentResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{31}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{37}
 }
 
 type PutSentinelRequest struct {
@@ -2398,7 +2745,7 @@ type PutSentinelRequest struct {
 
 func (x *PutSentinelRequest) Reset() {
 	*x = PutSentinelRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2410,7 +2757,7 @@ func (x *PutSentinelRequest) String() string {
 func (*PutSentinelRequest) ProtoMessage() {}
 
 func (x *PutSentinelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[32]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2423,7 +2770,7 @@ func (x *PutSentinelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSentinelRequest.ProtoReflect.Descriptor instead.
 func (*PutSentinelRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{32}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PutSentinelRequest) GetSentinelId() string {
@@ -2498,7 +2845,7 @@ type PutSentinelResponse struct {
 
 func (x *PutSentinelResponse) Reset() {
 	*x = PutSentinelResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2857,7 @@ func (x *PutSentinelResponse) String() string {
 func (*PutSentinelResponse) ProtoMessage() {}
 
 func (x *PutSentinelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[33]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2870,7 @@ func (x *PutSentinelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutSentinelResponse.ProtoReflect.Descriptor instead.
 func (*PutSentinelResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{33}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PutSentinelResponse) GetSentinelId() string {
@@ -2542,7 +2889,7 @@ type DeleteSentinelRequest struct {
 
 func (x *DeleteSentinelRequest) Reset() {
 	*x = DeleteSentinelRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[34]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2901,7 @@ func (x *DeleteSentinelRequest) String() string {
 func (*DeleteSentinelRequest) ProtoMessage() {}
 
 func (x *DeleteSentinelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[34]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2914,7 @@ func (x *DeleteSentinelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSentinelRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSentinelRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{34}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteSentinelRequest) GetSentinelId() string {
@@ -2585,7 +2932,7 @@ type DeleteSentinelResponse struct {
 
 func (x *DeleteSentinelResponse) Reset() {
 	*x = DeleteSentinelResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[35]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2944,7 @@ func (x *DeleteSentinelResponse) String() string {
 func (*DeleteSentinelResponse) ProtoMessage() {}
 
 func (x *DeleteSentinelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[35]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2957,7 @@ func (x *DeleteSentinelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSentinelResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSentinelResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{35}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{41}
 }
 
 type PutCiliumNetworkPolicyRequest struct {
@@ -2630,7 +2977,7 @@ type PutCiliumNetworkPolicyRequest struct {
 
 func (x *PutCiliumNetworkPolicyRequest) Reset() {
 	*x = PutCiliumNetworkPolicyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[36]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2989,7 @@ func (x *PutCiliumNetworkPolicyRequest) String() string {
 func (*PutCiliumNetworkPolicyRequest) ProtoMessage() {}
 
 func (x *PutCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[36]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +3002,7 @@ func (x *PutCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCiliumNetworkPolicyRequest.ProtoReflect.Descriptor instead.
 func (*PutCiliumNetworkPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{36}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PutCiliumNetworkPolicyRequest) GetPolicyId() string {
@@ -2716,7 +3063,7 @@ type PutCiliumNetworkPolicyResponse struct {
 
 func (x *PutCiliumNetworkPolicyResponse) Reset() {
 	*x = PutCiliumNetworkPolicyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[37]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2728,7 +3075,7 @@ func (x *PutCiliumNetworkPolicyResponse) String() string {
 func (*PutCiliumNetworkPolicyResponse) ProtoMessage() {}
 
 func (x *PutCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[37]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2741,7 +3088,7 @@ func (x *PutCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutCiliumNetworkPolicyResponse.ProtoReflect.Descriptor instead.
 func (*PutCiliumNetworkPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{37}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PutCiliumNetworkPolicyResponse) GetPolicyId() string {
@@ -2760,7 +3107,7 @@ type DeleteCiliumNetworkPolicyRequest struct {
 
 func (x *DeleteCiliumNetworkPolicyRequest) Reset() {
 	*x = DeleteCiliumNetworkPolicyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[38]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2772,7 +3119,7 @@ func (x *DeleteCiliumNetworkPolicyRequest) String() string {
 func (*DeleteCiliumNetworkPolicyRequest) ProtoMessage() {}
 
 func (x *DeleteCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[38]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2785,7 +3132,7 @@ func (x *DeleteCiliumNetworkPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteCiliumNetworkPolicyRequest.ProtoReflect.Descriptor instead.
 func (*DeleteCiliumNetworkPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{38}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteCiliumNetworkPolicyRequest) GetPolicyId() string {
@@ -2803,7 +3150,7 @@ type DeleteCiliumNetworkPolicyResponse struct {
 
 func (x *DeleteCiliumNetworkPolicyResponse) Reset() {
 	*x = DeleteCiliumNetworkPolicyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[39]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +3162,7 @@ func (x *DeleteCiliumNetworkPolicyResponse) String() string {
 func (*DeleteCiliumNetworkPolicyResponse) ProtoMessage() {}
 
 func (x *DeleteCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[39]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +3175,7 @@ func (x *DeleteCiliumNetworkPolicyResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use DeleteCiliumNetworkPolicyResponse.ProtoReflect.Descriptor instead.
 func (*DeleteCiliumNetworkPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{39}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{45}
 }
 
 type ForceResyncRequest struct {
@@ -2841,7 +3188,7 @@ type ForceResyncRequest struct {
 
 func (x *ForceResyncRequest) Reset() {
 	*x = ForceResyncRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[40]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3200,7 @@ func (x *ForceResyncRequest) String() string {
 func (*ForceResyncRequest) ProtoMessage() {}
 
 func (x *ForceResyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[40]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3213,7 @@ func (x *ForceResyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResyncRequest.ProtoReflect.Descriptor instead.
 func (*ForceResyncRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{40}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ForceResyncRequest) GetRegion() string {
@@ -2891,7 +3238,7 @@ type ForceResyncResponse struct {
 
 func (x *ForceResyncResponse) Reset() {
 	*x = ForceResyncResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[41]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +3250,7 @@ func (x *ForceResyncResponse) String() string {
 func (*ForceResyncResponse) ProtoMessage() {}
 
 func (x *ForceResyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[41]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +3263,7 @@ func (x *ForceResyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForceResyncResponse.ProtoReflect.Descriptor instead.
 func (*ForceResyncResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{41}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{47}
 }
 
 type SetRegionPausedRequest struct {
@@ -2929,7 +3276,7 @@ type SetRegionPausedRequest struct {
 
 func (x *SetRegionPausedRequest) Reset() {
 	*x = SetRegionPausedRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[42]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2941,7 +3288,7 @@ func (x *SetRegionPausedRequest) String() string {
 func (*SetRegionPausedRequest) ProtoMessage() {}
 
 func (x *SetRegionPausedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[42]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2954,7 +3301,7 @@ func (x *SetRegionPausedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegionPausedRequest.ProtoReflect.Descriptor instead.
 func (*SetRegionPausedRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{42}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetRegionPausedRequest) GetRegion() string {
@@ -2979,7 +3326,7 @@ type SetRegionPausedResponse struct {
 
 func (x *SetRegionPausedResponse) Reset() {
 	*x = SetRegionPausedResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[43]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2991,7 +3338,7 @@ func (x *SetRegionPausedResponse) String() string {
 func (*SetRegionPausedResponse) ProtoMessage() {}
 
 func (x *SetRegionPausedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[43]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3004,7 +3351,7 @@ func (x *SetRegionPausedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRegionPausedResponse.ProtoReflect.Descriptor instead.
 func (*SetRegionPausedResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{43}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{49}
 }
 
 // RolloutStrategy is how a change rolls out: ordered waves of regions, each
@@ -3029,7 +3376,7 @@ type RolloutStrategy struct {
 
 func (x *RolloutStrategy) Reset() {
 	*x = RolloutStrategy{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[44]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3041,7 +3388,7 @@ func (x *RolloutStrategy) String() string {
 func (*RolloutStrategy) ProtoMessage() {}
 
 func (x *RolloutStrategy) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[44]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3054,7 +3401,7 @@ func (x *RolloutStrategy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutStrategy.ProtoReflect.Descriptor instead.
 func (*RolloutStrategy) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{44}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RolloutStrategy) GetWaves() []*RolloutWave {
@@ -3122,7 +3469,7 @@ type RolloutCheck struct {
 
 func (x *RolloutCheck) Reset() {
 	*x = RolloutCheck{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3134,7 +3481,7 @@ func (x *RolloutCheck) String() string {
 func (*RolloutCheck) ProtoMessage() {}
 
 func (x *RolloutCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[45]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3147,7 +3494,7 @@ func (x *RolloutCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutCheck.ProtoReflect.Descriptor instead.
 func (*RolloutCheck) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{45}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RolloutCheck) GetName() string {
@@ -3242,7 +3589,7 @@ type RolloutWave struct {
 
 func (x *RolloutWave) Reset() {
 	*x = RolloutWave{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3254,7 +3601,7 @@ func (x *RolloutWave) String() string {
 func (*RolloutWave) ProtoMessage() {}
 
 func (x *RolloutWave) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[46]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3267,7 +3614,7 @@ func (x *RolloutWave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutWave.ProtoReflect.Descriptor instead.
 func (*RolloutWave) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{46}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *RolloutWave) GetRegions() []string {
@@ -3345,7 +3692,7 @@ type Rollout struct {
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3357,7 +3704,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[47]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3370,7 +3717,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{47}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Rollout) GetDeploymentId() string {
@@ -3524,7 +3871,7 @@ type RolloutRegion struct {
 
 func (x *RolloutRegion) Reset() {
 	*x = RolloutRegion{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3536,7 +3883,7 @@ func (x *RolloutRegion) String() string {
 func (*RolloutRegion) ProtoMessage() {}
 
 func (x *RolloutRegion) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[48]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3549,7 +3896,7 @@ func (x *RolloutRegion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutRegion.ProtoReflect.Descriptor instead.
 func (*RolloutRegion) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{48}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RolloutRegion) GetRegion() string {
@@ -3649,7 +3996,7 @@ type RegionCheck struct {
 
 func (x *RegionCheck) Reset() {
 	*x = RegionCheck{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3661,7 +4008,7 @@ func (x *RegionCheck) String() string {
 func (*RegionCheck) ProtoMessage() {}
 
 func (x *RegionCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[49]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3674,7 +4021,7 @@ func (x *RegionCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegionCheck.ProtoReflect.Descriptor instead.
 func (*RegionCheck) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{49}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RegionCheck) GetName() string {
@@ -3770,7 +4117,7 @@ type GetRolloutRequest struct {
 
 func (x *GetRolloutRequest) Reset() {
 	*x = GetRolloutRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3782,7 +4129,7 @@ func (x *GetRolloutRequest) String() string {
 func (*GetRolloutRequest) ProtoMessage() {}
 
 func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[50]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3795,7 +4142,7 @@ func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{50}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetRolloutRequest) GetDeploymentId() string {
@@ -3814,7 +4161,7 @@ type GetRolloutResponse struct {
 
 func (x *GetRolloutResponse) Reset() {
 	*x = GetRolloutResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +4173,7 @@ func (x *GetRolloutResponse) String() string {
 func (*GetRolloutResponse) ProtoMessage() {}
 
 func (x *GetRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[51]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +4186,7 @@ func (x *GetRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{51}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetRolloutResponse) GetRollout() *Rollout {
@@ -3861,7 +4208,7 @@ type ListRolloutsRequest struct {
 
 func (x *ListRolloutsRequest) Reset() {
 	*x = ListRolloutsRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3873,7 +4220,7 @@ func (x *ListRolloutsRequest) String() string {
 func (*ListRolloutsRequest) ProtoMessage() {}
 
 func (x *ListRolloutsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[52]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3886,7 +4233,7 @@ func (x *ListRolloutsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolloutsRequest.ProtoReflect.Descriptor instead.
 func (*ListRolloutsRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{52}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListRolloutsRequest) GetLimit() int32 {
@@ -3912,7 +4259,7 @@ type ListRolloutsResponse struct {
 
 func (x *ListRolloutsResponse) Reset() {
 	*x = ListRolloutsResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3924,7 +4271,7 @@ func (x *ListRolloutsResponse) String() string {
 func (*ListRolloutsResponse) ProtoMessage() {}
 
 func (x *ListRolloutsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[53]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3937,7 +4284,7 @@ func (x *ListRolloutsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRolloutsResponse.ProtoReflect.Descriptor instead.
 func (*ListRolloutsResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{53}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListRolloutsResponse) GetRollouts() []*Rollout {
@@ -3962,7 +4309,7 @@ type ControlRolloutRequest struct {
 
 func (x *ControlRolloutRequest) Reset() {
 	*x = ControlRolloutRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4321,7 @@ func (x *ControlRolloutRequest) String() string {
 func (*ControlRolloutRequest) ProtoMessage() {}
 
 func (x *ControlRolloutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[54]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4334,7 @@ func (x *ControlRolloutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlRolloutRequest.ProtoReflect.Descriptor instead.
 func (*ControlRolloutRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{54}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ControlRolloutRequest) GetDeploymentId() string {
@@ -4027,7 +4374,7 @@ type RolloutFence struct {
 
 func (x *RolloutFence) Reset() {
 	*x = RolloutFence{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4386,7 @@ func (x *RolloutFence) String() string {
 func (*RolloutFence) ProtoMessage() {}
 
 func (x *RolloutFence) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[55]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4399,7 @@ func (x *RolloutFence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutFence.ProtoReflect.Descriptor instead.
 func (*RolloutFence) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{55}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *RolloutFence) GetRolloutId() int64 {
@@ -4093,7 +4440,7 @@ type ControlRolloutResponse struct {
 
 func (x *ControlRolloutResponse) Reset() {
 	*x = ControlRolloutResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4105,7 +4452,7 @@ func (x *ControlRolloutResponse) String() string {
 func (*ControlRolloutResponse) ProtoMessage() {}
 
 func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[56]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4118,7 +4465,7 @@ func (x *ControlRolloutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ControlRolloutResponse.ProtoReflect.Descriptor instead.
 func (*ControlRolloutResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{56}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *ControlRolloutResponse) GetRollout() *Rollout {
@@ -4140,7 +4487,7 @@ type SetRolloutStrategyRequest struct {
 
 func (x *SetRolloutStrategyRequest) Reset() {
 	*x = SetRolloutStrategyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4152,7 +4499,7 @@ func (x *SetRolloutStrategyRequest) String() string {
 func (*SetRolloutStrategyRequest) ProtoMessage() {}
 
 func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[57]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4165,7 +4512,7 @@ func (x *SetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
 func (*SetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{57}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *SetRolloutStrategyRequest) GetWorkspaceId() string {
@@ -4200,7 +4547,7 @@ type SetRolloutStrategyResponse struct {
 
 func (x *SetRolloutStrategyResponse) Reset() {
 	*x = SetRolloutStrategyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +4559,7 @@ func (x *SetRolloutStrategyResponse) String() string {
 func (*SetRolloutStrategyResponse) ProtoMessage() {}
 
 func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[58]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +4572,7 @@ func (x *SetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
 func (*SetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{58}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *SetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
@@ -4245,7 +4592,7 @@ type GetRolloutStrategyRequest struct {
 
 func (x *GetRolloutStrategyRequest) Reset() {
 	*x = GetRolloutStrategyRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4604,7 @@ func (x *GetRolloutStrategyRequest) String() string {
 func (*GetRolloutStrategyRequest) ProtoMessage() {}
 
 func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[59]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4617,7 @@ func (x *GetRolloutStrategyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStrategyRequest.ProtoReflect.Descriptor instead.
 func (*GetRolloutStrategyRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{59}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetRolloutStrategyRequest) GetWorkspaceId() string {
@@ -4297,7 +4644,7 @@ type GetRolloutStrategyResponse struct {
 
 func (x *GetRolloutStrategyResponse) Reset() {
 	*x = GetRolloutStrategyResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4309,7 +4656,7 @@ func (x *GetRolloutStrategyResponse) String() string {
 func (*GetRolloutStrategyResponse) ProtoMessage() {}
 
 func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[60]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4322,7 +4669,7 @@ func (x *GetRolloutStrategyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRolloutStrategyResponse.ProtoReflect.Descriptor instead.
 func (*GetRolloutStrategyResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{60}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *GetRolloutStrategyResponse) GetStrategy() *RolloutStrategy {
@@ -4342,7 +4689,7 @@ type GetDesiredStateRequest struct {
 
 func (x *GetDesiredStateRequest) Reset() {
 	*x = GetDesiredStateRequest{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[61]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4354,7 +4701,7 @@ func (x *GetDesiredStateRequest) String() string {
 func (*GetDesiredStateRequest) ProtoMessage() {}
 
 func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[61]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4367,7 +4714,7 @@ func (x *GetDesiredStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDesiredStateRequest.ProtoReflect.Descriptor instead.
 func (*GetDesiredStateRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{61}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *GetDesiredStateRequest) GetDeploymentId() string {
@@ -4412,7 +4759,7 @@ type GetDesiredStateResponse struct {
 
 func (x *GetDesiredStateResponse) Reset() {
 	*x = GetDesiredStateResponse{}
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[62]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4424,7 +4771,7 @@ func (x *GetDesiredStateResponse) String() string {
 func (*GetDesiredStateResponse) ProtoMessage() {}
 
 func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[62]
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4437,7 +4784,7 @@ func (x *GetDesiredStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDesiredStateResponse.ProtoReflect.Descriptor instead.
 func (*GetDesiredStateResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{62}
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *GetDesiredStateResponse) GetDeployment() *DeploymentState {
@@ -4458,7 +4805,29 @@ var File_deploysync_ctrl_v1_operator_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\n" +
-	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x06\n" +
+	"!deploysync/ctrl/v1/operator.proto\x12\x12deploysync.ctrl.v1\x1a deploysync/ctrl/v1/cluster.proto\x1a\x1edeploysync/ctrl/v1/state.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"N\n" +
+	"\x0fListPodsRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"C\n" +
+	"\x10ListPodsResponse\x12/\n" +
+	"\x04pods\x18\x01 \x03(\v2\x1b.deploysync.ctrl.v1.LivePodR\x04pods\"P\n" +
+	"\x11ListEventsRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\"K\n" +
+	"\x12ListEventsResponse\x125\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.deploysync.ctrl.v1.LiveEventR\x06events\"\xd3\x01\n" +
+	"\x11StreamLogsRequest\x12#\n" +
+	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x12\x10\n" +
+	"\x03pod\x18\x03 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tcontainer\x18\x04 \x01(\tR\tcontainer\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\x05 \x01(\x05R\ttailLines\x12\x1a\n" +
+	"\bprevious\x18\x06 \x01(\bR\bprevious\x12\x16\n" +
+	"\x06follow\x18\a \x01(\bR\x06follow\"D\n" +
+	"\x12StreamLogsResponse\x12\x10\n" +
+	"\x03log\x18\x01 \x01(\tR\x03log\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"\x8d\x06\n" +
 	"\x0eRegionOverview\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12!\n" +
 	"\fhead_version\x18\x02 \x01(\x04R\vheadVersion\x12#\n" +
@@ -4809,7 +5178,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x14ROLLOUT_ACTION_PAUSE\x10\x01\x12\x19\n" +
 	"\x15ROLLOUT_ACTION_RESUME\x10\x02\x12\x1a\n" +
 	"\x16ROLLOUT_ACTION_PROMOTE\x10\x03\x12\x18\n" +
-	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xa8\x13\n" +
+	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xbb\x15\n" +
 	"\x0fOperatorService\x12^\n" +
 	"\vListRegions\x12&.deploysync.ctrl.v1.ListRegionsRequest\x1a'.deploysync.ctrl.v1.ListRegionsResponse\x12X\n" +
 	"\tGetRegion\x12$.deploysync.ctrl.v1.GetRegionRequest\x1a%.deploysync.ctrl.v1.GetRegionResponse\x12s\n" +
@@ -4834,7 +5203,12 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0eControlRollout\x12).deploysync.ctrl.v1.ControlRolloutRequest\x1a*.deploysync.ctrl.v1.ControlRolloutResponse\x12s\n" +
 	"\x12SetRolloutStrategy\x12-.deploysync.ctrl.v1.SetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.SetRolloutStrategyResponse\x12s\n" +
 	"\x12GetRolloutStrategy\x12-.deploysync.ctrl.v1.GetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.GetRolloutStrategyResponse\x12j\n" +
-	"\x0fGetDesiredState\x12*.deploysync.ctrl.v1.GetDesiredStateRequest\x1a+.deploysync.ctrl.v1.GetDesiredStateResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"\x0fGetDesiredState\x12*.deploysync.ctrl.v1.GetDesiredStateRequest\x1a+.deploysync.ctrl.v1.GetDesiredStateResponse\x12U\n" +
+	"\bListPods\x12#.deploysync.ctrl.v1.ListPodsRequest\x1a$.deploysync.ctrl.v1.ListPodsResponse\x12[\n" +
+	"\n" +
+	"ListEvents\x12%.deploysync.ctrl.v1.ListEventsRequest\x1a&.deploysync.ctrl.v1.ListEventsResponse\x12]\n" +
+	"\n" +
+	"StreamLogs\x12%.deploysync.ctrl.v1.StreamLogsRequest\x1a&.deploysync.ctrl.v1.StreamLogsResponse0\x01B4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_operator_proto_rawDescOnce sync.Once
@@ -4849,188 +5223,204 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
 	(RolloutAction)(0),                        // 1: deploysync.ctrl.v1.RolloutAction
-	(*RegionOverview)(nil),                    // 2: deploysync.ctrl.v1.RegionOverview
-	(*SyncReason)(nil),                        // 3: deploysync.ctrl.v1.SyncReason
-	(*ResourceSyncState)(nil),                 // 4: deploysync.ctrl.v1.ResourceSyncState
-	(*ListRegionsRequest)(nil),                // 5: deploysync.ctrl.v1.ListRegionsRequest
-	(*ListRegionsResponse)(nil),               // 6: deploysync.ctrl.v1.ListRegionsResponse
-	(*GetRegionRequest)(nil),                  // 7: deploysync.ctrl.v1.GetRegionRequest
-	(*GetRegionResponse)(nil),                 // 8: deploysync.ctrl.v1.GetRegionResponse
-	(*DeploymentInRegion)(nil),                // 9: deploysync.ctrl.v1.DeploymentInRegion
-	(*SentinelInRegion)(nil),                  // 10: deploysync.ctrl.v1.SentinelInRegion
-	(*PolicyInRegion)(nil),                    // 11: deploysync.ctrl.v1.PolicyInRegion
-	(*ListPendingChangesRequest)(nil),         // 12: deploysync.ctrl.v1.ListPendingChangesRequest
-	(*ListPendingChangesResponse)(nil),        // 13: deploysync.ctrl.v1.ListPendingChangesResponse
-	(*PendingChange)(nil),                     // 14: deploysync.ctrl.v1.PendingChange
-	(*ListDeploymentsRequest)(nil),            // 15: deploysync.ctrl.v1.ListDeploymentsRequest
-	(*ListDeploymentsResponse)(nil),           // 16: deploysync.ctrl.v1.ListDeploymentsResponse
-	(*DeploymentSummary)(nil),                 // 17: deploysync.ctrl.v1.DeploymentSummary
-	(*DeployRequest)(nil),                     // 18: deploysync.ctrl.v1.DeployRequest
-	(*DeployResponse)(nil),                    // 19: deploysync.ctrl.v1.DeployResponse
-	(*SetDesiredStatusRequest)(nil),           // 20: deploysync.ctrl.v1.SetDesiredStatusRequest
-	(*SetDesiredStatusResponse)(nil),          // 21: deploysync.ctrl.v1.SetDesiredStatusResponse
-	(*ScaleRequest)(nil),                      // 22: deploysync.ctrl.v1.ScaleRequest
-	(*ScaleResponse)(nil),                     // 23: deploysync.ctrl.v1.ScaleResponse
-	(*UpdateDeploymentRequest)(nil),           // 24: deploysync.ctrl.v1.UpdateDeploymentRequest
-	(*UpdateDeploymentResponse)(nil),          // 25: deploysync.ctrl.v1.UpdateDeploymentResponse
-	(*RollbackDeploymentRequest)(nil),         // 26: deploysync.ctrl.v1.RollbackDeploymentRequest
-	(*RollbackDeploymentResponse)(nil),        // 27: deploysync.ctrl.v1.RollbackDeploymentResponse
-	(*GetDeploymentHistoryRequest)(nil),       // 28: deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	(*GetDeploymentHistoryResponse)(nil),      // 29: deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	(*DeploymentRevision)(nil),                // 30: deploysync.ctrl.v1.DeploymentRevision
-	(*RegionSpec)(nil),                        // 31: deploysync.ctrl.v1.RegionSpec
-	(*DeleteDeploymentRequest)(nil),           // 32: deploysync.ctrl.v1.DeleteDeploymentRequest
-	(*DeleteDeploymentResponse)(nil),          // 33: deploysync.ctrl.v1.DeleteDeploymentResponse
-	(*PutSentinelRequest)(nil),                // 34: deploysync.ctrl.v1.PutSentinelRequest
-	(*PutSentinelResponse)(nil),               // 35: deploysync.ctrl.v1.PutSentinelResponse
-	(*DeleteSentinelRequest)(nil),             // 36: deploysync.ctrl.v1.DeleteSentinelRequest
-	(*DeleteSentinelResponse)(nil),            // 37: deploysync.ctrl.v1.DeleteSentinelResponse
-	(*PutCiliumNetworkPolicyRequest)(nil),     // 38: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	(*PutCiliumNetworkPolicyResponse)(nil),    // 39: deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	(*DeleteCiliumNetworkPolicyRequest)(nil),  // 40: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	(*DeleteCiliumNetworkPolicyResponse)(nil), // 41: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	(*ForceResyncRequest)(nil),                // 42: deploysync.ctrl.v1.ForceResyncRequest
-	(*ForceResyncResponse)(nil),               // 43: deploysync.ctrl.v1.ForceResyncResponse
-	(*SetRegionPausedRequest)(nil),            // 44: deploysync.ctrl.v1.SetRegionPausedRequest
-	(*SetRegionPausedResponse)(nil),           // 45: deploysync.ctrl.v1.SetRegionPausedResponse
-	(*RolloutStrategy)(nil),                   // 46: deploysync.ctrl.v1.RolloutStrategy
-	(*RolloutCheck)(nil),                      // 47: deploysync.ctrl.v1.RolloutCheck
-	(*RolloutWave)(nil),                       // 48: deploysync.ctrl.v1.RolloutWave
-	(*Rollout)(nil),                           // 49: deploysync.ctrl.v1.Rollout
-	(*RolloutRegion)(nil),                     // 50: deploysync.ctrl.v1.RolloutRegion
-	(*RegionCheck)(nil),                       // 51: deploysync.ctrl.v1.RegionCheck
-	(*GetRolloutRequest)(nil),                 // 52: deploysync.ctrl.v1.GetRolloutRequest
-	(*GetRolloutResponse)(nil),                // 53: deploysync.ctrl.v1.GetRolloutResponse
-	(*ListRolloutsRequest)(nil),               // 54: deploysync.ctrl.v1.ListRolloutsRequest
-	(*ListRolloutsResponse)(nil),              // 55: deploysync.ctrl.v1.ListRolloutsResponse
-	(*ControlRolloutRequest)(nil),             // 56: deploysync.ctrl.v1.ControlRolloutRequest
-	(*RolloutFence)(nil),                      // 57: deploysync.ctrl.v1.RolloutFence
-	(*ControlRolloutResponse)(nil),            // 58: deploysync.ctrl.v1.ControlRolloutResponse
-	(*SetRolloutStrategyRequest)(nil),         // 59: deploysync.ctrl.v1.SetRolloutStrategyRequest
-	(*SetRolloutStrategyResponse)(nil),        // 60: deploysync.ctrl.v1.SetRolloutStrategyResponse
-	(*GetRolloutStrategyRequest)(nil),         // 61: deploysync.ctrl.v1.GetRolloutStrategyRequest
-	(*GetRolloutStrategyResponse)(nil),        // 62: deploysync.ctrl.v1.GetRolloutStrategyResponse
-	(*GetDesiredStateRequest)(nil),            // 63: deploysync.ctrl.v1.GetDesiredStateRequest
-	(*GetDesiredStateResponse)(nil),           // 64: deploysync.ctrl.v1.GetDesiredStateResponse
-	nil,                                       // 65: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	nil,                                       // 66: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	(*timestamppb.Timestamp)(nil),             // 67: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 68: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 69: google.protobuf.Duration
-	(*DeploymentState)(nil),                   // 70: deploysync.ctrl.v1.DeploymentState
+	(*ListPodsRequest)(nil),                   // 2: deploysync.ctrl.v1.ListPodsRequest
+	(*ListPodsResponse)(nil),                  // 3: deploysync.ctrl.v1.ListPodsResponse
+	(*ListEventsRequest)(nil),                 // 4: deploysync.ctrl.v1.ListEventsRequest
+	(*ListEventsResponse)(nil),                // 5: deploysync.ctrl.v1.ListEventsResponse
+	(*StreamLogsRequest)(nil),                 // 6: deploysync.ctrl.v1.StreamLogsRequest
+	(*StreamLogsResponse)(nil),                // 7: deploysync.ctrl.v1.StreamLogsResponse
+	(*RegionOverview)(nil),                    // 8: deploysync.ctrl.v1.RegionOverview
+	(*SyncReason)(nil),                        // 9: deploysync.ctrl.v1.SyncReason
+	(*ResourceSyncState)(nil),                 // 10: deploysync.ctrl.v1.ResourceSyncState
+	(*ListRegionsRequest)(nil),                // 11: deploysync.ctrl.v1.ListRegionsRequest
+	(*ListRegionsResponse)(nil),               // 12: deploysync.ctrl.v1.ListRegionsResponse
+	(*GetRegionRequest)(nil),                  // 13: deploysync.ctrl.v1.GetRegionRequest
+	(*GetRegionResponse)(nil),                 // 14: deploysync.ctrl.v1.GetRegionResponse
+	(*DeploymentInRegion)(nil),                // 15: deploysync.ctrl.v1.DeploymentInRegion
+	(*SentinelInRegion)(nil),                  // 16: deploysync.ctrl.v1.SentinelInRegion
+	(*PolicyInRegion)(nil),                    // 17: deploysync.ctrl.v1.PolicyInRegion
+	(*ListPendingChangesRequest)(nil),         // 18: deploysync.ctrl.v1.ListPendingChangesRequest
+	(*ListPendingChangesResponse)(nil),        // 19: deploysync.ctrl.v1.ListPendingChangesResponse
+	(*PendingChange)(nil),                     // 20: deploysync.ctrl.v1.PendingChange
+	(*ListDeploymentsRequest)(nil),            // 21: deploysync.ctrl.v1.ListDeploymentsRequest
+	(*ListDeploymentsResponse)(nil),           // 22: deploysync.ctrl.v1.ListDeploymentsResponse
+	(*DeploymentSummary)(nil),                 // 23: deploysync.ctrl.v1.DeploymentSummary
+	(*DeployRequest)(nil),                     // 24: deploysync.ctrl.v1.DeployRequest
+	(*DeployResponse)(nil),                    // 25: deploysync.ctrl.v1.DeployResponse
+	(*SetDesiredStatusRequest)(nil),           // 26: deploysync.ctrl.v1.SetDesiredStatusRequest
+	(*SetDesiredStatusResponse)(nil),          // 27: deploysync.ctrl.v1.SetDesiredStatusResponse
+	(*ScaleRequest)(nil),                      // 28: deploysync.ctrl.v1.ScaleRequest
+	(*ScaleResponse)(nil),                     // 29: deploysync.ctrl.v1.ScaleResponse
+	(*UpdateDeploymentRequest)(nil),           // 30: deploysync.ctrl.v1.UpdateDeploymentRequest
+	(*UpdateDeploymentResponse)(nil),          // 31: deploysync.ctrl.v1.UpdateDeploymentResponse
+	(*RollbackDeploymentRequest)(nil),         // 32: deploysync.ctrl.v1.RollbackDeploymentRequest
+	(*RollbackDeploymentResponse)(nil),        // 33: deploysync.ctrl.v1.RollbackDeploymentResponse
+	(*GetDeploymentHistoryRequest)(nil),       // 34: deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	(*GetDeploymentHistoryResponse)(nil),      // 35: deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	(*DeploymentRevision)(nil),                // 36: deploysync.ctrl.v1.DeploymentRevision
+	(*RegionSpec)(nil),                        // 37: deploysync.ctrl.v1.RegionSpec
+	(*DeleteDeploymentRequest)(nil),           // 38: deploysync.ctrl.v1.DeleteDeploymentRequest
+	(*DeleteDeploymentResponse)(nil),          // 39: deploysync.ctrl.v1.DeleteDeploymentResponse
+	(*PutSentinelRequest)(nil),                // 40: deploysync.ctrl.v1.PutSentinelRequest
+	(*PutSentinelResponse)(nil),               // 41: deploysync.ctrl.v1.PutSentinelResponse
+	(*DeleteSentinelRequest)(nil),             // 42: deploysync.ctrl.v1.DeleteSentinelRequest
+	(*DeleteSentinelResponse)(nil),            // 43: deploysync.ctrl.v1.DeleteSentinelResponse
+	(*PutCiliumNetworkPolicyRequest)(nil),     // 44: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	(*PutCiliumNetworkPolicyResponse)(nil),    // 45: deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	(*DeleteCiliumNetworkPolicyRequest)(nil),  // 46: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	(*DeleteCiliumNetworkPolicyResponse)(nil), // 47: deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	(*ForceResyncRequest)(nil),                // 48: deploysync.ctrl.v1.ForceResyncRequest
+	(*ForceResyncResponse)(nil),               // 49: deploysync.ctrl.v1.ForceResyncResponse
+	(*SetRegionPausedRequest)(nil),            // 50: deploysync.ctrl.v1.SetRegionPausedRequest
+	(*SetRegionPausedResponse)(nil),           // 51: deploysync.ctrl.v1.SetRegionPausedResponse
+	(*RolloutStrategy)(nil),                   // 52: deploysync.ctrl.v1.RolloutStrategy
+	(*RolloutCheck)(nil),                      // 53: deploysync.ctrl.v1.RolloutCheck
+	(*RolloutWave)(nil),                       // 54: deploysync.ctrl.v1.RolloutWave
+	(*Rollout)(nil),                           // 55: deploysync.ctrl.v1.Rollout
+	(*RolloutRegion)(nil),                     // 56: deploysync.ctrl.v1.RolloutRegion
+	(*RegionCheck)(nil),                       // 57: deploysync.ctrl.v1.RegionCheck
+	(*GetRolloutRequest)(nil),                 // 58: deploysync.ctrl.v1.GetRolloutRequest
+	(*GetRolloutResponse)(nil),                // 59: deploysync.ctrl.v1.GetRolloutResponse
+	(*ListRolloutsRequest)(nil),               // 60: deploysync.ctrl.v1.ListRolloutsRequest
+	(*ListRolloutsResponse)(nil),              // 61: deploysync.ctrl.v1.ListRolloutsResponse
+	(*ControlRolloutRequest)(nil),             // 62: deploysync.ctrl.v1.ControlRolloutRequest
+	(*RolloutFence)(nil),                      // 63: deploysync.ctrl.v1.RolloutFence
+	(*ControlRolloutResponse)(nil),            // 64: deploysync.ctrl.v1.ControlRolloutResponse
+	(*SetRolloutStrategyRequest)(nil),         // 65: deploysync.ctrl.v1.SetRolloutStrategyRequest
+	(*SetRolloutStrategyResponse)(nil),        // 66: deploysync.ctrl.v1.SetRolloutStrategyResponse
+	(*GetRolloutStrategyRequest)(nil),         // 67: deploysync.ctrl.v1.GetRolloutStrategyRequest
+	(*GetRolloutStrategyResponse)(nil),        // 68: deploysync.ctrl.v1.GetRolloutStrategyResponse
+	(*GetDesiredStateRequest)(nil),            // 69: deploysync.ctrl.v1.GetDesiredStateRequest
+	(*GetDesiredStateResponse)(nil),           // 70: deploysync.ctrl.v1.GetDesiredStateResponse
+	nil,                                       // 71: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 72: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*LivePod)(nil),                           // 73: deploysync.ctrl.v1.LivePod
+	(*LiveEvent)(nil),                         // 74: deploysync.ctrl.v1.LiveEvent
+	(*timestamppb.Timestamp)(nil),             // 75: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 76: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 77: google.protobuf.Duration
+	(*DeploymentState)(nil),                   // 78: deploysync.ctrl.v1.DeploymentState
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	67, // 0: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	67, // 1: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	67, // 2: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	67, // 3: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
-	3,  // 4: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	67, // 5: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
-	67, // 6: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
-	67, // 7: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
-	2,  // 8: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
-	2,  // 9: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
-	9,  // 10: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	10, // 11: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
-	11, // 12: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
-	4,  // 13: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	3,  // 14: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	4,  // 15: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	4,  // 16: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	14, // 17: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	67, // 18: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
-	17, // 19: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	67, // 20: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
-	9,  // 21: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	65, // 22: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
-	46, // 23: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	0,  // 24: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	66, // 25: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	46, // 26: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 27: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	30, // 28: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
-	67, // 29: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
-	31, // 30: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
-	68, // 31: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
-	48, // 32: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
-	47, // 33: deploysync.ctrl.v1.RolloutStrategy.checks:type_name -> deploysync.ctrl.v1.RolloutCheck
-	69, // 34: deploysync.ctrl.v1.RolloutCheck.interval:type_name -> google.protobuf.Duration
-	69, // 35: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
-	69, // 36: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
-	46, // 37: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	50, // 38: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
-	67, // 39: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
-	67, // 40: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	67, // 41: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	67, // 42: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
-	67, // 43: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
-	69, // 44: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
-	69, // 45: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
-	51, // 46: deploysync.ctrl.v1.RolloutRegion.checks:type_name -> deploysync.ctrl.v1.RegionCheck
-	49, // 47: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	49, // 48: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
-	1,  // 49: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
-	57, // 50: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
-	49, // 51: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	46, // 52: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 53: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	46, // 54: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	70, // 55: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
-	5,  // 56: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	7,  // 57: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	12, // 58: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	15, // 59: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	18, // 60: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	20, // 61: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	22, // 62: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	24, // 63: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
-	26, // 64: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
-	28, // 65: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	32, // 66: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	34, // 67: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	36, // 68: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	38, // 69: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	40, // 70: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	42, // 71: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	44, // 72: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	52, // 73: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
-	54, // 74: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
-	56, // 75: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
-	59, // 76: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
-	61, // 77: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
-	63, // 78: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
-	6,  // 79: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	8,  // 80: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	13, // 81: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	16, // 82: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	19, // 83: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	21, // 84: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	23, // 85: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	25, // 86: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
-	27, // 87: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
-	29, // 88: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	33, // 89: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	35, // 90: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	37, // 91: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	39, // 92: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	41, // 93: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	43, // 94: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	45, // 95: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	53, // 96: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
-	55, // 97: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
-	58, // 98: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
-	60, // 99: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
-	62, // 100: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
-	64, // 101: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
-	79, // [79:102] is the sub-list for method output_type
-	56, // [56:79] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	73, // 0: deploysync.ctrl.v1.ListPodsResponse.pods:type_name -> deploysync.ctrl.v1.LivePod
+	74, // 1: deploysync.ctrl.v1.ListEventsResponse.events:type_name -> deploysync.ctrl.v1.LiveEvent
+	75, // 2: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	75, // 3: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	75, // 4: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	75, // 5: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	9,  // 6: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	75, // 7: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	75, // 8: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	75, // 9: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
+	8,  // 11: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
+	15, // 12: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	16, // 13: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
+	17, // 14: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
+	10, // 15: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	9,  // 16: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	10, // 17: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	10, // 18: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	20, // 19: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
+	75, // 20: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	23, // 21: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
+	75, // 22: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	15, // 23: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	71, // 24: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	52, // 25: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	0,  // 26: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
+	72, // 27: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	52, // 28: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	52, // 29: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	36, // 30: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
+	75, // 31: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	37, // 32: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
+	76, // 33: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	54, // 34: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
+	53, // 35: deploysync.ctrl.v1.RolloutStrategy.checks:type_name -> deploysync.ctrl.v1.RolloutCheck
+	77, // 36: deploysync.ctrl.v1.RolloutCheck.interval:type_name -> google.protobuf.Duration
+	77, // 37: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
+	77, // 38: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
+	52, // 39: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	56, // 40: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
+	75, // 41: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
+	75, // 42: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	75, // 43: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	75, // 44: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
+	75, // 45: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
+	77, // 46: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
+	77, // 47: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
+	57, // 48: deploysync.ctrl.v1.RolloutRegion.checks:type_name -> deploysync.ctrl.v1.RegionCheck
+	55, // 49: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	55, // 50: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
+	1,  // 51: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
+	63, // 52: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
+	55, // 53: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	52, // 54: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	52, // 55: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	52, // 56: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	78, // 57: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	11, // 58: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	13, // 59: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	18, // 60: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	21, // 61: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	24, // 62: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	26, // 63: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	28, // 64: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	30, // 65: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	32, // 66: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	34, // 67: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	38, // 68: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	40, // 69: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	42, // 70: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	44, // 71: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	46, // 72: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	48, // 73: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	50, // 74: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	58, // 75: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
+	60, // 76: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
+	62, // 77: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
+	65, // 78: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
+	67, // 79: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
+	69, // 80: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
+	2,  // 81: deploysync.ctrl.v1.OperatorService.ListPods:input_type -> deploysync.ctrl.v1.ListPodsRequest
+	4,  // 82: deploysync.ctrl.v1.OperatorService.ListEvents:input_type -> deploysync.ctrl.v1.ListEventsRequest
+	6,  // 83: deploysync.ctrl.v1.OperatorService.StreamLogs:input_type -> deploysync.ctrl.v1.StreamLogsRequest
+	12, // 84: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	14, // 85: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	19, // 86: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	22, // 87: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	25, // 88: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	27, // 89: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	29, // 90: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	31, // 91: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	33, // 92: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	35, // 93: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	39, // 94: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	41, // 95: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	43, // 96: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	45, // 97: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	47, // 98: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	49, // 99: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	51, // 100: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	59, // 101: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
+	61, // 102: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
+	64, // 103: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
+	66, // 104: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
+	68, // 105: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
+	70, // 106: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
+	3,  // 107: deploysync.ctrl.v1.OperatorService.ListPods:output_type -> deploysync.ctrl.v1.ListPodsResponse
+	5,  // 108: deploysync.ctrl.v1.OperatorService.ListEvents:output_type -> deploysync.ctrl.v1.ListEventsResponse
+	7,  // 109: deploysync.ctrl.v1.OperatorService.StreamLogs:output_type -> deploysync.ctrl.v1.StreamLogsResponse
+	84, // [84:110] is the sub-list for method output_type
+	58, // [58:84] is the sub-list for method input_type
+	58, // [58:58] is the sub-list for extension type_name
+	58, // [58:58] is the sub-list for extension extendee
+	0,  // [0:58] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -5038,15 +5428,16 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 	if File_deploysync_ctrl_v1_operator_proto != nil {
 		return
 	}
+	file_deploysync_ctrl_v1_cluster_proto_init()
 	file_deploysync_ctrl_v1_state_proto_init()
-	file_deploysync_ctrl_v1_operator_proto_msgTypes[22].OneofWrappers = []any{}
+	file_deploysync_ctrl_v1_operator_proto_msgTypes[28].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   65,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

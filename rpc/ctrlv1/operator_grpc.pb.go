@@ -42,6 +42,9 @@ const (
 	OperatorService_SetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/SetRolloutStrategy"
 	OperatorService_GetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/GetRolloutStrategy"
 	OperatorService_GetDesiredState_FullMethodName           = "/deploysync.ctrl.v1.OperatorService/GetDesiredState"
+	OperatorService_ListPods_FullMethodName                  = "/deploysync.ctrl.v1.OperatorService/ListPods"
+	OperatorService_ListEvents_FullMethodName                = "/deploysync.ctrl.v1.OperatorService/ListEvents"
+	OperatorService_StreamLogs_FullMethodName                = "/deploysync.ctrl.v1.OperatorService/StreamLogs"
 )
 
 // OperatorServiceClient is the client API for OperatorService service.
@@ -115,6 +118,17 @@ type OperatorServiceClient interface {
 	// GetDesiredStateResponse). NotFound when the deployment does not run
 	// there (none, stopped, or not reached by its rollout yet).
 	GetDesiredState(ctx context.Context, in *GetDesiredStateRequest, opts ...grpc.CallOption) (*GetDesiredStateResponse, error)
+	// ListPods, ListEvents and StreamLogs are live views of a deployment in
+	// one region, asked of the region's agent on the connection it opened
+	// (ctrld never dials into a cluster), through whichever replica the
+	// agent is connected to. Pods and events are reads; logs may carry
+	// secrets, so reading them takes the logs permission, and every read
+	// is audited (who read which pod's logs, when). Unavailable at once
+	// when the region's agent is not connected or serves no live views;
+	// DeadlineExceeded when it does not answer in time.
+	ListPods(ctx context.Context, in *ListPodsRequest, opts ...grpc.CallOption) (*ListPodsResponse, error)
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	StreamLogs(ctx context.Context, in *StreamLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamLogsResponse], error)
 }
 
 type operatorServiceClient struct {
@@ -355,6 +369,45 @@ func (c *operatorServiceClient) GetDesiredState(ctx context.Context, in *GetDesi
 	return out, nil
 }
 
+func (c *operatorServiceClient) ListPods(ctx context.Context, in *ListPodsRequest, opts ...grpc.CallOption) (*ListPodsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPodsResponse)
+	err := c.cc.Invoke(ctx, OperatorService_ListPods_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, OperatorService_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) StreamLogs(ctx context.Context, in *StreamLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[StreamLogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &OperatorService_ServiceDesc.Streams[0], OperatorService_StreamLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[StreamLogsRequest, StreamLogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_StreamLogsClient = grpc.ServerStreamingClient[StreamLogsResponse]
+
 // OperatorServiceServer is the server API for OperatorService service.
 // All implementations must embed UnimplementedOperatorServiceServer
 // for forward compatibility.
@@ -426,6 +479,17 @@ type OperatorServiceServer interface {
 	// GetDesiredStateResponse). NotFound when the deployment does not run
 	// there (none, stopped, or not reached by its rollout yet).
 	GetDesiredState(context.Context, *GetDesiredStateRequest) (*GetDesiredStateResponse, error)
+	// ListPods, ListEvents and StreamLogs are live views of a deployment in
+	// one region, asked of the region's agent on the connection it opened
+	// (ctrld never dials into a cluster), through whichever replica the
+	// agent is connected to. Pods and events are reads; logs may carry
+	// secrets, so reading them takes the logs permission, and every read
+	// is audited (who read which pod's logs, when). Unavailable at once
+	// when the region's agent is not connected or serves no live views;
+	// DeadlineExceeded when it does not answer in time.
+	ListPods(context.Context, *ListPodsRequest) (*ListPodsResponse, error)
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	StreamLogs(*StreamLogsRequest, grpc.ServerStreamingServer[StreamLogsResponse]) error
 	mustEmbedUnimplementedOperatorServiceServer()
 }
 
@@ -504,6 +568,15 @@ func (UnimplementedOperatorServiceServer) GetRolloutStrategy(context.Context, *G
 }
 func (UnimplementedOperatorServiceServer) GetDesiredState(context.Context, *GetDesiredStateRequest) (*GetDesiredStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetDesiredState not implemented")
+}
+func (UnimplementedOperatorServiceServer) ListPods(context.Context, *ListPodsRequest) (*ListPodsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPods not implemented")
+}
+func (UnimplementedOperatorServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedOperatorServiceServer) StreamLogs(*StreamLogsRequest, grpc.ServerStreamingServer[StreamLogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method StreamLogs not implemented")
 }
 func (UnimplementedOperatorServiceServer) mustEmbedUnimplementedOperatorServiceServer() {}
 func (UnimplementedOperatorServiceServer) testEmbeddedByValue()                         {}
@@ -940,6 +1013,53 @@ func _OperatorService_GetDesiredState_Handler(srv interface{}, ctx context.Conte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_ListPods_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPodsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).ListPods(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_ListPods_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).ListPods(ctx, req.(*ListPodsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_StreamLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(StreamLogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(OperatorServiceServer).StreamLogs(m, &grpc.GenericServerStream[StreamLogsRequest, StreamLogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type OperatorService_StreamLogsServer = grpc.ServerStreamingServer[StreamLogsResponse]
+
 // OperatorService_ServiceDesc is the grpc.ServiceDesc for OperatorService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1039,7 +1159,21 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "GetDesiredState",
 			Handler:    _OperatorService_GetDesiredState_Handler,
 		},
+		{
+			MethodName: "ListPods",
+			Handler:    _OperatorService_ListPods_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _OperatorService_ListEvents_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "StreamLogs",
+			Handler:       _OperatorService_StreamLogs_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "deploysync/ctrl/v1/operator.proto",
 }
