@@ -118,6 +118,13 @@ func (r Report) String() string {
 		fmt.Fprintf(&b, " (by at least %s)", ro.Tightest.Round(time.Millisecond))
 	}
 	fmt.Fprintf(&b, ", %d given it against the promise (image watches lost %d times)", ro.Broken, ro.WatchGaps)
+	fmt.Fprintf(&b, "\nmetric gates: %d rollouts under the error-rate check ended (%d of %s), %d halted on a check (%d for want of a verdict within the deadline);"+
+		" %d passes of a checked wave held to its Prometheus' outages (%d with the Prometheus down between the promotion and the pass",
+		ro.Checked, ro.Errors, ErrorsImage, ro.OnMetrics, ro.NoVerdict, ro.CheckPasses, ro.AfterOutage)
+	if ro.SoonestAfterOutage > 0 {
+		fmt.Fprintf(&b, ", the soonest %s after it started again", ro.SoonestAfterOutage.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "; %d not judged), %d bad revisions past their first wave", ro.CheckUnjudged, ro.BadPast)
 	f := r.Fences
 	fmt.Fprintf(&b, "\nfenced actions: as read %d acted, %d refused as moved meanwhile, %d refused as not possible now; %d stale ones refused;"+
 		" of the refused, %d read back unchanged, %d moved meanwhile with no trace of the action, %d not read back",
@@ -236,9 +243,15 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, cfg Config, rep *Report) (time.Duration, int, error) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	operators := 2 + rng.IntN(maxOperators-1)
+	release := releaseRound(n)
+	each := cfg.Each
+	if release && slices.Contains(kinds, FaultPrometheus) {
+		// Two outages, so that the canary's Prometheus is likely down once.
+		each = append(slices.Clip(each), FaultPrometheus)
+	}
 	var steps []step
 	if len(kinds) > 0 {
-		steps = s.schedule(rng, kinds, cfg.Each, 3+rng.IntN(4), cfg.RoundLength)
+		steps = s.schedule(rng, kinds, each, 3+rng.IntN(4), cfg.RoundLength)
 	}
 	schedule := []string{"(no faults)"}
 	if len(steps) > 0 {
@@ -247,7 +260,11 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	for _, st := range steps {
 		schedule = append(schedule, fmt.Sprintf("%6.2fs %s", st.at.Seconds(), st.what))
 	}
-	s.logf("round %d: %d operators for %s, %d fault steps", n, operators, cfg.RoundLength, len(steps))
+	kind := ""
+	if release {
+		kind = " (a release round)"
+	}
+	s.logf("round %d%s: %d operators for %s, %d fault steps", n, kind, operators, cfg.RoundLength, len(steps))
 
 	counts := &opCounter{inOutage: s.dbOutage.now}
 	opsCtx, stopOps := context.WithTimeout(ctx, cfg.RoundLength)
@@ -258,7 +275,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	}()
 	for i := range operators {
 		o := &operator{client: s.operators[i], name: operatorName(i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts,
-			carries: s.carries}
+			carries: s.carries, release: release}
 		wg.Go(func() { o.run(opsCtx) })
 	}
 	// Rollouts are read as they end, also during the round, and judged a

@@ -48,11 +48,26 @@ const (
 	// FaultMariaDB kills the checker's own MariaDB server and starts it
 	// again (only with Setup.MariaDB).
 	FaultMariaDB = "mariadb-restart"
+	// FaultPrometheus kills a region's Prometheus for promOutageMin to
+	// promOutageMax and starts it again on its data: the region's checks
+	// have no verdict meanwhile, which may pass no wave.
+	FaultPrometheus = "prometheus-outage"
 )
 
 // AllFaults lists every fault kind.
 var AllFaults = []string{FaultCtrldRestart, FaultReplica, FaultAgentKill, FaultStreamCut, FaultPause,
-	FaultResync, FaultRetention, FaultAPIServer, FaultMariaDB}
+	FaultResync, FaultRetention, FaultAPIServer, FaultMariaDB, FaultPrometheus}
+
+// A Prometheus outage lasts long enough to cover a canary's check from
+// before its last evaluation until its wave would pass (the checks
+// verdict needs the Prometheus down from one SyncChecks call and a second
+// before the pass), and mostly shorter than its deadline and bake (16 s),
+// so that some canaries pass once it is back and some fail for want of a
+// verdict.
+const (
+	promOutageMin = 4 * time.Second
+	promOutageMax = 16 * time.Second
+)
 
 // step is one action of a round's fault schedule, at a time from the
 // round's start. A fault that lasts has two steps: its start (which names
@@ -115,6 +130,14 @@ func (s *System) schedule(rng *rand.Rand, kinds, each []string, n int, length ti
 			what := "restart " + r.name + "'s kube-apiserver"
 			start(what, func(context.Context) (bool, error) {
 				return s.background(&r.restarting, what, r.cluster.RestartAPIServer), nil
+			})
+		case FaultPrometheus:
+			down := promOutageMin + time.Duration(rng.Int64N(int64(promOutageMax-promOutageMin)))
+			what := fmt.Sprintf("stop %s's Prometheus for %s", r.name, down.Round(time.Millisecond))
+			start(what, func(context.Context) (bool, error) {
+				return s.background(&r.metrics.restarting, what, func(ctx context.Context) error {
+					return r.metrics.outage(ctx, down)
+				}), nil
 			})
 		case FaultMariaDB:
 			down := hold / 3

@@ -2,7 +2,9 @@ package convergecheck
 
 import (
 	"context"
+	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -21,6 +23,9 @@ type link struct {
 	target  ctrlv1.ClusterServiceClient
 	streams map[int]context.CancelFunc // open watch streams
 	next    int
+	// calls are the agent's SyncChecks calls that ctrld answered, in
+	// order (the checks verdict reads them: noVerdictPass).
+	calls []syncCall
 }
 
 func newLink(target ctrlv1.ClusterServiceClient, dropDeletes bool) *link {
@@ -130,7 +135,32 @@ func isDelete(ev *ctrlv1.DeploymentChangeEvent) bool {
 	return ev.GetDeployment().GetAction() == del || ev.GetSentinel().GetAction() == del || ev.GetCiliumNetworkPolicy().GetAction() == del
 }
 
-// SyncChecks implements ctrlv1.ClusterServiceClient.
+// SyncChecks implements ctrlv1.ClusterServiceClient, and records each
+// call ctrld answered (syncCall). The agent's runner makes one call at a
+// time, and a restarted agent's first call follows its predecessor's
+// last, so the record is in order.
 func (l *link) SyncChecks(ctx context.Context, in *ctrlv1.SyncChecksRequest, opts ...grpc.CallOption) (*ctrlv1.SyncChecksResponse, error) {
-	return l.current().SyncChecks(ctx, in, opts...)
+	start := time.Now()
+	resp, err := l.current().SyncChecks(ctx, in, opts...)
+	if err != nil {
+		return resp, err
+	}
+	c := syncCall{start: start, end: time.Now(), results: map[string]bool{}, assigned: map[string]bool{}}
+	for _, r := range in.GetResults() {
+		c.results[r.GetId()] = r.GetHasValue() && r.GetError() == ""
+	}
+	for _, a := range resp.GetChecks() {
+		c.assigned[a.GetId()] = true
+	}
+	l.mu.Lock()
+	l.calls = append(l.calls, c)
+	l.mu.Unlock()
+	return resp, nil
+}
+
+// syncCalls is a copy of the calls recorded so far.
+func (l *link) syncCalls() []syncCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
 }

@@ -171,6 +171,11 @@ type operator struct {
 	// row or a region's copy) the deployment's spec has env REV=rev; ""
 	// when nowhere. Nil: not checked.
 	carries func(ctx context.Context, id, rev string) (string, error)
+	// release: the operator of a release round (releaseRound) mostly rolls
+	// out, under the error-rate check, and seldom acts on a rollout in
+	// flight or its canary, so that more canaries run their bake and meet
+	// their checks (and the Prometheus outages of the round).
+	release bool
 }
 
 // run calls until ctx ends, with short random pauses, as a busy console
@@ -211,8 +216,19 @@ func (o *operator) region(all bool) string {
 
 // rolloutShare is one in how many calls changes a deployment's spec: an
 // update, at once or rolled out in waves, or an operator's action on a
-// rollout in flight.
-const rolloutShare = 5
+// rollout in flight; releaseShare the same in a release round.
+const (
+	rolloutShare = 5
+	releaseShare = 2
+)
+
+// releaseRound tells whether round n (from 1) is a release round: every
+// second one. The others' operators stop, scale to 0 or abort nearly
+// every canary before its bake ends, so that few rollouts pass a wave
+// there (one or two in three rounds); a release round's operators roll
+// out twice as much of ErrorsImage, do not stop or delete deployments,
+// and seldom act on rollouts in flight.
+func releaseRound(n int) bool { return n%2 == 0 }
 
 // Waves of the checker's rollouts: its first region as the canary, then
 // the other; bakes and deadlines short enough that every rollout ends
@@ -244,10 +260,18 @@ func failingImage(image string) bool {
 // call makes one random call and names its operation.
 func (o *operator) call(ctx context.Context) (string, error) {
 	c, rng := o.client, o.rng
-	if rng.IntN(rolloutShare) == 0 {
+	share := rolloutShare
+	if o.release {
+		share = releaseShare
+	}
+	if rng.IntN(share) == 0 {
 		return o.rolloutCall(ctx)
 	}
-	switch n := rng.IntN(100); {
+	n := rng.IntN(100)
+	if o.release && n >= 30 && n < 60 {
+		n = 60 + rng.IntN(40) // a sentinel or a policy, not a stop or delete of a deployment
+	}
+	switch {
 	case n < 18:
 		regions := []string{pick(rng, Regions)}
 		if rng.IntN(2) == 0 {
@@ -310,7 +334,11 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 	id := pick(rng, deploymentIDs)
 	// A fresh env value: an update that changes nothing is invalid.
 	vars := map[string]string{"REV": fmt.Sprint(rng.IntN(1 << 30))}
-	switch n := rng.IntN(14); {
+	n := rng.IntN(14)
+	if o.release && n >= 6 && rng.IntN(4) > 0 {
+		n = 2 + rng.IntN(4) // a rollout instead of an action on one in flight
+	}
+	switch {
 	case n < 1:
 		// An environment's strategy: the updates above with no strategy
 		// of their own roll out under it (good images only: the failing
@@ -323,6 +351,9 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		if rng.IntN(3) > 0 {
 			strategy = waves([]string{pick(rng, Regions)}, rolloutBake)
 			strategy.Waves[1].Bake = nil
+			if rng.IntN(2) == 0 {
+				strategy.Checks = errorRateChecks()
+			}
 		}
 		_, err := c.SetRolloutStrategy(ctx, &ctrlv1.SetRolloutStrategyRequest{WorkspaceId: env.workspace, EnvironmentId: env.id, Strategy: strategy})
 		return "set-strategy", err
@@ -332,19 +363,34 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		o.checkRefusedUpdate(ctx, id, vars["REV"], err)
 		return "update", err
 	case n < 6:
+		// Half the rollouts carry the error-rate check, and those of
+		// ErrorsImage (Ready, but serving errors) always do.
 		image, op, bake := pick(rng, images), "rollout-good", rolloutBake
-		switch rng.IntN(6) {
+		withChecks := o.release || rng.IntN(2) == 0
+		more := 0 // more of ErrorsImage in a release round
+		if o.release {
+			more = 2
+		}
+		switch rng.IntN(7 + more) {
 		case 0:
 			image, op = BadImage, "rollout-bad"
 		case 1:
 			image, op, bake = CrashOnceImage, "rollout-crash-once", crashBake
 		case 2:
 			image, op, bake = CrashLaterImage, "rollout-crash-later", crashBake
+		case 3, 7, 8:
+			image, op, withChecks = ErrorsImage, "rollout-errors", true
 		}
 		if bake == crashBake {
 			vars[kubetest.CrashAfterEnv] = crashAfter.String()
 		}
 		strategy := waves(Regions[:1], bake)
+		if withChecks {
+			strategy.Checks = errorRateChecks()
+			if image != ErrorsImage {
+				op += "-checked"
+			}
+		}
 		if rng.IntN(4) == 0 {
 			strategy.OnFailure = "pause"
 		}

@@ -48,6 +48,24 @@ type RolloutStats struct {
 	// was dropped: every strategy of the checker names its first wave,
 	// and a wave naming none of a deployment's regions refuses the call.
 	Plans int
+	// Checked counts the rollouts whose strategy carried the error-rate
+	// check, Errors those of them to ErrorsImage; OnMetrics those a check
+	// halted (a region failed on it: failing, or NoVerdict of them
+	// without a verdict within its deadline).
+	Checked, Errors, OnMetrics, NoVerdict int
+	// BadPast counts the regions past a rollout's first wave that carried
+	// a new spec that must fail there (a crashing image, ErrorsImage under
+	// the check) with no wave before promoted by hand: must be 0.
+	BadPast int
+	// CheckPasses counts the Passes of checked rollouts the checks verdict
+	// held to "no wave passes on an inconclusive check" (noVerdictPass),
+	// CheckUnjudged those it could not tell (a call ending just at the
+	// look); AfterOutage of them those whose earlier region's Prometheus
+	// was down at some time between its promotion and the pass, and
+	// SoonestAfterOutage the least time from it starting again to the
+	// pass.
+	CheckPasses, CheckUnjudged, AfterOutage int
+	SoonestAfterOutage                      time.Duration
 	// WatchGaps counts the times an image log lost its cluster's watch
 	// and listed again (an API server restart past its watch history):
 	// what happened meanwhile may be missing from the verdict.
@@ -156,14 +174,27 @@ const judgeAfter = time.Second
 //     it: a StatefulSet on the new spec with replicas, every replica
 //     ready and updated as the API server reported its status, for that
 //     wave's bake without a break, and no Pod of the new spec restarted
-//     since the rollout began. A stopped region (its StatefulSet
-//     deleted), one scaled to 0 or one removed ran nothing, so it proved
-//     nothing. A wave an operator promoted by hand (its regions' why
-//     "promoted by ...") overrode its gate, and proves nothing to check.
+//     since the rollout began, or since an operator last resumed the
+//     wave (a resume gives its regions another chance, their restarts
+//     counted from it: ctrld's promotion time of the region then). A
+//     stopped region (its StatefulSet deleted), one scaled to 0 or one
+//     removed ran nothing, so it proved nothing. A wave an operator
+//     promoted by hand (its regions' why "promoted by ...") overrode its
+//     gate, and proves nothing to check.
+//
+// A crash-once image passes a resumed wave (its Pods crashed before the
+// resume and are ready for good after), so it is no bad revision past
+// one.
+//
+// A rollout whose new image must fail its first wave (mustFail: a
+// crashing image, or ErrorsImage under the error-rate check) may not reach
+// a region of a later wave at all, unless an operator promoted a wave
+// before it by hand: badPast counts those regions.
 //
 // It returns the violations, and for each later region it judged against
-// an earlier one, the margin by which the earlier one's bake was covered.
-func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) (violations []string, margins []time.Duration) {
+// an earlier one the pass, with the margin by which the earlier one's
+// bake was covered.
+func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) (violations []string, passes []pass, badPast int) {
 	from, to := r.CreatedAt.AsTime(), r.FinishedAt.AsTime()
 	byHand := map[int32]bool{}
 	for _, region := range r.Regions {
@@ -191,6 +222,17 @@ func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) 
 		if b.PromotedAt != nil && b.PromotedAt.AsTime().Before(cut) {
 			cut = b.PromotedAt.AsTime()
 		}
+		// A crash-once image's Pods crash once, and are ready for good
+		// after: an operator's resume of the wave after the crash gives
+		// it another chance, which it passes.
+		first := r.Regions[0].Wave
+		if b.Wave > first && mustFail(r, spec.image) && !slices.ContainsFunc(r.Regions, func(a *ctrlv1.RolloutRegion) bool {
+			return a.Wave < b.Wave && (byHand[a.Wave] || spec.image == CrashOnceImage && resumed(r, a))
+		}) {
+			badPast++
+			violations = append(violations, fmt.Sprintf("%s: %s (wave %d) carried %s, which must fail its first wave, from %s (no wave before it promoted by hand)",
+				what, b.Region, b.Wave, spec.image, stamp(tb)))
+		}
 		for _, a := range r.Regions {
 			if a.Wave >= b.Wave || byHand[a.Wave] || logs[a.Region] == nil {
 				continue
@@ -199,7 +241,14 @@ func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) 
 			if w := r.Strategy.GetWaves(); int(a.Wave) <= len(w) {
 				bake = w[a.Wave-1].GetBake().AsDuration()
 			}
-			p := ranIt(logs[a.Region].History(r.DeploymentId), logs[a.Region].Pods(r.DeploymentId), spec, from, cut)
+			// Restarts count from the region's promotion, which an
+			// operator's resume of its wave moves to the resume: another
+			// chance, restarts counted from then (daemon/desired's resume).
+			restartsFrom := from
+			if a.PromotedAt != nil && a.PromotedAt.AsTime().After(from) {
+				restartsFrom = a.PromotedAt.AsTime()
+			}
+			p := ranIt(logs[a.Region].History(r.DeploymentId), logs[a.Region].Pods(r.DeploymentId), spec, from, restartsFrom, cut)
 			promoted := "no promotion recorded"
 			if b.PromotedAt != nil {
 				promoted = "promoted " + stamp(b.PromotedAt.AsTime())
@@ -217,11 +266,30 @@ func brokenPromise(r *ctrlv1.Rollout, spec newSpec, logs map[string]clusterLog) 
 				violations = append(violations, fmt.Sprintf("%s had not run it ready for its bake of %s before: %s; its StatefulSet then: %s",
 					got, bake, run, p.last))
 			default:
-				margins = append(margins, p.ready-bake)
+				passes = append(passes, pass{later: b, earlier: a, carried: tb, margin: p.ready - bake})
 			}
 		}
 	}
-	return violations, margins
+	return violations, passes, badPast
+}
+
+// resumed tells whether a region of a rollout's first wave was promoted
+// again after the rollout began: its wave resumed by an operator (the
+// first wave is promoted as the rollout is created).
+func resumed(r *ctrlv1.Rollout, a *ctrlv1.RolloutRegion) bool {
+	return a.Wave == r.Regions[0].Wave && a.PromotedAt != nil && a.PromotedAt.AsTime().Sub(r.CreatedAt.AsTime()) > time.Second
+}
+
+// pass is a later wave's region given a rollout's new spec after an
+// earlier wave's region ran it ready for its bake (brokenPromise).
+type pass struct {
+	later, earlier *ctrlv1.RolloutRegion
+	// carried is when the later region's StatefulSet first turned to the
+	// new spec.
+	carried time.Time
+	// margin is how much longer than its bake the earlier region ran it
+	// ready before the later one got it.
+	margin time.Duration
 }
 
 // droppedWave says how a rollout's plan dropped its strategy's named
@@ -243,6 +311,68 @@ func droppedWave(r *ctrlv1.Rollout) string {
 type clusterLog interface {
 	History(name string) []rolloutcheck.Sighting
 	Pods(owner string) []rolloutcheck.PodSighting
+}
+
+// countChecks counts an ended rollout's checks and how its checks ended
+// it: a region failed on a check (its evidence "check ..."), failing or
+// without a verdict within its deadline.
+func (st *RolloutStats) countChecks(r *ctrlv1.Rollout) {
+	if !checked(r) {
+		return
+	}
+	st.Checked++
+	if r.ToImage == ErrorsImage {
+		st.Errors++
+	}
+	if r.State != "rolled_back" {
+		return
+	}
+	for _, region := range r.Regions {
+		if region.State == "failed" && strings.HasPrefix(region.Why, "check ") {
+			st.OnMetrics++
+			if strings.Contains(region.Why, "had no verdict") {
+				st.NoVerdict++
+			}
+			return
+		}
+	}
+}
+
+// judgeChecks holds a checked rollout's passes to "no wave passes on an
+// inconclusive check" (noVerdictPass) and counts them.
+func (st *RolloutStats) judgeChecks(r *ctrlv1.Rollout, passes []pass, logs map[string]checkLog) []string {
+	var violations []string
+	for _, p := range passes {
+		l, ok := logs[p.earlier.Region]
+		if !ok {
+			continue
+		}
+		v, found := noVerdictPass(r, p, errorRateCheck, l)
+		if v != "" {
+			violations = append(violations, v)
+		}
+		if !found.judged {
+			st.CheckUnjudged++
+			continue
+		}
+		st.CheckPasses++
+		if found.afterOutage {
+			st.AfterOutage++
+			if found.sinceUp >= 0 && (st.SoonestAfterOutage == 0 || found.sinceUp < st.SoonestAfterOutage) {
+				st.SoonestAfterOutage = found.sinceUp
+			}
+		}
+	}
+	return violations
+}
+
+// checkLogs is what the checks verdict reads of every region.
+func (s *System) checkLogs() map[string]checkLog {
+	logs := map[string]checkLog{}
+	for name, r := range s.regions {
+		logs[name] = checkLog{calls: r.link.syncCalls(), outages: r.metrics.outageLog()}
+	}
+	return logs
 }
 
 func (s *System) clusterLogs() map[string]clusterLog {
@@ -290,7 +420,7 @@ type proof struct {
 
 // ranIt reads the region's proof from its StatefulSets' and Pods'
 // sightings.
-func ranIt(sets []rolloutcheck.Sighting, pods []rolloutcheck.PodSighting, spec newSpec, from, cut time.Time) proof {
+func ranIt(sets []rolloutcheck.Sighting, pods []rolloutcheck.PodSighting, spec newSpec, from, restartsFrom, cut time.Time) proof {
 	var p proof
 	since := map[string]time.Time{} // by namespace: when its current ready run began
 	lastOf := map[string]rolloutcheck.Sighting{}
@@ -335,6 +465,10 @@ func ranIt(sets []rolloutcheck.Sighting, pods []rolloutcheck.PodSighting, spec n
 			break
 		}
 		if pod.At.Before(from) || !spec.in(pod.Image, pod.Env) {
+			continue
+		}
+		if pod.At.Before(restartsFrom) { // its count at the resume: the baseline
+			restarts[pod.UID] = pod.Restarts
 			continue
 		}
 		before, seen := restarts[pod.UID]
@@ -421,6 +555,11 @@ func (s *System) rolloutVerdict(ctx context.Context, vs *verdictState, stats *Ro
 		}
 		delete(vs.pending, key)
 		vs.judged[key] = true
+		checks := ""
+		if checked(r) {
+			checks = ", checked"
+		}
+		s.logf("  rollout of %s to revision %d (%s%s) ended %s: %s", r.DeploymentId, r.Revision, r.ToImage, checks, r.State, r.Reason)
 		switch r.State {
 		case "succeeded":
 			stats.Succeeded++
@@ -435,17 +574,22 @@ func (s *System) rolloutVerdict(ctx context.Context, vs *verdictState, stats *Ro
 		if failingImage(r.ToImage) && !failingImage(r.FromImage) {
 			stats.Bad++
 		}
+		stats.countChecks(r)
 		if !e.known {
 			stats.Unjudged++
 			continue
 		}
 		stats.Judged++
-		found, margins := brokenPromise(r, e.spec, s.clusterLogs())
-		for _, m := range margins {
-			if stats.Passes == 0 || m < stats.Tightest {
-				stats.Tightest = m
+		found, passes, badPast := brokenPromise(r, e.spec, s.clusterLogs())
+		stats.BadPast += badPast
+		for _, p := range passes {
+			if stats.Passes == 0 || p.margin < stats.Tightest {
+				stats.Tightest = p.margin
 			}
 			stats.Passes++
+		}
+		if checked(r) && len(found) == 0 {
+			found = stats.judgeChecks(r, passes, s.checkLogs())
 		}
 		stats.Broken += len(found)
 		violations = append(violations, found...)

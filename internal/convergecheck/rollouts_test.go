@@ -23,8 +23,9 @@ func (f *fakeLog) Pods(string) []rolloutcheck.PodSighting { return f.pods }
 
 // The rollout verdict is the promise itself: a later wave gets the new
 // spec only after each earlier wave's regions ran it, every replica
-// ready, for their bake, with no Pod of it restarting, or after an
-// operator promoted that wave by hand; a region it never reached never
+// ready, for their bake, with no Pod of it restarting (since an
+// operator's resume of the wave, if any), or after an operator promoted
+// that wave by hand; a region it never reached never
 // gets it. A stopped, 0-replica or not-yet-ready canary proves nothing.
 func TestTheRolloutVerdictIsThePromise(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -53,7 +54,10 @@ func TestTheRolloutVerdictIsThePromise(t *testing.T) {
 		eu   *fakeLog
 		// euWhy, usState: the rollout's account of the regions.
 		euWhy, usState string
-		want           string // in the violation; "" for none
+		// euPromoted is when ctrld promoted eu last: after the rollout
+		// began, an operator resumed its wave then.
+		euPromoted time.Duration
+		want       string // in the violation; "" for none
 	}{
 		{name: "ran it ready for its bake", eu: &fakeLog{sets: readyCanary, pods: []rolloutcheck.PodSighting{pod(300*ms, 0)}}},
 		{name: "stopped during its bake", eu: &fakeLog{sets: append(readyCanary[:3:3], deleted(800*ms))},
@@ -66,6 +70,11 @@ func TestTheRolloutVerdictIsThePromise(t *testing.T) {
 			want: ": on another spec (app:v2, another environment)"},
 		{name: "a restart in its bake", eu: &fakeLog{sets: readyCanary, pods: []rolloutcheck.PodSighting{pod(300*ms, 0), pod(1000*ms, 1)}},
 			want: "had a Pod of it restart before: acme-prod/api-0, restart count 1"},
+		{name: "a restart, then its wave resumed", euPromoted: 1200 * ms,
+			eu: &fakeLog{sets: readyCanary, pods: []rolloutcheck.PodSighting{pod(300*ms, 0), pod(1000*ms, 1), pod(1300*ms, 1)}}},
+		{name: "a restart after its wave resumed", euPromoted: 1200 * ms,
+			eu:   &fakeLog{sets: readyCanary, pods: []rolloutcheck.PodSighting{pod(300*ms, 0), pod(1000*ms, 1), pod(1500*ms, 2)}},
+			want: "had a Pod of it restart before: acme-prod/api-0, restart count 2"},
 		{name: "a restart after the promotion", eu: &fakeLog{sets: readyCanary, pods: []rolloutcheck.PodSighting{pod(300*ms, 0), pod(1950*ms, 1)}}},
 		{name: "scaled to 0, then promoted by hand", euWhy: "promoted by dana",
 			eu: &fakeLog{sets: []rolloutcheck.Sighting{before, sts(100*ms, "app:v2", spec.env, 0, 0)}}},
@@ -85,21 +94,21 @@ func TestTheRolloutVerdictIsThePromise(t *testing.T) {
 					{Regions: []string{"us"}, Bake: durationpb.New(time.Second)},
 				}},
 				Regions: []*ctrlv1.RolloutRegion{
-					{Region: "eu", Wave: 1, State: "passed", Why: c.euWhy, PromotedAt: timestamppb.New(t0)},
+					{Region: "eu", Wave: 1, State: "passed", Why: c.euWhy, PromotedAt: timestamppb.New(at(c.euPromoted))},
 					{Region: "us", Wave: 2, State: usState, PromotedAt: timestamppb.New(at(1900 * ms))},
 				}}
 			if usState == "waiting" {
 				r.Regions[1].PromotedAt = nil
 			}
-			violations, margins := brokenPromise(r, spec, map[string]clusterLog{"eu": c.eu, "us": usGot})
+			violations, passes, _ := brokenPromise(r, spec, map[string]clusterLog{"eu": c.eu, "us": usGot})
 			switch {
 			case c.want == "" && len(violations) > 0:
 				t.Fatalf("violations %q, want none", violations)
 			case c.want != "" && (len(violations) != 1 || !strings.Contains(violations[0], c.want)):
 				t.Fatalf("violations %q, want one saying %q", violations, c.want)
 			}
-			if c.name == "ran it ready for its bake" && (len(margins) != 1 || margins[0] != 400*ms) {
-				t.Errorf("margins %v, want the 400ms by which eu's 1.4s ready run before the promotion covered its bake", margins)
+			if c.name == "ran it ready for its bake" && (len(passes) != 1 || passes[0].margin != 400*ms || !passes[0].carried.Equal(at(2000*ms))) {
+				t.Errorf("passes %+v, want one carried at 2s, with the 400ms by which eu's 1.4s ready run before the promotion covered its bake", passes)
 			}
 			t.Log(violations)
 		})

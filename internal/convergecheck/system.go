@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/deploysync/deploysync/agentd/agent"
+	"github.com/deploysync/deploysync/agentd/checks"
 	"github.com/deploysync/deploysync/agentd/kube"
 	agentmetrics "github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/agentd/reconcile"
@@ -130,6 +131,9 @@ type region struct {
 	// images is every image the region's StatefulSets carried, from the
 	// API server's own watch (the rollout verdict reads it).
 	images *rolloutcheck.ImageLog
+	// metrics is the region's traffic simulator and Prometheus, which
+	// its agent evaluates the rollouts' checks against.
+	metrics *regionMetrics
 }
 
 type agentRun struct {
@@ -161,6 +165,35 @@ func Start(t testing.TB, setup Setup) *System {
 	case setup.Galera != nil:
 		t.Setenv("DEPLOYSYNC_TEST_MYSQL_DSN", setup.Galera.Nodes[0].DSN)
 	}
+	// Each region's Prometheus takes seconds to start: they start beside
+	// ctrld and the clusters' cleaning.
+	metricsCtx, stopMetrics := context.WithCancel(context.Background())
+	t.Cleanup(stopMetrics)
+	started := map[string]chan metricsStart{}
+	for _, name := range Regions {
+		c := setup.Clusters[name]
+		if c == nil {
+			t.Fatalf("convergecheck: no cluster for region %s", name)
+		}
+		ch := make(chan metricsStart, 1)
+		started[name] = ch
+		go func() {
+			clients, err := agent.ClientsFor(c.Config)
+			if err != nil {
+				ch <- metricsStart{err: err}
+				return
+			}
+			m, stop, err := startMetrics(metricsCtx, clients.Kube)
+			ch <- metricsStart{m, stop, err}
+		}()
+	}
+	for _, name := range Regions {
+		t.Cleanup(func() {
+			if st := <-started[name]; st.stop != nil {
+				st.stop()
+			}
+		})
+	}
 	env := servertest.Start(t, server.Config{})
 	s := &System{t: t, env: env, regions: map[string]*region{}, control: env.Operator("faults"), mariadb: setup.MariaDB,
 		galera: setup.Galera, logf: setup.Logf}
@@ -176,9 +209,6 @@ func Start(t testing.TB, setup Setup) *System {
 	ctx := context.Background()
 	for _, name := range Regions {
 		c := setup.Clusters[name]
-		if c == nil {
-			t.Fatalf("convergecheck: no cluster for region %s", name)
-		}
 		clients, err := agent.ClientsFor(c.Config)
 		if err != nil {
 			t.Fatal(err)
@@ -196,6 +226,12 @@ func Start(t testing.TB, setup Setup) *System {
 		if r.images, err = rolloutcheck.WatchImages(watchCtx, name, clients.Kube); err != nil {
 			t.Fatal(err)
 		}
+		st := <-started[name]
+		started[name] <- st // for the cleanup
+		if st.err != nil {
+			t.Fatalf("convergecheck: %s's traffic simulator and Prometheus: %v", name, st.err)
+		}
+		r.metrics = st.metrics
 		s.regions[name] = r
 		r.startAgent()
 		t.Cleanup(func() { r.stopAgent() })
@@ -208,6 +244,14 @@ func Start(t testing.TB, setup Setup) *System {
 		s.slow.Wait()
 	})
 	return s
+}
+
+// metricsStart is a region's traffic simulator and Prometheus, started,
+// with what stops them.
+type metricsStart struct {
+	metrics *regionMetrics
+	stop    func()
+	err     error
 }
 
 // startAgent runs the region's agent with its one identity, as a restarted
@@ -224,6 +268,10 @@ func (r *region) startAgent() bool {
 		BackoffMin:        50 * time.Millisecond,
 		BackoffMax:        500 * time.Millisecond,
 		HeartbeatInterval: 500 * time.Millisecond,
+		// Room for every rollout's check at once (five deployments), so
+		// each is evaluated at every call (the checks verdict assumes no
+		// cadence, but the gate is quicker so).
+		Checks: checks.Config{PrometheusURL: r.metrics.prom.URL(), Timeout: 2 * time.Second, Concurrency: 2 * len(deploymentIDs)},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	run := &agentRun{cancel: cancel, done: make(chan struct{})}
