@@ -1,7 +1,10 @@
 // Package convergecheck is the end-to-end convergence checker: it runs the
 // whole system on real parts (ctrld in-process on a fresh MariaDB database,
 // one real kube-apiserver with kwok per region, one in-process agentd per
-// region with periodic resync off), drives it with concurrent random
+// region with periodic resync off, evaluating the rollouts' checks against
+// the region's own real Prometheus, which scrapes a traffic simulator
+// standing in for the region's Pods: internal/trafficsim, internal/promtest;
+// the traffic is simulated), drives it with concurrent random
 // operator actions while a seeded schedule injects faults, and after every
 // round checks that each cluster holds exactly the desired state in the
 // database, no more and no less, within a bound.
@@ -17,8 +20,13 @@
 //     schedule runs meanwhile (ctrld restart, an agent moved to a second
 //     ctrld replica, agent kill and restart, stream cut, region pause and
 //     resume, forced resync, retention deleting change rows past a stopped
-//     agent's cursor, kube-apiserver restart, and a MariaDB restart when the
-//     checker runs its own MariaDB server);
+//     agent's cursor, kube-apiserver restart, a region's Prometheus killed
+//     for 4-16 s and started again on its data, once in every round of
+//     TestConvergence, and a MariaDB restart when the checker runs its own
+//     MariaDB server); every second round is a release round, whose
+//     operators mostly roll out, under the error-rate check, and seldom
+//     stop canaries or abort (the other rounds' operators stop, scale to 0
+//     or abort nearly every canary before its bake ends);
 //   - the verdict: desired state read from the database in one snapshot
 //     (internal/wantstate: running topologies, running sentinels, policies)
 //     against every object with the managed-by label of the kinds agentd
@@ -35,8 +43,9 @@
 //     environment) only after every region of each earlier wave ran it,
 //     a StatefulSet with replicas, every replica ready and updated, for
 //     that wave's bake without a break, with no Pod of it restarting
-//     since the rollout began, or after an operator promoted that wave
-//     by hand; a stopped, 0-replica or removed region ran nothing, so it
+//     since the rollout began (or since an operator last resumed the
+//     wave: another chance, restarts counted from then, as ctrld counts
+//     them), or after an operator promoted that wave by hand; a stopped, 0-replica or removed region ran nothing, so it
 //     proved nothing; a region the rollout never reached never carries
 //     it. The moment a later region "got" the spec is when its
 //     StatefulSet turned to it or when ctrld promoted it, whichever came
@@ -49,6 +58,27 @@
 //     middle of the canary's bake: internal/kubetest's kwok stages), and
 //     stop or scale to 0 a region of a wave in progress (and start and
 //     scale regions up again), as on-call engineers do;
+//   - the metric gates' verdicts, on the same watches, the Prometheus
+//     outages the checker made and what each agent sent in its SyncChecks
+//     calls (recorded by its link), not on ctrld's account. Half the
+//     operators' rollouts, and some environments' strategies, carry an
+//     error-rate check (the new spec's share of 500s, < 0.05, every second,
+//     two samples); ErrorsImage, whose Pods are Ready but fail a fifth of
+//     their requests, goes out only under it. A rollout whose new image
+//     must fail its first wave (ErrorsImage under the check, or a crashing
+//     image) never reaches a region of a later wave, unless an operator
+//     promoted a wave before it by hand (RolloutStats.BadPast: must be 0).
+//     No wave passes on an inconclusive check: the gate passes a region
+//     only when the check's newest evaluation has a verdict, and one made
+//     while the Prometheus was down has none, so when a later region got
+//     the spec, the earlier region's Prometheus must have run at some time
+//     since the earliest moment it could have answered the newest result
+//     the look could have read: the start of the agent's answered call
+//     before the last one that carried a stored result ended before the
+//     look, less a second (noVerdictPass argues the bound: 4 s before the
+//     look with calls on their 2 s cadence, longer by itself over failed
+//     calls, so no fault makes it flaky). A wave passed with no stored
+//     evaluation at all breaks it too;
 //   - what a refused call must not do: operators read a rollout and act
 //     on it fenced with what they read (it acts, or the rollout moved
 //     meanwhile: both valid) or with a fence no rollout can match again
@@ -67,9 +97,17 @@
 //     wave's deadline, starDeadline, tells the waves apart): dropped, the
 //     next wave would get the change ungated;
 //   - the report: rounds, operations and faults by type, time to converge,
-//     objects desired at each verdict, and whether the run proves little
+//     objects desired at each verdict, the metric gates' figures (rollouts
+//     under the check, halts on a check, passes held to the outages, bad
+//     revisions past their first wave), and whether the run proves little
 //     (no fault, few operations that changed desired state, nothing
 //     desired), which fails TestConvergence as a divergence would.
+//
+// The metric gates' verdicts were seen failing against a gate that
+// ignores checks (daemon/rollout's judge calling JudgeChecks(nil, ...),
+// in a copy of the tree): seed 17497649273457045506, round 2, a wave
+// passed 4.9 s into eu's Prometheus outage, on no verdict; seed
+// 18230755060660678360, round 1, ErrorsImage reached us (wave 2).
 //
 // No fault outlives its round: the schedule returns only once the
 // restarts it began are over, and a test that ends during one cancels it
