@@ -103,6 +103,13 @@ var (
 		ctrlv1.OperatorService_ListRollouts_FullMethodName:         true,
 		ctrlv1.OperatorService_GetRolloutStrategy_FullMethodName:   true,
 		ctrlv1.OperatorService_GetDesiredState_FullMethodName:      true,
+		ctrlv1.OperatorService_ListPods_FullMethodName:             true,
+		ctrlv1.OperatorService_ListEvents_FullMethodName:           true,
+	}
+	// logMethods change nothing, but show what a read-only key may not
+	// see: logs may carry secrets.
+	logMethods = map[string]bool{
+		ctrlv1.OperatorService_StreamLogs_FullMethodName: true,
 	}
 	writeMethods = map[string]bool{
 		ctrlv1.OperatorService_Deploy_FullMethodName:                    true,
@@ -167,6 +174,9 @@ func (a *Authenticator) authenticateSession(ctx context.Context, fullMethod stri
 	p := Principal{Kind: Operator, Name: id.Name, Session: &id, tokenHash: h}
 	if kind != Operator {
 		return nil, &p, status.Errorf(codes.PermissionDenied, "a console session cannot call %s", serviceOf(fullMethod))
+	}
+	if id.ReadOnly && logMethods[fullMethod] {
+		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s is read-only: it may see pods and events, not logs, which may carry secrets (ask for the operator role: ctrld operator add-key --role operator)", id.Name, id.Fingerprint)
 	}
 	if id.ReadOnly && !IsRead(fullMethod) {
 		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s is read-only: it may look, not change anything (ask for the operator role: ctrld operator add-key --role operator)", id.Name, id.Fingerprint)

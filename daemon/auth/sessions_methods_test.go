@@ -6,7 +6,7 @@ import (
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
-// Every operator service method is classified read or write on purpose:
+// Every operator service method is classified read, write or log read on purpose:
 // a method added to the service fails here until it is named in one list.
 func TestEveryOperatorMethodIsClassified(t *testing.T) {
 	desc := ctrlv1.OperatorService_ServiceDesc
@@ -21,11 +21,17 @@ func TestEveryOperatorMethodIsClassified(t *testing.T) {
 	for _, name := range names {
 		full := "/" + desc.ServiceName + "/" + name
 		seen[full] = true
-		switch read, write := readMethods[full], writeMethods[full]; {
-		case read && write:
-			t.Errorf("%s is both a read and a write", full)
-		case !read && !write:
-			t.Errorf("%s is neither a read nor a write: name it in readMethods or writeMethods (daemon/auth/sessions.go)", full)
+		n := 0
+		for _, in := range []map[string]bool{readMethods, writeMethods, logMethods} {
+			if in[full] {
+				n++
+			}
+		}
+		switch n {
+		case 0:
+			t.Errorf("%s is neither a read, a write nor a log read: name it in readMethods, writeMethods or logMethods (daemon/auth/sessions.go)", full)
+		case 2, 3:
+			t.Errorf("%s is in more than one of readMethods, writeMethods and logMethods", full)
 		}
 		if IsRead(full) != readMethods[full] {
 			t.Errorf("IsRead(%s) = %v, against readMethods", full, IsRead(full))
@@ -39,6 +45,11 @@ func TestEveryOperatorMethodIsClassified(t *testing.T) {
 	for full := range writeMethods {
 		if !seen[full] {
 			t.Errorf("writeMethods names %s, which the service does not have", full)
+		}
+	}
+	for full := range logMethods {
+		if !seen[full] {
+			t.Errorf("logMethods names %s, which the service does not have", full)
 		}
 	}
 }

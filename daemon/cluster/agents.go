@@ -3,6 +3,7 @@ package cluster
 import (
 	"time"
 
+	"github.com/deploysync/deploysync/daemon/liveview"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/predicate"
 )
@@ -24,6 +25,9 @@ type Config struct {
 	// once rather than at its next tick, so a gate that passed promotes
 	// the next wave in milliseconds.
 	Reported func()
+	// Live relays live views between agents and the people asking; nil:
+	// agents' live-view calls are refused (Unimplemented).
+	Live *liveview.Hub
 }
 
 // Defaults are the production settings zero Config fields take.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/liveview"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/viewhash"
 	"github.com/deploysync/deploysync/ent"
@@ -41,6 +42,8 @@ type Service struct {
 	refusals refusalLog
 	// views keys the hashes GetDesiredState shows (daemon/viewhash).
 	views *viewhash.Source
+	// live relays live views from agents (SetLiveViews).
+	live *liveview.Hub
 }
 
 // New returns the operator service; opts configure its desired-state

@@ -35,6 +35,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/auth"
 	"github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/liveview"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/operator"
 	"github.com/deploysync/deploysync/daemon/peers"
@@ -275,8 +276,12 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 		Log: log, Interval: cfg.RolloutInterval, Metrics: m, Notify: notifier.Poke}
 	clusterCfg := cfg.Cluster
 	clusterCfg.Reported = driver.Poke
+	// Live views: agents' requests and answers meet people's calls here.
+	live := liveview.NewHub()
+	clusterCfg.Live = live
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, clusterCfg, log))
 	s.ops = operator.New(db.Ent, db.SQL, notifier, log, desired.WithReserved(cfg.Reserved))
+	s.ops.SetLiveViews(live)
 	authn.OnOperatorRefusal = s.ops.AuditRefusal
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, s.ops)
 	if s.Peers != nil {

@@ -1,0 +1,214 @@
+package liveview_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/server"
+	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/internal/eventually"
+	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
+)
+
+// agent stands in for a region's agentd on ctrld's side of the two
+// calls: it answers each request with answer. (agentd's own serving, on
+// a real API server, is agentd/liveview's to test.)
+func agent(t *testing.T, ctx context.Context, c ctrlv1.ClusterServiceClient, region string, answer func(*ctrlv1.LiveRequest, func(*ctrlv1.LiveAnswerRequest) error)) {
+	t.Helper()
+	s, err := c.LiveRequests(ctx, &ctrlv1.LiveRequestsRequest{Region: region, AgentIdentity: "agent-" + region, Serves: "logs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for {
+			req, err := s.Recv()
+			if err != nil {
+				return
+			}
+			go func() {
+				call, err := c.LiveAnswer(ctx)
+				if err != nil {
+					return
+				}
+				first := true
+				answer(req, func(chunk *ctrlv1.LiveAnswerRequest) error {
+					if first {
+						chunk.Id, first = req.Id, false
+					}
+					return call.Send(chunk)
+				})
+				call.CloseAndRecv()
+			}()
+		}
+	}()
+}
+
+func liveEnv(t *testing.T) (*servertest.Env, ctrlv1.OperatorServiceClient) {
+	t.Helper()
+	env := servertest.Start(t, server.Config{})
+	env.AgentToken("eu")
+	op := env.Operator("dana")
+	if _, err := op.Deploy(context.Background(), &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 10, MemoryMib: 16, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	return env, op
+}
+
+// A person's view goes to the region's agent over the agent's own
+// connection and the answer comes back; what the agent asked is the
+// deployment's namespace, and people see keyed spec hashes only.
+func TestAViewGoesThroughTheAgentsConnection(t *testing.T) {
+	env, op := liveEnv(t)
+	ctx := t.Context()
+	var asked atomic.Pointer[ctrlv1.LiveRequest]
+	agent(t, ctx, env.Agent("eu"), "eu", func(req *ctrlv1.LiveRequest, send func(*ctrlv1.LiveAnswerRequest) error) {
+		asked.Store(req)
+		switch req.Kind {
+		case "pods":
+			send(&ctrlv1.LiveAnswerRequest{Pods: []*ctrlv1.LivePod{{Name: "api-0", Phase: "Running", SpecHash: "realhash"}}, Done: true})
+		case "logs":
+			send(&ctrlv1.LiveAnswerRequest{Log: "panic: DATABASE_URL is not set\n"})
+			send(&ctrlv1.LiveAnswerRequest{Done: true})
+		}
+	})
+	var pods *ctrlv1.ListPodsResponse
+	eventually.True(t, 5*time.Second, "the agent's pods", func() bool {
+		var err error
+		pods, err = op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "eu"})
+		return err == nil
+	})
+	if len(pods.Pods) != 1 || pods.Pods[0].Name != "api-0" || pods.Pods[0].SpecHash == "realhash" || pods.Pods[0].SpecHash == "" {
+		t.Fatalf("pods %v: want api-0 with its hash keyed", pods.Pods)
+	}
+	if r := asked.Load(); r.Namespace != "acme-prod" || r.DeploymentId != "api" || len(r.Id) != 32 {
+		t.Fatalf("the agent was asked %v", r)
+	}
+	logs, err := op.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0", Previous: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for {
+		m, err := logs.Recv()
+		if err != nil {
+			if status.Code(err) != codes.OK && err.Error() != "EOF" {
+				t.Fatalf("logs: %v", err)
+			}
+			break
+		}
+		text.WriteString(m.Log)
+	}
+	if text.String() != "panic: DATABASE_URL is not set\n" {
+		t.Fatalf("logs %q", text.String())
+	}
+	if r := asked.Load(); !r.Previous || r.Pod != "api-0" || r.TailLines != 100 || r.LimitBytes != 1<<20 {
+		t.Fatalf("the agent was asked for logs %v", r)
+	}
+	rec := env.DB.Ent.AuditLog.Query().Where(auditlog.Action("logs.read")).OnlyX(ctx)
+	if rec.Actor != "dana" || rec.Target != "api/eu/api-0" || rec.Error != "" {
+		t.Fatalf("the audit of the read: %+v", rec)
+	}
+}
+
+// An agent that is not connected is a clear error at once; one that
+// never answers, within FirstByte; a request for a deployment that does
+// not run in the region asks no agent.
+func TestAnAgentThatIsGoneOrSilentIsAClearError(t *testing.T) {
+	env, op := liveEnv(t)
+	ctx := t.Context()
+	start := time.Now()
+	_, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "eu"})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "not connected") || time.Since(start) > 2*time.Second {
+		t.Fatalf("no agent: %v after %s, want Unavailable at once", err, time.Since(start))
+	}
+	if _, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "us"}); status.Code(err) != codes.NotFound {
+		t.Fatalf("a region the deployment does not run in: %v, want NotFound", err)
+	}
+	agent(t, ctx, env.Agent("eu"), "eu", func(*ctrlv1.LiveRequest, func(*ctrlv1.LiveAnswerRequest) error) {
+		<-ctx.Done() // never answers
+	})
+	eventually.True(t, 5*time.Second, "a silent agent times out", func() bool {
+		start = time.Now()
+		_, err = op.ListEvents(ctx, &ctrlv1.ListEventsRequest{DeploymentId: "api", Region: "eu"})
+		return status.Code(err) != codes.Unavailable
+	})
+	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "did not answer within 10s") {
+		t.Fatalf("a silent agent: %v, want DeadlineExceeded", err)
+	}
+}
+
+// A follow nobody reads does not make ctrld (or the agent) buffer: the
+// agent's sends block once the transport's windows are full.
+func TestAFollowNobodyReadsHoldsTheAgent(t *testing.T) {
+	env, op := liveEnv(t)
+	ctx := t.Context()
+	var sent atomic.Int64
+	agent(t, ctx, env.Agent("eu"), "eu", func(req *ctrlv1.LiveRequest, send func(*ctrlv1.LiveAnswerRequest) error) {
+		line := strings.Repeat("x", 64<<10-1) + "\n"
+		for range 2000 { // 125 MiB
+			if send(&ctrlv1.LiveAnswerRequest{Log: line}) != nil {
+				return
+			}
+			sent.Add(1)
+		}
+	})
+	var logs ctrlv1.OperatorService_StreamLogsClient
+	eventually.True(t, 5*time.Second, "a follow", func() bool {
+		var err error
+		logs, err = op.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0", Follow: true})
+		if err != nil {
+			return false
+		}
+		_, err = logs.Recv() // the first chunk: the answer started
+		return err == nil
+	})
+	// Nobody reads any more.
+	eventually.True(t, 10*time.Second, "the agent's sends stop", func() bool {
+		before := sent.Load()
+		time.Sleep(500 * time.Millisecond)
+		return sent.Load() == before
+	})
+	if n := sent.Load(); n > 400 {
+		t.Fatalf("the agent sent %d chunks of 64 KiB (%d MiB) to a reader that reads nothing", n, n/16)
+	} else {
+		t.Logf("the agent stopped after %d chunks (%d KiB) for a reader that reads nothing", n, n*64)
+	}
+}
+
+// A read-only key sees pods and events but not logs; the refusal is
+// audited.
+func TestAReadOnlyKeyReadsNoLogs(t *testing.T) {
+	env, _ := liveEnv(t)
+	ctx := t.Context()
+	agent(t, ctx, env.Agent("eu"), "eu", func(req *ctrlv1.LiveRequest, send func(*ctrlv1.LiveAnswerRequest) error) {
+		send(&ctrlv1.LiveAnswerRequest{Log: "secret\n", Done: true})
+	})
+	credential, revoke := env.Server.Sessions.Mint(auth.SessionIdentity{Name: "bob", Fingerprint: "SHA256:bobkey", RemoteAddr: "203.0.113.7:50022", ReadOnly: true})
+	defer revoke()
+	conn, err := env.Server.DialInProcess(credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	bob := ctrlv1.NewOperatorServiceClient(conn)
+	eventually.True(t, 5*time.Second, "bob sees the events", func() bool {
+		_, err := bob.ListEvents(ctx, &ctrlv1.ListEventsRequest{DeploymentId: "api", Region: "eu"})
+		return err == nil
+	})
+	s, err := bob.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0"})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "not logs") {
+		t.Fatalf("a read-only key's logs: %v, want PermissionDenied", err)
+	}
+}
