@@ -83,6 +83,14 @@ type Options struct {
 	// Workloads also starts the controller manager, the scheduler and kwok
 	// with one fake node, so StatefulSets get Pods that become Running.
 	Workloads bool
+	// PodLogs (with Workloads) also has kwok serve the Pods' logs through
+	// the API server's pods/log, attached to it as a kubelet is: kwok's
+	// server listens on a port of its own, the fake node names it as its
+	// kubelet's, and the API server reaches it by the node's InternalIP.
+	// Every Pod logs DefaultLogLine, and CrashLogLine as its previous run;
+	// ServePodLogs gives a Pod files of a test's own. Off, nothing of it
+	// starts (kwok's server, the Logs CRD).
+	PodLogs bool
 }
 
 // Cluster is a running control plane.
@@ -98,6 +106,8 @@ type Cluster struct {
 	http      *http.Client // for readiness checks, admin credentials
 	// apiserverArgs is how kube-apiserver was started, for RestartAPIServer.
 	apiserverArgs []string
+	// podLogs: kwok serves Pods' logs (Options.PodLogs).
+	podLogs bool
 
 	// mu guards procs and stopped: a restart may run beside Stop.
 	mu        sync.Mutex
@@ -150,8 +160,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	testproc.ReapStale()
+	if opts.PodLogs && !opts.Workloads {
+		return nil, errors.New("kubetest: Options.PodLogs needs Options.Workloads (kwok)")
+	}
+	ports := 3
+	if opts.PodLogs {
+		ports++ // kwok's server, the fake node's kubelet port
+	}
 	var c *Cluster
-	err = testproc.WithFreePorts(3, func(ports []int) (err error) {
+	err = testproc.WithFreePorts(ports, func(ports []int) (err error) {
 		c, err = start(ctx, bin, opts, ports)
 		return err
 	})
@@ -215,6 +232,13 @@ func start(ctx context.Context, bin string, opts Options, ports []int) (c *Clust
 		"--allow-privileged=true",
 		"--profiling=false",
 	}
+	if opts.PodLogs {
+		// The node's InternalIP (kwok's --node-ip), not its name, which
+		// resolves nowhere; kwok's certificate is its own, unchecked as
+		// the API server leaves a kubelet's without
+		// --kubelet-certificate-authority.
+		c.apiserverArgs = append(c.apiserverArgs, "--kubelet-preferred-address-types=InternalIP")
+	}
 	apiserver, err := c.run(c.apiserverArgs[0], c.apiserverArgs[1:]...)
 	if err != nil {
 		return nil, err
@@ -237,7 +261,14 @@ func start(ctx context.Context, bin string, opts Options, ports []int) (c *Clust
 		return nil, err
 	}
 	if opts.Workloads {
-		if err := c.startWorkloads(ctx, bin, pki); err != nil {
+		var kwokArgs []string
+		if opts.PodLogs {
+			c.podLogs = true
+			if kwokArgs, err = c.podLogsArgs(ctx, ports[3]); err != nil {
+				return nil, err
+			}
+		}
+		if err := c.startWorkloads(ctx, bin, pki, kwokArgs...); err != nil {
 			return nil, err
 		}
 	}
@@ -246,7 +277,7 @@ func start(ctx context.Context, bin string, opts Options, ports []int) (c *Clust
 
 // startWorkloads adds what turns a StatefulSet into Running Pods: the
 // controllers that create and place them, and kwok playing the kubelet.
-func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) error {
+func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki, kwokArgs ...string) error {
 	kubeconfigFlags := []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--authentication-kubeconfig=" + c.Kubeconfig,
@@ -283,10 +314,10 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 	if err := os.WriteFile(failing, failingStages, 0o644); err != nil {
 		return err
 	}
-	if _, err := c.run(filepath.Join(bin, "kwok"),
-		"--kubeconfig="+c.Kubeconfig,
-		"--config="+filepath.Join(bin, "kwok-stages.yaml"),
-		"--config="+failing,
+	if _, err := c.run(filepath.Join(bin, "kwok"), append([]string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--config=" + filepath.Join(bin, "kwok-stages.yaml"),
+		"--config=" + failing,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=10.244.0.0/16",
@@ -295,7 +326,7 @@ func (c *Cluster) startWorkloads(ctx context.Context, bin string, pki *pki) erro
 		// heartbeat; without it the node goes Unknown after the grace period
 		// and its Pods turn NotReady for good.
 		"--node-lease-duration-seconds=10",
-	); err != nil {
+	}, kwokArgs...)...); err != nil {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(c.Config)
