@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/deploysync/deploysync/daemon/auth"
+	"github.com/deploysync/deploysync/daemon/peers"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent/auditlog"
@@ -210,5 +211,41 @@ func TestAReadOnlyKeyReadsNoLogs(t *testing.T) {
 	}
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "not logs") {
 		t.Fatalf("a read-only key's logs: %v, want PermissionDenied", err)
+	}
+}
+
+// The person's call is on one replica, the region's agent connected to
+// another: the view goes through the peer that has the agent.
+func TestAViewReachesAnAgentOnAnotherReplica(t *testing.T) {
+	env := servertest.Start(t, server.Config{Peers: peers.Config{AdvertiseAddr: "127.0.0.1", Heartbeat: 50 * time.Millisecond, PeerTTL: time.Minute}})
+	ctx := t.Context()
+	other := env.StartReplica()
+	token := env.AgentToken("eu")
+	op := env.Operator("dana")
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 10, MemoryMib: 16, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The agent talks to the other replica only.
+	agent(t, ctx, ctrlv1.NewClusterServiceClient(servertest.Dial(t, other.Addr, token)), "eu", func(req *ctrlv1.LiveRequest, send func(*ctrlv1.LiveAnswerRequest) error) {
+		send(&ctrlv1.LiveAnswerRequest{Log: "from the other replica\n", Done: true})
+	})
+	eventually.True(t, 10*time.Second, "the peers know each other", func() bool { return env.Server.Peers.Peers() == 1 })
+	var text string
+	eventually.True(t, 10*time.Second, "the logs through the peer", func() bool {
+		s, err := op.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0"})
+		if err != nil {
+			return false
+		}
+		m, err := s.Recv()
+		if err != nil {
+			t.Logf("logs: %v", err)
+			return false
+		}
+		text = m.Log
+		return true
+	})
+	if text != "from the other replica\n" {
+		t.Fatalf("logs %q", text)
 	}
 }

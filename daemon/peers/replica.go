@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,6 +40,9 @@ type Replica struct {
 
 	mu    sync.RWMutex
 	peers map[string]*peer // by row ID
+
+	// views answers peers' live views (ServeLiveViews); nil: none.
+	views atomic.Pointer[LocalViews]
 }
 
 // New returns this process's replica, reachable at address (see

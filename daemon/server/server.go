@@ -282,11 +282,17 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, clusterCfg, log))
 	s.ops = operator.New(db.Ent, db.SQL, notifier, log, desired.WithReserved(cfg.Reserved))
 	s.ops.SetLiveViews(live)
+	if s.Peers != nil {
+		// A region's agent may be connected to another replica.
+		live.Remote = s.Peers
+		s.Peers.ServeLiveViews(live)
+	}
 	authn.OnOperatorRefusal = s.ops.AuditRefusal
 	ctrlv1.RegisterOperatorServiceServer(s.grpc, s.ops)
 	if s.Peers != nil {
 		ctrlv1.RegisterPeerServiceServer(s.grpc, s.Peers.Service())
 		authn.SelfChecked(ctrlv1.PeerService_Poke_FullMethodName)
+		authn.SelfChecked(ctrlv1.PeerService_LiveView_FullMethodName)
 	}
 	s.health = health.NewServer()
 	healthpb.RegisterHealthServer(s.grpc, s.health)

@@ -21,6 +21,111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LiveViewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// secret is the target replica's own, as read from ctrld_replicas.
+	Secret        string       `protobuf:"bytes,1,opt,name=secret,proto3" json:"secret,omitempty"`
+	Region        string       `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	Request       *LiveRequest `protobuf:"bytes,3,opt,name=request,proto3" json:"request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveViewRequest) Reset() {
+	*x = LiveViewRequest{}
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveViewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveViewRequest) ProtoMessage() {}
+
+func (x *LiveViewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveViewRequest.ProtoReflect.Descriptor instead.
+func (*LiveViewRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_peer_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *LiveViewRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *LiveViewRequest) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+func (x *LiveViewRequest) GetRequest() *LiveRequest {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+type LiveViewResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         *LiveAnswerRequest     `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LiveViewResponse) Reset() {
+	*x = LiveViewResponse{}
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LiveViewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LiveViewResponse) ProtoMessage() {}
+
+func (x *LiveViewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LiveViewResponse.ProtoReflect.Descriptor instead.
+func (*LiveViewResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_peer_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LiveViewResponse) GetChunk() *LiveAnswerRequest {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
 type PokeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// secret is the target replica's own, as read from ctrld_replicas.
@@ -34,7 +139,7 @@ type PokeRequest struct {
 
 func (x *PokeRequest) Reset() {
 	*x = PokeRequest{}
-	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[0]
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +151,7 @@ func (x *PokeRequest) String() string {
 func (*PokeRequest) ProtoMessage() {}
 
 func (x *PokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[0]
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +164,7 @@ func (x *PokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PokeRequest.ProtoReflect.Descriptor instead.
 func (*PokeRequest) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_peer_proto_rawDescGZIP(), []int{0}
+	return file_deploysync_ctrl_v1_peer_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PokeRequest) GetSecret() string {
@@ -84,7 +189,7 @@ type PokeResponse struct {
 
 func (x *PokeResponse) Reset() {
 	*x = PokeResponse{}
-	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[1]
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +201,7 @@ func (x *PokeResponse) String() string {
 func (*PokeResponse) ProtoMessage() {}
 
 func (x *PokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[1]
+	mi := &file_deploysync_ctrl_v1_peer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,20 +214,27 @@ func (x *PokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PokeResponse.ProtoReflect.Descriptor instead.
 func (*PokeResponse) Descriptor() ([]byte, []int) {
-	return file_deploysync_ctrl_v1_peer_proto_rawDescGZIP(), []int{1}
+	return file_deploysync_ctrl_v1_peer_proto_rawDescGZIP(), []int{3}
 }
 
 var File_deploysync_ctrl_v1_peer_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_peer_proto_rawDesc = "" +
 	"\n" +
-	"\x1ddeploysync/ctrl/v1/peer.proto\x12\x12deploysync.ctrl.v1\"N\n" +
+	"\x1ddeploysync/ctrl/v1/peer.proto\x12\x12deploysync.ctrl.v1\x1a deploysync/ctrl/v1/cluster.proto\"|\n" +
+	"\x0fLiveViewRequest\x12\x16\n" +
+	"\x06secret\x18\x01 \x01(\tR\x06secret\x12\x16\n" +
+	"\x06region\x18\x02 \x01(\tR\x06region\x129\n" +
+	"\arequest\x18\x03 \x01(\v2\x1f.deploysync.ctrl.v1.LiveRequestR\arequest\"O\n" +
+	"\x10LiveViewResponse\x12;\n" +
+	"\x05chunk\x18\x01 \x01(\v2%.deploysync.ctrl.v1.LiveAnswerRequestR\x05chunk\"N\n" +
 	"\vPokeRequest\x12\x16\n" +
 	"\x06secret\x18\x01 \x01(\tR\x06secret\x12'\n" +
 	"\x0fcontrol_changed\x18\x02 \x01(\bR\x0econtrolChanged\"\x0e\n" +
-	"\fPokeResponse2X\n" +
+	"\fPokeResponse2\xb1\x01\n" +
 	"\vPeerService\x12I\n" +
-	"\x04Poke\x12\x1f.deploysync.ctrl.v1.PokeRequest\x1a .deploysync.ctrl.v1.PokeResponseB4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
+	"\x04Poke\x12\x1f.deploysync.ctrl.v1.PokeRequest\x1a .deploysync.ctrl.v1.PokeResponse\x12W\n" +
+	"\bLiveView\x12#.deploysync.ctrl.v1.LiveViewRequest\x1a$.deploysync.ctrl.v1.LiveViewResponse0\x01B4Z2github.com/deploysync/deploysync/rpc/ctrlv1;ctrlv1b\x06proto3"
 
 var (
 	file_deploysync_ctrl_v1_peer_proto_rawDescOnce sync.Once
@@ -136,19 +248,27 @@ func file_deploysync_ctrl_v1_peer_proto_rawDescGZIP() []byte {
 	return file_deploysync_ctrl_v1_peer_proto_rawDescData
 }
 
-var file_deploysync_ctrl_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 2)
+var file_deploysync_ctrl_v1_peer_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_deploysync_ctrl_v1_peer_proto_goTypes = []any{
-	(*PokeRequest)(nil),  // 0: deploysync.ctrl.v1.PokeRequest
-	(*PokeResponse)(nil), // 1: deploysync.ctrl.v1.PokeResponse
+	(*LiveViewRequest)(nil),   // 0: deploysync.ctrl.v1.LiveViewRequest
+	(*LiveViewResponse)(nil),  // 1: deploysync.ctrl.v1.LiveViewResponse
+	(*PokeRequest)(nil),       // 2: deploysync.ctrl.v1.PokeRequest
+	(*PokeResponse)(nil),      // 3: deploysync.ctrl.v1.PokeResponse
+	(*LiveRequest)(nil),       // 4: deploysync.ctrl.v1.LiveRequest
+	(*LiveAnswerRequest)(nil), // 5: deploysync.ctrl.v1.LiveAnswerRequest
 }
 var file_deploysync_ctrl_v1_peer_proto_depIdxs = []int32{
-	0, // 0: deploysync.ctrl.v1.PeerService.Poke:input_type -> deploysync.ctrl.v1.PokeRequest
-	1, // 1: deploysync.ctrl.v1.PeerService.Poke:output_type -> deploysync.ctrl.v1.PokeResponse
-	1, // [1:2] is the sub-list for method output_type
-	0, // [0:1] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	4, // 0: deploysync.ctrl.v1.LiveViewRequest.request:type_name -> deploysync.ctrl.v1.LiveRequest
+	5, // 1: deploysync.ctrl.v1.LiveViewResponse.chunk:type_name -> deploysync.ctrl.v1.LiveAnswerRequest
+	2, // 2: deploysync.ctrl.v1.PeerService.Poke:input_type -> deploysync.ctrl.v1.PokeRequest
+	0, // 3: deploysync.ctrl.v1.PeerService.LiveView:input_type -> deploysync.ctrl.v1.LiveViewRequest
+	3, // 4: deploysync.ctrl.v1.PeerService.Poke:output_type -> deploysync.ctrl.v1.PokeResponse
+	1, // 5: deploysync.ctrl.v1.PeerService.LiveView:output_type -> deploysync.ctrl.v1.LiveViewResponse
+	4, // [4:6] is the sub-list for method output_type
+	2, // [2:4] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_peer_proto_init() }
@@ -156,13 +276,14 @@ func file_deploysync_ctrl_v1_peer_proto_init() {
 	if File_deploysync_ctrl_v1_peer_proto != nil {
 		return
 	}
+	file_deploysync_ctrl_v1_cluster_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_peer_proto_rawDesc), len(file_deploysync_ctrl_v1_peer_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   2,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,7 +19,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	PeerService_Poke_FullMethodName = "/deploysync.ctrl.v1.PeerService/Poke"
+	PeerService_Poke_FullMethodName     = "/deploysync.ctrl.v1.PeerService/Poke"
+	PeerService_LiveView_FullMethodName = "/deploysync.ctrl.v1.PeerService/LiveView"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -37,6 +38,13 @@ type PeerServiceClient interface {
 	// do anyway. A wrong secret is refused with Unauthenticated and hastens
 	// nothing.
 	Poke(ctx context.Context, in *PokeRequest, opts ...grpc.CallOption) (*PokeResponse, error)
+	// LiveView asks this replica for a live view of a region whose agent
+	// has its LiveRequests stream open here (daemon/liveview), for a person
+	// whose call came in on the caller: the answer's chunks stream back
+	// as the agent sends them. NotFound when no agent of the region is
+	// connected here; the caller then asks its next peer. Never forwarded
+	// again.
+	LiveView(ctx context.Context, in *LiveViewRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LiveViewResponse], error)
 }
 
 type peerServiceClient struct {
@@ -57,6 +65,25 @@ func (c *peerServiceClient) Poke(ctx context.Context, in *PokeRequest, opts ...g
 	return out, nil
 }
 
+func (c *peerServiceClient) LiveView(ctx context.Context, in *LiveViewRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[LiveViewResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[0], PeerService_LiveView_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[LiveViewRequest, LiveViewResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_LiveViewClient = grpc.ServerStreamingClient[LiveViewResponse]
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -72,6 +99,13 @@ type PeerServiceServer interface {
 	// do anyway. A wrong secret is refused with Unauthenticated and hastens
 	// nothing.
 	Poke(context.Context, *PokeRequest) (*PokeResponse, error)
+	// LiveView asks this replica for a live view of a region whose agent
+	// has its LiveRequests stream open here (daemon/liveview), for a person
+	// whose call came in on the caller: the answer's chunks stream back
+	// as the agent sends them. NotFound when no agent of the region is
+	// connected here; the caller then asks its next peer. Never forwarded
+	// again.
+	LiveView(*LiveViewRequest, grpc.ServerStreamingServer[LiveViewResponse]) error
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -84,6 +118,9 @@ type UnimplementedPeerServiceServer struct{}
 
 func (UnimplementedPeerServiceServer) Poke(context.Context, *PokeRequest) (*PokeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Poke not implemented")
+}
+func (UnimplementedPeerServiceServer) LiveView(*LiveViewRequest, grpc.ServerStreamingServer[LiveViewResponse]) error {
+	return status.Error(codes.Unimplemented, "method LiveView not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -124,6 +161,17 @@ func _PeerService_Poke_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PeerService_LiveView_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(LiveViewRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(PeerServiceServer).LiveView(m, &grpc.GenericServerStream[LiveViewRequest, LiveViewResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_LiveViewServer = grpc.ServerStreamingServer[LiveViewResponse]
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -136,6 +184,12 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _PeerService_Poke_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "LiveView",
+			Handler:       _PeerService_LiveView_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "deploysync/ctrl/v1/peer.proto",
 }
