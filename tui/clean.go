@@ -44,3 +44,20 @@ func Clean(s string) string {
 func Unsafe(r rune) bool {
 	return unicode.IsControl(r) || unicode.Is(unicode.Cf, r) || unicode.In(r, unicode.Zl, unicode.Zp)
 }
+
+// CleanLog is Clean for log text, which is many lines: it keeps line
+// breaks and tabs, and drops everything else Clean drops.
+func CleanLog(s string) string {
+	s = ansi.Strip(strings.ToValidUTF8(s, "\uFFFD"))
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return r
+		case r == '\r' || unicode.In(r, unicode.Zl, unicode.Zp):
+			return '\n'
+		case Unsafe(r):
+			return -1
+		}
+		return r
+	}, s)
+}

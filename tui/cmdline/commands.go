@@ -282,6 +282,7 @@ func scriptCommands() []*cli.Command {
 			}),
 		},
 		rolloutCommand(),
+		podsCommand(), eventsCommand(), logsCommand(),
 		regionCommand("resync", "force a full resync of a region", "requested a full resync of %s", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
 			_, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: r, Reason: "unkey-tui resync"})
 			return err

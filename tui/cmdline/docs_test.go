@@ -18,7 +18,7 @@ func TestCLIJSONDocNamesEveryField(t *testing.T) {
 	doc := readFile(t, "../../docs/cli-json.md")
 	var names []string
 	for _, m := range []proto.Message{&ctrlv1.RegionOverview{}, &ctrlv1.DeploymentSummary{}, &ctrlv1.DeploymentInRegion{},
-		&ctrlv1.Rollout{}, &ctrlv1.RolloutRegion{}, &ctrlv1.RolloutStrategy{}, &ctrlv1.RolloutWave{}, &ctrlv1.RolloutCheck{}, &ctrlv1.RegionCheck{}} {
+		&ctrlv1.Rollout{}, &ctrlv1.RolloutRegion{}, &ctrlv1.RolloutStrategy{}, &ctrlv1.RolloutWave{}, &ctrlv1.RolloutCheck{}, &ctrlv1.RegionCheck{}, &ctrlv1.LivePod{}, &ctrlv1.LiveContainer{}, &ctrlv1.LiveEvent{}, &ctrlv1.StreamLogsResponse{}} {
 		fields := m.ProtoReflect().Descriptor().Fields()
 		for i := range fields.Len() {
 			names = append(names, string(fields.Get(i).Name()))
