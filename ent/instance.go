@@ -44,6 +44,8 @@ type Instance struct {
 	Reason string `json:"reason,omitempty"`
 	// Restarts holds the value of the "restarts" field.
 	Restarts int32 `json:"restarts,omitempty"`
+	// Evidence holds the value of the "evidence" field.
+	Evidence string `json:"evidence,omitempty"`
 	// Edges holds the relations/edges for other nodes in the graph.
 	// The values are being populated by the InstanceQuery when eager-loading is set.
 	Edges        InstanceEdges `json:"edges"`
@@ -79,7 +81,7 @@ func (*Instance) scanValues(columns []string) ([]any, error) {
 			values[i] = new(sql.NullBool)
 		case instance.FieldID, instance.FieldCPUMillicores, instance.FieldMemoryMib, instance.FieldRestarts:
 			values[i] = new(sql.NullInt64)
-		case instance.FieldDeploymentID, instance.FieldRegion, instance.FieldPodName, instance.FieldAddress, instance.FieldStatus, instance.FieldSpecHash, instance.FieldReason:
+		case instance.FieldDeploymentID, instance.FieldRegion, instance.FieldPodName, instance.FieldAddress, instance.FieldStatus, instance.FieldSpecHash, instance.FieldReason, instance.FieldEvidence:
 			values[i] = new(sql.NullString)
 		case instance.FieldCreatedAt, instance.FieldUpdatedAt:
 			values[i] = new(sql.NullTime)
@@ -182,6 +184,12 @@ func (_m *Instance) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.Restarts = int32(value.Int64)
 			}
+		case instance.FieldEvidence:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field evidence", values[i])
+			} else if value.Valid {
+				_m.Evidence = value.String
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -261,6 +269,9 @@ func (_m *Instance) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("restarts=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Restarts))
+	builder.WriteString(", ")
+	builder.WriteString("evidence=")
+	builder.WriteString(_m.Evidence)
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -181,6 +181,20 @@ func (_c *InstanceCreate) SetNillableRestarts(v *int32) *InstanceCreate {
 	return _c
 }
 
+// SetEvidence sets the "evidence" field.
+func (_c *InstanceCreate) SetEvidence(v string) *InstanceCreate {
+	_c.mutation.SetEvidence(v)
+	return _c
+}
+
+// SetNillableEvidence sets the "evidence" field if the given value is not nil.
+func (_c *InstanceCreate) SetNillableEvidence(v *string) *InstanceCreate {
+	if v != nil {
+		_c.SetEvidence(*v)
+	}
+	return _c
+}
+
 // SetDeployment sets the "deployment" edge to the Deployment entity.
 func (_c *InstanceCreate) SetDeployment(v *Deployment) *InstanceCreate {
 	return _c.SetDeploymentID(v.ID)
@@ -260,6 +274,10 @@ func (_c *InstanceCreate) defaults() {
 	if _, ok := _c.mutation.Restarts(); !ok {
 		v := instance.DefaultRestarts
 		_c.mutation.SetRestarts(v)
+	}
+	if _, ok := _c.mutation.Evidence(); !ok {
+		v := instance.DefaultEvidence
+		_c.mutation.SetEvidence(v)
 	}
 }
 
@@ -349,6 +367,14 @@ func (_c *InstanceCreate) check() error {
 			return &ValidationError{Name: "restarts", err: fmt.Errorf(`ent: validator failed for field "Instance.restarts": %w`, err)}
 		}
 	}
+	if _, ok := _c.mutation.Evidence(); !ok {
+		return &ValidationError{Name: "evidence", err: errors.New(`ent: missing required field "Instance.evidence"`)}
+	}
+	if v, ok := _c.mutation.Evidence(); ok {
+		if err := instance.EvidenceValidator(v); err != nil {
+			return &ValidationError{Name: "evidence", err: fmt.Errorf(`ent: validator failed for field "Instance.evidence": %w`, err)}
+		}
+	}
 	if len(_c.mutation.DeploymentIDs()) == 0 {
 		return &ValidationError{Name: "deployment", err: errors.New(`ent: missing required edge "Instance.deployment"`)}
 	}
@@ -426,6 +452,10 @@ func (_c *InstanceCreate) createSpec() (*Instance, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Restarts(); ok {
 		_spec.SetField(instance.FieldRestarts, field.TypeInt32, value)
 		_node.Restarts = value
+	}
+	if value, ok := _c.mutation.Evidence(); ok {
+		_spec.SetField(instance.FieldEvidence, field.TypeString, value)
+		_node.Evidence = value
 	}
 	if nodes := _c.mutation.DeploymentIDs(); len(nodes) > 0 {
 		edge := &sqlgraph.EdgeSpec{
@@ -619,6 +649,18 @@ func (u *InstanceUpsert) UpdateRestarts() *InstanceUpsert {
 // AddRestarts adds v to the "restarts" field.
 func (u *InstanceUpsert) AddRestarts(v int32) *InstanceUpsert {
 	u.Add(instance.FieldRestarts, v)
+	return u
+}
+
+// SetEvidence sets the "evidence" field.
+func (u *InstanceUpsert) SetEvidence(v string) *InstanceUpsert {
+	u.Set(instance.FieldEvidence, v)
+	return u
+}
+
+// UpdateEvidence sets the "evidence" field to the value that was provided on create.
+func (u *InstanceUpsert) UpdateEvidence() *InstanceUpsert {
+	u.SetExcluded(instance.FieldEvidence)
 	return u
 }
 
@@ -820,6 +862,20 @@ func (u *InstanceUpsertOne) AddRestarts(v int32) *InstanceUpsertOne {
 func (u *InstanceUpsertOne) UpdateRestarts() *InstanceUpsertOne {
 	return u.Update(func(s *InstanceUpsert) {
 		s.UpdateRestarts()
+	})
+}
+
+// SetEvidence sets the "evidence" field.
+func (u *InstanceUpsertOne) SetEvidence(v string) *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetEvidence(v)
+	})
+}
+
+// UpdateEvidence sets the "evidence" field to the value that was provided on create.
+func (u *InstanceUpsertOne) UpdateEvidence() *InstanceUpsertOne {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateEvidence()
 	})
 }
 
@@ -1187,6 +1243,20 @@ func (u *InstanceUpsertBulk) AddRestarts(v int32) *InstanceUpsertBulk {
 func (u *InstanceUpsertBulk) UpdateRestarts() *InstanceUpsertBulk {
 	return u.Update(func(s *InstanceUpsert) {
 		s.UpdateRestarts()
+	})
+}
+
+// SetEvidence sets the "evidence" field.
+func (u *InstanceUpsertBulk) SetEvidence(v string) *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.SetEvidence(v)
+	})
+}
+
+// UpdateEvidence sets the "evidence" field to the value that was provided on create.
+func (u *InstanceUpsertBulk) UpdateEvidence() *InstanceUpsertBulk {
+	return u.Update(func(s *InstanceUpsert) {
+		s.UpdateEvidence()
 	})
 }
 

@@ -168,6 +168,20 @@ func (_u *InstanceUpdate) AddRestarts(v int32) *InstanceUpdate {
 	return _u
 }
 
+// SetEvidence sets the "evidence" field.
+func (_u *InstanceUpdate) SetEvidence(v string) *InstanceUpdate {
+	_u.mutation.SetEvidence(v)
+	return _u
+}
+
+// SetNillableEvidence sets the "evidence" field if the given value is not nil.
+func (_u *InstanceUpdate) SetNillableEvidence(v *string) *InstanceUpdate {
+	if v != nil {
+		_u.SetEvidence(*v)
+	}
+	return _u
+}
+
 // Mutation returns the InstanceMutation object of the builder.
 func (_u *InstanceUpdate) Mutation() *InstanceMutation {
 	return _u.mutation
@@ -241,6 +255,11 @@ func (_u *InstanceUpdate) check() error {
 			return &ValidationError{Name: "restarts", err: fmt.Errorf(`ent: validator failed for field "Instance.restarts": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.Evidence(); ok {
+		if err := instance.EvidenceValidator(v); err != nil {
+			return &ValidationError{Name: "evidence", err: fmt.Errorf(`ent: validator failed for field "Instance.evidence": %w`, err)}
+		}
+	}
 	if _u.mutation.DeploymentCleared() && len(_u.mutation.DeploymentIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Instance.deployment"`)
 	}
@@ -300,6 +319,9 @@ func (_u *InstanceUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.AddedRestarts(); ok {
 		_spec.AddField(instance.FieldRestarts, field.TypeInt32, value)
+	}
+	if value, ok := _u.mutation.Evidence(); ok {
+		_spec.SetField(instance.FieldEvidence, field.TypeString, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
@@ -462,6 +484,20 @@ func (_u *InstanceUpdateOne) AddRestarts(v int32) *InstanceUpdateOne {
 	return _u
 }
 
+// SetEvidence sets the "evidence" field.
+func (_u *InstanceUpdateOne) SetEvidence(v string) *InstanceUpdateOne {
+	_u.mutation.SetEvidence(v)
+	return _u
+}
+
+// SetNillableEvidence sets the "evidence" field if the given value is not nil.
+func (_u *InstanceUpdateOne) SetNillableEvidence(v *string) *InstanceUpdateOne {
+	if v != nil {
+		_u.SetEvidence(*v)
+	}
+	return _u
+}
+
 // Mutation returns the InstanceMutation object of the builder.
 func (_u *InstanceUpdateOne) Mutation() *InstanceMutation {
 	return _u.mutation
@@ -548,6 +584,11 @@ func (_u *InstanceUpdateOne) check() error {
 			return &ValidationError{Name: "restarts", err: fmt.Errorf(`ent: validator failed for field "Instance.restarts": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.Evidence(); ok {
+		if err := instance.EvidenceValidator(v); err != nil {
+			return &ValidationError{Name: "evidence", err: fmt.Errorf(`ent: validator failed for field "Instance.evidence": %w`, err)}
+		}
+	}
 	if _u.mutation.DeploymentCleared() && len(_u.mutation.DeploymentIDs()) > 0 {
 		return errors.New(`ent: clearing a required unique edge "Instance.deployment"`)
 	}
@@ -624,6 +665,9 @@ func (_u *InstanceUpdateOne) sqlSave(ctx context.Context) (_node *Instance, err 
 	}
 	if value, ok := _u.mutation.AddedRestarts(); ok {
 		_spec.AddField(instance.FieldRestarts, field.TypeInt32, value)
+	}
+	if value, ok := _u.mutation.Evidence(); ok {
+		_spec.SetField(instance.FieldEvidence, field.TypeString, value)
 	}
 	_spec.AddModifiers(_u.modifiers...)
 	_node = &Instance{config: _u.config}

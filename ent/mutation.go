@@ -10209,6 +10209,7 @@ type InstanceMutation struct {
 	reason            *string
 	restarts          *int32
 	addrestarts       *int32
+	evidence          *string
 	clearedFields     map[string]struct{}
 	deployment        *string
 	cleareddeployment bool
@@ -10843,6 +10844,42 @@ func (m *InstanceMutation) ResetRestarts() {
 	m.addrestarts = nil
 }
 
+// SetEvidence sets the "evidence" field.
+func (m *InstanceMutation) SetEvidence(s string) {
+	m.evidence = &s
+}
+
+// Evidence returns the value of the "evidence" field in the mutation.
+func (m *InstanceMutation) Evidence() (r string, exists bool) {
+	v := m.evidence
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEvidence returns the old "evidence" field's value of the Instance entity.
+// If the Instance object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *InstanceMutation) OldEvidence(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEvidence is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEvidence requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEvidence: %w", err)
+	}
+	return oldValue.Evidence, nil
+}
+
+// ResetEvidence resets all changes to the "evidence" field.
+func (m *InstanceMutation) ResetEvidence() {
+	m.evidence = nil
+}
+
 // ClearDeployment clears the "deployment" edge to the Deployment entity.
 func (m *InstanceMutation) ClearDeployment() {
 	m.cleareddeployment = true
@@ -10904,7 +10941,7 @@ func (m *InstanceMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *InstanceMutation) Fields() []string {
-	fields := make([]string, 0, 13)
+	fields := make([]string, 0, 14)
 	if m.created_at != nil {
 		fields = append(fields, instance.FieldCreatedAt)
 	}
@@ -10944,6 +10981,9 @@ func (m *InstanceMutation) Fields() []string {
 	if m.restarts != nil {
 		fields = append(fields, instance.FieldRestarts)
 	}
+	if m.evidence != nil {
+		fields = append(fields, instance.FieldEvidence)
+	}
 	return fields
 }
 
@@ -10978,6 +11018,8 @@ func (m *InstanceMutation) Field(name string) (ent.Value, bool) {
 		return m.Reason()
 	case instance.FieldRestarts:
 		return m.Restarts()
+	case instance.FieldEvidence:
+		return m.Evidence()
 	}
 	return nil, false
 }
@@ -11013,6 +11055,8 @@ func (m *InstanceMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldReason(ctx)
 	case instance.FieldRestarts:
 		return m.OldRestarts(ctx)
+	case instance.FieldEvidence:
+		return m.OldEvidence(ctx)
 	}
 	return nil, fmt.Errorf("unknown Instance field %s", name)
 }
@@ -11112,6 +11156,13 @@ func (m *InstanceMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetRestarts(v)
+		return nil
+	case instance.FieldEvidence:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEvidence(v)
 		return nil
 	}
 	return fmt.Errorf("unknown Instance field %s", name)
@@ -11239,6 +11290,9 @@ func (m *InstanceMutation) ResetField(name string) error {
 		return nil
 	case instance.FieldRestarts:
 		m.ResetRestarts()
+		return nil
+	case instance.FieldEvidence:
+		m.ResetEvidence()
 		return nil
 	}
 	return fmt.Errorf("unknown Instance field %s", name)

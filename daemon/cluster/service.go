@@ -312,7 +312,10 @@ func (s *Service) replaceInstances(ctx context.Context, tx *ent.Tx, topo *ent.De
 			SetDeploymentID(depID).SetRegion(region).SetPodName(in.GetPodName()).
 			SetAddress(in.GetAddress()).SetStatus(instanceStatus(in.GetStatus())).SetReady(in.GetReady()).
 			SetCPUMillicores(int(in.GetCpuMillicores())).SetMemoryMib(int(in.GetMemoryMib())).
-			SetSpecHash(in.GetSpecHash()).SetReason(in.GetReason()).SetRestarts(in.GetRestarts()))
+			SetSpecHash(in.GetSpecHash()).SetReason(in.GetReason()).SetRestarts(in.GetRestarts()).
+			// Free text from the container itself: kept (valid UTF-8,
+			// clipped), never refused; views clean it for terminals.
+			SetEvidence(validate.Text(in.GetEvidence(), limits.MaxEvidenceBytes)))
 	}
 	// One statement for the whole set, not one per Pod: agents report often.
 	if len(upserts) > 0 {

@@ -134,3 +134,22 @@ func TestABaselineCheckOfAFirstRolloutDoesNotHold(t *testing.T) {
 		t.Fatalf("a first rollout's baseline check: %+v, want the wave passed", step)
 	}
 }
+
+// A region that fails on a crash quotes what the crashed container said,
+// on one line, bounded: the halt's reason carries it.
+func TestAFailedGateQuotesTheCrashedContainer(t *testing.T) {
+	r := canary(60, 600, 0, "eu")
+	crashed := healthy(3)
+	crashed.Instances[1].Ready, crashed.Instances[1].Reason, crashed.Instances[1].Restarts = false, "CrashLoopBackOff", 4
+	crashed.Instances[1].Evidence = "starting\npanic: DATABASE_URL is not set\n\ngoroutine 1 [running]:"
+	step, ok := rollout.Decide(r, heard(crashed, start.Add(time.Second)), start.Add(time.Second))
+	want := `eu: 1 of 3 instances CrashLoopBackOff (restarts 4): "starting panic: DATABASE_URL is not set goroutine 1 [running]:"`
+	if !ok || !step.Halt || !strings.Contains(step.Reason, want) {
+		t.Fatalf("reason %q, want it to quote the container: %q", step.Reason, want)
+	}
+	crashed.Instances[1].Evidence = strings.Repeat("x", 10000)
+	step, _ = rollout.Decide(canary(60, 600, 0, "eu"), heard(crashed, start.Add(time.Second)), start.Add(time.Second))
+	if len(step.Reason) > 400 || !strings.HasSuffix(step.Reason, `…"`) {
+		t.Fatalf("a 10,000-byte evidence makes a reason of %d bytes: %.80q…", len(step.Reason), step.Reason)
+	}
+}

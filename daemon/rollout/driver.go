@@ -268,7 +268,7 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 	for _, in := range instances {
 		at(in.DeploymentID, in.Region, func(r *Region) {
 			r.Instances = append(r.Instances, Instance{Pod: in.PodName, SpecHash: in.SpecHash, Ready: in.Ready, Status: string(in.Status),
-				Reason: in.Reason, Restarts: int(in.Restarts)})
+				Reason: in.Reason, Restarts: int(in.Restarts), Evidence: in.Evidence})
 		})
 	}
 	var checked []int

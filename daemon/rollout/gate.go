@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +19,9 @@ type Instance struct {
 	Status   string // pending, running, failed, unknown
 	Reason   string // why not ready, as the agent saw it
 	Restarts int
+	// Evidence is what a crashed container said before it died (its
+	// termination message or last lines of log), as the agent reported.
+	Evidence string
 }
 
 // Region is what the driver knows of one region of a deployment at one
@@ -91,6 +95,7 @@ func Gate(r Region, hash string, st jsontype.RegionRollout) (Verdict, string, in
 	restarts := 0
 	var restarted []string
 	counts := map[string]int{}
+	evidence := "" // of the first failing instance that has some
 	ready, other := 0, 0
 	for _, in := range r.Instances {
 		if in.SpecHash != hash {
@@ -100,6 +105,9 @@ func Gate(r Region, hash string, st jsontype.RegionRollout) (Verdict, string, in
 		if n := in.Restarts - st.Baseline[in.Pod]; n > 0 {
 			restarts += n
 			restarted = append(restarted, fmt.Sprintf("%s (%d)", in.Pod, n))
+		}
+		if evidence == "" && (in.Restarts > st.Baseline[in.Pod] || slices.Contains(fatalReasons, in.Reason) || in.Status == "failed") {
+			evidence = in.Evidence
 		}
 		switch {
 		case slices.Contains(fatalReasons, in.Reason):
@@ -111,11 +119,11 @@ func Gate(r Region, hash string, st jsontype.RegionRollout) (Verdict, string, in
 		}
 	}
 	if len(counts) > 0 {
-		return Failed, describe(counts, len(r.Instances), restarts), restarts
+		return Failed, describe(counts, len(r.Instances), restarts) + quoted(evidence), restarts
 	}
 	if len(restarted) > 0 {
 		slices.Sort(restarted)
-		return Failed, fmt.Sprintf("instances of the new spec restarted since the region's promotion: %s", strings.Join(restarted, ", ")), restarts
+		return Failed, fmt.Sprintf("instances of the new spec restarted since the region's promotion: %s", strings.Join(restarted, ", ")) + quoted(evidence), restarts
 	}
 	switch {
 	case r.Stopped:
@@ -150,4 +158,21 @@ func describe(counts map[string]int, total, restarts int) string {
 		s += fmt.Sprintf(" (restarts %d)", restarts)
 	}
 	return s
+}
+
+// maxQuotedEvidence bounds the evidence a gate's verdict quotes: the
+// halt's reason, its audit record and the views carry it.
+const maxQuotedEvidence = 240
+
+// quoted is evidence as the verdict ends with it, `: "panic: ..."`, on
+// one line; "" without any.
+func quoted(evidence string) string {
+	ev := strings.Join(strings.Fields(evidence), " ")
+	if ev == "" {
+		return ""
+	}
+	if len(ev) > maxQuotedEvidence {
+		ev = strings.ToValidUTF8(ev[:maxQuotedEvidence], "") + "…"
+	}
+	return ": " + strconv.Quote(ev)
 }

@@ -41,6 +41,8 @@ const (
 	FieldReason = "reason"
 	// FieldRestarts holds the string denoting the restarts field in the database.
 	FieldRestarts = "restarts"
+	// FieldEvidence holds the string denoting the evidence field in the database.
+	FieldEvidence = "evidence"
 	// EdgeDeployment holds the string denoting the deployment edge name in mutations.
 	EdgeDeployment = "deployment"
 	// Table holds the table name of the instance in the database.
@@ -70,6 +72,7 @@ var Columns = []string{
 	FieldSpecHash,
 	FieldReason,
 	FieldRestarts,
+	FieldEvidence,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -119,6 +122,10 @@ var (
 	DefaultRestarts int32
 	// RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
 	RestartsValidator func(int32) error
+	// DefaultEvidence holds the default value on creation for the "evidence" field.
+	DefaultEvidence string
+	// EvidenceValidator is a validator for the "evidence" field. It is called by the builders before save.
+	EvidenceValidator func(string) error
 )
 
 // Status defines the type for the "status" enum field.
@@ -220,6 +227,11 @@ func ByReason(opts ...sql.OrderTermOption) OrderOption {
 // ByRestarts orders the results by the restarts field.
 func ByRestarts(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRestarts, opts...).ToFunc()
+}
+
+// ByEvidence orders the results by the evidence field.
+func ByEvidence(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldEvidence, opts...).ToFunc()
 }
 
 // ByDeploymentField orders the results by deployment field.

@@ -115,6 +115,11 @@ func Restarts(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldEQ(FieldRestarts, v))
 }
 
+// Evidence applies equality check predicate on the "evidence" field. It's identical to EvidenceEQ.
+func Evidence(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldEvidence, v))
+}
+
 // CreatedAtEQ applies the EQ predicate on the "created_at" field.
 func CreatedAtEQ(v time.Time) predicate.Instance {
 	return predicate.Instance(sql.FieldEQ(FieldCreatedAt, v))
@@ -733,6 +738,71 @@ func RestartsLT(v int32) predicate.Instance {
 // RestartsLTE applies the LTE predicate on the "restarts" field.
 func RestartsLTE(v int32) predicate.Instance {
 	return predicate.Instance(sql.FieldLTE(FieldRestarts, v))
+}
+
+// EvidenceEQ applies the EQ predicate on the "evidence" field.
+func EvidenceEQ(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEQ(FieldEvidence, v))
+}
+
+// EvidenceNEQ applies the NEQ predicate on the "evidence" field.
+func EvidenceNEQ(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldNEQ(FieldEvidence, v))
+}
+
+// EvidenceIn applies the In predicate on the "evidence" field.
+func EvidenceIn(vs ...string) predicate.Instance {
+	return predicate.Instance(sql.FieldIn(FieldEvidence, vs...))
+}
+
+// EvidenceNotIn applies the NotIn predicate on the "evidence" field.
+func EvidenceNotIn(vs ...string) predicate.Instance {
+	return predicate.Instance(sql.FieldNotIn(FieldEvidence, vs...))
+}
+
+// EvidenceGT applies the GT predicate on the "evidence" field.
+func EvidenceGT(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldGT(FieldEvidence, v))
+}
+
+// EvidenceGTE applies the GTE predicate on the "evidence" field.
+func EvidenceGTE(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldGTE(FieldEvidence, v))
+}
+
+// EvidenceLT applies the LT predicate on the "evidence" field.
+func EvidenceLT(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldLT(FieldEvidence, v))
+}
+
+// EvidenceLTE applies the LTE predicate on the "evidence" field.
+func EvidenceLTE(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldLTE(FieldEvidence, v))
+}
+
+// EvidenceContains applies the Contains predicate on the "evidence" field.
+func EvidenceContains(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldContains(FieldEvidence, v))
+}
+
+// EvidenceHasPrefix applies the HasPrefix predicate on the "evidence" field.
+func EvidenceHasPrefix(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldHasPrefix(FieldEvidence, v))
+}
+
+// EvidenceHasSuffix applies the HasSuffix predicate on the "evidence" field.
+func EvidenceHasSuffix(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldHasSuffix(FieldEvidence, v))
+}
+
+// EvidenceEqualFold applies the EqualFold predicate on the "evidence" field.
+func EvidenceEqualFold(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldEqualFold(FieldEvidence, v))
+}
+
+// EvidenceContainsFold applies the ContainsFold predicate on the "evidence" field.
+func EvidenceContainsFold(v string) predicate.Instance {
+	return predicate.Instance(sql.FieldContainsFold(FieldEvidence, v))
 }
 
 // HasDeployment applies the HasEdge predicate on the "deployment" edge.

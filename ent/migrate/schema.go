@@ -377,6 +377,7 @@ var (
 		{Name: "spec_hash", Type: field.TypeString, Size: 63, Default: ""},
 		{Name: "reason", Type: field.TypeString, Size: 64, Default: ""},
 		{Name: "restarts", Type: field.TypeInt32, Default: 0},
+		{Name: "evidence", Type: field.TypeString, Size: 2048, Default: ""},
 		{Name: "deployment_id", Type: field.TypeString},
 	}
 	// InstancesTable holds the schema information for the "instances" table.
@@ -387,7 +388,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "instances_deployments_instances",
-				Columns:    []*schema.Column{InstancesColumns[13]},
+				Columns:    []*schema.Column{InstancesColumns[14]},
 				RefColumns: []*schema.Column{DeploymentsColumns[0]},
 				OnDelete:   schema.Cascade,
 			},
@@ -396,7 +397,7 @@ var (
 			{
 				Name:    "instance_deployment_id_region_pod_name",
 				Unique:  true,
-				Columns: []*schema.Column{InstancesColumns[13], InstancesColumns[3], InstancesColumns[4]},
+				Columns: []*schema.Column{InstancesColumns[14], InstancesColumns[3], InstancesColumns[4]},
 			},
 			{
 				Name:    "instance_region",

@@ -615,6 +615,12 @@ func init() {
 	instance.DefaultRestarts = instanceDescRestarts.Default.(int32)
 	// instance.RestartsValidator is a validator for the "restarts" field. It is called by the builders before save.
 	instance.RestartsValidator = instanceDescRestarts.Validators[0].(func(int32) error)
+	// instanceDescEvidence is the schema descriptor for evidence field.
+	instanceDescEvidence := instanceFields[11].Descriptor()
+	// instance.DefaultEvidence holds the default value on creation for the evidence field.
+	instance.DefaultEvidence = instanceDescEvidence.Default.(string)
+	// instance.EvidenceValidator is a validator for the "evidence" field. It is called by the builders before save.
+	instance.EvidenceValidator = instanceDescEvidence.Validators[0].(func(string) error)
 	namespaceFields := schema.Namespace{}.Fields()
 	_ = namespaceFields
 	// namespaceDescWorkspaceID is the schema descriptor for workspace_id field.

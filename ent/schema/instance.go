@@ -34,6 +34,10 @@ func (Instance) Fields() []ent.Field {
 		field.String("reason").Default("").MaxLen(limits.MaxInstanceReasonBytes),
 		// restarts sums the restart counts of the Pod's containers.
 		field.Int32("restarts").Default(0).NonNegative(),
+		// evidence is what a crashed container said before it died (its
+		// termination message or last lines of log), as the agent
+		// reported it; empty for one that did not crash.
+		field.String("evidence").Default("").MaxLen(limits.MaxEvidenceBytes),
 	}
 }
 

@@ -35,4 +35,10 @@ const (
 	// (CrashLoopBackOff, ImagePullBackOff, ...) are single CamelCase words
 	// well within it; agents clip any other to it.
 	MaxInstanceReasonBytes = 64
+
+	// MaxEvidenceBytes is the longest evidence an agent reports of a
+	// crashed instance (Instance.evidence: its termination message or
+	// last lines of log): enough for a panic's first lines, small enough
+	// that 500 crash-looping instances make a 1 MiB report.
+	MaxEvidenceBytes = 2 << 10
 )

@@ -917,7 +917,11 @@ type Instance struct {
 	// none, as for a ready instance.
 	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
 	// restarts is the sum of the restart counts of the Pod's containers.
-	Restarts      int32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Restarts int32 `protobuf:"varint,9,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// evidence is what a container that crashed said before it died: its
+	// termination message, else the last lines of its log (terminal
+	// controls removed, at most 2 KiB). Empty for one that did not crash.
+	Evidence      string `protobuf:"bytes,10,opt,name=evidence,proto3" json:"evidence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1013,6 +1017,13 @@ func (x *Instance) GetRestarts() int32 {
 		return x.Restarts
 	}
 	return 0
+}
+
+func (x *Instance) GetEvidence() string {
+	if x != nil {
+		return x.Evidence
+	}
+	return ""
 }
 
 type ReportDeploymentStatusResponse struct {
@@ -2453,7 +2464,7 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"\vdeployments\x18\x02 \x03(\v2$.deploysync.ctrl.v1.DeploymentStatusR\vdeployments\"s\n" +
 	"\x10DeploymentStatus\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12:\n" +
-	"\tinstances\x18\x02 \x03(\v2\x1c.deploysync.ctrl.v1.InstanceR\tinstances\"\xa8\x02\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1c.deploysync.ctrl.v1.InstanceR\tinstances\"\xc4\x02\n" +
 	"\bInstance\x12\x19\n" +
 	"\bpod_name\x18\x01 \x01(\tR\apodName\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12:\n" +
@@ -2464,7 +2475,9 @@ const file_deploysync_ctrl_v1_cluster_proto_rawDesc = "" +
 	"memory_mib\x18\x06 \x01(\x05R\tmemoryMib\x12\x1b\n" +
 	"\tspec_hash\x18\a \x01(\tR\bspecHash\x12\x16\n" +
 	"\x06reason\x18\b \x01(\tR\x06reason\x12\x1a\n" +
-	"\brestarts\x18\t \x01(\x05R\brestarts\" \n" +
+	"\brestarts\x18\t \x01(\x05R\brestarts\x12\x1a\n" +
+	"\bevidence\x18\n" +
+	" \x01(\tR\bevidence\" \n" +
 	"\x1eReportDeploymentStatusResponse\"w\n" +
 	"\x1bReportSentinelStatusRequest\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12@\n" +
