@@ -19,6 +19,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/deploysync/deploysync/agentd/kube"
@@ -41,6 +42,9 @@ type Reporter struct {
 	mu        sync.Mutex
 	dirty     map[string]bool // deployments
 	sentinels map[string]bool
+
+	// evidence, when set, adds what crashed containers said.
+	evidence *Evidence
 
 	// flushing holds one flush at a time (a lock a waiter can give up on
 	// when its context ends): Flush returns only when what was marked
@@ -78,6 +82,13 @@ func New(client ctrlv1.ClusterServiceClient, region string, c *reconcile.Cache, 
 	c.PodInformer.AddEventHandler(handler)
 	c.StatefulSetInformer.AddEventHandler(handler)
 	c.DeploymentInformer.AddEventHandler(handler)
+	return r
+}
+
+// WithEvidence makes the reports carry what crashed containers said,
+// their logs read through kube, and returns r.
+func (r *Reporter) WithEvidence(kube kubernetes.Interface) *Reporter {
+	r.evidence = newEvidence(kube, func(deployment string) { r.mark(r.dirty, deployment) })
 	return r
 }
 
@@ -204,7 +215,11 @@ func (r *Reporter) flushDeployments(ctx context.Context) error {
 			}
 			status := &ctrlv1.DeploymentStatus{DeploymentId: id}
 			for _, p := range pods {
-				status.Instances = append(status.Instances, instance(p))
+				in := instance(p)
+				if r.evidence != nil && !in.Ready {
+					in.Evidence = r.evidence.For(p, id)
+				}
+				status.Instances = append(status.Instances, in)
 			}
 			req.Deployments = append(req.Deployments, status)
 		}

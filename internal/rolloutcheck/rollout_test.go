@@ -206,6 +206,12 @@ func TestAGoodImageRollsOutInWavesAndABadOneStopsAtTheCanary(t *testing.T) {
 	if r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "eu: ") || !strings.Contains(r.GetReason(), "CrashLoopBackOff") {
 		t.Fatalf("the bad image's rollout: %s (%s), want rolled back on eu's CrashLoopBackOff", r.GetState(), r.GetReason())
 	}
+	// The evidence travels with the halt: what the crashed container
+	// said (kwok's stage writes it as a kubelet reports a termination
+	// message).
+	if !strings.Contains(r.GetReason(), `CrashLoopBackOff: "panic: DATABASE_URL is not set"`) && !strings.Contains(r.GetReason(), `): "panic: DATABASE_URL is not set"`) {
+		t.Errorf("the bad image's halt: %s; want it to quote the crashed container", r.GetReason())
+	}
 	t.Logf("the bad image's rollout: %s: %s", r.GetState(), r.GetReason())
 	if len(s.logs["eu"].Sightings("api", bad)) == 0 {
 		t.Errorf("eu's StatefulSet never carried %s: the canary proved nothing", bad)
