@@ -27,6 +27,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/checks"
 	"github.com/deploysync/deploysync/agentd/dispatch"
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/agentd/liveview"
 	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/agentd/reconcile"
 	"github.com/deploysync/deploysync/agentd/status"
@@ -83,6 +84,12 @@ type Config struct {
 	// tenant boundary is tried again; it doubles up to 5 times this
 	// (default 1m; see dispatch.Terminal).
 	RefusedRetry time.Duration
+
+	// LiveViews is what the agent shows of its deployments through ctrld
+	// (agentd --live-views): liveview.Logs (Pods, events and logs),
+	// liveview.Pods (no logs), or liveview.Off or empty: no live views,
+	// LiveRequests is never opened.
+	LiveViews liveview.Serves
 
 	// Readiness, when set, is kept up to date for /readyz.
 	Readiness *Readiness
@@ -157,6 +164,11 @@ func Run(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.Cluste
 	}
 	if _, err := cfg.reserved(); err != nil {
 		return err
+	}
+	if cfg.LiveViews != "" {
+		if _, err := liveview.ParseServes(string(cfg.LiveViews)); err != nil {
+			return fmt.Errorf("agent: %w", err)
+		}
 	}
 	if !cfg.LeaderElect {
 		return runActive(ctx, cfg, clients, cluster, log, m)
@@ -241,7 +253,7 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	hb.dispatcher, hb.watcher = d, w
 	cfg.Readiness.activate(w)
 	defer cfg.Readiness.deactivate(cfg.LeaderElect)
-	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log)
+	reporter := status.New(cluster, cfg.Region, c, cfg.StatusInterval, log).WithEvidence(clients.Kube)
 	hb.flushStatus = reporter.Flush
 	syncs := status.NewSyncReporter(cluster, cfg.Region, d, cfg.StatusInterval, log)
 
@@ -251,6 +263,14 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	}
 
 	guard := recovery.Guard{Log: log, Panics: m.Panics}
+	var live *liveview.Server
+	if cfg.LiveViews != "" && cfg.LiveViews != liveview.Off {
+		live, err = liveview.New(liveview.Deps{Cluster: cluster, Kube: clients.Kube, Reserved: reserved, Namespaces: namespaces, Log: log, Guard: guard},
+			liveview.Config{Region: cfg.Region, Identity: cfg.Identity, Serves: cfg.LiveViews, BackoffMin: cfg.BackoffMin, BackoffMax: cfg.BackoffMax})
+		if err != nil {
+			return err
+		}
+	}
 	// Informer handlers run on client-go's goroutines, whose crash handler
 	// ends the process on a panic. A panic here loses only this notice:
 	// the next edit, or the next full sync, re-applies the resource.
@@ -307,6 +327,9 @@ func runActive(ctx context.Context, cfg Config, clients Clients, cluster ctrlv1.
 	run("resource-sync", syncs.Run)
 	run("heartbeat", hb.run)
 	run("checks", checker.Run)
+	if live != nil {
+		run("live-views", live.Run)
+	}
 	err = w.Run(ctx)
 	cancel()
 	wg.Wait()

@@ -25,6 +25,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/checks"
+	"github.com/deploysync/deploysync/agentd/liveview"
 	"github.com/deploysync/deploysync/agentd/metrics"
 	"github.com/deploysync/deploysync/internal/dial"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -75,6 +76,9 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "prometheus-url", Usage: "the region's own Prometheus (`URL`, e.g. http://prometheus.monitoring:9090), which the agent asks for its rollouts' metric and alert checks; without it every check of the region has no verdict, which holds its rollouts until their deadline fails them", EnvVars: env("prometheus-url")},
 			&cli.DurationFlag{Name: "prometheus-timeout", Value: 5 * time.Second, Usage: "how long one check's query may take; a slower answer is no answer (no verdict)", EnvVars: env("prometheus-timeout")},
 			&cli.IntFlag{Name: "prometheus-concurrency", Value: 4, Usage: "check queries in flight at once; more wait for the next round", EnvVars: env("prometheus-concurrency")},
+			&cli.StringFlag{Name: "live-views", Value: string(liveview.Logs), Usage: "(logs, pods or off) what on-call engineers may see of this cluster's deployments through ctrld, asked and answered over the agent's own connection (they need no cluster credentials): " +
+				"`MODE`: logs (each deployment's Pods, its objects' recent events and its containers' logs), pods (Pods and events only: logs can carry secrets) or off (nothing: the agent never opens the live-view stream). " +
+				"Whatever ctrld asks, the agent shows only the objects it manages for the deployment asked, in namespaces that are its own, never in a reserved one; at most 8 answers at once (4 of them following a log), 1 MiB of log each", EnvVars: env("live-views")},
 			&cli.StringFlag{Name: "log-level", Value: "info", Usage: "debug, info, warn or error", EnvVars: env("log-level")},
 		}),
 		Action: run,
@@ -87,6 +91,10 @@ func run(c *cli.Context) error {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	liveViews, err := liveview.ParseServes(c.String("live-views"))
+	if err != nil {
+		return fmt.Errorf("--live-views: %w", err)
+	}
 
 	// In a pod the token file is a Secret volume: root's, readable by the
 	// pod's fsGroup (deploy/k8s/agentd.yaml).
@@ -157,6 +165,7 @@ func run(c *cli.Context) error {
 		LeaseNamespace:     c.String("namespace"),
 		ReservedNamespaces: strings.Split(c.String("reserved-namespaces"), ","),
 		Readiness:          readiness,
+		LiveViews:          liveViews,
 		Checks: checks.Config{PrometheusURL: c.String("prometheus-url"), Timeout: c.Duration("prometheus-timeout"),
 			Concurrency: c.Int("prometheus-concurrency")},
 	}, clients, ctrlv1.NewClusterServiceClient(conn), log, m)
