@@ -213,3 +213,26 @@ func regionOverview(t *testing.T, op ctrlv1.OperatorServiceClient, region string
 	t.Fatalf("region %s not listed", region)
 	return nil
 }
+
+// Live views read Pods, their logs and events, and may do nothing else
+// with them: the shipped role grants exactly get, list and watch on each
+// (issue 31), in the core group only.
+func TestShippedRoleOnlyReadsPodsLogsAndEvents(t *testing.T) {
+	clusterRules, _ := shippedRules(t)
+	want := []string{"get", "list", "watch"}
+	for _, resource := range []string{"pods", "pods/log", "events"} {
+		var verbs []string
+		for _, r := range clusterRules {
+			if slices.Contains(r.Resources, resource) || slices.Contains(r.Resources, "*") {
+				if !slices.Equal(r.APIGroups, []string{""}) {
+					t.Errorf("%s granted in API groups %v, want the core group only", resource, r.APIGroups)
+				}
+				verbs = append(verbs, r.Verbs...)
+			}
+		}
+		slices.Sort(verbs)
+		if !slices.Equal(verbs, want) {
+			t.Errorf("the shipped role grants %v on %s, want exactly %v", verbs, resource, want)
+		}
+	}
+}
