@@ -22,7 +22,7 @@ import (
 // agent stands in for a region's agentd on ctrld's side of the two
 // calls: it answers each request with answer. (agentd's own serving, on
 // a real API server, is agentd/liveview's to test.)
-func agent(t *testing.T, ctx context.Context, c ctrlv1.ClusterServiceClient, region string, answer func(*ctrlv1.LiveRequest, func(*ctrlv1.LiveAnswerRequest) error)) {
+func agent(t testing.TB, ctx context.Context, c ctrlv1.ClusterServiceClient, region string, answer func(*ctrlv1.LiveRequest, func(*ctrlv1.LiveAnswerRequest) error)) {
 	t.Helper()
 	s, err := c.LiveRequests(ctx, &ctrlv1.LiveRequestsRequest{Region: region, AgentIdentity: "agent-" + region, Serves: "logs"})
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
 
@@ -27,6 +28,12 @@ const (
 	MaxLogBytes = 1 << 20
 	// maxEvents bounds the events of one answer.
 	maxEvents = 200
+	// LogRate bounds how fast one logs answer flows once its first
+	// LogBurst is out: faster than anyone reads, and slow enough that a
+	// log flood through an agent's connection leaves its change stream
+	// the CPU and bandwidth it needs (BenchmarkLiveLogs).
+	LogRate  = 1 << 20 // bytes a second
+	LogBurst = 1 << 20
 )
 
 // SetLiveViews makes the live views go through hub (daemon/liveview);
@@ -140,9 +147,15 @@ func (s *Service) StreamLogs(req *ctrlv1.StreamLogsRequest, srv grpc.ServerStrea
 		if !lr.Follow {
 			lr.LimitBytes = MaxLogBytes
 		}
+		paced := rate.NewLimiter(LogRate, LogBurst)
 		return s.live.Ask(ctx, req.GetRegion(), lr, func(c *ctrlv1.LiveAnswerRequest) error {
 			if c.GetLog() == "" && !c.GetTruncated() {
 				return nil
+			}
+			// Waiting here holds the agent's next chunk: it reads its
+			// log no faster.
+			if err := paced.WaitN(ctx, min(len(c.GetLog()), LogBurst)); err != nil {
+				return err
 			}
 			return srv.Send(&ctrlv1.StreamLogsResponse{Log: validate.Text(c.GetLog(), 64<<10), Truncated: c.GetTruncated()})
 		})
