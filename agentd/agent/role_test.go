@@ -235,4 +235,13 @@ func TestShippedRoleOnlyReadsPodsLogsAndEvents(t *testing.T) {
 			t.Errorf("the shipped role grants %v on %s, want exactly %v", verbs, resource, want)
 		}
 	}
+	// Nothing that reaches into a container or a node: a live view is a
+	// read, never a session.
+	for _, r := range clusterRules {
+		for _, resource := range r.Resources {
+			if slices.Contains([]string{"pods/exec", "pods/attach", "pods/portforward", "pods/proxy", "nodes/proxy", "services/proxy", "*"}, resource) {
+				t.Errorf("the shipped role grants %v on %s", r.Verbs, resource)
+			}
+		}
+	}
 }
