@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,57 +105,61 @@ func (a *applies) of(key dispatch.Key) (dispatch.Intent, bool) {
 // started over from cursor 0 (no bookmark came, so nothing was acked), and
 // its garbage collection deletes what only the cut one listed.
 func TestBatchedFullSyncsApplyEachResourceAndResumeOnlyFromBookmarks(t *testing.T) {
-	client := &batchingCtrld{}
-	applied := &applies{last: map[dispatch.Key]dispatch.Intent{}}
-	var acked []uint64
-	var ackMu sync.Mutex
-	d := dispatch.New(applied, slog.New(slog.DiscardHandler), func(v uint64) { ackMu.Lock(); acked = append(acked, v); ackMu.Unlock() })
-	w := watch.New(client, d, func() ([]dispatch.Key, error) { return nil, nil },
-		watch.Config{Region: "eu", Identity: "a", ResyncInterval: -1, BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond},
-		slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); d.Run(ctx, 2) }()
-	go func() { defer wg.Done(); w.Run(ctx) }()
-	defer func() { cancel(); wg.Wait() }()
+	synctest.Test(t, func(t *testing.T) {
+		client := &batchingCtrld{}
+		applied := &applies{last: map[dispatch.Key]dispatch.Intent{}}
+		var acked []uint64
+		var ackMu sync.Mutex
+		d := dispatch.New(applied, slog.New(slog.DiscardHandler), func(v uint64) { ackMu.Lock(); acked = append(acked, v); ackMu.Unlock() })
+		w := watch.New(client, d, func() ([]dispatch.Key, error) { return nil, nil },
+			watch.Config{Region: "eu", Identity: "a", ResyncInterval: -1, BackoffMin: 5 * time.Millisecond, BackoffMax: 10 * time.Millisecond},
+			slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); d.Run(ctx, 2) }()
+		go func() { defer wg.Done(); w.Run(ctx) }()
+		defer func() { cancel(); wg.Wait() }()
 
-	key := func(id string) dispatch.Key { return dispatch.Key{Kind: rpc.KindDeployment, ID: id} }
-	eventually(t, "the second full sync is done and a third stream resumes from its bookmark", func() bool {
-		return len(client.sent()) >= 3 && w.Cursor() == 5
+		key := func(id string) dispatch.Key { return dispatch.Key{Kind: rpc.KindDeployment, ID: id} }
+		// Two reconnects wait at most 2*BackoffMax.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		requests := client.sent()
+		if len(requests) < 3 || w.Cursor() != 5 {
+			t.Fatalf("the second full sync is not done with a third stream resuming from its bookmark (%d streams, cursor %d)", len(requests), w.Cursor())
+		}
+		for i, req := range requests {
+			if !req.GetBatches() {
+				t.Errorf("stream %d did not ask for batches", i+1)
+			}
+		}
+		if requests[1].GetVersionLastSeen() != 0 {
+			t.Errorf("after a full sync cut short the agent resumed from %d, want 0 (a full sync again)", requests[1].GetVersionLastSeen())
+		}
+		if requests[2].GetVersionLastSeen() != 5 {
+			t.Errorf("after the full sync the agent resumed from %d, want its bookmark 5", requests[2].GetVersionLastSeen())
+		}
+		if in, ok := applied.of(key("b")); !ok || !in.Delete {
+			t.Errorf("b, listed only by the full sync cut short, is not deleted (applied %v, delete %v)", in.Event, in.Delete)
+		}
+		for _, id := range []string{"a", "c"} {
+			in, ok := applied.of(key(id))
+			want := &ctrlv1.DeploymentChangeEvent{Version: 5, Event: &ctrlv1.DeploymentChangeEvent_Deployment{Deployment: &ctrlv1.DeploymentEvent{
+				Action: ctrlv1.Action_ACTION_APPLY, Deployment: &ctrlv1.DeploymentState{DeploymentId: id, Namespace: "ws-prod", Image: "app:1", Replicas: 2, SpecHash: "0123456789abcdef"}}}}
+			if !ok || in.Delete || !proto.Equal(in.Event, want) {
+				t.Errorf("%s: applied %v (delete %v), want %v", id, in.Event, in.Delete, want)
+			}
+		}
+		if in, ok := applied.of(dispatch.Key{Kind: rpc.KindSentinel, ID: "s"}); !ok || in.Delete || in.Event.GetVersion() != 5 {
+			t.Errorf("the sentinel in the batches: applied %v, %v", in.Event, ok)
+		}
+		ackMu.Lock()
+		defer ackMu.Unlock()
+		for _, v := range acked {
+			if v != 5 {
+				t.Errorf("acked %d: only the full sync's bookmark (5) may be acked", v)
+			}
+		}
 	})
-	requests := client.sent()
-	for i, req := range requests {
-		if !req.GetBatches() {
-			t.Errorf("stream %d did not ask for batches", i+1)
-		}
-	}
-	if requests[1].GetVersionLastSeen() != 0 {
-		t.Errorf("after a full sync cut short the agent resumed from %d, want 0 (a full sync again)", requests[1].GetVersionLastSeen())
-	}
-	if requests[2].GetVersionLastSeen() != 5 {
-		t.Errorf("after the full sync the agent resumed from %d, want its bookmark 5", requests[2].GetVersionLastSeen())
-	}
-	eventually(t, "b, listed only by the full sync cut short, is deleted", func() bool {
-		in, ok := applied.of(key("b"))
-		return ok && in.Delete
-	})
-	for _, id := range []string{"a", "c"} {
-		in, ok := applied.of(key(id))
-		want := &ctrlv1.DeploymentChangeEvent{Version: 5, Event: &ctrlv1.DeploymentChangeEvent_Deployment{Deployment: &ctrlv1.DeploymentEvent{
-			Action: ctrlv1.Action_ACTION_APPLY, Deployment: &ctrlv1.DeploymentState{DeploymentId: id, Namespace: "ws-prod", Image: "app:1", Replicas: 2, SpecHash: "0123456789abcdef"}}}}
-		if !ok || in.Delete || !proto.Equal(in.Event, want) {
-			t.Errorf("%s: applied %v (delete %v), want %v", id, in.Event, in.Delete, want)
-		}
-	}
-	if in, ok := applied.of(dispatch.Key{Kind: rpc.KindSentinel, ID: "s"}); !ok || in.Delete || in.Event.GetVersion() != 5 {
-		t.Errorf("the sentinel in the batches: applied %v, %v", in.Event, ok)
-	}
-	ackMu.Lock()
-	defer ackMu.Unlock()
-	for _, v := range acked {
-		if v != 5 {
-			t.Errorf("acked %d: only the full sync's bookmark (5) may be acked", v)
-		}
-	}
 }

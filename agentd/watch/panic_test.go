@@ -3,8 +3,10 @@ package watch_test
 import (
 	"context"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,26 +54,29 @@ func (s *panickyStream) Recv() (*ctrlv1.DeploymentChangeEvent, error) {
 // that stream and is counted; the watcher reconnects, and the process
 // lives on.
 func TestAPanicEndsTheStreamAndTheWatcherReconnects(t *testing.T) {
-	client := &panickyCtrld{}
-	m := metrics.New(prometheus.NewRegistry())
-	d := dispatch.New(nil, slog.New(slog.DiscardHandler), nil)
-	w := watch.New(client, d, nil,
-		watch.Config{Region: "eu", Identity: "a", BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
-		slog.New(slog.DiscardHandler), m)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	synctest.Test(t, func(t *testing.T) {
+		client := &panickyCtrld{}
+		m := metrics.New(prometheus.NewRegistry())
+		d := dispatch.New(nil, slog.New(slog.DiscardHandler), nil)
+		w := watch.New(client, d, nil,
+			watch.Config{Region: "eu", Identity: "a", BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond},
+			slog.New(slog.DiscardHandler), m)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); d.Run(ctx, 1) }() // its queue ends with it
+		go func() { defer wg.Done(); w.Run(ctx) }()
+		defer func() { cancel(); wg.Wait() }()
 
-	panics := func(where string) float64 { return testutil.ToFloat64(m.Panics.WithLabelValues(where)) }
-	deadline := time.Now().Add(10 * time.Second)
-	for client.connects.Load() < 3 || panics("watch") < 1 {
-		if time.Now().After(deadline) {
+		// Two reconnects wait at most 2*BackoffMax.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		panics := func(where string) float64 { return testutil.ToFloat64(m.Panics.WithLabelValues(where)) }
+		if client.connects.Load() < 3 || panics("watch") < 1 {
 			t.Fatalf("%d streams opened, %v panics in handling; want reconnects after each panic", client.connects.Load(), panics("watch"))
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if got := panics("watch-recv"); got != 1 {
-		t.Errorf("counted %v panics in Recv, want 1", got)
-	}
+		if got := panics("watch-recv"); got != 1 {
+			t.Errorf("counted %v panics in Recv, want 1", got)
+		}
+	})
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/watch"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/eventually"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -42,7 +43,7 @@ func TestAnAgentOfAPausedRegionIsConnected(t *testing.T) {
 	go func() { defer wg.Done(); d.Run(ctx, 1) }()
 	go func() { defer wg.Done(); w.Run(ctx) }()
 
-	eventually(t, "the watcher streams from the paused region", func() bool {
+	eventually.True(t, 10*time.Second, "the watcher streams from the paused region", func() bool {
 		err := w.Ready()
 		return err != nil && strings.Contains(err.Error(), "first full sync in progress")
 	})
@@ -77,12 +78,12 @@ func TestAPausedRegionsAgentReconnectsPromptlyEveryTime(t *testing.T) {
 
 	const restarts = 5
 	for i := 1; i <= restarts; i++ {
-		eventually(t, "the watcher streams from the paused region", func() bool {
+		eventually.True(t, 10*time.Second, "the watcher streams from the paused region", func() bool {
 			return strings.Count(logs.String(), "streaming from ctrld") >= i
 		})
 		env.Restart()
 	}
-	eventually(t, "the watcher streams again after the last restart", func() bool {
+	eventually.True(t, 10*time.Second, "the watcher streams again after the last restart", func() bool {
 		return strings.Count(logs.String(), "streaming from ctrld") > restarts
 	})
 	waits := regexp.MustCompile(`reconnecting.*retry_in=(\S+)`).FindAllStringSubmatch(logs.String(), -1)
@@ -115,7 +116,7 @@ func TestARefusedStreamIsNotAConnection(t *testing.T) {
 	go func() { defer wg.Done(); d.Run(ctx, 1) }()
 	go func() { defer wg.Done(); w.Run(ctx) }()
 
-	eventually(t, "several refused streams", func() bool { return strings.Count(logs.String(), "PermissionDenied") >= 5 })
+	eventually.True(t, 10*time.Second, "several refused streams", func() bool { return strings.Count(logs.String(), "PermissionDenied") >= 5 })
 	if strings.Contains(logs.String(), "streaming from ctrld") {
 		t.Errorf("a refused stream was logged as streaming:\n%s", logs.String())
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -68,37 +69,42 @@ func (s *unknownEventStream) Recv() (*ctrlv1.DeploymentChangeEvent, error) {
 
 // A stream that ends because the agent cannot handle an event is not a
 // healthy one: each reconnect waits longer (BackoffMin doubled per
-// failure) instead of reconnecting, and full-syncing, at the first delay
-// forever.
+// failure, plus at most 4*BackoffMin of jitter) instead of reconnecting,
+// and full-syncing, at the first delay forever. In a synctest bubble the
+// streams' handling takes no time, so each gap is exactly the wait.
 func TestUnhandledEventBacksOff(t *testing.T) {
-	const backoffMin = 10 * time.Millisecond
-	client := &newerCtrld{}
-	d := dispatch.New(nil, slog.New(slog.DiscardHandler), nil)
-	w := watch.New(client, d, func() ([]dispatch.Key, error) { return nil, nil },
-		watch.Config{Region: "eu", Identity: "a", BackoffMin: backoffMin, BackoffMax: time.Minute},
-		slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	synctest.Test(t, func(t *testing.T) {
+		const backoffMin = 10 * time.Millisecond
+		client := &newerCtrld{}
+		d := dispatch.New(nil, slog.New(slog.DiscardHandler), nil)
+		w := watch.New(client, d, func() ([]dispatch.Key, error) { return nil, nil },
+			watch.Config{Region: "eu", Identity: "a", BackoffMin: backoffMin, BackoffMax: time.Minute},
+			slog.New(slog.DiscardHandler), metrics.New(prometheus.NewRegistry()))
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); d.Run(ctx, 1) }() // its queue ends with it
+		go func() { defer wg.Done(); w.Run(ctx) }()
+		defer func() { cancel(); wg.Wait() }()
 
-	const streams = 7
-	deadline := time.Now().Add(10 * time.Second)
-	for len(client.times()) < streams {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d streams opened", len(client.times()))
+		// Seven streams take at most 63+24 times BackoffMin.
+		const streams = 7
+		time.Sleep(100 * backoffMin)
+		synctest.Wait()
+		connects := client.times()
+		if len(connects) < streams {
+			t.Fatalf("only %d streams opened in %v", len(connects), 100*backoffMin)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if w.LastError() == nil {
-		t.Error("the handling error is not reported")
-	}
-	connects := client.times()
-	for i := range streams - 1 {
-		if gap, want := connects[i+1].Sub(connects[i]), backoffMin<<i; gap < want {
-			t.Errorf("reconnect %d after %v, want at least %v (gaps must grow)", i+1, gap, want)
+		if w.LastError() == nil {
+			t.Error("the handling error is not reported")
 		}
-	}
+		for i := range streams - 1 {
+			gap, least := connects[i+1].Sub(connects[i]), backoffMin<<i
+			if most := least + 4*backoffMin; gap < least || gap > most {
+				t.Errorf("reconnect %d after %v, want %v to %v (gaps must grow)", i+1, gap, least, most)
+			}
+		}
+	})
 }
 
 // fullSyncCtrld answers every stream from cursor 0 with a full sync of
@@ -181,65 +187,65 @@ func (d *deletions) has(key dispatch.Key) bool {
 // as completed, and it is redone, with periodic resyncs off, until a
 // collection covers every kind.
 func TestIncompleteGarbageCollectionIsReportedAndRedone(t *testing.T) {
-	var (
-		kept      = dispatch.Key{Kind: rpc.KindDeployment, ID: "kept"}
-		stopped   = dispatch.Key{Kind: rpc.KindDeployment, ID: "stopped"}
-		oldPolicy = dispatch.Key{Kind: rpc.KindCiliumNetworkPolicy, ID: "old"}
-	)
-	var calls atomic.Int32
-	listPolicies := make(chan struct{})
-	present := func() ([]dispatch.Key, error) {
-		if calls.Add(1) == 1 {
-			return []dispatch.Key{kept, stopped}, errors.New("list managed cilium_network_policy objects: forbidden")
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			kept      = dispatch.Key{Kind: rpc.KindDeployment, ID: "kept"}
+			stopped   = dispatch.Key{Kind: rpc.KindDeployment, ID: "stopped"}
+			oldPolicy = dispatch.Key{Kind: rpc.KindCiliumNetworkPolicy, ID: "old"}
+		)
+		var calls atomic.Int32
+		listPolicies := make(chan struct{})
+		present := func() ([]dispatch.Key, error) {
+			if calls.Add(1) == 1 {
+				return []dispatch.Key{kept, stopped}, errors.New("list managed cilium_network_policy objects: forbidden")
+			}
+			<-listPolicies
+			return []dispatch.Key{kept, oldPolicy}, nil
 		}
-		<-listPolicies
-		return []dispatch.Key{kept, oldPolicy}, nil
-	}
-	client := &fullSyncCtrld{}
-	deleted := &deletions{keys: map[dispatch.Key]bool{}}
-	d := dispatch.New(deleted, slog.New(slog.DiscardHandler), nil)
-	reg := prometheus.NewRegistry()
-	m := metrics.New(reg)
-	w := watch.New(client, d, present,
-		watch.Config{Region: "eu", Identity: "a", ResyncInterval: -1, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
-		slog.New(slog.DiscardHandler), m)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); d.Run(ctx, 2) }()
-	go func() { defer wg.Done(); w.Run(ctx) }()
-	defer func() { cancel(); close(listPolicies); wg.Wait() }()
+		client := &fullSyncCtrld{}
+		deleted := &deletions{keys: map[dispatch.Key]bool{}}
+		d := dispatch.New(deleted, slog.New(slog.DiscardHandler), nil)
+		reg := prometheus.NewRegistry()
+		m := metrics.New(reg)
+		w := watch.New(client, d, present,
+			watch.Config{Region: "eu", Identity: "a", ResyncInterval: -1, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond},
+			slog.New(slog.DiscardHandler), m)
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() { defer wg.Done(); d.Run(ctx, 2) }()
+		go func() { defer wg.Done(); w.Run(ctx) }()
+		defer func() { cancel(); close(listPolicies); wg.Wait() }()
 
-	eventually(t, "the deployment the full sync did not list is deleted", func() bool { return deleted.has(stopped) })
-	if deleted.has(kept) {
-		t.Error("a listed deployment was deleted")
-	}
-	// The redo's listing waits for listPolicies: this is the state between
-	// the failed collection and the redo.
-	eventually(t, "the full sync is redone with periodic resyncs off", func() bool { return client.fullSyncs() >= 2 && calls.Load() >= 2 })
-	if err := w.GCError(); err == nil || !strings.Contains(err.Error(), "forbidden") {
-		t.Errorf("the failed listing is not the watcher's error: %v", err)
-	}
-	if !w.LastFullSync().IsZero() || testmetrics.Value(t, reg, "agentd_full_syncs_total") != 0 {
-		t.Errorf("a full sync whose collection was incomplete counts as completed (last %v, %v counted)", w.LastFullSync(), testmetrics.Value(t, reg, "agentd_full_syncs_total"))
-	}
+		synctest.Wait()
+		if !deleted.has(stopped) {
+			t.Fatal("the deployment the full sync did not list is not deleted")
+		}
+		if deleted.has(kept) {
+			t.Error("a listed deployment was deleted")
+		}
+		// The redo's listing waits for listPolicies: this is the state between
+		// the failed collection and the redo, which comes within BackoffMax.
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if client.fullSyncs() < 2 || calls.Load() < 2 {
+			t.Fatalf("the full sync is not redone with periodic resyncs off (%d full syncs, %d listings)", client.fullSyncs(), calls.Load())
+		}
+		if err := w.GCError(); err == nil || !strings.Contains(err.Error(), "forbidden") {
+			t.Errorf("the failed listing is not the watcher's error: %v", err)
+		}
+		if !w.LastFullSync().IsZero() || testmetrics.Value(t, reg, "agentd_full_syncs_total") != 0 {
+			t.Errorf("a full sync whose collection was incomplete counts as completed (last %v, %v counted)", w.LastFullSync(), testmetrics.Value(t, reg, "agentd_full_syncs_total"))
+		}
 
-	listPolicies <- struct{}{}
-	eventually(t, "the redo collects the kind that failed and completes", func() bool {
-		return deleted.has(oldPolicy) && w.GCError() == nil && !w.LastFullSync().IsZero()
+		listPolicies <- struct{}{}
+		synctest.Wait()
+		if !deleted.has(oldPolicy) || w.GCError() != nil || w.LastFullSync().IsZero() {
+			t.Fatalf("the redo did not collect the kind that failed and complete (deleted %v, error %v, last full sync %v)",
+				deleted.has(oldPolicy), w.GCError(), w.LastFullSync())
+		}
+		if n := testmetrics.Value(t, reg, "agentd_full_syncs_total"); n != 1 {
+			t.Errorf("%v full syncs counted, want 1", n)
+		}
 	})
-	if n := testmetrics.Value(t, reg, "agentd_full_syncs_total"); n != 1 {
-		t.Errorf("%v full syncs counted, want 1", n)
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
