@@ -249,3 +249,58 @@ func TestAViewReachesAnAgentOnAnotherReplica(t *testing.T) {
 		t.Fatalf("logs %q", text)
 	}
 }
+
+// A follow ends within seconds of its caller's token being revoked, and
+// the agent's answer with it.
+func TestAFollowEndsWhenItsTokenIsRevoked(t *testing.T) {
+	env := servertest.Start(t, server.Config{TokenRecheck: 200 * time.Millisecond})
+	ctx := t.Context()
+	env.AgentToken("eu")
+	op := env.Operator("dana")
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 10, MemoryMib: 16, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	agentDone := make(chan error, 1)
+	agent(t, ctx, env.Agent("eu"), "eu", func(req *ctrlv1.LiveRequest, send func(*ctrlv1.LiveAnswerRequest) error) {
+		for {
+			if err := send(&ctrlv1.LiveAnswerRequest{Log: "tick\n"}); err != nil {
+				agentDone <- err
+				return
+			}
+			time.Sleep(50 * time.Millisecond) // a log that grows slowly
+		}
+	})
+	erin := ctrlv1.NewOperatorServiceClient(env.Dial(env.OperatorToken("erin")))
+	var s ctrlv1.OperatorService_StreamLogsClient
+	eventually.True(t, 5*time.Second, "erin's follow", func() bool {
+		var err error
+		if s, err = erin.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0", Follow: true}); err != nil {
+			return false
+		}
+		_, err = s.Recv()
+		return err == nil
+	})
+	if _, err := auth.Revoke(ctx, env.DB.Ent, auth.Operator, "erin"); err != nil {
+		t.Fatal(err)
+	}
+	revoked := time.Now()
+	for {
+		if _, err := s.Recv(); err != nil {
+			if status.Code(err) != codes.Unauthenticated {
+				t.Fatalf("erin's follow ended with %v, want Unauthenticated", err)
+			}
+			break
+		}
+	}
+	if took := time.Since(revoked); took > 3*time.Second {
+		t.Fatalf("the follow ended %s after the revocation", took)
+	} else {
+		t.Logf("the follow ended %s after the revocation", took.Round(time.Millisecond))
+	}
+	select {
+	case <-agentDone:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the agent still sends for a follow that ended")
+	}
+}

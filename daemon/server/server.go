@@ -57,8 +57,10 @@ import (
 // connection.
 const maxStreamsPerConnection = 64
 
-// DefaultTokenRecheck is Config.TokenRecheck's default.
-const DefaultTokenRecheck = 30 * time.Second
+// DefaultTokenRecheck is Config.TokenRecheck's default: a revoked token's
+// streams (an agent's watch, a person's log follow) end within it. One
+// query per interval for all of them, whatever their number.
+const DefaultTokenRecheck = 5 * time.Second
 
 // Config is ctrld's configuration.
 type Config struct {
