@@ -13,6 +13,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -58,7 +59,7 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 		AckedVersion: resume, LastFullSync: timestamppb.Now()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a connected, caught-up agent", func() bool {
+	eventually.True(t, 20*time.Second, "the gauges never show a connected, caught-up agent", func() bool {
 		connected, _ := testmetrics.Lookup(t, reg, "deploysync_region_agent_connected", "region", "us-east")
 		lag, _ := testmetrics.Lookup(t, reg, "deploysync_stream_lag_changes", "region", "us-east")
 		paused, _ := testmetrics.Lookup(t, reg, "deploysync_region_paused", "region", "us-east")
@@ -76,12 +77,12 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 		}
 	}
 	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", ReceivedVersion: resume, Error: "forbidden", FailingSince: timestamppb.Now()})
-	waitFor(t, "one failing resource", func() bool {
+	eventually.True(t, 20*time.Second, "the gauges never show one failing resource", func() bool {
 		failing, _ := testmetrics.Lookup(t, reg, "deploysync_region_failing_resources", "region", "us-east")
 		return failing == 1
 	})
 	reportSync(&ctrlv1.ResourceSync{Kind: "deployment", ResourceId: "api", AppliedVersion: resume, ReceivedVersion: resume, InSync: true})
-	waitFor(t, "no failing resource", func() bool {
+	eventually.True(t, 20*time.Second, "the gauges still show a failing resource", func() bool {
 		failing, _ := testmetrics.Lookup(t, reg, "deploysync_region_failing_resources", "region", "us-east")
 		return failing == 0
 	})
@@ -92,7 +93,7 @@ func TestGaugesShowAPausedRegionWhoseAgentDiedFallingBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	deploy(t, op, "web", "us-east")
-	waitFor(t, "the paused region with its agent gone and a change pending", func() bool {
+	eventually.True(t, 20*time.Second, "the gauges never show the paused region with its agent gone and a change pending", func() bool {
 		connected, _ := testmetrics.Lookup(t, reg, "deploysync_region_agent_connected", "region", "us-east")
 		lag, _ := testmetrics.Lookup(t, reg, "deploysync_stream_lag_changes", "region", "us-east")
 		lagSeconds, _ := testmetrics.Lookup(t, reg, "deploysync_region_lag_seconds", "region", "us-east")
@@ -157,16 +158,5 @@ func TestGaugesOfRegionsWithoutAgentAndOfRemovedRegions(t *testing.T) {
 	}
 	if _, ok := testmetrics.Lookup(t, reg, "deploysync_region_paused", "region", "eu"); !ok {
 		t.Error("eu lost its series with the other region")
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for the gauges to show %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
