@@ -28,7 +28,7 @@ import (
 var (
 	regions  = []string{"eu", "us", "ap"}
 	clusters = map[string]*kubetest.Shared{
-		"eu": {Options: kubetest.Options{Workloads: true}},
+		"eu": {Options: kubetest.Options{Workloads: true, PodLogs: true}},
 		"us": {Options: kubetest.Options{Workloads: true}},
 		"ap": {Options: kubetest.Options{Workloads: true}},
 	}
