@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent/ctrldreplica"
 	"github.com/deploysync/deploysync/internal/bearer"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testcerts"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -80,19 +81,9 @@ func polls(t testing.TB, s *server.Server) float64 {
 // waitPeers waits until s pokes n peers.
 func waitPeers(t *testing.T, s *server.Server, n int) {
 	t.Helper()
-	waitFor(t, func() bool { return testmetrics.Sum(t, s.Registry, "deploysync_peers") == float64(n) },
-		fmt.Sprintf("replica %s does not poke %d peers", s.Addr, n))
-}
-
-func waitFor(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, fmt.Sprintf("replica %s never pokes %d peers", s.Addr, n), func() bool {
+		return testmetrics.Sum(t, s.Registry, "deploysync_peers") == float64(n)
+	})
 }
 
 // An operator's write through one replica reaches an agent streaming from
@@ -134,14 +125,14 @@ func TestAPauseThroughOneReplicaReachesAnother(t *testing.T) {
 	if _, err := env.Operator("alice").SetRegionPaused(context.Background(), &ctrlv1.SetRegionPausedRequest{Region: "eu", Paused: true}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	eventually.True(t, 30*time.Second, "the other replica never heard of the pause", func() bool {
 		sub, err := b.Tailer.Subscribe(context.Background(), "eu")
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer sub.Close()
 		return sub.Control.Paused
-	}, "the other replica never heard of the pause")
+	})
 }
 
 // A replica that stops deletes its row, so its peers stop poking it; a
@@ -167,7 +158,7 @@ func TestAStoppedReplicaLeavesTheRegistry(t *testing.T) {
 		t.Error("a replica row prints its secret")
 	}
 	first := env.DB.Ent.CtrldReplica.GetX(ctx, b.Peers.ID()).HeartbeatAt
-	waitFor(t, func() bool { return env.DB.Ent.CtrldReplica.GetX(ctx, b.Peers.ID()).HeartbeatAt.After(first) }, "no heartbeat")
+	eventually.True(t, 30*time.Second, "the replica never heartbeats again", func() bool { return env.DB.Ent.CtrldReplica.GetX(ctx, b.Peers.ID()).HeartbeatAt.After(first) })
 
 	b.Stop()
 	if n := env.DB.Ent.CtrldReplica.Query().Where(ctrldreplica.ID(b.Peers.ID())).CountX(ctx); n != 0 {
@@ -271,7 +262,7 @@ func TestAPokeWithoutTheSecretIsRefusedAndPollsNothing(t *testing.T) {
 	flipped := []byte(bSecret)
 	flipped[len(flipped)-1] ^= 1
 	wrong := []string{"", "x", aSecret, string(flipped), bSecret[:len(bSecret)-1], bSecret + "0", strings.ToUpper(bSecret), strings.Repeat("a", 64<<10)}
-	waitFor(t, func() bool { return polls(t, b) > 0 }, "the tailer never polled")
+	eventually.True(t, 30*time.Second, "the tailer never polled", func() bool { return polls(t, b) > 0 })
 	before := polls(t, b)
 	var wg sync.WaitGroup
 	for i := range 500 {
@@ -298,7 +289,7 @@ func TestAPokeWithoutTheSecretIsRefusedAndPollsNothing(t *testing.T) {
 	if _, err := peer.Poke(ctx, &ctrlv1.PokeRequest{Secret: bSecret}); err != nil {
 		t.Fatalf("the replica's own secret: %v", err)
 	}
-	waitFor(t, func() bool { return polls(t, b) > before }, "the right secret did not make the tailer poll")
+	eventually.True(t, 30*time.Second, "the right secret did not make the tailer poll", func() bool { return polls(t, b) > before })
 }
 
 // The token check lets Poke through without a token, and nothing else of

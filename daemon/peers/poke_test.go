@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/recovery"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -102,13 +103,9 @@ func TestABurstOfWritesMakesTwoPokesPerPeer(t *testing.T) {
 	}
 	close(peer.release)
 	<-peer.arrived // the one pending poke
-	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(r.metrics.sent.WithLabelValues("ok")) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the pending poke never completed")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, 30*time.Second, "the pending poke never completed", func() bool {
+		return testutil.ToFloat64(r.metrics.sent.WithLabelValues("ok")) >= 2
+	})
 	// Both pokes are done and nothing is pending: no third can come.
 	if n := len(r.peers["held"].pending); n != 0 {
 		t.Fatalf("%d pokes pending after the burst", n)
