@@ -93,7 +93,9 @@ func startLocal(ctx context.Context, s *stack) ([]regionCluster, error) {
 	}
 	var clusters []regionCluster
 	for _, r := range regions {
-		c, err := kubetest.Start(ctx, kubetest.Options{Workloads: true})
+		// PodLogs: kwok serves the Pods' logs, so the console's live views
+		// show them (a crash-looping Pod's last run logs a panic).
+		c, err := kubetest.Start(ctx, kubetest.Options{Workloads: true, PodLogs: true})
 		if err != nil {
 			return nil, fmt.Errorf("region %s: %w", r, err)
 		}
