@@ -13,6 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -71,20 +72,6 @@ func start(t *testing.T, d *Dispatcher, workers int) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-// eventually waits up to 5 s for cond, looking every 2 ms. In a synctest
-// bubble those are the bubble's seconds: each look waits until the workers
-// are idle or asleep in a backoff, and costs no real time.
-func eventually(t *testing.T, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // Apply then Delete of the same deployment in quick succession ends
 // deleted, every time, and one resource is never handled by two workers.
 func TestApplyThenDeleteEndsDeleted(t *testing.T) {
@@ -97,7 +84,7 @@ func TestApplyThenDeleteEndsDeleted(t *testing.T) {
 			must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_APPLY)))
 			must(t, d.Event(deployment(id, ctrlv1.Action_ACTION_DELETE)))
 			d.Bookmark(1)
-			eventually(t, func() bool { return d.Acked() == 1 }, "bookmark never acknowledged")
+			eventually.True(t, 5*time.Second, "bookmark never acknowledged", func() bool { return d.Acked() == 1 })
 			r.mu.Lock()
 			applied, seen := r.final[Key{Kind: rpc.KindDeployment, ID: id}]
 			r.mu.Unlock()
@@ -125,21 +112,21 @@ func TestFailingApplyHoldsTheCursor(t *testing.T) {
 
 		must(t, d.Event(deployment("good-1", ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(10)
-		eventually(t, func() bool { return d.Acked() == 10 }, "first bookmark not acked")
+		eventually.True(t, 5*time.Second, "first bookmark not acked", func() bool { return d.Acked() == 10 })
 		must(t, d.Event(deployment("bad", ctrlv1.Action_ACTION_APPLY)))
 		must(t, d.Event(deployment("good-2", ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(20)
-		eventually(t, func() bool {
+		eventually.True(t, 5*time.Second, "other resources blocked", func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return r.final[Key{Kind: rpc.KindDeployment, ID: "good-2"}]
-		}, "other resources blocked")
+		})
 		// bad's first attempt may still be running on another worker.
-		eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
+		eventually.True(t, 5*time.Second, "the failing apply is not reported", func() bool { return d.LastError() != "" })
 		if d.Acked() != 10 {
 			t.Fatalf("cursor advanced to %d past a failing apply (last error %q)", d.Acked(), d.LastError())
 		}
-		eventually(t, func() bool { return d.Acked() == 20 }, "cursor never advanced after the retry succeeded")
+		eventually.True(t, 5*time.Second, "cursor never advanced after the retry succeeded", func() bool { return d.Acked() == 20 })
 		if d.LastError() != "" {
 			t.Fatalf("error not cleared: %s", d.LastError())
 		}
@@ -164,7 +151,7 @@ func TestARefusedApplyLetsTheCursorPassAndStaysFailing(t *testing.T) {
 		must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
 		must(t, d.Event(deployment("fine", ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(10)
-		eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
+		eventually.True(t, 5*time.Second, "the cursor is held by a refused apply", func() bool { return d.Acked() == 10 })
 		handled := func() int {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -199,7 +186,7 @@ func TestARefusedApplyLetsTheCursorPassAndStaysFailing(t *testing.T) {
 		r.mu.Unlock()
 		must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(20)
-		eventually(t, func() bool { return d.Acked() == 20 }, "the cursor did not pass the applied intent")
+		eventually.True(t, 5*time.Second, "the cursor did not pass the applied intent", func() bool { return d.Acked() == 20 })
 		if s := syncOf(refused); !s.InSync || s.Err != "" {
 			t.Errorf("applied resource reported as %+v, want in sync without an error", s)
 		}
@@ -219,29 +206,29 @@ func TestARefusedApplyIsTriedAgainLaterWithoutHoldingTheCursor(t *testing.T) {
 		start(t, d, 2)
 		must(t, d.Event(deployment("refused", ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(10)
-		eventually(t, func() bool { return d.Acked() == 10 }, "the cursor is held by a refused apply")
+		eventually.True(t, 5*time.Second, "the cursor is held by a refused apply", func() bool { return d.Acked() == 10 })
 		handled := func() int {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return len(slices.DeleteFunc(slices.Clone(r.handled), func(k Key) bool { return k != refused }))
 		}
-		eventually(t, func() bool { return handled() >= 3 }, "the refused apply was never tried again")
+		eventually.True(t, 5*time.Second, "the refused apply was never tried again", func() bool { return handled() >= 3 })
 		if d.Acked() != 10 || !strings.Contains(d.LastError(), "injected refusal") {
 			t.Errorf("acked %d, last error %q: want the cursor past the refusal, still failing", d.Acked(), d.LastError())
 		}
 		must(t, d.Event(deployment("other", ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(20)
-		eventually(t, func() bool { return d.Acked() == 20 }, "the cursor is held while the refused apply is retried")
+		eventually.True(t, 5*time.Second, "the cursor is held while the refused apply is retried", func() bool { return d.Acked() == 20 })
 
 		r.mu.Lock()
 		r.refuse[refused] = false
 		r.mu.Unlock()
-		eventually(t, func() bool {
+		eventually.True(t, 5*time.Second, "the resource allowed again was never applied", func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return r.final[refused]
-		}, "the resource allowed again was never applied")
-		eventually(t, func() bool { return d.LastError() == "" }, "the refusal was not cleared")
+		})
+		eventually.True(t, 5*time.Second, "the refusal was not cleared", func() bool { return d.LastError() == "" })
 		n := handled()
 		time.Sleep(200 * time.Millisecond) // past the longest delay
 		if handled() != n {
@@ -259,9 +246,9 @@ func TestLastErrorIsTheLongestFailing(t *testing.T) {
 	d := New(r, slog.New(slog.DiscardHandler), nil)
 	start(t, d, 2)
 	must(t, d.Event(deployment(first.ID, ctrlv1.Action_ACTION_APPLY)))
-	eventually(t, func() bool { return d.LastError() != "" }, "first failure not reported")
+	eventually.True(t, 5*time.Second, "first failure not reported", func() bool { return d.LastError() != "" })
 	must(t, d.Event(deployment(second.ID, ctrlv1.Action_ACTION_APPLY)))
-	eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.failures) == 2 }, "second failure not recorded")
+	eventually.True(t, 5*time.Second, "second failure not recorded", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.failures) == 2 })
 	for range 100 {
 		if got := d.LastError(); !strings.HasPrefix(got, first.String()+":") {
 			t.Fatalf("last error %q, want %s's", got, first)
@@ -303,14 +290,14 @@ func TestCollectDeletesWhatTheFullSyncDidNotList(t *testing.T) {
 		if n != 3 {
 			t.Fatalf("collected %d, want old, orphan and stuck", n)
 		}
-		eventually(t, func() bool {
+		eventually.True(t, 5*time.Second, "garbage collection did not delete exactly old, orphan and stuck", func() bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			old, o1 := r.final[Key{Kind: rpc.KindDeployment, ID: "old"}]
 			orphan, o2 := r.final[Key{Kind: rpc.KindDeployment, ID: "orphan"}]
 			stuck, o3 := r.final[Key{Kind: rpc.KindDeployment, ID: "stuck"}]
 			return o1 && o2 && o3 && !old && !orphan && !stuck && r.final[Key{Kind: rpc.KindDeployment, ID: "kept"}]
-		}, "garbage collection did not delete exactly old, orphan and stuck")
+		})
 	})
 }
 
@@ -329,7 +316,7 @@ func TestRequeueAppliesAgainOnlyWhatTheFilterAccepts(t *testing.T) {
 	handled := func() []Key { r.mu.Lock(); defer r.mu.Unlock(); return slices.Clone(r.handled) }
 	d.BeginFullSync()
 	must(t, d.Event(deploymentIn("x", "ns-b", ctrlv1.Action_ACTION_APPLY)))
-	eventually(t, func() bool { return len(handled()) == 1 }, "the full sync's apply did not run")
+	eventually.True(t, 5*time.Second, "the full sync's apply did not run", func() bool { return len(handled()) == 1 })
 	if n := d.Collect([]Key{x}); n != 0 {
 		t.Fatalf("collected %d, want nothing: x is listed", n)
 	}
@@ -350,7 +337,7 @@ func TestRequeueAppliesAgainOnlyWhatTheFilterAccepts(t *testing.T) {
 		t.Fatalf("%d resources queued after a requeue the filter accepted, want x", n)
 	}
 	close(g.open)
-	eventually(t, func() bool { return len(handled()) == 3 }, "x was not applied again")
+	eventually.True(t, 5*time.Second, "x was not applied again", func() bool { return len(handled()) == 3 })
 	if got := handled(); !slices.Equal(got, []Key{x, busy, x}) {
 		t.Fatalf("handled %v, want x, busy, then x again", got)
 	}
@@ -397,21 +384,21 @@ func TestFullSyncDoesNotReleaseBookmarksHeldByAFailingApply(t *testing.T) {
 		start(t, d, 2)
 		must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
 		d.Bookmark(5)
-		eventually(t, func() bool { return d.LastError() != "" }, "the failing apply is not reported")
+		eventually.True(t, 5*time.Second, "the failing apply is not reported", func() bool { return d.LastError() != "" })
 
 		d.BeginFullSync()
 		must(t, d.Event(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY)))
 		must(t, d.Event(deployment(good.ID, ctrlv1.Action_ACTION_APPLY)))
 		d.Collect(nil)
 		d.Bookmark(7)
-		eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[good] }, "other resources blocked")
+		eventually.True(t, 5*time.Second, "other resources blocked", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.final[good] })
 		if d.HasAcked() {
 			t.Fatalf("cursor acked to %d while the apply before it still fails", d.Acked())
 		}
 		r.mu.Lock()
 		r.failLeft[bad] = 0
 		r.mu.Unlock()
-		eventually(t, func() bool { return d.Acked() == 7 }, "cursor never advanced after the retry succeeded")
+		eventually.True(t, 5*time.Second, "cursor never advanced after the retry succeeded", func() bool { return d.Acked() == 7 })
 	})
 }
 

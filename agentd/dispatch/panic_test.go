@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -56,14 +57,14 @@ func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
 			defer r.mu.Unlock()
 			return r.final[Key{Kind: rpc.KindDeployment, ID: id}]
 		}
-		eventually(t, func() bool {
+		eventually.True(t, 5*time.Second, "the other resources were not applied", func() bool {
 			for i := range 5 {
 				if !applied(fmt.Sprintf("good-%d", i)) {
 					return false
 				}
 			}
 			return true
-		}, "the other resources were not applied")
+		})
 		if d.Acked() != 0 {
 			t.Errorf("acked %d while a resource before the bookmark had not been applied", d.Acked())
 		}
@@ -71,7 +72,7 @@ func TestAPanickingApplyIsRetriedAndTheOthersGoOn(t *testing.T) {
 			t.Errorf("last error %q does not show the panicking resource", e)
 		}
 
-		eventually(t, func() bool { return applied("bad") && d.Acked() == 10 }, "the panicking resource was not retried to success")
+		eventually.True(t, 5*time.Second, "the panicking resource was not retried to success", func() bool { return applied("bad") && d.Acked() == 10 })
 		if got := testutil.ToFloat64(panics.WithLabelValues("dispatch")); got != 3 {
 			t.Errorf("counted %v panics, want 3", got)
 		}
@@ -111,5 +112,5 @@ func TestAPanicUnderTheLockLeavesTheDispatcherWorking(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the dispatcher is stuck: its lock is still held after the panic")
 	}
-	eventually(t, func() bool { return d.Acked() == 1 }, "the events after the panic were not applied")
+	eventually.True(t, 5*time.Second, "the events after the panic were not applied", func() bool { return d.Acked() == 1 })
 }

@@ -5,7 +5,9 @@ import (
 	"slices"
 	"testing"
 	"testing/synctest"
+	"time"
 
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -55,19 +57,19 @@ func TestAFailingResourceIsReportedWithItsErrorThenInSync(t *testing.T) {
 		v := newView(d)
 
 		must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 7)))
-		eventually(t, func() bool { v.report(); return v.last[bad].Err != "" }, "the failing apply was not reported")
+		eventually.True(t, 5*time.Second, "the failing apply was not reported", func() bool { v.report(); return v.last[bad].Err != "" })
 		failing := v.last[bad]
 		if failing.InSync || failing.Deleted || failing.AppliedVersion != 0 || failing.Err != "injected failure" || failing.FailingSince.IsZero() {
 			t.Fatalf("failing resource reported as %+v, want out of sync at version 0 with its error and since", failing)
 		}
-		eventually(t, func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.failLeft[bad] < 1<<30-2 }, "the apply was not retried")
+		eventually.True(t, 5*time.Second, "the apply was not retried", func() bool { r.mu.Lock(); defer r.mu.Unlock(); return r.failLeft[bad] < 1<<30-2 })
 		v.report()
 		if got := v.last[bad]; !got.FailingSince.Equal(failing.FailingSince) {
 			t.Fatalf("failing since moved from %v to %v on a retry", failing.FailingSince, got.FailingSince)
 		}
 
 		r.setFailing(bad, 0)
-		eventually(t, func() bool { v.report(); return v.last[bad].InSync }, "the successful apply was not reported")
+		eventually.True(t, 5*time.Second, "the successful apply was not reported", func() bool { v.report(); return v.last[bad].InSync })
 		if got := v.last[bad]; got.AppliedVersion != 7 || got.Err != "" || !got.FailingSince.IsZero() || got.Deleted {
 			t.Fatalf("applied resource reported as %+v, want in sync at version 7 without an error", got)
 		}
@@ -85,13 +87,13 @@ func TestADeleteIsReportedDeleted(t *testing.T) {
 	gone, orphan := Key{Kind: rpc.KindDeployment, ID: "gone"}, Key{Kind: rpc.KindSentinel, ID: "orphan"}
 
 	must(t, d.Event(versioned(deployment(gone.ID, ctrlv1.Action_ACTION_APPLY), 3)))
-	eventually(t, func() bool { v.report(); return v.last[gone].InSync }, "the apply was not reported")
+	eventually.True(t, 5*time.Second, "the apply was not reported", func() bool { v.report(); return v.last[gone].InSync })
 	must(t, d.Event(versioned(deployment(gone.ID, ctrlv1.Action_ACTION_DELETE), 4)))
-	eventually(t, func() bool { v.report(); return v.last[gone].Deleted }, "the stream's delete was not reported")
+	eventually.True(t, 5*time.Second, "the stream's delete was not reported", func() bool { v.report(); return v.last[gone].Deleted })
 
 	d.BeginFullSync()
 	d.Collect([]Key{orphan})
-	eventually(t, func() bool { v.report(); return v.last[orphan].Deleted }, "garbage collection's delete was not reported")
+	eventually.True(t, 5*time.Second, "garbage collection's delete was not reported", func() bool { v.report(); return v.last[orphan].Deleted })
 	if s := v.last[orphan]; !s.InSync || s.Err != "" {
 		t.Fatalf("collected resource reported as %+v", s)
 	}
@@ -116,18 +118,18 @@ func TestUnchangedResourcesAreNotReportedAgain(t *testing.T) {
 			CiliumNetworkPolicy: &ctrlv1.CiliumNetworkPolicyState{PolicyId: b.ID}},
 	}}
 	must(t, d.Event(b1))
-	eventually(t, func() bool { v.report(); return v.last[a].InSync && v.last[b].InSync }, "the applies were not reported")
+	eventually.True(t, 5*time.Second, "the applies were not reported", func() bool { v.report(); return v.last[a].InSync && v.last[b].InSync })
 
 	calls := r.calls.Load()
 	d.Requeue(a, nil)
-	eventually(t, func() bool { return r.calls.Load() > calls }, "the requeued resource was not applied again")
+	eventually.True(t, 5*time.Second, "the requeued resource was not applied again", func() bool { return r.calls.Load() > calls })
 	v.report()
 	if len(v.sent) != 0 {
 		t.Fatalf("reported %v after applying a again to the same end", v.sent)
 	}
 
 	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 5)))
-	eventually(t, func() bool { v.report(); return v.last[a].AppliedVersion == 5 }, "the new event was not reported")
+	eventually.True(t, 5*time.Second, "the new event was not reported", func() bool { v.report(); return v.last[a].AppliedVersion == 5 })
 	if !slices.Contains(v.sent, a) || slices.Contains(v.sent, b) {
 		t.Fatalf("reported %v, want a and not b", v.sent)
 	}
@@ -140,7 +142,7 @@ func TestAReportCtrldDidNotTakeIsSentAgain(t *testing.T) {
 	start(t, d, 1)
 	a := Key{Kind: rpc.KindDeployment, ID: "a"}
 	must(t, d.Event(versioned(deployment(a.ID, ctrlv1.Action_ACTION_APPLY), 1)))
-	eventually(t, func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.pending) == 0 }, "the apply did not run")
+	eventually.True(t, 5*time.Second, "the apply did not run", func() bool { d.mu.Lock(); defer d.mu.Unlock(); return len(d.pending) == 0 })
 
 	first := d.Syncs()
 	d.Unreported(first) // say, ctrld was down
@@ -167,13 +169,13 @@ func TestANewIntentFailingTheSameWayIsReported(t *testing.T) {
 	v := newView(d)
 
 	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 7)))
-	eventually(t, func() bool { v.report(); return v.last[bad].Err != "" }, "the failing apply was not reported")
+	eventually.True(t, 5*time.Second, "the failing apply was not reported", func() bool { v.report(); return v.last[bad].Err != "" })
 	if got := v.last[bad].ReceivedVersion; got != 7 {
 		t.Fatalf("failing apply reported at received version %d, want 7", got)
 	}
 	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_DELETE), 8)))
 	must(t, d.Event(versioned(deployment(bad.ID, ctrlv1.Action_ACTION_APPLY), 9)))
-	eventually(t, func() bool { v.report(); return v.last[bad].ReceivedVersion == 9 }, "the new intent, failing the same way, was not reported")
+	eventually.True(t, 5*time.Second, "the new intent, failing the same way, was not reported", func() bool { v.report(); return v.last[bad].ReceivedVersion == 9 })
 	if got := v.last[bad]; got.Err != "injected failure" || got.InSync {
 		t.Fatalf("new intent reported as %+v, want failing", got)
 	}
