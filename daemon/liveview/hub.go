@@ -19,8 +19,10 @@ import (
 const (
 	// FirstByte bounds the wait for an agent's answer to begin.
 	FirstByte = 10 * time.Second
-	// queuedPerAgent bounds the requests waiting to go down one agent's
-	// stream; more are refused at once.
+	// queuedPerAgent bounds the requests sent to one agent that its
+	// answer has not begun for yet (the agent bounds those it answers at
+	// once itself): more are refused at once, so that an agent that
+	// does not keep up costs people an error, not a 10 s wait each.
 	queuedPerAgent = 16
 )
 
@@ -53,11 +55,15 @@ func NewHub() *Hub {
 type agentConn struct {
 	region, identity, serves string
 	requests                 chan *ctrlv1.LiveRequest
+	// waiting counts requests sent whose answer has not begun (guarded
+	// by Hub.mu).
+	waiting int
 }
 
 // pending is a request waiting for, or reading, its answer.
 type pending struct {
 	region string
+	agent  *agentConn
 	// chunks carries the answer's chunks to the asker, one at a time:
 	// the agent's call reads the next only when the asker took this one.
 	chunks chan *ctrlv1.LiveAnswerRequest
@@ -109,6 +115,7 @@ func (h *Hub) ServeAnswer(ctx context.Context, region string, recv func() (*ctrl
 	ok := p != nil && p.region == region && !p.attached
 	if ok {
 		p.attached = true
+		p.agent.waiting--
 	}
 	h.mu.Unlock()
 	if !ok {
@@ -166,20 +173,28 @@ func (h *Hub) AskLocal(ctx context.Context, region string, req *ctrlv1.LiveReque
 		return status.Errorf(codes.FailedPrecondition, "region %s: its agent serves no logs (its owner started it with --live-views=%s)", region, a.serves)
 	}
 	req.Id = newID()
-	p := &pending{region: region, chunks: make(chan *ctrlv1.LiveAnswerRequest), gone: make(chan struct{})}
+	p := &pending{region: region, agent: a, chunks: make(chan *ctrlv1.LiveAnswerRequest), gone: make(chan struct{})}
 	h.mu.Lock()
+	if a.waiting >= queuedPerAgent {
+		h.mu.Unlock()
+		return status.Errorf(codes.ResourceExhausted, "region %s: its agent has %d live views waiting for it already; try again", region, queuedPerAgent)
+	}
+	a.waiting++
 	h.pending[req.Id] = p
 	h.mu.Unlock()
 	defer func() {
 		close(p.gone)
 		h.mu.Lock()
+		if !p.attached {
+			a.waiting--
+		}
 		delete(h.pending, req.Id)
 		h.mu.Unlock()
 	}()
 	select {
 	case a.requests <- req:
 	default:
-		return status.Errorf(codes.ResourceExhausted, "region %s: its agent has %d live views waiting already; try again", region, queuedPerAgent)
+		return status.Errorf(codes.ResourceExhausted, "region %s: its agent has %d live views waiting for it already; try again", region, queuedPerAgent)
 	}
 	first := time.NewTimer(FirstByte)
 	defer first.Stop()

@@ -304,3 +304,50 @@ func TestAFollowEndsWhenItsTokenIsRevoked(t *testing.T) {
 		t.Fatal("the agent still sends for a follow that ended")
 	}
 }
+
+// A flood of views at an agent that does not keep up: beyond what may
+// wait for it, each is refused at once, and nothing but the audit of
+// the logs reads is written.
+func TestAFloodOfViewsIsRefusedAtOnce(t *testing.T) {
+	env, op := liveEnv(t)
+	ctx := t.Context()
+	// An agent that holds its stream open and takes no request off it.
+	if _, err := env.Agent("eu").LiveRequests(ctx, &ctrlv1.LiveRequestsRequest{Region: "eu", AgentIdentity: "agent-eu", Serves: "logs"}); err != nil {
+		t.Fatal(err)
+	}
+	changes := env.DB.Ent.DeploymentChange.Query().CountX(ctx)
+	eventually.True(t, 5*time.Second, "the agent's stream is up", func() bool {
+		_, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "eu"})
+		return status.Code(err) != codes.Unavailable
+	})
+	const flood = 100
+	errs := make(chan error, flood)
+	start := time.Now()
+	for range flood {
+		go func() {
+			s, err := op.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0"})
+			if err == nil {
+				_, err = s.Recv()
+			}
+			errs <- err
+		}()
+	}
+	refused := 0
+	for range flood {
+		err := <-errs
+		if status.Code(err) == codes.ResourceExhausted {
+			refused++
+			continue
+		}
+		if status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("a view in the flood: %v", err)
+		}
+	}
+	if refused < flood-16 {
+		t.Fatalf("%d of %d refused, want all but the 16 that may wait", refused, flood)
+	}
+	t.Logf("%d of %d refused; the rest timed out after %s", refused, flood, time.Since(start).Round(time.Millisecond))
+	if n := env.DB.Ent.DeploymentChange.Query().CountX(ctx); n != changes {
+		t.Fatalf("the flood wrote %d change rows", n-changes)
+	}
+}
