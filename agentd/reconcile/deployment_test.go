@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"slices"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/kubetest"
 	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -88,19 +90,14 @@ func (e *env) state(id string, replicas int32) *ctrlv1.DeploymentState {
 // next apply sees what the last one wrote.
 func (e *env) waitCached(t *testing.T, workload cachedReplicas, ns, name string, replicas int32) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	eventually.True(t, 5*time.Second, fmt.Sprintf("cache never showed %s/%s with %d replicas", ns, name, replicas), func() bool {
 		n, err := workload(e.cache, ns, name)
-		if err == nil && n == replicas {
-			if _, err := e.cache.Services.Services(ns).Get(name); err == nil {
-				return
-			}
+		if err != nil || n != replicas {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cache never showed %s/%s with %d replicas", ns, name, replicas)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		_, err = e.cache.Services.Services(ns).Get(name)
+		return err == nil
+	})
 }
 
 // cachedReplicas reads a workload object's replicas from the cache.
@@ -251,7 +248,7 @@ func TestAnEmptyEnvValueIsANoOpToApplyAgainAndKeptEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	eventually.True(t, 15*time.Second, "the cache never saw the edited StatefulSet", func() bool {
 		got, err := e.cache.StatefulSets.StatefulSets(e.ns).Get("api")
 		return err == nil && got.ResourceVersion == edited.ResourceVersion
 	})
@@ -373,7 +370,7 @@ func TestApplyRecreatesADeletedNamespace(t *testing.T) {
 	if err := e.admin.CoreV1().Namespaces().Delete(ctx, e.ns, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	eventually.True(t, 15*time.Second, "the namespace and its StatefulSet never left the API server and the cache", func() bool {
 		_, err := e.admin.CoreV1().Namespaces().Get(ctx, e.ns, metav1.GetOptions{})
 		_, cached := e.cache.StatefulSets.StatefulSets(e.ns).Get("api")
 		return apierrors.IsNotFound(err) && apierrors.IsNotFound(cached)

@@ -3,10 +3,12 @@ package reconcile_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/deploysync/deploysync/agentd/kube"
+	"github.com/deploysync/deploysync/internal/eventually"
 )
 
 // An object deleted on the API server while an apply compares it leaves
@@ -36,7 +38,7 @@ func TestAMatchOfAnObjectDeletedWhileComparedIsNotKept(t *testing.T) {
 	if _, err := e.admin.CoreV1().Services(e.ns).Update(ctx, edited, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool {
+	eventually.True(t, 15*time.Second, "the cache never saw the relabelled Service", func() bool {
 		svc, err = e.cache.Services.Services(e.ns).Get("api")
 		return err == nil && svc.Labels["team"] == "x"
 	})
@@ -46,7 +48,7 @@ func TestAMatchOfAnObjectDeletedWhileComparedIsNotKept(t *testing.T) {
 		if err := e.admin.CoreV1().Services(e.ns).Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, func() bool { return !e.cache.Remembers(svc.UID) })
+		eventually.True(t, 15*time.Second, "the cache still remembers the deleted Service's match", func() bool { return !e.cache.Remembers(svc.UID) })
 		return true
 	})
 	if e.cache.Remembers(svc.UID) {

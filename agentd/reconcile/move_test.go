@@ -3,12 +3,14 @@ package reconcile_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -40,7 +42,7 @@ func TestDeploymentMovedToAnotherNamespaceLeavesNothingBehind(t *testing.T) {
 	deploymentObjects(t, e.admin, nsB, "mover", true)
 
 	// Once the cache has seen the move, applying it again is free.
-	waitFor(t, func() bool {
+	eventually.True(t, 15*time.Second, "the cache never saw the move", func() bool {
 		_, errA := e.cache.StatefulSets.StatefulSets(nsA).Get("mover")
 		_, errB := e.cache.StatefulSets.StatefulSets(nsB).Get("mover")
 		_, svcA := e.cache.Services.Services(nsA).Get("mover")

@@ -20,6 +20,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -75,7 +76,7 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 		t.Fatalf("without the CRD: got %v, want ErrNoCRD", err)
 	}
 	shared.Get(t).InstallCiliumCRD(t)
-	waitFor(t, func() bool { return policies.Apply(ctx, state) == nil })
+	eventually.True(t, 15*time.Second, "the policy never applied once its CRD was installed", func() bool { return policies.Apply(ctx, state) == nil })
 	obj, err := dyn.Resource(reconcile.PolicyResource).Namespace(e.ns).Get(ctx, "allow-api", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -99,17 +100,6 @@ func TestCiliumPolicyThroughTheDynamicClient(t *testing.T) {
 	}
 	if _, err := dyn.Resource(reconcile.PolicyResource).Namespace(e.ns).Get(ctx, "allow-api", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Fatalf("policy not deleted: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached within 15s")
-		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
 

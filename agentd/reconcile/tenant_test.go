@@ -17,6 +17,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -106,7 +107,7 @@ func TestDeletesActOnlyInTheAgentsNamespaces(t *testing.T) {
 	if _, err := e.admin.AppsV1().StatefulSets(theirs).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { // the cache holds it, as it would at a full sync
+	eventually.True(t, 15*time.Second, "the cache never held the StatefulSet in the other namespace", func() bool { // the cache holds it, as it would at a full sync
 		_, err := e.cache.StatefulSets.StatefulSets(theirs).Get("stray")
 		return err == nil
 	})
@@ -127,7 +128,7 @@ func TestDeletesActOnlyInTheAgentsNamespaces(t *testing.T) {
 	// nothing in the other.
 	controllers := reconcile.NewControllers(reconcile.Deps{Kube: e.client, Cache: e.cache, Namespaces: reconcile.NewNamespaces(e.client, naming.Reserved{}),
 		Dynamic: dynamic.NewForConfigOrDie(shared.Get(t).Config)})
-	waitFor(t, func() bool { // the cache holds the agent's own, too
+	eventually.True(t, 15*time.Second, "the cache never held the agent's own StatefulSet", func() bool { // the cache holds the agent's own, too
 		_, err := e.cache.StatefulSets.StatefulSets(e.ns).Get("stray")
 		return err == nil
 	})
