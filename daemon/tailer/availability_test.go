@@ -18,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testdb"
 	"github.com/deploysync/deploysync/internal/testmariadb"
 )
@@ -70,9 +71,7 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 	}
 	// The tailer ends its subscriptions before it tells the hook, so the
 	// hook may hear of it a moment after the subscription ended.
-	for wait := time.Now().Add(10 * time.Second); len(heard()) < 2 && time.Now().Before(wait); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "the hook never heard the database go", func() bool { return len(heard()) >= 2 })
 	if got := heard(); len(got) != 2 || !got[0] || got[1] {
 		t.Fatalf("the hook heard %v, want [true false] (started, then unavailable)", got)
 	}

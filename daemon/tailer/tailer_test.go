@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/eventually"
 )
 
 func startTailer(t testing.TB, db *store.DB, cfg tailer.Config) *tailer.Tailer {
@@ -76,19 +77,23 @@ var sentinels atomic.Int64
 // nextID names a fresh sentinel (and its environment).
 func nextID() string { return fmt.Sprintf("s%d", sentinels.Add(1)) }
 
+// waitWatermark waits until the tailer's watermark satisfies cond, for at
+// most within, and returns it.
 func waitWatermark(t testing.TB, tl *tailer.Tailer, cond func(uint64) bool, within time.Duration) uint64 {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		w := tl.Watermark()
-		if cond(w) {
-			return w
+	var w uint64
+	reached := false
+	defer func() {
+		if !reached {
+			t.Logf("the watermark was %d", w)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("watermark %d did not reach the expected value within %s", w, within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	}()
+	eventually.True(t, within, "the watermark never reached the expected value", func() bool {
+		w = tl.Watermark()
+		return cond(w)
+	})
+	reached = true
+	return w
 }
 
 // A transaction holding a low pk open holds the watermark below it for as
@@ -166,10 +171,10 @@ func rolledBackHoleIsSettledQuickly(t *testing.T, unavailableAfter time.Duration
 	if gaps != 1 {
 		t.Fatalf("want one gap row for the rolled-back pk, got %d", gaps)
 	}
-	waitFor(t, 3*time.Second, func() bool {
+	eventually.True(t, 3*time.Second, "the watermark was not persisted", func() bool {
 		w, err := changelog.ReadMark(context.Background(), db.SQL, changelog.MarkSafeWatermark)
 		return err == nil && w >= 2
-	}, "the watermark was not persisted")
+	})
 	again := startTailer(t, db, tailer.Config{})
 	waitWatermark(t, again, func(w uint64) bool { return w >= 2 }, time.Second)
 }
@@ -187,11 +192,11 @@ func TestSubscriptionCoversEveryChangeOfItsRegion(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 2*time.Second, func() bool {
+	eventually.True(t, 2*time.Second, "early eu changes not visible", func() bool {
 		sub, _ := tl.Subscribe(ctx, "eu")
 		defer sub.Close()
 		return len(sub.Early) == 2
-	}, "early eu changes not visible")
+	})
 
 	sub, err := tl.Subscribe(ctx, "eu")
 	if err != nil {
@@ -242,15 +247,4 @@ func collect(t *testing.T, sub *tailer.Subscription, n int, within time.Duration
 		}
 	}
 	return out
-}
-
-func waitFor(t *testing.T, within time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
