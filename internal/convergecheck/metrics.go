@@ -4,14 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/client-go/kubernetes"
 
@@ -83,17 +79,16 @@ type promOutage struct{ down, up time.Time }
 // server, served on a local port, and a Prometheus scraping it. The
 // simulator stops with ctx; call the returned Server's Close when done.
 func startMetrics(ctx context.Context, kube kubernetes.Interface) (*regionMetrics, func(), error) {
-	sim := trafficsim.New(trafficsim.Options{})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(sim)
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	go sim.Run(ctx, kube)
-	prom, err := promtest.Start(ctx, promtest.Options{Targets: []string{strings.TrimPrefix(srv.URL, "http://")}})
+	addr, stop, err := trafficsim.Serve(ctx, kube, trafficsim.Options{})
 	if err != nil {
-		srv.Close()
 		return nil, nil, err
 	}
-	return &regionMetrics{prom: prom}, func() { prom.Close(); srv.Close() }, nil
+	prom, err := promtest.Start(ctx, promtest.Options{Targets: []string{addr}})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return &regionMetrics{prom: prom}, func() { prom.Close(); stop() }, nil
 }
 
 // outage stops the Prometheus (SIGKILL), keeps it down for hold (or

@@ -2,13 +2,10 @@ package rolloutcheck_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,13 +18,12 @@ import (
 // code) and a real Prometheus scraping it, and returns the Prometheus.
 func simulate(ctx context.Context, t *testing.T, kube kubernetes.Interface) *promtest.Server {
 	t.Helper()
-	sim := trafficsim.New(trafficsim.Options{})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(sim)
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	t.Cleanup(srv.Close)
-	go sim.Run(ctx, kube)
-	return promtest.StartForTest(t, promtest.Options{Targets: []string{strings.TrimPrefix(srv.URL, "http://")}, Rules: simAlerts})
+	addr, stop, err := trafficsim.Serve(ctx, kube, trafficsim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	return promtest.StartForTest(t, promtest.Options{Targets: []string{addr}, Rules: simAlerts})
 }
 
 // The checks of the README: the error rate and the p90 latency of the

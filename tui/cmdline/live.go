@@ -11,6 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 	"github.com/deploysync/deploysync/tui"
@@ -30,44 +31,40 @@ func liveRegionFlag() cli.Flag {
 
 // podsCommand is `pods DEPLOYMENT_ID --region R`.
 func podsCommand() *cli.Command {
-	region := liveRegionFlag()
-	return &cli.Command{
-		Name:        "pods",
-		Usage:       "show a deployment's pods in a region, live from its agent: phase, ready, restarts, why not ready, spec hash, node, age",
-		ArgsUsage:   "DEPLOYMENT_ID",
-		Description: liveHelp,
-		Flags:       []cli.Flag{region},
-		Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
-			if c.NArg() != 1 {
-				return errors.New("want exactly one DEPLOYMENT_ID")
-			}
-			r, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: c.Args().First(), Region: c.String("region")})
-			if err != nil {
-				return err
-			}
-			return printList(c, r, func(out io.Writer) error { return podsTable(out, r.Pods, time.Now()) })
-		}),
-	}
+	return liveListCommand("pods", "show a deployment's pods in a region, live from its agent: phase, ready, restarts, why not ready, spec hash, node, age",
+		func(ctx context.Context, op ctrlv1.OperatorServiceClient, id, region string) (proto.Message, func(io.Writer) error, error) {
+			r, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: id, Region: region})
+			return r, func(out io.Writer) error { return podsTable(out, r.GetPods(), time.Now()) }, err
+		})
 }
 
 // eventsCommand is `events DEPLOYMENT_ID --region R`.
 func eventsCommand() *cli.Command {
-	region := liveRegionFlag()
+	return liveListCommand("events", "show the recent Kubernetes events of a deployment's objects in a region, live from its agent",
+		func(ctx context.Context, op ctrlv1.OperatorServiceClient, id, region string) (proto.Message, func(io.Writer) error, error) {
+			r, err := op.ListEvents(ctx, &ctrlv1.ListEventsRequest{DeploymentId: id, Region: region})
+			return r, func(out io.Writer) error { return eventsTable(out, r.GetEvents(), time.Now()) }, err
+		})
+}
+
+// liveListCommand is a command that prints one live list of a deployment
+// in a region: list asks for it and says how to print it as a table.
+func liveListCommand(name, usage string, list func(ctx context.Context, op ctrlv1.OperatorServiceClient, id, region string) (proto.Message, func(io.Writer) error, error)) *cli.Command {
 	return &cli.Command{
-		Name:        "events",
-		Usage:       "show the recent Kubernetes events of a deployment's objects in a region, live from its agent",
+		Name:        name,
+		Usage:       usage,
 		ArgsUsage:   "DEPLOYMENT_ID",
 		Description: liveHelp,
-		Flags:       []cli.Flag{region},
+		Flags:       []cli.Flag{liveRegionFlag()},
 		Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 			if c.NArg() != 1 {
 				return errors.New("want exactly one DEPLOYMENT_ID")
 			}
-			r, err := op.ListEvents(ctx, &ctrlv1.ListEventsRequest{DeploymentId: c.Args().First(), Region: c.String("region")})
+			r, table, err := list(ctx, op, c.Args().First(), c.String("region"))
 			if err != nil {
 				return err
 			}
-			return printList(c, r, func(out io.Writer) error { return eventsTable(out, r.Events, time.Now()) })
+			return printList(c, r, table)
 		}),
 	}
 }
