@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/daemon/tailer"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testmariadb"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -50,17 +52,19 @@ func TestAReplicaWithoutItsDatabaseIsNotServing(t *testing.T) {
 	ctx := context.Background()
 	waitFor := func(want healthpb.HealthCheckResponse_ServingStatus) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		var got string
+		reached := false
+		defer func() {
+			if !reached {
+				t.Logf("health was last %s", got)
+			}
+		}()
+		eventually.True(t, 30*time.Second, fmt.Sprintf("health never %v", want), func() bool {
 			r, err := health.Check(ctx, &healthpb.HealthCheckRequest{})
-			if err == nil && r.Status == want {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("health: %v (%v), want %v", r.GetStatus(), err, want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			got = fmt.Sprintf("%v (%v)", r.GetStatus(), err)
+			return err == nil && r.Status == want
+		})
+		reached = true
 	}
 	watch := func() error {
 		stream, err := agent.WatchDeploymentChanges(ctx, &ctrlv1.WatchDeploymentChangesRequest{Region: "eu", AgentIdentity: "a"})

@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store/storetest"
 	"github.com/deploysync/deploysync/ent"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -133,13 +134,9 @@ func TestAPanickingStreamEndsWithInternalAndTheAgentResumes(t *testing.T) {
 	}
 	// The panicking stream released its tailer subscription: the tailer
 	// does not go on feeding a buffer nobody reads.
-	deadline := time.Now().Add(5 * time.Second)
-	for testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%v tailer subscriptions left after the only stream ended", testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(t, 5*time.Second, "the tailer subscription stayed after the only stream ended", func() bool {
+		return testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") == 0
+	})
 
 	s = watch(resume)
 	for {

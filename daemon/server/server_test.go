@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/ent/apitoken"
 	"github.com/deploysync/deploysync/ent/auditlog"
 	"github.com/deploysync/deploysync/internal/bearer"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testcerts"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -373,9 +374,9 @@ func TestStatusReportsDriveInstancesAndWorkflow(t *testing.T) {
 	if n := env.DB.Ent.Instance.Query().CountX(ctx); n != 2 {
 		t.Fatalf("want 2 instances after the second report, got %d", n)
 	}
-	waitFor(t, 5*time.Second, func() bool { return workflow() == "deploying" }, "workflow not deploying")
+	eventually.True(t, 5*time.Second, "the workflow never turned deploying", func() bool { return workflow() == "deploying" })
 	report(us, "us", running("api-0", "api-1"))
-	waitFor(t, 5*time.Second, func() bool { return workflow() == "ready" }, "workflow not ready")
+	eventually.True(t, 5*time.Second, "the workflow never turned ready", func() bool { return workflow() == "ready" })
 	if n := env.DB.Ent.DeploymentChange.Query().CountX(ctx); n != changes {
 		t.Fatalf("status reports wrote %d change rows", n-changes)
 	}
@@ -402,10 +403,10 @@ func TestWorkflowFailsOnTimeout(t *testing.T) {
 		Image: "app:1", CpuMillicores: 100, MemoryMib: 64, Regions: []string{"eu"}, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, func() bool {
+	eventually.True(t, 5*time.Second, "the workflow never failed with the reason", func() bool {
 		d := env.DB.Ent.Deployment.GetX(ctx, "api")
 		return d.WorkflowStatus == "failed" && strings.Contains(d.WorkflowError, "eu 0/1 ready")
-	}, "workflow did not fail with the reason")
+	})
 }
 
 // The regions view shows lag rising while no agent acks and falling when
@@ -472,17 +473,6 @@ func TestRegionOverviewShowsLag(t *testing.T) {
 		if r.Region == "eu" && (r.LagChanges != 0 || r.AckedVersion != eu.HeadVersion || r.AgentIdentity != "k-0") {
 			t.Fatalf("after the ack: %+v", r)
 		}
-	}
-}
-
-func waitFor(t *testing.T, within time.Duration, cond func() bool, msg string) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/stream/streamtest"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/internal/bearer"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/limits"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -89,11 +90,9 @@ func slowStreams(t testing.TB, env *servertest.Env, reg *prometheus.Registry, re
 		}
 		streams[i] = silentStream{s, end}
 	}
-	for deadline := time.Now().Add(time.Minute); takenUp() != before+float64(n); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("ctrld took up %v of the %d silent streams", takenUp()-before, n)
-		}
-	}
+	eventually.True(t, time.Minute, fmt.Sprintf("ctrld never took up all %d silent streams", n), func() bool {
+		return takenUp() == before+float64(n)
+	})
 	return streams
 }
 
@@ -149,11 +148,11 @@ func TestNonReadingStreamsNeitherStallCtrldNorStayOpen(t *testing.T) {
 
 	// Every silent stream is ended: none is left open on ctrld, nor
 	// subscribed to the tailer, and each was counted as stalled.
-	waitFor(t, 2*time.Minute, func() bool {
+	eventually.True(t, 2*time.Minute, "the silent streams were not all ended", func() bool {
 		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", "eu") == silent &&
 			testmetrics.Sum(t, reg, "deploysync_streams", "region", "eu") == 1 &&
 			testmetrics.Sum(t, reg, "deploysync_tailer_subscriptions") == 1
-	}, "the silent streams were not all ended")
+	})
 	// A client that reads at last finds its stream gone with its
 	// connection: it dials again and resumes.
 	for {
@@ -186,10 +185,10 @@ func TestFullSyncsBlockedOnTheirClientsHoldNoConnection(t *testing.T) {
 	}
 
 	slowStreams(t, env, reg, "eu", silent)
-	waitFor(t, time.Minute, func() bool {
+	eventually.True(t, time.Minute, "full syncs waiting on their clients hold connections of the streams' pool", func() bool {
 		return testmetrics.Sum(t, reg, "deploysync_stream_full_syncs_total", "region", "eu") == silent+1 &&
 			env.DB.StreamSQL.Stats().InUse == 0
-	}, "full syncs waiting on their clients hold connections of the streams' pool")
+	})
 	if _, err := op.Scale(ctx, &ctrlv1.ScaleRequest{DeploymentId: "app-000", Region: "eu", Replicas: 7}); err != nil {
 		t.Fatal(err)
 	}
@@ -287,13 +286,13 @@ func TestStreamsBeyondTheLimitsAreRefused(t *testing.T) {
 	}
 	// Once it ends, the token may open another, within both limits.
 	endFirst()
-	waitFor(t, 10*time.Second, func() bool {
+	eventually.True(t, 10*time.Second, "the token's ended stream still counts", func() bool {
 		_, end, err := open(agent, "d")
 		if err == nil {
 			end()
 		}
 		return err == nil
-	}, "the token's ended stream still counts")
+	})
 }
 
 // BenchmarkUnaryLatencyWithSlowStreams reports the p99 latency of an
@@ -425,8 +424,7 @@ func TestStalledStreamsLeaveNothingQueuedBehind(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, 30*time.Second, func() bool { return stalled() > stalledBefore && live() == 0 },
-			"the wave's streams did not end for not reading")
+		eventually.True(t, 30*time.Second, "the wave's streams did not end for not reading", func() bool { return stalled() > stalledBefore && live() == 0 })
 	}
 	grown := int64(heapInUse()) - int64(before)
 	t.Logf("%d streams ended for not reading: heap grew %d KiB", waves*perWave, grown>>10)
@@ -461,10 +459,10 @@ func silentClient(t *testing.T, env *servertest.Env, region, identity string) ct
 // for at most within, and returns when it saw that.
 func waitStalled(t *testing.T, reg *prometheus.Registry, region string, within time.Duration) time.Time {
 	t.Helper()
-	waitFor(t, within, func() bool {
+	eventually.True(t, within, "the stream whose client reads nothing is still open", func() bool {
 		return testmetrics.Sum(t, reg, "deploysync_stream_stalled_total", "region", region) == 1 &&
 			testmetrics.Sum(t, reg, "deploysync_streams", "region", region) == 0
-	}, "the stream whose client reads nothing is still open")
+	})
 	return time.Now()
 }
 
