@@ -11820,6 +11820,7 @@ type OperatorKeyMutation struct {
 	id             *int
 	name           *string
 	role           *operatorkey.Role
+	logs           *bool
 	fingerprint    *string
 	authorized_key *string
 	created_at     *time.Time
@@ -11999,6 +12000,42 @@ func (m *OperatorKeyMutation) ResetRole() {
 	m.role = nil
 }
 
+// SetLogs sets the "logs" field.
+func (m *OperatorKeyMutation) SetLogs(b bool) {
+	m.logs = &b
+}
+
+// Logs returns the value of the "logs" field in the mutation.
+func (m *OperatorKeyMutation) Logs() (r bool, exists bool) {
+	v := m.logs
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLogs returns the old "logs" field's value of the OperatorKey entity.
+// If the OperatorKey object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *OperatorKeyMutation) OldLogs(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLogs is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLogs requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLogs: %w", err)
+	}
+	return oldValue.Logs, nil
+}
+
+// ResetLogs resets all changes to the "logs" field.
+func (m *OperatorKeyMutation) ResetLogs() {
+	m.logs = nil
+}
+
 // SetFingerprint sets the "fingerprint" field.
 func (m *OperatorKeyMutation) SetFingerprint(s string) {
 	m.fingerprint = &s
@@ -12141,12 +12178,15 @@ func (m *OperatorKeyMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *OperatorKeyMutation) Fields() []string {
-	fields := make([]string, 0, 5)
+	fields := make([]string, 0, 6)
 	if m.name != nil {
 		fields = append(fields, operatorkey.FieldName)
 	}
 	if m.role != nil {
 		fields = append(fields, operatorkey.FieldRole)
+	}
+	if m.logs != nil {
+		fields = append(fields, operatorkey.FieldLogs)
 	}
 	if m.fingerprint != nil {
 		fields = append(fields, operatorkey.FieldFingerprint)
@@ -12169,6 +12209,8 @@ func (m *OperatorKeyMutation) Field(name string) (ent.Value, bool) {
 		return m.Name()
 	case operatorkey.FieldRole:
 		return m.Role()
+	case operatorkey.FieldLogs:
+		return m.Logs()
 	case operatorkey.FieldFingerprint:
 		return m.Fingerprint()
 	case operatorkey.FieldAuthorizedKey:
@@ -12188,6 +12230,8 @@ func (m *OperatorKeyMutation) OldField(ctx context.Context, name string) (ent.Va
 		return m.OldName(ctx)
 	case operatorkey.FieldRole:
 		return m.OldRole(ctx)
+	case operatorkey.FieldLogs:
+		return m.OldLogs(ctx)
 	case operatorkey.FieldFingerprint:
 		return m.OldFingerprint(ctx)
 	case operatorkey.FieldAuthorizedKey:
@@ -12216,6 +12260,13 @@ func (m *OperatorKeyMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetRole(v)
+		return nil
+	case operatorkey.FieldLogs:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLogs(v)
 		return nil
 	case operatorkey.FieldFingerprint:
 		v, ok := value.(string)
@@ -12292,6 +12343,9 @@ func (m *OperatorKeyMutation) ResetField(name string) error {
 		return nil
 	case operatorkey.FieldRole:
 		m.ResetRole()
+		return nil
+	case operatorkey.FieldLogs:
+		m.ResetLogs()
 		return nil
 	case operatorkey.FieldFingerprint:
 		m.ResetFingerprint()

@@ -21,6 +21,8 @@ type OperatorKey struct {
 	Name string `json:"name,omitempty"`
 	// Role holds the value of the "role" field.
 	Role operatorkey.Role `json:"role,omitempty"`
+	// Logs holds the value of the "logs" field.
+	Logs bool `json:"logs,omitempty"`
 	// Fingerprint holds the value of the "fingerprint" field.
 	Fingerprint string `json:"fingerprint,omitempty"`
 	// AuthorizedKey holds the value of the "authorized_key" field.
@@ -35,6 +37,8 @@ func (*OperatorKey) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case operatorkey.FieldLogs:
+			values[i] = new(sql.NullBool)
 		case operatorkey.FieldID:
 			values[i] = new(sql.NullInt64)
 		case operatorkey.FieldName, operatorkey.FieldRole, operatorkey.FieldFingerprint, operatorkey.FieldAuthorizedKey:
@@ -73,6 +77,12 @@ func (_m *OperatorKey) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field role", values[i])
 			} else if value.Valid {
 				_m.Role = operatorkey.Role(value.String)
+			}
+		case operatorkey.FieldLogs:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field logs", values[i])
+			} else if value.Valid {
+				_m.Logs = value.Bool
 			}
 		case operatorkey.FieldFingerprint:
 			if value, ok := values[i].(*sql.NullString); !ok {
@@ -133,6 +143,9 @@ func (_m *OperatorKey) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("role=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Role))
+	builder.WriteString(", ")
+	builder.WriteString("logs=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Logs))
 	builder.WriteString(", ")
 	builder.WriteString("fingerprint=")
 	builder.WriteString(_m.Fingerprint)

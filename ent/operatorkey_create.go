@@ -34,6 +34,20 @@ func (_c *OperatorKeyCreate) SetRole(v operatorkey.Role) *OperatorKeyCreate {
 	return _c
 }
 
+// SetLogs sets the "logs" field.
+func (_c *OperatorKeyCreate) SetLogs(v bool) *OperatorKeyCreate {
+	_c.mutation.SetLogs(v)
+	return _c
+}
+
+// SetNillableLogs sets the "logs" field if the given value is not nil.
+func (_c *OperatorKeyCreate) SetNillableLogs(v *bool) *OperatorKeyCreate {
+	if v != nil {
+		_c.SetLogs(*v)
+	}
+	return _c
+}
+
 // SetFingerprint sets the "fingerprint" field.
 func (_c *OperatorKeyCreate) SetFingerprint(v string) *OperatorKeyCreate {
 	_c.mutation.SetFingerprint(v)
@@ -95,6 +109,10 @@ func (_c *OperatorKeyCreate) ExecX(ctx context.Context) {
 
 // defaults sets the default values of the builder before save.
 func (_c *OperatorKeyCreate) defaults() {
+	if _, ok := _c.mutation.Logs(); !ok {
+		v := operatorkey.DefaultLogs
+		_c.mutation.SetLogs(v)
+	}
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		v := operatorkey.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
@@ -118,6 +136,9 @@ func (_c *OperatorKeyCreate) check() error {
 		if err := operatorkey.RoleValidator(v); err != nil {
 			return &ValidationError{Name: "role", err: fmt.Errorf(`ent: validator failed for field "OperatorKey.role": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.Logs(); !ok {
+		return &ValidationError{Name: "logs", err: errors.New(`ent: missing required field "OperatorKey.logs"`)}
 	}
 	if _, ok := _c.mutation.Fingerprint(); !ok {
 		return &ValidationError{Name: "fingerprint", err: errors.New(`ent: missing required field "OperatorKey.fingerprint"`)}
@@ -172,6 +193,10 @@ func (_c *OperatorKeyCreate) createSpec() (*OperatorKey, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.Role(); ok {
 		_spec.SetField(operatorkey.FieldRole, field.TypeEnum, value)
 		_node.Role = value
+	}
+	if value, ok := _c.mutation.Logs(); ok {
+		_spec.SetField(operatorkey.FieldLogs, field.TypeBool, value)
+		_node.Logs = value
 	}
 	if value, ok := _c.mutation.Fingerprint(); ok {
 		_spec.SetField(operatorkey.FieldFingerprint, field.TypeString, value)
@@ -253,6 +278,9 @@ func (u *OperatorKeyUpsertOne) UpdateNewValues() *OperatorKeyUpsertOne {
 		}
 		if _, exists := u.create.mutation.Role(); exists {
 			s.SetIgnore(operatorkey.FieldRole)
+		}
+		if _, exists := u.create.mutation.Logs(); exists {
+			s.SetIgnore(operatorkey.FieldLogs)
 		}
 		if _, exists := u.create.mutation.Fingerprint(); exists {
 			s.SetIgnore(operatorkey.FieldFingerprint)
@@ -475,6 +503,9 @@ func (u *OperatorKeyUpsertBulk) UpdateNewValues() *OperatorKeyUpsertBulk {
 			}
 			if _, exists := b.mutation.Role(); exists {
 				s.SetIgnore(operatorkey.FieldRole)
+			}
+			if _, exists := b.mutation.Logs(); exists {
+				s.SetIgnore(operatorkey.FieldLogs)
 			}
 			if _, exists := b.mutation.Fingerprint(); exists {
 				s.SetIgnore(operatorkey.FieldFingerprint)

@@ -35,6 +35,7 @@ func operatorCommand() *cli.Command {
 				Flags: []cli.Flag{
 					databaseFlag,
 					&cli.StringFlag{Name: "role", Required: true, Usage: "read-only (sees everything, changes nothing) or operator (may act)"},
+					&cli.BoolFlag{Name: "logs", Usage: "may also read pods' logs (unkey-tui logs, the console's log page): logs may carry secrets, so this is a grant of its own, for either role; every read is audited"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 2 {
@@ -54,11 +55,15 @@ func operatorCommand() *cli.Command {
 						return fmt.Errorf("%s %w", file, err)
 					}
 					return withKeys(c, func(r *operatorkeys.Registry) error {
-						k, err := r.Add(c.Context, name, role, key)
+						k, err := r.Add(c.Context, name, role, c.Bool("logs"), key)
 						if err != nil {
 							return err
 						}
-						fmt.Fprintf(c.App.Writer, "registered %s for %s (%s)\n", k.Fingerprint, k.Name, k.Role)
+						grant := ""
+						if k.Logs {
+							grant = ", may read logs"
+						}
+						fmt.Fprintf(c.App.Writer, "registered %s for %s (%s%s)\n", k.Fingerprint, k.Name, k.Role, grant)
 						return nil
 					})
 				},
@@ -77,9 +82,13 @@ func operatorCommand() *cli.Command {
 							return err
 						}
 						w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-						fmt.Fprintln(w, "NAME\tROLE\tFINGERPRINT\tADDED")
+						fmt.Fprintln(w, "NAME\tROLE\tLOGS\tFINGERPRINT\tADDED")
 						for _, k := range keys {
-							fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", k.Name, k.Role, k.Fingerprint, k.CreatedAt)
+							logs := "no"
+							if k.Logs {
+								logs = "yes"
+							}
+							fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", k.Name, k.Role, logs, k.Fingerprint, k.CreatedAt)
 						}
 						return w.Flush()
 					})

@@ -62,8 +62,8 @@ func TestOperatorKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice, bob := newKey(t), newKey(t)
-	out, err := run(t, "operator", "add-key", "--database-dsn", dsn, "--role", "operator", "alice", keyFile(t, alice, "alice@laptop"))
-	if err != nil || !strings.Contains(out, ssh.FingerprintSHA256(alice)) {
+	out, err := run(t, "operator", "add-key", "--database-dsn", dsn, "--role", "operator", "--logs", "alice", keyFile(t, alice, "alice@laptop"))
+	if err != nil || !strings.Contains(out, ssh.FingerprintSHA256(alice)) || !strings.Contains(out, "(operator, may read logs)") {
 		t.Fatalf("add-key alice: %q, %v", out, err)
 	}
 	if _, err := run(t, "operator", "add-key", "--database-dsn", dsn, "--role", "read-only", "bob", keyFile(t, bob, "")); err != nil {
@@ -73,7 +73,7 @@ func TestOperatorKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"alice  operator   " + ssh.FingerprintSHA256(alice), "bob    read-only  " + ssh.FingerprintSHA256(bob)} {
+	for _, want := range []string{"alice  operator   yes   " + ssh.FingerprintSHA256(alice), "bob    read-only  no    " + ssh.FingerprintSHA256(bob)} {
 		if !strings.Contains(out, want) {
 			t.Errorf("list-keys lacks %q:\n%s", want, out)
 		}
@@ -84,7 +84,7 @@ func TestOperatorKeys(t *testing.T) {
 	if out, err := run(t, "operator", "remove-key", "--database-dsn", dsn, "alice"); err != nil || out != "removed 1 key(s)\n" {
 		t.Fatalf("remove-key by name: %q, %v", out, err)
 	}
-	if out, _ := run(t, "operator", "list-keys", "--database-dsn", dsn); out != "NAME  ROLE  FINGERPRINT  ADDED\n" {
+	if out, _ := run(t, "operator", "list-keys", "--database-dsn", dsn); out != "NAME  ROLE  LOGS  FINGERPRINT  ADDED\n" {
 		t.Errorf("keys left after removing both:\n%s", out)
 	}
 }

@@ -97,7 +97,7 @@ func startSSHConsole(ctx context.Context, cfg sshserve.Config, db *store.DB, srv
 type registeredKeys struct{ r *operatorkeys.Registry }
 
 func identity(k operatorkeys.Key) sshserve.Identity {
-	return sshserve.Identity{Name: k.Name, ReadOnly: k.Role != operatorkeys.Operator}
+	return sshserve.Identity{Name: k.Name, ReadOnly: k.Role != operatorkeys.Operator, Logs: k.Logs}
 }
 
 func (k registeredKeys) Find(ctx context.Context, fingerprint string) (sshserve.Identity, bool, error) {
@@ -122,7 +122,7 @@ func (k registeredKeys) Live(ctx context.Context, fingerprints []string) (map[st
 type sessionConsole struct{ srv *server.Server }
 
 func (c sessionConsole) Open(who sshserve.Identity, fingerprint, remoteAddr string) (ctrlv1.OperatorServiceClient, func(), func(), error) {
-	credential, revoke := c.srv.Sessions.Mint(auth.SessionIdentity{Name: who.Name, Fingerprint: fingerprint, RemoteAddr: remoteAddr, ReadOnly: who.ReadOnly})
+	credential, revoke := c.srv.Sessions.Mint(auth.SessionIdentity{Name: who.Name, Fingerprint: fingerprint, RemoteAddr: remoteAddr, ReadOnly: who.ReadOnly, Logs: who.Logs})
 	conn, err := c.srv.DialInProcess(credential)
 	if err != nil {
 		revoke()

@@ -27,6 +27,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/tui/sshserve"
 )
 
@@ -105,7 +106,7 @@ func (e *sshEnv) person(t *testing.T, name string, role operatorkeys.Role) gossh
 		t.Fatal(err)
 	}
 	if role != "" {
-		if _, err := e.keys.Add(context.Background(), name, role, signer.PublicKey()); err != nil {
+		if _, err := e.keys.Add(context.Background(), name, role, role == operatorkeys.Operator, signer.PublicKey()); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -175,13 +176,16 @@ func openConsole(t *testing.T, c *gossh.Client, w, h int, env map[string]string)
 // waitFor waits until the console printed want.
 func (c *console) waitFor(t *testing.T, want string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(c.stdout.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the console never showed %q; it showed:\n%q\nstderr: %q", want, c.stdout.String(), c.stderr.String())
+	shown := false
+	defer func() {
+		if !shown {
+			t.Logf("it showed:\n%q\nstderr: %q", c.stdout.String(), c.stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	}()
+	eventually.True(t, 10*time.Second, fmt.Sprintf("the console never showed %q", want), func() bool {
+		return strings.Contains(c.stdout.String(), want)
+	})
+	shown = true
 }
 
 // ended waits for the session to end and returns its exit status.
@@ -235,11 +239,9 @@ func TestSSHConsoleOpensForARegisteredKeyWithItsWindow(t *testing.T) {
 	}
 	// The handler revokes the credential as it returns, just after the
 	// exit status went out.
-	for deadline := time.Now().Add(2 * time.Second); e.Server.Sessions.Live() != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d session credentials live after the session ended", e.Server.Sessions.Live())
-		}
-	}
+	eventually.True(t, 2*time.Second, "the session's credential stayed live after the session ended", func() bool {
+		return e.Server.Sessions.Live() == 0
+	})
 }
 
 func TestSSHConsoleRefusesUnknownKeysAndPasswords(t *testing.T) {
@@ -570,12 +572,10 @@ func TestSSHCommandsRunAsTheKeysPerson(t *testing.T) {
 	// (RefusalAuditWindow, short here), after alice's own record.
 	ctx := context.Background()
 	var logs []*ent.AuditLog
-	for wait := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	eventually.True(t, 10*time.Second, "the refused deploy was never written to the audit log", func() bool {
 		logs = e.DB.Ent.AuditLog.Query().Order(auditlog.ByID()).AllX(ctx)
-		if len(logs) >= 2 || time.Now().After(wait) {
-			break
-		}
-	}
+		return len(logs) >= 2
+	})
 	slices.SortFunc(logs, func(a, b *ent.AuditLog) int { return strings.Compare(b.Actor, a.Actor) })
 	if len(logs) != 2 || !strings.HasPrefix(logs[0].Actor, "bob (ssh key ") || logs[0].Error == "" ||
 		!strings.HasPrefix(logs[1].Actor, "alice (ssh key ") || logs[1].Error != "" {
@@ -778,21 +778,16 @@ func TestSSHConsoleBoundsConnectionsNotInASession(t *testing.T) {
 		for _, c := range idle {
 			c.Close()
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			c, err := e.dial(gossh.PublicKeys(alice))
-			if err == nil {
-				out, _, status := command(t, c, "regions")
-				c.Close()
-				if status != 0 {
-					t.Fatalf("alice's command after the idle connections left: status %d, %q", status, out)
-				}
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("alice cannot log in after the idle connections left: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var c *gossh.Client
+		eventually.True(t, 10*time.Second, "alice cannot log in after the idle connections left", func() bool {
+			var err error
+			c, err = e.dial(gossh.PublicKeys(alice))
+			return err == nil
+		})
+		out, _, status := command(t, c, "regions")
+		c.Close()
+		if status != 0 {
+			t.Fatalf("alice's command after the idle connections left: status %d, %q", status, out)
 		}
 	})
 	t.Run("connections with no session are closed", func(t *testing.T) {
@@ -851,13 +846,9 @@ func TestSSHCommandLogHoldsNoArguments(t *testing.T) {
 	command(t, c, "regions --output json DB_PASSWORD=hunter2")
 	// A flag given first is not the command either.
 	command(t, c, "--env=DB_PASSWORD=hunter2 regions")
-	deadline := time.Now().Add(10 * time.Second)
-	for strings.Count(e.logs.String(), "session closed") < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the session's end was never logged:\n%s", e.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "the session's end was never logged", func() bool {
+		return strings.Count(e.logs.String(), "session closed") >= 2
+	})
 	if logs := e.logs.String(); strings.Contains(logs, "hunter2") || !strings.Contains(logs, "command=regions") {
 		t.Errorf("the log must name the command and hold none of its arguments:\n%s", logs)
 	}

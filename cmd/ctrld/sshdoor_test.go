@@ -150,7 +150,7 @@ func TestSSHOpenSSHClientWithoutSHA1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.keys.Add(context.Background(), "alice", operatorkeys.Operator, pub); err != nil {
+	if _, err := e.keys.Add(context.Background(), "alice", operatorkeys.Operator, true, pub); err != nil {
 		t.Fatal(err)
 	}
 	// The client can speak what the server must refuse.

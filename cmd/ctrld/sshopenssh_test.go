@@ -19,6 +19,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/operatorkeys"
 	"github.com/deploysync/deploysync/internal/ci"
+	"github.com/deploysync/deploysync/internal/eventually"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 	"github.com/deploysync/deploysync/tui/sshserve"
 )
@@ -65,17 +66,19 @@ func (m *tmuxTerminal) screen() string {
 // waitFor waits until the screen shows want and returns it.
 func (m *tmuxTerminal) waitFor(want string) string {
 	m.t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		s := m.screen()
-		if strings.Contains(s, want) {
-			return s
+	var s string
+	shown := false
+	defer func() {
+		if !shown {
+			m.t.Logf("it shows:\n%s", s)
 		}
-		if time.Now().After(deadline) {
-			m.t.Fatalf("the terminal never showed %q; it shows:\n%s", want, s)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	}()
+	eventually.True(m.t, 15*time.Second, fmt.Sprintf("the terminal never showed %q", want), func() bool {
+		s = m.screen()
+		return strings.Contains(s, want)
+	})
+	shown = true
+	return s
 }
 
 // keys types keys as tmux names them (Tab, Enter, Down, y).
@@ -141,7 +144,7 @@ func TestSSHWalkthroughWithOpenSSHInTmux(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.keys.Add(ctx, "alice", operatorkeys.Operator, signer.PublicKey()); err != nil {
+	if _, err := e.keys.Add(ctx, "alice", operatorkeys.Operator, true, signer.PublicKey()); err != nil {
 		t.Fatal(err)
 	}
 

@@ -33,6 +33,9 @@ type SessionIdentity struct {
 	Fingerprint string // the key's, "SHA256:…"
 	RemoteAddr  string
 	ReadOnly    bool
+	// Logs: the key was granted reading pods' logs (a permission of its
+	// own: logs may carry secrets), whatever its role.
+	Logs bool
 }
 
 // Sessions are the credentials of the live SSH console sessions of this
@@ -106,8 +109,8 @@ var (
 		ctrlv1.OperatorService_ListPods_FullMethodName:             true,
 		ctrlv1.OperatorService_ListEvents_FullMethodName:           true,
 	}
-	// logMethods change nothing, but show what a read-only key may not
-	// see: logs may carry secrets.
+	// logMethods change nothing, but show what only a key granted logs
+	// may see (logs may carry secrets), whatever its role.
 	logMethods = map[string]bool{
 		ctrlv1.OperatorService_StreamLogs_FullMethodName: true,
 	}
@@ -175,8 +178,13 @@ func (a *Authenticator) authenticateSession(ctx context.Context, fullMethod stri
 	if kind != Operator {
 		return nil, &p, status.Errorf(codes.PermissionDenied, "a console session cannot call %s", serviceOf(fullMethod))
 	}
-	if id.ReadOnly && logMethods[fullMethod] {
-		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s is read-only: it may see pods and events, not logs, which may carry secrets (ask for the operator role: ctrld operator add-key --role operator)", id.Name, id.Fingerprint)
+	switch {
+	case logMethods[fullMethod] && !id.Logs && id.ReadOnly:
+		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s is read-only: it may see pods and events, not logs, which may carry secrets (reading them is a grant of its own: ctrld operator add-key --logs)", id.Name, id.Fingerprint)
+	case logMethods[fullMethod] && !id.Logs:
+		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s may act, not read logs, which may carry secrets (reading them is a grant of its own: ctrld operator add-key --logs)", id.Name, id.Fingerprint)
+	case logMethods[fullMethod]:
+		return WithPrincipal(ctx, p), nil, nil
 	}
 	if id.ReadOnly && !IsRead(fullMethod) {
 		return nil, &p, status.Errorf(codes.PermissionDenied, "%s's key %s is read-only: it may look, not change anything (ask for the operator role: ctrld operator add-key --role operator)", id.Name, id.Fingerprint)

@@ -185,8 +185,8 @@ func TestAFollowNobodyReadsHoldsTheAgent(t *testing.T) {
 	}
 }
 
-// A read-only key sees pods and events but not logs; the refusal is
-// audited.
+// A read-only key sees pods and events but not logs; logs are a grant
+// of their own.
 func TestAReadOnlyKeyReadsNoLogs(t *testing.T) {
 	env, _ := liveEnv(t)
 	ctx := t.Context()
@@ -211,6 +211,34 @@ func TestAReadOnlyKeyReadsNoLogs(t *testing.T) {
 	}
 	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "not logs") {
 		t.Fatalf("a read-only key's logs: %v, want PermissionDenied", err)
+	}
+	// Logs are a grant of their own, whatever the role: an operator key
+	// without it is refused them, a read-only key with it reads them.
+	for _, c := range []struct {
+		who  auth.SessionIdentity
+		code codes.Code
+	}{
+		{auth.SessionIdentity{Name: "olga", Fingerprint: "SHA256:olga", RemoteAddr: "203.0.113.8:1", ReadOnly: false}, codes.PermissionDenied},
+		{auth.SessionIdentity{Name: "rita", Fingerprint: "SHA256:rita", RemoteAddr: "203.0.113.9:1", ReadOnly: true, Logs: true}, codes.OK},
+	} {
+		credential, revoke := env.Server.Sessions.Mint(c.who)
+		defer revoke()
+		conn, err := env.Server.DialInProcess(credential)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		s, err := ctrlv1.NewOperatorServiceClient(conn).StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0"})
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if status.Code(err) != c.code {
+			t.Errorf("%s (read-only %v, logs %v): %v, want %s", c.who.Name, c.who.ReadOnly, c.who.Logs, err, c.code)
+		}
+	}
+	n := env.DB.Ent.AuditLog.Query().Where(auditlog.Action("logs.read")).CountX(ctx)
+	if n != 1 {
+		t.Errorf("%d logs reads audited, want rita's", n)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"golang.org/x/time/rate"
 	"google.golang.org/grpc"
@@ -125,7 +126,10 @@ func (s *Service) ListEvents(ctx context.Context, req *ctrlv1.ListEventsRequest)
 func (s *Service) StreamLogs(req *ctrlv1.StreamLogsRequest, srv grpc.ServerStreamingServer[ctrlv1.StreamLogsResponse]) error {
 	ctx := srv.Context()
 	target := req.GetDeploymentId() + "/" + req.GetRegion() + "/" + req.GetPod()
-	return s.read(ctx, "logs.read", target, req, func(ctx context.Context) error {
+	// The read is on record once it begins (a follow may last hours),
+	// or, refused or failed before, with why.
+	audit := s.readAudit(ctx, "logs.read", target, req)
+	err := func() error {
 		lr, err := s.liveTarget(ctx, "logs", req.GetDeploymentId(), req.GetRegion())
 		if err != nil {
 			return err
@@ -149,6 +153,7 @@ func (s *Service) StreamLogs(req *ctrlv1.StreamLogsRequest, srv grpc.ServerStrea
 		}
 		paced := rate.NewLimiter(LogRate, LogBurst)
 		return s.live.Ask(ctx, req.GetRegion(), lr, func(c *ctrlv1.LiveAnswerRequest) error {
+			audit(nil)
 			if c.GetLog() == "" && !c.GetTruncated() {
 				return nil
 			}
@@ -159,25 +164,30 @@ func (s *Service) StreamLogs(req *ctrlv1.StreamLogsRequest, srv grpc.ServerStrea
 			}
 			return srv.Send(&ctrlv1.StreamLogsResponse{Log: validate.Text(c.GetLog(), 64<<10), Truncated: c.GetTruncated()})
 		})
-	})
+	}()
+	audit(err)
+	return toStatus(err)
 }
 
 var containerName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
-// read runs a read that is audited (a logs read: who read which pod's
-// logs, when), with its outcome, and maps its error to a status. Unlike
-// act it pokes nothing: nothing changed.
-func (s *Service) read(ctx context.Context, action, target string, req proto.Message, run func(ctx context.Context) error) error {
+// readAudit returns the function that puts a read on record (a logs
+// read: who read which pod's logs, when), once: with its error when it
+// failed before it began, without when it began (err nil).
+func (s *Service) readAudit(ctx context.Context, action, target string, req proto.Message) func(err error) {
 	audited := "unknown"
 	if p, ok := auth.FromContext(ctx); ok {
 		audited = p.Actor()
 	}
 	record := auditRecord{actor: validate.Clip(audited, auditNameLen), action: action,
 		target: validate.Clip(target, auditNameLen), detail: auditDetail(req)}
-	err := run(ctx)
-	if err != nil {
-		record.error = validate.Clip(err.Error(), auditTextLen)
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() {
+			if err != nil {
+				record.error = validate.Clip(err.Error(), auditTextLen)
+			}
+			s.audit(ctx, record)
+		})
 	}
-	s.audit(ctx, record)
-	return toStatus(err)
 }

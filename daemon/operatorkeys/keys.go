@@ -33,8 +33,10 @@ func ParseRole(s string) (Role, error) {
 
 // Key is a registered key.
 type Key struct {
-	Name        string
-	Role        Role
+	Name string
+	Role Role
+	// Logs: the key may read pods' logs (a permission of its own).
+	Logs        bool
 	Fingerprint string // "SHA256:…", as ssh-keygen -l prints it
 	// AuthorizedKey is the key as an authorized_keys line without options
 	// or comment.
@@ -127,7 +129,7 @@ func New(client *ent.Client) *Registry { return &Registry{client: client} }
 
 // Add registers key for the operator name with role. Nothing is written
 // when anything is wrong.
-func (r *Registry) Add(ctx context.Context, name string, role Role, key ssh.PublicKey) (Key, error) {
+func (r *Registry) Add(ctx context.Context, name string, role Role, logs bool, key ssh.PublicKey) (Key, error) {
 	if err := checkName(name); err != nil {
 		return Key{}, err
 	}
@@ -139,7 +141,7 @@ func (r *Registry) Add(ctx context.Context, name string, role Role, key ssh.Publ
 	if len(line) > maxKeyLen {
 		return Key{}, fmt.Errorf("key: %d bytes as an authorized_keys line; at most %d", len(line), maxKeyLen)
 	}
-	k, err := r.client.OperatorKey.Create().SetName(name).SetRole(role).SetFingerprint(fp).SetAuthorizedKey(line).Save(ctx)
+	k, err := r.client.OperatorKey.Create().SetName(name).SetRole(role).SetLogs(logs).SetFingerprint(fp).SetAuthorizedKey(line).Save(ctx)
 	if ent.IsConstraintError(err) {
 		owner, _ := r.Lookup(ctx, fp)
 		return Key{}, fmt.Errorf("%s (for %q): %w; remove it first (ctrld operator remove-key %s)", fp, owner.Name, ErrKeyTaken, fp)
@@ -220,6 +222,6 @@ func (r *Registry) Live(ctx context.Context, fingerprints []string) (map[string]
 }
 
 func toKey(k *ent.OperatorKey) Key {
-	return Key{Name: k.Name, Role: k.Role, Fingerprint: k.Fingerprint, AuthorizedKey: k.AuthorizedKey,
+	return Key{Name: k.Name, Role: k.Role, Logs: k.Logs, Fingerprint: k.Fingerprint, AuthorizedKey: k.AuthorizedKey,
 		CreatedAt: k.CreatedAt.UTC().Format("2006-01-02T15:04:05Z")}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
+	"github.com/deploysync/deploysync/internal/eventually"
 )
 
 // A child created for a deployment while another transaction deletes
@@ -83,14 +84,14 @@ func TestParentMutationWaitingOnAChildInsertSeesTheChild(t *testing.T) {
 			}
 			t1 := make(chan error, 1)
 			go func() { t1 <- store.WithTx(ctx, client, func(tx *ent.Tx) error { return tc.parent(ctx, tx) }) }()
-			if !lockWaited(t, db.SQL) {
+			eventually.True(t, 30*time.Second, "no transaction waited for the child's lock", func() bool {
 				select {
 				case err := <-t1:
 					t.Fatalf("the parent's transaction did not wait for the child's lock (it ended: %v)", err)
 				default:
-					t.Fatal("no transaction waited for the child's lock within 30s")
 				}
-			}
+				return lockWaiting(t, db.SQL)
+			})
 			if err := t2.Commit(); err != nil {
 				t.Fatal(err)
 			}
@@ -113,26 +114,19 @@ func TestParentMutationWaitingOnAChildInsertSeesTheChild(t *testing.T) {
 	}
 }
 
-// lockWaited reports whether a statement on this test's database waits
-// (for a row lock: nothing else runs there) within 30s.
-func lockWaited(t *testing.T, db *sql.DB) bool {
+// lockWaiting reports whether a statement on this test's database waits
+// (for a row lock: nothing else runs there).
+func lockWaiting(t *testing.T, db *sql.DB) bool {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		var n int
-		// A statement of this database running for 200ms is waiting: the
-		// test's statements take a few milliseconds. (INNODB_TRX does not
-		// list a locking read that waits while the optimizer reads a
-		// constant row, so ask the process list.)
-		err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
-			WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute') AND TIME_MS > 200`).Scan(&n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n > 0 {
-			return true
-		}
-		time.Sleep(5 * time.Millisecond)
+	var n int
+	// A statement of this database running for 200ms is waiting: the
+	// test's statements take a few milliseconds. (INNODB_TRX does not
+	// list a locking read that waits while the optimizer reads a
+	// constant row, so ask the process list.)
+	err := db.QueryRow(`SELECT COUNT(*) FROM information_schema.PROCESSLIST
+		WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND COMMAND IN ('Query', 'Execute') AND TIME_MS > 200`).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return false
+	return n > 0
 }

@@ -429,6 +429,7 @@ var (
 		{Name: "id", Type: field.TypeInt, Increment: true},
 		{Name: "name", Type: field.TypeString, Size: 128},
 		{Name: "role", Type: field.TypeEnum, Enums: []string{"read-only", "operator"}},
+		{Name: "logs", Type: field.TypeBool, Default: false},
 		{Name: "fingerprint", Type: field.TypeString, Size: 64},
 		{Name: "authorized_key", Type: field.TypeString, Size: 8192},
 		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
@@ -442,7 +443,7 @@ var (
 			{
 				Name:    "operatorkey_fingerprint",
 				Unique:  true,
-				Columns: []*schema.Column{OperatorKeysColumns[3]},
+				Columns: []*schema.Column{OperatorKeysColumns[4]},
 			},
 			{
 				Name:    "operatorkey_name",

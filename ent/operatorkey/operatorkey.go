@@ -18,6 +18,8 @@ const (
 	FieldName = "name"
 	// FieldRole holds the string denoting the role field in the database.
 	FieldRole = "role"
+	// FieldLogs holds the string denoting the logs field in the database.
+	FieldLogs = "logs"
 	// FieldFingerprint holds the string denoting the fingerprint field in the database.
 	FieldFingerprint = "fingerprint"
 	// FieldAuthorizedKey holds the string denoting the authorized_key field in the database.
@@ -33,6 +35,7 @@ var Columns = []string{
 	FieldID,
 	FieldName,
 	FieldRole,
+	FieldLogs,
 	FieldFingerprint,
 	FieldAuthorizedKey,
 	FieldCreatedAt,
@@ -51,6 +54,8 @@ func ValidColumn(column string) bool {
 var (
 	// NameValidator is a validator for the "name" field. It is called by the builders before save.
 	NameValidator func(string) error
+	// DefaultLogs holds the default value on creation for the "logs" field.
+	DefaultLogs bool
 	// FingerprintValidator is a validator for the "fingerprint" field. It is called by the builders before save.
 	FingerprintValidator func(string) error
 	// AuthorizedKeyValidator is a validator for the "authorized_key" field. It is called by the builders before save.
@@ -98,6 +103,11 @@ func ByName(opts ...sql.OrderTermOption) OrderOption {
 // ByRole orders the results by the role field.
 func ByRole(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldRole, opts...).ToFunc()
+}
+
+// ByLogs orders the results by the logs field.
+func ByLogs(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLogs, opts...).ToFunc()
 }
 
 // ByFingerprint orders the results by the fingerprint field.

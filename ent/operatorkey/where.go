@@ -59,6 +59,11 @@ func Name(v string) predicate.OperatorKey {
 	return predicate.OperatorKey(sql.FieldEQ(FieldName, v))
 }
 
+// Logs applies equality check predicate on the "logs" field. It's identical to LogsEQ.
+func Logs(v bool) predicate.OperatorKey {
+	return predicate.OperatorKey(sql.FieldEQ(FieldLogs, v))
+}
+
 // Fingerprint applies equality check predicate on the "fingerprint" field. It's identical to FingerprintEQ.
 func Fingerprint(v string) predicate.OperatorKey {
 	return predicate.OperatorKey(sql.FieldEQ(FieldFingerprint, v))
@@ -157,6 +162,16 @@ func RoleIn(vs ...Role) predicate.OperatorKey {
 // RoleNotIn applies the NotIn predicate on the "role" field.
 func RoleNotIn(vs ...Role) predicate.OperatorKey {
 	return predicate.OperatorKey(sql.FieldNotIn(FieldRole, vs...))
+}
+
+// LogsEQ applies the EQ predicate on the "logs" field.
+func LogsEQ(v bool) predicate.OperatorKey {
+	return predicate.OperatorKey(sql.FieldEQ(FieldLogs, v))
+}
+
+// LogsNEQ applies the NEQ predicate on the "logs" field.
+func LogsNEQ(v bool) predicate.OperatorKey {
+	return predicate.OperatorKey(sql.FieldNEQ(FieldLogs, v))
 }
 
 // FingerprintEQ applies the EQ predicate on the "fingerprint" field.

@@ -673,8 +673,12 @@ func init() {
 			return nil
 		}
 	}()
+	// operatorkeyDescLogs is the schema descriptor for logs field.
+	operatorkeyDescLogs := operatorkeyFields[2].Descriptor()
+	// operatorkey.DefaultLogs holds the default value on creation for the logs field.
+	operatorkey.DefaultLogs = operatorkeyDescLogs.Default.(bool)
 	// operatorkeyDescFingerprint is the schema descriptor for fingerprint field.
-	operatorkeyDescFingerprint := operatorkeyFields[2].Descriptor()
+	operatorkeyDescFingerprint := operatorkeyFields[3].Descriptor()
 	// operatorkey.FingerprintValidator is a validator for the "fingerprint" field. It is called by the builders before save.
 	operatorkey.FingerprintValidator = func() func(string) error {
 		validators := operatorkeyDescFingerprint.Validators
@@ -692,7 +696,7 @@ func init() {
 		}
 	}()
 	// operatorkeyDescAuthorizedKey is the schema descriptor for authorized_key field.
-	operatorkeyDescAuthorizedKey := operatorkeyFields[3].Descriptor()
+	operatorkeyDescAuthorizedKey := operatorkeyFields[4].Descriptor()
 	// operatorkey.AuthorizedKeyValidator is a validator for the "authorized_key" field. It is called by the builders before save.
 	operatorkey.AuthorizedKeyValidator = func() func(string) error {
 		validators := operatorkeyDescAuthorizedKey.Validators
@@ -710,7 +714,7 @@ func init() {
 		}
 	}()
 	// operatorkeyDescCreatedAt is the schema descriptor for created_at field.
-	operatorkeyDescCreatedAt := operatorkeyFields[4].Descriptor()
+	operatorkeyDescCreatedAt := operatorkeyFields[5].Descriptor()
 	// operatorkey.DefaultCreatedAt holds the default value on creation for the created_at field.
 	operatorkey.DefaultCreatedAt = operatorkeyDescCreatedAt.Default.(func() time.Time)
 	regionMixin := schema.Region{}.Mixin()

@@ -27,6 +27,10 @@ func (OperatorKey) Fields() []ent.Field {
 		// role is what the key may do: read-only sees everything and
 		// changes nothing; operator may act.
 		field.Enum("role").Values("read-only", "operator").Immutable(),
+		// logs grants reading pods' logs (live views): logs may carry
+		// secrets, so it is a permission of its own, given on purpose
+		// (ctrld operator add-key --logs), whatever the role.
+		field.Bool("logs").Default(false).Immutable(),
 		// fingerprint is the key's SHA256 fingerprint as OpenSSH prints
 		// it ("SHA256:" and unpadded base64); sessions are looked up by it.
 		field.String("fingerprint").Immutable().NotEmpty().MaxLen(64),

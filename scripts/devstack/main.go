@@ -343,7 +343,11 @@ func up() error {
 		if err := k.ensure(); err != nil {
 			return fmt.Errorf("SSH key %s: %w", k.file, err)
 		}
-		if _, err := run("operator", "add-key", "--role", k.role, operator, k.file+".pub"); err != nil {
+		args := []string{"operator", "add-key", "--role", k.role}
+		if k.role == "operator" {
+			args = append(args, "--logs") // the operator reads logs; the read-only key may not
+		}
+		if _, err := run(append(args, operator, k.file+".pub")...); err != nil {
 			return err
 		}
 	}

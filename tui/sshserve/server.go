@@ -29,6 +29,8 @@ import (
 type Identity struct {
 	Name     string
 	ReadOnly bool
+	// Logs: the key may read pods' logs (ctrld operator add-key --logs).
+	Logs bool
 }
 
 // Keys looks up registered keys by their SHA256 fingerprint ("SHA256:…").
