@@ -15,12 +15,27 @@ import (
 // to (every one is a view, so read-only sessions get them all), or quit.
 type command struct {
 	name string
-	// arg names the argument it takes ("NAME", "DEPLOYMENT"); "" for none.
-	arg string
-	// of lists the argument's possible values, from what the console has
-	// read (see commandLine.args).
+	// params are the arguments it takes, in order; none for most.
+	params []param
+	// flags are the flags it may take after them ("--previous").
+	flags []string
+}
+
+// param is one argument of a command.
+type param struct {
+	// name is how usage names it ("DEPLOYMENT"), what how an error does
+	// ("deployment").
+	name, what string
+	// of lists its possible values, from what the console has read (see
+	// commandLine.args); nil when the console does not know them (a pod:
+	// ctrld checks it).
 	of func(known) []string
 }
+
+var (
+	deploymentParam = param{name: "DEPLOYMENT", what: "deployment", of: known.deploymentIDs}
+	regionParam     = param{name: "REGION", what: "region", of: known.regionNames}
+)
 
 // known is what the console has read that a command's argument may
 // name: the regions (with the regions or the deployments page) and the
@@ -33,15 +48,22 @@ type known struct {
 func (k known) regionNames() []string   { return k.regions }
 func (k known) deploymentIDs() []string { return k.deployments }
 
-func (c command) takesArg() bool { return c.arg != "" }
-
 // usage is how the command is typed: ":history DEPLOYMENT".
-func (c command) usage() string { return strings.TrimSpace(":" + c.name + " " + c.arg) }
+func (c command) usage() string {
+	words := []string{":" + c.name}
+	for _, p := range c.params {
+		words = append(words, p.name)
+	}
+	for _, f := range c.flags {
+		words = append(words, "["+f+"]")
+	}
+	return strings.Join(words, " ")
+}
 
 // completion is what tab completes its name to: with a space when an
 // argument follows.
 func (c command) completion() string {
-	if c.takesArg() {
+	if len(c.params) > 0 {
 		return c.name + " "
 	}
 	return c.name
@@ -51,12 +73,15 @@ func (c command) completion() string {
 // offers them.
 var commands = []command{
 	{name: "deployments"},
-	{name: "history", arg: "DEPLOYMENT", of: known.deploymentIDs},
+	{name: "events", params: []param{deploymentParam, regionParam}},
+	{name: "history", params: []param{deploymentParam}},
+	{name: "logs", params: []param{deploymentParam, regionParam, {name: "POD", what: "pod"}}, flags: []string{"--previous"}},
+	{name: "pods", params: []param{deploymentParam, regionParam}},
 	{name: "q"},
 	{name: "quit"},
-	{name: "region", arg: "NAME", of: known.regionNames},
+	{name: "region", params: []param{{name: "NAME", what: "region", of: known.regionNames}}},
 	{name: "regions"},
-	{name: "rollout", arg: "DEPLOYMENT", of: known.deploymentIDs},
+	{name: "rollout", params: []param{deploymentParam}},
 	{name: "rollouts"},
 }
 
@@ -112,25 +137,35 @@ func newCommandLine(noColor bool, width int) *commandLine {
 }
 
 // completions are the texts that complete s: command names while the
-// first word is typed, then the command's argument values.
+// first word is typed, then the values of the argument being typed, then
+// the command's flags.
 func completions(s string, k known) []string {
-	name, arg, hasArg := strings.Cut(s, " ")
+	words := strings.Split(s, " ")
 	var out []string
-	if !hasArg {
+	if len(words) == 1 {
 		for _, c := range commands {
-			if strings.HasPrefix(c.name, name) {
+			if strings.HasPrefix(c.name, s) {
 				out = append(out, c.completion())
 			}
 		}
 		return out
 	}
-	c, ok := commandNamed(name)
-	if !ok || !c.takesArg() {
+	c, ok := commandNamed(words[0])
+	n := len(words) - 2 // the argument being typed
+	if !ok || n >= len(c.params)+len(c.flags) {
 		return nil
 	}
-	for _, v := range c.of(k) {
-		if strings.HasPrefix(v, arg) {
-			out = append(out, c.name+" "+v)
+	var values []string
+	switch {
+	case n >= len(c.params):
+		values = c.flags
+	case c.params[n].of != nil:
+		values = c.params[n].of(k)
+	}
+	typed, before := words[len(words)-1], strings.Join(words[:len(words)-1], " ")
+	for _, v := range values {
+		if strings.HasPrefix(v, typed) {
+			out = append(out, before+" "+v)
 		}
 	}
 	return out
@@ -189,19 +224,22 @@ func parseCommand(text string, k known) (commandTarget, error) {
 	if !ok {
 		return commandTarget{}, fmt.Errorf("unknown command %q (tab on an empty line goes through the commands)", ":"+Clean(fields[0]))
 	}
-	if want := 1 + len(strings.Fields(c.arg)); len(fields) != want {
+	args, flags := fields[1:], map[string]bool{}
+	if len(args) < len(c.params) {
 		return commandTarget{}, fmt.Errorf("usage: %s", c.usage())
 	}
-	var arg string
-	if c.takesArg() {
-		arg = fields[1]
-		values := c.of(k)
-		if !slices.Contains(values, arg) {
-			what := strings.ToLower(c.arg)
-			if c.arg == "NAME" {
-				what = "region"
-			}
-			return commandTarget{}, fmt.Errorf("%s: unknown %s %q (%s)", c.usage(), what, Clean(arg), knownText(what, values))
+	for _, f := range args[len(c.params):] {
+		if !slices.Contains(c.flags, f) || flags[f] {
+			return commandTarget{}, fmt.Errorf("usage: %s", c.usage())
+		}
+		flags[f] = true
+	}
+	for i, p := range c.params {
+		if p.of == nil {
+			continue
+		}
+		if values := p.of(k); !slices.Contains(values, args[i]) {
+			return commandTarget{}, fmt.Errorf("%s: unknown %s %q (%s)", c.usage(), p.what, Clean(args[i]), knownText(p.what, values))
 		}
 	}
 	switch c.name {
@@ -212,11 +250,18 @@ func parseCommand(text string, k known) (commandTarget, error) {
 	case "rollouts":
 		return commandTarget{top: homeRollouts}, nil
 	case "region":
-		return commandTarget{top: homeRegions, opened: detailPage{name: arg}}, nil
+		return commandTarget{top: homeRegions, opened: detailPage{name: args[0]}}, nil
 	case "history":
-		return commandTarget{top: homeDeployments, opened: historyPage{id: arg}}, nil
+		return commandTarget{top: homeDeployments, opened: historyPage{id: args[0]}}, nil
 	case "rollout":
-		return commandTarget{top: homeRollouts, opened: rolloutPage{id: arg}}, nil
+		return commandTarget{top: homeRollouts, opened: rolloutPage{id: args[0]}}, nil
+	case "pods":
+		return commandTarget{top: homeDeployments, opened: newPodsPage(args[0], args[1], nil)}, nil
+	case "events":
+		// esc returns to the pods, as from events opened there.
+		return commandTarget{top: homeDeployments, opened: newEventsPage(args[0], args[1], newPodsPage(args[0], args[1], nil))}, nil
+	case "logs":
+		return commandTarget{top: homeDeployments, opened: newLogsPage(args[0], args[1], args[2], flags["--previous"], newPodsPage(args[0], args[1], nil))}, nil
 	}
 	return commandTarget{quit: true}, nil // q, quit
 }
@@ -270,6 +315,7 @@ func (m Model) commandKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			return m, nil
 		}
 		m.command = nil
+		m.leave()
 		if to.quit {
 			return m, tea.Quit
 		}

@@ -112,6 +112,8 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 		return p, action{open: rolloutPage{id: r.deployment.GetDeploymentId()}}
 	case key.Matches(msg, k.YAML):
 		return p, action{open: yamlPage{id: r.deployment.GetDeploymentId(), region: region}}
+	case key.Matches(msg, k.Pods):
+		return p, action{open: newPodsPage(r.deployment.GetDeploymentId(), region, nil)}
 	}
 	return p, action{}
 }
@@ -119,8 +121,8 @@ func (p deploymentsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, acti
 func (p deploymentsPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Switch}, p.moveKeys(k)
 	if p.selected() != nil {
-		short = append(short, k.History, k.Rollout, p.sort.short(k))
-		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.History, k.Rollout, k.YAML)
+		short = append(short, k.Pods, k.History, k.Rollout, p.sort.short(k))
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.Pods, k.History, k.Rollout, k.YAML)
 		keys = append(keys, p.sort.keys(k)...)
 	}
 	return short, keys

@@ -103,6 +103,8 @@ func (p detailPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
 		ask = pc.scaleConfirmation(d, p.name, d.GetReplicas()-1)
 	case key.Matches(msg, k.YAML) && d != nil:
 		return p, action{open: yamlPage{id: d.GetDeploymentId(), region: p.name, from: p}}
+	case key.Matches(msg, k.Pods) && d != nil:
+		return p, action{open: newPodsPage(d.GetDeploymentId(), p.name, p)}
 	case key.Matches(msg, k.Diff) && len(p.pending.GetChanges()) > 0:
 		diff := pendingDiffPage{region: p}
 		diff.set(pc.filter)
@@ -116,10 +118,11 @@ func (p detailPage) help(k KeyMap) (short, keys []key.Binding) {
 	if p.region != nil {
 		keys = append(keys, k.Pause)
 	}
-	if p.selected() != nil {
-		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.YAML)
-	}
 	short = []key.Binding{k.Back, k.Switch}
+	if p.selected() != nil {
+		keys = append(keys, k.Stop, k.Start, k.ScaleUp, k.YAML, k.Pods)
+		short = append(short, k.Pods)
+	}
 	if len(p.pending.GetChanges()) > 0 {
 		short = append(short, p.diff(k))
 		keys = append(keys, p.diff(k))

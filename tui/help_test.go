@@ -2,11 +2,15 @@ package tui
 
 import (
 	"fmt"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
@@ -16,7 +20,7 @@ import (
 func keyPress(t *testing.T, name string) tea.KeyPressMsg {
 	t.Helper()
 	named := map[string]rune{"up": tea.KeyUp, "down": tea.KeyDown, "enter": tea.KeyEnter, "esc": tea.KeyEscape,
-		"backspace": tea.KeyBackspace, "tab": tea.KeyTab}
+		"backspace": tea.KeyBackspace, "tab": tea.KeyTab, "pgup": tea.KeyPgUp, "pgdown": tea.KeyPgDown, "end": tea.KeyEnd}
 	msg := tea.KeyPressMsg{Code: []rune(name)[0], Text: name}
 	if code, ok := named[name]; ok {
 		msg = tea.KeyPressMsg{Code: code}
@@ -81,7 +85,7 @@ func helpStates(t *testing.T) map[string]Model {
 	strategy := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu-west"}}, {Regions: []string{"us-east"}}}}
 	rollout := func(id, state string) *ctrlv1.Rollout {
 		return &ctrlv1.Rollout{DeploymentId: id, State: state, Wave: 1, Strategy: strategy, CreatedAt: ts, Regions: []*ctrlv1.RolloutRegion{
-			{Region: "eu-west", Wave: 1, State: "progressing"}, {Region: "us-east", Wave: 2, State: "waiting"}}}
+			{Region: "eu-west", Wave: 1, State: "progressing"}, {Region: "us-east", Wave: 2, State: "waiting"}, {Region: "ap-south", Wave: 2, State: "waiting"}}}
 	}
 	rollouts := []*ctrlv1.Rollout{rollout("api", "progressing"), rollout("worker", "paused"), rollout("batch", "rolled_back")}
 	var (
@@ -101,7 +105,7 @@ func helpStates(t *testing.T) map[string]Model {
 		{Version: 988, Kind: "sentinel", ResourceId: "gw", CreatedAt: ts, Summary: "deleted"},
 		{Version: 990, Kind: "deployment", ResourceId: "batch", CreatedAt: ts, Summary: "replicas 2 -> 3; env A changed"}}}
 	onPending := update(onRegion, detailMsg{"ap-south", region, pending}, down)
-	return map[string]Model{
+	states := map[string]Model{
 		"regions":                update(regions, down),
 		"regions, none":          update(start, regionsMsg{}),
 		"regions, loading":       start,
@@ -119,12 +123,71 @@ func helpStates(t *testing.T) map[string]Model {
 		"rollback diff, newest":  update(onHistory, historyMsg{"api", revisions}, diff),
 		"rollouts":               update(onRollouts, down),
 		"rollouts, none":         update(start, tab, tab, rolloutsMsg{}),
-		"rollout, progressing":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[0]}),
-		"rollout, paused":        update(onRollout, rolloutMsg{id: "api", rollout: rollouts[1]}),
-		"rollout, halted":        update(onRollout, rolloutMsg{id: "api", rollout: rollout("api", "halted")}),
-		"rollout, rolled back":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[2]}),
+		"rollout, progressing":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[0]}, down),
+		"rollout, paused":        update(onRollout, rolloutMsg{id: "api", rollout: rollouts[1]}, down),
+		"rollout, halted":        update(onRollout, rolloutMsg{id: "api", rollout: rollout("api", "halted")}, down),
+		"rollout, rolled back":   update(onRollout, rolloutMsg{id: "api", rollout: rollouts[2]}, down),
 		"rollout, none":          update(onRollout, rolloutMsg{id: "api", none: "no rollout"}),
 		"rollout, loading":       onRollout,
+	}
+	for name, m := range liveHelpStates(t, onRollout, update) {
+		states[name] = m
+	}
+	return states
+}
+
+// repeat is n presses of k.
+func repeat(k tea.KeyPressMsg, n int) []tea.Msg {
+	out := make([]tea.Msg, n)
+	for i := range out {
+		out[i] = k
+	}
+	return out
+}
+
+// liveHelpStates are the live pages, opened from a halted rollout's
+// failed region: loaded, empty, loading and refused, the cursor on a
+// middle row, a log scrolled to its middle or at its newest line.
+func liveHelpStates(t *testing.T, onRollout Model, update func(Model, ...tea.Msg) Model) map[string]Model {
+	t.Helper()
+	halted := &ctrlv1.Rollout{DeploymentId: "api", State: "halted", Wave: 1, Regions: []*ctrlv1.RolloutRegion{
+		{Region: "eu-west", Wave: 1, State: "failed"}, {Region: "us-east", Wave: 2, State: "waiting"}}}
+	var pods []*ctrlv1.LivePod
+	var events []*ctrlv1.LiveEvent
+	for i := range 3 {
+		name := fmt.Sprintf("api-%d", i)
+		pods = append(pods, &ctrlv1.LivePod{Name: name, Phase: "Running", Restarts: 3, Why: "CrashLoopBackOff",
+			Containers: []*ctrlv1.LiveContainer{{Name: "app", TerminationMessage: "panic: DATABASE_URL is not set"}}})
+		events = append(events, &ctrlv1.LiveEvent{Object: "Pod " + name, Type: "Warning", Reason: "BackOff", Count: 4, Message: "Back-off restarting failed container"})
+	}
+	gone := status.Error(codes.Unavailable, "region eu-west: its agent is not connected for live views")
+	var log strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&log, "line %d\n", i)
+	}
+	down, up := keyPress(t, "down"), keyPress(t, "up")
+	onPods := update(onRollout, rolloutMsg{id: "api", rollout: halted}, keyPress(t, "enter"))
+	loaded := update(onPods, podsMsg{id: "api", region: "eu-west", pods: pods}, down)
+	onLogs := update(loaded, keyPress(t, "l"))
+	stream := func(m Model) *logStream { return m.opened.(logsPage).stream }
+	withLog := update(onLogs, logsMsg{stream: stream(onLogs), text: log.String()})
+	onPrevious := update(withLog, keyPress(t, "p"))
+	onEvents := update(loaded, keyPress(t, "e"))
+	return map[string]Model{
+		"pods":                   loaded,
+		"pods, none":             update(onPods, podsMsg{id: "api", region: "eu-west"}),
+		"pods, loading":          onPods,
+		"pods, agent gone":       update(onPods, podsMsg{id: "api", region: "eu-west", err: gone}),
+		"pods, agent gone since": update(loaded, podsMsg{id: "api", region: "eu-west", err: gone}),
+		"events":                 update(onEvents, eventsMsg{id: "api", region: "eu-west", events: events}, down),
+		"events, loading":        onEvents,
+		"events, agent gone":     update(onEvents, eventsMsg{id: "api", region: "eu-west", err: gone}),
+		"logs, loading":          onLogs,
+		"logs, at the newest":    withLog,
+		"logs, scrolled up":      update(withLog, repeat(up, 40)...),
+		"logs, at the oldest":    update(withLog, repeat(keyPress(t, "pgup"), 8)...),
+		"logs, previous":         update(onPrevious, logsMsg{stream: stream(onPrevious), text: log.String(), end: io.EOF}, up),
+		"logs, refused":          update(onLogs, logsMsg{stream: stream(onLogs), end: status.Error(codes.PermissionDenied, "bob's key is read-only: it may see pods and events, not logs")}),
 	}
 }
 
@@ -134,7 +197,8 @@ func helpStates(t *testing.T) map[string]Model {
 func TestHelpListsExactlyTheKeysThatWork(t *testing.T) {
 	k := DefaultKeyMap()
 	all := []key.Binding{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp,
-		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse, k.Rollout, k.Promote, k.Abort, k.Command, k.Diff}
+		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse, k.Rollout, k.Promote, k.Abort, k.Command, k.Diff,
+		k.Pods, k.Events, k.Logs, k.Previous, k.Follow, k.Newest, k.PageUp, k.PageDown}
 	for state, m := range helpStates(t) {
 		listed := map[string]bool{}
 		for _, b := range shownBindings(m) {

@@ -24,6 +24,15 @@ type KeyMap struct {
 	// Interrupt quits from anywhere, even while typing a filter or
 	// answering a confirmation, where q is taken.
 	Interrupt key.Binding
+	// Pods opens a deployment's pods in a region, live from its agent
+	// (enter on a rollout's region, a deployment's row, a region's
+	// deployment); there Events opens their events and Logs a pod's log.
+	Pods, Events, Logs key.Binding
+	// On a log: Previous switches between the container's run that
+	// crashed and the current one, Follow starts and stops following,
+	// Newest scrolls to the newest line (and stays there while
+	// following), PageUp and PageDown scroll a page.
+	Previous, Follow, Newest, PageUp, PageDown key.Binding
 }
 
 // DefaultKeyMap returns the console's keys.
@@ -56,6 +65,14 @@ func DefaultKeyMap() KeyMap {
 		YAML:      key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "desired YAML")),
 		Command:   key.NewBinding(key.WithKeys(":"), key.WithHelp(":", "command")),
 		Diff:      key.NewBinding(key.WithKeys("d"), key.WithHelp("d", "diff")),
+		Pods:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "pods")),
+		Events:    key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "events")),
+		Logs:      key.NewBinding(key.WithKeys("l", "enter"), key.WithHelp("l/enter", "logs")),
+		Previous:  key.NewBinding(key.WithKeys("p"), key.WithHelp("p", "previous run (crashed)")),
+		Follow:    key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow")),
+		Newest:    key.NewBinding(key.WithKeys("G", "end"), key.WithHelp("G/end", "newest line")),
+		PageUp:    key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
+		PageDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -154,16 +155,31 @@ func (m Model) tick() tea.Cmd {
 }
 
 // fetch loads what the shown page shows, off the UI goroutine.
-func (m Model) fetch() tea.Cmd { return m.call(m.shown().read(m.op)) }
+func (m Model) fetch() tea.Cmd {
+	p := m.shown()
+	within := readTimeout
+	if slow, ok := p.(slowReader); ok {
+		within = slow.readTimeout()
+	}
+	return m.callWithin(p.read(m.op), within)
+}
+
+// readTimeout bounds a read of ctrld's own state.
+const readTimeout = 5 * time.Second
 
 // call runs one read of the operator API as a command, bounded in time;
 // a failure becomes errMsg (the banner) and asks the connection to retry
 // at once (see Options.Reconnect), so that the next tick finds ctrld as
 // soon as it is back.
 func (m Model) call(read func(ctx context.Context) (tea.Msg, error)) tea.Cmd {
+	return m.callWithin(read, readTimeout)
+}
+
+// callWithin is call bounded by within.
+func (m Model) callWithin(read func(ctx context.Context) (tea.Msg, error), within time.Duration) tea.Cmd {
 	reconnect := m.opts.Reconnect
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), within)
 		defer cancel()
 		msg, err := read(ctx)
 		if err != nil {
@@ -200,8 +216,15 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case deploymentsMsg:
 		m.overviews = msg.regions
 		return m.deliver(msg), nil
-	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg, yamlMsg:
+	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg, yamlMsg, podsMsg, eventsMsg:
 		return m.deliver(msg), nil
+	case continuedMsg:
+		m, took := m.deliverTook(msg)
+		if !took {
+			msg.abandoned() // its page is gone: nobody reads on
+			return m, nil
+		}
+		return m, msg.continued()
 	case errMsg:
 		m.err = msg.err // shown as a banner; the next tick tries again
 		return m, nil
@@ -224,6 +247,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 
 func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if key.Matches(msg, m.keys.Interrupt) { // `task dev` is stopped with it
+		m.leave()
 		return m, tea.Quit
 	}
 	if m.filtering {
@@ -263,6 +287,7 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	}
 	switch {
 	case key.Matches(msg, m.keys.Quit):
+		m.leave()
 		return m, tea.Quit
 	case key.Matches(msg, m.keys.Help):
 		m.help.ShowAll = !m.help.ShowAll
@@ -274,9 +299,11 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, m.keys.Command):
 		return m.openCommandLine()
 	case key.Matches(msg, m.keys.Switch):
+		m.leave()
 		m.opened, m.top = nil, (m.top+1)%homePages // the next home page
 		return m.turn()
 	case key.Matches(msg, m.keys.Back) && m.opened != nil:
+		m.leave()
 		m.opened = openedFrom(m.opened)
 		return m.turn()
 	}
@@ -289,14 +316,25 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 func (m Model) do(a action) (tea.Model, tea.Cmd) {
 	switch {
 	case a.open != nil:
+		m.leave()
 		m.opened = a.open
 		return m.turn()
 	case a.confirm != nil:
 		m.confirm = a.confirm
 	case a.status != "":
 		return m, m.showStatus(a.status)
+	case a.read:
+		return m, m.fetch()
 	}
 	return m, nil
+}
+
+// leave ends what the page shown runs (a log's follow): another page
+// takes the screen, or the console quits.
+func (m Model) leave() {
+	if l, ok := m.shown().(leaver); ok {
+		l.leave()
+	}
 }
 
 // turn shows the page now chosen and reads it. The filter and the status
@@ -339,6 +377,12 @@ func (m *Model) eachPage(next func(page) page) {
 // so the banner goes. An answer no page takes (asked for before the
 // operator moved on) says nothing of now.
 func (m Model) deliver(msg tea.Msg) Model {
+	m, _ = m.deliverTook(msg)
+	return m
+}
+
+// deliverTook is deliver, saying whether a page took msg.
+func (m Model) deliverTook(msg tea.Msg) (Model, bool) {
 	pc, took := m.pageContext(), false
 	m.eachPage(func(p page) page {
 		p, ok := p.receive(msg, pc)
@@ -348,7 +392,7 @@ func (m Model) deliver(msg tea.Msg) Model {
 	if took {
 		m.err = nil
 	}
-	return m
+	return m, took
 }
 
 // pageContext is what the pages read from the root now.
@@ -377,7 +421,13 @@ func (m Model) shownHelp() pageHelp {
 	if m.opened != nil {
 		moves = append([]key.Binding{k.Back}, moves...)
 	}
-	return pageHelp{short: append(short, k.Filter, k.Help, k.Quit), full: [][]key.Binding{keys, moves, {k.Help, k.Quit}}}
+	line := append(short, k.Filter, k.Help, k.Quit)
+	if ansi.StringWidth(m.help.ShortHelpView(line)) > m.width {
+		// It does not fit the window: the filter gives way first (the
+		// full help lists it), so that help and quit stay in view.
+		line = append(short, k.Help, k.Quit)
+	}
+	return pageHelp{short: line, full: [][]key.Binding{keys, moves, {k.Help, k.Quit}}}
 }
 
 // applyFilter re-filters every list after the filter changed.

@@ -63,6 +63,28 @@ type action struct {
 	confirm *confirmation // ask the operator, and run it on yes
 	status  string        // say it on the status line
 	open    page          // show it, opened from this page (esc returns)
+	read    bool          // read the page now (it changed what it shows)
+}
+
+// slowReader is a page whose read may take longer than the root's bound
+// on a read: a live view, which ctrld asks of the region's agent.
+type slowReader interface {
+	readTimeout() time.Duration
+}
+
+// leaver is a page that runs something while shown (a log's follow),
+// which leave ends when another page takes the screen or the console
+// quits.
+type leaver interface {
+	leave()
+}
+
+// continuedMsg is a read's answer that comes in pieces (a log): while
+// a page takes them, continued reads the next; a piece no page took
+// is abandoned, which ends the reading.
+type continuedMsg interface {
+	continued() tea.Cmd
+	abandoned()
 }
 
 // pageContext is what a page reads from the root, sized and timed by it.

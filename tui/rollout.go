@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,7 +53,8 @@ type rolloutPage struct {
 	rollout *ctrlv1.Rollout
 	none    string
 	// list holds the rollout's regions (in wave order) the filter
-	// matches; there is no cursor to move: the keys act on the rollout.
+	// matches; its cursor picks the region whose pods enter opens (the
+	// first that failed, at first), the other keys act on the rollout.
 	list[*ctrlv1.RolloutRegion]
 }
 
@@ -88,8 +90,15 @@ func (p rolloutPage) receive(msg tea.Msg, pc pageContext) (page, bool) {
 	if !ok || r.id != p.id {
 		return p, false
 	}
+	first := p.at.IsZero()
 	p.at, p.none = pc.now, r.none
 	p.set(r.rollout, pc.filter)
+	if first {
+		// Where the operator looks first: why a region failed.
+		if i := slices.IndexFunc(p.rows, func(reg *ctrlv1.RolloutRegion) bool { return reg.GetState() == regionFailed }); i >= 0 {
+			p.cursor = i
+		}
+	}
 	return p, true
 }
 
@@ -123,6 +132,12 @@ func shortly(b key.Binding, desc string) key.Binding {
 }
 
 func (p rolloutPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
+	if p.moveKey(msg, pc.keys) {
+		return p, action{}
+	}
+	if reg := p.selected(); reg != nil && key.Matches(msg, pc.keys.Pods) {
+		return p, action{open: newPodsPage(p.id, reg.GetRegion(), p)}
+	}
 	promote, pause, abort := p.controls(pc.keys)
 	switch {
 	case promote == nil:
@@ -139,12 +154,23 @@ func (p rolloutPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) 
 }
 
 func (p rolloutPage) help(k KeyMap) (short, keys []key.Binding) {
-	short = []key.Binding{k.Back}
+	short, keys = []key.Binding{k.Back}, p.moveKeys(k)
 	if promote, pause, abort := p.controls(k); promote != nil {
-		keys = []key.Binding{*promote, *pause, *abort}
+		keys = append(keys, *promote, *pause, *abort)
 		short = append(short, shortly(*promote, "promote"), shortly(*pause, strings.TrimSuffix(pause.Help().Desc, " rollout")), shortly(*abort, "abort"))
 	}
+	if p.selected() != nil {
+		pods := p.pods(k)
+		short, keys = append(short, shortly(pods, "pods")), append(keys, pods)
+	}
 	return short, keys
+}
+
+// pods is Pods with this page's words.
+func (rolloutPage) pods(k KeyMap) key.Binding {
+	b := k.Pods
+	b.SetHelp("enter", "pods of the selected region")
+	return b
 }
 
 func (p rolloutPage) view(pc pageContext) string {
@@ -233,7 +259,7 @@ func (p rolloutPage) view(pc pageContext) string {
 		case regionWaiting:
 			style = s.Dim
 		}
-		b.WriteString(pc.rowStyle(l, false, style) + "\n")
+		b.WriteString(pc.rowStyle(l, i == p.cursor, style) + "\n")
 	}
 	b.WriteString(checksTable(pc, p.rows))
 	return b.String()
