@@ -22,6 +22,32 @@
 // action is fenced by the rollout as shown when its confirmation opened:
 // if it moved on meanwhile, ctrld does nothing and says what changed.
 //
+// Why a region fails is on the live views (live.go, pods.go, events.go,
+// logs.go): a deployment's pods in one region, their events and a pod's
+// log, which ctrld asks of the region's agent on the connection the
+// agent opened (ListPods, ListEvents, StreamLogs). enter opens the pods:
+// on a rollout's region (the page opens on the first that failed), a
+// deployment's row, or a region's deployment; or :pods DEPLOYMENT
+// REGION. They show each pod's phase, ready containers, restarts, spec
+// hash, node, age and why it is not ready with its containers'
+// termination messages. e opens their events, newest first; l or enter a
+// pod's log (:events, :logs DEPLOYMENT REGION POD [--previous]): its
+// newest 500 lines, following by default; p switches to the run before
+// the current one (the one that crashed) and back, f starts and stops
+// following. The log scrolls by lines (↑/↓, pgup/pgdn, G to the newest,
+// where it stays while following) and keeps at most 5,000 lines and
+// 2 MiB, dropping the oldest and saying how many; a follow ends when its
+// page is left (its stream's context is cancelled) or the console quits,
+// and with the session's connection. An agent that is not connected,
+// does not answer (ctrld says so after 10 s) or refuses, and a read-only
+// key's refusal of logs (pods and events are reads, logs a permission of
+// their own), are said on the page in ctrld's words: they are not an
+// outage of ctrld, so no banner, and every read runs in a command, so
+// keys work while it waits. Pods and events are read again every 2 s
+// while shown, one read at a time. All of it is the agent's text, shown
+// through Clean and CleanLog only, a log cleaned a whole line at a time
+// (a piece may end inside an escape sequence).
+//
 // The console is a root Model and its pages (page.go): the regions, the
 // deployments and the rollouts page, which tab cycles through, and a
 // region, a deployment's history or a deployment's rollout, opened from
@@ -37,7 +63,8 @@
 // confirmations, hands other keys to the page shown, draws the frame
 // around its view, and shows a banner while ctrld is unreachable instead
 // of failing. Help shows the page's keys that work now (no row action
-// without a row) and the root's that work there, nothing else.
+// without a row) and the root's that work there, nothing else; the
+// one-line help leaves the filter out when it would not fit the window.
 //
 // Tables are laid out with lipgloss/table (table.go): borderless, each
 // column as wide as its cells, numbers right-aligned, every line cut to the
@@ -52,7 +79,8 @@
 // k9s habits (command.go, diff.go): ":" opens a command line at the
 // bottom (bubbles' textinput) that goes to a view by name — :regions,
 // :deployments, :rollouts, :region NAME, :history DEPLOYMENT, :rollout
-// DEPLOYMENT — or quits (:q). Tab completes the command, then cycles
+// DEPLOYMENT, :pods and :events DEPLOYMENT REGION, :logs DEPLOYMENT
+// REGION POD [--previous] — or quits (:q). Tab completes the command, then cycles
 // through its argument's values, from what the console has read (opening
 // the line reads the deployments and regions); a command or a value it
 // does not know is said in a line above the prompt, which stays to be
