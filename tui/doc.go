@@ -39,9 +39,10 @@
 // 2 MiB, dropping the oldest and saying how many; a follow ends when its
 // page is left (its stream's context is cancelled) or the console quits,
 // and with the session's connection. An agent that is not connected,
-// does not answer (ctrld says so after 10 s) or refuses, and a read-only
-// key's refusal of logs (pods and events are reads, logs a permission of
-// their own), are said on the page in ctrld's words: they are not an
+// does not answer (ctrld says so after 10 s) or refuses, and ctrld's
+// refusal of logs to a key without their grant (pods and events are
+// reads, logs a grant of their own; the console offers l either way and
+// shows the refusal), are said on the page in ctrld's words: they are not an
 // outage of ctrld, so no banner, and every read runs in a command, so
 // keys work while it waits. Pods and events are read again every 2 s
 // while shown, one read at a time. All of it is the agent's text, shown
