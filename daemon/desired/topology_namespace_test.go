@@ -42,6 +42,7 @@ func TestTopologiesCarryTheirDeploymentsNamespace(t *testing.T) {
 	check("deployed")
 
 	// As an older ctrld wrote them.
+	// rawsql: older rows: deployment_topology.namespace is immutable in Ent.
 	if _, err := client.ExecContext(ctx, "UPDATE deployment_topology SET namespace = ''"); err != nil {
 		t.Fatal(err)
 	}

@@ -92,6 +92,7 @@ func seedVaried(t *testing.T, env *servertest.Env, region string) {
 	must(t, ds.SetDesiredStatus(ctx, "d07", region, desired.Stopped))
 	must(t, ds.Scale(ctx, "d08", region, 0))
 	// Rows from before deployment_topology.namespace.
+	// rawsql: older rows: deployment_topology.namespace is immutable in Ent.
 	if _, err := env.DB.SQL.Exec("UPDATE deployment_topology SET namespace = '' WHERE deployment_id IN ('d01', 'd02', 'd03', 'd30')"); err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,9 @@ func TestNoRawSQLWritesToStateTables(t *testing.T) {
 		scanned++
 		for _, loc := range rawStateWrite.FindAllIndex(src, -1) {
 			line := bytes.Count(src[:loc[0]], []byte("\n")) + 1
+			if strings.HasSuffix(path, "_test.go") && simulatesOlderRows(src, loc[0]) {
+				continue
+			}
 			rel, _ := filepath.Rel(root, path)
 			t.Errorf("%s:%d: raw SQL write to a state table (%q); go through Ent so the change feed sees it", rel, line, src[loc[0]:loc[1]])
 		}
@@ -69,6 +72,20 @@ func TestNoRawSQLWritesToStateTables(t *testing.T) {
 	if scanned < 10 {
 		t.Fatalf("scanned only %d hand-written files under %s; the guard is looking in the wrong place", scanned, root)
 	}
+}
+
+// simulatesOlderRows reports whether the raw write at offset i of a test
+// file is marked, on the line before it, as making rows an older ctrld
+// wrote ("// rawsql: older rows: ..."): a column an older version did not
+// fill is immutable in Ent, so only raw SQL can empty it again. Only
+// tests may say so; what they write is read back by the test itself.
+func simulatesOlderRows(src []byte, i int) bool {
+	start := bytes.LastIndexByte(src[:i], '\n')
+	if start < 0 {
+		return false
+	}
+	prev := bytes.LastIndexByte(src[:start], '\n')
+	return bytes.Contains(src[prev+1:start], []byte("// rawsql: older rows:"))
 }
 
 // The guard's pattern catches the ways raw SQL writes are spelled, and not
