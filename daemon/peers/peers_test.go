@@ -294,7 +294,7 @@ func TestAPokeWithoutTheSecretIsRefusedAndPollsNothing(t *testing.T) {
 
 // The token check lets Poke through without a token, and nothing else of
 // the PeerService, which exists only while pokes are on.
-func TestOnlyPokeIsOpenWithoutAToken(t *testing.T) {
+func TestOnlyPokeAndLiveViewAreOpenWithoutAToken(t *testing.T) {
 	env := servertest.Start(t, replicasConfig())
 	conn, err := grpc.NewClient(env.Server.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -309,12 +309,24 @@ func TestOnlyPokeIsOpenWithoutAToken(t *testing.T) {
 	if _, err := ctrlv1.NewOperatorServiceClient(conn).ListRegions(ctx, &ctrlv1.ListRegionsRequest{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("a tokenless operator call: %v, want Unauthenticated", err)
 	}
+	// LiveView checks the secret as Poke does, and relays nothing for a
+	// guess.
+	lv, err := ctrlv1.NewPeerServiceClient(conn).LiveView(ctx, &ctrlv1.LiveViewRequest{Secret: "guess", Region: "eu", Request: &ctrlv1.LiveRequest{Kind: "logs"}})
+	if err == nil {
+		_, err = lv.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated || !strings.Contains(status.Convert(err).Message(), "secret") {
+		t.Fatalf("a tokenless live view: %v, want the secret's refusal", err)
+	}
 	var open []string
 	for _, m := range ctrlv1.PeerService_ServiceDesc.Methods {
 		open = append(open, m.MethodName)
 	}
-	if !slices.Equal(open, []string{"Poke"}) || len(ctrlv1.PeerService_ServiceDesc.Streams) != 0 {
-		t.Fatalf("PeerService has methods %v and streams %v: say in daemon/auth which take no token", open, ctrlv1.PeerService_ServiceDesc.Streams)
+	for _, st := range ctrlv1.PeerService_ServiceDesc.Streams {
+		open = append(open, st.StreamName)
+	}
+	if !slices.Equal(open, []string{"Poke", "LiveView"}) {
+		t.Fatalf("PeerService has %v: say in daemon/auth which take no token, and test each here", open)
 	}
 
 	off := servertest.Start(t, server.Config{})
