@@ -273,8 +273,8 @@ func judgeRefusal(me string, action ctrlv1.RolloutAction, before, after *ctrlv1.
 
 // rolloutDiff says how two reads of a rollout differ in what a write
 // changes ("" when they do not): state, wave, reason, its end, and each
-// region's state, reason and times. The times left (bake, deadline) are
-// computed at the read, not written.
+// region's state, reason and times. The times left (bake, deadline) and
+// the regions' checks are computed at the read, not written.
 func rolloutDiff(a, b *ctrlv1.Rollout) string {
 	var d []string
 	if a.State != b.State {
@@ -293,7 +293,9 @@ func rolloutDiff(a, b *ctrlv1.Rollout) string {
 		var out []*ctrlv1.RolloutRegion
 		for _, x := range r.Regions {
 			x = proto.Clone(x).(*ctrlv1.RolloutRegion)
-			x.BakeLeft, x.DeadlineLeft = nil, nil
+			// Computed at the read: the times left, and the checks (from
+			// the evaluations agents send, which no rollout write makes).
+			x.BakeLeft, x.DeadlineLeft, x.Checks = nil, nil, nil
 			out = append(out, x)
 		}
 		return out

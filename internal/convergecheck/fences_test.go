@@ -39,6 +39,10 @@ func TestARefusedFencedActionChangedNothing(t *testing.T) {
 		{name: "another rollout by then", action: pause, after: with(func(r *ctrlv1.Rollout) { r.Id, r.Version = 8, 1 }), want: readBackUnread},
 		{name: "as it was, its bake's time left read later", action: pause, want: readBackUnchanged,
 			after: with(func(r *ctrlv1.Rollout) { r.Regions[0].BakeLeft = durationpb.New(0) })},
+		{name: "as it was, a check evaluated again meanwhile", action: pause, want: readBackUnchanged,
+			after: with(func(r *ctrlv1.Rollout) {
+				r.Regions[0].Checks = []*ctrlv1.RegionCheck{{Name: "error-rate", Verdict: "passing", Samples: 3}}
+			})},
 		{name: "changed at the same version", action: pause, want: readBackUnchanged, says: "state progressing -> paused",
 			after: with(func(r *ctrlv1.Rollout) { r.State, r.Reason = "paused", "paused by "+me })},
 		{name: "the driver stepped it", action: promote, want: readBackMoved,
