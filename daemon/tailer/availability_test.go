@@ -21,6 +21,7 @@ import (
 	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/testdb"
 	"github.com/deploysync/deploysync/internal/testmariadb"
+	"github.com/deploysync/deploysync/internal/testmetrics"
 )
 
 // A tailer that cannot read its database for UnavailableAfter ends every
@@ -79,14 +80,7 @@ func TestATailerWithoutItsDatabaseEndsItsStreamsAndTakesThemBackAfter(t *testing
 	if err := server.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(30 * time.Second)
-	for len(heard()) < 3 {
-		select {
-		case <-deadline:
-			t.Fatalf("the database answers again, but the hook heard only %v", heard())
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+	eventually.True(t, 30*time.Second, "the database answers again, but the hook never heard it", func() bool { return len(heard()) >= 3 })
 	if got := heard(); len(got) != 3 || !got[2] {
 		t.Fatalf("the hook heard %v, want [true false true]", got)
 	}
@@ -114,19 +108,14 @@ func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
 	proxy.freeze()
 	awaitEnd(t, sub, 20*time.Second, tailer.ErrDatabaseUnavailable, "the subscription stayed open with the database hanging")
 	proxy.thaw()
-	deadline := time.After(20 * time.Second)
-	for {
+	eventually.True(t, 20*time.Second, "the database answers again, but a subscription is still refused", func() bool {
 		again, err := tl.Subscribe(ctx, "eu")
-		if err == nil {
-			again.Close()
-			return
+		if err != nil {
+			return false
 		}
-		select {
-		case <-deadline:
-			t.Fatalf("the database answers again, but a subscription is refused: %v", err)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+		again.Close()
+		return true
+	})
 }
 
 // A region read that hangs fails in time too, and the polls after it
@@ -135,14 +124,18 @@ func TestATailerWhoseDatabaseHangsEndsItsStreams(t *testing.T) {
 func TestATailerWhoseRegionReadHangsEndsItsStreams(t *testing.T) {
 	db, proxy := dbBehindProxy(t)
 
-	tl := startTailer(t, db, tailer.Config{PollInterval: time.Hour, ControlInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond})
+	reg := prometheus.NewRegistry()
+	tl := startTailerWith(t, db, tailer.Config{PollInterval: time.Hour, ControlInterval: 10 * time.Millisecond, UnavailableAfter: 300 * time.Millisecond}, metrics.New(reg))
 	sub, err := tl.Subscribe(context.Background(), "eu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sub.Close()
 
-	time.Sleep(200 * time.Millisecond) // the first poll is done, and the region reads go on
+	// The first poll is done, and the region reads go on.
+	eventually.True(t, 10*time.Second, "the tailer never polled", func() bool {
+		return testmetrics.Sum(t, reg, "deploysync_tailer_poll_duration_seconds") > 0
+	})
 	proxy.freeze()
 	time.Sleep(50 * time.Millisecond) // a region read is under way, hanging
 	tl.Poke()
