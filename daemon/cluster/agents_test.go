@@ -18,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/internal/eventually"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -288,17 +289,14 @@ func TestAStreamThatGaveUpWhileAdmittedIsNotLeftConnected(t *testing.T) {
 	}()
 	// The admission waits for the lock (its locking read shows in the
 	// process list meanwhile); the client gives up then.
-	deadline := time.Now().Add(10 * time.Second)
-	for waiting := 0; waiting == 0; {
+	eventually.True(t, 10*time.Second, "the admission never waited for the region's lock", func() bool {
+		var waiting int
 		err := env.DB.SQL.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = DATABASE() AND ID <> CONNECTION_ID() AND INFO LIKE '%FROM `regions`%FOR UPDATE%'").Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the admission never waited for the region's lock")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return waiting > 0
+	})
 	giveUp()
 	if err := <-done; status.Code(err) != codes.Canceled {
 		t.Fatalf("the stream ended with %v, want Canceled", err)
@@ -307,18 +305,11 @@ func TestAStreamThatGaveUpWhileAdmittedIsNotLeftConnected(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The admission goes through now; then the stream's end clears it.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "krane-new's record was never written as not connected", func() bool {
 		records, err := env.DB.Ent.Agent.Query().Where(entagent.Region("eu"), entagent.Identity("krane-new")).All(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(records) == 1 && records[0].ConnectedTo == "" && records[0].ConnectedSince == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("krane-new's record %+v: want it written and not connected", records)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return len(records) == 1 && records[0].ConnectedTo == "" && records[0].ConnectedSince == nil
+	})
 }
