@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/retention"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/eventually"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -213,7 +214,9 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 	// stopped deployment again.
 	cleaner := retention.New(env.DB.SQL, retention.Config{TTL: time.Nanosecond}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
 	stopped := head()
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	// Retention deletes up to the tailer's persisted watermark, which
+	// passes the stop in its own time.
+	eventually.True(t, 10*time.Second, "retention never deleted the change rows up to the stop's", func() bool {
 		if _, err := cleaner.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -221,14 +224,8 @@ func TestAFailureOutlivesNeitherAStopNorARedeploy(t *testing.T) {
 		if err := env.DB.SQL.QueryRowContext(ctx, "SELECT COUNT(*) FROM deployment_changes WHERE pk <= ?", stopped).Scan(&left); err != nil {
 			t.Fatal(err)
 		}
-		if left == 0 {
-			break // the tailer's persisted watermark has passed the stop
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("retention left %d change rows up to the stop's", left)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return left == 0
+	})
 	if o, _ := failing(); o.FailingResources != 0 {
 		t.Errorf("stopped, and the stop's change row deleted by retention: failing %d, want 0", o.FailingResources)
 	}
