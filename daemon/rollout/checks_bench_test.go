@@ -21,6 +21,7 @@ import (
 	"github.com/deploysync/deploysync/agentd/checks"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/promtest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -107,15 +108,15 @@ func BenchmarkMetricToRollback(b *testing.B) {
 // passing evaluation.
 func waitEvaluated(b *testing.B, op ctrlv1.OperatorServiceClient, region string) {
 	b.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	eventually.True(b, 30*time.Second, "no evaluation of "+region+"'s check", func() bool {
 		r, err := op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
 		for _, in := range r.GetRollout().GetRegions() {
 			if err == nil && in.Region == region && len(in.Checks) > 0 && in.Checks[0].HasValue {
-				return
+				return true
 			}
 		}
-	}
-	b.Fatalf("no evaluation of %s's check within 30s", region)
+		return false
+	})
 }
 
 // BenchmarkCheckCostFor100Rollouts is what checks cost a region's agent

@@ -12,6 +12,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/rollout"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
+	"github.com/deploysync/deploysync/internal/eventually"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
 
@@ -145,26 +146,25 @@ func waitImage(b *testing.B, events chan *ctrlv1.DeploymentChangeEvent, image st
 // healthy, and returns when.
 func healthySince(b *testing.B, op ctrlv1.OperatorServiceClient, region string) time.Time {
 	b.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	var since time.Time
+	eventually.True(b, 30*time.Second, region+" never turned healthy", func() bool {
 		r, err := op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
 		for _, in := range r.GetRollout().GetRegions() {
 			if err == nil && in.Region == region && in.HealthySince != nil {
-				return in.HealthySince.AsTime()
+				since = in.HealthySince.AsTime()
+				return true
 			}
 		}
-	}
-	b.Fatalf("%s did not turn healthy within 30s", region)
-	return time.Time{}
+		return false
+	})
+	return since
 }
 
 // waitEnded waits until api has no rollout in flight.
 func waitEnded(b *testing.B, op ctrlv1.OperatorServiceClient) {
 	b.Helper()
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	eventually.True(b, 30*time.Second, "the rollout never ended", func() bool {
 		r, err := op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
-		if err == nil && r.GetRollout().GetFinishedAt() != nil {
-			return
-		}
-	}
-	b.Fatal("the rollout did not end within 30s")
+		return err == nil && r.GetRollout().GetFinishedAt() != nil
+	})
 }
