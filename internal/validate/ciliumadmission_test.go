@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/kubetest"
 	"github.com/deploysync/deploysync/internal/validate/ciliumspec"
 )
@@ -112,15 +113,17 @@ func TestCiliumPolicySpecAgreesWithAdmission(t *testing.T) {
 		}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	}
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		err := admit(ingress(obj{}))
-		if err == nil {
-			break
+	served := false
+	defer func() {
+		if !served {
+			t.Logf("the last admission: %v", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the CRD is not served after 15s: %v", err)
-		}
-	}
+	}()
+	eventually.True(t, 15*time.Second, "the CRD was never served", func() bool {
+		err = admit(ingress(obj{}))
+		return err == nil
+	})
+	served = true
 
 	for name, spec := range realPolicies(t) {
 		if err := admit(spec); err != nil {
