@@ -17,6 +17,7 @@ import (
 
 	"github.com/deploysync/deploysync/agentd/kube"
 	"github.com/deploysync/deploysync/agentd/reconcile"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/naming"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -72,17 +73,10 @@ func TestTheAgentsServiceAccountWritesOnlyInItsNamespaces(t *testing.T) {
 
 	// The policy takes effect once the API server has loaded it: a dry
 	// run writes nothing, and is admitted as the write would be.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.True(t, 20*time.Second, "the policy never refused the agent's write into kube-system", func() bool {
 		err := createService("kube-system", metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil && strings.Contains(err.Error(), boundaryMessage) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the policy never refused the agent's write into kube-system: last %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err != nil && strings.Contains(err.Error(), boundaryMessage)
+	})
 
 	refused("a Service in kube-system", createService("kube-system", metav1.CreateOptions{}))
 	refused("a Service in a namespace without the label", createService(theirs, metav1.CreateOptions{}))
@@ -159,32 +153,20 @@ func TestAWriteThePolicyRefusesIsTheAgentsRefusal(t *testing.T) {
 			CpuMillicores: 100, MemoryMib: 64, Port: 8080}
 	}
 	// The policy takes effect once loaded (see above).
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	eventually.True(t, 20*time.Second, "the policy never refused the agent's write into kube-system", func() bool {
 		_, err := client.CoreV1().Services("kube-system").Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "probe"},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil && strings.Contains(err.Error(), boundaryMessage) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the policy never refused the agent's write into kube-system: last %v", err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return err != nil && strings.Contains(err.Error(), boundaryMessage)
+	})
 	if err := deps.Apply(ctx, state(1)); err != nil {
 		t.Fatalf("apply into the agent's namespace: %v", err)
 	}
-	for { // the cache holds what was written, so the next apply updates it
+	// The cache holds what was written, so the next apply updates it.
+	eventually.True(t, 20*time.Second, "the informer cache never held the applied objects", func() bool {
 		_, errS := cache.StatefulSets.StatefulSets(ns).Get("api")
 		_, errV := cache.Services.Services(ns).Get("api")
-		if errS == nil && errV == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the informer cache never held the applied objects")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return errS == nil && errV == nil
+	})
 	got, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
