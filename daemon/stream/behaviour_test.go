@@ -15,6 +15,7 @@ import (
 
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/stream"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/naming"
 	"github.com/deploysync/deploysync/internal/testmetrics"
 
@@ -205,16 +206,14 @@ func TestCursorOlderThanRetentionGetsResyncRequired(t *testing.T) {
 	cleaner := retention.New(env.DB.SQL, retention.Config{TTL: time.Nanosecond}, servertest.Logger(), metrics.New(prometheus.NewRegistry()))
 	// Retention never passes the persisted watermark (written every second).
 	var deleted int64
-	for start := time.Now(); deleted < 3 && time.Since(start) < 5*time.Second; time.Sleep(100 * time.Millisecond) {
+	eventually.True(t, 5*time.Second, "retention never deleted the three changes", func() bool {
 		n, err := cleaner.RunOnce(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		deleted += n
-	}
-	if deleted < 3 {
-		t.Fatalf("retention deleted only %d rows", deleted)
-	}
+		return deleted >= 3
+	})
 
 	s := runFor(t, f, func(s streamtest.Snapshot) bool { return s.Resyncs == 1 && s.FullSyncs == 2 })
 	if want := runningInDB(t, env.DB, "eu"); !sameView(want, viewOf(s)) {
@@ -273,11 +272,9 @@ func TestOldStreamEndingKeepsTheNewConnection(t *testing.T) {
 	defer endNew()
 	endOld()
 	// The stream gauge falls back to 1 after the old stream's cleanup ran.
-	for deadline := time.Now().Add(10 * time.Second); testmetrics.Sum(t, reg, "deploysync_streams") != 1; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server did not end the old stream: %v streams open", testmetrics.Sum(t, reg, "deploysync_streams"))
-		}
-	}
+	eventually.True(t, 10*time.Second, "the server never ended the old stream", func() bool {
+		return testmetrics.Sum(t, reg, "deploysync_streams") == 1
+	})
 	a, err := env.DB.Ent.Agent.Query().Only(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -419,22 +416,14 @@ func TestAnotherReplicaHonoursPauseAndResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until the replica has read the pause (every 100 ms in tests).
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually.True(t, 10*time.Second, "the other replica never read the pause", func() bool {
 		sub, err := replica.Tailer.Subscribe(ctx, "eu")
 		if err != nil {
 			t.Fatal(err)
 		}
-		paused := sub.Control.Paused
-		sub.Close()
-		if paused {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the other replica did not read the pause within 10s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		defer sub.Close()
+		return sub.Control.Paused
+	})
 	must(t, ds.Scale(ctx, "a", "eu", 9))
 	if _, got := f.WaitFor(time.Second, func(s streamtest.Snapshot) bool { return replicasOf(s, "a") == 9 }); got {
 		t.Fatal("the other replica streamed to a paused region")

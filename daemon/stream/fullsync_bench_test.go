@@ -23,6 +23,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/workflow"
 	"github.com/deploysync/deploysync/ent/changefeed"
 	"github.com/deploysync/deploysync/ent/deployment"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/rpc"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -101,13 +102,9 @@ func awaitTailer(b testing.TB, env *servertest.Env) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for env.Server.Tailer.Watermark() < newest {
-		if time.Now().After(deadline) {
-			b.Fatalf("the tailer has not reached version %d within a minute (at %d)", newest, env.Server.Tailer.Watermark())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	eventually.True(b, time.Minute, fmt.Sprintf("the tailer never reached version %d", newest), func() bool {
+		return env.Server.Tailer.Watermark() >= newest
+	})
 }
 
 // seedMaxResources is the largest region the seed algorithm can sync: it
