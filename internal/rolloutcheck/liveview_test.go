@@ -57,18 +57,18 @@ func TestOnCallSeesWhyTheCanaryFailedThroughTheAgent(t *testing.T) {
 
 	// The on-call engineer's calls land on the other replica.
 	op := ctrlv1.NewOperatorServiceClient(servertest.Dial(t, other.Addr, env.OperatorToken("dana")))
-	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "live",
-		Image: "ghcr.io/acme/api:v1", CpuMillicores: 50, MemoryMib: 64, Regions: []string{"eu", "us", "ap"}, Replicas: 1}); err != nil {
+	if _, err := op.Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "checkout", WorkspaceId: "acme", EnvironmentId: "live",
+		Image: "ghcr.io/acme/checkout:v1", CpuMillicores: 50, MemoryMib: 64, Regions: []string{"eu", "us", "ap"}, Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
-	bad := "ghcr.io/acme/api:crashloop"
-	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "api", Image: &bad, Rollout: &ctrlv1.RolloutStrategy{
+	bad := "ghcr.io/acme/checkout:crashloop"
+	if _, err := op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "checkout", Image: &bad, Rollout: &ctrlv1.RolloutStrategy{
 		OnFailure: "pause", Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu"}, Deadline: durationpb.New(time.Minute)}, {Regions: []string{"*"}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	var r *ctrlv1.Rollout
 	eventually.True(t, 2*time.Minute, "the canary halted", func() bool {
-		got, err := op.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
+		got, err := op.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: "checkout"})
 		r = got.GetRollout()
 		return err == nil && r.State == "halted"
 	})
@@ -77,16 +77,16 @@ func TestOnCallSeesWhyTheCanaryFailedThroughTheAgent(t *testing.T) {
 	}
 	t.Logf("the halt: %s", r.Reason)
 
-	pods, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "eu"})
+	pods, err := op.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "checkout", Region: "eu"})
 	if err != nil || len(pods.Pods) != 1 || pods.Pods[0].Why != "CrashLoopBackOff" {
 		t.Fatalf("eu's pods through the agent: %v, %v; want one crash-looping", pods, err)
 	}
 	pod := pods.Pods[0].Name
-	events, err := op.ListEvents(ctx, &ctrlv1.ListEventsRequest{DeploymentId: "api", Region: "eu"})
+	events, err := op.ListEvents(ctx, &ctrlv1.ListEventsRequest{DeploymentId: "checkout", Region: "eu"})
 	if err != nil || len(events.Events) == 0 {
 		t.Fatalf("eu's events through the agent: %v, %v", events, err)
 	}
-	logs := readLogs(t, op, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: pod, Previous: true})
+	logs := readLogs(t, op, &ctrlv1.StreamLogsRequest{DeploymentId: "checkout", Region: "eu", Pod: pod, Previous: true})
 	if !strings.Contains(logs, kubetest.CrashLogLine) {
 		t.Fatalf("the crashed run's log through the agent:\n%s\nwant %q", logs, kubetest.CrashLogLine)
 	}
@@ -100,10 +100,10 @@ func TestOnCallSeesWhyTheCanaryFailedThroughTheAgent(t *testing.T) {
 	}
 	defer conn.Close()
 	bob := ctrlv1.NewOperatorServiceClient(conn)
-	if _, err := bob.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "eu"}); err != nil {
+	if _, err := bob.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "checkout", Region: "eu"}); err != nil {
 		t.Fatalf("a read-only key's pods: %v", err)
 	}
-	s, err := bob.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: pod, Previous: true})
+	s, err := bob.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "checkout", Region: "eu", Pod: pod, Previous: true})
 	if err == nil {
 		_, err = s.Recv()
 	}

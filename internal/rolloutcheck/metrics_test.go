@@ -61,64 +61,66 @@ const simAlerts = `groups:
 func TestMetricChecksGateEveryWave(t *testing.T) {
 	s := startWithMetrics(t)
 	ctx := context.Background()
-	s.deploy(t, "api", nil)
+	// A deployment of its own: the clusters are the package's, and what
+	// one test leaves in them another's image log would see.
+	s.deploy(t, "shop", nil)
 	strategy := canaryThenRest(6*time.Second, 20*time.Second)
 	strategy.Checks = metricChecks()
 
-	good := "ghcr.io/acme/api:v2"
-	s.update(t, "api", good, strategy)
-	if r := s.waitRollout(t, "api", 2*time.Minute); r.GetState() != "succeeded" {
+	good := "ghcr.io/acme/shop:v2"
+	s.update(t, "shop", good, strategy)
+	if r := s.waitRollout(t, "shop", 2*time.Minute); r.GetState() != "succeeded" {
 		t.Fatalf("the good image: %s (%s), want it through every wave", r.GetState(), r.GetReason())
 	} else {
 		for _, c := range r.Regions[0].Checks {
 			t.Logf("good image, eu: %s %s %s %v samples %d", c.Name, c.Verdict, c.Bound, c.Value, c.Samples)
 		}
 	}
-	s.waitReady(t, "api", good, 1, time.Minute)
+	s.waitReady(t, "shop", good, 1, time.Minute)
 
 	for _, bad := range []struct{ image, check string }{
 		// 0.2, as rate() over 5s sees it; error-rate or error-vs-old.
-		{"ghcr.io/acme/api:errors", "check error-"},
-		{"ghcr.io/acme/api:slow", "check latency-p90: "},
+		{"ghcr.io/acme/shop:errors", "check error-"},
+		{"ghcr.io/acme/shop:slow", "check latency-p90: "},
 	} {
-		s.update(t, "api", bad.image, strategy)
-		r := s.waitRollout(t, "api", 2*time.Minute)
+		s.update(t, "shop", bad.image, strategy)
+		r := s.waitRollout(t, "shop", 2*time.Minute)
 		if r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "eu: "+bad.check) {
 			t.Fatalf("%s: %s (%s), want rolled back on eu's %q", bad.image, r.GetState(), r.GetReason(), bad.check)
 		}
 		t.Logf("%s: %s", bad.image, r.GetReason())
-		if len(s.logs["eu"].Sightings("api", bad.image)) == 0 {
+		if len(s.logs["eu"].Sightings("shop", bad.image)) == 0 {
 			t.Errorf("eu never carried %s: the canary proved nothing", bad.image)
 		}
-		s.neverPast(t, "api", bad.image)
-		s.waitReady(t, "api", good, 1, time.Minute)
+		s.neverPast(t, "shop", bad.image)
+		s.waitReady(t, "shop", good, 1, time.Minute)
 	}
 
 	// An alert firing in the region fails it too.
-	alerted := "ghcr.io/acme/api:errors"
+	alerted := "ghcr.io/acme/shop:errors"
 	alerts := canaryThenRest(6*time.Second, 20*time.Second)
 	alerts.Checks = []*ctrlv1.RolloutCheck{{Name: "alerts", Kind: "alert", Match: "namespace={{namespace}},deployment={{deployment}}", Interval: durationpb.New(time.Second)}}
-	s.update(t, "api", alerted, alerts)
-	if r := s.waitRollout(t, "api", 2*time.Minute); r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "eu: check alerts: 1 alert(s) firing") {
+	s.update(t, "shop", alerted, alerts)
+	if r := s.waitRollout(t, "shop", 2*time.Minute); r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "eu: check alerts: 1 alert(s) firing") {
 		t.Fatalf("an alert firing in eu: %s (%s), want rolled back on it", r.GetState(), r.GetReason())
 	} else {
 		t.Logf("%s under an alert check: %s", alerted, r.GetReason())
 	}
-	s.neverPast(t, "api", alerted)
-	s.waitReady(t, "api", good, 1, time.Minute)
+	s.neverPast(t, "shop", alerted)
+	s.waitReady(t, "shop", good, 1, time.Minute)
 
 	// eu's Prometheus goes down once the canary runs the new spec.
-	unwatched := "ghcr.io/acme/api:v3"
-	s.update(t, "api", unwatched, strategy)
-	s.waitRegion(t, "api", "eu", "baking", time.Minute)
+	unwatched := "ghcr.io/acme/shop:v3"
+	s.update(t, "shop", unwatched, strategy)
+	s.waitRegion(t, "shop", "eu", "baking", time.Minute)
 	s.proms["eu"].Stop()
 	start := time.Now()
-	r := s.waitRollout(t, "api", 2*time.Minute)
+	r := s.waitRollout(t, "shop", 2*time.Minute)
 	if r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "had no verdict within its deadline") {
 		t.Fatalf("with eu's Prometheus down: %s (%s), want rolled back at the deadline for want of a verdict", r.GetState(), r.GetReason())
 	}
 	t.Logf("Prometheus down %s before the rollback: %s", time.Since(start).Round(time.Second), r.GetReason())
-	s.neverPast(t, "api", unwatched)
+	s.neverPast(t, "shop", unwatched)
 	if err := s.proms["eu"].Start(ctx); err != nil {
 		t.Fatal(err)
 	}
