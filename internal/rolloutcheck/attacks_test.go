@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	entagent "github.com/deploysync/deploysync/ent/agent"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/kubetest"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -56,19 +57,24 @@ func (s *stack) update(t *testing.T, id, image string, strategy *ctrlv1.RolloutS
 // waitRegion waits until region of id's rollout in flight is in state.
 func (s *stack) waitRegion(t *testing.T, id, region, state string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := s.op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: id})
+	var resp *ctrlv1.GetRolloutResponse
+	var err error
+	done := false
+	defer func() {
+		if !done {
+			t.Logf("the rollout was last %v, %v", resp.GetRollout(), err)
+		}
+	}()
+	eventually.True(t, within, fmt.Sprintf("%s of %s's rollout never %s", region, id, state), func() bool {
+		resp, err = s.op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: id})
 		for _, r := range resp.GetRollout().GetRegions() {
 			if err == nil && r.Region == region && r.State == state {
-				return
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s of %s's rollout not %s within %s: %v, %v", region, id, state, within, resp.GetRollout(), err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return false
+	})
+	done = true
 }
 
 // neverPast checks the promise against what the API servers saw: only eu

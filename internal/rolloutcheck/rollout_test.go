@@ -2,6 +2,7 @@ package rolloutcheck_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/ent/auditlog"
+	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/kubetest"
 	"github.com/deploysync/deploysync/internal/promtest"
 	"github.com/deploysync/deploysync/internal/rolloutcheck"
@@ -108,27 +110,38 @@ func startStack(t *testing.T, metrics bool, skipped ...string) *stack {
 // returns it.
 func (s *stack) waitRollout(t *testing.T, id string, within time.Duration) *ctrlv1.Rollout {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		resp, err := s.op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: id})
-		r := resp.GetRollout()
-		if err == nil && (r.GetState() == "succeeded" || r.GetState() == "rolled_back") {
-			return r
+	var r *ctrlv1.Rollout
+	var err error
+	ended := false
+	defer func() {
+		if !ended {
+			t.Logf("the rollout was last %v, %v", r, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rollout of %s not ended within %s: %v, %v", id, within, r, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	}()
+	eventually.True(t, within, "the rollout of "+id+" never ended", func() bool {
+		var resp *ctrlv1.GetRolloutResponse
+		resp, err = s.op.GetRollout(context.Background(), &ctrlv1.GetRolloutRequest{DeploymentId: id})
+		r = resp.GetRollout()
+		return err == nil && (r.GetState() == "succeeded" || r.GetState() == "rolled_back")
+	})
+	ended = true
+	return r
 }
 
 // waitReady waits until every region runs replicas ready instances of the
 // deployment on image.
 func (s *stack) waitReady(t *testing.T, id, image string, replicas int32, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		r, err := s.op.ListDeployments(context.Background(), &ctrlv1.ListDeploymentsRequest{})
+	var r *ctrlv1.ListDeploymentsResponse
+	var err error
+	done := false
+	defer func() {
+		if !done {
+			t.Logf("the deployments were last %v, %v", r, err)
+		}
+	}()
+	eventually.True(t, within, fmt.Sprintf("%s never ready on %s in every region", id, image), func() bool {
+		r, err = s.op.ListDeployments(context.Background(), &ctrlv1.ListDeploymentsRequest{})
 		ready := 0
 		for _, d := range r.GetDeployments() {
 			for _, in := range d.GetRegions() {
@@ -137,14 +150,9 @@ func (s *stack) waitReady(t *testing.T, id, image string, replicas int32, within
 				}
 			}
 		}
-		if err == nil && ready == len(regions) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready on %s in every region within %s: %v, %v", id, image, within, r, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err == nil && ready == len(regions)
+	})
+	done = true
 }
 
 // A good image rolls out wave by wave, each wave after the one before
