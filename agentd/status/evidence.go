@@ -6,14 +6,13 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/deploysync/deploysync/internal/limits"
-	"github.com/deploysync/deploysync/internal/validate"
+	"github.com/deploysync/deploysync/internal/textclean"
 )
 
 // Evidence is what crashed containers said before they died, for the
@@ -116,14 +115,5 @@ func (e *Evidence) fetch(k run, namespace, pod string, previous bool, deployment
 // clean is a container's words as a report carries them: no terminal
 // controls (lines and tabs stay), valid UTF-8, at most MaxEvidenceBytes.
 func clean(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\t' {
-			return r
-		}
-		if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
-			return -1
-		}
-		return r
-	}, strings.ToValidUTF8(s, "\uFFFD"))
-	return validate.Text(strings.TrimSpace(s), limits.MaxEvidenceBytes)
+	return strings.TrimSpace(textclean.Clean(s, limits.MaxEvidenceBytes))
 }

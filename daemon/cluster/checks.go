@@ -181,16 +181,31 @@ func waveOf(r *ent.Rollout, region string) int {
 // judged against its check (and baseline) as it comes in; results of
 // queries no longer assigned are dropped.
 func (s *Service) keepResults(ctx context.Context, region string, assigned map[string]assignment, results []*ctrlv1.CheckResult) error {
+	// One row per assignment a call: every result of a call is stamped
+	// with one time, so of an assignment's several (a batch from while
+	// ctrld was away, or an agent repeating itself) the last says all,
+	// and a call writes no more rows than the region is assigned.
+	var ids []string
+	latest := map[string]*ctrlv1.CheckResult{}
+	for _, res := range results {
+		if _, ok := assigned[res.GetId()]; !ok {
+			continue
+		}
+		if _, seen := latest[res.GetId()]; !seen {
+			ids = append(ids, res.GetId())
+		}
+		latest[res.GetId()] = res
+	}
+	if len(ids) == 0 {
+		return nil // nothing assigned: no read, no write
+	}
 	now, err := store.Now(ctx, s.db)
 	if err != nil {
 		return err
 	}
-	creates := make([]*ent.CheckEvaluationCreate, 0, len(results))
-	for _, res := range results {
-		a, ok := assigned[res.GetId()]
-		if !ok {
-			continue
-		}
+	creates := make([]*ent.CheckEvaluationCreate, 0, len(ids))
+	for _, id := range ids {
+		res, a := latest[id], assigned[id]
 		r := gatecheck.Result{HasValue: res.GetHasValue(), Value: res.GetValue(), Err: validate.Text(res.GetError(), maxCheckError)}
 		if r.HasValue && (math.IsNaN(r.Value) || math.IsInf(r.Value, 0)) {
 			// Prometheus answers NaN for 0/0 (no traffic) and ±Inf for

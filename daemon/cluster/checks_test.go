@@ -161,6 +161,15 @@ func TestResultsAreKeptOnlyForWhatWasAssigned(t *testing.T) {
 	if err != nil || r.Rollout.State != "progressing" {
 		t.Fatalf("rollout %v, %v: want it progressing, untouched", r.GetRollout().GetState(), err)
 	}
+	// One call's repeats of one result are one row.
+	repeats := make([]*ctrlv1.CheckResult, 200)
+	for i := range repeats {
+		repeats[i] = &ctrlv1.CheckResult{Id: euIDs["error-rate/canary"].Id, HasValue: true, Value: 0.001}
+	}
+	assigned(t, eu, "eu", repeats...)
+	if n := env.DB.Ent.CheckEvaluation.Query().CountX(ctx); n != 1 {
+		t.Fatalf("200 repeats of a result in one call kept %d rows, want 1", n)
+	}
 	// NaN (0/0: no traffic) is no verdict, and never a failure.
 	assigned(t, eu, "eu", &ctrlv1.CheckResult{Id: euIDs["error-rate/canary"].Id, HasValue: true, Value: nanValue()})
 	r, _ = op.GetRollout(ctx, &ctrlv1.GetRolloutRequest{DeploymentId: "api"})
