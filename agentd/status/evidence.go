@@ -26,29 +26,42 @@ type Evidence struct {
 	fetched func(deployment string) // marks a deployment to report again
 
 	mu       sync.Mutex
-	lines    map[run]string
-	fetching map[run]bool
+	lines    map[podContainer]said
+	fetching map[podContainer]bool
 	slots    chan struct{}
 }
 
-// run names one run of a container: a crashed run's log does not change.
-type run struct {
-	pod       types.UID
-	container string
-	restarts  int32
+// podContainer names one container of one Pod.
+type podContainer struct {
+	pod  types.UID
+	name string
+}
+
+// said is what a container's crashed run said, which run, and when it
+// was read.
+type said struct {
+	text     string
+	restarts int32
+	at       time.Time
 }
 
 // Bounds of the evidence kept.
 const (
 	evidenceLines   = 5
 	evidenceTimeout = 5 * time.Second
-	// maxEvidenceRuns bounds the runs kept: past it, the oldest are
-	// forgotten all at once (they are read again if still crashing).
+	// maxEvidenceRuns bounds the containers kept: past it, all are
+	// forgotten at once (they are read again if still crashing).
 	maxEvidenceRuns = 1000
+	// rereadAfter spaces the reads of one container's log: a container
+	// crash-looping restarts every few seconds (kwok's, every second),
+	// and each restart is a new run; its evidence is the last read's
+	// until then, so that 500 crash-looping Pods cost the API server a
+	// read each per rereadAfter, not per restart.
+	rereadAfter = 30 * time.Second
 )
 
 func newEvidence(kube kubernetes.Interface, fetched func(string)) *Evidence {
-	return &Evidence{kube: kube, fetched: fetched, lines: map[run]string{}, fetching: map[run]bool{}, slots: make(chan struct{}, 2)}
+	return &Evidence{kube: kube, fetched: fetched, lines: map[podContainer]said{}, fetching: map[podContainer]bool{}, slots: make(chan struct{}, 2)}
 }
 
 // For is what p's crashed container said: the termination message of its
@@ -68,32 +81,39 @@ func (e *Evidence) For(p *corev1.Pod, deployment string) string {
 		if t.Message != "" {
 			return clean(t.Message)
 		}
-		k := run{pod: p.UID, container: cs.Name, restarts: cs.RestartCount}
+		k := podContainer{pod: p.UID, name: cs.Name}
 		e.mu.Lock()
-		lines, ok := e.lines[k]
-		start := !ok && !e.fetching[k]
+		last, ok := e.lines[k]
+		due := !ok || (last.restarts != cs.RestartCount && time.Since(last.at) >= rereadAfter)
+		start := due && !e.fetching[k]
 		if start {
-			e.fetching[k] = true
+			// At most len(slots) reads at once; one that finds none
+			// waits for a later report rather than a goroutine each.
+			select {
+			case e.slots <- struct{}{}:
+				e.fetching[k] = true
+			default:
+				start = false
+			}
 		}
 		e.mu.Unlock()
 		if start {
-			go e.fetch(k, p.Namespace, p.Name, previous, deployment)
+			go e.fetch(k, cs.RestartCount, p.Namespace, p.Name, previous, deployment)
 		}
-		return lines
+		return last.text
 	}
 	return ""
 }
 
 // fetch reads the last lines of a run's log, keeps them, and has the
 // deployment reported again.
-func (e *Evidence) fetch(k run, namespace, pod string, previous bool, deployment string) {
-	e.slots <- struct{}{}
+func (e *Evidence) fetch(k podContainer, restarts int32, namespace, pod string, previous bool, deployment string) {
 	defer func() { <-e.slots }()
 	ctx, cancel := context.WithTimeout(context.Background(), evidenceTimeout)
 	defer cancel()
 	tail, limit := int64(evidenceLines), int64(limits.MaxEvidenceBytes)
 	text := ""
-	s, err := e.kube.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: k.container, Previous: previous,
+	s, err := e.kube.CoreV1().Pods(namespace).GetLogs(pod, &corev1.PodLogOptions{Container: k.name, Previous: previous,
 		TailLines: &tail, LimitBytes: &limit}).Stream(ctx)
 	if err == nil {
 		b, _ := io.ReadAll(io.LimitReader(s, limit))
@@ -104,7 +124,7 @@ func (e *Evidence) fetch(k run, namespace, pod string, previous bool, deployment
 	if len(e.lines) >= maxEvidenceRuns {
 		clear(e.lines)
 	}
-	e.lines[k] = text // "" when none could be read: not read again
+	e.lines[k] = said{text: text, restarts: restarts, at: time.Now()} // "": none could be read; read again after rereadAfter
 	delete(e.fetching, k)
 	e.mu.Unlock()
 	if text != "" {
