@@ -25,10 +25,15 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
+	"github.com/deploysync/deploysync/ent/fleetcontrol"
+	"github.com/deploysync/deploysync/ent/fleethalt"
+	"github.com/deploysync/deploysync/ent/freezewindow"
 	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
+	"github.com/deploysync/deploysync/ent/pacingbound"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/rollout"
@@ -64,6 +69,14 @@ type Client struct {
 	DeploymentRevision *DeploymentRevisionClient
 	// DeploymentTopology is the client for interacting with the DeploymentTopology builders.
 	DeploymentTopology *DeploymentTopologyClient
+	// FailedSpec is the client for interacting with the FailedSpec builders.
+	FailedSpec *FailedSpecClient
+	// FleetControl is the client for interacting with the FleetControl builders.
+	FleetControl *FleetControlClient
+	// FleetHalt is the client for interacting with the FleetHalt builders.
+	FleetHalt *FleetHaltClient
+	// FreezeWindow is the client for interacting with the FreezeWindow builders.
+	FreezeWindow *FreezeWindowClient
 	// InstallationSecret is the client for interacting with the InstallationSecret builders.
 	InstallationSecret *InstallationSecretClient
 	// Instance is the client for interacting with the Instance builders.
@@ -72,6 +85,8 @@ type Client struct {
 	Namespace *NamespaceClient
 	// OperatorKey is the client for interacting with the OperatorKey builders.
 	OperatorKey *OperatorKeyClient
+	// PacingBound is the client for interacting with the PacingBound builders.
+	PacingBound *PacingBoundClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
 	// ResourceSync is the client for interacting with the ResourceSync builders.
@@ -105,10 +120,15 @@ func (c *Client) init() {
 	c.DeploymentChange = NewDeploymentChangeClient(c.config)
 	c.DeploymentRevision = NewDeploymentRevisionClient(c.config)
 	c.DeploymentTopology = NewDeploymentTopologyClient(c.config)
+	c.FailedSpec = NewFailedSpecClient(c.config)
+	c.FleetControl = NewFleetControlClient(c.config)
+	c.FleetHalt = NewFleetHaltClient(c.config)
+	c.FreezeWindow = NewFreezeWindowClient(c.config)
 	c.InstallationSecret = NewInstallationSecretClient(c.config)
 	c.Instance = NewInstanceClient(c.config)
 	c.Namespace = NewNamespaceClient(c.config)
 	c.OperatorKey = NewOperatorKeyClient(c.config)
+	c.PacingBound = NewPacingBoundClient(c.config)
 	c.Region = NewRegionClient(c.config)
 	c.ResourceSync = NewResourceSyncClient(c.config)
 	c.Rollout = NewRolloutClient(c.config)
@@ -217,10 +237,15 @@ func (c *Client) Tx(ctx context.Context) (*Tx, error) {
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
+		FailedSpec:          NewFailedSpecClient(cfg),
+		FleetControl:        NewFleetControlClient(cfg),
+		FleetHalt:           NewFleetHaltClient(cfg),
+		FreezeWindow:        NewFreezeWindowClient(cfg),
 		InstallationSecret:  NewInstallationSecretClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
 		OperatorKey:         NewOperatorKeyClient(cfg),
+		PacingBound:         NewPacingBoundClient(cfg),
 		Region:              NewRegionClient(cfg),
 		ResourceSync:        NewResourceSyncClient(cfg),
 		Rollout:             NewRolloutClient(cfg),
@@ -256,10 +281,15 @@ func (c *Client) BeginTx(ctx context.Context, opts *sql.TxOptions) (*Tx, error) 
 		DeploymentChange:    NewDeploymentChangeClient(cfg),
 		DeploymentRevision:  NewDeploymentRevisionClient(cfg),
 		DeploymentTopology:  NewDeploymentTopologyClient(cfg),
+		FailedSpec:          NewFailedSpecClient(cfg),
+		FleetControl:        NewFleetControlClient(cfg),
+		FleetHalt:           NewFleetHaltClient(cfg),
+		FreezeWindow:        NewFreezeWindowClient(cfg),
 		InstallationSecret:  NewInstallationSecretClient(cfg),
 		Instance:            NewInstanceClient(cfg),
 		Namespace:           NewNamespaceClient(cfg),
 		OperatorKey:         NewOperatorKeyClient(cfg),
+		PacingBound:         NewPacingBoundClient(cfg),
 		Region:              NewRegionClient(cfg),
 		ResourceSync:        NewResourceSyncClient(cfg),
 		Rollout:             NewRolloutClient(cfg),
@@ -297,8 +327,9 @@ func (c *Client) Use(hooks ...Hook) {
 	for _, n := range []interface{ Use(...Hook) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CheckEvaluation, c.CiliumNetworkPolicy,
 		c.CtrldReplica, c.Deployment, c.DeploymentChange, c.DeploymentRevision,
-		c.DeploymentTopology, c.InstallationSecret, c.Instance, c.Namespace,
-		c.OperatorKey, c.Region, c.ResourceSync, c.Rollout, c.RolloutStrategy,
+		c.DeploymentTopology, c.FailedSpec, c.FleetControl, c.FleetHalt,
+		c.FreezeWindow, c.InstallationSecret, c.Instance, c.Namespace, c.OperatorKey,
+		c.PacingBound, c.Region, c.ResourceSync, c.Rollout, c.RolloutStrategy,
 		c.Sentinel, c.StreamMark,
 	} {
 		n.Use(hooks...)
@@ -311,8 +342,9 @@ func (c *Client) Intercept(interceptors ...Interceptor) {
 	for _, n := range []interface{ Intercept(...Interceptor) }{
 		c.APIToken, c.Agent, c.AuditLog, c.CheckEvaluation, c.CiliumNetworkPolicy,
 		c.CtrldReplica, c.Deployment, c.DeploymentChange, c.DeploymentRevision,
-		c.DeploymentTopology, c.InstallationSecret, c.Instance, c.Namespace,
-		c.OperatorKey, c.Region, c.ResourceSync, c.Rollout, c.RolloutStrategy,
+		c.DeploymentTopology, c.FailedSpec, c.FleetControl, c.FleetHalt,
+		c.FreezeWindow, c.InstallationSecret, c.Instance, c.Namespace, c.OperatorKey,
+		c.PacingBound, c.Region, c.ResourceSync, c.Rollout, c.RolloutStrategy,
 		c.Sentinel, c.StreamMark,
 	} {
 		n.Intercept(interceptors...)
@@ -342,6 +374,14 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.DeploymentRevision.mutate(ctx, m)
 	case *DeploymentTopologyMutation:
 		return c.DeploymentTopology.mutate(ctx, m)
+	case *FailedSpecMutation:
+		return c.FailedSpec.mutate(ctx, m)
+	case *FleetControlMutation:
+		return c.FleetControl.mutate(ctx, m)
+	case *FleetHaltMutation:
+		return c.FleetHalt.mutate(ctx, m)
+	case *FreezeWindowMutation:
+		return c.FreezeWindow.mutate(ctx, m)
 	case *InstallationSecretMutation:
 		return c.InstallationSecret.mutate(ctx, m)
 	case *InstanceMutation:
@@ -350,6 +390,8 @@ func (c *Client) Mutate(ctx context.Context, m Mutation) (Value, error) {
 		return c.Namespace.mutate(ctx, m)
 	case *OperatorKeyMutation:
 		return c.OperatorKey.mutate(ctx, m)
+	case *PacingBoundMutation:
+		return c.PacingBound.mutate(ctx, m)
 	case *RegionMutation:
 		return c.Region.mutate(ctx, m)
 	case *ResourceSyncMutation:
@@ -1370,6 +1412,22 @@ func (c *DeploymentClient) QueryRollouts(_m *Deployment) *RolloutQuery {
 	return query
 }
 
+// QueryFailedSpecs queries the failed_specs edge of a Deployment.
+func (c *DeploymentClient) QueryFailedSpecs(_m *Deployment) *FailedSpecQuery {
+	query := (&FailedSpecClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deployment.Table, deployment.FieldID, id),
+			sqlgraph.To(failedspec.Table, failedspec.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, deployment.FailedSpecsTable, deployment.FailedSpecsColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
 // Hooks returns the client hooks.
 func (c *DeploymentClient) Hooks() []Hook {
 	hooks := c.hooks.Deployment
@@ -1825,6 +1883,554 @@ func (c *DeploymentTopologyClient) mutate(ctx context.Context, m *DeploymentTopo
 		return (&DeploymentTopologyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown DeploymentTopology mutation op: %q", m.Op())
+	}
+}
+
+// FailedSpecClient is a client for the FailedSpec schema.
+type FailedSpecClient struct {
+	config
+}
+
+// NewFailedSpecClient returns a client for the FailedSpec from the given config.
+func NewFailedSpecClient(c config) *FailedSpecClient {
+	return &FailedSpecClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `failedspec.Hooks(f(g(h())))`.
+func (c *FailedSpecClient) Use(hooks ...Hook) {
+	c.hooks.FailedSpec = append(c.hooks.FailedSpec, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `failedspec.Intercept(f(g(h())))`.
+func (c *FailedSpecClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FailedSpec = append(c.inters.FailedSpec, interceptors...)
+}
+
+// Create returns a builder for creating a FailedSpec entity.
+func (c *FailedSpecClient) Create() *FailedSpecCreate {
+	mutation := newFailedSpecMutation(c.config, OpCreate)
+	return &FailedSpecCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FailedSpec entities.
+func (c *FailedSpecClient) CreateBulk(builders ...*FailedSpecCreate) *FailedSpecCreateBulk {
+	return &FailedSpecCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FailedSpecClient) MapCreateBulk(slice any, setFunc func(*FailedSpecCreate, int)) *FailedSpecCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FailedSpecCreateBulk{err: fmt.Errorf("calling to FailedSpecClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FailedSpecCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FailedSpecCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FailedSpec.
+func (c *FailedSpecClient) Update() *FailedSpecUpdate {
+	mutation := newFailedSpecMutation(c.config, OpUpdate)
+	return &FailedSpecUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FailedSpecClient) UpdateOne(_m *FailedSpec) *FailedSpecUpdateOne {
+	mutation := newFailedSpecMutation(c.config, OpUpdateOne, withFailedSpec(_m))
+	return &FailedSpecUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FailedSpecClient) UpdateOneID(id int) *FailedSpecUpdateOne {
+	mutation := newFailedSpecMutation(c.config, OpUpdateOne, withFailedSpecID(id))
+	return &FailedSpecUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FailedSpec.
+func (c *FailedSpecClient) Delete() *FailedSpecDelete {
+	mutation := newFailedSpecMutation(c.config, OpDelete)
+	return &FailedSpecDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FailedSpecClient) DeleteOne(_m *FailedSpec) *FailedSpecDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FailedSpecClient) DeleteOneID(id int) *FailedSpecDeleteOne {
+	builder := c.Delete().Where(failedspec.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FailedSpecDeleteOne{builder}
+}
+
+// Query returns a query builder for FailedSpec.
+func (c *FailedSpecClient) Query() *FailedSpecQuery {
+	return &FailedSpecQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFailedSpec},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FailedSpec entity by its id.
+func (c *FailedSpecClient) Get(ctx context.Context, id int) (*FailedSpec, error) {
+	return c.Query().Where(failedspec.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FailedSpecClient) GetX(ctx context.Context, id int) *FailedSpec {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// QueryDeployment queries the deployment edge of a FailedSpec.
+func (c *FailedSpecClient) QueryDeployment(_m *FailedSpec) *DeploymentQuery {
+	query := (&DeploymentClient{config: c.config}).Query()
+	query.path = func(context.Context) (fromV *sql.Selector, _ error) {
+		id := _m.ID
+		step := sqlgraph.NewStep(
+			sqlgraph.From(failedspec.Table, failedspec.FieldID, id),
+			sqlgraph.To(deployment.Table, deployment.FieldID),
+			sqlgraph.Edge(sqlgraph.M2O, true, failedspec.DeploymentTable, failedspec.DeploymentColumn),
+		)
+		fromV = sqlgraph.Neighbors(_m.driver.Dialect(), step)
+		return fromV, nil
+	}
+	return query
+}
+
+// Hooks returns the client hooks.
+func (c *FailedSpecClient) Hooks() []Hook {
+	return c.hooks.FailedSpec
+}
+
+// Interceptors returns the client interceptors.
+func (c *FailedSpecClient) Interceptors() []Interceptor {
+	return c.inters.FailedSpec
+}
+
+func (c *FailedSpecClient) mutate(ctx context.Context, m *FailedSpecMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FailedSpecCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FailedSpecUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FailedSpecUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FailedSpecDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FailedSpec mutation op: %q", m.Op())
+	}
+}
+
+// FleetControlClient is a client for the FleetControl schema.
+type FleetControlClient struct {
+	config
+}
+
+// NewFleetControlClient returns a client for the FleetControl from the given config.
+func NewFleetControlClient(c config) *FleetControlClient {
+	return &FleetControlClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `fleetcontrol.Hooks(f(g(h())))`.
+func (c *FleetControlClient) Use(hooks ...Hook) {
+	c.hooks.FleetControl = append(c.hooks.FleetControl, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `fleetcontrol.Intercept(f(g(h())))`.
+func (c *FleetControlClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FleetControl = append(c.inters.FleetControl, interceptors...)
+}
+
+// Create returns a builder for creating a FleetControl entity.
+func (c *FleetControlClient) Create() *FleetControlCreate {
+	mutation := newFleetControlMutation(c.config, OpCreate)
+	return &FleetControlCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FleetControl entities.
+func (c *FleetControlClient) CreateBulk(builders ...*FleetControlCreate) *FleetControlCreateBulk {
+	return &FleetControlCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FleetControlClient) MapCreateBulk(slice any, setFunc func(*FleetControlCreate, int)) *FleetControlCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FleetControlCreateBulk{err: fmt.Errorf("calling to FleetControlClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FleetControlCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FleetControlCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FleetControl.
+func (c *FleetControlClient) Update() *FleetControlUpdate {
+	mutation := newFleetControlMutation(c.config, OpUpdate)
+	return &FleetControlUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FleetControlClient) UpdateOne(_m *FleetControl) *FleetControlUpdateOne {
+	mutation := newFleetControlMutation(c.config, OpUpdateOne, withFleetControl(_m))
+	return &FleetControlUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FleetControlClient) UpdateOneID(id int) *FleetControlUpdateOne {
+	mutation := newFleetControlMutation(c.config, OpUpdateOne, withFleetControlID(id))
+	return &FleetControlUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FleetControl.
+func (c *FleetControlClient) Delete() *FleetControlDelete {
+	mutation := newFleetControlMutation(c.config, OpDelete)
+	return &FleetControlDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FleetControlClient) DeleteOne(_m *FleetControl) *FleetControlDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FleetControlClient) DeleteOneID(id int) *FleetControlDeleteOne {
+	builder := c.Delete().Where(fleetcontrol.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FleetControlDeleteOne{builder}
+}
+
+// Query returns a query builder for FleetControl.
+func (c *FleetControlClient) Query() *FleetControlQuery {
+	return &FleetControlQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFleetControl},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FleetControl entity by its id.
+func (c *FleetControlClient) Get(ctx context.Context, id int) (*FleetControl, error) {
+	return c.Query().Where(fleetcontrol.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FleetControlClient) GetX(ctx context.Context, id int) *FleetControl {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *FleetControlClient) Hooks() []Hook {
+	return c.hooks.FleetControl
+}
+
+// Interceptors returns the client interceptors.
+func (c *FleetControlClient) Interceptors() []Interceptor {
+	return c.inters.FleetControl
+}
+
+func (c *FleetControlClient) mutate(ctx context.Context, m *FleetControlMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FleetControlCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FleetControlUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FleetControlUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FleetControlDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FleetControl mutation op: %q", m.Op())
+	}
+}
+
+// FleetHaltClient is a client for the FleetHalt schema.
+type FleetHaltClient struct {
+	config
+}
+
+// NewFleetHaltClient returns a client for the FleetHalt from the given config.
+func NewFleetHaltClient(c config) *FleetHaltClient {
+	return &FleetHaltClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `fleethalt.Hooks(f(g(h())))`.
+func (c *FleetHaltClient) Use(hooks ...Hook) {
+	c.hooks.FleetHalt = append(c.hooks.FleetHalt, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `fleethalt.Intercept(f(g(h())))`.
+func (c *FleetHaltClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FleetHalt = append(c.inters.FleetHalt, interceptors...)
+}
+
+// Create returns a builder for creating a FleetHalt entity.
+func (c *FleetHaltClient) Create() *FleetHaltCreate {
+	mutation := newFleetHaltMutation(c.config, OpCreate)
+	return &FleetHaltCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FleetHalt entities.
+func (c *FleetHaltClient) CreateBulk(builders ...*FleetHaltCreate) *FleetHaltCreateBulk {
+	return &FleetHaltCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FleetHaltClient) MapCreateBulk(slice any, setFunc func(*FleetHaltCreate, int)) *FleetHaltCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FleetHaltCreateBulk{err: fmt.Errorf("calling to FleetHaltClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FleetHaltCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FleetHaltCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FleetHalt.
+func (c *FleetHaltClient) Update() *FleetHaltUpdate {
+	mutation := newFleetHaltMutation(c.config, OpUpdate)
+	return &FleetHaltUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FleetHaltClient) UpdateOne(_m *FleetHalt) *FleetHaltUpdateOne {
+	mutation := newFleetHaltMutation(c.config, OpUpdateOne, withFleetHalt(_m))
+	return &FleetHaltUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FleetHaltClient) UpdateOneID(id int) *FleetHaltUpdateOne {
+	mutation := newFleetHaltMutation(c.config, OpUpdateOne, withFleetHaltID(id))
+	return &FleetHaltUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FleetHalt.
+func (c *FleetHaltClient) Delete() *FleetHaltDelete {
+	mutation := newFleetHaltMutation(c.config, OpDelete)
+	return &FleetHaltDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FleetHaltClient) DeleteOne(_m *FleetHalt) *FleetHaltDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FleetHaltClient) DeleteOneID(id int) *FleetHaltDeleteOne {
+	builder := c.Delete().Where(fleethalt.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FleetHaltDeleteOne{builder}
+}
+
+// Query returns a query builder for FleetHalt.
+func (c *FleetHaltClient) Query() *FleetHaltQuery {
+	return &FleetHaltQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFleetHalt},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FleetHalt entity by its id.
+func (c *FleetHaltClient) Get(ctx context.Context, id int) (*FleetHalt, error) {
+	return c.Query().Where(fleethalt.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FleetHaltClient) GetX(ctx context.Context, id int) *FleetHalt {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *FleetHaltClient) Hooks() []Hook {
+	return c.hooks.FleetHalt
+}
+
+// Interceptors returns the client interceptors.
+func (c *FleetHaltClient) Interceptors() []Interceptor {
+	return c.inters.FleetHalt
+}
+
+func (c *FleetHaltClient) mutate(ctx context.Context, m *FleetHaltMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FleetHaltCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FleetHaltUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FleetHaltUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FleetHaltDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FleetHalt mutation op: %q", m.Op())
+	}
+}
+
+// FreezeWindowClient is a client for the FreezeWindow schema.
+type FreezeWindowClient struct {
+	config
+}
+
+// NewFreezeWindowClient returns a client for the FreezeWindow from the given config.
+func NewFreezeWindowClient(c config) *FreezeWindowClient {
+	return &FreezeWindowClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `freezewindow.Hooks(f(g(h())))`.
+func (c *FreezeWindowClient) Use(hooks ...Hook) {
+	c.hooks.FreezeWindow = append(c.hooks.FreezeWindow, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `freezewindow.Intercept(f(g(h())))`.
+func (c *FreezeWindowClient) Intercept(interceptors ...Interceptor) {
+	c.inters.FreezeWindow = append(c.inters.FreezeWindow, interceptors...)
+}
+
+// Create returns a builder for creating a FreezeWindow entity.
+func (c *FreezeWindowClient) Create() *FreezeWindowCreate {
+	mutation := newFreezeWindowMutation(c.config, OpCreate)
+	return &FreezeWindowCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of FreezeWindow entities.
+func (c *FreezeWindowClient) CreateBulk(builders ...*FreezeWindowCreate) *FreezeWindowCreateBulk {
+	return &FreezeWindowCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *FreezeWindowClient) MapCreateBulk(slice any, setFunc func(*FreezeWindowCreate, int)) *FreezeWindowCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &FreezeWindowCreateBulk{err: fmt.Errorf("calling to FreezeWindowClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*FreezeWindowCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &FreezeWindowCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for FreezeWindow.
+func (c *FreezeWindowClient) Update() *FreezeWindowUpdate {
+	mutation := newFreezeWindowMutation(c.config, OpUpdate)
+	return &FreezeWindowUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *FreezeWindowClient) UpdateOne(_m *FreezeWindow) *FreezeWindowUpdateOne {
+	mutation := newFreezeWindowMutation(c.config, OpUpdateOne, withFreezeWindow(_m))
+	return &FreezeWindowUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *FreezeWindowClient) UpdateOneID(id int) *FreezeWindowUpdateOne {
+	mutation := newFreezeWindowMutation(c.config, OpUpdateOne, withFreezeWindowID(id))
+	return &FreezeWindowUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for FreezeWindow.
+func (c *FreezeWindowClient) Delete() *FreezeWindowDelete {
+	mutation := newFreezeWindowMutation(c.config, OpDelete)
+	return &FreezeWindowDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *FreezeWindowClient) DeleteOne(_m *FreezeWindow) *FreezeWindowDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *FreezeWindowClient) DeleteOneID(id int) *FreezeWindowDeleteOne {
+	builder := c.Delete().Where(freezewindow.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &FreezeWindowDeleteOne{builder}
+}
+
+// Query returns a query builder for FreezeWindow.
+func (c *FreezeWindowClient) Query() *FreezeWindowQuery {
+	return &FreezeWindowQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypeFreezeWindow},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a FreezeWindow entity by its id.
+func (c *FreezeWindowClient) Get(ctx context.Context, id int) (*FreezeWindow, error) {
+	return c.Query().Where(freezewindow.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *FreezeWindowClient) GetX(ctx context.Context, id int) *FreezeWindow {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *FreezeWindowClient) Hooks() []Hook {
+	return c.hooks.FreezeWindow
+}
+
+// Interceptors returns the client interceptors.
+func (c *FreezeWindowClient) Interceptors() []Interceptor {
+	return c.inters.FreezeWindow
+}
+
+func (c *FreezeWindowClient) mutate(ctx context.Context, m *FreezeWindowMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&FreezeWindowCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&FreezeWindowUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&FreezeWindowUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&FreezeWindowDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown FreezeWindow mutation op: %q", m.Op())
 	}
 }
 
@@ -2373,6 +2979,139 @@ func (c *OperatorKeyClient) mutate(ctx context.Context, m *OperatorKeyMutation) 
 		return (&OperatorKeyDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
 	default:
 		return nil, fmt.Errorf("ent: unknown OperatorKey mutation op: %q", m.Op())
+	}
+}
+
+// PacingBoundClient is a client for the PacingBound schema.
+type PacingBoundClient struct {
+	config
+}
+
+// NewPacingBoundClient returns a client for the PacingBound from the given config.
+func NewPacingBoundClient(c config) *PacingBoundClient {
+	return &PacingBoundClient{config: c}
+}
+
+// Use adds a list of mutation hooks to the hooks stack.
+// A call to `Use(f, g, h)` equals to `pacingbound.Hooks(f(g(h())))`.
+func (c *PacingBoundClient) Use(hooks ...Hook) {
+	c.hooks.PacingBound = append(c.hooks.PacingBound, hooks...)
+}
+
+// Intercept adds a list of query interceptors to the interceptors stack.
+// A call to `Intercept(f, g, h)` equals to `pacingbound.Intercept(f(g(h())))`.
+func (c *PacingBoundClient) Intercept(interceptors ...Interceptor) {
+	c.inters.PacingBound = append(c.inters.PacingBound, interceptors...)
+}
+
+// Create returns a builder for creating a PacingBound entity.
+func (c *PacingBoundClient) Create() *PacingBoundCreate {
+	mutation := newPacingBoundMutation(c.config, OpCreate)
+	return &PacingBoundCreate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// CreateBulk returns a builder for creating a bulk of PacingBound entities.
+func (c *PacingBoundClient) CreateBulk(builders ...*PacingBoundCreate) *PacingBoundCreateBulk {
+	return &PacingBoundCreateBulk{config: c.config, builders: builders}
+}
+
+// MapCreateBulk creates a bulk creation builder from the given slice. For each item in the slice, the function creates
+// a builder and applies setFunc on it.
+func (c *PacingBoundClient) MapCreateBulk(slice any, setFunc func(*PacingBoundCreate, int)) *PacingBoundCreateBulk {
+	rv := reflect.ValueOf(slice)
+	if rv.Kind() != reflect.Slice {
+		return &PacingBoundCreateBulk{err: fmt.Errorf("calling to PacingBoundClient.MapCreateBulk with wrong type %T, need slice", slice)}
+	}
+	builders := make([]*PacingBoundCreate, rv.Len())
+	for i := 0; i < rv.Len(); i++ {
+		builders[i] = c.Create()
+		setFunc(builders[i], i)
+	}
+	return &PacingBoundCreateBulk{config: c.config, builders: builders}
+}
+
+// Update returns an update builder for PacingBound.
+func (c *PacingBoundClient) Update() *PacingBoundUpdate {
+	mutation := newPacingBoundMutation(c.config, OpUpdate)
+	return &PacingBoundUpdate{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOne returns an update builder for the given entity.
+func (c *PacingBoundClient) UpdateOne(_m *PacingBound) *PacingBoundUpdateOne {
+	mutation := newPacingBoundMutation(c.config, OpUpdateOne, withPacingBound(_m))
+	return &PacingBoundUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// UpdateOneID returns an update builder for the given id.
+func (c *PacingBoundClient) UpdateOneID(id int) *PacingBoundUpdateOne {
+	mutation := newPacingBoundMutation(c.config, OpUpdateOne, withPacingBoundID(id))
+	return &PacingBoundUpdateOne{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// Delete returns a delete builder for PacingBound.
+func (c *PacingBoundClient) Delete() *PacingBoundDelete {
+	mutation := newPacingBoundMutation(c.config, OpDelete)
+	return &PacingBoundDelete{config: c.config, hooks: c.Hooks(), mutation: mutation}
+}
+
+// DeleteOne returns a builder for deleting the given entity.
+func (c *PacingBoundClient) DeleteOne(_m *PacingBound) *PacingBoundDeleteOne {
+	return c.DeleteOneID(_m.ID)
+}
+
+// DeleteOneID returns a builder for deleting the given entity by its id.
+func (c *PacingBoundClient) DeleteOneID(id int) *PacingBoundDeleteOne {
+	builder := c.Delete().Where(pacingbound.ID(id))
+	builder.mutation.id = &id
+	builder.mutation.op = OpDeleteOne
+	return &PacingBoundDeleteOne{builder}
+}
+
+// Query returns a query builder for PacingBound.
+func (c *PacingBoundClient) Query() *PacingBoundQuery {
+	return &PacingBoundQuery{
+		config: c.config,
+		ctx:    &QueryContext{Type: TypePacingBound},
+		inters: c.Interceptors(),
+	}
+}
+
+// Get returns a PacingBound entity by its id.
+func (c *PacingBoundClient) Get(ctx context.Context, id int) (*PacingBound, error) {
+	return c.Query().Where(pacingbound.ID(id)).Only(ctx)
+}
+
+// GetX is like Get, but panics if an error occurs.
+func (c *PacingBoundClient) GetX(ctx context.Context, id int) *PacingBound {
+	obj, err := c.Get(ctx, id)
+	if err != nil {
+		panic(err)
+	}
+	return obj
+}
+
+// Hooks returns the client hooks.
+func (c *PacingBoundClient) Hooks() []Hook {
+	return c.hooks.PacingBound
+}
+
+// Interceptors returns the client interceptors.
+func (c *PacingBoundClient) Interceptors() []Interceptor {
+	return c.inters.PacingBound
+}
+
+func (c *PacingBoundClient) mutate(ctx context.Context, m *PacingBoundMutation) (Value, error) {
+	switch m.Op() {
+	case OpCreate:
+		return (&PacingBoundCreate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdate:
+		return (&PacingBoundUpdate{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpUpdateOne:
+		return (&PacingBoundUpdateOne{config: c.config, hooks: c.Hooks(), mutation: m}).Save(ctx)
+	case OpDelete, OpDeleteOne:
+		return (&PacingBoundDelete{config: c.config, hooks: c.Hooks(), mutation: m}).Exec(ctx)
+	default:
+		return nil, fmt.Errorf("ent: unknown PacingBound mutation op: %q", m.Op())
 	}
 }
 
@@ -3196,14 +3935,16 @@ type (
 	hooks struct {
 		APIToken, Agent, AuditLog, CheckEvaluation, CiliumNetworkPolicy, CtrldReplica,
 		Deployment, DeploymentChange, DeploymentRevision, DeploymentTopology,
-		InstallationSecret, Instance, Namespace, OperatorKey, Region, ResourceSync,
-		Rollout, RolloutStrategy, Sentinel, StreamMark []ent.Hook
+		FailedSpec, FleetControl, FleetHalt, FreezeWindow, InstallationSecret,
+		Instance, Namespace, OperatorKey, PacingBound, Region, ResourceSync, Rollout,
+		RolloutStrategy, Sentinel, StreamMark []ent.Hook
 	}
 	inters struct {
 		APIToken, Agent, AuditLog, CheckEvaluation, CiliumNetworkPolicy, CtrldReplica,
 		Deployment, DeploymentChange, DeploymentRevision, DeploymentTopology,
-		InstallationSecret, Instance, Namespace, OperatorKey, Region, ResourceSync,
-		Rollout, RolloutStrategy, Sentinel, StreamMark []ent.Interceptor
+		FailedSpec, FleetControl, FleetHalt, FreezeWindow, InstallationSecret,
+		Instance, Namespace, OperatorKey, PacingBound, Region, ResourceSync, Rollout,
+		RolloutStrategy, Sentinel, StreamMark []ent.Interceptor
 	}
 )
 

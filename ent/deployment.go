@@ -60,9 +60,11 @@ type DeploymentEdges struct {
 	Revisions []*DeploymentRevision `json:"revisions,omitempty"`
 	// Rollouts holds the value of the rollouts edge.
 	Rollouts []*Rollout `json:"rollouts,omitempty"`
+	// FailedSpecs holds the value of the failed_specs edge.
+	FailedSpecs []*FailedSpec `json:"failed_specs,omitempty"`
 	// loadedTypes holds the information for reporting if a
 	// type was loaded (or requested) in eager-loading or not.
-	loadedTypes [5]bool
+	loadedTypes [6]bool
 }
 
 // TopologiesOrErr returns the Topologies value or an error if the edge
@@ -108,6 +110,15 @@ func (e DeploymentEdges) RolloutsOrErr() ([]*Rollout, error) {
 		return e.Rollouts, nil
 	}
 	return nil, &NotLoadedError{edge: "rollouts"}
+}
+
+// FailedSpecsOrErr returns the FailedSpecs value or an error if the edge
+// was not loaded in eager-loading.
+func (e DeploymentEdges) FailedSpecsOrErr() ([]*FailedSpec, error) {
+	if e.loadedTypes[5] {
+		return e.FailedSpecs, nil
+	}
+	return nil, &NotLoadedError{edge: "failed_specs"}
 }
 
 // scanValues returns the types for scanning values from sql.Rows.
@@ -256,6 +267,11 @@ func (_m *Deployment) QueryRevisions() *DeploymentRevisionQuery {
 // QueryRollouts queries the "rollouts" edge of the Deployment entity.
 func (_m *Deployment) QueryRollouts() *RolloutQuery {
 	return NewDeploymentClient(_m.config).QueryRollouts(_m)
+}
+
+// QueryFailedSpecs queries the "failed_specs" edge of the Deployment entity.
+func (_m *Deployment) QueryFailedSpecs() *FailedSpecQuery {
+	return NewDeploymentClient(_m.config).QueryFailedSpecs(_m)
 }
 
 // Update returns a builder for updating this Deployment.

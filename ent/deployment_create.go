@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/rollout"
 )
@@ -219,6 +220,21 @@ func (_c *DeploymentCreate) AddRollouts(v ...*Rollout) *DeploymentCreate {
 		ids[i] = v[i].ID
 	}
 	return _c.AddRolloutIDs(ids...)
+}
+
+// AddFailedSpecIDs adds the "failed_specs" edge to the FailedSpec entity by IDs.
+func (_c *DeploymentCreate) AddFailedSpecIDs(ids ...int) *DeploymentCreate {
+	_c.mutation.AddFailedSpecIDs(ids...)
+	return _c
+}
+
+// AddFailedSpecs adds the "failed_specs" edges to the FailedSpec entity.
+func (_c *DeploymentCreate) AddFailedSpecs(v ...*FailedSpec) *DeploymentCreate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _c.AddFailedSpecIDs(ids...)
 }
 
 // Mutation returns the DeploymentMutation object of the builder.
@@ -516,6 +532,22 @@ func (_c *DeploymentCreate) createSpec() (*Deployment, *sqlgraph.CreateSpec) {
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges = append(_spec.Edges, edge)
+	}
+	if nodes := _c.mutation.FailedSpecsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

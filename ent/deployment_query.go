@@ -17,6 +17,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/predicate"
 	"github.com/deploysync/deploysync/ent/rollout"
@@ -25,16 +26,17 @@ import (
 // DeploymentQuery is the builder for querying Deployment entities.
 type DeploymentQuery struct {
 	config
-	ctx            *QueryContext
-	order          []deployment.OrderOption
-	inters         []Interceptor
-	predicates     []predicate.Deployment
-	withTopologies *DeploymentTopologyQuery
-	withPolicies   *CiliumNetworkPolicyQuery
-	withInstances  *InstanceQuery
-	withRevisions  *DeploymentRevisionQuery
-	withRollouts   *RolloutQuery
-	modifiers      []func(*sql.Selector)
+	ctx             *QueryContext
+	order           []deployment.OrderOption
+	inters          []Interceptor
+	predicates      []predicate.Deployment
+	withTopologies  *DeploymentTopologyQuery
+	withPolicies    *CiliumNetworkPolicyQuery
+	withInstances   *InstanceQuery
+	withRevisions   *DeploymentRevisionQuery
+	withRollouts    *RolloutQuery
+	withFailedSpecs *FailedSpecQuery
+	modifiers       []func(*sql.Selector)
 	// intermediate query (i.e. traversal path).
 	sql  *sql.Selector
 	path func(context.Context) (*sql.Selector, error)
@@ -174,6 +176,28 @@ func (_q *DeploymentQuery) QueryRollouts() *RolloutQuery {
 			sqlgraph.From(deployment.Table, deployment.FieldID, selector),
 			sqlgraph.To(rollout.Table, rollout.FieldID),
 			sqlgraph.Edge(sqlgraph.O2M, false, deployment.RolloutsTable, deployment.RolloutsColumn),
+		)
+		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
+		return fromU, nil
+	}
+	return query
+}
+
+// QueryFailedSpecs chains the current query on the "failed_specs" edge.
+func (_q *DeploymentQuery) QueryFailedSpecs() *FailedSpecQuery {
+	query := (&FailedSpecClient{config: _q.config}).Query()
+	query.path = func(ctx context.Context) (fromU *sql.Selector, err error) {
+		if err := _q.prepareQuery(ctx); err != nil {
+			return nil, err
+		}
+		selector := _q.sqlQuery(ctx)
+		if err := selector.Err(); err != nil {
+			return nil, err
+		}
+		step := sqlgraph.NewStep(
+			sqlgraph.From(deployment.Table, deployment.FieldID, selector),
+			sqlgraph.To(failedspec.Table, failedspec.FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, deployment.FailedSpecsTable, deployment.FailedSpecsColumn),
 		)
 		fromU = sqlgraph.SetNeighbors(_q.driver.Dialect(), step)
 		return fromU, nil
@@ -368,16 +392,17 @@ func (_q *DeploymentQuery) Clone() *DeploymentQuery {
 		return nil
 	}
 	return &DeploymentQuery{
-		config:         _q.config,
-		ctx:            _q.ctx.Clone(),
-		order:          append([]deployment.OrderOption{}, _q.order...),
-		inters:         append([]Interceptor{}, _q.inters...),
-		predicates:     append([]predicate.Deployment{}, _q.predicates...),
-		withTopologies: _q.withTopologies.Clone(),
-		withPolicies:   _q.withPolicies.Clone(),
-		withInstances:  _q.withInstances.Clone(),
-		withRevisions:  _q.withRevisions.Clone(),
-		withRollouts:   _q.withRollouts.Clone(),
+		config:          _q.config,
+		ctx:             _q.ctx.Clone(),
+		order:           append([]deployment.OrderOption{}, _q.order...),
+		inters:          append([]Interceptor{}, _q.inters...),
+		predicates:      append([]predicate.Deployment{}, _q.predicates...),
+		withTopologies:  _q.withTopologies.Clone(),
+		withPolicies:    _q.withPolicies.Clone(),
+		withInstances:   _q.withInstances.Clone(),
+		withRevisions:   _q.withRevisions.Clone(),
+		withRollouts:    _q.withRollouts.Clone(),
+		withFailedSpecs: _q.withFailedSpecs.Clone(),
 		// clone intermediate query.
 		sql:       _q.sql.Clone(),
 		path:      _q.path,
@@ -437,6 +462,17 @@ func (_q *DeploymentQuery) WithRollouts(opts ...func(*RolloutQuery)) *Deployment
 		opt(query)
 	}
 	_q.withRollouts = query
+	return _q
+}
+
+// WithFailedSpecs tells the query-builder to eager-load the nodes that are connected to
+// the "failed_specs" edge. The optional arguments are used to configure the query builder of the edge.
+func (_q *DeploymentQuery) WithFailedSpecs(opts ...func(*FailedSpecQuery)) *DeploymentQuery {
+	query := (&FailedSpecClient{config: _q.config}).Query()
+	for _, opt := range opts {
+		opt(query)
+	}
+	_q.withFailedSpecs = query
 	return _q
 }
 
@@ -518,12 +554,13 @@ func (_q *DeploymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*D
 	var (
 		nodes       = []*Deployment{}
 		_spec       = _q.querySpec()
-		loadedTypes = [5]bool{
+		loadedTypes = [6]bool{
 			_q.withTopologies != nil,
 			_q.withPolicies != nil,
 			_q.withInstances != nil,
 			_q.withRevisions != nil,
 			_q.withRollouts != nil,
+			_q.withFailedSpecs != nil,
 		}
 	)
 	_spec.ScanValues = func(columns []string) ([]any, error) {
@@ -579,6 +616,13 @@ func (_q *DeploymentQuery) sqlAll(ctx context.Context, hooks ...queryHook) ([]*D
 		if err := _q.loadRollouts(ctx, query, nodes,
 			func(n *Deployment) { n.Edges.Rollouts = []*Rollout{} },
 			func(n *Deployment, e *Rollout) { n.Edges.Rollouts = append(n.Edges.Rollouts, e) }); err != nil {
+			return nil, err
+		}
+	}
+	if query := _q.withFailedSpecs; query != nil {
+		if err := _q.loadFailedSpecs(ctx, query, nodes,
+			func(n *Deployment) { n.Edges.FailedSpecs = []*FailedSpec{} },
+			func(n *Deployment, e *FailedSpec) { n.Edges.FailedSpecs = append(n.Edges.FailedSpecs, e) }); err != nil {
 			return nil, err
 		}
 	}
@@ -723,6 +767,36 @@ func (_q *DeploymentQuery) loadRollouts(ctx context.Context, query *RolloutQuery
 	}
 	query.Where(predicate.Rollout(func(s *sql.Selector) {
 		s.Where(sql.InValues(s.C(deployment.RolloutsColumn), fks...))
+	}))
+	neighbors, err := query.All(ctx)
+	if err != nil {
+		return err
+	}
+	for _, n := range neighbors {
+		fk := n.DeploymentID
+		node, ok := nodeids[fk]
+		if !ok {
+			return fmt.Errorf(`unexpected referenced foreign-key "deployment_id" returned %v for node %v`, fk, n.ID)
+		}
+		assign(node, n)
+	}
+	return nil
+}
+func (_q *DeploymentQuery) loadFailedSpecs(ctx context.Context, query *FailedSpecQuery, nodes []*Deployment, init func(*Deployment), assign func(*Deployment, *FailedSpec)) error {
+	fks := make([]driver.Value, 0, len(nodes))
+	nodeids := make(map[string]*Deployment)
+	for i := range nodes {
+		fks = append(fks, nodes[i].ID)
+		nodeids[nodes[i].ID] = nodes[i]
+		if init != nil {
+			init(nodes[i])
+		}
+	}
+	if len(query.ctx.Fields) > 0 {
+		query.ctx.AppendFieldOnce(failedspec.FieldDeploymentID)
+	}
+	query.Where(predicate.FailedSpec(func(s *sql.Selector) {
+		s.Where(sql.InValues(s.C(deployment.FailedSpecsColumn), fks...))
 	}))
 	neighbors, err := query.All(ctx)
 	if err != nil {

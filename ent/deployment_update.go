@@ -16,6 +16,7 @@ import (
 	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/predicate"
 	"github.com/deploysync/deploysync/ent/rollout"
@@ -251,6 +252,21 @@ func (_u *DeploymentUpdate) AddRollouts(v ...*Rollout) *DeploymentUpdate {
 	return _u.AddRolloutIDs(ids...)
 }
 
+// AddFailedSpecIDs adds the "failed_specs" edge to the FailedSpec entity by IDs.
+func (_u *DeploymentUpdate) AddFailedSpecIDs(ids ...int) *DeploymentUpdate {
+	_u.mutation.AddFailedSpecIDs(ids...)
+	return _u
+}
+
+// AddFailedSpecs adds the "failed_specs" edges to the FailedSpec entity.
+func (_u *DeploymentUpdate) AddFailedSpecs(v ...*FailedSpec) *DeploymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddFailedSpecIDs(ids...)
+}
+
 // Mutation returns the DeploymentMutation object of the builder.
 func (_u *DeploymentUpdate) Mutation() *DeploymentMutation {
 	return _u.mutation
@@ -359,6 +375,27 @@ func (_u *DeploymentUpdate) RemoveRollouts(v ...*Rollout) *DeploymentUpdate {
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveRolloutIDs(ids...)
+}
+
+// ClearFailedSpecs clears all "failed_specs" edges to the FailedSpec entity.
+func (_u *DeploymentUpdate) ClearFailedSpecs() *DeploymentUpdate {
+	_u.mutation.ClearFailedSpecs()
+	return _u
+}
+
+// RemoveFailedSpecIDs removes the "failed_specs" edge to FailedSpec entities by IDs.
+func (_u *DeploymentUpdate) RemoveFailedSpecIDs(ids ...int) *DeploymentUpdate {
+	_u.mutation.RemoveFailedSpecIDs(ids...)
+	return _u
+}
+
+// RemoveFailedSpecs removes "failed_specs" edges to FailedSpec entities.
+func (_u *DeploymentUpdate) RemoveFailedSpecs(v ...*FailedSpec) *DeploymentUpdate {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveFailedSpecIDs(ids...)
 }
 
 // Save executes the query and returns the number of nodes affected by the update operation.
@@ -723,6 +760,51 @@ func (_u *DeploymentUpdate) sqlSave(ctx context.Context) (_node int, err error) 
 		}
 		_spec.Edges.Add = append(_spec.Edges.Add, edge)
 	}
+	if _u.mutation.FailedSpecsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedFailedSpecsIDs(); len(nodes) > 0 && !_u.mutation.FailedSpecsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.FailedSpecsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
 	_spec.AddModifiers(_u.modifiers...)
 	if _node, err = sqlgraph.UpdateNodes(ctx, _u.driver, _spec); err != nil {
 		if _, ok := err.(*sqlgraph.NotFoundError); ok {
@@ -961,6 +1043,21 @@ func (_u *DeploymentUpdateOne) AddRollouts(v ...*Rollout) *DeploymentUpdateOne {
 	return _u.AddRolloutIDs(ids...)
 }
 
+// AddFailedSpecIDs adds the "failed_specs" edge to the FailedSpec entity by IDs.
+func (_u *DeploymentUpdateOne) AddFailedSpecIDs(ids ...int) *DeploymentUpdateOne {
+	_u.mutation.AddFailedSpecIDs(ids...)
+	return _u
+}
+
+// AddFailedSpecs adds the "failed_specs" edges to the FailedSpec entity.
+func (_u *DeploymentUpdateOne) AddFailedSpecs(v ...*FailedSpec) *DeploymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.AddFailedSpecIDs(ids...)
+}
+
 // Mutation returns the DeploymentMutation object of the builder.
 func (_u *DeploymentUpdateOne) Mutation() *DeploymentMutation {
 	return _u.mutation
@@ -1069,6 +1166,27 @@ func (_u *DeploymentUpdateOne) RemoveRollouts(v ...*Rollout) *DeploymentUpdateOn
 		ids[i] = v[i].ID
 	}
 	return _u.RemoveRolloutIDs(ids...)
+}
+
+// ClearFailedSpecs clears all "failed_specs" edges to the FailedSpec entity.
+func (_u *DeploymentUpdateOne) ClearFailedSpecs() *DeploymentUpdateOne {
+	_u.mutation.ClearFailedSpecs()
+	return _u
+}
+
+// RemoveFailedSpecIDs removes the "failed_specs" edge to FailedSpec entities by IDs.
+func (_u *DeploymentUpdateOne) RemoveFailedSpecIDs(ids ...int) *DeploymentUpdateOne {
+	_u.mutation.RemoveFailedSpecIDs(ids...)
+	return _u
+}
+
+// RemoveFailedSpecs removes "failed_specs" edges to FailedSpec entities.
+func (_u *DeploymentUpdateOne) RemoveFailedSpecs(v ...*FailedSpec) *DeploymentUpdateOne {
+	ids := make([]int, len(v))
+	for i := range v {
+		ids[i] = v[i].ID
+	}
+	return _u.RemoveFailedSpecIDs(ids...)
 }
 
 // Where appends a list predicates to the DeploymentUpdate builder.
@@ -1456,6 +1574,51 @@ func (_u *DeploymentUpdateOne) sqlSave(ctx context.Context) (_node *Deployment, 
 			Bidi:    false,
 			Target: &sqlgraph.EdgeTarget{
 				IDSpec: sqlgraph.NewFieldSpec(rollout.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Add = append(_spec.Edges.Add, edge)
+	}
+	if _u.mutation.FailedSpecsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
+			},
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.RemovedFailedSpecsIDs(); len(nodes) > 0 && !_u.mutation.FailedSpecsCleared() {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
+			},
+		}
+		for _, k := range nodes {
+			edge.Target.Nodes = append(edge.Target.Nodes, k)
+		}
+		_spec.Edges.Clear = append(_spec.Edges.Clear, edge)
+	}
+	if nodes := _u.mutation.FailedSpecsIDs(); len(nodes) > 0 {
+		edge := &sqlgraph.EdgeSpec{
+			Rel:     sqlgraph.O2M,
+			Inverse: false,
+			Table:   deployment.FailedSpecsTable,
+			Columns: []string{deployment.FailedSpecsColumn},
+			Bidi:    false,
+			Target: &sqlgraph.EdgeTarget{
+				IDSpec: sqlgraph.NewFieldSpec(failedspec.FieldID, field.TypeInt),
 			},
 		}
 		for _, k := range nodes {

@@ -22,10 +22,15 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
+	"github.com/deploysync/deploysync/ent/fleetcontrol"
+	"github.com/deploysync/deploysync/ent/fleethalt"
+	"github.com/deploysync/deploysync/ent/freezewindow"
 	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
+	"github.com/deploysync/deploysync/ent/pacingbound"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/rollout"
@@ -102,10 +107,15 @@ func checkColumn(t, c string) error {
 			deploymentchange.Table:    deploymentchange.ValidColumn,
 			deploymentrevision.Table:  deploymentrevision.ValidColumn,
 			deploymenttopology.Table:  deploymenttopology.ValidColumn,
+			failedspec.Table:          failedspec.ValidColumn,
+			fleetcontrol.Table:        fleetcontrol.ValidColumn,
+			fleethalt.Table:           fleethalt.ValidColumn,
+			freezewindow.Table:        freezewindow.ValidColumn,
 			installationsecret.Table:  installationsecret.ValidColumn,
 			instance.Table:            instance.ValidColumn,
 			namespace.Table:           namespace.ValidColumn,
 			operatorkey.Table:         operatorkey.ValidColumn,
+			pacingbound.Table:         pacingbound.ValidColumn,
 			region.Table:              region.ValidColumn,
 			resourcesync.Table:        resourcesync.ValidColumn,
 			rollout.Table:             rollout.ValidColumn,

@@ -21,11 +21,16 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
+	"github.com/deploysync/deploysync/ent/fleetcontrol"
+	"github.com/deploysync/deploysync/ent/fleethalt"
+	"github.com/deploysync/deploysync/ent/freezewindow"
 	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/jsontype"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
+	"github.com/deploysync/deploysync/ent/pacingbound"
 	"github.com/deploysync/deploysync/ent/predicate"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
@@ -54,10 +59,15 @@ const (
 	TypeDeploymentChange    = "DeploymentChange"
 	TypeDeploymentRevision  = "DeploymentRevision"
 	TypeDeploymentTopology  = "DeploymentTopology"
+	TypeFailedSpec          = "FailedSpec"
+	TypeFleetControl        = "FleetControl"
+	TypeFleetHalt           = "FleetHalt"
+	TypeFreezeWindow        = "FreezeWindow"
 	TypeInstallationSecret  = "InstallationSecret"
 	TypeInstance            = "Instance"
 	TypeNamespace           = "Namespace"
 	TypeOperatorKey         = "OperatorKey"
+	TypePacingBound         = "PacingBound"
 	TypeRegion              = "Region"
 	TypeResourceSync        = "ResourceSync"
 	TypeRollout             = "Rollout"
@@ -5043,44 +5053,47 @@ func (m *CtrldReplicaMutation) ResetEdge(name string) error {
 // DeploymentMutation represents an operation that mutates the Deployment nodes in the graph.
 type DeploymentMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *string
-	created_at        *time.Time
-	updated_at        *time.Time
-	workspace_id      *string
-	environment_id    *string
-	image             *string
-	cpu_millicores    *int
-	addcpu_millicores *int
-	memory_mib        *int
-	addmemory_mib     *int
-	port              *int
-	addport           *int
-	command           *[]string
-	appendcommand     []string
-	env               *map[string]string
-	workflow_status   *deployment.WorkflowStatus
-	workflow_error    *string
-	clearedFields     map[string]struct{}
-	topologies        map[int]struct{}
-	removedtopologies map[int]struct{}
-	clearedtopologies bool
-	policies          map[string]struct{}
-	removedpolicies   map[string]struct{}
-	clearedpolicies   bool
-	instances         map[int]struct{}
-	removedinstances  map[int]struct{}
-	clearedinstances  bool
-	revisions         map[int]struct{}
-	removedrevisions  map[int]struct{}
-	clearedrevisions  bool
-	rollouts          map[int]struct{}
-	removedrollouts   map[int]struct{}
-	clearedrollouts   bool
-	done              bool
-	oldValue          func(context.Context) (*Deployment, error)
-	predicates        []predicate.Deployment
+	op                  Op
+	typ                 string
+	id                  *string
+	created_at          *time.Time
+	updated_at          *time.Time
+	workspace_id        *string
+	environment_id      *string
+	image               *string
+	cpu_millicores      *int
+	addcpu_millicores   *int
+	memory_mib          *int
+	addmemory_mib       *int
+	port                *int
+	addport             *int
+	command             *[]string
+	appendcommand       []string
+	env                 *map[string]string
+	workflow_status     *deployment.WorkflowStatus
+	workflow_error      *string
+	clearedFields       map[string]struct{}
+	topologies          map[int]struct{}
+	removedtopologies   map[int]struct{}
+	clearedtopologies   bool
+	policies            map[string]struct{}
+	removedpolicies     map[string]struct{}
+	clearedpolicies     bool
+	instances           map[int]struct{}
+	removedinstances    map[int]struct{}
+	clearedinstances    bool
+	revisions           map[int]struct{}
+	removedrevisions    map[int]struct{}
+	clearedrevisions    bool
+	rollouts            map[int]struct{}
+	removedrollouts     map[int]struct{}
+	clearedrollouts     bool
+	failed_specs        map[int]struct{}
+	removedfailed_specs map[int]struct{}
+	clearedfailed_specs bool
+	done                bool
+	oldValue            func(context.Context) (*Deployment, error)
+	predicates          []predicate.Deployment
 }
 
 var _ ent.Mutation = (*DeploymentMutation)(nil)
@@ -5991,6 +6004,60 @@ func (m *DeploymentMutation) ResetRollouts() {
 	m.removedrollouts = nil
 }
 
+// AddFailedSpecIDs adds the "failed_specs" edge to the FailedSpec entity by ids.
+func (m *DeploymentMutation) AddFailedSpecIDs(ids ...int) {
+	if m.failed_specs == nil {
+		m.failed_specs = make(map[int]struct{})
+	}
+	for i := range ids {
+		m.failed_specs[ids[i]] = struct{}{}
+	}
+}
+
+// ClearFailedSpecs clears the "failed_specs" edge to the FailedSpec entity.
+func (m *DeploymentMutation) ClearFailedSpecs() {
+	m.clearedfailed_specs = true
+}
+
+// FailedSpecsCleared reports if the "failed_specs" edge to the FailedSpec entity was cleared.
+func (m *DeploymentMutation) FailedSpecsCleared() bool {
+	return m.clearedfailed_specs
+}
+
+// RemoveFailedSpecIDs removes the "failed_specs" edge to the FailedSpec entity by IDs.
+func (m *DeploymentMutation) RemoveFailedSpecIDs(ids ...int) {
+	if m.removedfailed_specs == nil {
+		m.removedfailed_specs = make(map[int]struct{})
+	}
+	for i := range ids {
+		delete(m.failed_specs, ids[i])
+		m.removedfailed_specs[ids[i]] = struct{}{}
+	}
+}
+
+// RemovedFailedSpecs returns the removed IDs of the "failed_specs" edge to the FailedSpec entity.
+func (m *DeploymentMutation) RemovedFailedSpecsIDs() (ids []int) {
+	for id := range m.removedfailed_specs {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// FailedSpecsIDs returns the "failed_specs" edge IDs in the mutation.
+func (m *DeploymentMutation) FailedSpecsIDs() (ids []int) {
+	for id := range m.failed_specs {
+		ids = append(ids, id)
+	}
+	return
+}
+
+// ResetFailedSpecs resets all changes to the "failed_specs" edge.
+func (m *DeploymentMutation) ResetFailedSpecs() {
+	m.failed_specs = nil
+	m.clearedfailed_specs = false
+	m.removedfailed_specs = nil
+}
+
 // Where appends a list predicates to the DeploymentMutation builder.
 func (m *DeploymentMutation) Where(ps ...predicate.Deployment) {
 	m.predicates = append(m.predicates, ps...)
@@ -6365,7 +6432,7 @@ func (m *DeploymentMutation) ResetField(name string) error {
 
 // AddedEdges returns all edge names that were set/added in this mutation.
 func (m *DeploymentMutation) AddedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 6)
 	if m.topologies != nil {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -6380,6 +6447,9 @@ func (m *DeploymentMutation) AddedEdges() []string {
 	}
 	if m.rollouts != nil {
 		edges = append(edges, deployment.EdgeRollouts)
+	}
+	if m.failed_specs != nil {
+		edges = append(edges, deployment.EdgeFailedSpecs)
 	}
 	return edges
 }
@@ -6418,13 +6488,19 @@ func (m *DeploymentMutation) AddedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case deployment.EdgeFailedSpecs:
+		ids := make([]ent.Value, 0, len(m.failed_specs))
+		for id := range m.failed_specs {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // RemovedEdges returns all edge names that were removed in this mutation.
 func (m *DeploymentMutation) RemovedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 6)
 	if m.removedtopologies != nil {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -6439,6 +6515,9 @@ func (m *DeploymentMutation) RemovedEdges() []string {
 	}
 	if m.removedrollouts != nil {
 		edges = append(edges, deployment.EdgeRollouts)
+	}
+	if m.removedfailed_specs != nil {
+		edges = append(edges, deployment.EdgeFailedSpecs)
 	}
 	return edges
 }
@@ -6477,13 +6556,19 @@ func (m *DeploymentMutation) RemovedIDs(name string) []ent.Value {
 			ids = append(ids, id)
 		}
 		return ids
+	case deployment.EdgeFailedSpecs:
+		ids := make([]ent.Value, 0, len(m.removedfailed_specs))
+		for id := range m.removedfailed_specs {
+			ids = append(ids, id)
+		}
+		return ids
 	}
 	return nil
 }
 
 // ClearedEdges returns all edge names that were cleared in this mutation.
 func (m *DeploymentMutation) ClearedEdges() []string {
-	edges := make([]string, 0, 5)
+	edges := make([]string, 0, 6)
 	if m.clearedtopologies {
 		edges = append(edges, deployment.EdgeTopologies)
 	}
@@ -6498,6 +6583,9 @@ func (m *DeploymentMutation) ClearedEdges() []string {
 	}
 	if m.clearedrollouts {
 		edges = append(edges, deployment.EdgeRollouts)
+	}
+	if m.clearedfailed_specs {
+		edges = append(edges, deployment.EdgeFailedSpecs)
 	}
 	return edges
 }
@@ -6516,6 +6604,8 @@ func (m *DeploymentMutation) EdgeCleared(name string) bool {
 		return m.clearedrevisions
 	case deployment.EdgeRollouts:
 		return m.clearedrollouts
+	case deployment.EdgeFailedSpecs:
+		return m.clearedfailed_specs
 	}
 	return false
 }
@@ -6546,6 +6636,9 @@ func (m *DeploymentMutation) ResetEdge(name string) error {
 		return nil
 	case deployment.EdgeRollouts:
 		m.ResetRollouts()
+		return nil
+	case deployment.EdgeFailedSpecs:
+		m.ResetFailedSpecs()
 		return nil
 	}
 	return fmt.Errorf("unknown Deployment edge %s", name)
@@ -9802,6 +9895,2852 @@ func (m *DeploymentTopologyMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown DeploymentTopology edge %s", name)
 }
 
+// FailedSpecMutation represents an operation that mutates the FailedSpec nodes in the graph.
+type FailedSpecMutation struct {
+	config
+	op                Op
+	typ               string
+	id                *int
+	spec_hash         *string
+	revision          *int
+	addrevision       *int
+	rollout_id        *int
+	addrollout_id     *int
+	reason            *string
+	created_at        *time.Time
+	clearedFields     map[string]struct{}
+	deployment        *string
+	cleareddeployment bool
+	done              bool
+	oldValue          func(context.Context) (*FailedSpec, error)
+	predicates        []predicate.FailedSpec
+}
+
+var _ ent.Mutation = (*FailedSpecMutation)(nil)
+
+// failedspecOption allows management of the mutation configuration using functional options.
+type failedspecOption func(*FailedSpecMutation)
+
+// newFailedSpecMutation creates new mutation for the FailedSpec entity.
+func newFailedSpecMutation(c config, op Op, opts ...failedspecOption) *FailedSpecMutation {
+	m := &FailedSpecMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFailedSpec,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFailedSpecID sets the ID field of the mutation.
+func withFailedSpecID(id int) failedspecOption {
+	return func(m *FailedSpecMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FailedSpec
+		)
+		m.oldValue = func(ctx context.Context) (*FailedSpec, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FailedSpec.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFailedSpec sets the old FailedSpec of the mutation.
+func withFailedSpec(node *FailedSpec) failedspecOption {
+	return func(m *FailedSpecMutation) {
+		m.oldValue = func(context.Context) (*FailedSpec, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FailedSpecMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FailedSpecMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FailedSpecMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FailedSpecMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FailedSpec.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetDeploymentID sets the "deployment_id" field.
+func (m *FailedSpecMutation) SetDeploymentID(s string) {
+	m.deployment = &s
+}
+
+// DeploymentID returns the value of the "deployment_id" field in the mutation.
+func (m *FailedSpecMutation) DeploymentID() (r string, exists bool) {
+	v := m.deployment
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDeploymentID returns the old "deployment_id" field's value of the FailedSpec entity.
+// If the FailedSpec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FailedSpecMutation) OldDeploymentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDeploymentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDeploymentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDeploymentID: %w", err)
+	}
+	return oldValue.DeploymentID, nil
+}
+
+// ResetDeploymentID resets all changes to the "deployment_id" field.
+func (m *FailedSpecMutation) ResetDeploymentID() {
+	m.deployment = nil
+}
+
+// SetSpecHash sets the "spec_hash" field.
+func (m *FailedSpecMutation) SetSpecHash(s string) {
+	m.spec_hash = &s
+}
+
+// SpecHash returns the value of the "spec_hash" field in the mutation.
+func (m *FailedSpecMutation) SpecHash() (r string, exists bool) {
+	v := m.spec_hash
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSpecHash returns the old "spec_hash" field's value of the FailedSpec entity.
+// If the FailedSpec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FailedSpecMutation) OldSpecHash(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSpecHash is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSpecHash requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSpecHash: %w", err)
+	}
+	return oldValue.SpecHash, nil
+}
+
+// ResetSpecHash resets all changes to the "spec_hash" field.
+func (m *FailedSpecMutation) ResetSpecHash() {
+	m.spec_hash = nil
+}
+
+// SetRevision sets the "revision" field.
+func (m *FailedSpecMutation) SetRevision(i int) {
+	m.revision = &i
+	m.addrevision = nil
+}
+
+// Revision returns the value of the "revision" field in the mutation.
+func (m *FailedSpecMutation) Revision() (r int, exists bool) {
+	v := m.revision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRevision returns the old "revision" field's value of the FailedSpec entity.
+// If the FailedSpec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FailedSpecMutation) OldRevision(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRevision is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRevision requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRevision: %w", err)
+	}
+	return oldValue.Revision, nil
+}
+
+// AddRevision adds i to the "revision" field.
+func (m *FailedSpecMutation) AddRevision(i int) {
+	if m.addrevision != nil {
+		*m.addrevision += i
+	} else {
+		m.addrevision = &i
+	}
+}
+
+// AddedRevision returns the value that was added to the "revision" field in this mutation.
+func (m *FailedSpecMutation) AddedRevision() (r int, exists bool) {
+	v := m.addrevision
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRevision resets all changes to the "revision" field.
+func (m *FailedSpecMutation) ResetRevision() {
+	m.revision = nil
+	m.addrevision = nil
+}
+
+// SetRolloutID sets the "rollout_id" field.
+func (m *FailedSpecMutation) SetRolloutID(i int) {
+	m.rollout_id = &i
+	m.addrollout_id = nil
+}
+
+// RolloutID returns the value of the "rollout_id" field in the mutation.
+func (m *FailedSpecMutation) RolloutID() (r int, exists bool) {
+	v := m.rollout_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRolloutID returns the old "rollout_id" field's value of the FailedSpec entity.
+// If the FailedSpec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FailedSpecMutation) OldRolloutID(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRolloutID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRolloutID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRolloutID: %w", err)
+	}
+	return oldValue.RolloutID, nil
+}
+
+// AddRolloutID adds i to the "rollout_id" field.
+func (m *FailedSpecMutation) AddRolloutID(i int) {
+	if m.addrollout_id != nil {
+		*m.addrollout_id += i
+	} else {
+		m.addrollout_id = &i
+	}
+}
+
+// AddedRolloutID returns the value that was added to the "rollout_id" field in this mutation.
+func (m *FailedSpecMutation) AddedRolloutID() (r int, exists bool) {
+	v := m.addrollout_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetRolloutID resets all changes to the "rollout_id" field.
+func (m *FailedSpecMutation) ResetRolloutID() {
+	m.rollout_id = nil
+	m.addrollout_id = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *FailedSpecMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *FailedSpecMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the FailedSpec entity.
+// If the FailedSpec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FailedSpecMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *FailedSpecMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *FailedSpecMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *FailedSpecMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the FailedSpec entity.
+// If the FailedSpec object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FailedSpecMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *FailedSpecMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// ClearDeployment clears the "deployment" edge to the Deployment entity.
+func (m *FailedSpecMutation) ClearDeployment() {
+	m.cleareddeployment = true
+	m.clearedFields[failedspec.FieldDeploymentID] = struct{}{}
+}
+
+// DeploymentCleared reports if the "deployment" edge to the Deployment entity was cleared.
+func (m *FailedSpecMutation) DeploymentCleared() bool {
+	return m.cleareddeployment
+}
+
+// DeploymentIDs returns the "deployment" edge IDs in the mutation.
+// Note that IDs always returns len(IDs) <= 1 for unique edges, and you should use
+// DeploymentID instead. It exists only for internal usage by the builders.
+func (m *FailedSpecMutation) DeploymentIDs() (ids []string) {
+	if id := m.deployment; id != nil {
+		ids = append(ids, *id)
+	}
+	return
+}
+
+// ResetDeployment resets all changes to the "deployment" edge.
+func (m *FailedSpecMutation) ResetDeployment() {
+	m.deployment = nil
+	m.cleareddeployment = false
+}
+
+// Where appends a list predicates to the FailedSpecMutation builder.
+func (m *FailedSpecMutation) Where(ps ...predicate.FailedSpec) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FailedSpecMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FailedSpecMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FailedSpec, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FailedSpecMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FailedSpecMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FailedSpec).
+func (m *FailedSpecMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FailedSpecMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.deployment != nil {
+		fields = append(fields, failedspec.FieldDeploymentID)
+	}
+	if m.spec_hash != nil {
+		fields = append(fields, failedspec.FieldSpecHash)
+	}
+	if m.revision != nil {
+		fields = append(fields, failedspec.FieldRevision)
+	}
+	if m.rollout_id != nil {
+		fields = append(fields, failedspec.FieldRolloutID)
+	}
+	if m.reason != nil {
+		fields = append(fields, failedspec.FieldReason)
+	}
+	if m.created_at != nil {
+		fields = append(fields, failedspec.FieldCreatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FailedSpecMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case failedspec.FieldDeploymentID:
+		return m.DeploymentID()
+	case failedspec.FieldSpecHash:
+		return m.SpecHash()
+	case failedspec.FieldRevision:
+		return m.Revision()
+	case failedspec.FieldRolloutID:
+		return m.RolloutID()
+	case failedspec.FieldReason:
+		return m.Reason()
+	case failedspec.FieldCreatedAt:
+		return m.CreatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FailedSpecMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case failedspec.FieldDeploymentID:
+		return m.OldDeploymentID(ctx)
+	case failedspec.FieldSpecHash:
+		return m.OldSpecHash(ctx)
+	case failedspec.FieldRevision:
+		return m.OldRevision(ctx)
+	case failedspec.FieldRolloutID:
+		return m.OldRolloutID(ctx)
+	case failedspec.FieldReason:
+		return m.OldReason(ctx)
+	case failedspec.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown FailedSpec field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FailedSpecMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case failedspec.FieldDeploymentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDeploymentID(v)
+		return nil
+	case failedspec.FieldSpecHash:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSpecHash(v)
+		return nil
+	case failedspec.FieldRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRevision(v)
+		return nil
+	case failedspec.FieldRolloutID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRolloutID(v)
+		return nil
+	case failedspec.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case failedspec.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FailedSpec field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FailedSpecMutation) AddedFields() []string {
+	var fields []string
+	if m.addrevision != nil {
+		fields = append(fields, failedspec.FieldRevision)
+	}
+	if m.addrollout_id != nil {
+		fields = append(fields, failedspec.FieldRolloutID)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FailedSpecMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case failedspec.FieldRevision:
+		return m.AddedRevision()
+	case failedspec.FieldRolloutID:
+		return m.AddedRolloutID()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FailedSpecMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case failedspec.FieldRevision:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRevision(v)
+		return nil
+	case failedspec.FieldRolloutID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddRolloutID(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FailedSpec numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FailedSpecMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FailedSpecMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FailedSpecMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown FailedSpec nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FailedSpecMutation) ResetField(name string) error {
+	switch name {
+	case failedspec.FieldDeploymentID:
+		m.ResetDeploymentID()
+		return nil
+	case failedspec.FieldSpecHash:
+		m.ResetSpecHash()
+		return nil
+	case failedspec.FieldRevision:
+		m.ResetRevision()
+		return nil
+	case failedspec.FieldRolloutID:
+		m.ResetRolloutID()
+		return nil
+	case failedspec.FieldReason:
+		m.ResetReason()
+		return nil
+	case failedspec.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown FailedSpec field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FailedSpecMutation) AddedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.deployment != nil {
+		edges = append(edges, failedspec.EdgeDeployment)
+	}
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FailedSpecMutation) AddedIDs(name string) []ent.Value {
+	switch name {
+	case failedspec.EdgeDeployment:
+		if id := m.deployment; id != nil {
+			return []ent.Value{*id}
+		}
+	}
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FailedSpecMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 1)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FailedSpecMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FailedSpecMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 1)
+	if m.cleareddeployment {
+		edges = append(edges, failedspec.EdgeDeployment)
+	}
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FailedSpecMutation) EdgeCleared(name string) bool {
+	switch name {
+	case failedspec.EdgeDeployment:
+		return m.cleareddeployment
+	}
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FailedSpecMutation) ClearEdge(name string) error {
+	switch name {
+	case failedspec.EdgeDeployment:
+		m.ClearDeployment()
+		return nil
+	}
+	return fmt.Errorf("unknown FailedSpec unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FailedSpecMutation) ResetEdge(name string) error {
+	switch name {
+	case failedspec.EdgeDeployment:
+		m.ResetDeployment()
+		return nil
+	}
+	return fmt.Errorf("unknown FailedSpec edge %s", name)
+}
+
+// FleetControlMutation represents an operation that mutates the FleetControl nodes in the graph.
+type FleetControlMutation struct {
+	config
+	op            Op
+	typ           string
+	id            *int
+	generation    *int64
+	addgeneration *int64
+	clearedFields map[string]struct{}
+	done          bool
+	oldValue      func(context.Context) (*FleetControl, error)
+	predicates    []predicate.FleetControl
+}
+
+var _ ent.Mutation = (*FleetControlMutation)(nil)
+
+// fleetcontrolOption allows management of the mutation configuration using functional options.
+type fleetcontrolOption func(*FleetControlMutation)
+
+// newFleetControlMutation creates new mutation for the FleetControl entity.
+func newFleetControlMutation(c config, op Op, opts ...fleetcontrolOption) *FleetControlMutation {
+	m := &FleetControlMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFleetControl,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFleetControlID sets the ID field of the mutation.
+func withFleetControlID(id int) fleetcontrolOption {
+	return func(m *FleetControlMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FleetControl
+		)
+		m.oldValue = func(ctx context.Context) (*FleetControl, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FleetControl.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFleetControl sets the old FleetControl of the mutation.
+func withFleetControl(node *FleetControl) fleetcontrolOption {
+	return func(m *FleetControlMutation) {
+		m.oldValue = func(context.Context) (*FleetControl, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FleetControlMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FleetControlMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// SetID sets the value of the id field. Note that this
+// operation is only accepted on creation of FleetControl entities.
+func (m *FleetControlMutation) SetID(id int) {
+	m.id = &id
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FleetControlMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FleetControlMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FleetControl.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetGeneration sets the "generation" field.
+func (m *FleetControlMutation) SetGeneration(i int64) {
+	m.generation = &i
+	m.addgeneration = nil
+}
+
+// Generation returns the value of the "generation" field in the mutation.
+func (m *FleetControlMutation) Generation() (r int64, exists bool) {
+	v := m.generation
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldGeneration returns the old "generation" field's value of the FleetControl entity.
+// If the FleetControl object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetControlMutation) OldGeneration(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldGeneration is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldGeneration requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldGeneration: %w", err)
+	}
+	return oldValue.Generation, nil
+}
+
+// AddGeneration adds i to the "generation" field.
+func (m *FleetControlMutation) AddGeneration(i int64) {
+	if m.addgeneration != nil {
+		*m.addgeneration += i
+	} else {
+		m.addgeneration = &i
+	}
+}
+
+// AddedGeneration returns the value that was added to the "generation" field in this mutation.
+func (m *FleetControlMutation) AddedGeneration() (r int64, exists bool) {
+	v := m.addgeneration
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetGeneration resets all changes to the "generation" field.
+func (m *FleetControlMutation) ResetGeneration() {
+	m.generation = nil
+	m.addgeneration = nil
+}
+
+// Where appends a list predicates to the FleetControlMutation builder.
+func (m *FleetControlMutation) Where(ps ...predicate.FleetControl) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FleetControlMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FleetControlMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FleetControl, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FleetControlMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FleetControlMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FleetControl).
+func (m *FleetControlMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FleetControlMutation) Fields() []string {
+	fields := make([]string, 0, 1)
+	if m.generation != nil {
+		fields = append(fields, fleetcontrol.FieldGeneration)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FleetControlMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case fleetcontrol.FieldGeneration:
+		return m.Generation()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FleetControlMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case fleetcontrol.FieldGeneration:
+		return m.OldGeneration(ctx)
+	}
+	return nil, fmt.Errorf("unknown FleetControl field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FleetControlMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case fleetcontrol.FieldGeneration:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetGeneration(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FleetControl field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FleetControlMutation) AddedFields() []string {
+	var fields []string
+	if m.addgeneration != nil {
+		fields = append(fields, fleetcontrol.FieldGeneration)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FleetControlMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case fleetcontrol.FieldGeneration:
+		return m.AddedGeneration()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FleetControlMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case fleetcontrol.FieldGeneration:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddGeneration(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FleetControl numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FleetControlMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FleetControlMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FleetControlMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown FleetControl nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FleetControlMutation) ResetField(name string) error {
+	switch name {
+	case fleetcontrol.FieldGeneration:
+		m.ResetGeneration()
+		return nil
+	}
+	return fmt.Errorf("unknown FleetControl field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FleetControlMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FleetControlMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FleetControlMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FleetControlMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FleetControlMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FleetControlMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FleetControlMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown FleetControl unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FleetControlMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown FleetControl edge %s", name)
+}
+
+// FleetHaltMutation represents an operation that mutates the FleetHalt nodes in the graph.
+type FleetHaltMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	workspace_id   *string
+	environment_id *string
+	region         *string
+	reason         *string
+	actor          *string
+	paused         *int
+	addpaused      *int
+	created_at     *time.Time
+	lifted_at      *time.Time
+	lifted_by      *string
+	clearedFields  map[string]struct{}
+	done           bool
+	oldValue       func(context.Context) (*FleetHalt, error)
+	predicates     []predicate.FleetHalt
+}
+
+var _ ent.Mutation = (*FleetHaltMutation)(nil)
+
+// fleethaltOption allows management of the mutation configuration using functional options.
+type fleethaltOption func(*FleetHaltMutation)
+
+// newFleetHaltMutation creates new mutation for the FleetHalt entity.
+func newFleetHaltMutation(c config, op Op, opts ...fleethaltOption) *FleetHaltMutation {
+	m := &FleetHaltMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFleetHalt,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFleetHaltID sets the ID field of the mutation.
+func withFleetHaltID(id int) fleethaltOption {
+	return func(m *FleetHaltMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FleetHalt
+		)
+		m.oldValue = func(ctx context.Context) (*FleetHalt, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FleetHalt.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFleetHalt sets the old FleetHalt of the mutation.
+func withFleetHalt(node *FleetHalt) fleethaltOption {
+	return func(m *FleetHaltMutation) {
+		m.oldValue = func(context.Context) (*FleetHalt, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FleetHaltMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FleetHaltMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FleetHaltMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FleetHaltMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FleetHalt.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetWorkspaceID sets the "workspace_id" field.
+func (m *FleetHaltMutation) SetWorkspaceID(s string) {
+	m.workspace_id = &s
+}
+
+// WorkspaceID returns the value of the "workspace_id" field in the mutation.
+func (m *FleetHaltMutation) WorkspaceID() (r string, exists bool) {
+	v := m.workspace_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWorkspaceID returns the old "workspace_id" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldWorkspaceID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWorkspaceID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWorkspaceID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWorkspaceID: %w", err)
+	}
+	return oldValue.WorkspaceID, nil
+}
+
+// ResetWorkspaceID resets all changes to the "workspace_id" field.
+func (m *FleetHaltMutation) ResetWorkspaceID() {
+	m.workspace_id = nil
+}
+
+// SetEnvironmentID sets the "environment_id" field.
+func (m *FleetHaltMutation) SetEnvironmentID(s string) {
+	m.environment_id = &s
+}
+
+// EnvironmentID returns the value of the "environment_id" field in the mutation.
+func (m *FleetHaltMutation) EnvironmentID() (r string, exists bool) {
+	v := m.environment_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEnvironmentID returns the old "environment_id" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldEnvironmentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEnvironmentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEnvironmentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEnvironmentID: %w", err)
+	}
+	return oldValue.EnvironmentID, nil
+}
+
+// ResetEnvironmentID resets all changes to the "environment_id" field.
+func (m *FleetHaltMutation) ResetEnvironmentID() {
+	m.environment_id = nil
+}
+
+// SetRegion sets the "region" field.
+func (m *FleetHaltMutation) SetRegion(s string) {
+	m.region = &s
+}
+
+// Region returns the value of the "region" field in the mutation.
+func (m *FleetHaltMutation) Region() (r string, exists bool) {
+	v := m.region
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRegion returns the old "region" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldRegion(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRegion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRegion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRegion: %w", err)
+	}
+	return oldValue.Region, nil
+}
+
+// ResetRegion resets all changes to the "region" field.
+func (m *FleetHaltMutation) ResetRegion() {
+	m.region = nil
+}
+
+// SetReason sets the "reason" field.
+func (m *FleetHaltMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *FleetHaltMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *FleetHaltMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetActor sets the "actor" field.
+func (m *FleetHaltMutation) SetActor(s string) {
+	m.actor = &s
+}
+
+// Actor returns the value of the "actor" field in the mutation.
+func (m *FleetHaltMutation) Actor() (r string, exists bool) {
+	v := m.actor
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActor returns the old "actor" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldActor(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActor is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActor requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActor: %w", err)
+	}
+	return oldValue.Actor, nil
+}
+
+// ResetActor resets all changes to the "actor" field.
+func (m *FleetHaltMutation) ResetActor() {
+	m.actor = nil
+}
+
+// SetPaused sets the "paused" field.
+func (m *FleetHaltMutation) SetPaused(i int) {
+	m.paused = &i
+	m.addpaused = nil
+}
+
+// Paused returns the value of the "paused" field in the mutation.
+func (m *FleetHaltMutation) Paused() (r int, exists bool) {
+	v := m.paused
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldPaused returns the old "paused" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldPaused(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldPaused is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldPaused requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldPaused: %w", err)
+	}
+	return oldValue.Paused, nil
+}
+
+// AddPaused adds i to the "paused" field.
+func (m *FleetHaltMutation) AddPaused(i int) {
+	if m.addpaused != nil {
+		*m.addpaused += i
+	} else {
+		m.addpaused = &i
+	}
+}
+
+// AddedPaused returns the value that was added to the "paused" field in this mutation.
+func (m *FleetHaltMutation) AddedPaused() (r int, exists bool) {
+	v := m.addpaused
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetPaused resets all changes to the "paused" field.
+func (m *FleetHaltMutation) ResetPaused() {
+	m.paused = nil
+	m.addpaused = nil
+}
+
+// SetCreatedAt sets the "created_at" field.
+func (m *FleetHaltMutation) SetCreatedAt(t time.Time) {
+	m.created_at = &t
+}
+
+// CreatedAt returns the value of the "created_at" field in the mutation.
+func (m *FleetHaltMutation) CreatedAt() (r time.Time, exists bool) {
+	v := m.created_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldCreatedAt returns the old "created_at" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldCreatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldCreatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldCreatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldCreatedAt: %w", err)
+	}
+	return oldValue.CreatedAt, nil
+}
+
+// ResetCreatedAt resets all changes to the "created_at" field.
+func (m *FleetHaltMutation) ResetCreatedAt() {
+	m.created_at = nil
+}
+
+// SetLiftedAt sets the "lifted_at" field.
+func (m *FleetHaltMutation) SetLiftedAt(t time.Time) {
+	m.lifted_at = &t
+}
+
+// LiftedAt returns the value of the "lifted_at" field in the mutation.
+func (m *FleetHaltMutation) LiftedAt() (r time.Time, exists bool) {
+	v := m.lifted_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLiftedAt returns the old "lifted_at" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldLiftedAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLiftedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLiftedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLiftedAt: %w", err)
+	}
+	return oldValue.LiftedAt, nil
+}
+
+// ClearLiftedAt clears the value of the "lifted_at" field.
+func (m *FleetHaltMutation) ClearLiftedAt() {
+	m.lifted_at = nil
+	m.clearedFields[fleethalt.FieldLiftedAt] = struct{}{}
+}
+
+// LiftedAtCleared returns if the "lifted_at" field was cleared in this mutation.
+func (m *FleetHaltMutation) LiftedAtCleared() bool {
+	_, ok := m.clearedFields[fleethalt.FieldLiftedAt]
+	return ok
+}
+
+// ResetLiftedAt resets all changes to the "lifted_at" field.
+func (m *FleetHaltMutation) ResetLiftedAt() {
+	m.lifted_at = nil
+	delete(m.clearedFields, fleethalt.FieldLiftedAt)
+}
+
+// SetLiftedBy sets the "lifted_by" field.
+func (m *FleetHaltMutation) SetLiftedBy(s string) {
+	m.lifted_by = &s
+}
+
+// LiftedBy returns the value of the "lifted_by" field in the mutation.
+func (m *FleetHaltMutation) LiftedBy() (r string, exists bool) {
+	v := m.lifted_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLiftedBy returns the old "lifted_by" field's value of the FleetHalt entity.
+// If the FleetHalt object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FleetHaltMutation) OldLiftedBy(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLiftedBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLiftedBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLiftedBy: %w", err)
+	}
+	return oldValue.LiftedBy, nil
+}
+
+// ResetLiftedBy resets all changes to the "lifted_by" field.
+func (m *FleetHaltMutation) ResetLiftedBy() {
+	m.lifted_by = nil
+}
+
+// Where appends a list predicates to the FleetHaltMutation builder.
+func (m *FleetHaltMutation) Where(ps ...predicate.FleetHalt) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FleetHaltMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FleetHaltMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FleetHalt, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FleetHaltMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FleetHaltMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FleetHalt).
+func (m *FleetHaltMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FleetHaltMutation) Fields() []string {
+	fields := make([]string, 0, 9)
+	if m.workspace_id != nil {
+		fields = append(fields, fleethalt.FieldWorkspaceID)
+	}
+	if m.environment_id != nil {
+		fields = append(fields, fleethalt.FieldEnvironmentID)
+	}
+	if m.region != nil {
+		fields = append(fields, fleethalt.FieldRegion)
+	}
+	if m.reason != nil {
+		fields = append(fields, fleethalt.FieldReason)
+	}
+	if m.actor != nil {
+		fields = append(fields, fleethalt.FieldActor)
+	}
+	if m.paused != nil {
+		fields = append(fields, fleethalt.FieldPaused)
+	}
+	if m.created_at != nil {
+		fields = append(fields, fleethalt.FieldCreatedAt)
+	}
+	if m.lifted_at != nil {
+		fields = append(fields, fleethalt.FieldLiftedAt)
+	}
+	if m.lifted_by != nil {
+		fields = append(fields, fleethalt.FieldLiftedBy)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FleetHaltMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case fleethalt.FieldWorkspaceID:
+		return m.WorkspaceID()
+	case fleethalt.FieldEnvironmentID:
+		return m.EnvironmentID()
+	case fleethalt.FieldRegion:
+		return m.Region()
+	case fleethalt.FieldReason:
+		return m.Reason()
+	case fleethalt.FieldActor:
+		return m.Actor()
+	case fleethalt.FieldPaused:
+		return m.Paused()
+	case fleethalt.FieldCreatedAt:
+		return m.CreatedAt()
+	case fleethalt.FieldLiftedAt:
+		return m.LiftedAt()
+	case fleethalt.FieldLiftedBy:
+		return m.LiftedBy()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FleetHaltMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case fleethalt.FieldWorkspaceID:
+		return m.OldWorkspaceID(ctx)
+	case fleethalt.FieldEnvironmentID:
+		return m.OldEnvironmentID(ctx)
+	case fleethalt.FieldRegion:
+		return m.OldRegion(ctx)
+	case fleethalt.FieldReason:
+		return m.OldReason(ctx)
+	case fleethalt.FieldActor:
+		return m.OldActor(ctx)
+	case fleethalt.FieldPaused:
+		return m.OldPaused(ctx)
+	case fleethalt.FieldCreatedAt:
+		return m.OldCreatedAt(ctx)
+	case fleethalt.FieldLiftedAt:
+		return m.OldLiftedAt(ctx)
+	case fleethalt.FieldLiftedBy:
+		return m.OldLiftedBy(ctx)
+	}
+	return nil, fmt.Errorf("unknown FleetHalt field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FleetHaltMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case fleethalt.FieldWorkspaceID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWorkspaceID(v)
+		return nil
+	case fleethalt.FieldEnvironmentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEnvironmentID(v)
+		return nil
+	case fleethalt.FieldRegion:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRegion(v)
+		return nil
+	case fleethalt.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case fleethalt.FieldActor:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActor(v)
+		return nil
+	case fleethalt.FieldPaused:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetPaused(v)
+		return nil
+	case fleethalt.FieldCreatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetCreatedAt(v)
+		return nil
+	case fleethalt.FieldLiftedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLiftedAt(v)
+		return nil
+	case fleethalt.FieldLiftedBy:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLiftedBy(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FleetHalt field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FleetHaltMutation) AddedFields() []string {
+	var fields []string
+	if m.addpaused != nil {
+		fields = append(fields, fleethalt.FieldPaused)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FleetHaltMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case fleethalt.FieldPaused:
+		return m.AddedPaused()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FleetHaltMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case fleethalt.FieldPaused:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddPaused(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FleetHalt numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FleetHaltMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(fleethalt.FieldLiftedAt) {
+		fields = append(fields, fleethalt.FieldLiftedAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FleetHaltMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FleetHaltMutation) ClearField(name string) error {
+	switch name {
+	case fleethalt.FieldLiftedAt:
+		m.ClearLiftedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown FleetHalt nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FleetHaltMutation) ResetField(name string) error {
+	switch name {
+	case fleethalt.FieldWorkspaceID:
+		m.ResetWorkspaceID()
+		return nil
+	case fleethalt.FieldEnvironmentID:
+		m.ResetEnvironmentID()
+		return nil
+	case fleethalt.FieldRegion:
+		m.ResetRegion()
+		return nil
+	case fleethalt.FieldReason:
+		m.ResetReason()
+		return nil
+	case fleethalt.FieldActor:
+		m.ResetActor()
+		return nil
+	case fleethalt.FieldPaused:
+		m.ResetPaused()
+		return nil
+	case fleethalt.FieldCreatedAt:
+		m.ResetCreatedAt()
+		return nil
+	case fleethalt.FieldLiftedAt:
+		m.ResetLiftedAt()
+		return nil
+	case fleethalt.FieldLiftedBy:
+		m.ResetLiftedBy()
+		return nil
+	}
+	return fmt.Errorf("unknown FleetHalt field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FleetHaltMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FleetHaltMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FleetHaltMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FleetHaltMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FleetHaltMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FleetHaltMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FleetHaltMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown FleetHalt unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FleetHaltMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown FleetHalt edge %s", name)
+}
+
+// FreezeWindowMutation represents an operation that mutates the FreezeWindow nodes in the graph.
+type FreezeWindowMutation struct {
+	config
+	op                  Op
+	typ                 string
+	id                  *int
+	name                *string
+	workspace_id        *string
+	environment_id      *string
+	schedule            *string
+	time_zone           *string
+	duration_seconds    *int64
+	addduration_seconds *int64
+	starts_at           *time.Time
+	ends_at             *time.Time
+	reason              *string
+	actor               *string
+	updated_at          *time.Time
+	clearedFields       map[string]struct{}
+	done                bool
+	oldValue            func(context.Context) (*FreezeWindow, error)
+	predicates          []predicate.FreezeWindow
+}
+
+var _ ent.Mutation = (*FreezeWindowMutation)(nil)
+
+// freezewindowOption allows management of the mutation configuration using functional options.
+type freezewindowOption func(*FreezeWindowMutation)
+
+// newFreezeWindowMutation creates new mutation for the FreezeWindow entity.
+func newFreezeWindowMutation(c config, op Op, opts ...freezewindowOption) *FreezeWindowMutation {
+	m := &FreezeWindowMutation{
+		config:        c,
+		op:            op,
+		typ:           TypeFreezeWindow,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withFreezeWindowID sets the ID field of the mutation.
+func withFreezeWindowID(id int) freezewindowOption {
+	return func(m *FreezeWindowMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *FreezeWindow
+		)
+		m.oldValue = func(ctx context.Context) (*FreezeWindow, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().FreezeWindow.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withFreezeWindow sets the old FreezeWindow of the mutation.
+func withFreezeWindow(node *FreezeWindow) freezewindowOption {
+	return func(m *FreezeWindowMutation) {
+		m.oldValue = func(context.Context) (*FreezeWindow, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m FreezeWindowMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m FreezeWindowMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *FreezeWindowMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *FreezeWindowMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().FreezeWindow.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetName sets the "name" field.
+func (m *FreezeWindowMutation) SetName(s string) {
+	m.name = &s
+}
+
+// Name returns the value of the "name" field in the mutation.
+func (m *FreezeWindowMutation) Name() (r string, exists bool) {
+	v := m.name
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldName returns the old "name" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldName(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldName is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldName requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldName: %w", err)
+	}
+	return oldValue.Name, nil
+}
+
+// ResetName resets all changes to the "name" field.
+func (m *FreezeWindowMutation) ResetName() {
+	m.name = nil
+}
+
+// SetWorkspaceID sets the "workspace_id" field.
+func (m *FreezeWindowMutation) SetWorkspaceID(s string) {
+	m.workspace_id = &s
+}
+
+// WorkspaceID returns the value of the "workspace_id" field in the mutation.
+func (m *FreezeWindowMutation) WorkspaceID() (r string, exists bool) {
+	v := m.workspace_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWorkspaceID returns the old "workspace_id" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldWorkspaceID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWorkspaceID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWorkspaceID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWorkspaceID: %w", err)
+	}
+	return oldValue.WorkspaceID, nil
+}
+
+// ResetWorkspaceID resets all changes to the "workspace_id" field.
+func (m *FreezeWindowMutation) ResetWorkspaceID() {
+	m.workspace_id = nil
+}
+
+// SetEnvironmentID sets the "environment_id" field.
+func (m *FreezeWindowMutation) SetEnvironmentID(s string) {
+	m.environment_id = &s
+}
+
+// EnvironmentID returns the value of the "environment_id" field in the mutation.
+func (m *FreezeWindowMutation) EnvironmentID() (r string, exists bool) {
+	v := m.environment_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEnvironmentID returns the old "environment_id" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldEnvironmentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEnvironmentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEnvironmentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEnvironmentID: %w", err)
+	}
+	return oldValue.EnvironmentID, nil
+}
+
+// ResetEnvironmentID resets all changes to the "environment_id" field.
+func (m *FreezeWindowMutation) ResetEnvironmentID() {
+	m.environment_id = nil
+}
+
+// SetSchedule sets the "schedule" field.
+func (m *FreezeWindowMutation) SetSchedule(s string) {
+	m.schedule = &s
+}
+
+// Schedule returns the value of the "schedule" field in the mutation.
+func (m *FreezeWindowMutation) Schedule() (r string, exists bool) {
+	v := m.schedule
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldSchedule returns the old "schedule" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldSchedule(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldSchedule is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldSchedule requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldSchedule: %w", err)
+	}
+	return oldValue.Schedule, nil
+}
+
+// ResetSchedule resets all changes to the "schedule" field.
+func (m *FreezeWindowMutation) ResetSchedule() {
+	m.schedule = nil
+}
+
+// SetTimeZone sets the "time_zone" field.
+func (m *FreezeWindowMutation) SetTimeZone(s string) {
+	m.time_zone = &s
+}
+
+// TimeZone returns the value of the "time_zone" field in the mutation.
+func (m *FreezeWindowMutation) TimeZone() (r string, exists bool) {
+	v := m.time_zone
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldTimeZone returns the old "time_zone" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldTimeZone(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldTimeZone is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldTimeZone requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldTimeZone: %w", err)
+	}
+	return oldValue.TimeZone, nil
+}
+
+// ResetTimeZone resets all changes to the "time_zone" field.
+func (m *FreezeWindowMutation) ResetTimeZone() {
+	m.time_zone = nil
+}
+
+// SetDurationSeconds sets the "duration_seconds" field.
+func (m *FreezeWindowMutation) SetDurationSeconds(i int64) {
+	m.duration_seconds = &i
+	m.addduration_seconds = nil
+}
+
+// DurationSeconds returns the value of the "duration_seconds" field in the mutation.
+func (m *FreezeWindowMutation) DurationSeconds() (r int64, exists bool) {
+	v := m.duration_seconds
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldDurationSeconds returns the old "duration_seconds" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldDurationSeconds(ctx context.Context) (v int64, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldDurationSeconds is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldDurationSeconds requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldDurationSeconds: %w", err)
+	}
+	return oldValue.DurationSeconds, nil
+}
+
+// AddDurationSeconds adds i to the "duration_seconds" field.
+func (m *FreezeWindowMutation) AddDurationSeconds(i int64) {
+	if m.addduration_seconds != nil {
+		*m.addduration_seconds += i
+	} else {
+		m.addduration_seconds = &i
+	}
+}
+
+// AddedDurationSeconds returns the value that was added to the "duration_seconds" field in this mutation.
+func (m *FreezeWindowMutation) AddedDurationSeconds() (r int64, exists bool) {
+	v := m.addduration_seconds
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetDurationSeconds resets all changes to the "duration_seconds" field.
+func (m *FreezeWindowMutation) ResetDurationSeconds() {
+	m.duration_seconds = nil
+	m.addduration_seconds = nil
+}
+
+// SetStartsAt sets the "starts_at" field.
+func (m *FreezeWindowMutation) SetStartsAt(t time.Time) {
+	m.starts_at = &t
+}
+
+// StartsAt returns the value of the "starts_at" field in the mutation.
+func (m *FreezeWindowMutation) StartsAt() (r time.Time, exists bool) {
+	v := m.starts_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldStartsAt returns the old "starts_at" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldStartsAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldStartsAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldStartsAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldStartsAt: %w", err)
+	}
+	return oldValue.StartsAt, nil
+}
+
+// ClearStartsAt clears the value of the "starts_at" field.
+func (m *FreezeWindowMutation) ClearStartsAt() {
+	m.starts_at = nil
+	m.clearedFields[freezewindow.FieldStartsAt] = struct{}{}
+}
+
+// StartsAtCleared returns if the "starts_at" field was cleared in this mutation.
+func (m *FreezeWindowMutation) StartsAtCleared() bool {
+	_, ok := m.clearedFields[freezewindow.FieldStartsAt]
+	return ok
+}
+
+// ResetStartsAt resets all changes to the "starts_at" field.
+func (m *FreezeWindowMutation) ResetStartsAt() {
+	m.starts_at = nil
+	delete(m.clearedFields, freezewindow.FieldStartsAt)
+}
+
+// SetEndsAt sets the "ends_at" field.
+func (m *FreezeWindowMutation) SetEndsAt(t time.Time) {
+	m.ends_at = &t
+}
+
+// EndsAt returns the value of the "ends_at" field in the mutation.
+func (m *FreezeWindowMutation) EndsAt() (r time.Time, exists bool) {
+	v := m.ends_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEndsAt returns the old "ends_at" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldEndsAt(ctx context.Context) (v *time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEndsAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEndsAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEndsAt: %w", err)
+	}
+	return oldValue.EndsAt, nil
+}
+
+// ClearEndsAt clears the value of the "ends_at" field.
+func (m *FreezeWindowMutation) ClearEndsAt() {
+	m.ends_at = nil
+	m.clearedFields[freezewindow.FieldEndsAt] = struct{}{}
+}
+
+// EndsAtCleared returns if the "ends_at" field was cleared in this mutation.
+func (m *FreezeWindowMutation) EndsAtCleared() bool {
+	_, ok := m.clearedFields[freezewindow.FieldEndsAt]
+	return ok
+}
+
+// ResetEndsAt resets all changes to the "ends_at" field.
+func (m *FreezeWindowMutation) ResetEndsAt() {
+	m.ends_at = nil
+	delete(m.clearedFields, freezewindow.FieldEndsAt)
+}
+
+// SetReason sets the "reason" field.
+func (m *FreezeWindowMutation) SetReason(s string) {
+	m.reason = &s
+}
+
+// Reason returns the value of the "reason" field in the mutation.
+func (m *FreezeWindowMutation) Reason() (r string, exists bool) {
+	v := m.reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldReason returns the old "reason" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldReason: %w", err)
+	}
+	return oldValue.Reason, nil
+}
+
+// ResetReason resets all changes to the "reason" field.
+func (m *FreezeWindowMutation) ResetReason() {
+	m.reason = nil
+}
+
+// SetActor sets the "actor" field.
+func (m *FreezeWindowMutation) SetActor(s string) {
+	m.actor = &s
+}
+
+// Actor returns the value of the "actor" field in the mutation.
+func (m *FreezeWindowMutation) Actor() (r string, exists bool) {
+	v := m.actor
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActor returns the old "actor" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldActor(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActor is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActor requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActor: %w", err)
+	}
+	return oldValue.Actor, nil
+}
+
+// ResetActor resets all changes to the "actor" field.
+func (m *FreezeWindowMutation) ResetActor() {
+	m.actor = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *FreezeWindowMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *FreezeWindowMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the FreezeWindow entity.
+// If the FreezeWindow object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *FreezeWindowMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *FreezeWindowMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// Where appends a list predicates to the FreezeWindowMutation builder.
+func (m *FreezeWindowMutation) Where(ps ...predicate.FreezeWindow) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the FreezeWindowMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *FreezeWindowMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.FreezeWindow, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *FreezeWindowMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *FreezeWindowMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (FreezeWindow).
+func (m *FreezeWindowMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *FreezeWindowMutation) Fields() []string {
+	fields := make([]string, 0, 11)
+	if m.name != nil {
+		fields = append(fields, freezewindow.FieldName)
+	}
+	if m.workspace_id != nil {
+		fields = append(fields, freezewindow.FieldWorkspaceID)
+	}
+	if m.environment_id != nil {
+		fields = append(fields, freezewindow.FieldEnvironmentID)
+	}
+	if m.schedule != nil {
+		fields = append(fields, freezewindow.FieldSchedule)
+	}
+	if m.time_zone != nil {
+		fields = append(fields, freezewindow.FieldTimeZone)
+	}
+	if m.duration_seconds != nil {
+		fields = append(fields, freezewindow.FieldDurationSeconds)
+	}
+	if m.starts_at != nil {
+		fields = append(fields, freezewindow.FieldStartsAt)
+	}
+	if m.ends_at != nil {
+		fields = append(fields, freezewindow.FieldEndsAt)
+	}
+	if m.reason != nil {
+		fields = append(fields, freezewindow.FieldReason)
+	}
+	if m.actor != nil {
+		fields = append(fields, freezewindow.FieldActor)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, freezewindow.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *FreezeWindowMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case freezewindow.FieldName:
+		return m.Name()
+	case freezewindow.FieldWorkspaceID:
+		return m.WorkspaceID()
+	case freezewindow.FieldEnvironmentID:
+		return m.EnvironmentID()
+	case freezewindow.FieldSchedule:
+		return m.Schedule()
+	case freezewindow.FieldTimeZone:
+		return m.TimeZone()
+	case freezewindow.FieldDurationSeconds:
+		return m.DurationSeconds()
+	case freezewindow.FieldStartsAt:
+		return m.StartsAt()
+	case freezewindow.FieldEndsAt:
+		return m.EndsAt()
+	case freezewindow.FieldReason:
+		return m.Reason()
+	case freezewindow.FieldActor:
+		return m.Actor()
+	case freezewindow.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *FreezeWindowMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case freezewindow.FieldName:
+		return m.OldName(ctx)
+	case freezewindow.FieldWorkspaceID:
+		return m.OldWorkspaceID(ctx)
+	case freezewindow.FieldEnvironmentID:
+		return m.OldEnvironmentID(ctx)
+	case freezewindow.FieldSchedule:
+		return m.OldSchedule(ctx)
+	case freezewindow.FieldTimeZone:
+		return m.OldTimeZone(ctx)
+	case freezewindow.FieldDurationSeconds:
+		return m.OldDurationSeconds(ctx)
+	case freezewindow.FieldStartsAt:
+		return m.OldStartsAt(ctx)
+	case freezewindow.FieldEndsAt:
+		return m.OldEndsAt(ctx)
+	case freezewindow.FieldReason:
+		return m.OldReason(ctx)
+	case freezewindow.FieldActor:
+		return m.OldActor(ctx)
+	case freezewindow.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown FreezeWindow field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FreezeWindowMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case freezewindow.FieldName:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetName(v)
+		return nil
+	case freezewindow.FieldWorkspaceID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWorkspaceID(v)
+		return nil
+	case freezewindow.FieldEnvironmentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEnvironmentID(v)
+		return nil
+	case freezewindow.FieldSchedule:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetSchedule(v)
+		return nil
+	case freezewindow.FieldTimeZone:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetTimeZone(v)
+		return nil
+	case freezewindow.FieldDurationSeconds:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetDurationSeconds(v)
+		return nil
+	case freezewindow.FieldStartsAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetStartsAt(v)
+		return nil
+	case freezewindow.FieldEndsAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEndsAt(v)
+		return nil
+	case freezewindow.FieldReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetReason(v)
+		return nil
+	case freezewindow.FieldActor:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActor(v)
+		return nil
+	case freezewindow.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FreezeWindow field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *FreezeWindowMutation) AddedFields() []string {
+	var fields []string
+	if m.addduration_seconds != nil {
+		fields = append(fields, freezewindow.FieldDurationSeconds)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *FreezeWindowMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case freezewindow.FieldDurationSeconds:
+		return m.AddedDurationSeconds()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *FreezeWindowMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case freezewindow.FieldDurationSeconds:
+		v, ok := value.(int64)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddDurationSeconds(v)
+		return nil
+	}
+	return fmt.Errorf("unknown FreezeWindow numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *FreezeWindowMutation) ClearedFields() []string {
+	var fields []string
+	if m.FieldCleared(freezewindow.FieldStartsAt) {
+		fields = append(fields, freezewindow.FieldStartsAt)
+	}
+	if m.FieldCleared(freezewindow.FieldEndsAt) {
+		fields = append(fields, freezewindow.FieldEndsAt)
+	}
+	return fields
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *FreezeWindowMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *FreezeWindowMutation) ClearField(name string) error {
+	switch name {
+	case freezewindow.FieldStartsAt:
+		m.ClearStartsAt()
+		return nil
+	case freezewindow.FieldEndsAt:
+		m.ClearEndsAt()
+		return nil
+	}
+	return fmt.Errorf("unknown FreezeWindow nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *FreezeWindowMutation) ResetField(name string) error {
+	switch name {
+	case freezewindow.FieldName:
+		m.ResetName()
+		return nil
+	case freezewindow.FieldWorkspaceID:
+		m.ResetWorkspaceID()
+		return nil
+	case freezewindow.FieldEnvironmentID:
+		m.ResetEnvironmentID()
+		return nil
+	case freezewindow.FieldSchedule:
+		m.ResetSchedule()
+		return nil
+	case freezewindow.FieldTimeZone:
+		m.ResetTimeZone()
+		return nil
+	case freezewindow.FieldDurationSeconds:
+		m.ResetDurationSeconds()
+		return nil
+	case freezewindow.FieldStartsAt:
+		m.ResetStartsAt()
+		return nil
+	case freezewindow.FieldEndsAt:
+		m.ResetEndsAt()
+		return nil
+	case freezewindow.FieldReason:
+		m.ResetReason()
+		return nil
+	case freezewindow.FieldActor:
+		m.ResetActor()
+		return nil
+	case freezewindow.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown FreezeWindow field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *FreezeWindowMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *FreezeWindowMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *FreezeWindowMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *FreezeWindowMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *FreezeWindowMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *FreezeWindowMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *FreezeWindowMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown FreezeWindow unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *FreezeWindowMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown FreezeWindow edge %s", name)
+}
+
 // InstallationSecretMutation represents an operation that mutates the InstallationSecret nodes in the graph.
 type InstallationSecretMutation struct {
 	config
@@ -12408,6 +15347,638 @@ func (m *OperatorKeyMutation) ResetEdge(name string) error {
 	return fmt.Errorf("unknown OperatorKey edge %s", name)
 }
 
+// PacingBoundMutation represents an operation that mutates the PacingBound nodes in the graph.
+type PacingBoundMutation struct {
+	config
+	op             Op
+	typ            string
+	id             *int
+	workspace_id   *string
+	environment_id *string
+	region         *string
+	max            *int
+	addmax         *int
+	actor          *string
+	updated_at     *time.Time
+	clearedFields  map[string]struct{}
+	done           bool
+	oldValue       func(context.Context) (*PacingBound, error)
+	predicates     []predicate.PacingBound
+}
+
+var _ ent.Mutation = (*PacingBoundMutation)(nil)
+
+// pacingboundOption allows management of the mutation configuration using functional options.
+type pacingboundOption func(*PacingBoundMutation)
+
+// newPacingBoundMutation creates new mutation for the PacingBound entity.
+func newPacingBoundMutation(c config, op Op, opts ...pacingboundOption) *PacingBoundMutation {
+	m := &PacingBoundMutation{
+		config:        c,
+		op:            op,
+		typ:           TypePacingBound,
+		clearedFields: make(map[string]struct{}),
+	}
+	for _, opt := range opts {
+		opt(m)
+	}
+	return m
+}
+
+// withPacingBoundID sets the ID field of the mutation.
+func withPacingBoundID(id int) pacingboundOption {
+	return func(m *PacingBoundMutation) {
+		var (
+			err   error
+			once  sync.Once
+			value *PacingBound
+		)
+		m.oldValue = func(ctx context.Context) (*PacingBound, error) {
+			once.Do(func() {
+				if m.done {
+					err = errors.New("querying old values post mutation is not allowed")
+				} else {
+					value, err = m.Client().PacingBound.Get(ctx, id)
+				}
+			})
+			return value, err
+		}
+		m.id = &id
+	}
+}
+
+// withPacingBound sets the old PacingBound of the mutation.
+func withPacingBound(node *PacingBound) pacingboundOption {
+	return func(m *PacingBoundMutation) {
+		m.oldValue = func(context.Context) (*PacingBound, error) {
+			return node, nil
+		}
+		m.id = &node.ID
+	}
+}
+
+// Client returns a new `ent.Client` from the mutation. If the mutation was
+// executed in a transaction (ent.Tx), a transactional client is returned.
+func (m PacingBoundMutation) Client() *Client {
+	client := &Client{config: m.config}
+	client.init()
+	return client
+}
+
+// Tx returns an `ent.Tx` for mutations that were executed in transactions;
+// it returns an error otherwise.
+func (m PacingBoundMutation) Tx() (*Tx, error) {
+	if _, ok := m.driver.(*txDriver); !ok {
+		return nil, errors.New("ent: mutation is not running in a transaction")
+	}
+	tx := &Tx{config: m.config}
+	tx.init()
+	return tx, nil
+}
+
+// ID returns the ID value in the mutation. Note that the ID is only available
+// if it was provided to the builder or after it was returned from the database.
+func (m *PacingBoundMutation) ID() (id int, exists bool) {
+	if m.id == nil {
+		return
+	}
+	return *m.id, true
+}
+
+// IDs queries the database and returns the entity ids that match the mutation's predicate.
+// That means, if the mutation is applied within a transaction with an isolation level such
+// as sql.LevelSerializable, the returned ids match the ids of the rows that will be updated
+// or updated by the mutation.
+func (m *PacingBoundMutation) IDs(ctx context.Context) ([]int, error) {
+	switch {
+	case m.op.Is(OpUpdateOne | OpDeleteOne):
+		id, exists := m.ID()
+		if exists {
+			return []int{id}, nil
+		}
+		fallthrough
+	case m.op.Is(OpUpdate | OpDelete):
+		return m.Client().PacingBound.Query().Where(m.predicates...).IDs(ctx)
+	default:
+		return nil, fmt.Errorf("IDs is not allowed on %s operations", m.op)
+	}
+}
+
+// SetWorkspaceID sets the "workspace_id" field.
+func (m *PacingBoundMutation) SetWorkspaceID(s string) {
+	m.workspace_id = &s
+}
+
+// WorkspaceID returns the value of the "workspace_id" field in the mutation.
+func (m *PacingBoundMutation) WorkspaceID() (r string, exists bool) {
+	v := m.workspace_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldWorkspaceID returns the old "workspace_id" field's value of the PacingBound entity.
+// If the PacingBound object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PacingBoundMutation) OldWorkspaceID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldWorkspaceID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldWorkspaceID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldWorkspaceID: %w", err)
+	}
+	return oldValue.WorkspaceID, nil
+}
+
+// ResetWorkspaceID resets all changes to the "workspace_id" field.
+func (m *PacingBoundMutation) ResetWorkspaceID() {
+	m.workspace_id = nil
+}
+
+// SetEnvironmentID sets the "environment_id" field.
+func (m *PacingBoundMutation) SetEnvironmentID(s string) {
+	m.environment_id = &s
+}
+
+// EnvironmentID returns the value of the "environment_id" field in the mutation.
+func (m *PacingBoundMutation) EnvironmentID() (r string, exists bool) {
+	v := m.environment_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldEnvironmentID returns the old "environment_id" field's value of the PacingBound entity.
+// If the PacingBound object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PacingBoundMutation) OldEnvironmentID(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldEnvironmentID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldEnvironmentID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldEnvironmentID: %w", err)
+	}
+	return oldValue.EnvironmentID, nil
+}
+
+// ResetEnvironmentID resets all changes to the "environment_id" field.
+func (m *PacingBoundMutation) ResetEnvironmentID() {
+	m.environment_id = nil
+}
+
+// SetRegion sets the "region" field.
+func (m *PacingBoundMutation) SetRegion(s string) {
+	m.region = &s
+}
+
+// Region returns the value of the "region" field in the mutation.
+func (m *PacingBoundMutation) Region() (r string, exists bool) {
+	v := m.region
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldRegion returns the old "region" field's value of the PacingBound entity.
+// If the PacingBound object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PacingBoundMutation) OldRegion(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldRegion is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldRegion requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldRegion: %w", err)
+	}
+	return oldValue.Region, nil
+}
+
+// ResetRegion resets all changes to the "region" field.
+func (m *PacingBoundMutation) ResetRegion() {
+	m.region = nil
+}
+
+// SetMax sets the "max" field.
+func (m *PacingBoundMutation) SetMax(i int) {
+	m.max = &i
+	m.addmax = nil
+}
+
+// Max returns the value of the "max" field in the mutation.
+func (m *PacingBoundMutation) Max() (r int, exists bool) {
+	v := m.max
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldMax returns the old "max" field's value of the PacingBound entity.
+// If the PacingBound object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PacingBoundMutation) OldMax(ctx context.Context) (v int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldMax is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldMax requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldMax: %w", err)
+	}
+	return oldValue.Max, nil
+}
+
+// AddMax adds i to the "max" field.
+func (m *PacingBoundMutation) AddMax(i int) {
+	if m.addmax != nil {
+		*m.addmax += i
+	} else {
+		m.addmax = &i
+	}
+}
+
+// AddedMax returns the value that was added to the "max" field in this mutation.
+func (m *PacingBoundMutation) AddedMax() (r int, exists bool) {
+	v := m.addmax
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ResetMax resets all changes to the "max" field.
+func (m *PacingBoundMutation) ResetMax() {
+	m.max = nil
+	m.addmax = nil
+}
+
+// SetActor sets the "actor" field.
+func (m *PacingBoundMutation) SetActor(s string) {
+	m.actor = &s
+}
+
+// Actor returns the value of the "actor" field in the mutation.
+func (m *PacingBoundMutation) Actor() (r string, exists bool) {
+	v := m.actor
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldActor returns the old "actor" field's value of the PacingBound entity.
+// If the PacingBound object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PacingBoundMutation) OldActor(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldActor is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldActor requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldActor: %w", err)
+	}
+	return oldValue.Actor, nil
+}
+
+// ResetActor resets all changes to the "actor" field.
+func (m *PacingBoundMutation) ResetActor() {
+	m.actor = nil
+}
+
+// SetUpdatedAt sets the "updated_at" field.
+func (m *PacingBoundMutation) SetUpdatedAt(t time.Time) {
+	m.updated_at = &t
+}
+
+// UpdatedAt returns the value of the "updated_at" field in the mutation.
+func (m *PacingBoundMutation) UpdatedAt() (r time.Time, exists bool) {
+	v := m.updated_at
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldUpdatedAt returns the old "updated_at" field's value of the PacingBound entity.
+// If the PacingBound object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *PacingBoundMutation) OldUpdatedAt(ctx context.Context) (v time.Time, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldUpdatedAt is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldUpdatedAt requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldUpdatedAt: %w", err)
+	}
+	return oldValue.UpdatedAt, nil
+}
+
+// ResetUpdatedAt resets all changes to the "updated_at" field.
+func (m *PacingBoundMutation) ResetUpdatedAt() {
+	m.updated_at = nil
+}
+
+// Where appends a list predicates to the PacingBoundMutation builder.
+func (m *PacingBoundMutation) Where(ps ...predicate.PacingBound) {
+	m.predicates = append(m.predicates, ps...)
+}
+
+// WhereP appends storage-level predicates to the PacingBoundMutation builder. Using this method,
+// users can use type-assertion to append predicates that do not depend on any generated package.
+func (m *PacingBoundMutation) WhereP(ps ...func(*sql.Selector)) {
+	p := make([]predicate.PacingBound, len(ps))
+	for i := range ps {
+		p[i] = ps[i]
+	}
+	m.Where(p...)
+}
+
+// Op returns the operation name.
+func (m *PacingBoundMutation) Op() Op {
+	return m.op
+}
+
+// SetOp allows setting the mutation operation.
+func (m *PacingBoundMutation) SetOp(op Op) {
+	m.op = op
+}
+
+// Type returns the node type of this mutation (PacingBound).
+func (m *PacingBoundMutation) Type() string {
+	return m.typ
+}
+
+// Fields returns all fields that were changed during this mutation. Note that in
+// order to get all numeric fields that were incremented/decremented, call
+// AddedFields().
+func (m *PacingBoundMutation) Fields() []string {
+	fields := make([]string, 0, 6)
+	if m.workspace_id != nil {
+		fields = append(fields, pacingbound.FieldWorkspaceID)
+	}
+	if m.environment_id != nil {
+		fields = append(fields, pacingbound.FieldEnvironmentID)
+	}
+	if m.region != nil {
+		fields = append(fields, pacingbound.FieldRegion)
+	}
+	if m.max != nil {
+		fields = append(fields, pacingbound.FieldMax)
+	}
+	if m.actor != nil {
+		fields = append(fields, pacingbound.FieldActor)
+	}
+	if m.updated_at != nil {
+		fields = append(fields, pacingbound.FieldUpdatedAt)
+	}
+	return fields
+}
+
+// Field returns the value of a field with the given name. The second boolean
+// return value indicates that this field was not set, or was not defined in the
+// schema.
+func (m *PacingBoundMutation) Field(name string) (ent.Value, bool) {
+	switch name {
+	case pacingbound.FieldWorkspaceID:
+		return m.WorkspaceID()
+	case pacingbound.FieldEnvironmentID:
+		return m.EnvironmentID()
+	case pacingbound.FieldRegion:
+		return m.Region()
+	case pacingbound.FieldMax:
+		return m.Max()
+	case pacingbound.FieldActor:
+		return m.Actor()
+	case pacingbound.FieldUpdatedAt:
+		return m.UpdatedAt()
+	}
+	return nil, false
+}
+
+// OldField returns the old value of the field from the database. An error is
+// returned if the mutation operation is not UpdateOne, or the query to the
+// database failed.
+func (m *PacingBoundMutation) OldField(ctx context.Context, name string) (ent.Value, error) {
+	switch name {
+	case pacingbound.FieldWorkspaceID:
+		return m.OldWorkspaceID(ctx)
+	case pacingbound.FieldEnvironmentID:
+		return m.OldEnvironmentID(ctx)
+	case pacingbound.FieldRegion:
+		return m.OldRegion(ctx)
+	case pacingbound.FieldMax:
+		return m.OldMax(ctx)
+	case pacingbound.FieldActor:
+		return m.OldActor(ctx)
+	case pacingbound.FieldUpdatedAt:
+		return m.OldUpdatedAt(ctx)
+	}
+	return nil, fmt.Errorf("unknown PacingBound field %s", name)
+}
+
+// SetField sets the value of a field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PacingBoundMutation) SetField(name string, value ent.Value) error {
+	switch name {
+	case pacingbound.FieldWorkspaceID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetWorkspaceID(v)
+		return nil
+	case pacingbound.FieldEnvironmentID:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetEnvironmentID(v)
+		return nil
+	case pacingbound.FieldRegion:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetRegion(v)
+		return nil
+	case pacingbound.FieldMax:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetMax(v)
+		return nil
+	case pacingbound.FieldActor:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetActor(v)
+		return nil
+	case pacingbound.FieldUpdatedAt:
+		v, ok := value.(time.Time)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetUpdatedAt(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PacingBound field %s", name)
+}
+
+// AddedFields returns all numeric fields that were incremented/decremented during
+// this mutation.
+func (m *PacingBoundMutation) AddedFields() []string {
+	var fields []string
+	if m.addmax != nil {
+		fields = append(fields, pacingbound.FieldMax)
+	}
+	return fields
+}
+
+// AddedField returns the numeric value that was incremented/decremented on a field
+// with the given name. The second boolean return value indicates that this field
+// was not set, or was not defined in the schema.
+func (m *PacingBoundMutation) AddedField(name string) (ent.Value, bool) {
+	switch name {
+	case pacingbound.FieldMax:
+		return m.AddedMax()
+	}
+	return nil, false
+}
+
+// AddField adds the value to the field with the given name. It returns an error if
+// the field is not defined in the schema, or if the type mismatched the field
+// type.
+func (m *PacingBoundMutation) AddField(name string, value ent.Value) error {
+	switch name {
+	case pacingbound.FieldMax:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddMax(v)
+		return nil
+	}
+	return fmt.Errorf("unknown PacingBound numeric field %s", name)
+}
+
+// ClearedFields returns all nullable fields that were cleared during this
+// mutation.
+func (m *PacingBoundMutation) ClearedFields() []string {
+	return nil
+}
+
+// FieldCleared returns a boolean indicating if a field with the given name was
+// cleared in this mutation.
+func (m *PacingBoundMutation) FieldCleared(name string) bool {
+	_, ok := m.clearedFields[name]
+	return ok
+}
+
+// ClearField clears the value of the field with the given name. It returns an
+// error if the field is not defined in the schema.
+func (m *PacingBoundMutation) ClearField(name string) error {
+	return fmt.Errorf("unknown PacingBound nullable field %s", name)
+}
+
+// ResetField resets all changes in the mutation for the field with the given name.
+// It returns an error if the field is not defined in the schema.
+func (m *PacingBoundMutation) ResetField(name string) error {
+	switch name {
+	case pacingbound.FieldWorkspaceID:
+		m.ResetWorkspaceID()
+		return nil
+	case pacingbound.FieldEnvironmentID:
+		m.ResetEnvironmentID()
+		return nil
+	case pacingbound.FieldRegion:
+		m.ResetRegion()
+		return nil
+	case pacingbound.FieldMax:
+		m.ResetMax()
+		return nil
+	case pacingbound.FieldActor:
+		m.ResetActor()
+		return nil
+	case pacingbound.FieldUpdatedAt:
+		m.ResetUpdatedAt()
+		return nil
+	}
+	return fmt.Errorf("unknown PacingBound field %s", name)
+}
+
+// AddedEdges returns all edge names that were set/added in this mutation.
+func (m *PacingBoundMutation) AddedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// AddedIDs returns all IDs (to other nodes) that were added for the given edge
+// name in this mutation.
+func (m *PacingBoundMutation) AddedIDs(name string) []ent.Value {
+	return nil
+}
+
+// RemovedEdges returns all edge names that were removed in this mutation.
+func (m *PacingBoundMutation) RemovedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// RemovedIDs returns all IDs (to other nodes) that were removed for the edge with
+// the given name in this mutation.
+func (m *PacingBoundMutation) RemovedIDs(name string) []ent.Value {
+	return nil
+}
+
+// ClearedEdges returns all edge names that were cleared in this mutation.
+func (m *PacingBoundMutation) ClearedEdges() []string {
+	edges := make([]string, 0, 0)
+	return edges
+}
+
+// EdgeCleared returns a boolean which indicates if the edge with the given name
+// was cleared in this mutation.
+func (m *PacingBoundMutation) EdgeCleared(name string) bool {
+	return false
+}
+
+// ClearEdge clears the value of the edge with the given name. It returns an error
+// if that edge is not defined in the schema.
+func (m *PacingBoundMutation) ClearEdge(name string) error {
+	return fmt.Errorf("unknown PacingBound unique edge %s", name)
+}
+
+// ResetEdge resets all changes to the edge with the given name in this mutation.
+// It returns an error if the edge is not defined in the schema.
+func (m *PacingBoundMutation) ResetEdge(name string) error {
+	return fmt.Errorf("unknown PacingBound edge %s", name)
+}
+
 // RegionMutation represents an operation that mutates the Region nodes in the graph.
 type RegionMutation struct {
 	config
@@ -13866,34 +17437,38 @@ func (m *ResourceSyncMutation) ResetEdge(name string) error {
 // RolloutMutation represents an operation that mutates the Rollout nodes in the graph.
 type RolloutMutation struct {
 	config
-	op                Op
-	typ               string
-	id                *int
-	in_flight         *string
-	revision          *int
-	addrevision       *int
-	from_revision     *int
-	addfrom_revision  *int
-	from_spec         *jsontype.Spec
-	to_spec           *jsontype.Spec
-	strategy          *jsontype.Strategy
-	state             *rollout.State
-	wave              *int
-	addwave           *int
-	regions           *map[string]jsontype.RegionRollout
-	reason            *string
-	actor             *string
-	version           *int64
-	addversion        *int64
-	created_at        *time.Time
-	updated_at        *time.Time
-	finished_at       *time.Time
-	clearedFields     map[string]struct{}
-	deployment        *string
-	cleareddeployment bool
-	done              bool
-	oldValue          func(context.Context) (*Rollout, error)
-	predicates        []predicate.Rollout
+	op                 Op
+	typ                string
+	id                 *int
+	in_flight          *string
+	revision           *int
+	addrevision        *int
+	from_revision      *int
+	addfrom_revision   *int
+	from_spec          *jsontype.Spec
+	to_spec            *jsontype.Spec
+	strategy           *jsontype.Strategy
+	state              *rollout.State
+	halt_id            *int
+	addhalt_id         *int
+	break_glass_by     *string
+	break_glass_reason *string
+	wave               *int
+	addwave            *int
+	regions            *map[string]jsontype.RegionRollout
+	reason             *string
+	actor              *string
+	version            *int64
+	addversion         *int64
+	created_at         *time.Time
+	updated_at         *time.Time
+	finished_at        *time.Time
+	clearedFields      map[string]struct{}
+	deployment         *string
+	cleareddeployment  bool
+	done               bool
+	oldValue           func(context.Context) (*Rollout, error)
+	predicates         []predicate.Rollout
 }
 
 var _ ent.Mutation = (*RolloutMutation)(nil)
@@ -14335,6 +17910,148 @@ func (m *RolloutMutation) ResetState() {
 	m.state = nil
 }
 
+// SetHaltID sets the "halt_id" field.
+func (m *RolloutMutation) SetHaltID(i int) {
+	m.halt_id = &i
+	m.addhalt_id = nil
+}
+
+// HaltID returns the value of the "halt_id" field in the mutation.
+func (m *RolloutMutation) HaltID() (r int, exists bool) {
+	v := m.halt_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldHaltID returns the old "halt_id" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldHaltID(ctx context.Context) (v *int, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldHaltID is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldHaltID requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldHaltID: %w", err)
+	}
+	return oldValue.HaltID, nil
+}
+
+// AddHaltID adds i to the "halt_id" field.
+func (m *RolloutMutation) AddHaltID(i int) {
+	if m.addhalt_id != nil {
+		*m.addhalt_id += i
+	} else {
+		m.addhalt_id = &i
+	}
+}
+
+// AddedHaltID returns the value that was added to the "halt_id" field in this mutation.
+func (m *RolloutMutation) AddedHaltID() (r int, exists bool) {
+	v := m.addhalt_id
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// ClearHaltID clears the value of the "halt_id" field.
+func (m *RolloutMutation) ClearHaltID() {
+	m.halt_id = nil
+	m.addhalt_id = nil
+	m.clearedFields[rollout.FieldHaltID] = struct{}{}
+}
+
+// HaltIDCleared returns if the "halt_id" field was cleared in this mutation.
+func (m *RolloutMutation) HaltIDCleared() bool {
+	_, ok := m.clearedFields[rollout.FieldHaltID]
+	return ok
+}
+
+// ResetHaltID resets all changes to the "halt_id" field.
+func (m *RolloutMutation) ResetHaltID() {
+	m.halt_id = nil
+	m.addhalt_id = nil
+	delete(m.clearedFields, rollout.FieldHaltID)
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (m *RolloutMutation) SetBreakGlassBy(s string) {
+	m.break_glass_by = &s
+}
+
+// BreakGlassBy returns the value of the "break_glass_by" field in the mutation.
+func (m *RolloutMutation) BreakGlassBy() (r string, exists bool) {
+	v := m.break_glass_by
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBreakGlassBy returns the old "break_glass_by" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldBreakGlassBy(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBreakGlassBy is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBreakGlassBy requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBreakGlassBy: %w", err)
+	}
+	return oldValue.BreakGlassBy, nil
+}
+
+// ResetBreakGlassBy resets all changes to the "break_glass_by" field.
+func (m *RolloutMutation) ResetBreakGlassBy() {
+	m.break_glass_by = nil
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (m *RolloutMutation) SetBreakGlassReason(s string) {
+	m.break_glass_reason = &s
+}
+
+// BreakGlassReason returns the value of the "break_glass_reason" field in the mutation.
+func (m *RolloutMutation) BreakGlassReason() (r string, exists bool) {
+	v := m.break_glass_reason
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldBreakGlassReason returns the old "break_glass_reason" field's value of the Rollout entity.
+// If the Rollout object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *RolloutMutation) OldBreakGlassReason(ctx context.Context) (v string, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldBreakGlassReason is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldBreakGlassReason requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldBreakGlassReason: %w", err)
+	}
+	return oldValue.BreakGlassReason, nil
+}
+
+// ResetBreakGlassReason resets all changes to the "break_glass_reason" field.
+func (m *RolloutMutation) ResetBreakGlassReason() {
+	m.break_glass_reason = nil
+}
+
 // SetWave sets the "wave" field.
 func (m *RolloutMutation) SetWave(i int) {
 	m.wave = &i
@@ -14737,7 +18454,7 @@ func (m *RolloutMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *RolloutMutation) Fields() []string {
-	fields := make([]string, 0, 16)
+	fields := make([]string, 0, 19)
 	if m.deployment != nil {
 		fields = append(fields, rollout.FieldDeploymentID)
 	}
@@ -14761,6 +18478,15 @@ func (m *RolloutMutation) Fields() []string {
 	}
 	if m.state != nil {
 		fields = append(fields, rollout.FieldState)
+	}
+	if m.halt_id != nil {
+		fields = append(fields, rollout.FieldHaltID)
+	}
+	if m.break_glass_by != nil {
+		fields = append(fields, rollout.FieldBreakGlassBy)
+	}
+	if m.break_glass_reason != nil {
+		fields = append(fields, rollout.FieldBreakGlassReason)
 	}
 	if m.wave != nil {
 		fields = append(fields, rollout.FieldWave)
@@ -14810,6 +18536,12 @@ func (m *RolloutMutation) Field(name string) (ent.Value, bool) {
 		return m.Strategy()
 	case rollout.FieldState:
 		return m.State()
+	case rollout.FieldHaltID:
+		return m.HaltID()
+	case rollout.FieldBreakGlassBy:
+		return m.BreakGlassBy()
+	case rollout.FieldBreakGlassReason:
+		return m.BreakGlassReason()
 	case rollout.FieldWave:
 		return m.Wave()
 	case rollout.FieldRegions:
@@ -14851,6 +18583,12 @@ func (m *RolloutMutation) OldField(ctx context.Context, name string) (ent.Value,
 		return m.OldStrategy(ctx)
 	case rollout.FieldState:
 		return m.OldState(ctx)
+	case rollout.FieldHaltID:
+		return m.OldHaltID(ctx)
+	case rollout.FieldBreakGlassBy:
+		return m.OldBreakGlassBy(ctx)
+	case rollout.FieldBreakGlassReason:
+		return m.OldBreakGlassReason(ctx)
 	case rollout.FieldWave:
 		return m.OldWave(ctx)
 	case rollout.FieldRegions:
@@ -14932,6 +18670,27 @@ func (m *RolloutMutation) SetField(name string, value ent.Value) error {
 		}
 		m.SetState(v)
 		return nil
+	case rollout.FieldHaltID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetHaltID(v)
+		return nil
+	case rollout.FieldBreakGlassBy:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBreakGlassBy(v)
+		return nil
+	case rollout.FieldBreakGlassReason:
+		v, ok := value.(string)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetBreakGlassReason(v)
+		return nil
 	case rollout.FieldWave:
 		v, ok := value.(int)
 		if !ok {
@@ -15002,6 +18761,9 @@ func (m *RolloutMutation) AddedFields() []string {
 	if m.addfrom_revision != nil {
 		fields = append(fields, rollout.FieldFromRevision)
 	}
+	if m.addhalt_id != nil {
+		fields = append(fields, rollout.FieldHaltID)
+	}
 	if m.addwave != nil {
 		fields = append(fields, rollout.FieldWave)
 	}
@@ -15020,6 +18782,8 @@ func (m *RolloutMutation) AddedField(name string) (ent.Value, bool) {
 		return m.AddedRevision()
 	case rollout.FieldFromRevision:
 		return m.AddedFromRevision()
+	case rollout.FieldHaltID:
+		return m.AddedHaltID()
 	case rollout.FieldWave:
 		return m.AddedWave()
 	case rollout.FieldVersion:
@@ -15047,6 +18811,13 @@ func (m *RolloutMutation) AddField(name string, value ent.Value) error {
 		}
 		m.AddFromRevision(v)
 		return nil
+	case rollout.FieldHaltID:
+		v, ok := value.(int)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.AddHaltID(v)
+		return nil
 	case rollout.FieldWave:
 		v, ok := value.(int)
 		if !ok {
@@ -15072,6 +18843,9 @@ func (m *RolloutMutation) ClearedFields() []string {
 	if m.FieldCleared(rollout.FieldInFlight) {
 		fields = append(fields, rollout.FieldInFlight)
 	}
+	if m.FieldCleared(rollout.FieldHaltID) {
+		fields = append(fields, rollout.FieldHaltID)
+	}
 	if m.FieldCleared(rollout.FieldFinishedAt) {
 		fields = append(fields, rollout.FieldFinishedAt)
 	}
@@ -15091,6 +18865,9 @@ func (m *RolloutMutation) ClearField(name string) error {
 	switch name {
 	case rollout.FieldInFlight:
 		m.ClearInFlight()
+		return nil
+	case rollout.FieldHaltID:
+		m.ClearHaltID()
 		return nil
 	case rollout.FieldFinishedAt:
 		m.ClearFinishedAt()
@@ -15126,6 +18903,15 @@ func (m *RolloutMutation) ResetField(name string) error {
 		return nil
 	case rollout.FieldState:
 		m.ResetState()
+		return nil
+	case rollout.FieldHaltID:
+		m.ResetHaltID()
+		return nil
+	case rollout.FieldBreakGlassBy:
+		m.ResetBreakGlassBy()
+		return nil
+	case rollout.FieldBreakGlassReason:
+		m.ResetBreakGlassReason()
 		return nil
 	case rollout.FieldWave:
 		m.ResetWave()

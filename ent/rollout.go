@@ -36,6 +36,12 @@ type Rollout struct {
 	Strategy jsontype.Strategy `json:"strategy,omitempty"`
 	// State holds the value of the "state" field.
 	State rollout.State `json:"state,omitempty"`
+	// HaltID holds the value of the "halt_id" field.
+	HaltID *int `json:"halt_id,omitempty"`
+	// BreakGlassBy holds the value of the "break_glass_by" field.
+	BreakGlassBy string `json:"break_glass_by,omitempty"`
+	// BreakGlassReason holds the value of the "break_glass_reason" field.
+	BreakGlassReason string `json:"break_glass_reason,omitempty"`
 	// Wave holds the value of the "wave" field.
 	Wave int `json:"wave,omitempty"`
 	// Regions holds the value of the "regions" field.
@@ -85,9 +91,9 @@ func (*Rollout) scanValues(columns []string) ([]any, error) {
 		switch columns[i] {
 		case rollout.FieldFromSpec, rollout.FieldToSpec, rollout.FieldStrategy, rollout.FieldRegions:
 			values[i] = new([]byte)
-		case rollout.FieldID, rollout.FieldRevision, rollout.FieldFromRevision, rollout.FieldWave, rollout.FieldVersion:
+		case rollout.FieldID, rollout.FieldRevision, rollout.FieldFromRevision, rollout.FieldHaltID, rollout.FieldWave, rollout.FieldVersion:
 			values[i] = new(sql.NullInt64)
-		case rollout.FieldDeploymentID, rollout.FieldInFlight, rollout.FieldState, rollout.FieldReason, rollout.FieldActor:
+		case rollout.FieldDeploymentID, rollout.FieldInFlight, rollout.FieldState, rollout.FieldBreakGlassBy, rollout.FieldBreakGlassReason, rollout.FieldReason, rollout.FieldActor:
 			values[i] = new(sql.NullString)
 		case rollout.FieldCreatedAt, rollout.FieldUpdatedAt, rollout.FieldFinishedAt:
 			values[i] = new(sql.NullTime)
@@ -166,6 +172,25 @@ func (_m *Rollout) assignValues(columns []string, values []any) error {
 				return fmt.Errorf("unexpected type %T for field state", values[i])
 			} else if value.Valid {
 				_m.State = rollout.State(value.String)
+			}
+		case rollout.FieldHaltID:
+			if value, ok := values[i].(*sql.NullInt64); !ok {
+				return fmt.Errorf("unexpected type %T for field halt_id", values[i])
+			} else if value.Valid {
+				_m.HaltID = new(int)
+				*_m.HaltID = int(value.Int64)
+			}
+		case rollout.FieldBreakGlassBy:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field break_glass_by", values[i])
+			} else if value.Valid {
+				_m.BreakGlassBy = value.String
+			}
+		case rollout.FieldBreakGlassReason:
+			if value, ok := values[i].(*sql.NullString); !ok {
+				return fmt.Errorf("unexpected type %T for field break_glass_reason", values[i])
+			} else if value.Valid {
+				_m.BreakGlassReason = value.String
 			}
 		case rollout.FieldWave:
 			if value, ok := values[i].(*sql.NullInt64); !ok {
@@ -284,6 +309,17 @@ func (_m *Rollout) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("state=")
 	builder.WriteString(fmt.Sprintf("%v", _m.State))
+	builder.WriteString(", ")
+	if v := _m.HaltID; v != nil {
+		builder.WriteString("halt_id=")
+		builder.WriteString(fmt.Sprintf("%v", *v))
+	}
+	builder.WriteString(", ")
+	builder.WriteString("break_glass_by=")
+	builder.WriteString(_m.BreakGlassBy)
+	builder.WriteString(", ")
+	builder.WriteString("break_glass_reason=")
+	builder.WriteString(_m.BreakGlassReason)
 	builder.WriteString(", ")
 	builder.WriteString("wave=")
 	builder.WriteString(fmt.Sprintf("%v", _m.Wave))

@@ -88,6 +88,48 @@ func (_c *RolloutCreate) SetNillableState(v *rollout.State) *RolloutCreate {
 	return _c
 }
 
+// SetHaltID sets the "halt_id" field.
+func (_c *RolloutCreate) SetHaltID(v int) *RolloutCreate {
+	_c.mutation.SetHaltID(v)
+	return _c
+}
+
+// SetNillableHaltID sets the "halt_id" field if the given value is not nil.
+func (_c *RolloutCreate) SetNillableHaltID(v *int) *RolloutCreate {
+	if v != nil {
+		_c.SetHaltID(*v)
+	}
+	return _c
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (_c *RolloutCreate) SetBreakGlassBy(v string) *RolloutCreate {
+	_c.mutation.SetBreakGlassBy(v)
+	return _c
+}
+
+// SetNillableBreakGlassBy sets the "break_glass_by" field if the given value is not nil.
+func (_c *RolloutCreate) SetNillableBreakGlassBy(v *string) *RolloutCreate {
+	if v != nil {
+		_c.SetBreakGlassBy(*v)
+	}
+	return _c
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (_c *RolloutCreate) SetBreakGlassReason(v string) *RolloutCreate {
+	_c.mutation.SetBreakGlassReason(v)
+	return _c
+}
+
+// SetNillableBreakGlassReason sets the "break_glass_reason" field if the given value is not nil.
+func (_c *RolloutCreate) SetNillableBreakGlassReason(v *string) *RolloutCreate {
+	if v != nil {
+		_c.SetBreakGlassReason(*v)
+	}
+	return _c
+}
+
 // SetWave sets the "wave" field.
 func (_c *RolloutCreate) SetWave(v int) *RolloutCreate {
 	_c.mutation.SetWave(v)
@@ -236,6 +278,14 @@ func (_c *RolloutCreate) defaults() {
 		v := rollout.DefaultState
 		_c.mutation.SetState(v)
 	}
+	if _, ok := _c.mutation.BreakGlassBy(); !ok {
+		v := rollout.DefaultBreakGlassBy
+		_c.mutation.SetBreakGlassBy(v)
+	}
+	if _, ok := _c.mutation.BreakGlassReason(); !ok {
+		v := rollout.DefaultBreakGlassReason
+		_c.mutation.SetBreakGlassReason(v)
+	}
 	if _, ok := _c.mutation.Wave(); !ok {
 		v := rollout.DefaultWave
 		_c.mutation.SetWave(v)
@@ -288,6 +338,22 @@ func (_c *RolloutCreate) check() error {
 	if v, ok := _c.mutation.State(); ok {
 		if err := rollout.StateValidator(v); err != nil {
 			return &ValidationError{Name: "state", err: fmt.Errorf(`ent: validator failed for field "Rollout.state": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.BreakGlassBy(); !ok {
+		return &ValidationError{Name: "break_glass_by", err: errors.New(`ent: missing required field "Rollout.break_glass_by"`)}
+	}
+	if v, ok := _c.mutation.BreakGlassBy(); ok {
+		if err := rollout.BreakGlassByValidator(v); err != nil {
+			return &ValidationError{Name: "break_glass_by", err: fmt.Errorf(`ent: validator failed for field "Rollout.break_glass_by": %w`, err)}
+		}
+	}
+	if _, ok := _c.mutation.BreakGlassReason(); !ok {
+		return &ValidationError{Name: "break_glass_reason", err: errors.New(`ent: missing required field "Rollout.break_glass_reason"`)}
+	}
+	if v, ok := _c.mutation.BreakGlassReason(); ok {
+		if err := rollout.BreakGlassReasonValidator(v); err != nil {
+			return &ValidationError{Name: "break_glass_reason", err: fmt.Errorf(`ent: validator failed for field "Rollout.break_glass_reason": %w`, err)}
 		}
 	}
 	if _, ok := _c.mutation.Wave(); !ok {
@@ -378,6 +444,18 @@ func (_c *RolloutCreate) createSpec() (*Rollout, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.State(); ok {
 		_spec.SetField(rollout.FieldState, field.TypeEnum, value)
 		_node.State = value
+	}
+	if value, ok := _c.mutation.HaltID(); ok {
+		_spec.SetField(rollout.FieldHaltID, field.TypeInt, value)
+		_node.HaltID = &value
+	}
+	if value, ok := _c.mutation.BreakGlassBy(); ok {
+		_spec.SetField(rollout.FieldBreakGlassBy, field.TypeString, value)
+		_node.BreakGlassBy = value
+	}
+	if value, ok := _c.mutation.BreakGlassReason(); ok {
+		_spec.SetField(rollout.FieldBreakGlassReason, field.TypeString, value)
+		_node.BreakGlassReason = value
 	}
 	if value, ok := _c.mutation.Wave(); ok {
 		_spec.SetField(rollout.FieldWave, field.TypeInt, value)
@@ -507,6 +585,54 @@ func (u *RolloutUpsert) SetState(v rollout.State) *RolloutUpsert {
 // UpdateState sets the "state" field to the value that was provided on create.
 func (u *RolloutUpsert) UpdateState() *RolloutUpsert {
 	u.SetExcluded(rollout.FieldState)
+	return u
+}
+
+// SetHaltID sets the "halt_id" field.
+func (u *RolloutUpsert) SetHaltID(v int) *RolloutUpsert {
+	u.Set(rollout.FieldHaltID, v)
+	return u
+}
+
+// UpdateHaltID sets the "halt_id" field to the value that was provided on create.
+func (u *RolloutUpsert) UpdateHaltID() *RolloutUpsert {
+	u.SetExcluded(rollout.FieldHaltID)
+	return u
+}
+
+// AddHaltID adds v to the "halt_id" field.
+func (u *RolloutUpsert) AddHaltID(v int) *RolloutUpsert {
+	u.Add(rollout.FieldHaltID, v)
+	return u
+}
+
+// ClearHaltID clears the value of the "halt_id" field.
+func (u *RolloutUpsert) ClearHaltID() *RolloutUpsert {
+	u.SetNull(rollout.FieldHaltID)
+	return u
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (u *RolloutUpsert) SetBreakGlassBy(v string) *RolloutUpsert {
+	u.Set(rollout.FieldBreakGlassBy, v)
+	return u
+}
+
+// UpdateBreakGlassBy sets the "break_glass_by" field to the value that was provided on create.
+func (u *RolloutUpsert) UpdateBreakGlassBy() *RolloutUpsert {
+	u.SetExcluded(rollout.FieldBreakGlassBy)
+	return u
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (u *RolloutUpsert) SetBreakGlassReason(v string) *RolloutUpsert {
+	u.Set(rollout.FieldBreakGlassReason, v)
+	return u
+}
+
+// UpdateBreakGlassReason sets the "break_glass_reason" field to the value that was provided on create.
+func (u *RolloutUpsert) UpdateBreakGlassReason() *RolloutUpsert {
+	u.SetExcluded(rollout.FieldBreakGlassReason)
 	return u
 }
 
@@ -698,6 +824,62 @@ func (u *RolloutUpsertOne) SetState(v rollout.State) *RolloutUpsertOne {
 func (u *RolloutUpsertOne) UpdateState() *RolloutUpsertOne {
 	return u.Update(func(s *RolloutUpsert) {
 		s.UpdateState()
+	})
+}
+
+// SetHaltID sets the "halt_id" field.
+func (u *RolloutUpsertOne) SetHaltID(v int) *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.SetHaltID(v)
+	})
+}
+
+// AddHaltID adds v to the "halt_id" field.
+func (u *RolloutUpsertOne) AddHaltID(v int) *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.AddHaltID(v)
+	})
+}
+
+// UpdateHaltID sets the "halt_id" field to the value that was provided on create.
+func (u *RolloutUpsertOne) UpdateHaltID() *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.UpdateHaltID()
+	})
+}
+
+// ClearHaltID clears the value of the "halt_id" field.
+func (u *RolloutUpsertOne) ClearHaltID() *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.ClearHaltID()
+	})
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (u *RolloutUpsertOne) SetBreakGlassBy(v string) *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.SetBreakGlassBy(v)
+	})
+}
+
+// UpdateBreakGlassBy sets the "break_glass_by" field to the value that was provided on create.
+func (u *RolloutUpsertOne) UpdateBreakGlassBy() *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.UpdateBreakGlassBy()
+	})
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (u *RolloutUpsertOne) SetBreakGlassReason(v string) *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.SetBreakGlassReason(v)
+	})
+}
+
+// UpdateBreakGlassReason sets the "break_glass_reason" field to the value that was provided on create.
+func (u *RolloutUpsertOne) UpdateBreakGlassReason() *RolloutUpsertOne {
+	return u.Update(func(s *RolloutUpsert) {
+		s.UpdateBreakGlassReason()
 	})
 }
 
@@ -1070,6 +1252,62 @@ func (u *RolloutUpsertBulk) SetState(v rollout.State) *RolloutUpsertBulk {
 func (u *RolloutUpsertBulk) UpdateState() *RolloutUpsertBulk {
 	return u.Update(func(s *RolloutUpsert) {
 		s.UpdateState()
+	})
+}
+
+// SetHaltID sets the "halt_id" field.
+func (u *RolloutUpsertBulk) SetHaltID(v int) *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.SetHaltID(v)
+	})
+}
+
+// AddHaltID adds v to the "halt_id" field.
+func (u *RolloutUpsertBulk) AddHaltID(v int) *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.AddHaltID(v)
+	})
+}
+
+// UpdateHaltID sets the "halt_id" field to the value that was provided on create.
+func (u *RolloutUpsertBulk) UpdateHaltID() *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.UpdateHaltID()
+	})
+}
+
+// ClearHaltID clears the value of the "halt_id" field.
+func (u *RolloutUpsertBulk) ClearHaltID() *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.ClearHaltID()
+	})
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (u *RolloutUpsertBulk) SetBreakGlassBy(v string) *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.SetBreakGlassBy(v)
+	})
+}
+
+// UpdateBreakGlassBy sets the "break_glass_by" field to the value that was provided on create.
+func (u *RolloutUpsertBulk) UpdateBreakGlassBy() *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.UpdateBreakGlassBy()
+	})
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (u *RolloutUpsertBulk) SetBreakGlassReason(v string) *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.SetBreakGlassReason(v)
+	})
+}
+
+// UpdateBreakGlassReason sets the "break_glass_reason" field to the value that was provided on create.
+func (u *RolloutUpsertBulk) UpdateBreakGlassReason() *RolloutUpsertBulk {
+	return u.Update(func(s *RolloutUpsert) {
+		s.UpdateBreakGlassReason()
 	})
 }
 

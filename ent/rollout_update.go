@@ -64,6 +64,61 @@ func (_u *RolloutUpdate) SetNillableState(v *rollout.State) *RolloutUpdate {
 	return _u
 }
 
+// SetHaltID sets the "halt_id" field.
+func (_u *RolloutUpdate) SetHaltID(v int) *RolloutUpdate {
+	_u.mutation.ResetHaltID()
+	_u.mutation.SetHaltID(v)
+	return _u
+}
+
+// SetNillableHaltID sets the "halt_id" field if the given value is not nil.
+func (_u *RolloutUpdate) SetNillableHaltID(v *int) *RolloutUpdate {
+	if v != nil {
+		_u.SetHaltID(*v)
+	}
+	return _u
+}
+
+// AddHaltID adds value to the "halt_id" field.
+func (_u *RolloutUpdate) AddHaltID(v int) *RolloutUpdate {
+	_u.mutation.AddHaltID(v)
+	return _u
+}
+
+// ClearHaltID clears the value of the "halt_id" field.
+func (_u *RolloutUpdate) ClearHaltID() *RolloutUpdate {
+	_u.mutation.ClearHaltID()
+	return _u
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (_u *RolloutUpdate) SetBreakGlassBy(v string) *RolloutUpdate {
+	_u.mutation.SetBreakGlassBy(v)
+	return _u
+}
+
+// SetNillableBreakGlassBy sets the "break_glass_by" field if the given value is not nil.
+func (_u *RolloutUpdate) SetNillableBreakGlassBy(v *string) *RolloutUpdate {
+	if v != nil {
+		_u.SetBreakGlassBy(*v)
+	}
+	return _u
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (_u *RolloutUpdate) SetBreakGlassReason(v string) *RolloutUpdate {
+	_u.mutation.SetBreakGlassReason(v)
+	return _u
+}
+
+// SetNillableBreakGlassReason sets the "break_glass_reason" field if the given value is not nil.
+func (_u *RolloutUpdate) SetNillableBreakGlassReason(v *string) *RolloutUpdate {
+	if v != nil {
+		_u.SetBreakGlassReason(*v)
+	}
+	return _u
+}
+
 // SetWave sets the "wave" field.
 func (_u *RolloutUpdate) SetWave(v int) *RolloutUpdate {
 	_u.mutation.ResetWave()
@@ -199,6 +254,16 @@ func (_u *RolloutUpdate) check() error {
 			return &ValidationError{Name: "state", err: fmt.Errorf(`ent: validator failed for field "Rollout.state": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.BreakGlassBy(); ok {
+		if err := rollout.BreakGlassByValidator(v); err != nil {
+			return &ValidationError{Name: "break_glass_by", err: fmt.Errorf(`ent: validator failed for field "Rollout.break_glass_by": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.BreakGlassReason(); ok {
+		if err := rollout.BreakGlassReasonValidator(v); err != nil {
+			return &ValidationError{Name: "break_glass_reason", err: fmt.Errorf(`ent: validator failed for field "Rollout.break_glass_reason": %w`, err)}
+		}
+	}
 	if v, ok := _u.mutation.Reason(); ok {
 		if err := rollout.ReasonValidator(v); err != nil {
 			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Rollout.reason": %w`, err)}
@@ -236,6 +301,21 @@ func (_u *RolloutUpdate) sqlSave(ctx context.Context) (_node int, err error) {
 	}
 	if value, ok := _u.mutation.State(); ok {
 		_spec.SetField(rollout.FieldState, field.TypeEnum, value)
+	}
+	if value, ok := _u.mutation.HaltID(); ok {
+		_spec.SetField(rollout.FieldHaltID, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedHaltID(); ok {
+		_spec.AddField(rollout.FieldHaltID, field.TypeInt, value)
+	}
+	if _u.mutation.HaltIDCleared() {
+		_spec.ClearField(rollout.FieldHaltID, field.TypeInt)
+	}
+	if value, ok := _u.mutation.BreakGlassBy(); ok {
+		_spec.SetField(rollout.FieldBreakGlassBy, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.BreakGlassReason(); ok {
+		_spec.SetField(rollout.FieldBreakGlassReason, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.Wave(); ok {
 		_spec.SetField(rollout.FieldWave, field.TypeInt, value)
@@ -316,6 +396,61 @@ func (_u *RolloutUpdateOne) SetState(v rollout.State) *RolloutUpdateOne {
 func (_u *RolloutUpdateOne) SetNillableState(v *rollout.State) *RolloutUpdateOne {
 	if v != nil {
 		_u.SetState(*v)
+	}
+	return _u
+}
+
+// SetHaltID sets the "halt_id" field.
+func (_u *RolloutUpdateOne) SetHaltID(v int) *RolloutUpdateOne {
+	_u.mutation.ResetHaltID()
+	_u.mutation.SetHaltID(v)
+	return _u
+}
+
+// SetNillableHaltID sets the "halt_id" field if the given value is not nil.
+func (_u *RolloutUpdateOne) SetNillableHaltID(v *int) *RolloutUpdateOne {
+	if v != nil {
+		_u.SetHaltID(*v)
+	}
+	return _u
+}
+
+// AddHaltID adds value to the "halt_id" field.
+func (_u *RolloutUpdateOne) AddHaltID(v int) *RolloutUpdateOne {
+	_u.mutation.AddHaltID(v)
+	return _u
+}
+
+// ClearHaltID clears the value of the "halt_id" field.
+func (_u *RolloutUpdateOne) ClearHaltID() *RolloutUpdateOne {
+	_u.mutation.ClearHaltID()
+	return _u
+}
+
+// SetBreakGlassBy sets the "break_glass_by" field.
+func (_u *RolloutUpdateOne) SetBreakGlassBy(v string) *RolloutUpdateOne {
+	_u.mutation.SetBreakGlassBy(v)
+	return _u
+}
+
+// SetNillableBreakGlassBy sets the "break_glass_by" field if the given value is not nil.
+func (_u *RolloutUpdateOne) SetNillableBreakGlassBy(v *string) *RolloutUpdateOne {
+	if v != nil {
+		_u.SetBreakGlassBy(*v)
+	}
+	return _u
+}
+
+// SetBreakGlassReason sets the "break_glass_reason" field.
+func (_u *RolloutUpdateOne) SetBreakGlassReason(v string) *RolloutUpdateOne {
+	_u.mutation.SetBreakGlassReason(v)
+	return _u
+}
+
+// SetNillableBreakGlassReason sets the "break_glass_reason" field if the given value is not nil.
+func (_u *RolloutUpdateOne) SetNillableBreakGlassReason(v *string) *RolloutUpdateOne {
+	if v != nil {
+		_u.SetBreakGlassReason(*v)
 	}
 	return _u
 }
@@ -468,6 +603,16 @@ func (_u *RolloutUpdateOne) check() error {
 			return &ValidationError{Name: "state", err: fmt.Errorf(`ent: validator failed for field "Rollout.state": %w`, err)}
 		}
 	}
+	if v, ok := _u.mutation.BreakGlassBy(); ok {
+		if err := rollout.BreakGlassByValidator(v); err != nil {
+			return &ValidationError{Name: "break_glass_by", err: fmt.Errorf(`ent: validator failed for field "Rollout.break_glass_by": %w`, err)}
+		}
+	}
+	if v, ok := _u.mutation.BreakGlassReason(); ok {
+		if err := rollout.BreakGlassReasonValidator(v); err != nil {
+			return &ValidationError{Name: "break_glass_reason", err: fmt.Errorf(`ent: validator failed for field "Rollout.break_glass_reason": %w`, err)}
+		}
+	}
 	if v, ok := _u.mutation.Reason(); ok {
 		if err := rollout.ReasonValidator(v); err != nil {
 			return &ValidationError{Name: "reason", err: fmt.Errorf(`ent: validator failed for field "Rollout.reason": %w`, err)}
@@ -522,6 +667,21 @@ func (_u *RolloutUpdateOne) sqlSave(ctx context.Context) (_node *Rollout, err er
 	}
 	if value, ok := _u.mutation.State(); ok {
 		_spec.SetField(rollout.FieldState, field.TypeEnum, value)
+	}
+	if value, ok := _u.mutation.HaltID(); ok {
+		_spec.SetField(rollout.FieldHaltID, field.TypeInt, value)
+	}
+	if value, ok := _u.mutation.AddedHaltID(); ok {
+		_spec.AddField(rollout.FieldHaltID, field.TypeInt, value)
+	}
+	if _u.mutation.HaltIDCleared() {
+		_spec.ClearField(rollout.FieldHaltID, field.TypeInt)
+	}
+	if value, ok := _u.mutation.BreakGlassBy(); ok {
+		_spec.SetField(rollout.FieldBreakGlassBy, field.TypeString, value)
+	}
+	if value, ok := _u.mutation.BreakGlassReason(); ok {
+		_spec.SetField(rollout.FieldBreakGlassReason, field.TypeString, value)
 	}
 	if value, ok := _u.mutation.Wave(); ok {
 		_spec.SetField(rollout.FieldWave, field.TypeInt, value)

@@ -34,6 +34,14 @@ type Tx struct {
 	DeploymentRevision *DeploymentRevisionClient
 	// DeploymentTopology is the client for interacting with the DeploymentTopology builders.
 	DeploymentTopology *DeploymentTopologyClient
+	// FailedSpec is the client for interacting with the FailedSpec builders.
+	FailedSpec *FailedSpecClient
+	// FleetControl is the client for interacting with the FleetControl builders.
+	FleetControl *FleetControlClient
+	// FleetHalt is the client for interacting with the FleetHalt builders.
+	FleetHalt *FleetHaltClient
+	// FreezeWindow is the client for interacting with the FreezeWindow builders.
+	FreezeWindow *FreezeWindowClient
 	// InstallationSecret is the client for interacting with the InstallationSecret builders.
 	InstallationSecret *InstallationSecretClient
 	// Instance is the client for interacting with the Instance builders.
@@ -42,6 +50,8 @@ type Tx struct {
 	Namespace *NamespaceClient
 	// OperatorKey is the client for interacting with the OperatorKey builders.
 	OperatorKey *OperatorKeyClient
+	// PacingBound is the client for interacting with the PacingBound builders.
+	PacingBound *PacingBoundClient
 	// Region is the client for interacting with the Region builders.
 	Region *RegionClient
 	// ResourceSync is the client for interacting with the ResourceSync builders.
@@ -195,10 +205,15 @@ func (tx *Tx) init() {
 	tx.DeploymentChange = NewDeploymentChangeClient(tx.config)
 	tx.DeploymentRevision = NewDeploymentRevisionClient(tx.config)
 	tx.DeploymentTopology = NewDeploymentTopologyClient(tx.config)
+	tx.FailedSpec = NewFailedSpecClient(tx.config)
+	tx.FleetControl = NewFleetControlClient(tx.config)
+	tx.FleetHalt = NewFleetHaltClient(tx.config)
+	tx.FreezeWindow = NewFreezeWindowClient(tx.config)
 	tx.InstallationSecret = NewInstallationSecretClient(tx.config)
 	tx.Instance = NewInstanceClient(tx.config)
 	tx.Namespace = NewNamespaceClient(tx.config)
 	tx.OperatorKey = NewOperatorKeyClient(tx.config)
+	tx.PacingBound = NewPacingBoundClient(tx.config)
 	tx.Region = NewRegionClient(tx.config)
 	tx.ResourceSync = NewResourceSyncClient(tx.config)
 	tx.Rollout = NewRolloutClient(tx.config)

@@ -145,6 +145,16 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		if len(waves) > 0 {
 			first = waves[0].Regions
 		}
+		hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves))
+		if err != nil {
+			return err
+		}
+		switch {
+		case hold.Held() && len(waves) == 0:
+			return immediateHeld(spec.ID, hold)
+		case hold.Held():
+			first = nil // queued: every region runs nothing until it starts
+		}
 		to := storedSpec(specOf(dep))
 		revision, err := nextRevision(ctx, tx, spec.ID)
 		if err != nil {
@@ -166,7 +176,7 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		}
 		if len(waves) > 0 {
 			strategy.Waves = waves
-			if err := beginRollout(ctx, tx, spec.ID, revision, jsontype.Spec{}, 0, to, strategy, regions, before); err != nil {
+			if err := beginRollout(ctx, tx, spec.ID, revision, jsontype.Spec{}, 0, to, strategy, regions, before, hold.Held()); err != nil {
 				return err
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/changelog"
+	"github.com/deploysync/deploysync/daemon/fleet"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
@@ -103,11 +104,25 @@ func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int,
 	if err != nil {
 		return err
 	}
+	if err := notFailed(ctx, tx, dep.ID, to.Hash); err != nil {
+		return err
+	}
+	hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves))
+	if err != nil {
+		return err
+	}
 	if len(waves) == 0 {
+		if hold.Held() {
+			return immediateHeld(dep.ID, hold)
+		}
 		return promote(ctx, tx, dep.ID, regions, to, revision)
 	}
-	if err := promote(ctx, tx, dep.ID, waves[0].Regions, to, revision); err != nil {
-		return err
+	// Held, the rollout waits queued: no region gets the spec until the
+	// driver starts it (daemon/rollout).
+	if !hold.Held() {
+		if err := promote(ctx, tx, dep.ID, waves[0].Regions, to, revision); err != nil {
+			return err
+		}
 	}
 	// What the regions ran: with no rollout in flight, every region runs
 	// one spec (each rollout ends with all of them on its new spec or all
@@ -117,13 +132,30 @@ func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int,
 		from, fromRevision = topologySpec(topologies[0]), topologies[0].SpecRevision
 	}
 	strategy.Waves = waves
-	return beginRollout(ctx, tx, dep.ID, revision, from, fromRevision, to, strategy, regions, before)
+	return beginRollout(ctx, tx, dep.ID, revision, from, fromRevision, to, strategy, regions, before, hold.Held())
+}
+
+// waveRegions is the regions of each wave.
+func waveRegions(waves []jsontype.Wave) [][]string {
+	out := make([][]string, 0, len(waves))
+	for _, w := range waves {
+		out = append(out, w.Regions)
+	}
+	return out
+}
+
+// immediateHeld is the refusal of an immediate change a fleet control
+// holds: it has no rollout to wait in.
+func immediateHeld(id string, hold fleet.Hold) error {
+	return fmt.Errorf("deployment %q: %w: %s (an immediate change cannot wait: give it waves to queue it, or break glass)",
+		id, ErrHeld, hold.Describe())
 }
 
 // beginRollout records a rollout whose first wave was just promoted, for
-// the driver to take on from.
+// the driver to take on from; or, queued, one whose first wave waits for
+// the fleet's controls (nothing promoted).
 func beginRollout(ctx context.Context, tx *ent.Tx, id string, revision int, from jsontype.Spec, fromRevision int,
-	to jsontype.Spec, strategy jsontype.Strategy, regions []string, before uint64) error {
+	to jsontype.Spec, strategy jsontype.Strategy, regions []string, before uint64, queued bool) error {
 	heads, err := changelog.ResourceHeads(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), id, before)
 	if err != nil {
 		return err
@@ -136,13 +168,20 @@ func beginRollout(ctx context.Context, tx *ent.Tx, id string, revision int, from
 	for _, r := range regions {
 		states[r] = jsontype.RegionRollout{State: RegionWaiting}
 	}
-	for _, r := range strategy.Waves[0].Regions {
-		states[r] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[r]}
+	state := rollout.StateQueued
+	if !queued {
+		state = rollout.StateProgressing
+		for _, r := range strategy.Waves[0].Regions {
+			states[r] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[r]}
+		}
 	}
-	err = tx.Rollout.Create().SetDeploymentID(id).SetInFlight(id).
+	create := tx.Rollout.Create().SetDeploymentID(id).SetInFlight(id).SetState(state).
 		SetRevision(revision).SetFromRevision(fromRevision).SetFromSpec(from).SetToSpec(to).
-		SetStrategy(strategy).SetRegions(states).SetActor(validate.Clip(actorOf(ctx), 255)).
-		Exec(ctx)
+		SetStrategy(strategy).SetRegions(states).SetActor(validate.Clip(actorOf(ctx), 255))
+	if reason := breakGlassOf(ctx); reason != "" {
+		create.SetBreakGlassBy(validate.Clip(actorOf(ctx), 255)).SetBreakGlassReason(validate.Clip(reason, 1024))
+	}
+	err = create.Exec(ctx)
 	if ent.IsConstraintError(err) { // in flight through another Galera node
 		return rerun{fmt.Errorf("deployment %q: %w", id, ErrRolloutInFlight)}
 	}
@@ -193,6 +232,14 @@ func (s *Store) StepRollout(ctx context.Context, step RolloutStep) error {
 		case step.Halt:
 			return rollBack(ctx, tx, r, RolloutActor, step.Reason)
 		case step.Advance:
+			// The fleet's controls, read again under their lock: a halt
+			// or a window the driver's read predates holds the wave.
+			if hold, err := waveHold(ctx, tx, r, r.Wave+1); err != nil || hold.Held() {
+				if err == nil {
+					err = fmt.Errorf("rollout %d: wave %d %s: %w", r.ID, r.Wave+2, hold.Why, ErrConcurrentChange)
+				}
+				return err
+			}
 			return advance(ctx, tx, r, "")
 		}
 		return save(ctx, tx, r, r.State, r.Reason)
@@ -205,6 +252,11 @@ const (
 	RolloutResume  = "resume"
 	RolloutPromote = "promote"
 	RolloutAbort   = "abort"
+	// RolloutBreakGlass takes the rollout through the fleet's holds
+	// (halts, freeze windows, pacing), for the reason on the context
+	// (WithBreakGlass): a queued one starts now, one a halt paused goes
+	// on, and no hold stops its later waves.
+	RolloutBreakGlass = "break-glass"
 )
 
 // ControlRollout is an operator's action on the deployment's rollout in
@@ -222,8 +274,13 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 	if err := checkID("deployment_id", deploymentID); err != nil {
 		return nil, err
 	}
-	if !slices.Contains([]string{RolloutPause, RolloutResume, RolloutPromote, RolloutAbort}, action) {
-		return nil, fmt.Errorf("action: %w: want pause, resume, promote or abort, got %q", ErrInvalid, action)
+	if !slices.Contains([]string{RolloutPause, RolloutResume, RolloutPromote, RolloutAbort, RolloutBreakGlass}, action) {
+		return nil, fmt.Errorf("action: %w: want pause, resume, promote, abort or break-glass, got %q", ErrInvalid, action)
+	}
+	if action == RolloutBreakGlass {
+		if err := checkReason("reason", breakGlassOf(ctx)); err != nil {
+			return nil, err
+		}
 	}
 	var confirmed RolloutFence
 	switch len(fence) {
@@ -263,6 +320,7 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 			return err
 		}
 		actor := actorOf(ctx)
+		queued := r.State == rollout.StateQueued
 		switch action {
 		case RolloutPause:
 			if r.State != rollout.StateProgressing {
@@ -270,8 +328,13 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 			}
 			err = save(ctx, tx, r, rollout.StatePaused, "paused by "+actor)
 		case RolloutResume:
-			if r.State == rollout.StateProgressing {
+			switch {
+			case r.State == rollout.StateProgressing:
 				return fmt.Errorf("deployment %q: %w: its rollout is progressing already", deploymentID, ErrConflict)
+			case queued:
+				return fmt.Errorf("deployment %q: %w: its rollout is queued, not paused: %s", deploymentID, ErrHeld, queuedWhy(ctx, tx, r))
+			case r.HaltID != nil && r.BreakGlassBy == "":
+				return fmt.Errorf("deployment %q: %w: %s: lift it (fleet resume %d), or break glass with a reason", deploymentID, ErrHeld, r.Reason, *r.HaltID)
 			}
 			// The wave's clock starts again: its regions not passed yet
 			// (failed ones included: another chance) get a new deadline
@@ -279,9 +342,21 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 			// out while paused would fail them at once.
 			err = resume(ctx, tx, r)
 		case RolloutPromote:
+			if queued {
+				return fmt.Errorf("deployment %q: %w: its rollout is queued, no wave started: %s; break glass with a reason to start it now", deploymentID, ErrHeld, queuedWhy(ctx, tx, r))
+			}
+			hold, herr := waveHold(ctx, tx, r, r.Wave+1)
+			if herr != nil {
+				return herr
+			}
+			if hold.Held() {
+				return fmt.Errorf("deployment %q: %w: wave %d is %s", deploymentID, ErrHeld, r.Wave+2, hold.Describe())
+			}
 			err = advance(ctx, tx, r, actor)
 		case RolloutAbort:
 			err = rollBack(ctx, tx, r, actor, "aborted by "+actor)
+		case RolloutBreakGlass:
+			err = breakGlass(ctx, tx, r, actor)
 		}
 		if err != nil {
 			return err
@@ -369,6 +444,9 @@ func saveAt(ctx context.Context, tx *ent.Tx, r *ent.Rollout, state rollout.State
 	if state == rollout.StateSucceeded || state == rollout.StateRolledBack {
 		u.ClearInFlight().SetFinishedAt(now)
 	}
+	if state != rollout.StatePaused {
+		u.ClearHaltID() // a halt's mark lasts while it holds the rollout paused
+	}
 	n, err := u.Save(ctx)
 	if err == nil && n == 0 {
 		err = fmt.Errorf("rollout %d: %w", r.ID, ErrConcurrentChange)
@@ -391,6 +469,10 @@ func advance(ctx context.Context, tx *ent.Tx, r *ent.Rollout, by string) error {
 		}
 	}
 	if r.Wave+1 == len(r.Strategy.Waves) {
+		// The spec has proven itself: a mark of its failing before goes.
+		if err := clearFailed(ctx, tx, r); err != nil {
+			return err
+		}
 		return save(ctx, tx, r, rollout.StateSucceeded, "")
 	}
 	r.Wave++
@@ -450,6 +532,17 @@ func rollBack(ctx context.Context, tx *ent.Tx, r *ent.Rollout, actor, reason str
 	if _, err := writeRevision(WithActor(ctx, actor), tx, r.DeploymentID, ActionRollback, before); err != nil {
 		return err
 	}
+	// A spec a gate failed stays failed (FailedSpec): the rollout's own
+	// rollback, or an operator's abort of a rollout a failed wave halted.
+	if actor == RolloutActor || r.State == rollout.StateHalted {
+		evidence := reason
+		if actor != RolloutActor {
+			evidence = r.Reason
+		}
+		if err := markFailed(ctx, tx, r, evidence); err != nil {
+			return err
+		}
+	}
 	// An operator's abort is audited as the operator's action; the
 	// rollout's own rollback is audited here, with the evidence.
 	if actor == RolloutActor {
@@ -467,4 +560,127 @@ func rollBack(ctx context.Context, tx *ent.Tx, r *ent.Rollout, actor, reason str
 // for the driver and the views.
 func (s *Store) InFlight(ctx context.Context) ([]*ent.Rollout, error) {
 	return s.client.Rollout.Query().Where(rollout.InFlightNotNil()).All(ctx)
+}
+
+// waveHold is what holds wave i of r from starting now: a halt or a
+// freeze window (the zero Hold for none, for a rollout taken through on
+// purpose, and past the last wave). It locks the fleet's controls for tx.
+func waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int) (fleet.Hold, error) {
+	if i >= len(r.Strategy.Waves) || r.BreakGlassBy != "" {
+		return fleet.Hold{}, nil
+	}
+	if err := fleet.Lock(ctx, tx); err != nil {
+		return fleet.Hold{}, err
+	}
+	state, err := fleet.ReadLocked(ctx, tx)
+	if err != nil {
+		return fleet.Hold{}, err
+	}
+	now, err := store.Now(ctx, tx)
+	if err != nil {
+		return fleet.Hold{}, err
+	}
+	dep, err := tx.Deployment.Query().Where(deployment.ID(r.DeploymentID)).
+		Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID).Only(ctx)
+	if err != nil {
+		return fleet.Hold{}, err
+	}
+	r.Edges.Deployment = dep
+	return state.Plan(now).Wave(fleet.RolloutOf(r), i), nil
+}
+
+// StartRollout starts a queued rollout's first wave, if it is still
+// queued at version and the fleet's controls let it start now (read again
+// under their lock); ErrConcurrentChange otherwise, and nothing is done.
+func (s *Store) StartRollout(ctx context.Context, id int, version int64) error {
+	return s.stepRollout(ctx, id, version, func(tx *ent.Tx, r *ent.Rollout) error {
+		if r.State != rollout.StateQueued {
+			return fmt.Errorf("rollout %d: %s, not queued: %w", id, r.State, ErrConcurrentChange)
+		}
+		if err := fleet.Lock(ctx, tx); err != nil {
+			return err
+		}
+		state, err := fleet.ReadLocked(ctx, tx)
+		if err != nil {
+			return err
+		}
+		now, err := store.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		if p := state.Plan(now); !p.MayStart(id) {
+			return fmt.Errorf("rollout %d: %s: %w", id, p.Queued(id).Why, ErrConcurrentChange)
+		}
+		return startFirstWave(ctx, tx, r, now)
+	})
+}
+
+// startFirstWave promotes a queued rollout's first wave (after the
+// fleet's lock, by StartRollout or a break-glass).
+func startFirstWave(ctx context.Context, tx *ent.Tx, r *ent.Rollout, now time.Time) error {
+	first := r.Strategy.Waves[0].Regions
+	before, err := lastChange(ctx, tx, r.DeploymentID)
+	if err != nil {
+		return err
+	}
+	if err := promote(ctx, tx, r.DeploymentID, first, r.ToSpec, r.Revision); err != nil {
+		return err
+	}
+	heads, err := changelog.ResourceHeads(ctx, tx, deploymentchange.ResourceTypeDeploymentTopology.String(), r.DeploymentID, before)
+	if err != nil {
+		return err
+	}
+	r.Regions = maps.Clone(r.Regions)
+	for _, region := range first {
+		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: heads[region]}
+	}
+	return saveAt(ctx, tx, r, rollout.StateProgressing, "", now)
+}
+
+// queuedWhy is what holds a queued rollout now, for a refusal.
+func queuedWhy(ctx context.Context, tx *ent.Tx, r *ent.Rollout) string {
+	state, err := fleet.Read(ctx, tx.Client())
+	if err != nil {
+		return "waiting for the fleet's controls"
+	}
+	now, err := store.Now(ctx, tx)
+	if err != nil {
+		return "waiting for the fleet's controls"
+	}
+	if h := state.Plan(now).Queued(r.ID); h.Held() {
+		return h.Why
+	}
+	return "it starts at the driver's next look"
+}
+
+// breakGlass takes r through the fleet's holds: it records who and why
+// on the rollout, starts a queued one's first wave now, and lets one a
+// halt paused go on.
+func breakGlass(ctx context.Context, tx *ent.Tx, r *ent.Rollout, actor string) error {
+	if r.BreakGlassBy != "" {
+		return fmt.Errorf("deployment %q: %w: its rollout was taken through already, by %s: %s", r.DeploymentID, ErrConflict, r.BreakGlassBy, r.BreakGlassReason)
+	}
+	if err := fleet.Lock(ctx, tx); err != nil {
+		return err
+	}
+	n, err := tx.Rollout.Update().Where(rollout.ID(r.ID), rollout.Version(r.Version)).
+		SetBreakGlassBy(validate.Clip(actor, 255)).SetBreakGlassReason(validate.Clip(breakGlassOf(ctx), 1024)).Save(ctx)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("rollout %d: %w", r.ID, ErrConcurrentChange)
+	}
+	if err != nil {
+		return err
+	}
+	r.BreakGlassBy = actor
+	switch {
+	case r.State == rollout.StateQueued:
+		now, err := store.Now(ctx, tx)
+		if err != nil {
+			return err
+		}
+		return startFirstWave(ctx, tx, r, now)
+	case r.State == rollout.StatePaused && r.HaltID != nil:
+		return resume(ctx, tx, r)
+	}
+	return nil
 }

@@ -49,6 +49,12 @@ type Metrics struct {
 	// rollout check of which has no verdict yet.
 	ChecksWithoutVerdict prometheus.Gauge
 	RolloutHalts         *prometheus.CounterVec
+	// RolloutsHeld counts the rollouts in flight a fleet control holds,
+	// by kind (halt, freeze, pacing); FleetHalts the halts that stand and
+	// FreezeWindowsClosed the freeze windows closed now.
+	RolloutsHeld        *prometheus.GaugeVec
+	FleetHalts          prometheus.Gauge
+	FreezeWindowsClosed prometheus.Gauge
 }
 
 // New registers ctrld's metrics with reg (a fresh prometheus.NewRegistry()
@@ -134,8 +140,20 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"status"}),
 		Rollouts: f.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "deploysync_rollouts",
-			Help: "Rollouts in flight by state (progressing, paused, halted). " + sameOnEveryReplicaTotal,
+			Help: "Rollouts in flight by state (queued, progressing, paused, halted). " + sameOnEveryReplicaTotal,
 		}, []string{"state"}),
+		RolloutsHeld: f.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "deploysync_rollouts_held",
+			Help: "Rollouts in flight a fleet control holds from starting a wave, by kind: halt (paused by one, or queued behind one), freeze (a freeze window is closed) or pacing (queued behind a bound). " + sameOnEveryReplicaTotal,
+		}, []string{"kind"}),
+		FleetHalts: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_fleet_halts",
+			Help: "Fleet halts that stand (not lifted). " + sameOnEveryReplicaTotal,
+		}),
+		FreezeWindowsClosed: f.NewGauge(prometheus.GaugeOpts{
+			Name: "deploysync_freeze_windows_closed",
+			Help: "Freeze windows closed now. " + sameOnEveryReplicaTotal,
+		}),
 		ChecksWithoutVerdict: f.NewGauge(prometheus.GaugeOpts{
 			Name: "deploysync_rollout_regions_without_verdict",
 			Help: "Regions of progressing rollouts whose bake is over but a check of which has no verdict (no data, too few samples, an unreachable Prometheus): each holds its wave until its deadline fails it. " + sameOnEveryReplicaTotal,

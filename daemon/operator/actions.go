@@ -195,7 +195,10 @@ func toStatus(err error) error {
 		// Not the rollout the operator confirmed: nothing was done, and
 		// the message says what changed; retrying cannot succeed, looking
 		// again and deciding again can.
-		errors.Is(err, desired.ErrRolloutMoved):
+		errors.Is(err, desired.ErrRolloutMoved),
+		// A fleet control holds it, or its spec failed before: the
+		// message says which, and the way past it.
+		errors.Is(err, desired.ErrHeld), errors.Is(err, desired.ErrFailedSpec):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, desired.ErrConcurrentChange):
 		return status.Error(codes.Aborted, err.Error())
@@ -220,6 +223,9 @@ func (s *Service) Deploy(ctx context.Context, req *ctrlv1.DeployRequest) (*ctrlv
 	err := s.act(ctx, "deploy", req.GetDeploymentId(), req, func(ctx context.Context) error {
 		ctx, err := withRollout(ctx, req.GetRollout())
 		if err != nil {
+			return err
+		}
+		if ctx, err = withFleet(ctx, req.GetBreakGlassReason(), ""); err != nil {
 			return err
 		}
 		return s.desired.Deploy(ctx, desired.DeploymentSpec{

@@ -15,6 +15,7 @@ import (
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
+	"github.com/deploysync/deploysync/ent/failedspec"
 	"github.com/deploysync/deploysync/ent/rollout"
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -24,6 +25,9 @@ func (s *Service) UpdateDeployment(ctx context.Context, req *ctrlv1.UpdateDeploy
 	var revision int
 	err := s.act(ctx, "update", req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
 		if ctx, err = withRollout(ctx, req.GetRollout()); err != nil {
+			return err
+		}
+		if ctx, err = withFleet(ctx, req.GetBreakGlassReason(), req.GetRetryFailedReason()); err != nil {
 			return err
 		}
 		u := desired.SpecUpdate{Image: req.Image, Env: req.GetEnv(), ReplaceEnv: req.GetReplaceEnv()}
@@ -47,6 +51,9 @@ func (s *Service) RollbackDeployment(ctx context.Context, req *ctrlv1.RollbackDe
 	var revision, restored int
 	err := s.act(ctx, "rollback", req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
 		if ctx, err = withRollout(ctx, req.GetRollout()); err != nil {
+			return err
+		}
+		if ctx, err = withFleet(ctx, req.GetBreakGlassReason(), req.GetRetryFailedReason()); err != nil {
 			return err
 		}
 		revision, restored, err = s.desired.Rollback(ctx, req.GetDeploymentId(), int(req.GetToRevision()))
@@ -77,13 +84,23 @@ func (s *Service) GetDeploymentHistory(ctx context.Context, req *ctrlv1.GetDeplo
 	if err != nil {
 		return nil, s.viewError(err)
 	}
+	failed, err := s.client.FailedSpec.Query().Where(failedspec.DeploymentID(req.GetDeploymentId())).All(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
 	out := &ctrlv1.GetDeploymentHistoryResponse{}
 	for i, r := range revisions {
 		prev := before // newest first: the one before is the next in the list
 		if i+1 < len(revisions) {
 			prev = revisions[i+1]
 		}
-		out.Revisions = append(out.Revisions, revisionMessage(r, desired.Summarize(prev, r)))
+		m := revisionMessage(r, desired.Summarize(prev, r))
+		for _, f := range failed {
+			if f.Revision == r.Revision {
+				m.Failed, m.FailedRolloutId = f.Reason, int64(f.RolloutID)
+			}
+		}
+		out.Revisions = append(out.Revisions, m)
 	}
 	return out, nil
 }

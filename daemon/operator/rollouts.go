@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/fleet"
 	"github.com/deploysync/deploysync/daemon/gatecheck"
 	rolloutgate "github.com/deploysync/deploysync/daemon/rollout"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -54,7 +55,7 @@ func (s *Service) GetRollout(ctx context.Context, req *ctrlv1.GetRolloutRequest)
 		}
 		return nil, s.viewError(fmt.Errorf("deployment %q: no rollout: %w (its changes so far went to every region at once)", id, desired.ErrNotFound))
 	}
-	now, err := s.clock(ctx)
+	plan, now, err := s.plan(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -62,7 +63,7 @@ func (s *Service) GetRollout(ctx context.Context, req *ctrlv1.GetRolloutRequest)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
-	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], now, evals)}, nil
+	return &ctrlv1.GetRolloutResponse{Rollout: rolloutMessage(rows[0], now, evals, plan)}, nil
 }
 
 // ListRollouts implements ctrlv1.OperatorServiceServer.
@@ -86,7 +87,7 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 		}
 		rows = append(rows, ended...)
 	}
-	now, err := s.clock(ctx)
+	plan, now, err := s.plan(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
@@ -94,7 +95,7 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 	// rollout's evaluations are GetRollout's to read, for the one shown.
 	out := &ctrlv1.ListRolloutsResponse{Rollouts: make([]*ctrlv1.Rollout, 0, len(rows))}
 	for _, r := range rows {
-		out.Rollouts = append(out.Rollouts, rolloutMessage(r, now, nil))
+		out.Rollouts = append(out.Rollouts, rolloutMessage(r, now, nil, plan))
 	}
 	return out, nil
 }
@@ -105,6 +106,7 @@ var rolloutActions = map[ctrlv1.RolloutAction]string{
 	ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME:  desired.RolloutResume,
 	ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE: desired.RolloutPromote,
 	ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT:   desired.RolloutAbort,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_BREAK_GLASS: desired.RolloutBreakGlass,
 }
 
 // ControlRollout implements ctrlv1.OperatorServiceServer.
@@ -117,7 +119,13 @@ func (s *Service) ControlRollout(ctx context.Context, req *ctrlv1.ControlRollout
 	var r *ent.Rollout
 	err := s.act(ctx, audited, req.GetDeploymentId(), req, func(ctx context.Context) (err error) {
 		if !known {
-			return fmt.Errorf("action: %w: want PAUSE, RESUME, PROMOTE or ABORT, got %s", desired.ErrInvalid, req.GetAction())
+			return fmt.Errorf("action: %w: want PAUSE, RESUME, PROMOTE, ABORT or BREAK_GLASS, got %s", desired.ErrInvalid, req.GetAction())
+		}
+		switch {
+		case action == desired.RolloutBreakGlass:
+			ctx = desired.WithBreakGlass(ctx, req.GetReason())
+		case req.GetReason() != "":
+			return fmt.Errorf("reason: %w: only BREAK_GLASS takes a reason", desired.ErrInvalid)
 		}
 		if f := req.GetFence(); f != nil {
 			r, err = s.desired.ControlRollout(ctx, req.GetDeploymentId(), action, desired.RolloutFence{
@@ -130,17 +138,17 @@ func (s *Service) ControlRollout(ctx context.Context, req *ctrlv1.ControlRollout
 	if err != nil {
 		return nil, err
 	}
-	// The action is done: a clock that cannot be read costs the times
-	// left their accuracy, not the answer.
-	now, err := s.clock(ctx)
+	// The action is done: a clock or a fleet that cannot be read costs
+	// the times left their accuracy, or the hold its line, not the answer.
+	plan, now, err := s.plan(ctx)
 	if err != nil {
-		now = time.Now()
+		plan, now = nil, time.Now()
 	}
 	evals, err := evaluations(ctx, s.client, []*ent.Rollout{r})
 	if err != nil {
 		evals = nil
 	}
-	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, now, evals)}, nil
+	return &ctrlv1.ControlRolloutResponse{Rollout: rolloutMessage(r, now, evals, plan)}, nil
 }
 
 // clock is the database's: the rollout's times (promoted, healthy since)
@@ -302,9 +310,10 @@ func evaluations(ctx context.Context, c *ent.Client, rows []*ent.Rollout) (map[i
 }
 
 // rolloutMessage is a rollout as the API gives it, at now: its regions in
-// wave order with their time left and their checks (from evals), and
-// what comes next.
-func rolloutMessage(r *ent.Rollout, now time.Time, evals map[int]map[string]map[string][]rolloutgate.Evaluation) *ctrlv1.Rollout {
+// wave order with their time left and their checks (from evals), what
+// comes next, and what of the fleet's controls holds it (from plan, when
+// given).
+func rolloutMessage(r *ent.Rollout, now time.Time, evals map[int]map[string]map[string][]rolloutgate.Evaluation, plan *fleet.Plan) *ctrlv1.Rollout {
 	m := &ctrlv1.Rollout{
 		Id: int64(r.ID), Version: r.Version,
 		DeploymentId: r.DeploymentID, Revision: int32(r.Revision), FromRevision: int32(r.FromRevision),
@@ -331,6 +340,7 @@ func rolloutMessage(r *ent.Rollout, now time.Time, evals map[int]map[string]map[
 		}
 	}
 	m.Next = next(r, now)
+	holdOf(m, r, plan)
 	return m
 }
 

@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/fleet"
 	"github.com/deploysync/deploysync/daemon/metrics"
 	"github.com/deploysync/deploysync/daemon/regionhealth"
 	"github.com/deploysync/deploysync/daemon/store"
@@ -105,26 +107,46 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 	if err := d.count(ctx); err != nil {
 		return 0, err
 	}
-	rollouts, err := d.Client.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).All(ctx)
+	inFlight, err := fleet.InFlight(d.Client).All(ctx)
 	if err != nil {
 		return 0, err
 	}
-	if d.countWithoutVerdict(rollouts); len(rollouts) == 0 {
-		return 0, nil
+	var rollouts []*ent.Rollout // progressing
+	for _, r := range inFlight {
+		if r.State == rollout.StateProgressing {
+			rollouts = append(rollouts, r)
+		}
+	}
+	d.countWithoutVerdict(rollouts)
+	controls, err := fleet.ReadControls(ctx, d.Client)
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range inFlight {
+		controls.Rollouts = append(controls.Rollouts, fleet.RolloutOf(r))
 	}
 	now, err := d.now(ctx)
 	if err != nil {
 		return 0, err
 	}
+	plan := controls.Plan(now)
+	if d.countHeld(plan, inFlight); len(inFlight) == 0 {
+		return 0, nil
+	}
+	written, failed := d.start(ctx, plan, inFlight)
 	looks, err := d.look(ctx, rollouts, now)
 	if err != nil {
-		return 0, err
+		return written, err
 	}
-	written := 0
-	var failed []error
 	for _, r := range rollouts {
 		step, ok := Decide(r, looks[r.DeploymentID], now)
 		if !ok {
+			continue
+		}
+		// A wave the fleet's controls hold does not start: the rollout
+		// stays on its baked wave (its gate still watching) until they
+		// let it. StepRollout reads them again under their lock.
+		if step.Advance && plan.Of(r.ID).Held() {
 			continue
 		}
 		err := d.Store.StepRollout(ctx, step)
@@ -154,6 +176,32 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 	return written, errors.Join(failed...)
 }
 
+// start starts the queued rollouts the plan lets start, in order; each
+// start reads the fleet's controls again under their lock, so a halt, a
+// window or another replica's start since the plan's read holds it.
+func (d *Driver) start(ctx context.Context, plan *fleet.Plan, inFlight []*ent.Rollout) (int, []error) {
+	written := 0
+	var failed []error
+	for _, id := range plan.Start() {
+		i := slices.IndexFunc(inFlight, func(r *ent.Rollout) bool { return r.ID == id })
+		r := inFlight[i]
+		err := d.Store.StartRollout(ctx, r.ID, r.Version)
+		switch {
+		case errors.Is(err, desired.ErrConcurrentChange):
+			continue
+		case err != nil:
+			failed = append(failed, fmt.Errorf("start of the rollout of %s to revision %d: %w", r.DeploymentID, r.Revision, err))
+			continue
+		}
+		written++
+		if d.Notify != nil {
+			d.Notify()
+		}
+		d.Log.Info("rollout: started", "deployment", r.DeploymentID, "revision", r.Revision)
+	}
+	return written, failed
+}
+
 // now is the time of a look: the database's clock, read before anything
 // the look reads, so that no report it reads is newer than the look.
 func (d *Driver) now(ctx context.Context) (time.Time, error) {
@@ -176,7 +224,7 @@ func (d *Driver) count(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, state := range []rollout.State{rollout.StateProgressing, rollout.StatePaused, rollout.StateHalted} {
+	for _, state := range []rollout.State{rollout.StateQueued, rollout.StateProgressing, rollout.StatePaused, rollout.StateHalted} {
 		n := 0
 		for _, c := range counts {
 			if c.State == string(state) {
@@ -287,4 +335,35 @@ func (d *Driver) look(ctx context.Context, rollouts []*ent.Rollout, now time.Tim
 		}
 	}
 	return looks, nil
+}
+
+// countHeld sets the gauges of the fleet's controls: the rollouts they
+// hold by kind, the halts that stand and the windows closed.
+func (d *Driver) countHeld(plan *fleet.Plan, inFlight []*ent.Rollout) {
+	if d.Metrics == nil {
+		return
+	}
+	held := map[fleet.Kind]int{}
+	for _, r := range inFlight {
+		switch {
+		case r.State == rollout.StatePaused && r.HaltID != nil:
+			held[fleet.KindHalt]++
+		case r.State == rollout.StateQueued, r.State == rollout.StateProgressing:
+			if h := plan.Of(r.ID); h.Held() {
+				held[h.Kind]++
+			}
+		}
+	}
+	state, closed := plan.State(), 0
+	for _, w := range state.Windows {
+		if _, c := w.ClosedUntil(plan.Now()); c {
+			closed++
+		}
+	}
+	halts := len(state.Halts)
+	for _, k := range []fleet.Kind{fleet.KindHalt, fleet.KindFreeze, fleet.KindPacing} {
+		d.Metrics.RolloutsHeld.WithLabelValues(string(k)).Set(float64(held[k]))
+	}
+	d.Metrics.FleetHalts.Set(float64(halts))
+	d.Metrics.FreezeWindowsClosed.Set(float64(closed))
 }

@@ -50,6 +50,8 @@ const (
 	EdgeRevisions = "revisions"
 	// EdgeRollouts holds the string denoting the rollouts edge name in mutations.
 	EdgeRollouts = "rollouts"
+	// EdgeFailedSpecs holds the string denoting the failed_specs edge name in mutations.
+	EdgeFailedSpecs = "failed_specs"
 	// Table holds the table name of the deployment in the database.
 	Table = "deployments"
 	// TopologiesTable is the table that holds the topologies relation/edge.
@@ -87,6 +89,13 @@ const (
 	RolloutsInverseTable = "rollouts"
 	// RolloutsColumn is the table column denoting the rollouts relation/edge.
 	RolloutsColumn = "deployment_id"
+	// FailedSpecsTable is the table that holds the failed_specs relation/edge.
+	FailedSpecsTable = "failed_specs"
+	// FailedSpecsInverseTable is the table name for the FailedSpec entity.
+	// It exists in this package in order to avoid circular dependency with the "failedspec" package.
+	FailedSpecsInverseTable = "failed_specs"
+	// FailedSpecsColumn is the table column denoting the failed_specs relation/edge.
+	FailedSpecsColumn = "deployment_id"
 )
 
 // Columns holds all SQL columns for deployment fields.
@@ -304,6 +313,20 @@ func ByRollouts(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
 		sqlgraph.OrderByNeighborTerms(s, newRolloutsStep(), append([]sql.OrderTerm{term}, terms...)...)
 	}
 }
+
+// ByFailedSpecsCount orders the results by failed_specs count.
+func ByFailedSpecsCount(opts ...sql.OrderTermOption) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborsCount(s, newFailedSpecsStep(), opts...)
+	}
+}
+
+// ByFailedSpecs orders the results by failed_specs terms.
+func ByFailedSpecs(term sql.OrderTerm, terms ...sql.OrderTerm) OrderOption {
+	return func(s *sql.Selector) {
+		sqlgraph.OrderByNeighborTerms(s, newFailedSpecsStep(), append([]sql.OrderTerm{term}, terms...)...)
+	}
+}
 func newTopologiesStep() *sqlgraph.Step {
 	return sqlgraph.NewStep(
 		sqlgraph.From(Table, FieldID),
@@ -337,5 +360,12 @@ func newRolloutsStep() *sqlgraph.Step {
 		sqlgraph.From(Table, FieldID),
 		sqlgraph.To(RolloutsInverseTable, FieldID),
 		sqlgraph.Edge(sqlgraph.O2M, false, RolloutsTable, RolloutsColumn),
+	)
+}
+func newFailedSpecsStep() *sqlgraph.Step {
+	return sqlgraph.NewStep(
+		sqlgraph.From(Table, FieldID),
+		sqlgraph.To(FailedSpecsInverseTable, FieldID),
+		sqlgraph.Edge(sqlgraph.O2M, false, FailedSpecsTable, FailedSpecsColumn),
 	)
 }

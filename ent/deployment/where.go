@@ -725,6 +725,29 @@ func HasRolloutsWith(preds ...predicate.Rollout) predicate.Deployment {
 	})
 }
 
+// HasFailedSpecs applies the HasEdge predicate on the "failed_specs" edge.
+func HasFailedSpecs() predicate.Deployment {
+	return predicate.Deployment(func(s *sql.Selector) {
+		step := sqlgraph.NewStep(
+			sqlgraph.From(Table, FieldID),
+			sqlgraph.Edge(sqlgraph.O2M, false, FailedSpecsTable, FailedSpecsColumn),
+		)
+		sqlgraph.HasNeighbors(s, step)
+	})
+}
+
+// HasFailedSpecsWith applies the HasEdge predicate on the "failed_specs" edge with a given conditions (other predicates).
+func HasFailedSpecsWith(preds ...predicate.FailedSpec) predicate.Deployment {
+	return predicate.Deployment(func(s *sql.Selector) {
+		step := newFailedSpecsStep()
+		sqlgraph.HasNeighborsWith(s, step, func(s *sql.Selector) {
+			for _, p := range preds {
+				p(s)
+			}
+		})
+	})
+}
+
 // And groups predicates with the AND operator between them.
 func And(predicates ...predicate.Deployment) predicate.Deployment {
 	return predicate.Deployment(sql.AndPredicates(predicates...))

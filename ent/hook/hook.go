@@ -129,6 +129,54 @@ func (f DeploymentTopologyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.DeploymentTopologyMutation", m)
 }
 
+// The FailedSpecFunc type is an adapter to allow the use of ordinary
+// function as FailedSpec mutator.
+type FailedSpecFunc func(context.Context, *ent.FailedSpecMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FailedSpecFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FailedSpecMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FailedSpecMutation", m)
+}
+
+// The FleetControlFunc type is an adapter to allow the use of ordinary
+// function as FleetControl mutator.
+type FleetControlFunc func(context.Context, *ent.FleetControlMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FleetControlFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FleetControlMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FleetControlMutation", m)
+}
+
+// The FleetHaltFunc type is an adapter to allow the use of ordinary
+// function as FleetHalt mutator.
+type FleetHaltFunc func(context.Context, *ent.FleetHaltMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FleetHaltFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FleetHaltMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FleetHaltMutation", m)
+}
+
+// The FreezeWindowFunc type is an adapter to allow the use of ordinary
+// function as FreezeWindow mutator.
+type FreezeWindowFunc func(context.Context, *ent.FreezeWindowMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f FreezeWindowFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.FreezeWindowMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.FreezeWindowMutation", m)
+}
+
 // The InstallationSecretFunc type is an adapter to allow the use of ordinary
 // function as InstallationSecret mutator.
 type InstallationSecretFunc func(context.Context, *ent.InstallationSecretMutation) (ent.Value, error)
@@ -175,6 +223,18 @@ func (f OperatorKeyFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value,
 		return f(ctx, mv)
 	}
 	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.OperatorKeyMutation", m)
+}
+
+// The PacingBoundFunc type is an adapter to allow the use of ordinary
+// function as PacingBound mutator.
+type PacingBoundFunc func(context.Context, *ent.PacingBoundMutation) (ent.Value, error)
+
+// Mutate calls f(ctx, m).
+func (f PacingBoundFunc) Mutate(ctx context.Context, m ent.Mutation) (ent.Value, error) {
+	if mv, ok := m.(*ent.PacingBoundMutation); ok {
+		return f(ctx, mv)
+	}
+	return nil, fmt.Errorf("unexpected mutation type %T. expect *ent.PacingBoundMutation", m)
 }
 
 // The RegionFunc type is an adapter to allow the use of ordinary

@@ -350,6 +350,95 @@ var (
 			},
 		},
 	}
+	// FailedSpecsColumns holds the columns for the "failed_specs" table.
+	FailedSpecsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "spec_hash", Type: field.TypeString, Size: 64},
+		{Name: "revision", Type: field.TypeInt},
+		{Name: "rollout_id", Type: field.TypeInt},
+		{Name: "reason", Type: field.TypeString, Size: 1024, Default: ""},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "deployment_id", Type: field.TypeString},
+	}
+	// FailedSpecsTable holds the schema information for the "failed_specs" table.
+	FailedSpecsTable = &schema.Table{
+		Name:       "failed_specs",
+		Columns:    FailedSpecsColumns,
+		PrimaryKey: []*schema.Column{FailedSpecsColumns[0]},
+		ForeignKeys: []*schema.ForeignKey{
+			{
+				Symbol:     "failed_specs_deployments_failed_specs",
+				Columns:    []*schema.Column{FailedSpecsColumns[6]},
+				RefColumns: []*schema.Column{DeploymentsColumns[0]},
+				OnDelete:   schema.Cascade,
+			},
+		},
+		Indexes: []*schema.Index{
+			{
+				Name:    "failedspec_deployment_id_spec_hash",
+				Unique:  true,
+				Columns: []*schema.Column{FailedSpecsColumns[6], FailedSpecsColumns[1]},
+			},
+		},
+	}
+	// FleetControlColumns holds the columns for the "fleet_control" table.
+	FleetControlColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "generation", Type: field.TypeInt64, Default: 0},
+	}
+	// FleetControlTable holds the schema information for the "fleet_control" table.
+	FleetControlTable = &schema.Table{
+		Name:       "fleet_control",
+		Columns:    FleetControlColumns,
+		PrimaryKey: []*schema.Column{FleetControlColumns[0]},
+	}
+	// FleetHaltsColumns holds the columns for the "fleet_halts" table.
+	FleetHaltsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "workspace_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "environment_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "region", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "reason", Type: field.TypeString, Size: 1024},
+		{Name: "actor", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "paused", Type: field.TypeInt, Default: 0},
+		{Name: "created_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "lifted_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "lifted_by", Type: field.TypeString, Size: 255, Default: ""},
+	}
+	// FleetHaltsTable holds the schema information for the "fleet_halts" table.
+	FleetHaltsTable = &schema.Table{
+		Name:       "fleet_halts",
+		Columns:    FleetHaltsColumns,
+		PrimaryKey: []*schema.Column{FleetHaltsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "fleethalt_lifted_at",
+				Unique:  false,
+				Columns: []*schema.Column{FleetHaltsColumns[8]},
+			},
+		},
+	}
+	// FreezeWindowsColumns holds the columns for the "freeze_windows" table.
+	FreezeWindowsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "name", Type: field.TypeString, Unique: true, Size: 63},
+		{Name: "workspace_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "environment_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "schedule", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "time_zone", Type: field.TypeString, Size: 64, Default: "UTC"},
+		{Name: "duration_seconds", Type: field.TypeInt64, Default: 0},
+		{Name: "starts_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "ends_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+		{Name: "reason", Type: field.TypeString, Size: 1024, Default: ""},
+		{Name: "actor", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// FreezeWindowsTable holds the schema information for the "freeze_windows" table.
+	FreezeWindowsTable = &schema.Table{
+		Name:       "freeze_windows",
+		Columns:    FreezeWindowsColumns,
+		PrimaryKey: []*schema.Column{FreezeWindowsColumns[0]},
+	}
 	// InstallationSecretsColumns holds the columns for the "installation_secrets" table.
 	InstallationSecretsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString, Size: 64},
@@ -452,6 +541,29 @@ var (
 			},
 		},
 	}
+	// PacingBoundsColumns holds the columns for the "pacing_bounds" table.
+	PacingBoundsColumns = []*schema.Column{
+		{Name: "id", Type: field.TypeInt, Increment: true},
+		{Name: "workspace_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "environment_id", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "region", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "max", Type: field.TypeInt},
+		{Name: "actor", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "updated_at", Type: field.TypeTime, SchemaType: map[string]string{"mysql": "datetime(6)"}},
+	}
+	// PacingBoundsTable holds the schema information for the "pacing_bounds" table.
+	PacingBoundsTable = &schema.Table{
+		Name:       "pacing_bounds",
+		Columns:    PacingBoundsColumns,
+		PrimaryKey: []*schema.Column{PacingBoundsColumns[0]},
+		Indexes: []*schema.Index{
+			{
+				Name:    "pacingbound_workspace_id_environment_id_region",
+				Unique:  true,
+				Columns: []*schema.Column{PacingBoundsColumns[1], PacingBoundsColumns[2], PacingBoundsColumns[3]},
+			},
+		},
+	}
 	// RegionsColumns holds the columns for the "regions" table.
 	RegionsColumns = []*schema.Column{
 		{Name: "id", Type: field.TypeString},
@@ -507,7 +619,10 @@ var (
 		{Name: "from_spec", Type: field.TypeJSON},
 		{Name: "to_spec", Type: field.TypeJSON},
 		{Name: "strategy", Type: field.TypeJSON},
-		{Name: "state", Type: field.TypeEnum, Enums: []string{"progressing", "paused", "halted", "succeeded", "rolled_back"}, Default: "progressing"},
+		{Name: "state", Type: field.TypeEnum, Enums: []string{"queued", "progressing", "paused", "halted", "succeeded", "rolled_back"}, Default: "progressing"},
+		{Name: "halt_id", Type: field.TypeInt, Nullable: true},
+		{Name: "break_glass_by", Type: field.TypeString, Size: 255, Default: ""},
+		{Name: "break_glass_reason", Type: field.TypeString, Size: 1024, Default: ""},
 		{Name: "wave", Type: field.TypeInt, Default: 0},
 		{Name: "regions", Type: field.TypeJSON},
 		{Name: "reason", Type: field.TypeString, Size: 1024, Default: ""},
@@ -526,7 +641,7 @@ var (
 		ForeignKeys: []*schema.ForeignKey{
 			{
 				Symbol:     "rollouts_deployments_rollouts",
-				Columns:    []*schema.Column{RolloutsColumns[16]},
+				Columns:    []*schema.Column{RolloutsColumns[19]},
 				RefColumns: []*schema.Column{DeploymentsColumns[0]},
 				OnDelete:   schema.Cascade,
 			},
@@ -540,7 +655,7 @@ var (
 			{
 				Name:    "rollout_deployment_id_created_at",
 				Unique:  false,
-				Columns: []*schema.Column{RolloutsColumns[16], RolloutsColumns[13]},
+				Columns: []*schema.Column{RolloutsColumns[19], RolloutsColumns[16]},
 			},
 		},
 	}
@@ -623,10 +738,15 @@ var (
 		DeploymentChangesTable,
 		DeploymentRevisionsTable,
 		DeploymentTopologyTable,
+		FailedSpecsTable,
+		FleetControlTable,
+		FleetHaltsTable,
+		FreezeWindowsTable,
 		InstallationSecretsTable,
 		InstancesTable,
 		NamespacesTable,
 		OperatorKeysTable,
+		PacingBoundsTable,
 		RegionsTable,
 		ResourceSyncsTable,
 		RolloutsTable,
@@ -661,12 +781,28 @@ func init() {
 	DeploymentTopologyTable.Annotation = &entsql.Annotation{
 		Table: "deployment_topology",
 	}
+	FailedSpecsTable.ForeignKeys[0].RefTable = DeploymentsTable
+	FailedSpecsTable.Annotation = &entsql.Annotation{
+		Table: "failed_specs",
+	}
+	FleetControlTable.Annotation = &entsql.Annotation{
+		Table: "fleet_control",
+	}
+	FleetHaltsTable.Annotation = &entsql.Annotation{
+		Table: "fleet_halts",
+	}
+	FreezeWindowsTable.Annotation = &entsql.Annotation{
+		Table: "freeze_windows",
+	}
 	InstallationSecretsTable.Annotation = &entsql.Annotation{
 		Table: "installation_secrets",
 	}
 	InstancesTable.ForeignKeys[0].RefTable = DeploymentsTable
 	OperatorKeysTable.Annotation = &entsql.Annotation{
 		Table: "operator_keys",
+	}
+	PacingBoundsTable.Annotation = &entsql.Annotation{
+		Table: "pacing_bounds",
 	}
 	ResourceSyncsTable.Annotation = &entsql.Annotation{
 		Table: "resource_syncs",

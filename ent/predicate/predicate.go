@@ -36,6 +36,18 @@ type DeploymentRevision func(*sql.Selector)
 // DeploymentTopology is the predicate function for deploymenttopology builders.
 type DeploymentTopology func(*sql.Selector)
 
+// FailedSpec is the predicate function for failedspec builders.
+type FailedSpec func(*sql.Selector)
+
+// FleetControl is the predicate function for fleetcontrol builders.
+type FleetControl func(*sql.Selector)
+
+// FleetHalt is the predicate function for fleethalt builders.
+type FleetHalt func(*sql.Selector)
+
+// FreezeWindow is the predicate function for freezewindow builders.
+type FreezeWindow func(*sql.Selector)
+
 // InstallationSecret is the predicate function for installationsecret builders.
 type InstallationSecret func(*sql.Selector)
 
@@ -47,6 +59,9 @@ type Namespace func(*sql.Selector)
 
 // OperatorKey is the predicate function for operatorkey builders.
 type OperatorKey func(*sql.Selector)
+
+// PacingBound is the predicate function for pacingbound builders.
+type PacingBound func(*sql.Selector)
 
 // Region is the predicate function for region builders.
 type Region func(*sql.Selector)

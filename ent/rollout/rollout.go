@@ -31,6 +31,12 @@ const (
 	FieldStrategy = "strategy"
 	// FieldState holds the string denoting the state field in the database.
 	FieldState = "state"
+	// FieldHaltID holds the string denoting the halt_id field in the database.
+	FieldHaltID = "halt_id"
+	// FieldBreakGlassBy holds the string denoting the break_glass_by field in the database.
+	FieldBreakGlassBy = "break_glass_by"
+	// FieldBreakGlassReason holds the string denoting the break_glass_reason field in the database.
+	FieldBreakGlassReason = "break_glass_reason"
 	// FieldWave holds the string denoting the wave field in the database.
 	FieldWave = "wave"
 	// FieldRegions holds the string denoting the regions field in the database.
@@ -71,6 +77,9 @@ var Columns = []string{
 	FieldToSpec,
 	FieldStrategy,
 	FieldState,
+	FieldHaltID,
+	FieldBreakGlassBy,
+	FieldBreakGlassReason,
 	FieldWave,
 	FieldRegions,
 	FieldReason,
@@ -92,6 +101,14 @@ func ValidColumn(column string) bool {
 }
 
 var (
+	// DefaultBreakGlassBy holds the default value on creation for the "break_glass_by" field.
+	DefaultBreakGlassBy string
+	// BreakGlassByValidator is a validator for the "break_glass_by" field. It is called by the builders before save.
+	BreakGlassByValidator func(string) error
+	// DefaultBreakGlassReason holds the default value on creation for the "break_glass_reason" field.
+	DefaultBreakGlassReason string
+	// BreakGlassReasonValidator is a validator for the "break_glass_reason" field. It is called by the builders before save.
+	BreakGlassReasonValidator func(string) error
 	// DefaultWave holds the default value on creation for the "wave" field.
 	DefaultWave int
 	// DefaultReason holds the default value on creation for the "reason" field.
@@ -118,6 +135,7 @@ const DefaultState = StateProgressing
 
 // State values.
 const (
+	StateQueued      State = "queued"
 	StateProgressing State = "progressing"
 	StatePaused      State = "paused"
 	StateHalted      State = "halted"
@@ -132,7 +150,7 @@ func (s State) String() string {
 // StateValidator is a validator for the "state" field enum values. It is called by the builders before save.
 func StateValidator(s State) error {
 	switch s {
-	case StateProgressing, StatePaused, StateHalted, StateSucceeded, StateRolledBack:
+	case StateQueued, StateProgressing, StatePaused, StateHalted, StateSucceeded, StateRolledBack:
 		return nil
 	default:
 		return fmt.Errorf("rollout: invalid enum value for state field: %q", s)
@@ -170,6 +188,21 @@ func ByFromRevision(opts ...sql.OrderTermOption) OrderOption {
 // ByState orders the results by the state field.
 func ByState(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldState, opts...).ToFunc()
+}
+
+// ByHaltID orders the results by the halt_id field.
+func ByHaltID(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldHaltID, opts...).ToFunc()
+}
+
+// ByBreakGlassBy orders the results by the break_glass_by field.
+func ByBreakGlassBy(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldBreakGlassBy, opts...).ToFunc()
+}
+
+// ByBreakGlassReason orders the results by the break_glass_reason field.
+func ByBreakGlassReason(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldBreakGlassReason, opts...).ToFunc()
 }
 
 // ByWave orders the results by the wave field.

@@ -75,6 +75,21 @@ func FromRevision(v int) predicate.Rollout {
 	return predicate.Rollout(sql.FieldEQ(FieldFromRevision, v))
 }
 
+// HaltID applies equality check predicate on the "halt_id" field. It's identical to HaltIDEQ.
+func HaltID(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEQ(FieldHaltID, v))
+}
+
+// BreakGlassBy applies equality check predicate on the "break_glass_by" field. It's identical to BreakGlassByEQ.
+func BreakGlassBy(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEQ(FieldBreakGlassBy, v))
+}
+
+// BreakGlassReason applies equality check predicate on the "break_glass_reason" field. It's identical to BreakGlassReasonEQ.
+func BreakGlassReason(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEQ(FieldBreakGlassReason, v))
+}
+
 // Wave applies equality check predicate on the "wave" field. It's identical to WaveEQ.
 func Wave(v int) predicate.Rollout {
 	return predicate.Rollout(sql.FieldEQ(FieldWave, v))
@@ -348,6 +363,186 @@ func StateIn(vs ...State) predicate.Rollout {
 // StateNotIn applies the NotIn predicate on the "state" field.
 func StateNotIn(vs ...State) predicate.Rollout {
 	return predicate.Rollout(sql.FieldNotIn(FieldState, vs...))
+}
+
+// HaltIDEQ applies the EQ predicate on the "halt_id" field.
+func HaltIDEQ(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEQ(FieldHaltID, v))
+}
+
+// HaltIDNEQ applies the NEQ predicate on the "halt_id" field.
+func HaltIDNEQ(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldNEQ(FieldHaltID, v))
+}
+
+// HaltIDIn applies the In predicate on the "halt_id" field.
+func HaltIDIn(vs ...int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldIn(FieldHaltID, vs...))
+}
+
+// HaltIDNotIn applies the NotIn predicate on the "halt_id" field.
+func HaltIDNotIn(vs ...int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldNotIn(FieldHaltID, vs...))
+}
+
+// HaltIDGT applies the GT predicate on the "halt_id" field.
+func HaltIDGT(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldGT(FieldHaltID, v))
+}
+
+// HaltIDGTE applies the GTE predicate on the "halt_id" field.
+func HaltIDGTE(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldGTE(FieldHaltID, v))
+}
+
+// HaltIDLT applies the LT predicate on the "halt_id" field.
+func HaltIDLT(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldLT(FieldHaltID, v))
+}
+
+// HaltIDLTE applies the LTE predicate on the "halt_id" field.
+func HaltIDLTE(v int) predicate.Rollout {
+	return predicate.Rollout(sql.FieldLTE(FieldHaltID, v))
+}
+
+// HaltIDIsNil applies the IsNil predicate on the "halt_id" field.
+func HaltIDIsNil() predicate.Rollout {
+	return predicate.Rollout(sql.FieldIsNull(FieldHaltID))
+}
+
+// HaltIDNotNil applies the NotNil predicate on the "halt_id" field.
+func HaltIDNotNil() predicate.Rollout {
+	return predicate.Rollout(sql.FieldNotNull(FieldHaltID))
+}
+
+// BreakGlassByEQ applies the EQ predicate on the "break_glass_by" field.
+func BreakGlassByEQ(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEQ(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByNEQ applies the NEQ predicate on the "break_glass_by" field.
+func BreakGlassByNEQ(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldNEQ(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByIn applies the In predicate on the "break_glass_by" field.
+func BreakGlassByIn(vs ...string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldIn(FieldBreakGlassBy, vs...))
+}
+
+// BreakGlassByNotIn applies the NotIn predicate on the "break_glass_by" field.
+func BreakGlassByNotIn(vs ...string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldNotIn(FieldBreakGlassBy, vs...))
+}
+
+// BreakGlassByGT applies the GT predicate on the "break_glass_by" field.
+func BreakGlassByGT(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldGT(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByGTE applies the GTE predicate on the "break_glass_by" field.
+func BreakGlassByGTE(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldGTE(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByLT applies the LT predicate on the "break_glass_by" field.
+func BreakGlassByLT(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldLT(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByLTE applies the LTE predicate on the "break_glass_by" field.
+func BreakGlassByLTE(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldLTE(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByContains applies the Contains predicate on the "break_glass_by" field.
+func BreakGlassByContains(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldContains(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByHasPrefix applies the HasPrefix predicate on the "break_glass_by" field.
+func BreakGlassByHasPrefix(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldHasPrefix(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByHasSuffix applies the HasSuffix predicate on the "break_glass_by" field.
+func BreakGlassByHasSuffix(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldHasSuffix(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByEqualFold applies the EqualFold predicate on the "break_glass_by" field.
+func BreakGlassByEqualFold(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEqualFold(FieldBreakGlassBy, v))
+}
+
+// BreakGlassByContainsFold applies the ContainsFold predicate on the "break_glass_by" field.
+func BreakGlassByContainsFold(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldContainsFold(FieldBreakGlassBy, v))
+}
+
+// BreakGlassReasonEQ applies the EQ predicate on the "break_glass_reason" field.
+func BreakGlassReasonEQ(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEQ(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonNEQ applies the NEQ predicate on the "break_glass_reason" field.
+func BreakGlassReasonNEQ(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldNEQ(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonIn applies the In predicate on the "break_glass_reason" field.
+func BreakGlassReasonIn(vs ...string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldIn(FieldBreakGlassReason, vs...))
+}
+
+// BreakGlassReasonNotIn applies the NotIn predicate on the "break_glass_reason" field.
+func BreakGlassReasonNotIn(vs ...string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldNotIn(FieldBreakGlassReason, vs...))
+}
+
+// BreakGlassReasonGT applies the GT predicate on the "break_glass_reason" field.
+func BreakGlassReasonGT(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldGT(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonGTE applies the GTE predicate on the "break_glass_reason" field.
+func BreakGlassReasonGTE(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldGTE(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonLT applies the LT predicate on the "break_glass_reason" field.
+func BreakGlassReasonLT(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldLT(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonLTE applies the LTE predicate on the "break_glass_reason" field.
+func BreakGlassReasonLTE(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldLTE(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonContains applies the Contains predicate on the "break_glass_reason" field.
+func BreakGlassReasonContains(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldContains(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonHasPrefix applies the HasPrefix predicate on the "break_glass_reason" field.
+func BreakGlassReasonHasPrefix(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldHasPrefix(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonHasSuffix applies the HasSuffix predicate on the "break_glass_reason" field.
+func BreakGlassReasonHasSuffix(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldHasSuffix(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonEqualFold applies the EqualFold predicate on the "break_glass_reason" field.
+func BreakGlassReasonEqualFold(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldEqualFold(FieldBreakGlassReason, v))
+}
+
+// BreakGlassReasonContainsFold applies the ContainsFold predicate on the "break_glass_reason" field.
+func BreakGlassReasonContainsFold(v string) predicate.Rollout {
+	return predicate.Rollout(sql.FieldContainsFold(FieldBreakGlassReason, v))
 }
 
 // WaveEQ applies the EQ predicate on the "wave" field.

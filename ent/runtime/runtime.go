@@ -15,10 +15,15 @@ import (
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/failedspec"
+	"github.com/deploysync/deploysync/ent/fleetcontrol"
+	"github.com/deploysync/deploysync/ent/fleethalt"
+	"github.com/deploysync/deploysync/ent/freezewindow"
 	"github.com/deploysync/deploysync/ent/installationsecret"
 	"github.com/deploysync/deploysync/ent/instance"
 	"github.com/deploysync/deploysync/ent/namespace"
 	"github.com/deploysync/deploysync/ent/operatorkey"
+	"github.com/deploysync/deploysync/ent/pacingbound"
 	"github.com/deploysync/deploysync/ent/region"
 	"github.com/deploysync/deploysync/ent/resourcesync"
 	"github.com/deploysync/deploysync/ent/rollout"
@@ -494,6 +499,152 @@ func init() {
 	deploymenttopology.DefaultSpecRevision = deploymenttopologyDescSpecRevision.Default.(int)
 	// deploymenttopology.SpecRevisionValidator is a validator for the "spec_revision" field. It is called by the builders before save.
 	deploymenttopology.SpecRevisionValidator = deploymenttopologyDescSpecRevision.Validators[0].(func(int) error)
+	failedspecFields := schema.FailedSpec{}.Fields()
+	_ = failedspecFields
+	// failedspecDescSpecHash is the schema descriptor for spec_hash field.
+	failedspecDescSpecHash := failedspecFields[1].Descriptor()
+	// failedspec.SpecHashValidator is a validator for the "spec_hash" field. It is called by the builders before save.
+	failedspec.SpecHashValidator = failedspecDescSpecHash.Validators[0].(func(string) error)
+	// failedspecDescReason is the schema descriptor for reason field.
+	failedspecDescReason := failedspecFields[4].Descriptor()
+	// failedspec.DefaultReason holds the default value on creation for the reason field.
+	failedspec.DefaultReason = failedspecDescReason.Default.(string)
+	// failedspec.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	failedspec.ReasonValidator = failedspecDescReason.Validators[0].(func(string) error)
+	// failedspecDescCreatedAt is the schema descriptor for created_at field.
+	failedspecDescCreatedAt := failedspecFields[5].Descriptor()
+	// failedspec.DefaultCreatedAt holds the default value on creation for the created_at field.
+	failedspec.DefaultCreatedAt = failedspecDescCreatedAt.Default.(func() time.Time)
+	fleetcontrolFields := schema.FleetControl{}.Fields()
+	_ = fleetcontrolFields
+	// fleetcontrolDescGeneration is the schema descriptor for generation field.
+	fleetcontrolDescGeneration := fleetcontrolFields[1].Descriptor()
+	// fleetcontrol.DefaultGeneration holds the default value on creation for the generation field.
+	fleetcontrol.DefaultGeneration = fleetcontrolDescGeneration.Default.(int64)
+	fleethaltFields := schema.FleetHalt{}.Fields()
+	_ = fleethaltFields
+	// fleethaltDescWorkspaceID is the schema descriptor for workspace_id field.
+	fleethaltDescWorkspaceID := fleethaltFields[0].Descriptor()
+	// fleethalt.DefaultWorkspaceID holds the default value on creation for the workspace_id field.
+	fleethalt.DefaultWorkspaceID = fleethaltDescWorkspaceID.Default.(string)
+	// fleethalt.WorkspaceIDValidator is a validator for the "workspace_id" field. It is called by the builders before save.
+	fleethalt.WorkspaceIDValidator = fleethaltDescWorkspaceID.Validators[0].(func(string) error)
+	// fleethaltDescEnvironmentID is the schema descriptor for environment_id field.
+	fleethaltDescEnvironmentID := fleethaltFields[1].Descriptor()
+	// fleethalt.DefaultEnvironmentID holds the default value on creation for the environment_id field.
+	fleethalt.DefaultEnvironmentID = fleethaltDescEnvironmentID.Default.(string)
+	// fleethalt.EnvironmentIDValidator is a validator for the "environment_id" field. It is called by the builders before save.
+	fleethalt.EnvironmentIDValidator = fleethaltDescEnvironmentID.Validators[0].(func(string) error)
+	// fleethaltDescRegion is the schema descriptor for region field.
+	fleethaltDescRegion := fleethaltFields[2].Descriptor()
+	// fleethalt.DefaultRegion holds the default value on creation for the region field.
+	fleethalt.DefaultRegion = fleethaltDescRegion.Default.(string)
+	// fleethalt.RegionValidator is a validator for the "region" field. It is called by the builders before save.
+	fleethalt.RegionValidator = fleethaltDescRegion.Validators[0].(func(string) error)
+	// fleethaltDescReason is the schema descriptor for reason field.
+	fleethaltDescReason := fleethaltFields[3].Descriptor()
+	// fleethalt.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	fleethalt.ReasonValidator = func() func(string) error {
+		validators := fleethaltDescReason.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(reason string) error {
+			for _, fn := range fns {
+				if err := fn(reason); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// fleethaltDescActor is the schema descriptor for actor field.
+	fleethaltDescActor := fleethaltFields[4].Descriptor()
+	// fleethalt.DefaultActor holds the default value on creation for the actor field.
+	fleethalt.DefaultActor = fleethaltDescActor.Default.(string)
+	// fleethalt.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
+	fleethalt.ActorValidator = fleethaltDescActor.Validators[0].(func(string) error)
+	// fleethaltDescPaused is the schema descriptor for paused field.
+	fleethaltDescPaused := fleethaltFields[5].Descriptor()
+	// fleethalt.DefaultPaused holds the default value on creation for the paused field.
+	fleethalt.DefaultPaused = fleethaltDescPaused.Default.(int)
+	// fleethaltDescCreatedAt is the schema descriptor for created_at field.
+	fleethaltDescCreatedAt := fleethaltFields[6].Descriptor()
+	// fleethalt.DefaultCreatedAt holds the default value on creation for the created_at field.
+	fleethalt.DefaultCreatedAt = fleethaltDescCreatedAt.Default.(func() time.Time)
+	// fleethaltDescLiftedBy is the schema descriptor for lifted_by field.
+	fleethaltDescLiftedBy := fleethaltFields[8].Descriptor()
+	// fleethalt.DefaultLiftedBy holds the default value on creation for the lifted_by field.
+	fleethalt.DefaultLiftedBy = fleethaltDescLiftedBy.Default.(string)
+	// fleethalt.LiftedByValidator is a validator for the "lifted_by" field. It is called by the builders before save.
+	fleethalt.LiftedByValidator = fleethaltDescLiftedBy.Validators[0].(func(string) error)
+	freezewindowFields := schema.FreezeWindow{}.Fields()
+	_ = freezewindowFields
+	// freezewindowDescName is the schema descriptor for name field.
+	freezewindowDescName := freezewindowFields[0].Descriptor()
+	// freezewindow.NameValidator is a validator for the "name" field. It is called by the builders before save.
+	freezewindow.NameValidator = func() func(string) error {
+		validators := freezewindowDescName.Validators
+		fns := [...]func(string) error{
+			validators[0].(func(string) error),
+			validators[1].(func(string) error),
+		}
+		return func(name string) error {
+			for _, fn := range fns {
+				if err := fn(name); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}()
+	// freezewindowDescWorkspaceID is the schema descriptor for workspace_id field.
+	freezewindowDescWorkspaceID := freezewindowFields[1].Descriptor()
+	// freezewindow.DefaultWorkspaceID holds the default value on creation for the workspace_id field.
+	freezewindow.DefaultWorkspaceID = freezewindowDescWorkspaceID.Default.(string)
+	// freezewindow.WorkspaceIDValidator is a validator for the "workspace_id" field. It is called by the builders before save.
+	freezewindow.WorkspaceIDValidator = freezewindowDescWorkspaceID.Validators[0].(func(string) error)
+	// freezewindowDescEnvironmentID is the schema descriptor for environment_id field.
+	freezewindowDescEnvironmentID := freezewindowFields[2].Descriptor()
+	// freezewindow.DefaultEnvironmentID holds the default value on creation for the environment_id field.
+	freezewindow.DefaultEnvironmentID = freezewindowDescEnvironmentID.Default.(string)
+	// freezewindow.EnvironmentIDValidator is a validator for the "environment_id" field. It is called by the builders before save.
+	freezewindow.EnvironmentIDValidator = freezewindowDescEnvironmentID.Validators[0].(func(string) error)
+	// freezewindowDescSchedule is the schema descriptor for schedule field.
+	freezewindowDescSchedule := freezewindowFields[3].Descriptor()
+	// freezewindow.DefaultSchedule holds the default value on creation for the schedule field.
+	freezewindow.DefaultSchedule = freezewindowDescSchedule.Default.(string)
+	// freezewindow.ScheduleValidator is a validator for the "schedule" field. It is called by the builders before save.
+	freezewindow.ScheduleValidator = freezewindowDescSchedule.Validators[0].(func(string) error)
+	// freezewindowDescTimeZone is the schema descriptor for time_zone field.
+	freezewindowDescTimeZone := freezewindowFields[4].Descriptor()
+	// freezewindow.DefaultTimeZone holds the default value on creation for the time_zone field.
+	freezewindow.DefaultTimeZone = freezewindowDescTimeZone.Default.(string)
+	// freezewindow.TimeZoneValidator is a validator for the "time_zone" field. It is called by the builders before save.
+	freezewindow.TimeZoneValidator = freezewindowDescTimeZone.Validators[0].(func(string) error)
+	// freezewindowDescDurationSeconds is the schema descriptor for duration_seconds field.
+	freezewindowDescDurationSeconds := freezewindowFields[5].Descriptor()
+	// freezewindow.DefaultDurationSeconds holds the default value on creation for the duration_seconds field.
+	freezewindow.DefaultDurationSeconds = freezewindowDescDurationSeconds.Default.(int64)
+	// freezewindowDescReason is the schema descriptor for reason field.
+	freezewindowDescReason := freezewindowFields[8].Descriptor()
+	// freezewindow.DefaultReason holds the default value on creation for the reason field.
+	freezewindow.DefaultReason = freezewindowDescReason.Default.(string)
+	// freezewindow.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
+	freezewindow.ReasonValidator = freezewindowDescReason.Validators[0].(func(string) error)
+	// freezewindowDescActor is the schema descriptor for actor field.
+	freezewindowDescActor := freezewindowFields[9].Descriptor()
+	// freezewindow.DefaultActor holds the default value on creation for the actor field.
+	freezewindow.DefaultActor = freezewindowDescActor.Default.(string)
+	// freezewindow.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
+	freezewindow.ActorValidator = freezewindowDescActor.Validators[0].(func(string) error)
+	// freezewindowDescUpdatedAt is the schema descriptor for updated_at field.
+	freezewindowDescUpdatedAt := freezewindowFields[10].Descriptor()
+	// freezewindow.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	freezewindow.DefaultUpdatedAt = freezewindowDescUpdatedAt.Default.(func() time.Time)
+	// freezewindow.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	freezewindow.UpdateDefaultUpdatedAt = freezewindowDescUpdatedAt.UpdateDefault.(func() time.Time)
 	installationsecretFields := schema.InstallationSecret{}.Fields()
 	_ = installationsecretFields
 	// installationsecretDescValue is the schema descriptor for value field.
@@ -717,6 +868,42 @@ func init() {
 	operatorkeyDescCreatedAt := operatorkeyFields[5].Descriptor()
 	// operatorkey.DefaultCreatedAt holds the default value on creation for the created_at field.
 	operatorkey.DefaultCreatedAt = operatorkeyDescCreatedAt.Default.(func() time.Time)
+	pacingboundFields := schema.PacingBound{}.Fields()
+	_ = pacingboundFields
+	// pacingboundDescWorkspaceID is the schema descriptor for workspace_id field.
+	pacingboundDescWorkspaceID := pacingboundFields[0].Descriptor()
+	// pacingbound.DefaultWorkspaceID holds the default value on creation for the workspace_id field.
+	pacingbound.DefaultWorkspaceID = pacingboundDescWorkspaceID.Default.(string)
+	// pacingbound.WorkspaceIDValidator is a validator for the "workspace_id" field. It is called by the builders before save.
+	pacingbound.WorkspaceIDValidator = pacingboundDescWorkspaceID.Validators[0].(func(string) error)
+	// pacingboundDescEnvironmentID is the schema descriptor for environment_id field.
+	pacingboundDescEnvironmentID := pacingboundFields[1].Descriptor()
+	// pacingbound.DefaultEnvironmentID holds the default value on creation for the environment_id field.
+	pacingbound.DefaultEnvironmentID = pacingboundDescEnvironmentID.Default.(string)
+	// pacingbound.EnvironmentIDValidator is a validator for the "environment_id" field. It is called by the builders before save.
+	pacingbound.EnvironmentIDValidator = pacingboundDescEnvironmentID.Validators[0].(func(string) error)
+	// pacingboundDescRegion is the schema descriptor for region field.
+	pacingboundDescRegion := pacingboundFields[2].Descriptor()
+	// pacingbound.DefaultRegion holds the default value on creation for the region field.
+	pacingbound.DefaultRegion = pacingboundDescRegion.Default.(string)
+	// pacingbound.RegionValidator is a validator for the "region" field. It is called by the builders before save.
+	pacingbound.RegionValidator = pacingboundDescRegion.Validators[0].(func(string) error)
+	// pacingboundDescMax is the schema descriptor for max field.
+	pacingboundDescMax := pacingboundFields[3].Descriptor()
+	// pacingbound.MaxValidator is a validator for the "max" field. It is called by the builders before save.
+	pacingbound.MaxValidator = pacingboundDescMax.Validators[0].(func(int) error)
+	// pacingboundDescActor is the schema descriptor for actor field.
+	pacingboundDescActor := pacingboundFields[4].Descriptor()
+	// pacingbound.DefaultActor holds the default value on creation for the actor field.
+	pacingbound.DefaultActor = pacingboundDescActor.Default.(string)
+	// pacingbound.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
+	pacingbound.ActorValidator = pacingboundDescActor.Validators[0].(func(string) error)
+	// pacingboundDescUpdatedAt is the schema descriptor for updated_at field.
+	pacingboundDescUpdatedAt := pacingboundFields[5].Descriptor()
+	// pacingbound.DefaultUpdatedAt holds the default value on creation for the updated_at field.
+	pacingbound.DefaultUpdatedAt = pacingboundDescUpdatedAt.Default.(func() time.Time)
+	// pacingbound.UpdateDefaultUpdatedAt holds the default value on update for the updated_at field.
+	pacingbound.UpdateDefaultUpdatedAt = pacingboundDescUpdatedAt.UpdateDefault.(func() time.Time)
 	regionMixin := schema.Region{}.Mixin()
 	regionMixinFields0 := regionMixin[0].Fields()
 	_ = regionMixinFields0
@@ -778,32 +965,44 @@ func init() {
 	resourcesync.DefaultReportedAt = resourcesyncDescReportedAt.Default.(func() time.Time)
 	rolloutFields := schema.Rollout{}.Fields()
 	_ = rolloutFields
+	// rolloutDescBreakGlassBy is the schema descriptor for break_glass_by field.
+	rolloutDescBreakGlassBy := rolloutFields[9].Descriptor()
+	// rollout.DefaultBreakGlassBy holds the default value on creation for the break_glass_by field.
+	rollout.DefaultBreakGlassBy = rolloutDescBreakGlassBy.Default.(string)
+	// rollout.BreakGlassByValidator is a validator for the "break_glass_by" field. It is called by the builders before save.
+	rollout.BreakGlassByValidator = rolloutDescBreakGlassBy.Validators[0].(func(string) error)
+	// rolloutDescBreakGlassReason is the schema descriptor for break_glass_reason field.
+	rolloutDescBreakGlassReason := rolloutFields[10].Descriptor()
+	// rollout.DefaultBreakGlassReason holds the default value on creation for the break_glass_reason field.
+	rollout.DefaultBreakGlassReason = rolloutDescBreakGlassReason.Default.(string)
+	// rollout.BreakGlassReasonValidator is a validator for the "break_glass_reason" field. It is called by the builders before save.
+	rollout.BreakGlassReasonValidator = rolloutDescBreakGlassReason.Validators[0].(func(string) error)
 	// rolloutDescWave is the schema descriptor for wave field.
-	rolloutDescWave := rolloutFields[8].Descriptor()
+	rolloutDescWave := rolloutFields[11].Descriptor()
 	// rollout.DefaultWave holds the default value on creation for the wave field.
 	rollout.DefaultWave = rolloutDescWave.Default.(int)
 	// rolloutDescReason is the schema descriptor for reason field.
-	rolloutDescReason := rolloutFields[10].Descriptor()
+	rolloutDescReason := rolloutFields[13].Descriptor()
 	// rollout.DefaultReason holds the default value on creation for the reason field.
 	rollout.DefaultReason = rolloutDescReason.Default.(string)
 	// rollout.ReasonValidator is a validator for the "reason" field. It is called by the builders before save.
 	rollout.ReasonValidator = rolloutDescReason.Validators[0].(func(string) error)
 	// rolloutDescActor is the schema descriptor for actor field.
-	rolloutDescActor := rolloutFields[11].Descriptor()
+	rolloutDescActor := rolloutFields[14].Descriptor()
 	// rollout.DefaultActor holds the default value on creation for the actor field.
 	rollout.DefaultActor = rolloutDescActor.Default.(string)
 	// rollout.ActorValidator is a validator for the "actor" field. It is called by the builders before save.
 	rollout.ActorValidator = rolloutDescActor.Validators[0].(func(string) error)
 	// rolloutDescVersion is the schema descriptor for version field.
-	rolloutDescVersion := rolloutFields[12].Descriptor()
+	rolloutDescVersion := rolloutFields[15].Descriptor()
 	// rollout.DefaultVersion holds the default value on creation for the version field.
 	rollout.DefaultVersion = rolloutDescVersion.Default.(int64)
 	// rolloutDescCreatedAt is the schema descriptor for created_at field.
-	rolloutDescCreatedAt := rolloutFields[13].Descriptor()
+	rolloutDescCreatedAt := rolloutFields[16].Descriptor()
 	// rollout.DefaultCreatedAt holds the default value on creation for the created_at field.
 	rollout.DefaultCreatedAt = rolloutDescCreatedAt.Default.(func() time.Time)
 	// rolloutDescUpdatedAt is the schema descriptor for updated_at field.
-	rolloutDescUpdatedAt := rolloutFields[14].Descriptor()
+	rolloutDescUpdatedAt := rolloutFields[17].Descriptor()
 	// rollout.DefaultUpdatedAt holds the default value on creation for the updated_at field.
 	rollout.DefaultUpdatedAt = rolloutDescUpdatedAt.Default.(func() time.Time)
 	rolloutstrategyFields := schema.RolloutStrategy{}.Fields()

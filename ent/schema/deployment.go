@@ -49,6 +49,7 @@ func (Deployment) Edges() []ent.Edge {
 		edge.To("instances", Instance.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 		edge.To("revisions", DeploymentRevision.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 		edge.To("rollouts", Rollout.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
+		edge.To("failed_specs", FailedSpec.Type).Annotations(entsql.OnDelete(entsql.Cascade)),
 	}
 }
 

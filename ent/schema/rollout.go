@@ -38,9 +38,19 @@ func (Rollout) Fields() []ent.Field {
 		field.JSON("from_spec", jsontype.Spec{}).Immutable(),
 		field.JSON("to_spec", jsontype.Spec{}).Immutable(),
 		field.JSON("strategy", jsontype.Strategy{}).Immutable(),
-		// state: progressing, paused (by an operator), halted (a wave
+		// state: queued (in flight, no wave started: a fleet control
+		// holds it, see daemon/fleet), progressing, paused (by an
+		// operator, or by the fleet halt halt_id names), halted (a wave
 		// failed under on_failure pause), succeeded, rolled_back.
-		field.Enum("state").Values("progressing", "paused", "halted", "succeeded", "rolled_back").Default("progressing"),
+		field.Enum("state").Values("queued", "progressing", "paused", "halted", "succeeded", "rolled_back").Default("progressing"),
+		// halt_id is the fleet halt that paused it (NULL when an
+		// operator did, or nothing did): lifting that halt resumes it.
+		field.Int("halt_id").Optional().Nillable(),
+		// break_glass_by is the operator who took it through the fleet's
+		// holds (halts, freeze windows, pacing) on purpose, with a reason
+		// ("" for none): audited, and shown on the rollout.
+		field.String("break_glass_by").Default("").MaxLen(255),
+		field.String("break_glass_reason").Default("").MaxLen(1024),
 		// wave is the index of the wave in progress.
 		field.Int("wave").Default(0),
 		field.JSON("regions", map[string]jsontype.RegionRollout{}),

@@ -87,6 +87,10 @@ const (
 	// PROMOTE passes the current wave now, skipping what is left of its
 	// bake, and starts the next (or ends it succeeded after the last).
 	RolloutAction_ROLLOUT_ACTION_PROMOTE RolloutAction = 3
+	// BREAK_GLASS takes it through the fleet's holds (halts, freeze
+	// windows, pacing) for ControlRolloutRequest.reason: a queued one starts
+	// now, one a halt paused goes on. Audited, and shown on the rollout.
+	RolloutAction_ROLLOUT_ACTION_BREAK_GLASS RolloutAction = 5
 	// ABORT rolls back every region it promoted, and ends it.
 	RolloutAction_ROLLOUT_ACTION_ABORT RolloutAction = 4
 )
@@ -98,6 +102,7 @@ var (
 		1: "ROLLOUT_ACTION_PAUSE",
 		2: "ROLLOUT_ACTION_RESUME",
 		3: "ROLLOUT_ACTION_PROMOTE",
+		5: "ROLLOUT_ACTION_BREAK_GLASS",
 		4: "ROLLOUT_ACTION_ABORT",
 	}
 	RolloutAction_value = map[string]int32{
@@ -105,6 +110,7 @@ var (
 		"ROLLOUT_ACTION_PAUSE":       1,
 		"ROLLOUT_ACTION_RESUME":      2,
 		"ROLLOUT_ACTION_PROMOTE":     3,
+		"ROLLOUT_ACTION_BREAK_GLASS": 5,
 		"ROLLOUT_ACTION_ABORT":       4,
 	}
 )
@@ -1735,9 +1741,12 @@ type DeployRequest struct {
 	Replicas int32             `protobuf:"varint,11,opt,name=replicas,proto3" json:"replicas,omitempty"`
 	// rollout, when set, is how this deploy rolls out, instead of its
 	// environment's strategy (one with no waves: every region at once).
-	Rollout       *RolloutStrategy `protobuf:"bytes,12,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rollout *RolloutStrategy `protobuf:"bytes,12,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// break_glass_reason, when set, takes the deploy through the fleet's
+	// holds (halts, freeze windows, pacing): audited, shown on its rollout.
+	BreakGlassReason string `protobuf:"bytes,13,opt,name=break_glass_reason,json=breakGlassReason,proto3" json:"break_glass_reason,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *DeployRequest) Reset() {
@@ -1852,6 +1861,13 @@ func (x *DeployRequest) GetRollout() *RolloutStrategy {
 		return x.Rollout
 	}
 	return nil
+}
+
+func (x *DeployRequest) GetBreakGlassReason() string {
+	if x != nil {
+		return x.BreakGlassReason
+	}
+	return ""
 }
 
 type DeployResponse struct {
@@ -2104,9 +2120,15 @@ type UpdateDeploymentRequest struct {
 	ReplaceEnv bool              `protobuf:"varint,6,opt,name=replace_env,json=replaceEnv,proto3" json:"replace_env,omitempty"`
 	// rollout, when set, is how this update rolls out, instead of its
 	// environment's strategy (one with no waves: every region at once).
-	Rollout       *RolloutStrategy `protobuf:"bytes,7,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rollout *RolloutStrategy `protobuf:"bytes,7,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// break_glass_reason: as DeployRequest's.
+	BreakGlassReason string `protobuf:"bytes,8,opt,name=break_glass_reason,json=breakGlassReason,proto3" json:"break_glass_reason,omitempty"`
+	// retry_failed_reason, when set, rolls out a spec that a rollout rolled
+	// back for a failed gate, on purpose (audited); without it that is
+	// refused, FailedPrecondition naming the rollout.
+	RetryFailedReason string `protobuf:"bytes,9,opt,name=retry_failed_reason,json=retryFailedReason,proto3" json:"retry_failed_reason,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *UpdateDeploymentRequest) Reset() {
@@ -2188,6 +2210,20 @@ func (x *UpdateDeploymentRequest) GetRollout() *RolloutStrategy {
 	return nil
 }
 
+func (x *UpdateDeploymentRequest) GetBreakGlassReason() string {
+	if x != nil {
+		return x.BreakGlassReason
+	}
+	return ""
+}
+
+func (x *UpdateDeploymentRequest) GetRetryFailedReason() string {
+	if x != nil {
+		return x.RetryFailedReason
+	}
+	return ""
+}
+
 type UpdateDeploymentResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// revision is the revision the update made.
@@ -2241,9 +2277,12 @@ type RollbackDeploymentRequest struct {
 	ToRevision int32 `protobuf:"varint,2,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
 	// rollout, when set, is how this rollback rolls out, instead of its
 	// environment's strategy (one with no waves: every region at once).
-	Rollout       *RolloutStrategy `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Rollout *RolloutStrategy `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	// break_glass_reason and retry_failed_reason: as UpdateDeploymentRequest's.
+	BreakGlassReason  string `protobuf:"bytes,4,opt,name=break_glass_reason,json=breakGlassReason,proto3" json:"break_glass_reason,omitempty"`
+	RetryFailedReason string `protobuf:"bytes,5,opt,name=retry_failed_reason,json=retryFailedReason,proto3" json:"retry_failed_reason,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *RollbackDeploymentRequest) Reset() {
@@ -2295,6 +2334,20 @@ func (x *RollbackDeploymentRequest) GetRollout() *RolloutStrategy {
 		return x.Rollout
 	}
 	return nil
+}
+
+func (x *RollbackDeploymentRequest) GetBreakGlassReason() string {
+	if x != nil {
+		return x.BreakGlassReason
+	}
+	return ""
+}
+
+func (x *RollbackDeploymentRequest) GetRetryFailedReason() string {
+	if x != nil {
+		return x.RetryFailedReason
+	}
+	return ""
 }
 
 type RollbackDeploymentResponse struct {
@@ -2466,10 +2519,15 @@ type DeploymentRevision struct {
 	CpuMillicores int32  `protobuf:"varint,9,opt,name=cpu_millicores,json=cpuMillicores,proto3" json:"cpu_millicores,omitempty"`
 	MemoryMib     int32  `protobuf:"varint,10,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
 	// env_names lists the environment's names; values are not shown.
-	EnvNames      []string      `protobuf:"bytes,11,rep,name=env_names,json=envNames,proto3" json:"env_names,omitempty"`
-	Regions       []*RegionSpec `protobuf:"bytes,12,rep,name=regions,proto3" json:"regions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EnvNames []string      `protobuf:"bytes,11,rep,name=env_names,json=envNames,proto3" json:"env_names,omitempty"`
+	Regions  []*RegionSpec `protobuf:"bytes,12,rep,name=regions,proto3" json:"regions,omitempty"`
+	// failed is the evidence a rollout rolled this revision's spec back on,
+	// for a failed gate ("" when it did not, or the spec succeeded since);
+	// failed_rollout_id that rollout.
+	Failed          string `protobuf:"bytes,13,opt,name=failed,proto3" json:"failed,omitempty"`
+	FailedRolloutId int64  `protobuf:"varint,14,opt,name=failed_rollout_id,json=failedRolloutId,proto3" json:"failed_rollout_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeploymentRevision) Reset() {
@@ -2584,6 +2642,20 @@ func (x *DeploymentRevision) GetRegions() []*RegionSpec {
 		return x.Regions
 	}
 	return nil
+}
+
+func (x *DeploymentRevision) GetFailed() string {
+	if x != nil {
+		return x.Failed
+	}
+	return ""
+}
+
+func (x *DeploymentRevision) GetFailedRolloutId() int64 {
+	if x != nil {
+		return x.FailedRolloutId
+	}
+	return 0
 }
 
 // RegionSpec is a revision's desired state in one region.
@@ -3684,10 +3756,28 @@ type Rollout struct {
 	// each with its id. version counts its steps: every step (a region
 	// turning baking or failed, a wave passing, an operator's action)
 	// increments it. A ControlRolloutRequest's fence names both.
-	Id            int64 `protobuf:"varint,16,opt,name=id,proto3" json:"id,omitempty"`
-	Version       int64 `protobuf:"varint,17,opt,name=version,proto3" json:"version,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Id      int64 `protobuf:"varint,16,opt,name=id,proto3" json:"id,omitempty"`
+	Version int64 `protobuf:"varint,17,opt,name=version,proto3" json:"version,omitempty"`
+	// The deployment's environment.
+	WorkspaceId   string `protobuf:"bytes,18,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string `protobuf:"bytes,19,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	// held says what fleet control holds it from starting its first wave
+	// (queued) or its next one, for people ("frozen until Mon 09:00 CET by
+	// window weekend"); "" when none does. held_kind is halt, freeze or
+	// pacing; held_until when the freeze ends; queue_place its place in a
+	// pacing bound's queue, from 1.
+	Held       string                 `protobuf:"bytes,20,opt,name=held,proto3" json:"held,omitempty"`
+	HeldKind   string                 `protobuf:"bytes,21,opt,name=held_kind,json=heldKind,proto3" json:"held_kind,omitempty"`
+	HeldUntil  *timestamppb.Timestamp `protobuf:"bytes,22,opt,name=held_until,json=heldUntil,proto3" json:"held_until,omitempty"`
+	QueuePlace int32                  `protobuf:"varint,23,opt,name=queue_place,json=queuePlace,proto3" json:"queue_place,omitempty"`
+	// halt_id is the halt that paused it (0: none).
+	HaltId int64 `protobuf:"varint,24,opt,name=halt_id,json=haltId,proto3" json:"halt_id,omitempty"`
+	// break_glass_by took it through the fleet's holds, for
+	// break_glass_reason ("": nobody).
+	BreakGlassBy     string `protobuf:"bytes,25,opt,name=break_glass_by,json=breakGlassBy,proto3" json:"break_glass_by,omitempty"`
+	BreakGlassReason string `protobuf:"bytes,26,opt,name=break_glass_reason,json=breakGlassReason,proto3" json:"break_glass_reason,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Rollout) Reset() {
@@ -3837,6 +3927,69 @@ func (x *Rollout) GetVersion() int64 {
 		return x.Version
 	}
 	return 0
+}
+
+func (x *Rollout) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *Rollout) GetEnvironmentId() string {
+	if x != nil {
+		return x.EnvironmentId
+	}
+	return ""
+}
+
+func (x *Rollout) GetHeld() string {
+	if x != nil {
+		return x.Held
+	}
+	return ""
+}
+
+func (x *Rollout) GetHeldKind() string {
+	if x != nil {
+		return x.HeldKind
+	}
+	return ""
+}
+
+func (x *Rollout) GetHeldUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.HeldUntil
+	}
+	return nil
+}
+
+func (x *Rollout) GetQueuePlace() int32 {
+	if x != nil {
+		return x.QueuePlace
+	}
+	return 0
+}
+
+func (x *Rollout) GetHaltId() int64 {
+	if x != nil {
+		return x.HaltId
+	}
+	return 0
+}
+
+func (x *Rollout) GetBreakGlassBy() string {
+	if x != nil {
+		return x.BreakGlassBy
+	}
+	return ""
+}
+
+func (x *Rollout) GetBreakGlassReason() string {
+	if x != nil {
+		return x.BreakGlassReason
+	}
+	return ""
 }
 
 // RolloutRegion is one region's place in a rollout.
@@ -4302,7 +4455,9 @@ type ControlRolloutRequest struct {
 	// is no longer that one, at that wave and version, nothing is done and
 	// the answer is FailedPrecondition, saying what changed. Unset: the
 	// action is on whatever is in flight (for scripts that mean that).
-	Fence         *RolloutFence `protobuf:"bytes,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	Fence *RolloutFence `protobuf:"bytes,3,opt,name=fence,proto3" json:"fence,omitempty"`
+	// reason is required with BREAK_GLASS, and audited.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4356,6 +4511,13 @@ func (x *ControlRolloutRequest) GetFence() *RolloutFence {
 		return x.Fence
 	}
 	return nil
+}
+
+func (x *ControlRolloutRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 // RolloutFence is what a person confirmed an action on: a Rollout's id,
@@ -4801,6 +4963,947 @@ func (x *GetDesiredStateResponse) GetYaml() string {
 	return ""
 }
 
+// FleetScope is where a fleet control applies: an environment
+// (workspace_id and environment_id), a region, or, all empty, everywhere.
+type FleetScope struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkspaceId   string                 `protobuf:"bytes,1,opt,name=workspace_id,json=workspaceId,proto3" json:"workspace_id,omitempty"`
+	EnvironmentId string                 `protobuf:"bytes,2,opt,name=environment_id,json=environmentId,proto3" json:"environment_id,omitempty"`
+	Region        string                 `protobuf:"bytes,3,opt,name=region,proto3" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetScope) Reset() {
+	*x = FleetScope{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetScope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetScope) ProtoMessage() {}
+
+func (x *FleetScope) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetScope.ProtoReflect.Descriptor instead.
+func (*FleetScope) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *FleetScope) GetWorkspaceId() string {
+	if x != nil {
+		return x.WorkspaceId
+	}
+	return ""
+}
+
+func (x *FleetScope) GetEnvironmentId() string {
+	if x != nil {
+		return x.EnvironmentId
+	}
+	return ""
+}
+
+func (x *FleetScope) GetRegion() string {
+	if x != nil {
+		return x.Region
+	}
+	return ""
+}
+
+type FleetHalt struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Scope     *FleetScope            `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	Reason    string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Actor     string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// paused is how many rollouts it paused when it was made; holding how
+	// many in flight it holds now (paused or queued).
+	Paused        int32 `protobuf:"varint,6,opt,name=paused,proto3" json:"paused,omitempty"`
+	Holding       int32 `protobuf:"varint,7,opt,name=holding,proto3" json:"holding,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FleetHalt) Reset() {
+	*x = FleetHalt{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FleetHalt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FleetHalt) ProtoMessage() {}
+
+func (x *FleetHalt) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FleetHalt.ProtoReflect.Descriptor instead.
+func (*FleetHalt) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *FleetHalt) GetId() int64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *FleetHalt) GetScope() *FleetScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *FleetHalt) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FleetHalt) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *FleetHalt) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *FleetHalt) GetPaused() int32 {
+	if x != nil {
+		return x.Paused
+	}
+	return 0
+}
+
+func (x *FleetHalt) GetHolding() int32 {
+	if x != nil {
+		return x.Holding
+	}
+	return 0
+}
+
+type HaltRolloutsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Scope *FleetScope            `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// reason is required, and audited.
+	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HaltRolloutsRequest) Reset() {
+	*x = HaltRolloutsRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HaltRolloutsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HaltRolloutsRequest) ProtoMessage() {}
+
+func (x *HaltRolloutsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HaltRolloutsRequest.ProtoReflect.Descriptor instead.
+func (*HaltRolloutsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *HaltRolloutsRequest) GetScope() *FleetScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *HaltRolloutsRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type HaltRolloutsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Halt          *FleetHalt             `protobuf:"bytes,1,opt,name=halt,proto3" json:"halt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HaltRolloutsResponse) Reset() {
+	*x = HaltRolloutsResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HaltRolloutsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HaltRolloutsResponse) ProtoMessage() {}
+
+func (x *HaltRolloutsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HaltRolloutsResponse.ProtoReflect.Descriptor instead.
+func (*HaltRolloutsResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *HaltRolloutsResponse) GetHalt() *FleetHalt {
+	if x != nil {
+		return x.Halt
+	}
+	return nil
+}
+
+type ResumeRolloutsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	HaltId        int64                  `protobuf:"varint,1,opt,name=halt_id,json=haltId,proto3" json:"halt_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRolloutsRequest) Reset() {
+	*x = ResumeRolloutsRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRolloutsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRolloutsRequest) ProtoMessage() {}
+
+func (x *ResumeRolloutsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRolloutsRequest.ProtoReflect.Descriptor instead.
+func (*ResumeRolloutsRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *ResumeRolloutsRequest) GetHaltId() int64 {
+	if x != nil {
+		return x.HaltId
+	}
+	return 0
+}
+
+type ResumeRolloutsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// resumed went on; still_held another halt that stands holds.
+	Resumed       int32 `protobuf:"varint,1,opt,name=resumed,proto3" json:"resumed,omitempty"`
+	StillHeld     int32 `protobuf:"varint,2,opt,name=still_held,json=stillHeld,proto3" json:"still_held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeRolloutsResponse) Reset() {
+	*x = ResumeRolloutsResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeRolloutsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeRolloutsResponse) ProtoMessage() {}
+
+func (x *ResumeRolloutsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeRolloutsResponse.ProtoReflect.Descriptor instead.
+func (*ResumeRolloutsResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *ResumeRolloutsResponse) GetResumed() int32 {
+	if x != nil {
+		return x.Resumed
+	}
+	return 0
+}
+
+func (x *ResumeRolloutsResponse) GetStillHeld() int32 {
+	if x != nil {
+		return x.StillHeld
+	}
+	return 0
+}
+
+// FreezeWindow is recurring (schedule: five cron fields, read in
+// time_zone; each firing closes the window for duration) or once
+// (starts_at until ends_at).
+type FreezeWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// scope: an environment, or all (the region is not used).
+	Scope    *FleetScope `protobuf:"bytes,2,opt,name=scope,proto3" json:"scope,omitempty"`
+	Schedule string      `protobuf:"bytes,3,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	// time_zone is an IANA name (Europe/Berlin); UTC when unset.
+	TimeZone string                 `protobuf:"bytes,4,opt,name=time_zone,json=timeZone,proto3" json:"time_zone,omitempty"`
+	Duration *durationpb.Duration   `protobuf:"bytes,5,opt,name=duration,proto3" json:"duration,omitempty"`
+	StartsAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=starts_at,json=startsAt,proto3" json:"starts_at,omitempty"`
+	EndsAt   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ends_at,json=endsAt,proto3" json:"ends_at,omitempty"`
+	Reason   string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	Actor    string                 `protobuf:"bytes,9,opt,name=actor,proto3" json:"actor,omitempty"`
+	// closed tells whether it is closed now, until closed_until;
+	// next_close is when it closes next (unset: never).
+	Closed        bool                   `protobuf:"varint,10,opt,name=closed,proto3" json:"closed,omitempty"`
+	ClosedUntil   *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=closed_until,json=closedUntil,proto3" json:"closed_until,omitempty"`
+	NextClose     *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=next_close,json=nextClose,proto3" json:"next_close,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FreezeWindow) Reset() {
+	*x = FreezeWindow{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FreezeWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FreezeWindow) ProtoMessage() {}
+
+func (x *FreezeWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FreezeWindow.ProtoReflect.Descriptor instead.
+func (*FreezeWindow) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *FreezeWindow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *FreezeWindow) GetScope() *FleetScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *FreezeWindow) GetSchedule() string {
+	if x != nil {
+		return x.Schedule
+	}
+	return ""
+}
+
+func (x *FreezeWindow) GetTimeZone() string {
+	if x != nil {
+		return x.TimeZone
+	}
+	return ""
+}
+
+func (x *FreezeWindow) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *FreezeWindow) GetStartsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartsAt
+	}
+	return nil
+}
+
+func (x *FreezeWindow) GetEndsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndsAt
+	}
+	return nil
+}
+
+func (x *FreezeWindow) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *FreezeWindow) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *FreezeWindow) GetClosed() bool {
+	if x != nil {
+		return x.Closed
+	}
+	return false
+}
+
+func (x *FreezeWindow) GetClosedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ClosedUntil
+	}
+	return nil
+}
+
+func (x *FreezeWindow) GetNextClose() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextClose
+	}
+	return nil
+}
+
+type SetFreezeWindowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Window        *FreezeWindow          `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFreezeWindowRequest) Reset() {
+	*x = SetFreezeWindowRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFreezeWindowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFreezeWindowRequest) ProtoMessage() {}
+
+func (x *SetFreezeWindowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFreezeWindowRequest.ProtoReflect.Descriptor instead.
+func (*SetFreezeWindowRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *SetFreezeWindowRequest) GetWindow() *FreezeWindow {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+type SetFreezeWindowResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Window        *FreezeWindow          `protobuf:"bytes,1,opt,name=window,proto3" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetFreezeWindowResponse) Reset() {
+	*x = SetFreezeWindowResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetFreezeWindowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetFreezeWindowResponse) ProtoMessage() {}
+
+func (x *SetFreezeWindowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetFreezeWindowResponse.ProtoReflect.Descriptor instead.
+func (*SetFreezeWindowResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *SetFreezeWindowResponse) GetWindow() *FreezeWindow {
+	if x != nil {
+		return x.Window
+	}
+	return nil
+}
+
+type DeleteFreezeWindowRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFreezeWindowRequest) Reset() {
+	*x = DeleteFreezeWindowRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFreezeWindowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFreezeWindowRequest) ProtoMessage() {}
+
+func (x *DeleteFreezeWindowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFreezeWindowRequest.ProtoReflect.Descriptor instead.
+func (*DeleteFreezeWindowRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *DeleteFreezeWindowRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteFreezeWindowResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteFreezeWindowResponse) Reset() {
+	*x = DeleteFreezeWindowResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteFreezeWindowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteFreezeWindowResponse) ProtoMessage() {}
+
+func (x *DeleteFreezeWindowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteFreezeWindowResponse.ProtoReflect.Descriptor instead.
+func (*DeleteFreezeWindowResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{79}
+}
+
+// PacingBound: for an environment, at most max rollouts started and in
+// flight; for a region, at most max first waves with it in progress.
+type PacingBound struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Scope *FleetScope            `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	Max   int32                  `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// in_use is how many it counts now; queued how many wait for it.
+	InUse         int32 `protobuf:"varint,3,opt,name=in_use,json=inUse,proto3" json:"in_use,omitempty"`
+	Queued        int32 `protobuf:"varint,4,opt,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PacingBound) Reset() {
+	*x = PacingBound{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PacingBound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PacingBound) ProtoMessage() {}
+
+func (x *PacingBound) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PacingBound.ProtoReflect.Descriptor instead.
+func (*PacingBound) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *PacingBound) GetScope() *FleetScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *PacingBound) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *PacingBound) GetInUse() int32 {
+	if x != nil {
+		return x.InUse
+	}
+	return 0
+}
+
+func (x *PacingBound) GetQueued() int32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+type SetPacingBoundRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// scope: an environment or a region.
+	Scope *FleetScope `protobuf:"bytes,1,opt,name=scope,proto3" json:"scope,omitempty"`
+	// max is at least 1; remove removes the bound instead.
+	Max           int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	Remove        bool  `protobuf:"varint,3,opt,name=remove,proto3" json:"remove,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPacingBoundRequest) Reset() {
+	*x = SetPacingBoundRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPacingBoundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPacingBoundRequest) ProtoMessage() {}
+
+func (x *SetPacingBoundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPacingBoundRequest.ProtoReflect.Descriptor instead.
+func (*SetPacingBoundRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *SetPacingBoundRequest) GetScope() *FleetScope {
+	if x != nil {
+		return x.Scope
+	}
+	return nil
+}
+
+func (x *SetPacingBoundRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *SetPacingBoundRequest) GetRemove() bool {
+	if x != nil {
+		return x.Remove
+	}
+	return false
+}
+
+type SetPacingBoundResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetPacingBoundResponse) Reset() {
+	*x = SetPacingBoundResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetPacingBoundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetPacingBoundResponse) ProtoMessage() {}
+
+func (x *SetPacingBoundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetPacingBoundResponse.ProtoReflect.Descriptor instead.
+func (*SetPacingBoundResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{82}
+}
+
+type GetFleetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFleetRequest) Reset() {
+	*x = GetFleetRequest{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[83]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFleetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFleetRequest) ProtoMessage() {}
+
+func (x *GetFleetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[83]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFleetRequest.ProtoReflect.Descriptor instead.
+func (*GetFleetRequest) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{83}
+}
+
+type GetFleetResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Halts   []*FleetHalt           `protobuf:"bytes,1,rep,name=halts,proto3" json:"halts,omitempty"`
+	Windows []*FreezeWindow        `protobuf:"bytes,2,rep,name=windows,proto3" json:"windows,omitempty"`
+	Bounds  []*PacingBound         `protobuf:"bytes,3,rep,name=bounds,proto3" json:"bounds,omitempty"`
+	// rollouts are every one in flight, in the order they were made, each
+	// with what holds it (Rollout.held).
+	Rollouts []*Rollout `protobuf:"bytes,4,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	// now is the database's clock, which the holds were judged at.
+	Now           *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=now,proto3" json:"now,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetFleetResponse) Reset() {
+	*x = GetFleetResponse{}
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[84]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetFleetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetFleetResponse) ProtoMessage() {}
+
+func (x *GetFleetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_deploysync_ctrl_v1_operator_proto_msgTypes[84]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetFleetResponse.ProtoReflect.Descriptor instead.
+func (*GetFleetResponse) Descriptor() ([]byte, []int) {
+	return file_deploysync_ctrl_v1_operator_proto_rawDescGZIP(), []int{84}
+}
+
+func (x *GetFleetResponse) GetHalts() []*FleetHalt {
+	if x != nil {
+		return x.Halts
+	}
+	return nil
+}
+
+func (x *GetFleetResponse) GetWindows() []*FreezeWindow {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+func (x *GetFleetResponse) GetBounds() []*PacingBound {
+	if x != nil {
+		return x.Bounds
+	}
+	return nil
+}
+
+func (x *GetFleetResponse) GetRollouts() []*Rollout {
+	if x != nil {
+		return x.Rollouts
+	}
+	return nil
+}
+
+func (x *GetFleetResponse) GetNow() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Now
+	}
+	return nil
+}
+
 var File_deploysync_ctrl_v1_operator_proto protoreflect.FileDescriptor
 
 const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
@@ -4932,7 +6035,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0eworkflow_error\x18\x06 \x01(\tR\rworkflowError\x129\n" +
 	"\n" +
 	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12@\n" +
-	"\aregions\x18\b \x03(\v2&.deploysync.ctrl.v1.DeploymentInRegionR\aregions\"\xf3\x03\n" +
+	"\aregions\x18\b \x03(\v2&.deploysync.ctrl.v1.DeploymentInRegionR\aregions\"\xa1\x04\n" +
 	"\rDeployRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12!\n" +
 	"\fworkspace_id\x18\x02 \x01(\tR\vworkspaceId\x12%\n" +
@@ -4947,7 +6050,8 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\aregions\x18\n" +
 	" \x03(\tR\aregions\x12\x1a\n" +
 	"\breplicas\x18\v \x01(\x05R\breplicas\x12=\n" +
-	"\arollout\x18\f \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x1a6\n" +
+	"\arollout\x18\f \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x12,\n" +
+	"\x12break_glass_reason\x18\r \x01(\tR\x10breakGlassReason\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"5\n" +
@@ -4962,7 +6066,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x1a\n" +
 	"\breplicas\x18\x03 \x01(\x05R\breplicas\"\x0f\n" +
-	"\rScaleResponse\"\xb5\x03\n" +
+	"\rScaleResponse\"\x93\x04\n" +
 	"\x17UpdateDeploymentRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x19\n" +
 	"\x05image\x18\x02 \x01(\tH\x00R\x05image\x88\x01\x01\x12*\n" +
@@ -4972,7 +6076,9 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x03env\x18\x05 \x03(\v24.deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntryR\x03env\x12\x1f\n" +
 	"\vreplace_env\x18\x06 \x01(\bR\n" +
 	"replaceEnv\x12=\n" +
-	"\arollout\x18\a \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x1a6\n" +
+	"\arollout\x18\a \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x12,\n" +
+	"\x12break_glass_reason\x18\b \x01(\tR\x10breakGlassReason\x12.\n" +
+	"\x13retry_failed_reason\x18\t \x01(\tR\x11retryFailedReason\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\b\n" +
@@ -4980,12 +6086,14 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x0f_cpu_millicoresB\r\n" +
 	"\v_memory_mib\"6\n" +
 	"\x18UpdateDeploymentResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x05R\brevision\"\xa0\x01\n" +
+	"\brevision\x18\x01 \x01(\x05R\brevision\"\xfe\x01\n" +
 	"\x19RollbackDeploymentRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x1f\n" +
 	"\vto_revision\x18\x02 \x01(\x05R\n" +
 	"toRevision\x12=\n" +
-	"\arollout\x18\x03 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\"T\n" +
+	"\arollout\x18\x03 \x01(\v2#.deploysync.ctrl.v1.RolloutStrategyR\arollout\x12,\n" +
+	"\x12break_glass_reason\x18\x04 \x01(\tR\x10breakGlassReason\x12.\n" +
+	"\x13retry_failed_reason\x18\x05 \x01(\tR\x11retryFailedReason\"T\n" +
 	"\x1aRollbackDeploymentResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x1a\n" +
 	"\brestored\x18\x02 \x01(\x05R\brestored\"X\n" +
@@ -4993,7 +6101,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"d\n" +
 	"\x1cGetDeploymentHistoryResponse\x12D\n" +
-	"\trevisions\x18\x01 \x03(\v2&.deploysync.ctrl.v1.DeploymentRevisionR\trevisions\"\xae\x03\n" +
+	"\trevisions\x18\x01 \x03(\v2&.deploysync.ctrl.v1.DeploymentRevisionR\trevisions\"\xf2\x03\n" +
 	"\x12DeploymentRevision\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x05R\brevision\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x14\n" +
@@ -5009,7 +6117,9 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"memory_mib\x18\n" +
 	" \x01(\x05R\tmemoryMib\x12\x1b\n" +
 	"\tenv_names\x18\v \x03(\tR\benvNames\x128\n" +
-	"\aregions\x18\f \x03(\v2\x1e.deploysync.ctrl.v1.RegionSpecR\aregions\"X\n" +
+	"\aregions\x18\f \x03(\v2\x1e.deploysync.ctrl.v1.RegionSpecR\aregions\x12\x16\n" +
+	"\x06failed\x18\r \x01(\tR\x06failed\x12*\n" +
+	"\x11failed_rollout_id\x18\x0e \x01(\x03R\x0ffailedRolloutId\"X\n" +
 	"\n" +
 	"RegionSpec\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x1a\n" +
@@ -5080,7 +6190,7 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\aregions\x18\x01 \x03(\tR\aregions\x12-\n" +
 	"\x04bake\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x04bake\x12!\n" +
 	"\fmax_failures\x18\x03 \x01(\x05R\vmaxFailures\x125\n" +
-	"\bdeadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xf0\x04\n" +
+	"\bdeadline\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xb4\a\n" +
 	"\aRollout\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x05R\brevision\x12#\n" +
@@ -5103,7 +6213,18 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"finishedAt\x12\x12\n" +
 	"\x04next\x18\x0f \x01(\tR\x04next\x12\x0e\n" +
 	"\x02id\x18\x10 \x01(\x03R\x02id\x12\x18\n" +
-	"\aversion\x18\x11 \x01(\x03R\aversion\"\x92\x03\n" +
+	"\aversion\x18\x11 \x01(\x03R\aversion\x12!\n" +
+	"\fworkspace_id\x18\x12 \x01(\tR\vworkspaceId\x12%\n" +
+	"\x0eenvironment_id\x18\x13 \x01(\tR\renvironmentId\x12\x12\n" +
+	"\x04held\x18\x14 \x01(\tR\x04held\x12\x1b\n" +
+	"\theld_kind\x18\x15 \x01(\tR\bheldKind\x129\n" +
+	"\n" +
+	"held_until\x18\x16 \x01(\v2\x1a.google.protobuf.TimestampR\theldUntil\x12\x1f\n" +
+	"\vqueue_place\x18\x17 \x01(\x05R\n" +
+	"queuePlace\x12\x17\n" +
+	"\ahalt_id\x18\x18 \x01(\x03R\x06haltId\x12$\n" +
+	"\x0ebreak_glass_by\x18\x19 \x01(\tR\fbreakGlassBy\x12,\n" +
+	"\x12break_glass_reason\x18\x1a \x01(\tR\x10breakGlassReason\"\x92\x03\n" +
 	"\rRolloutRegion\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12\x12\n" +
 	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12\x14\n" +
@@ -5137,11 +6258,12 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12$\n" +
 	"\x0ein_flight_only\x18\x02 \x01(\bR\finFlightOnly\"O\n" +
 	"\x14ListRolloutsResponse\x127\n" +
-	"\brollouts\x18\x01 \x03(\v2\x1b.deploysync.ctrl.v1.RolloutR\brollouts\"\xaf\x01\n" +
+	"\brollouts\x18\x01 \x03(\v2\x1b.deploysync.ctrl.v1.RolloutR\brollouts\"\xc7\x01\n" +
 	"\x15ControlRolloutRequest\x12#\n" +
 	"\rdeployment_id\x18\x01 \x01(\tR\fdeploymentId\x129\n" +
 	"\x06action\x18\x02 \x01(\x0e2!.deploysync.ctrl.v1.RolloutActionR\x06action\x126\n" +
-	"\x05fence\x18\x03 \x01(\v2 .deploysync.ctrl.v1.RolloutFenceR\x05fence\"w\n" +
+	"\x05fence\x18\x03 \x01(\v2 .deploysync.ctrl.v1.RolloutFenceR\x05fence\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"w\n" +
 	"\fRolloutFence\x12\x1d\n" +
 	"\n" +
 	"rollout_id\x18\x01 \x01(\x03R\trolloutId\x12\x1a\n" +
@@ -5168,17 +6290,82 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\n" +
 	"deployment\x18\x01 \x01(\v2#.deploysync.ctrl.v1.DeploymentStateR\n" +
 	"deployment\x12\x12\n" +
-	"\x04yaml\x18\x02 \x01(\tR\x04yaml*g\n" +
+	"\x04yaml\x18\x02 \x01(\tR\x04yaml\"n\n" +
+	"\n" +
+	"FleetScope\x12!\n" +
+	"\fworkspace_id\x18\x01 \x01(\tR\vworkspaceId\x12%\n" +
+	"\x0eenvironment_id\x18\x02 \x01(\tR\renvironmentId\x12\x16\n" +
+	"\x06region\x18\x03 \x01(\tR\x06region\"\xec\x01\n" +
+	"\tFleetHalt\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x03R\x02id\x124\n" +
+	"\x05scope\x18\x02 \x01(\v2\x1e.deploysync.ctrl.v1.FleetScopeR\x05scope\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x129\n" +
+	"\n" +
+	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x16\n" +
+	"\x06paused\x18\x06 \x01(\x05R\x06paused\x12\x18\n" +
+	"\aholding\x18\a \x01(\x05R\aholding\"c\n" +
+	"\x13HaltRolloutsRequest\x124\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1e.deploysync.ctrl.v1.FleetScopeR\x05scope\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"I\n" +
+	"\x14HaltRolloutsResponse\x121\n" +
+	"\x04halt\x18\x01 \x01(\v2\x1d.deploysync.ctrl.v1.FleetHaltR\x04halt\"0\n" +
+	"\x15ResumeRolloutsRequest\x12\x17\n" +
+	"\ahalt_id\x18\x01 \x01(\x03R\x06haltId\"Q\n" +
+	"\x16ResumeRolloutsResponse\x12\x18\n" +
+	"\aresumed\x18\x01 \x01(\x05R\aresumed\x12\x1d\n" +
+	"\n" +
+	"still_held\x18\x02 \x01(\x05R\tstillHeld\"\xf6\x03\n" +
+	"\fFreezeWindow\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\x05scope\x18\x02 \x01(\v2\x1e.deploysync.ctrl.v1.FleetScopeR\x05scope\x12\x1a\n" +
+	"\bschedule\x18\x03 \x01(\tR\bschedule\x12\x1b\n" +
+	"\ttime_zone\x18\x04 \x01(\tR\btimeZone\x125\n" +
+	"\bduration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bduration\x127\n" +
+	"\tstarts_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bstartsAt\x123\n" +
+	"\aends_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x06endsAt\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\x14\n" +
+	"\x05actor\x18\t \x01(\tR\x05actor\x12\x16\n" +
+	"\x06closed\x18\n" +
+	" \x01(\bR\x06closed\x12=\n" +
+	"\fclosed_until\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vclosedUntil\x129\n" +
+	"\n" +
+	"next_close\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\tnextClose\"R\n" +
+	"\x16SetFreezeWindowRequest\x128\n" +
+	"\x06window\x18\x01 \x01(\v2 .deploysync.ctrl.v1.FreezeWindowR\x06window\"S\n" +
+	"\x17SetFreezeWindowResponse\x128\n" +
+	"\x06window\x18\x01 \x01(\v2 .deploysync.ctrl.v1.FreezeWindowR\x06window\"/\n" +
+	"\x19DeleteFreezeWindowRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x1c\n" +
+	"\x1aDeleteFreezeWindowResponse\"\x84\x01\n" +
+	"\vPacingBound\x124\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1e.deploysync.ctrl.v1.FleetScopeR\x05scope\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x15\n" +
+	"\x06in_use\x18\x03 \x01(\x05R\x05inUse\x12\x16\n" +
+	"\x06queued\x18\x04 \x01(\x05R\x06queued\"w\n" +
+	"\x15SetPacingBoundRequest\x124\n" +
+	"\x05scope\x18\x01 \x01(\v2\x1e.deploysync.ctrl.v1.FleetScopeR\x05scope\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x16\n" +
+	"\x06remove\x18\x03 \x01(\bR\x06remove\"\x18\n" +
+	"\x16SetPacingBoundResponse\"\x11\n" +
+	"\x0fGetFleetRequest\"\xa3\x02\n" +
+	"\x10GetFleetResponse\x123\n" +
+	"\x05halts\x18\x01 \x03(\v2\x1d.deploysync.ctrl.v1.FleetHaltR\x05halts\x12:\n" +
+	"\awindows\x18\x02 \x03(\v2 .deploysync.ctrl.v1.FreezeWindowR\awindows\x127\n" +
+	"\x06bounds\x18\x03 \x03(\v2\x1f.deploysync.ctrl.v1.PacingBoundR\x06bounds\x127\n" +
+	"\brollouts\x18\x04 \x03(\v2\x1b.deploysync.ctrl.v1.RolloutR\brollouts\x12,\n" +
+	"\x03now\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x03now*g\n" +
 	"\rDesiredStatus\x12\x1e\n" +
 	"\x1aDESIRED_STATUS_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16DESIRED_STATUS_RUNNING\x10\x01\x12\x1a\n" +
-	"\x16DESIRED_STATUS_STOPPED\x10\x02*\x9a\x01\n" +
+	"\x16DESIRED_STATUS_STOPPED\x10\x02*\xba\x01\n" +
 	"\rRolloutAction\x12\x1e\n" +
 	"\x1aROLLOUT_ACTION_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14ROLLOUT_ACTION_PAUSE\x10\x01\x12\x19\n" +
 	"\x15ROLLOUT_ACTION_RESUME\x10\x02\x12\x1a\n" +
-	"\x16ROLLOUT_ACTION_PROMOTE\x10\x03\x12\x18\n" +
-	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xbb\x15\n" +
+	"\x16ROLLOUT_ACTION_PROMOTE\x10\x03\x12\x1e\n" +
+	"\x1aROLLOUT_ACTION_BREAK_GLASS\x10\x05\x12\x18\n" +
+	"\x14ROLLOUT_ACTION_ABORT\x10\x042\xa8\x1a\n" +
 	"\x0fOperatorService\x12^\n" +
 	"\vListRegions\x12&.deploysync.ctrl.v1.ListRegionsRequest\x1a'.deploysync.ctrl.v1.ListRegionsResponse\x12X\n" +
 	"\tGetRegion\x12$.deploysync.ctrl.v1.GetRegionRequest\x1a%.deploysync.ctrl.v1.GetRegionResponse\x12s\n" +
@@ -5202,7 +6389,13 @@ const file_deploysync_ctrl_v1_operator_proto_rawDesc = "" +
 	"\fListRollouts\x12'.deploysync.ctrl.v1.ListRolloutsRequest\x1a(.deploysync.ctrl.v1.ListRolloutsResponse\x12g\n" +
 	"\x0eControlRollout\x12).deploysync.ctrl.v1.ControlRolloutRequest\x1a*.deploysync.ctrl.v1.ControlRolloutResponse\x12s\n" +
 	"\x12SetRolloutStrategy\x12-.deploysync.ctrl.v1.SetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.SetRolloutStrategyResponse\x12s\n" +
-	"\x12GetRolloutStrategy\x12-.deploysync.ctrl.v1.GetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.GetRolloutStrategyResponse\x12j\n" +
+	"\x12GetRolloutStrategy\x12-.deploysync.ctrl.v1.GetRolloutStrategyRequest\x1a..deploysync.ctrl.v1.GetRolloutStrategyResponse\x12a\n" +
+	"\fHaltRollouts\x12'.deploysync.ctrl.v1.HaltRolloutsRequest\x1a(.deploysync.ctrl.v1.HaltRolloutsResponse\x12g\n" +
+	"\x0eResumeRollouts\x12).deploysync.ctrl.v1.ResumeRolloutsRequest\x1a*.deploysync.ctrl.v1.ResumeRolloutsResponse\x12j\n" +
+	"\x0fSetFreezeWindow\x12*.deploysync.ctrl.v1.SetFreezeWindowRequest\x1a+.deploysync.ctrl.v1.SetFreezeWindowResponse\x12s\n" +
+	"\x12DeleteFreezeWindow\x12-.deploysync.ctrl.v1.DeleteFreezeWindowRequest\x1a..deploysync.ctrl.v1.DeleteFreezeWindowResponse\x12g\n" +
+	"\x0eSetPacingBound\x12).deploysync.ctrl.v1.SetPacingBoundRequest\x1a*.deploysync.ctrl.v1.SetPacingBoundResponse\x12U\n" +
+	"\bGetFleet\x12#.deploysync.ctrl.v1.GetFleetRequest\x1a$.deploysync.ctrl.v1.GetFleetResponse\x12j\n" +
 	"\x0fGetDesiredState\x12*.deploysync.ctrl.v1.GetDesiredStateRequest\x1a+.deploysync.ctrl.v1.GetDesiredStateResponse\x12U\n" +
 	"\bListPods\x12#.deploysync.ctrl.v1.ListPodsRequest\x1a$.deploysync.ctrl.v1.ListPodsResponse\x12[\n" +
 	"\n" +
@@ -5223,7 +6416,7 @@ func file_deploysync_ctrl_v1_operator_proto_rawDescGZIP() []byte {
 }
 
 var file_deploysync_ctrl_v1_operator_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_deploysync_ctrl_v1_operator_proto_msgTypes = make([]protoimpl.MessageInfo, 87)
 var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(DesiredStatus)(0),                        // 0: deploysync.ctrl.v1.DesiredStatus
 	(RolloutAction)(0),                        // 1: deploysync.ctrl.v1.RolloutAction
@@ -5296,131 +6489,179 @@ var file_deploysync_ctrl_v1_operator_proto_goTypes = []any{
 	(*GetRolloutStrategyResponse)(nil),        // 68: deploysync.ctrl.v1.GetRolloutStrategyResponse
 	(*GetDesiredStateRequest)(nil),            // 69: deploysync.ctrl.v1.GetDesiredStateRequest
 	(*GetDesiredStateResponse)(nil),           // 70: deploysync.ctrl.v1.GetDesiredStateResponse
-	nil,                                       // 71: deploysync.ctrl.v1.DeployRequest.EnvEntry
-	nil,                                       // 72: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	(*LivePod)(nil),                           // 73: deploysync.ctrl.v1.LivePod
-	(*LiveEvent)(nil),                         // 74: deploysync.ctrl.v1.LiveEvent
-	(*timestamppb.Timestamp)(nil),             // 75: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),                   // 76: google.protobuf.Struct
-	(*durationpb.Duration)(nil),               // 77: google.protobuf.Duration
-	(*DeploymentState)(nil),                   // 78: deploysync.ctrl.v1.DeploymentState
+	(*FleetScope)(nil),                        // 71: deploysync.ctrl.v1.FleetScope
+	(*FleetHalt)(nil),                         // 72: deploysync.ctrl.v1.FleetHalt
+	(*HaltRolloutsRequest)(nil),               // 73: deploysync.ctrl.v1.HaltRolloutsRequest
+	(*HaltRolloutsResponse)(nil),              // 74: deploysync.ctrl.v1.HaltRolloutsResponse
+	(*ResumeRolloutsRequest)(nil),             // 75: deploysync.ctrl.v1.ResumeRolloutsRequest
+	(*ResumeRolloutsResponse)(nil),            // 76: deploysync.ctrl.v1.ResumeRolloutsResponse
+	(*FreezeWindow)(nil),                      // 77: deploysync.ctrl.v1.FreezeWindow
+	(*SetFreezeWindowRequest)(nil),            // 78: deploysync.ctrl.v1.SetFreezeWindowRequest
+	(*SetFreezeWindowResponse)(nil),           // 79: deploysync.ctrl.v1.SetFreezeWindowResponse
+	(*DeleteFreezeWindowRequest)(nil),         // 80: deploysync.ctrl.v1.DeleteFreezeWindowRequest
+	(*DeleteFreezeWindowResponse)(nil),        // 81: deploysync.ctrl.v1.DeleteFreezeWindowResponse
+	(*PacingBound)(nil),                       // 82: deploysync.ctrl.v1.PacingBound
+	(*SetPacingBoundRequest)(nil),             // 83: deploysync.ctrl.v1.SetPacingBoundRequest
+	(*SetPacingBoundResponse)(nil),            // 84: deploysync.ctrl.v1.SetPacingBoundResponse
+	(*GetFleetRequest)(nil),                   // 85: deploysync.ctrl.v1.GetFleetRequest
+	(*GetFleetResponse)(nil),                  // 86: deploysync.ctrl.v1.GetFleetResponse
+	nil,                                       // 87: deploysync.ctrl.v1.DeployRequest.EnvEntry
+	nil,                                       // 88: deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	(*LivePod)(nil),                           // 89: deploysync.ctrl.v1.LivePod
+	(*LiveEvent)(nil),                         // 90: deploysync.ctrl.v1.LiveEvent
+	(*timestamppb.Timestamp)(nil),             // 91: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),                   // 92: google.protobuf.Struct
+	(*durationpb.Duration)(nil),               // 93: google.protobuf.Duration
+	(*DeploymentState)(nil),                   // 94: deploysync.ctrl.v1.DeploymentState
 }
 var file_deploysync_ctrl_v1_operator_proto_depIdxs = []int32{
-	73, // 0: deploysync.ctrl.v1.ListPodsResponse.pods:type_name -> deploysync.ctrl.v1.LivePod
-	74, // 1: deploysync.ctrl.v1.ListEventsResponse.events:type_name -> deploysync.ctrl.v1.LiveEvent
-	75, // 2: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
-	75, // 3: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
-	75, // 4: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
-	75, // 5: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
-	9,  // 6: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	75, // 7: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
-	75, // 8: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
-	75, // 9: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
-	8,  // 11: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
-	15, // 12: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	16, // 13: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
-	17, // 14: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
-	10, // 15: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	9,  // 16: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
-	10, // 17: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	10, // 18: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
-	20, // 19: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
-	75, // 20: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
-	23, // 21: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
-	75, // 22: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
-	15, // 23: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
-	71, // 24: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
-	52, // 25: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	0,  // 26: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
-	72, // 27: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
-	52, // 28: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	52, // 29: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	36, // 30: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
-	75, // 31: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
-	37, // 32: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
-	76, // 33: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
-	54, // 34: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
-	53, // 35: deploysync.ctrl.v1.RolloutStrategy.checks:type_name -> deploysync.ctrl.v1.RolloutCheck
-	77, // 36: deploysync.ctrl.v1.RolloutCheck.interval:type_name -> google.protobuf.Duration
-	77, // 37: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
-	77, // 38: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
-	52, // 39: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	56, // 40: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
-	75, // 41: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
-	75, // 42: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	75, // 43: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	75, // 44: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
-	75, // 45: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
-	77, // 46: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
-	77, // 47: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
-	57, // 48: deploysync.ctrl.v1.RolloutRegion.checks:type_name -> deploysync.ctrl.v1.RegionCheck
-	55, // 49: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	55, // 50: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
-	1,  // 51: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
-	63, // 52: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
-	55, // 53: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
-	52, // 54: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	52, // 55: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	52, // 56: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
-	78, // 57: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
-	11, // 58: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
-	13, // 59: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
-	18, // 60: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
-	21, // 61: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
-	24, // 62: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
-	26, // 63: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
-	28, // 64: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
-	30, // 65: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
-	32, // 66: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
-	34, // 67: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
-	38, // 68: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
-	40, // 69: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
-	42, // 70: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
-	44, // 71: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
-	46, // 72: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
-	48, // 73: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
-	50, // 74: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
-	58, // 75: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
-	60, // 76: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
-	62, // 77: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
-	65, // 78: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
-	67, // 79: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
-	69, // 80: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
-	2,  // 81: deploysync.ctrl.v1.OperatorService.ListPods:input_type -> deploysync.ctrl.v1.ListPodsRequest
-	4,  // 82: deploysync.ctrl.v1.OperatorService.ListEvents:input_type -> deploysync.ctrl.v1.ListEventsRequest
-	6,  // 83: deploysync.ctrl.v1.OperatorService.StreamLogs:input_type -> deploysync.ctrl.v1.StreamLogsRequest
-	12, // 84: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
-	14, // 85: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
-	19, // 86: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
-	22, // 87: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
-	25, // 88: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
-	27, // 89: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
-	29, // 90: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
-	31, // 91: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
-	33, // 92: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
-	35, // 93: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
-	39, // 94: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
-	41, // 95: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
-	43, // 96: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
-	45, // 97: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
-	47, // 98: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
-	49, // 99: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
-	51, // 100: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
-	59, // 101: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
-	61, // 102: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
-	64, // 103: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
-	66, // 104: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
-	68, // 105: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
-	70, // 106: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
-	3,  // 107: deploysync.ctrl.v1.OperatorService.ListPods:output_type -> deploysync.ctrl.v1.ListPodsResponse
-	5,  // 108: deploysync.ctrl.v1.OperatorService.ListEvents:output_type -> deploysync.ctrl.v1.ListEventsResponse
-	7,  // 109: deploysync.ctrl.v1.OperatorService.StreamLogs:output_type -> deploysync.ctrl.v1.StreamLogsResponse
-	84, // [84:110] is the sub-list for method output_type
-	58, // [58:84] is the sub-list for method input_type
-	58, // [58:58] is the sub-list for extension type_name
-	58, // [58:58] is the sub-list for extension extendee
-	0,  // [0:58] is the sub-list for field type_name
+	89,  // 0: deploysync.ctrl.v1.ListPodsResponse.pods:type_name -> deploysync.ctrl.v1.LivePod
+	90,  // 1: deploysync.ctrl.v1.ListEventsResponse.events:type_name -> deploysync.ctrl.v1.LiveEvent
+	91,  // 2: deploysync.ctrl.v1.RegionOverview.connected_since:type_name -> google.protobuf.Timestamp
+	91,  // 3: deploysync.ctrl.v1.RegionOverview.last_heartbeat:type_name -> google.protobuf.Timestamp
+	91,  // 4: deploysync.ctrl.v1.RegionOverview.last_full_sync:type_name -> google.protobuf.Timestamp
+	91,  // 5: deploysync.ctrl.v1.RegionOverview.paused_since:type_name -> google.protobuf.Timestamp
+	9,   // 6: deploysync.ctrl.v1.RegionOverview.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	91,  // 7: deploysync.ctrl.v1.SyncReason.since:type_name -> google.protobuf.Timestamp
+	91,  // 8: deploysync.ctrl.v1.ResourceSyncState.failing_since:type_name -> google.protobuf.Timestamp
+	91,  // 9: deploysync.ctrl.v1.ResourceSyncState.reported_at:type_name -> google.protobuf.Timestamp
+	8,   // 10: deploysync.ctrl.v1.ListRegionsResponse.regions:type_name -> deploysync.ctrl.v1.RegionOverview
+	8,   // 11: deploysync.ctrl.v1.GetRegionResponse.overview:type_name -> deploysync.ctrl.v1.RegionOverview
+	15,  // 12: deploysync.ctrl.v1.GetRegionResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	16,  // 13: deploysync.ctrl.v1.GetRegionResponse.sentinels:type_name -> deploysync.ctrl.v1.SentinelInRegion
+	17,  // 14: deploysync.ctrl.v1.GetRegionResponse.policies:type_name -> deploysync.ctrl.v1.PolicyInRegion
+	10,  // 15: deploysync.ctrl.v1.DeploymentInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	9,   // 16: deploysync.ctrl.v1.DeploymentInRegion.not_in_sync:type_name -> deploysync.ctrl.v1.SyncReason
+	10,  // 17: deploysync.ctrl.v1.SentinelInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	10,  // 18: deploysync.ctrl.v1.PolicyInRegion.sync:type_name -> deploysync.ctrl.v1.ResourceSyncState
+	20,  // 19: deploysync.ctrl.v1.ListPendingChangesResponse.changes:type_name -> deploysync.ctrl.v1.PendingChange
+	91,  // 20: deploysync.ctrl.v1.PendingChange.created_at:type_name -> google.protobuf.Timestamp
+	23,  // 21: deploysync.ctrl.v1.ListDeploymentsResponse.deployments:type_name -> deploysync.ctrl.v1.DeploymentSummary
+	91,  // 22: deploysync.ctrl.v1.DeploymentSummary.created_at:type_name -> google.protobuf.Timestamp
+	15,  // 23: deploysync.ctrl.v1.DeploymentSummary.regions:type_name -> deploysync.ctrl.v1.DeploymentInRegion
+	87,  // 24: deploysync.ctrl.v1.DeployRequest.env:type_name -> deploysync.ctrl.v1.DeployRequest.EnvEntry
+	52,  // 25: deploysync.ctrl.v1.DeployRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	0,   // 26: deploysync.ctrl.v1.SetDesiredStatusRequest.status:type_name -> deploysync.ctrl.v1.DesiredStatus
+	88,  // 27: deploysync.ctrl.v1.UpdateDeploymentRequest.env:type_name -> deploysync.ctrl.v1.UpdateDeploymentRequest.EnvEntry
+	52,  // 28: deploysync.ctrl.v1.UpdateDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	52,  // 29: deploysync.ctrl.v1.RollbackDeploymentRequest.rollout:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	36,  // 30: deploysync.ctrl.v1.GetDeploymentHistoryResponse.revisions:type_name -> deploysync.ctrl.v1.DeploymentRevision
+	91,  // 31: deploysync.ctrl.v1.DeploymentRevision.created_at:type_name -> google.protobuf.Timestamp
+	37,  // 32: deploysync.ctrl.v1.DeploymentRevision.regions:type_name -> deploysync.ctrl.v1.RegionSpec
+	92,  // 33: deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest.spec:type_name -> google.protobuf.Struct
+	54,  // 34: deploysync.ctrl.v1.RolloutStrategy.waves:type_name -> deploysync.ctrl.v1.RolloutWave
+	53,  // 35: deploysync.ctrl.v1.RolloutStrategy.checks:type_name -> deploysync.ctrl.v1.RolloutCheck
+	93,  // 36: deploysync.ctrl.v1.RolloutCheck.interval:type_name -> google.protobuf.Duration
+	93,  // 37: deploysync.ctrl.v1.RolloutWave.bake:type_name -> google.protobuf.Duration
+	93,  // 38: deploysync.ctrl.v1.RolloutWave.deadline:type_name -> google.protobuf.Duration
+	52,  // 39: deploysync.ctrl.v1.Rollout.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	56,  // 40: deploysync.ctrl.v1.Rollout.regions:type_name -> deploysync.ctrl.v1.RolloutRegion
+	91,  // 41: deploysync.ctrl.v1.Rollout.created_at:type_name -> google.protobuf.Timestamp
+	91,  // 42: deploysync.ctrl.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	91,  // 43: deploysync.ctrl.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	91,  // 44: deploysync.ctrl.v1.Rollout.held_until:type_name -> google.protobuf.Timestamp
+	91,  // 45: deploysync.ctrl.v1.RolloutRegion.promoted_at:type_name -> google.protobuf.Timestamp
+	91,  // 46: deploysync.ctrl.v1.RolloutRegion.healthy_since:type_name -> google.protobuf.Timestamp
+	93,  // 47: deploysync.ctrl.v1.RolloutRegion.bake_left:type_name -> google.protobuf.Duration
+	93,  // 48: deploysync.ctrl.v1.RolloutRegion.deadline_left:type_name -> google.protobuf.Duration
+	57,  // 49: deploysync.ctrl.v1.RolloutRegion.checks:type_name -> deploysync.ctrl.v1.RegionCheck
+	55,  // 50: deploysync.ctrl.v1.GetRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	55,  // 51: deploysync.ctrl.v1.ListRolloutsResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
+	1,   // 52: deploysync.ctrl.v1.ControlRolloutRequest.action:type_name -> deploysync.ctrl.v1.RolloutAction
+	63,  // 53: deploysync.ctrl.v1.ControlRolloutRequest.fence:type_name -> deploysync.ctrl.v1.RolloutFence
+	55,  // 54: deploysync.ctrl.v1.ControlRolloutResponse.rollout:type_name -> deploysync.ctrl.v1.Rollout
+	52,  // 55: deploysync.ctrl.v1.SetRolloutStrategyRequest.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	52,  // 56: deploysync.ctrl.v1.SetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	52,  // 57: deploysync.ctrl.v1.GetRolloutStrategyResponse.strategy:type_name -> deploysync.ctrl.v1.RolloutStrategy
+	94,  // 58: deploysync.ctrl.v1.GetDesiredStateResponse.deployment:type_name -> deploysync.ctrl.v1.DeploymentState
+	71,  // 59: deploysync.ctrl.v1.FleetHalt.scope:type_name -> deploysync.ctrl.v1.FleetScope
+	91,  // 60: deploysync.ctrl.v1.FleetHalt.created_at:type_name -> google.protobuf.Timestamp
+	71,  // 61: deploysync.ctrl.v1.HaltRolloutsRequest.scope:type_name -> deploysync.ctrl.v1.FleetScope
+	72,  // 62: deploysync.ctrl.v1.HaltRolloutsResponse.halt:type_name -> deploysync.ctrl.v1.FleetHalt
+	71,  // 63: deploysync.ctrl.v1.FreezeWindow.scope:type_name -> deploysync.ctrl.v1.FleetScope
+	93,  // 64: deploysync.ctrl.v1.FreezeWindow.duration:type_name -> google.protobuf.Duration
+	91,  // 65: deploysync.ctrl.v1.FreezeWindow.starts_at:type_name -> google.protobuf.Timestamp
+	91,  // 66: deploysync.ctrl.v1.FreezeWindow.ends_at:type_name -> google.protobuf.Timestamp
+	91,  // 67: deploysync.ctrl.v1.FreezeWindow.closed_until:type_name -> google.protobuf.Timestamp
+	91,  // 68: deploysync.ctrl.v1.FreezeWindow.next_close:type_name -> google.protobuf.Timestamp
+	77,  // 69: deploysync.ctrl.v1.SetFreezeWindowRequest.window:type_name -> deploysync.ctrl.v1.FreezeWindow
+	77,  // 70: deploysync.ctrl.v1.SetFreezeWindowResponse.window:type_name -> deploysync.ctrl.v1.FreezeWindow
+	71,  // 71: deploysync.ctrl.v1.PacingBound.scope:type_name -> deploysync.ctrl.v1.FleetScope
+	71,  // 72: deploysync.ctrl.v1.SetPacingBoundRequest.scope:type_name -> deploysync.ctrl.v1.FleetScope
+	72,  // 73: deploysync.ctrl.v1.GetFleetResponse.halts:type_name -> deploysync.ctrl.v1.FleetHalt
+	77,  // 74: deploysync.ctrl.v1.GetFleetResponse.windows:type_name -> deploysync.ctrl.v1.FreezeWindow
+	82,  // 75: deploysync.ctrl.v1.GetFleetResponse.bounds:type_name -> deploysync.ctrl.v1.PacingBound
+	55,  // 76: deploysync.ctrl.v1.GetFleetResponse.rollouts:type_name -> deploysync.ctrl.v1.Rollout
+	91,  // 77: deploysync.ctrl.v1.GetFleetResponse.now:type_name -> google.protobuf.Timestamp
+	11,  // 78: deploysync.ctrl.v1.OperatorService.ListRegions:input_type -> deploysync.ctrl.v1.ListRegionsRequest
+	13,  // 79: deploysync.ctrl.v1.OperatorService.GetRegion:input_type -> deploysync.ctrl.v1.GetRegionRequest
+	18,  // 80: deploysync.ctrl.v1.OperatorService.ListPendingChanges:input_type -> deploysync.ctrl.v1.ListPendingChangesRequest
+	21,  // 81: deploysync.ctrl.v1.OperatorService.ListDeployments:input_type -> deploysync.ctrl.v1.ListDeploymentsRequest
+	24,  // 82: deploysync.ctrl.v1.OperatorService.Deploy:input_type -> deploysync.ctrl.v1.DeployRequest
+	26,  // 83: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:input_type -> deploysync.ctrl.v1.SetDesiredStatusRequest
+	28,  // 84: deploysync.ctrl.v1.OperatorService.Scale:input_type -> deploysync.ctrl.v1.ScaleRequest
+	30,  // 85: deploysync.ctrl.v1.OperatorService.UpdateDeployment:input_type -> deploysync.ctrl.v1.UpdateDeploymentRequest
+	32,  // 86: deploysync.ctrl.v1.OperatorService.RollbackDeployment:input_type -> deploysync.ctrl.v1.RollbackDeploymentRequest
+	34,  // 87: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:input_type -> deploysync.ctrl.v1.GetDeploymentHistoryRequest
+	38,  // 88: deploysync.ctrl.v1.OperatorService.DeleteDeployment:input_type -> deploysync.ctrl.v1.DeleteDeploymentRequest
+	40,  // 89: deploysync.ctrl.v1.OperatorService.PutSentinel:input_type -> deploysync.ctrl.v1.PutSentinelRequest
+	42,  // 90: deploysync.ctrl.v1.OperatorService.DeleteSentinel:input_type -> deploysync.ctrl.v1.DeleteSentinelRequest
+	44,  // 91: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyRequest
+	46,  // 92: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:input_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyRequest
+	48,  // 93: deploysync.ctrl.v1.OperatorService.ForceResync:input_type -> deploysync.ctrl.v1.ForceResyncRequest
+	50,  // 94: deploysync.ctrl.v1.OperatorService.SetRegionPaused:input_type -> deploysync.ctrl.v1.SetRegionPausedRequest
+	58,  // 95: deploysync.ctrl.v1.OperatorService.GetRollout:input_type -> deploysync.ctrl.v1.GetRolloutRequest
+	60,  // 96: deploysync.ctrl.v1.OperatorService.ListRollouts:input_type -> deploysync.ctrl.v1.ListRolloutsRequest
+	62,  // 97: deploysync.ctrl.v1.OperatorService.ControlRollout:input_type -> deploysync.ctrl.v1.ControlRolloutRequest
+	65,  // 98: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:input_type -> deploysync.ctrl.v1.SetRolloutStrategyRequest
+	67,  // 99: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:input_type -> deploysync.ctrl.v1.GetRolloutStrategyRequest
+	73,  // 100: deploysync.ctrl.v1.OperatorService.HaltRollouts:input_type -> deploysync.ctrl.v1.HaltRolloutsRequest
+	75,  // 101: deploysync.ctrl.v1.OperatorService.ResumeRollouts:input_type -> deploysync.ctrl.v1.ResumeRolloutsRequest
+	78,  // 102: deploysync.ctrl.v1.OperatorService.SetFreezeWindow:input_type -> deploysync.ctrl.v1.SetFreezeWindowRequest
+	80,  // 103: deploysync.ctrl.v1.OperatorService.DeleteFreezeWindow:input_type -> deploysync.ctrl.v1.DeleteFreezeWindowRequest
+	83,  // 104: deploysync.ctrl.v1.OperatorService.SetPacingBound:input_type -> deploysync.ctrl.v1.SetPacingBoundRequest
+	85,  // 105: deploysync.ctrl.v1.OperatorService.GetFleet:input_type -> deploysync.ctrl.v1.GetFleetRequest
+	69,  // 106: deploysync.ctrl.v1.OperatorService.GetDesiredState:input_type -> deploysync.ctrl.v1.GetDesiredStateRequest
+	2,   // 107: deploysync.ctrl.v1.OperatorService.ListPods:input_type -> deploysync.ctrl.v1.ListPodsRequest
+	4,   // 108: deploysync.ctrl.v1.OperatorService.ListEvents:input_type -> deploysync.ctrl.v1.ListEventsRequest
+	6,   // 109: deploysync.ctrl.v1.OperatorService.StreamLogs:input_type -> deploysync.ctrl.v1.StreamLogsRequest
+	12,  // 110: deploysync.ctrl.v1.OperatorService.ListRegions:output_type -> deploysync.ctrl.v1.ListRegionsResponse
+	14,  // 111: deploysync.ctrl.v1.OperatorService.GetRegion:output_type -> deploysync.ctrl.v1.GetRegionResponse
+	19,  // 112: deploysync.ctrl.v1.OperatorService.ListPendingChanges:output_type -> deploysync.ctrl.v1.ListPendingChangesResponse
+	22,  // 113: deploysync.ctrl.v1.OperatorService.ListDeployments:output_type -> deploysync.ctrl.v1.ListDeploymentsResponse
+	25,  // 114: deploysync.ctrl.v1.OperatorService.Deploy:output_type -> deploysync.ctrl.v1.DeployResponse
+	27,  // 115: deploysync.ctrl.v1.OperatorService.SetDesiredStatus:output_type -> deploysync.ctrl.v1.SetDesiredStatusResponse
+	29,  // 116: deploysync.ctrl.v1.OperatorService.Scale:output_type -> deploysync.ctrl.v1.ScaleResponse
+	31,  // 117: deploysync.ctrl.v1.OperatorService.UpdateDeployment:output_type -> deploysync.ctrl.v1.UpdateDeploymentResponse
+	33,  // 118: deploysync.ctrl.v1.OperatorService.RollbackDeployment:output_type -> deploysync.ctrl.v1.RollbackDeploymentResponse
+	35,  // 119: deploysync.ctrl.v1.OperatorService.GetDeploymentHistory:output_type -> deploysync.ctrl.v1.GetDeploymentHistoryResponse
+	39,  // 120: deploysync.ctrl.v1.OperatorService.DeleteDeployment:output_type -> deploysync.ctrl.v1.DeleteDeploymentResponse
+	41,  // 121: deploysync.ctrl.v1.OperatorService.PutSentinel:output_type -> deploysync.ctrl.v1.PutSentinelResponse
+	43,  // 122: deploysync.ctrl.v1.OperatorService.DeleteSentinel:output_type -> deploysync.ctrl.v1.DeleteSentinelResponse
+	45,  // 123: deploysync.ctrl.v1.OperatorService.PutCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.PutCiliumNetworkPolicyResponse
+	47,  // 124: deploysync.ctrl.v1.OperatorService.DeleteCiliumNetworkPolicy:output_type -> deploysync.ctrl.v1.DeleteCiliumNetworkPolicyResponse
+	49,  // 125: deploysync.ctrl.v1.OperatorService.ForceResync:output_type -> deploysync.ctrl.v1.ForceResyncResponse
+	51,  // 126: deploysync.ctrl.v1.OperatorService.SetRegionPaused:output_type -> deploysync.ctrl.v1.SetRegionPausedResponse
+	59,  // 127: deploysync.ctrl.v1.OperatorService.GetRollout:output_type -> deploysync.ctrl.v1.GetRolloutResponse
+	61,  // 128: deploysync.ctrl.v1.OperatorService.ListRollouts:output_type -> deploysync.ctrl.v1.ListRolloutsResponse
+	64,  // 129: deploysync.ctrl.v1.OperatorService.ControlRollout:output_type -> deploysync.ctrl.v1.ControlRolloutResponse
+	66,  // 130: deploysync.ctrl.v1.OperatorService.SetRolloutStrategy:output_type -> deploysync.ctrl.v1.SetRolloutStrategyResponse
+	68,  // 131: deploysync.ctrl.v1.OperatorService.GetRolloutStrategy:output_type -> deploysync.ctrl.v1.GetRolloutStrategyResponse
+	74,  // 132: deploysync.ctrl.v1.OperatorService.HaltRollouts:output_type -> deploysync.ctrl.v1.HaltRolloutsResponse
+	76,  // 133: deploysync.ctrl.v1.OperatorService.ResumeRollouts:output_type -> deploysync.ctrl.v1.ResumeRolloutsResponse
+	79,  // 134: deploysync.ctrl.v1.OperatorService.SetFreezeWindow:output_type -> deploysync.ctrl.v1.SetFreezeWindowResponse
+	81,  // 135: deploysync.ctrl.v1.OperatorService.DeleteFreezeWindow:output_type -> deploysync.ctrl.v1.DeleteFreezeWindowResponse
+	84,  // 136: deploysync.ctrl.v1.OperatorService.SetPacingBound:output_type -> deploysync.ctrl.v1.SetPacingBoundResponse
+	86,  // 137: deploysync.ctrl.v1.OperatorService.GetFleet:output_type -> deploysync.ctrl.v1.GetFleetResponse
+	70,  // 138: deploysync.ctrl.v1.OperatorService.GetDesiredState:output_type -> deploysync.ctrl.v1.GetDesiredStateResponse
+	3,   // 139: deploysync.ctrl.v1.OperatorService.ListPods:output_type -> deploysync.ctrl.v1.ListPodsResponse
+	5,   // 140: deploysync.ctrl.v1.OperatorService.ListEvents:output_type -> deploysync.ctrl.v1.ListEventsResponse
+	7,   // 141: deploysync.ctrl.v1.OperatorService.StreamLogs:output_type -> deploysync.ctrl.v1.StreamLogsResponse
+	110, // [110:142] is the sub-list for method output_type
+	78,  // [78:110] is the sub-list for method input_type
+	78,  // [78:78] is the sub-list for extension type_name
+	78,  // [78:78] is the sub-list for extension extendee
+	0,   // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_deploysync_ctrl_v1_operator_proto_init() }
@@ -5437,7 +6678,7 @@ func file_deploysync_ctrl_v1_operator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_deploysync_ctrl_v1_operator_proto_rawDesc), len(file_deploysync_ctrl_v1_operator_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   71,
+			NumMessages:   87,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -41,6 +41,12 @@ const (
 	OperatorService_ControlRollout_FullMethodName            = "/deploysync.ctrl.v1.OperatorService/ControlRollout"
 	OperatorService_SetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/SetRolloutStrategy"
 	OperatorService_GetRolloutStrategy_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/GetRolloutStrategy"
+	OperatorService_HaltRollouts_FullMethodName              = "/deploysync.ctrl.v1.OperatorService/HaltRollouts"
+	OperatorService_ResumeRollouts_FullMethodName            = "/deploysync.ctrl.v1.OperatorService/ResumeRollouts"
+	OperatorService_SetFreezeWindow_FullMethodName           = "/deploysync.ctrl.v1.OperatorService/SetFreezeWindow"
+	OperatorService_DeleteFreezeWindow_FullMethodName        = "/deploysync.ctrl.v1.OperatorService/DeleteFreezeWindow"
+	OperatorService_SetPacingBound_FullMethodName            = "/deploysync.ctrl.v1.OperatorService/SetPacingBound"
+	OperatorService_GetFleet_FullMethodName                  = "/deploysync.ctrl.v1.OperatorService/GetFleet"
 	OperatorService_GetDesiredState_FullMethodName           = "/deploysync.ctrl.v1.OperatorService/GetDesiredState"
 	OperatorService_ListPods_FullMethodName                  = "/deploysync.ctrl.v1.OperatorService/ListPods"
 	OperatorService_ListEvents_FullMethodName                = "/deploysync.ctrl.v1.OperatorService/ListEvents"
@@ -111,6 +117,27 @@ type OperatorServiceClient interface {
 	// GetRolloutStrategy gives an environment's strategy; no waves
 	// (immediate) when none was set.
 	GetRolloutStrategy(ctx context.Context, in *GetRolloutStrategyRequest, opts ...grpc.CallOption) (*GetRolloutStrategyResponse, error)
+	// The fleet's controls hold rollouts across deployments (see GetFleet).
+	// HaltRollouts pauses every rollout progressing in a scope (everything,
+	// an environment, or those whose current or next wave has a region) and
+	// holds every wave in it from starting until the halt is lifted:
+	// rollouts made meanwhile wait, queued. ResumeRollouts lifts a halt and
+	// resumes exactly the rollouts it paused (not those an operator
+	// paused, nor those another halt that stands holds).
+	HaltRollouts(ctx context.Context, in *HaltRolloutsRequest, opts ...grpc.CallOption) (*HaltRolloutsResponse, error)
+	ResumeRollouts(ctx context.Context, in *ResumeRolloutsRequest, opts ...grpc.CallOption) (*ResumeRolloutsResponse, error)
+	// SetFreezeWindow creates or replaces a freeze window (by name): while
+	// it is closed, no rollout in its scope starts a wave. Scale, start and
+	// stop stay immediate. DeleteFreezeWindow removes one.
+	SetFreezeWindow(ctx context.Context, in *SetFreezeWindowRequest, opts ...grpc.CallOption) (*SetFreezeWindowResponse, error)
+	DeleteFreezeWindow(ctx context.Context, in *DeleteFreezeWindowRequest, opts ...grpc.CallOption) (*DeleteFreezeWindowResponse, error)
+	// SetPacingBound bounds the rollouts started and in flight at once in an
+	// environment, or the first waves (canaries) in progress in a region;
+	// those beyond wait, queued in the order they were made.
+	SetPacingBound(ctx context.Context, in *SetPacingBoundRequest, opts ...grpc.CallOption) (*SetPacingBoundResponse, error)
+	// GetFleet gives the fleet's controls and every rollout in flight with
+	// what holds it.
+	GetFleet(ctx context.Context, in *GetFleetRequest, opts ...grpc.CallOption) (*GetFleetResponse, error)
 	// GetDesiredState gives what a region's agent is to run for a
 	// deployment: the state its stream carries now and the objects the
 	// agent applies for it, as YAML, both with env values and command
@@ -359,6 +386,66 @@ func (c *operatorServiceClient) GetRolloutStrategy(ctx context.Context, in *GetR
 	return out, nil
 }
 
+func (c *operatorServiceClient) HaltRollouts(ctx context.Context, in *HaltRolloutsRequest, opts ...grpc.CallOption) (*HaltRolloutsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(HaltRolloutsResponse)
+	err := c.cc.Invoke(ctx, OperatorService_HaltRollouts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) ResumeRollouts(ctx context.Context, in *ResumeRolloutsRequest, opts ...grpc.CallOption) (*ResumeRolloutsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeRolloutsResponse)
+	err := c.cc.Invoke(ctx, OperatorService_ResumeRollouts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) SetFreezeWindow(ctx context.Context, in *SetFreezeWindowRequest, opts ...grpc.CallOption) (*SetFreezeWindowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetFreezeWindowResponse)
+	err := c.cc.Invoke(ctx, OperatorService_SetFreezeWindow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) DeleteFreezeWindow(ctx context.Context, in *DeleteFreezeWindowRequest, opts ...grpc.CallOption) (*DeleteFreezeWindowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteFreezeWindowResponse)
+	err := c.cc.Invoke(ctx, OperatorService_DeleteFreezeWindow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) SetPacingBound(ctx context.Context, in *SetPacingBoundRequest, opts ...grpc.CallOption) (*SetPacingBoundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetPacingBoundResponse)
+	err := c.cc.Invoke(ctx, OperatorService_SetPacingBound_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *operatorServiceClient) GetFleet(ctx context.Context, in *GetFleetRequest, opts ...grpc.CallOption) (*GetFleetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetFleetResponse)
+	err := c.cc.Invoke(ctx, OperatorService_GetFleet_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *operatorServiceClient) GetDesiredState(ctx context.Context, in *GetDesiredStateRequest, opts ...grpc.CallOption) (*GetDesiredStateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(GetDesiredStateResponse)
@@ -472,6 +559,27 @@ type OperatorServiceServer interface {
 	// GetRolloutStrategy gives an environment's strategy; no waves
 	// (immediate) when none was set.
 	GetRolloutStrategy(context.Context, *GetRolloutStrategyRequest) (*GetRolloutStrategyResponse, error)
+	// The fleet's controls hold rollouts across deployments (see GetFleet).
+	// HaltRollouts pauses every rollout progressing in a scope (everything,
+	// an environment, or those whose current or next wave has a region) and
+	// holds every wave in it from starting until the halt is lifted:
+	// rollouts made meanwhile wait, queued. ResumeRollouts lifts a halt and
+	// resumes exactly the rollouts it paused (not those an operator
+	// paused, nor those another halt that stands holds).
+	HaltRollouts(context.Context, *HaltRolloutsRequest) (*HaltRolloutsResponse, error)
+	ResumeRollouts(context.Context, *ResumeRolloutsRequest) (*ResumeRolloutsResponse, error)
+	// SetFreezeWindow creates or replaces a freeze window (by name): while
+	// it is closed, no rollout in its scope starts a wave. Scale, start and
+	// stop stay immediate. DeleteFreezeWindow removes one.
+	SetFreezeWindow(context.Context, *SetFreezeWindowRequest) (*SetFreezeWindowResponse, error)
+	DeleteFreezeWindow(context.Context, *DeleteFreezeWindowRequest) (*DeleteFreezeWindowResponse, error)
+	// SetPacingBound bounds the rollouts started and in flight at once in an
+	// environment, or the first waves (canaries) in progress in a region;
+	// those beyond wait, queued in the order they were made.
+	SetPacingBound(context.Context, *SetPacingBoundRequest) (*SetPacingBoundResponse, error)
+	// GetFleet gives the fleet's controls and every rollout in flight with
+	// what holds it.
+	GetFleet(context.Context, *GetFleetRequest) (*GetFleetResponse, error)
 	// GetDesiredState gives what a region's agent is to run for a
 	// deployment: the state its stream carries now and the objects the
 	// agent applies for it, as YAML, both with env values and command
@@ -565,6 +673,24 @@ func (UnimplementedOperatorServiceServer) SetRolloutStrategy(context.Context, *S
 }
 func (UnimplementedOperatorServiceServer) GetRolloutStrategy(context.Context, *GetRolloutStrategyRequest) (*GetRolloutStrategyResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetRolloutStrategy not implemented")
+}
+func (UnimplementedOperatorServiceServer) HaltRollouts(context.Context, *HaltRolloutsRequest) (*HaltRolloutsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method HaltRollouts not implemented")
+}
+func (UnimplementedOperatorServiceServer) ResumeRollouts(context.Context, *ResumeRolloutsRequest) (*ResumeRolloutsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeRollouts not implemented")
+}
+func (UnimplementedOperatorServiceServer) SetFreezeWindow(context.Context, *SetFreezeWindowRequest) (*SetFreezeWindowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetFreezeWindow not implemented")
+}
+func (UnimplementedOperatorServiceServer) DeleteFreezeWindow(context.Context, *DeleteFreezeWindowRequest) (*DeleteFreezeWindowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteFreezeWindow not implemented")
+}
+func (UnimplementedOperatorServiceServer) SetPacingBound(context.Context, *SetPacingBoundRequest) (*SetPacingBoundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetPacingBound not implemented")
+}
+func (UnimplementedOperatorServiceServer) GetFleet(context.Context, *GetFleetRequest) (*GetFleetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetFleet not implemented")
 }
 func (UnimplementedOperatorServiceServer) GetDesiredState(context.Context, *GetDesiredStateRequest) (*GetDesiredStateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetDesiredState not implemented")
@@ -995,6 +1121,114 @@ func _OperatorService_GetRolloutStrategy_Handler(srv interface{}, ctx context.Co
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OperatorService_HaltRollouts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HaltRolloutsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).HaltRollouts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_HaltRollouts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).HaltRollouts(ctx, req.(*HaltRolloutsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_ResumeRollouts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeRolloutsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).ResumeRollouts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_ResumeRollouts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).ResumeRollouts(ctx, req.(*ResumeRolloutsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_SetFreezeWindow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetFreezeWindowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).SetFreezeWindow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_SetFreezeWindow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).SetFreezeWindow(ctx, req.(*SetFreezeWindowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_DeleteFreezeWindow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteFreezeWindowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).DeleteFreezeWindow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_DeleteFreezeWindow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).DeleteFreezeWindow(ctx, req.(*DeleteFreezeWindowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_SetPacingBound_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetPacingBoundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).SetPacingBound(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_SetPacingBound_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).SetPacingBound(ctx, req.(*SetPacingBoundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OperatorService_GetFleet_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetFleetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OperatorServiceServer).GetFleet(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OperatorService_GetFleet_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OperatorServiceServer).GetFleet(ctx, req.(*GetFleetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OperatorService_GetDesiredState_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetDesiredStateRequest)
 	if err := dec(in); err != nil {
@@ -1154,6 +1388,30 @@ var OperatorService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetRolloutStrategy",
 			Handler:    _OperatorService_GetRolloutStrategy_Handler,
+		},
+		{
+			MethodName: "HaltRollouts",
+			Handler:    _OperatorService_HaltRollouts_Handler,
+		},
+		{
+			MethodName: "ResumeRollouts",
+			Handler:    _OperatorService_ResumeRollouts_Handler,
+		},
+		{
+			MethodName: "SetFreezeWindow",
+			Handler:    _OperatorService_SetFreezeWindow_Handler,
+		},
+		{
+			MethodName: "DeleteFreezeWindow",
+			Handler:    _OperatorService_DeleteFreezeWindow_Handler,
+		},
+		{
+			MethodName: "SetPacingBound",
+			Handler:    _OperatorService_SetPacingBound_Handler,
+		},
+		{
+			MethodName: "GetFleet",
+			Handler:    _OperatorService_GetFleet_Handler,
 		},
 		{
 			MethodName: "GetDesiredState",
