@@ -102,10 +102,10 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 
 // rolloutActions maps the API's actions to desired's.
 var rolloutActions = map[ctrlv1.RolloutAction]string{
-	ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE:   desired.RolloutPause,
-	ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME:  desired.RolloutResume,
-	ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE: desired.RolloutPromote,
-	ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT:   desired.RolloutAbort,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE:       desired.RolloutPause,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME:      desired.RolloutResume,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE:     desired.RolloutPromote,
+	ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT:       desired.RolloutAbort,
 	ctrlv1.RolloutAction_ROLLOUT_ACTION_BREAK_GLASS: desired.RolloutBreakGlass,
 }
 
