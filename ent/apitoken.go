@@ -32,7 +32,9 @@ type APIToken struct {
 	// LiveOperatorName holds the value of the "live_operator_name" field.
 	LiveOperatorName *string `json:"live_operator_name,omitempty"`
 	// PublicID holds the value of the "public_id" field.
-	PublicID     string `json:"public_id,omitempty"`
+	PublicID string `json:"public_id,omitempty"`
+	// Logs holds the value of the "logs" field.
+	Logs         bool `json:"logs,omitempty"`
 	selectValues sql.SelectValues
 }
 
@@ -41,6 +43,8 @@ func (*APIToken) scanValues(columns []string) ([]any, error) {
 	values := make([]any, len(columns))
 	for i := range columns {
 		switch columns[i] {
+		case apitoken.FieldLogs:
+			values[i] = new(sql.NullBool)
 		case apitoken.FieldID:
 			values[i] = new(sql.NullInt64)
 		case apitoken.FieldKind, apitoken.FieldName, apitoken.FieldRegion, apitoken.FieldHash, apitoken.FieldLiveOperatorName, apitoken.FieldPublicID:
@@ -118,6 +122,12 @@ func (_m *APIToken) assignValues(columns []string, values []any) error {
 			} else if value.Valid {
 				_m.PublicID = value.String
 			}
+		case apitoken.FieldLogs:
+			if value, ok := values[i].(*sql.NullBool); !ok {
+				return fmt.Errorf("unexpected type %T for field logs", values[i])
+			} else if value.Valid {
+				_m.Logs = value.Bool
+			}
 		default:
 			_m.selectValues.Set(columns[i], values[i])
 		}
@@ -180,6 +190,9 @@ func (_m *APIToken) String() string {
 	builder.WriteString(", ")
 	builder.WriteString("public_id=")
 	builder.WriteString(_m.PublicID)
+	builder.WriteString(", ")
+	builder.WriteString("logs=")
+	builder.WriteString(fmt.Sprintf("%v", _m.Logs))
 	builder.WriteByte(')')
 	return builder.String()
 }

@@ -110,6 +110,20 @@ func (_c *APITokenCreate) SetNillablePublicID(v *string) *APITokenCreate {
 	return _c
 }
 
+// SetLogs sets the "logs" field.
+func (_c *APITokenCreate) SetLogs(v bool) *APITokenCreate {
+	_c.mutation.SetLogs(v)
+	return _c
+}
+
+// SetNillableLogs sets the "logs" field if the given value is not nil.
+func (_c *APITokenCreate) SetNillableLogs(v *bool) *APITokenCreate {
+	if v != nil {
+		_c.SetLogs(*v)
+	}
+	return _c
+}
+
 // Mutation returns the APITokenMutation object of the builder.
 func (_c *APITokenCreate) Mutation() *APITokenMutation {
 	return _c.mutation
@@ -152,6 +166,10 @@ func (_c *APITokenCreate) defaults() {
 	if _, ok := _c.mutation.CreatedAt(); !ok {
 		v := apitoken.DefaultCreatedAt()
 		_c.mutation.SetCreatedAt(v)
+	}
+	if _, ok := _c.mutation.Logs(); !ok {
+		v := apitoken.DefaultLogs
+		_c.mutation.SetLogs(v)
 	}
 }
 
@@ -201,6 +219,9 @@ func (_c *APITokenCreate) check() error {
 		if err := apitoken.PublicIDValidator(v); err != nil {
 			return &ValidationError{Name: "public_id", err: fmt.Errorf(`ent: validator failed for field "APIToken.public_id": %w`, err)}
 		}
+	}
+	if _, ok := _c.mutation.Logs(); !ok {
+		return &ValidationError{Name: "logs", err: errors.New(`ent: missing required field "APIToken.logs"`)}
 	}
 	return nil
 }
@@ -260,6 +281,10 @@ func (_c *APITokenCreate) createSpec() (*APIToken, *sqlgraph.CreateSpec) {
 	if value, ok := _c.mutation.PublicID(); ok {
 		_spec.SetField(apitoken.FieldPublicID, field.TypeString, value)
 		_node.PublicID = value
+	}
+	if value, ok := _c.mutation.Logs(); ok {
+		_spec.SetField(apitoken.FieldLogs, field.TypeBool, value)
+		_node.Logs = value
 	}
 	return _node, _spec
 }
@@ -377,6 +402,9 @@ func (u *APITokenUpsertOne) UpdateNewValues() *APITokenUpsertOne {
 		}
 		if _, exists := u.create.mutation.PublicID(); exists {
 			s.SetIgnore(apitoken.FieldPublicID)
+		}
+		if _, exists := u.create.mutation.Logs(); exists {
+			s.SetIgnore(apitoken.FieldLogs)
 		}
 	}))
 	return u
@@ -644,6 +672,9 @@ func (u *APITokenUpsertBulk) UpdateNewValues() *APITokenUpsertBulk {
 			}
 			if _, exists := b.mutation.PublicID(); exists {
 				s.SetIgnore(apitoken.FieldPublicID)
+			}
+			if _, exists := b.mutation.Logs(); exists {
+				s.SetIgnore(apitoken.FieldLogs)
 			}
 		}
 	}))

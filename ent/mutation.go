@@ -90,6 +90,7 @@ type APITokenMutation struct {
 	revoked_at         *time.Time
 	live_operator_name *string
 	public_id          *string
+	logs               *bool
 	clearedFields      map[string]struct{}
 	done               bool
 	oldValue           func(context.Context) (*APIToken, error)
@@ -521,6 +522,42 @@ func (m *APITokenMutation) ResetPublicID() {
 	delete(m.clearedFields, apitoken.FieldPublicID)
 }
 
+// SetLogs sets the "logs" field.
+func (m *APITokenMutation) SetLogs(b bool) {
+	m.logs = &b
+}
+
+// Logs returns the value of the "logs" field in the mutation.
+func (m *APITokenMutation) Logs() (r bool, exists bool) {
+	v := m.logs
+	if v == nil {
+		return
+	}
+	return *v, true
+}
+
+// OldLogs returns the old "logs" field's value of the APIToken entity.
+// If the APIToken object wasn't provided to the builder, the object is fetched from the database.
+// An error is returned if the mutation operation is not UpdateOne, or the database query fails.
+func (m *APITokenMutation) OldLogs(ctx context.Context) (v bool, err error) {
+	if !m.op.Is(OpUpdateOne) {
+		return v, errors.New("OldLogs is only allowed on UpdateOne operations")
+	}
+	if m.id == nil || m.oldValue == nil {
+		return v, errors.New("OldLogs requires an ID field in the mutation")
+	}
+	oldValue, err := m.oldValue(ctx)
+	if err != nil {
+		return v, fmt.Errorf("querying old value for OldLogs: %w", err)
+	}
+	return oldValue.Logs, nil
+}
+
+// ResetLogs resets all changes to the "logs" field.
+func (m *APITokenMutation) ResetLogs() {
+	m.logs = nil
+}
+
 // Where appends a list predicates to the APITokenMutation builder.
 func (m *APITokenMutation) Where(ps ...predicate.APIToken) {
 	m.predicates = append(m.predicates, ps...)
@@ -555,7 +592,7 @@ func (m *APITokenMutation) Type() string {
 // order to get all numeric fields that were incremented/decremented, call
 // AddedFields().
 func (m *APITokenMutation) Fields() []string {
-	fields := make([]string, 0, 8)
+	fields := make([]string, 0, 9)
 	if m.kind != nil {
 		fields = append(fields, apitoken.FieldKind)
 	}
@@ -579,6 +616,9 @@ func (m *APITokenMutation) Fields() []string {
 	}
 	if m.public_id != nil {
 		fields = append(fields, apitoken.FieldPublicID)
+	}
+	if m.logs != nil {
+		fields = append(fields, apitoken.FieldLogs)
 	}
 	return fields
 }
@@ -604,6 +644,8 @@ func (m *APITokenMutation) Field(name string) (ent.Value, bool) {
 		return m.LiveOperatorName()
 	case apitoken.FieldPublicID:
 		return m.PublicID()
+	case apitoken.FieldLogs:
+		return m.Logs()
 	}
 	return nil, false
 }
@@ -629,6 +671,8 @@ func (m *APITokenMutation) OldField(ctx context.Context, name string) (ent.Value
 		return m.OldLiveOperatorName(ctx)
 	case apitoken.FieldPublicID:
 		return m.OldPublicID(ctx)
+	case apitoken.FieldLogs:
+		return m.OldLogs(ctx)
 	}
 	return nil, fmt.Errorf("unknown APIToken field %s", name)
 }
@@ -693,6 +737,13 @@ func (m *APITokenMutation) SetField(name string, value ent.Value) error {
 			return fmt.Errorf("unexpected type %T for field %s", value, name)
 		}
 		m.SetPublicID(v)
+		return nil
+	case apitoken.FieldLogs:
+		v, ok := value.(bool)
+		if !ok {
+			return fmt.Errorf("unexpected type %T for field %s", value, name)
+		}
+		m.SetLogs(v)
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)
@@ -787,6 +838,9 @@ func (m *APITokenMutation) ResetField(name string) error {
 		return nil
 	case apitoken.FieldPublicID:
 		m.ResetPublicID()
+		return nil
+	case apitoken.FieldLogs:
+		m.ResetLogs()
 		return nil
 	}
 	return fmt.Errorf("unknown APIToken field %s", name)

@@ -30,6 +30,8 @@ const (
 	FieldLiveOperatorName = "live_operator_name"
 	// FieldPublicID holds the string denoting the public_id field in the database.
 	FieldPublicID = "public_id"
+	// FieldLogs holds the string denoting the logs field in the database.
+	FieldLogs = "logs"
 	// Table holds the table name of the apitoken in the database.
 	Table = "api_tokens"
 )
@@ -45,6 +47,7 @@ var Columns = []string{
 	FieldRevokedAt,
 	FieldLiveOperatorName,
 	FieldPublicID,
+	FieldLogs,
 }
 
 // ValidColumn reports if the column name is valid (part of the table columns).
@@ -72,6 +75,8 @@ var (
 	LiveOperatorNameValidator func(string) error
 	// PublicIDValidator is a validator for the "public_id" field. It is called by the builders before save.
 	PublicIDValidator func(string) error
+	// DefaultLogs holds the default value on creation for the "logs" field.
+	DefaultLogs bool
 )
 
 // Kind defines the type for the "kind" enum field.
@@ -143,4 +148,9 @@ func ByLiveOperatorName(opts ...sql.OrderTermOption) OrderOption {
 // ByPublicID orders the results by the public_id field.
 func ByPublicID(opts ...sql.OrderTermOption) OrderOption {
 	return sql.OrderByField(FieldPublicID, opts...).ToFunc()
+}
+
+// ByLogs orders the results by the logs field.
+func ByLogs(opts ...sql.OrderTermOption) OrderOption {
+	return sql.OrderByField(FieldLogs, opts...).ToFunc()
 }

@@ -89,6 +89,11 @@ func PublicID(v string) predicate.APIToken {
 	return predicate.APIToken(sql.FieldEQ(FieldPublicID, v))
 }
 
+// Logs applies equality check predicate on the "logs" field. It's identical to LogsEQ.
+func Logs(v bool) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEQ(FieldLogs, v))
+}
+
 // KindEQ applies the EQ predicate on the "kind" field.
 func KindEQ(v Kind) predicate.APIToken {
 	return predicate.APIToken(sql.FieldEQ(FieldKind, v))
@@ -542,6 +547,16 @@ func PublicIDEqualFold(v string) predicate.APIToken {
 // PublicIDContainsFold applies the ContainsFold predicate on the "public_id" field.
 func PublicIDContainsFold(v string) predicate.APIToken {
 	return predicate.APIToken(sql.FieldContainsFold(FieldPublicID, v))
+}
+
+// LogsEQ applies the EQ predicate on the "logs" field.
+func LogsEQ(v bool) predicate.APIToken {
+	return predicate.APIToken(sql.FieldEQ(FieldLogs, v))
+}
+
+// LogsNEQ applies the NEQ predicate on the "logs" field.
+func LogsNEQ(v bool) predicate.APIToken {
+	return predicate.APIToken(sql.FieldNEQ(FieldLogs, v))
 }
 
 // And groups predicates with the AND operator between them.

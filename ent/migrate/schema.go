@@ -20,6 +20,7 @@ var (
 		{Name: "revoked_at", Type: field.TypeTime, Nullable: true, SchemaType: map[string]string{"mysql": "datetime(6)"}},
 		{Name: "live_operator_name", Type: field.TypeString, Nullable: true, Size: 128},
 		{Name: "public_id", Type: field.TypeString, Nullable: true, Size: 16},
+		{Name: "logs", Type: field.TypeBool, Default: false},
 	}
 	// APITokensTable holds the schema information for the "api_tokens" table.
 	APITokensTable = &schema.Table{

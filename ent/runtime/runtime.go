@@ -93,6 +93,10 @@ func init() {
 	apitokenDescPublicID := apitokenFields[7].Descriptor()
 	// apitoken.PublicIDValidator is a validator for the "public_id" field. It is called by the builders before save.
 	apitoken.PublicIDValidator = apitokenDescPublicID.Validators[0].(func(string) error)
+	// apitokenDescLogs is the schema descriptor for logs field.
+	apitokenDescLogs := apitokenFields[8].Descriptor()
+	// apitoken.DefaultLogs holds the default value on creation for the logs field.
+	apitoken.DefaultLogs = apitokenDescLogs.Default.(bool)
 	agentMixin := schema.Agent{}.Mixin()
 	agentMixinFields0 := agentMixin[0].Fields()
 	_ = agentMixinFields0

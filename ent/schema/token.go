@@ -43,6 +43,13 @@ func (APIToken) Fields() []ent.Field {
 		// old and new alike during a rotation. NULL only in rows written
 		// before the column existed, until store.Migrate fills it in.
 		field.String("public_id").Optional().Immutable().MaxLen(16),
+		// logs grants an operator token reading pods' logs (live views,
+		// OperatorService.StreamLogs): logs may carry secrets, so it is a
+		// permission of its own, given on purpose (ctrld token create
+		// --operator NAME --logs), as operator_keys.logs is a key's.
+		// Immutable: a token that should read logs is a new token. Rows
+		// from before the column existed get false: no grant.
+		field.Bool("logs").Default(false).Immutable(),
 	}
 }
 
