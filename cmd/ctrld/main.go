@@ -200,17 +200,21 @@ func tokenCommand() *cli.Command {
 		Subcommands: []*cli.Command{
 			{
 				Name:  "create",
-				Usage: "issue a token: --region R for an agent, --operator NAME for a person or script",
+				Usage: "issue a token: --region R for an agent, --operator NAME for a person or script (--logs: one that may read logs too)",
 				Flags: []cli.Flag{
 					databaseFlag,
 					&cli.StringFlag{Name: "region", Usage: "issue an agent token bound to this region (registers the region)", EnvVars: []string{"CTRLD_TOKEN_REGION"}},
 					&cli.StringFlag{Name: "operator", Usage: "issue an operator token; actions are audited under this `name`", EnvVars: []string{"CTRLD_TOKEN_OPERATOR"}},
 					&cli.StringFlag{Name: "name", Usage: "label for an agent token (default: agent-REGION)", EnvVars: []string{"CTRLD_TOKEN_NAME"}},
+					&cli.BoolFlag{Name: "logs", Usage: "with --operator: the token may also read pods' logs (unkey-tui logs): logs may carry secrets, so this is a grant of its own, for the token's life; every read is audited", EnvVars: []string{"CTRLD_TOKEN_LOGS"}},
 				},
 				Action: func(c *cli.Context) error {
 					region, operator := c.String("region"), c.String("operator")
 					if (region == "") == (operator == "") {
 						return fmt.Errorf("give exactly one of --region (agent token) or --operator (operator token)")
+					}
+					if c.Bool("logs") && region != "" {
+						return fmt.Errorf("--logs is an operator token's grant (--operator NAME --logs); an agent token reads no logs")
 					}
 					db, err := store.Open(c.Context, c.String(databaseFlag.Name))
 					if err != nil {
@@ -224,14 +228,18 @@ func tokenCommand() *cli.Command {
 							name = "agent-" + region
 						}
 					}
-					token, err := auth.Create(c.Context, db.Ent, kind, name, region)
+					token, err := auth.CreateWith(c.Context, db.Ent, kind, name, region, auth.Grants{Logs: c.Bool("logs")})
 					if err != nil {
 						return err
 					}
 					fmt.Fprintln(c.App.Writer, token)
+					grant := ""
+					if c.Bool("logs") {
+						grant = ", may read logs"
+					}
 					// Beside the token, not with it: scripts keep the token
 					// that stdout alone carries.
-					fmt.Fprintf(c.App.ErrWriter, "issued %s %s token %q; revoke it with: ctrld token revoke %[1]s\n", auth.TokenID(token), kind, name)
+					fmt.Fprintf(c.App.ErrWriter, "issued %s %s token %q%s; revoke it with: ctrld token revoke %[1]s\n", auth.TokenID(token), kind, name, grant)
 					return nil
 				},
 			},

@@ -19,7 +19,7 @@ import (
 func tokenListCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "list",
-		Usage: "list the live tokens: ID (what `ctrld token revoke` takes), kind, name, region, creation time",
+		Usage: "list the live tokens: ID (what `ctrld token revoke` takes), kind, name, region, whether it may read logs, creation time",
 		Flags: []cli.Flag{
 			databaseFlag,
 			&cli.BoolFlag{Name: "all", Usage: "list revoked tokens too, with when they were revoked", EnvVars: []string{"CTRLD_TOKEN_LIST_ALL"}},
@@ -35,13 +35,17 @@ func tokenListCommand() *cli.Command {
 				return err
 			}
 			w := tabwriter.NewWriter(c.App.Writer, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tKIND\tNAME\tREGION\tCREATED\tREVOKED")
+			fmt.Fprintln(w, "ID\tKIND\tNAME\tREGION\tLOGS\tCREATED\tREVOKED")
 			for _, t := range tokens {
 				revoked := "-"
 				if t.RevokedAt != nil {
 					revoked = t.RevokedAt.UTC().Format(time.RFC3339)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, printable(t.Name), cmp.Or(t.Region, "-"),
+				logs := "no"
+				if t.Logs {
+					logs = "yes"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Kind, printable(t.Name), cmp.Or(t.Region, "-"), logs,
 					t.CreatedAt.UTC().Format(time.RFC3339), revoked)
 			}
 			return w.Flush()

@@ -78,3 +78,39 @@ func TestTokenCommandsRotateAnAgentToken(t *testing.T) {
 		t.Fatalf("token list --all: %q, %v; want the revoked %s too", out, err, oldID)
 	}
 }
+
+// An operator token reads logs only when created with --logs, and `token
+// list` says which do; an agent token takes no such grant.
+func TestTokenCreateLogsGrant(t *testing.T) {
+	t.Setenv("CTRLD_DATABASE_DSN", testdb.New(t).DSN)
+	if _, _, err := ctrld(t, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string]string{}
+	for name, args := range map[string][]string{"carol": {"--operator", "carol"}, "dora": {"--operator", "dora", "--logs"}} {
+		out, errOut, err := ctrld(t, append([]string{"token", "create"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[name] = auth.TokenID(strings.TrimSpace(out))
+		if granted := strings.Contains(errOut, "may read logs"); granted != (name == "dora") {
+			t.Errorf("token create %v said %q", args, errOut)
+		}
+	}
+	if _, _, err := ctrld(t, "token", "create", "--region", "eu", "--logs"); err == nil || !strings.Contains(err.Error(), "--operator NAME --logs") {
+		t.Errorf("an agent token with --logs: %v, want a refusal", err)
+	}
+	out, _, err := ctrld(t, "token", "list")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "LOGS") {
+		t.Errorf("token list has no LOGS column:\n%s", out)
+	}
+	for name, want := range map[string]string{"carol": "no", "dora": "yes"} {
+		line := regexp.MustCompile(ids[name] + `.*`).FindString(out)
+		if fields := strings.Fields(line); len(fields) < 5 || fields[4] != want {
+			t.Errorf("token list shows %s as %q, want LOGS %s:\n%s", name, line, want, out)
+		}
+	}
+}

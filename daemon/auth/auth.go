@@ -71,6 +71,22 @@ type Principal struct {
 // which on a sparse table is the gap of every new name, and concurrent
 // creators deadlocked inserting into each other's locked gap.)
 func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string) (string, error) {
+	return CreateWith(ctx, client, kind, name, region, Grants{})
+}
+
+// Grants are what an operator token may do beyond the operator service's
+// calls, each given on purpose; agent tokens get none.
+type Grants struct {
+	// Logs: the token may read pods' logs (StreamLogs). Logs may carry
+	// secrets, so it is a grant of its own, as a console key's is
+	// (operator_keys.logs).
+	Logs bool
+}
+
+// CreateWith is Create, with what an operator token is granted besides.
+// A grant is for the token's life: a token that should read logs is a
+// new one.
+func CreateWith(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, region string, grants Grants) (string, error) {
 	if name == "" {
 		return "", fmt.Errorf("name: must not be empty")
 	}
@@ -99,7 +115,7 @@ func Create(ctx context.Context, client *ent.Client, kind apitoken.Kind, name, r
 		}
 		create := tx.APIToken.Create().SetKind(kind).SetName(name).SetRegion(region).SetHash(hash(token)).SetPublicID(TokenID(token))
 		if kind == Operator {
-			create.SetLiveOperatorName(name)
+			create.SetLiveOperatorName(name).SetLogs(grants.Logs)
 		}
 		err := create.Exec(ctx)
 		if kind == Operator && ent.IsConstraintError(err) {
@@ -187,11 +203,12 @@ func WithPrincipal(ctx context.Context, p Principal) context.Context {
 }
 
 // authenticate admits the caller of fullMethod, or refuses it; a known
-// token of the wrong kind is returned with its refusal. Tokens are looked
+// caller it refuses (a token of the wrong kind, or without the grant the
+// method needs) is returned with its refusal. Tokens are looked
 // up a bounded number at once, and unknown ones are remembered for a
 // while (tokenLookups): no number of calls with bad tokens takes more of
 // the main pool than that.
-func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ context.Context, wrongKind *Principal, _ error) {
+func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ context.Context, refused *Principal, _ error) {
 	service := serviceOf(fullMethod)
 	kind, guarded := a.services[service]
 	if !guarded || a.selfChecked[fullMethod] {
@@ -216,6 +233,10 @@ func (a *Authenticator) authenticate(ctx context.Context, fullMethod string) (_ 
 	if t.Kind != kind {
 		return nil, &p, status.Errorf(codes.PermissionDenied, "a %s token cannot call %s", t.Kind, service)
 	}
+	if logMethods[fullMethod] && !t.Logs {
+		return nil, &p, status.Errorf(codes.PermissionDenied, "operator token %q (%s) may not read logs, which may carry secrets: "+
+			"reading them is a grant of its own, given when a token is created (ctrld token create --operator NAME --logs, a new token)", t.Name, t.PublicID)
+	}
 	return WithPrincipal(ctx, p), nil, nil
 }
 
@@ -229,8 +250,9 @@ func serviceOf(fullMethod string) string {
 }
 
 // Refusal is an operator call refused before it reached the operator
-// service: by a token of another kind (the caller is known: TokenName and
-// TokenID) or by no valid token at all.
+// service: for a known caller (TokenName and TokenID: a token of another
+// kind, a read-only key's write, a token or key without the logs grant
+// reading logs) or for no valid token at all.
 type Refusal struct {
 	Method    string // the full gRPC method
 	TokenName string // the token's name when the token is known, else ""
@@ -242,24 +264,34 @@ type Refusal struct {
 // Unary is the unary-call interceptor. An operator call it refuses is
 // handed to OnOperatorRefusal, if set, so that the attempt is on record.
 func (a *Authenticator) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	authed, wrongKind, err := a.authenticate(ctx, info.FullMethod)
+	authed, refused, err := a.authenticate(ctx, info.FullMethod)
 	if err != nil {
-		if a.services[serviceOf(info.FullMethod)] == Operator && a.OnOperatorRefusal != nil {
-			r := Refusal{Method: info.FullMethod, Request: req, Err: err}
-			if wrongKind != nil {
-				r.TokenName, r.TokenID = wrongKind.Actor(), wrongKind.credentialID()
-			}
-			a.OnOperatorRefusal(ctx, r)
-		}
+		a.refused(ctx, info.FullMethod, req, refused, err)
 		return nil, err
 	}
 	return handler(authed, req)
 }
 
-// Stream is the streaming-call interceptor.
+// refused hands an operator call refused with err to OnOperatorRefusal,
+// if set; who is the known caller it refused, or nil.
+func (a *Authenticator) refused(ctx context.Context, fullMethod string, req any, who *Principal, err error) {
+	if a.services[serviceOf(fullMethod)] != Operator || a.OnOperatorRefusal == nil {
+		return
+	}
+	r := Refusal{Method: fullMethod, Request: req, Err: err}
+	if who != nil {
+		r.TokenName, r.TokenID = who.Actor(), who.credentialID()
+	}
+	a.OnOperatorRefusal(ctx, r)
+}
+
+// Stream is the streaming-call interceptor. An operator call it refuses
+// (a log stream without the logs grant) is handed to OnOperatorRefusal,
+// as Unary's are; its request is not read yet, so the record has none.
 func (a *Authenticator) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	ctx, _, err := a.authenticate(ss.Context(), info.FullMethod)
+	ctx, refused, err := a.authenticate(ss.Context(), info.FullMethod)
 	if err != nil {
+		a.refused(ss.Context(), info.FullMethod, nil, refused, err)
 		return err
 	}
 	p, guarded := FromContext(ctx)

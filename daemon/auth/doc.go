@@ -1,7 +1,9 @@
 // Package auth issues and checks ctrld's bearer tokens. An agent token is
 // bound to one region and admits only the cluster service, for that region;
 // an operator token admits only the operator service and names the operator
-// for the audit log. Tokens are 256 random bits shown once; only their
+// for the audit log. Reading pods' logs (StreamLogs) is a grant of its own,
+// since logs may carry secrets: a token has it only when created with it
+// (Grants.Logs), a console session only when its key has it. Tokens are 256 random bits shown once; only their
 // SHA-256 is stored, so a database leak does not leak credentials. Each
 // has an ID (tok_…, TokenID) that names it to people: tokens may share a
 // name, and revoking by a shared name is refused (Revoke). Tokens are

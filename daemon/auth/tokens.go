@@ -40,10 +40,12 @@ func TokenID(token string) string {
 
 // Token describes an issued token, never the token itself.
 type Token struct {
-	ID        string
-	Kind      apitoken.Kind
-	Name      string
-	Region    string // agents only
+	ID     string
+	Kind   apitoken.Kind
+	Name   string
+	Region string // agents only
+	// Logs: an operator token granted reading pods' logs (Grants).
+	Logs      bool
 	CreatedAt time.Time
 	RevokedAt *time.Time
 }
@@ -53,11 +55,14 @@ func (t Token) String() string {
 	if t.Region != "" {
 		s += ", region " + t.Region
 	}
+	if t.Logs {
+		s += ", may read logs"
+	}
 	return s + ", created " + t.CreatedAt.UTC().Format(time.RFC3339) + ")"
 }
 
 func tokenOf(t *ent.APIToken) Token {
-	return Token{ID: t.PublicID, Kind: t.Kind, Name: t.Name, Region: t.Region, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}
+	return Token{ID: t.PublicID, Kind: t.Kind, Name: t.Name, Region: t.Region, Logs: t.Logs, CreatedAt: t.CreatedAt, RevokedAt: t.RevokedAt}
 }
 
 // List returns the live tokens, and the revoked ones too if withRevoked,

@@ -67,9 +67,10 @@ type refusalLog struct {
 	anonymous map[refusalKey]int
 }
 
-// AuditRefusal puts on record an operator write that authentication
-// refused before it reached the service (auth.Authenticator's
-// OnOperatorRefusal). A known token of another kind (an agent's) leaves an
+// AuditRefusal puts on record an operator write, or a read of logs, that
+// authentication refused before it reached the service (auth.Authenticator's
+// OnOperatorRefusal). A known caller (a token of another kind, such as an
+// agent's; a read-only key; a token or key without the logs grant) leaves an
 // audit record under its name, one per kind of refusal and window
 // (refusalLog). A call with no valid token is only logged, once per
 // method and window with its count: anyone who can reach the port could

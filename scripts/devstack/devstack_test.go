@@ -164,8 +164,9 @@ while :; do sleep 0.1; done`)
 			t.Errorf("no kubeconfig for %s at %s/kube/%s.kubeconfig", r, dir, r)
 		}
 	}
-	if got, want := operatorTokenName(t, db), operatorName(user.Current, os.Getenv); got != want || got == "" {
-		t.Errorf("the operator token is named %q, want %q", got, want)
+	got, logs := operatorToken(t, db)
+	if want := operatorName(user.Current, os.Getenv); got != want || got == "" || !logs {
+		t.Errorf("the operator token is named %q, may read logs %v; want %q, true (the console on it opens logs)", got, logs, want)
 	}
 
 	agent := int(pids["agentd-us-east"]["pid"].(float64))
@@ -230,18 +231,19 @@ func waitUntil(t *testing.T, upDone chan struct{}, root string, within time.Dura
 	}
 }
 
-func operatorTokenName(t *testing.T, db string) string {
+// operatorToken is the name of db's operator token and whether it has
+// the logs grant.
+func operatorToken(t *testing.T, db string) (name string, logs bool) {
 	t.Helper()
 	admin, err := adminDB()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close()
-	var name string
-	if err := admin.QueryRow("SELECT name FROM " + quoteIdent(db) + ".api_tokens WHERE kind = 'operator'").Scan(&name); err != nil {
+	if err := admin.QueryRow("SELECT name, logs FROM "+quoteIdent(db)+".api_tokens WHERE kind = 'operator'").Scan(&name, &logs); err != nil {
 		t.Fatal(err)
 	}
-	return name
+	return name, logs
 }
 
 func exists(path string) bool {

@@ -332,7 +332,7 @@ func up() error {
 		return err
 	}
 	operator := operatorName(user.Current, os.Getenv)
-	opToken, err := run("token", "create", "--operator", operator)
+	opToken, err := run("token", "create", "--operator", operator, "--logs") // the console on it reads logs, as the operator key does
 	if err != nil {
 		return err
 	}

@@ -130,10 +130,19 @@ func (e *Env) AgentToken(region string) string {
 	return token
 }
 
-// OperatorToken issues an operator token named name.
+// OperatorToken issues an operator token named name, with every grant
+// (it reads logs too): the operator of a test that may do everything.
+// OperatorTokenWith issues one with fewer.
 func (e *Env) OperatorToken(name string) string {
 	e.t.Helper()
-	token, err := auth.Create(context.Background(), e.DB.Ent, apitoken.KindOperator, name, "")
+	return e.OperatorTokenWith(name, auth.Grants{Logs: true})
+}
+
+// OperatorTokenWith issues an operator token named name with grants only
+// (auth.Grants{}: none, as `ctrld token create --operator` without flags).
+func (e *Env) OperatorTokenWith(name string, grants auth.Grants) string {
+	e.t.Helper()
+	token, err := auth.CreateWith(context.Background(), e.DB.Ent, apitoken.KindOperator, name, "", grants)
 	if err != nil {
 		e.t.Fatal(err)
 	}
