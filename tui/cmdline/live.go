@@ -23,8 +23,8 @@ const liveHelp = `Live views come from the region's agent, over the connection i
 credentials are needed, and ctrld never dials into a cluster. The agent shows only what it
 manages (the deployment's own objects in its namespace) and what its owner allows
 (agentd --live-views=off|pods|logs). Pods and events are reads; logs may carry secrets, so only
-console keys granted them (ctrld operator add-key --logs) and operator tokens may read them, and
-every read of logs is audited.`
+console keys and operator tokens granted them may read them (ctrld operator add-key --logs,
+ctrld token create --operator NAME --logs), and every read of logs is audited.`
 
 func liveRegionFlag() cli.Flag {
 	return &cli.StringFlag{Name: "region", Required: true, Usage: "the region to look in"}
