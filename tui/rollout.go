@@ -24,6 +24,10 @@ const (
 	rolloutPaused      = "paused"
 	rolloutHalted      = "halted"
 	rolloutRolledBack  = "rolled_back"
+	// rolloutQueued waits for the fleet's controls to let its first wave
+	// start (a halt, a freeze window, a pacing bound): in flight, no
+	// region promoted.
+	rolloutQueued = "queued"
 
 	regionWaiting     = "waiting"
 	regionProgressing = "progressing"
@@ -34,7 +38,7 @@ const (
 // inFlight reports whether a rollout in state may still be acted on: it
 // has not succeeded or rolled back.
 func inFlight(state string) bool {
-	return state == rolloutProgressing || state == rolloutPaused || state == rolloutHalted
+	return state == rolloutProgressing || state == rolloutPaused || state == rolloutHalted || state == rolloutQueued
 }
 
 // rolloutMsg is a read of one deployment's rollout: the one in flight,

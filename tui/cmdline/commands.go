@@ -105,6 +105,7 @@ func scriptCommands() []*cli.Command {
 				&cli.IntFlag{Name: "memory", Value: 256, Usage: "memory MiB (requests = limits)"},
 				&cli.IntFlag{Name: "port", Value: 8080},
 				&cli.StringSliceFlag{Name: "env", Usage: "NAME=VALUE (repeat)"},
+				breakGlassFlag(),
 			}, overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
@@ -118,9 +119,13 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
+				breakGlass, _, err := fleetReasons(c)
+				if err != nil {
+					return err
+				}
 				req := &ctrlv1.DeployRequest{
 					DeploymentId: c.Args().First(), WorkspaceId: c.String("workspace"), EnvironmentId: c.String("environment"),
-					Image: c.String("image"), Regions: c.StringSlice("region"), Env: env, Rollout: rollout,
+					Image: c.String("image"), Regions: c.StringSlice("region"), Env: env, Rollout: rollout, BreakGlassReason: breakGlass,
 				}
 				for _, f := range []struct {
 					name     string
@@ -153,6 +158,7 @@ func scriptCommands() []*cli.Command {
 				&cli.IntFlag{Name: "memory", Usage: "memory MiB (requests = limits)"},
 				&cli.StringSliceFlag{Name: "env", Usage: "NAME=VALUE to add or replace (repeat)"},
 				&cli.BoolFlag{Name: "replace-env", Usage: "the --env variables become the whole environment (none given: no variables)"},
+				breakGlassFlag(), retryFailedFlag(),
 			}, overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
@@ -166,8 +172,13 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
+				breakGlass, retryFailed, err := fleetReasons(c)
+				if err != nil {
+					return err
+				}
 				id := c.Args().First()
-				req := &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Env: env, ReplaceEnv: c.Bool("replace-env"), Rollout: rollout}
+				req := &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Env: env, ReplaceEnv: c.Bool("replace-env"), Rollout: rollout,
+					BreakGlassReason: breakGlass, RetryFailedReason: retryFailed}
 				if c.IsSet("image") {
 					req.Image = ptr(c.String("image"))
 				}
@@ -204,8 +215,8 @@ func scriptCommands() []*cli.Command {
 			Description: "The replicas change in every region at once, as `scale` does; the spec rolls out under the\n" +
 				"environment's strategy (or --wave ...), wave by wave if it has waves. Aborting that rollout\n" +
 				"returns the spec, not the replicas.",
-			Flags: append([]cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the newest earlier one with another spec or other replicas"}},
-				overrideFlags()...),
+			Flags: append([]cli.Flag{&cli.IntFlag{Name: "to", Usage: "the revision to restore (see history); 0: the newest earlier one with another spec or other replicas"},
+				breakGlassFlag(), retryFailedFlag()}, overrideFlags()...),
 			Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
 				if c.NArg() != 1 {
 					return fmt.Errorf("want exactly one DEPLOYMENT_ID")
@@ -218,8 +229,13 @@ func scriptCommands() []*cli.Command {
 				if err != nil {
 					return err
 				}
+				breakGlass, retryFailed, err := fleetReasons(c)
+				if err != nil {
+					return err
+				}
 				id := c.Args().First()
-				r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: to, Rollout: rollout})
+				r, err := op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: to, Rollout: rollout,
+					BreakGlassReason: breakGlass, RetryFailedReason: retryFailed})
 				if err != nil {
 					return err
 				}
@@ -282,6 +298,7 @@ func scriptCommands() []*cli.Command {
 			}),
 		},
 		rolloutCommand(),
+		fleetCommand(),
 		podsCommand(), eventsCommand(), logsCommand(),
 		regionCommand("resync", "force a full resync of a region", "requested a full resync of %s", func(ctx context.Context, op ctrlv1.OperatorServiceClient, r string) error {
 			_, err := op.ForceResync(ctx, &ctrlv1.ForceResyncRequest{Region: r, Reason: "unkey-tui resync"})
@@ -460,8 +477,14 @@ func historyTable(out io.Writer, revisions []*ctrlv1.DeploymentRevision) error {
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "REV\tACTION\tBY\tAT\tVERSIONS\tWHAT CHANGED")
 	for _, r := range revisions {
+		what := tui.Clean(r.Summary)
+		if mark := tui.FailedMark(r); mark != "" {
+			// Its spec failed a gate: updating or rolling back to it
+			// again takes --retry-failed.
+			what += "  " + mark
+		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d..%d\t%s\n", r.Revision, tui.Clean(r.Action), tui.Clean(r.Actor),
-			r.CreatedAt.AsTime().UTC().Format(time.RFC3339), r.FirstVersion, r.LastVersion, tui.Clean(r.Summary))
+			r.CreatedAt.AsTime().UTC().Format(time.RFC3339), r.FirstVersion, r.LastVersion, what)
 	}
 	return w.Flush()
 }

@@ -18,7 +18,9 @@ func TestCLIJSONDocNamesEveryField(t *testing.T) {
 	doc := readFile(t, "../../docs/cli-json.md")
 	var names []string
 	for _, m := range []proto.Message{&ctrlv1.RegionOverview{}, &ctrlv1.DeploymentSummary{}, &ctrlv1.DeploymentInRegion{},
-		&ctrlv1.Rollout{}, &ctrlv1.RolloutRegion{}, &ctrlv1.RolloutStrategy{}, &ctrlv1.RolloutWave{}, &ctrlv1.RolloutCheck{}, &ctrlv1.RegionCheck{}, &ctrlv1.LivePod{}, &ctrlv1.LiveContainer{}, &ctrlv1.LiveEvent{}, &ctrlv1.StreamLogsResponse{}} {
+		&ctrlv1.Rollout{}, &ctrlv1.RolloutRegion{}, &ctrlv1.RolloutStrategy{}, &ctrlv1.RolloutWave{}, &ctrlv1.RolloutCheck{}, &ctrlv1.RegionCheck{}, &ctrlv1.LivePod{}, &ctrlv1.LiveContainer{}, &ctrlv1.LiveEvent{}, &ctrlv1.StreamLogsResponse{},
+		&ctrlv1.DeploymentRevision{}, &ctrlv1.GetFleetResponse{}, &ctrlv1.FleetHalt{}, &ctrlv1.FleetScope{}, &ctrlv1.FreezeWindow{},
+		&ctrlv1.PacingBound{}, &ctrlv1.HaltRolloutsResponse{}, &ctrlv1.ResumeRolloutsResponse{}, &ctrlv1.SetFreezeWindowResponse{}} {
 		fields := m.ProtoReflect().Descriptor().Fields()
 		for i := range fields.Len() {
 			names = append(names, string(fields.Get(i).Name()))

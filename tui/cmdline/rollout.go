@@ -194,7 +194,7 @@ func rolloutCommand() *cli.Command {
 				Name:  "list",
 				Usage: "print rollouts, those in flight first, then the newest",
 				Flags: []cli.Flag{
-					&cli.BoolFlag{Name: "in-flight", Usage: "only those in flight (progressing, paused or halted)"},
+					&cli.BoolFlag{Name: "in-flight", Usage: "only those in flight (queued, progressing, paused or halted)"},
 					&cli.IntFlag{Name: "limit", Usage: "at most this many (0: ctrld's default, 50; at most 500)"},
 				},
 				Action: withOperator(func(ctx context.Context, c *cli.Context, op ctrlv1.OperatorServiceClient) error {
@@ -217,6 +217,7 @@ func rolloutCommand() *cli.Command {
 				"let a paused or halted rollout go on (a halted one's failed regions get a new deadline)"),
 			controlCommand("abort", "aborted", ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT,
 				"roll back every region the rollout reached to the spec before, and end it"),
+			breakGlassCommand(),
 			{
 				Name:   "strategy",
 				Usage:  "show or set how an environment's changes roll out",
@@ -391,6 +392,7 @@ func rolloutText(out io.Writer, r *ctrlv1.Rollout) error {
 	if r.Reason != "" {
 		fmt.Fprintf(out, "reason: %s\n", tui.Clean(r.Reason))
 	}
+	holdText(out, r)
 	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "WAVE\tREGION\tSTATE\tTIME LEFT\tWHY")
 	for _, reg := range r.Regions {
