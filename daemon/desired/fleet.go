@@ -190,16 +190,20 @@ func (s *Store) Halt(ctx context.Context, scope fleet.Scope, reason string) (*en
 		if err != nil {
 			return err
 		}
-		why := fmt.Sprintf("paused by halt #%d (%s: %s)", h.ID, h.Actor, reason)
+		var ids []int
 		for _, r := range rollouts {
-			fr := fleet.RolloutOf(r)
-			if fr.BreakGlass || !halt.Pauses(fr) {
-				continue
+			if fr := fleet.RolloutOf(r); !fr.BreakGlass && halt.Pauses(fr) {
+				ids = append(ids, r.ID)
 			}
-			if err := pauseFor(ctx, tx, r, h.ID, why, now); err != nil {
+		}
+		// One statement for all: their rows are this transaction's
+		// (locked above), so each is at the version read.
+		why := fmt.Sprintf("paused by halt #%d (%s: %s)", h.ID, h.Actor, reason)
+		if len(ids) > 0 {
+			if paused, err = tx.Rollout.Update().Where(rollout.IDIn(ids...)).SetState(rollout.StatePaused).SetHaltID(h.ID).
+				SetReason(validate.Clip(why, 1024)).AddVersion(1).SetUpdatedAt(now).Save(ctx); err != nil {
 				return err
 			}
-			paused++
 		}
 		out, err = tx.FleetHalt.UpdateOneID(h.ID).SetPaused(paused).Save(ctx)
 		return err
