@@ -320,7 +320,7 @@ func (s *Store) checkScope(ctx context.Context, scope fleet.Scope) error {
 func (s *Store) SetFreezeWindow(ctx context.Context, w fleet.Window, timeZone, reason string) (*ent.FreezeWindow, error) {
 	parsed, err := fleet.ParseWindow(w, timeZone)
 	if err != nil {
-		return nil, fmt.Errorf("%w (%w)", err, ErrInvalid)
+		return nil, invalidWindow{err}
 	}
 	if err := s.checkScope(ctx, fleet.Scope{WorkspaceID: w.WorkspaceID, EnvironmentID: w.EnvironmentID}); err != nil {
 		return nil, err
@@ -402,3 +402,11 @@ func (s *Store) SetPacingBound(ctx context.Context, scope fleet.Scope, max int, 
 			OnConflict().UpdateMax().UpdateActor().UpdateUpdatedAt().Exec(ctx)
 	})
 }
+
+// invalidWindow is a window fleet.ParseWindow refused: invalid input, as
+// ErrInvalid is, with the parser's words.
+type invalidWindow struct{ error }
+
+func (e invalidWindow) Unwrap() error { return e.error }
+
+func (invalidWindow) Is(target error) bool { return target == ErrInvalid }
