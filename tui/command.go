@@ -19,6 +19,10 @@ type command struct {
 	params []param
 	// flags are the flags it may take after them ("--previous").
 	flags []string
+	// shown lists whole argument lists from the page shown, which tab
+	// offers first while the first argument is typed (:logs on a pods
+	// page: its deployment, region and each pod); nil for none.
+	shown func(known) [][]string
 }
 
 // param is one argument of a command.
@@ -30,6 +34,10 @@ type param struct {
 	// commandLine.args); nil when the console does not know them (a pod:
 	// ctrld checks it).
 	of func(known) []string
+	// suggest, when of is nil, lists values tab offers for it, given the
+	// arguments before it, which the console does not check (a pod of the
+	// pods page shown: others may exist).
+	suggest func(k known, before []string) []string
 }
 
 var (
@@ -40,13 +48,39 @@ var (
 // known is what the console has read that a command's argument may
 // name: the regions (with the regions or the deployments page) and the
 // deployments (with the deployments page, read when the command line
-// opens).
+// opens), and the pods of the pods page shown, or of the one the page
+// shown was opened from.
 type known struct {
 	regions, deployments []string
+	pods                 shownPods
+}
+
+// shownPods are the pods of a deployment in a region, as a pods page
+// shows them.
+type shownPods struct {
+	id, region string
+	names      []string
 }
 
 func (k known) regionNames() []string   { return k.regions }
 func (k known) deploymentIDs() []string { return k.deployments }
+
+// podsOf is the pods shown of the deployment and region in before.
+func (k known) podsOf(before []string) []string {
+	if len(before) < 2 || before[0] != k.pods.id || before[1] != k.pods.region {
+		return nil
+	}
+	return k.pods.names
+}
+
+// shownLogs is :logs of each pod shown: its deployment, region and name.
+func (k known) shownLogs() [][]string {
+	var out [][]string
+	for _, pod := range k.pods.names {
+		out = append(out, []string{k.pods.id, k.pods.region, pod})
+	}
+	return out
+}
 
 // usage is how the command is typed: ":history DEPLOYMENT".
 func (c command) usage() string {
@@ -75,7 +109,8 @@ var commands = []command{
 	{name: "deployments"},
 	{name: "events", params: []param{deploymentParam, regionParam}},
 	{name: "history", params: []param{deploymentParam}},
-	{name: "logs", params: []param{deploymentParam, regionParam, {name: "POD", what: "pod"}}, flags: []string{"--previous"}},
+	{name: "logs", params: []param{deploymentParam, regionParam, {name: "POD", what: "pod", suggest: known.podsOf}}, flags: []string{"--previous"},
+		shown: known.shownLogs},
 	{name: "pods", params: []param{deploymentParam, regionParam}},
 	{name: "q"},
 	{name: "quit"},
@@ -161,8 +196,17 @@ func completions(s string, k known) []string {
 		values = c.flags
 	case c.params[n].of != nil:
 		values = c.params[n].of(k)
+	case c.params[n].suggest != nil:
+		values = c.params[n].suggest(k, words[1:len(words)-1])
 	}
 	typed, before := words[len(words)-1], strings.Join(words[:len(words)-1], " ")
+	if n == 0 && c.shown != nil {
+		for _, args := range c.shown(k) {
+			if strings.HasPrefix(args[0], typed) {
+				out = append(out, before+" "+strings.Join(args, " "))
+			}
+		}
+	}
 	for _, v := range values {
 		if strings.HasPrefix(v, typed) {
 			out = append(out, before+" "+v)
@@ -291,6 +335,15 @@ func (m Model) known() known {
 	}
 	slices.Sort(k.regions)
 	slices.Sort(k.deployments)
+	for p := m.opened; p != nil; p = openedFrom(p) {
+		if pods, ok := p.(podsPage); ok && pods.answered {
+			k.pods = shownPods{id: pods.id, region: pods.region}
+			for _, pod := range pods.all {
+				k.pods.names = append(k.pods.names, pod.GetName())
+			}
+			break
+		}
+	}
 	return k
 }
 

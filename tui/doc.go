@@ -31,8 +31,9 @@
 // REGION. They show each pod's phase, ready containers, restarts, spec
 // hash, node, age and why it is not ready with its containers'
 // termination messages. e opens their events, newest first; l or enter a
-// pod's log (:events, :logs DEPLOYMENT REGION POD [--previous]): its
-// newest 500 lines, following by default; p switches to the run before
+// pod's log (:events, :logs DEPLOYMENT REGION POD [--previous]), after
+// asking which container when the pod has several (containers.go: the
+// crashed ones first); the log is its newest 500 lines, following by default; p switches to the run before
 // the current one (the one that crashed) and back, f starts and stops
 // following. The log scrolls by lines (↑/↓, pgup/pgdn, G to the newest,
 // where it stays while following) and keeps at most 5,000 lines and
@@ -83,7 +84,9 @@
 // DEPLOYMENT, :pods and :events DEPLOYMENT REGION, :logs DEPLOYMENT
 // REGION POD [--previous] — or quits (:q). Tab completes the command, then cycles
 // through its argument's values, from what the console has read (opening
-// the line reads the deployments and regions); a command or a value it
+// the line reads the deployments and regions; on a pods page, or a page
+// opened from one, :logs offers each pod shown whole first, and its POD
+// the pods shown, unchecked: ctrld checks it); a command or a value it
 // does not know is said in a line above the prompt, which stays to be
 // corrected, and nothing else changes. d shows a change as a diff ("-"
 // what goes, "+" what comes, "~" a value the console is not shown): on

@@ -199,7 +199,8 @@ func (m logsMsg) continued() tea.Cmd { return m.next }
 func (m logsMsg) abandoned() { m.stream.stop() }
 
 // logsPage is a pod's log in one region, through its agent: the newest
-// logTail lines of the app's container, of its current run or of the
+// logTail lines of a container (the app's, or the one picked on the
+// containers page), of its current run or of the
 // one before (p: the run that crashed), and, following (f), the lines
 // that come while the page is shown, in a viewport that scrolls and
 // stays on the newest line until scrolled up. It keeps at most
@@ -207,7 +208,10 @@ func (m logsMsg) abandoned() { m.stream.stop() }
 // follow ends when the page is left. A read-only key may not read logs
 // (they may carry secrets): the page shows ctrld's refusal.
 type logsPage struct {
-	id, region, pod  string
+	id, region, pod string
+	// container is the one whose log is read; empty: the pod's first,
+	// the app's (the agent picks it).
+	container        string
 	previous, follow bool
 	from             page // the pods page esc returns to
 	stream           *logStream
@@ -229,6 +233,12 @@ func newLogsPage(id, region, pod string, previous bool, from page) logsPage {
 		stream: newLogStream(), window: logView{pinned: true}}
 }
 
+// ofContainer is the page reading container's log.
+func (p logsPage) ofContainer(container string) logsPage {
+	p.container = container
+	return p
+}
+
 // parent is the page esc returns to (see openedFrom).
 func (p logsPage) parent() page { return p.from }
 
@@ -236,11 +246,14 @@ func (p logsPage) parent() page { return p.from }
 func (p logsPage) leave() { p.stream.stop() }
 
 func (p logsPage) title() string {
+	if p.container != "" {
+		return "log of " + Clean(p.pod) + " container " + Clean(p.container) + " (" + liveWhere(p.id, p.region) + ")  (esc: back)"
+	}
 	return "log of " + Clean(p.pod) + " (" + liveWhere(p.id, p.region) + ")  (esc: back)"
 }
 
 func (p logsPage) request() *ctrlv1.StreamLogsRequest {
-	return &ctrlv1.StreamLogsRequest{DeploymentId: p.id, Region: p.region, Pod: p.pod, TailLines: logTail, Previous: p.previous,
+	return &ctrlv1.StreamLogsRequest{DeploymentId: p.id, Region: p.region, Pod: p.pod, Container: p.container, TailLines: logTail, Previous: p.previous,
 		Follow: p.follow && !p.previous}
 }
 
@@ -283,7 +296,7 @@ func (p logsPage) readAt() time.Time { return p.at }
 // following as asked; the old stream ends.
 func (p logsPage) restarted(previous, follow bool) logsPage {
 	p.stream.stop()
-	n := newLogsPage(p.id, p.region, p.pod, previous, p.from)
+	n := newLogsPage(p.id, p.region, p.pod, previous, p.from).ofContainer(p.container)
 	n.follow = follow
 	n.window.width, n.window.height = p.window.width, p.window.height
 	return n
@@ -346,7 +359,11 @@ func (p logsPage) view(pc pageContext) string {
 	case p.follow:
 		what = fmt.Sprintf("current run: the last %d lines, then new ones as they come", logTail)
 	}
-	b.WriteString(s.Dim.Render(clip("  app container · "+what, pc.width)) + "\n")
+	which := "app container"
+	if p.container != "" {
+		which = "container " + Clean(p.container)
+	}
+	b.WriteString(s.Dim.Render(clip("  "+which+" · "+what, pc.width)) + "\n")
 	v := p.laid(pc)
 	switch {
 	case !p.begun:

@@ -25,7 +25,8 @@ type podsMsg struct {
 // why it is not ready, and the selected one's containers with how their
 // last run ended (its termination message: a crash's last words). Read
 // again every liveEvery while shown; l or enter opens the selected pod's
-// log, e the pods' events.
+// log (asking which container first when it has several), e the pods'
+// events.
 type podsPage struct {
 	id, region string
 	// from is the page esc returns to: the rollout, the region it was
@@ -101,6 +102,8 @@ func (p podsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
 	switch pod := p.selected(); {
 	case key.Matches(msg, k.Events):
 		return p, action{open: newEventsPage(p.id, p.region, p)}
+	case pod != nil && key.Matches(msg, k.Logs) && len(pod.GetContainers()) > 1:
+		return p, action{open: newContainersPage(p.id, p.region, pod, p, p.at)} // which one?
 	case pod != nil && key.Matches(msg, k.Logs):
 		return p, action{open: newLogsPage(p.id, p.region, pod.GetName(), false, p)}
 	}
