@@ -145,7 +145,7 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		if len(waves) > 0 {
 			first = waves[0].Regions
 		}
-		hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves))
+		hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves, regions), len(waves) == 0)
 		if err != nil {
 			return err
 		}

@@ -92,8 +92,8 @@ func CheckFleetContext(ctx context.Context) error {
 // made for the deployment (the zero Hold when it may start now). It locks
 // the fleet's controls for tx (fleet.Lock), so that a halt or window
 // committed meanwhile, or another start, is seen; a break-glass call is
-// held by nothing.
-func firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [][]string) (fleet.Hold, error) {
+// held by nothing. An immediate change's waves are one, of every region.
+func firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [][]string, immediate bool) (fleet.Hold, error) {
 	if err := fleet.Lock(ctx, tx); err != nil {
 		return fleet.Hold{}, err
 	}
@@ -110,9 +110,8 @@ func firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [
 	}
 	candidate := fleet.Rollout{ID: fleet.Candidate, DeploymentID: dep.ID, WorkspaceID: dep.WorkspaceID,
 		EnvironmentID: dep.EnvironmentID, Queued: true, Waves: waves}
-	if len(waves) == 0 { // immediate: one wave of every region, no pacing
-		p := state.Plan(now)
-		return p.Wave(candidate, 0), nil
+	if immediate { // one wave of every region, not paced: it has no rollout in flight
+		return state.Plan(now).Wave(candidate, 0), nil
 	}
 	return state.With(candidate).Plan(now).Queued(fleet.Candidate), nil
 }

@@ -284,3 +284,29 @@ func dbNow(t *testing.T, client *ent.Client) time.Time {
 	}
 	return now
 }
+
+// A halt of a region holds an immediate change of a deployment there: it
+// would reach that region now.
+func TestARegionHaltHoldsAnImmediateChangeThere(t *testing.T) {
+	s, _ := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api"), []string{"eu-west", "us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deploy(ctx, spec("web"), []string{"ap-south"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Halt(ctx, fleet.Scope{Region: "us-east"}, "us-east is degraded"); err != nil {
+		t.Fatal(err)
+	}
+	v2 := "ghcr.io/acme/api:v2"
+	if _, err := s.UpdateDeployment(ctx, "api", desired.SpecUpdate{Image: &v2}); !errors.Is(err, desired.ErrHeld) {
+		t.Fatalf("an immediate update reaching us-east: %v, want ErrHeld", err)
+	}
+	if _, err := s.UpdateDeployment(ctx, "web", desired.SpecUpdate{Image: &v2}); err != nil {
+		t.Fatalf("an immediate update of a deployment not in us-east: %v", err)
+	}
+	if _, err := s.UpdateDeployment(desired.WithBreakGlass(ctx, "the fix"), "api", desired.SpecUpdate{Image: &v2}); err != nil {
+		t.Fatalf("the same update, breaking glass: %v", err)
+	}
+}

@@ -76,6 +76,10 @@ func noRolloutInFlight(ctx context.Context, tx *ent.Tx, id string) error {
 	if err != nil {
 		return err
 	}
+	if r.State == rollout.StateQueued {
+		return fmt.Errorf("deployment %q: %w: revision %d, queued (no wave started); abort it first, or break glass to start it (`rollout status %s`)",
+			id, ErrRolloutInFlight, r.Revision, id)
+	}
 	return fmt.Errorf("deployment %q: %w: revision %d, %s at wave %d of %d; promote, resume or abort it first (`rollout status %s`)",
 		id, ErrRolloutInFlight, r.Revision, r.State, r.Wave+1, len(r.Strategy.Waves), id)
 }
@@ -107,7 +111,7 @@ func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int,
 	if err := notFailed(ctx, tx, dep.ID, to.Hash); err != nil {
 		return err
 	}
-	hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves))
+	hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves, regions), len(waves) == 0)
 	if err != nil {
 		return err
 	}
@@ -135,8 +139,12 @@ func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int,
 	return beginRollout(ctx, tx, dep.ID, revision, from, fromRevision, to, strategy, regions, before, hold.Held())
 }
 
-// waveRegions is the regions of each wave.
-func waveRegions(waves []jsontype.Wave) [][]string {
+// waveRegions is the regions of each wave; an immediate change (no
+// waves) is one wave of every region, as a halt of a region sees it.
+func waveRegions(waves []jsontype.Wave, regions []string) [][]string {
+	if len(waves) == 0 {
+		return [][]string{regions}
+	}
 	out := make([][]string, 0, len(waves))
 	for _, w := range waves {
 		out = append(out, w.Regions)
