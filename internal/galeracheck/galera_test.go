@@ -23,12 +23,14 @@ import (
 
 	dcluster "github.com/deploysync/deploysync/daemon/cluster"
 	"github.com/deploysync/deploysync/daemon/desired"
+	"github.com/deploysync/deploysync/daemon/fleet"
 	"github.com/deploysync/deploysync/daemon/server"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/daemon/store"
 	entagent "github.com/deploysync/deploysync/ent/agent"
 	"github.com/deploysync/deploysync/ent/deploymentchange"
 	"github.com/deploysync/deploysync/ent/jsontype"
+	"github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/internal/bearer"
 	"github.com/deploysync/deploysync/internal/dial"
 	"github.com/deploysync/deploysync/internal/feedcheck"
@@ -56,6 +58,9 @@ func TestOnGalera(t *testing.T) {
 		// The replicas' own drivers stay out of it: the test takes the
 		// steps, from every node at once.
 		checkRolloutStepsOnce(t, startCluster(t, g, server.Config{RolloutInterval: time.Hour}))
+	})
+	t.Run("a pacing bound holds through every node", func(t *testing.T) {
+		checkPacingBound(t, startCluster(t, g, server.Config{RolloutInterval: time.Hour}))
 	})
 	t.Run("feed while a node and a replica are lost", func(t *testing.T) {
 		c.checkFeed(t, func(ctx context.Context) {
@@ -362,5 +367,80 @@ func checkRolloutStepsOnce(t *testing.T, c *cluster) {
 	}
 	if written.Load() != rollouts {
 		t.Errorf("%d steps written for %d rollouts", written.Load(), rollouts)
+	}
+}
+
+// checkPacingBound has every node start every queued rollout at once (as
+// every replica's driver would, each reading the same queue): a bound of 2
+// rollouts in flight in the environment lets exactly 2 start. Row locks
+// hold on one node only; each start writes the fleet_control row, so
+// certification fails all but one of those that ran together, and their
+// reruns read the bound full.
+func checkPacingBound(t *testing.T, c *cluster) {
+	ctx := context.Background()
+	stores := make([]*desired.Store, len(c.replicas))
+	for i, r := range c.replicas {
+		stores[i] = desired.New(r.DB.Ent)
+	}
+	regions := []string{"ap", "eu", "us"}
+	for _, r := range regions {
+		if err := stores[0].EnsureRegion(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stores[0].SetPacingBound(ctx, fleet.Scope{WorkspaceID: "ws", EnvironmentID: "prod"}, 2, false); err != nil {
+		t.Fatal(err)
+	}
+	// Queued behind a halt, so that all wait at once.
+	halt, _, err := stores[1].Halt(ctx, fleet.Scope{}, "queue them all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waves := jsontype.Strategy{Waves: []jsontype.Wave{{Regions: []string{"eu"}}, {Regions: []string{"*"}}}}
+	const rollouts = 12
+	for i := range rollouts {
+		id := fmt.Sprintf("paced-%d", i)
+		err := stores[i%len(stores)].Deploy(desired.WithStrategy(ctx, waves), desired.DeploymentSpec{ID: id, WorkspaceID: "ws", EnvironmentID: "prod",
+			Image: "app:1", CPUMillicores: 10, MemoryMiB: 16}, regions, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, _, err := stores[2].Resume(ctx, halt.ID); err != nil {
+		t.Fatal(err)
+	}
+	queued, err := stores[0].InFlight(ctx)
+	if err != nil || len(queued) != rollouts {
+		t.Fatalf("%d rollouts in flight, %v; want %d queued", len(queued), err, rollouts)
+	}
+	var wg sync.WaitGroup
+	var started, held atomic.Int64
+	begin := make(chan struct{})
+	for _, r := range queued {
+		for _, s := range stores {
+			wg.Go(func() {
+				<-begin
+				err := s.StartRollout(ctx, r.ID, r.Version)
+				switch {
+				case err == nil:
+					started.Add(1)
+				case errors.Is(err, desired.ErrConcurrentChange):
+					held.Add(1)
+				default:
+					t.Errorf("start of %s: %v", r.DeploymentID, err)
+				}
+			})
+		}
+	}
+	close(begin)
+	wg.Wait()
+	running, err := c.replicas[0].DB.Ent.Rollout.Query().Where(rollout.StateEQ(rollout.StateProgressing)).Count(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d queued rollouts started through %d nodes at once under a bound of 2: %d starts written, %d held; %d progressing",
+		rollouts, len(stores), started.Load(), held.Load(), running)
+	if running != 2 || started.Load() != 2 {
+		t.Errorf("%d rollouts progressing (%d starts written) under a bound of 2; want exactly 2", running, started.Load())
 	}
 }
