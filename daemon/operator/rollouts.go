@@ -410,7 +410,13 @@ func next(r *ent.Rollout, now time.Time) string {
 			return "nothing: rolled back; its regions run nothing (it was the deployment's first)"
 		}
 		return fmt.Sprintf("nothing: rolled back; its regions run revision %d", r.FromRevision)
+	case rollout.StateQueued:
+		return fmt.Sprintf("wave 1 (%s) once the fleet's controls let it start (held says what holds it); an operator may break glass to start it now, or abort it",
+			strings.Join(r.Strategy.Waves[0].Regions, ", "))
 	case rollout.StatePaused:
+		if r.HaltID != nil {
+			return fmt.Sprintf("nothing until halt #%d is lifted (fleet resume %d), or an operator breaks glass for it (or aborts it: rolls it back)", *r.HaltID, *r.HaltID)
+		}
 		return "nothing until an operator resumes it (or aborts it: rolls it back)"
 	case rollout.StateHalted:
 		return "nothing until an operator resumes it (its failed regions get a new deadline) or aborts it (rolls it back)"
