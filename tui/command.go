@@ -108,6 +108,7 @@ func (c command) completion() string {
 var commands = []command{
 	{name: "deployments"},
 	{name: "events", params: []param{deploymentParam, regionParam}},
+	{name: "fleet"},
 	{name: "history", params: []param{deploymentParam}},
 	{name: "logs", params: []param{deploymentParam, regionParam, {name: "POD", what: "pod", suggest: known.podsOf}}, flags: []string{"--previous"},
 		shown: known.shownLogs},
@@ -293,6 +294,8 @@ func parseCommand(text string, k known) (commandTarget, error) {
 		return commandTarget{top: homeDeployments}, nil
 	case "rollouts":
 		return commandTarget{top: homeRollouts}, nil
+	case "fleet":
+		return commandTarget{top: homeRollouts, opened: fleetPage{}}, nil
 	case "region":
 		return commandTarget{top: homeRegions, opened: detailPage{name: args[0]}}, nil
 	case "history":

@@ -18,6 +18,9 @@ type confirmation struct {
 	what   string // short, for the status line while it runs, if cancelled or if it fails
 	detail string // exactly what will change
 	run    tea.Cmd
+	// form, when set, asks for more than a yes (a reason, a name typed,
+	// a scope); its submit is the action, and run is unused.
+	form *form
 }
 
 func act(what, done string, call func(ctx context.Context) error) tea.Cmd {

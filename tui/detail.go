@@ -105,6 +105,10 @@ func (p detailPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
 		return p, action{open: yamlPage{id: d.GetDeploymentId(), region: p.name, from: p}}
 	case key.Matches(msg, k.Pods) && d != nil:
 		return p, action{open: newPodsPage(d.GetDeploymentId(), p.name, p)}
+	case key.Matches(msg, k.Halt) && p.region != nil:
+		// The rollouts here are not read with the region: no count.
+		ask = pc.haltConfirmation([]haltScope{{"region " + Clean(p.name), &ctrlv1.FleetScope{Region: p.name}}}, nil)
+		ask.form.chosen = 1 // this region, first
 	case key.Matches(msg, k.Diff) && len(p.pending.GetChanges()) > 0:
 		diff := pendingDiffPage{region: p}
 		diff.set(pc.filter)
@@ -117,6 +121,9 @@ func (p detailPage) help(k KeyMap) (short, keys []key.Binding) {
 	keys = append(p.moveKeys(k), k.Resync)
 	if p.region != nil {
 		keys = append(keys, k.Pause)
+		if k.Halt.Enabled() {
+			keys = append(keys, k.Halt)
+		}
 	}
 	short = []key.Binding{k.Back, k.Switch}
 	if p.selected() != nil {

@@ -153,11 +153,17 @@ type rollbackDiffPage struct {
 	history historyPage
 	// to is the revision, or 0 for ctrld's own choice (see rollback.to).
 	to int32
+	// evidence: opened on a failed revision, whose evidence it shows
+	// first.
+	evidence bool
 }
 
 func (p rollbackDiffPage) parent() page { return p.history }
 
 func (p rollbackDiffPage) title() string {
+	if p.evidence {
+		return fmt.Sprintf("revision %d of %s: why it failed, and its rollback  (esc: back)", p.to, Clean(p.history.id))
+	}
 	return "diff of a rollback of " + Clean(p.history.id) + "  (esc: back)"
 }
 
@@ -205,6 +211,16 @@ func (p rollbackDiffPage) view(pc pageContext) string {
 	current, target := p.target()
 	var b strings.Builder
 	line := func(text string) { b.WriteString(indented("  ", text, pc.width, 3) + "\n") }
+	if p.evidence && target != nil && target.GetFailed() != "" {
+		b.WriteString(s.Bad.Render(elide(fmt.Sprintf("  revision %d FAILED: rollout %d rolled its spec back, on this evidence:", target.GetRevision(),
+			target.GetFailedRolloutId()), pc.width)) + "\n")
+		b.WriteString(indented("    ", Clean(target.GetFailed()), pc.width, 6) + "\n")
+		line("Deploying, updating or rolling back to this spec again is refused unless retried on purpose, with a reason (--retry-failed REASON).")
+		b.WriteString("\n")
+		if target == current {
+			return b.String() // the spec now: no rollback to show
+		}
+	}
 	switch {
 	case target == nil && p.to != 0:
 		line(fmt.Sprintf("revision %d is not among the %d newest revisions read", p.to, len(p.history.all)))

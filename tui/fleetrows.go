@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	ctrlv1 "github.com/deploysync/deploysync/rpc/ctrlv1"
 )
@@ -145,4 +148,52 @@ func FailedMark(r *ctrlv1.DeploymentRevision) string {
 		return ""
 	}
 	return fmt.Sprintf("FAILED by rollout %d: %s", r.GetFailedRolloutId(), Clean(r.GetFailed()))
+}
+
+// ScopeText names a scope for people, cleaned.
+func ScopeText(s *ctrlv1.FleetScope) string {
+	switch {
+	case s.GetRegion() != "":
+		return "region " + Clean(s.GetRegion())
+	case s.GetEnvironmentId() != "":
+		return Clean(s.GetWorkspaceId() + "/" + s.GetEnvironmentId())
+	}
+	return "everywhere"
+}
+
+// WindowWhen is a window's rule: `"0 17 * * 1-5" Europe/Berlin for 16h`,
+// or `2026-12-24 00:00 CET .. 2026-12-27 00:00 CET`.
+func WindowWhen(w *ctrlv1.FreezeWindow) string {
+	zone := cmp.Or(w.GetTimeZone(), "UTC")
+	if w.GetSchedule() != "" {
+		return fmt.Sprintf("%q %s for %s", Clean(w.GetSchedule()), Clean(zone), exact(w.GetDuration().AsDuration()))
+	}
+	return inZone(w.GetStartsAt(), zone, "2006-01-02 15:04 MST") + " .. " + inZone(w.GetEndsAt(), zone, "2006-01-02 15:04 MST")
+}
+
+// WindowState is whether a window is closed now and until when, or when
+// it closes next.
+func WindowState(w *ctrlv1.FreezeWindow) string {
+	zone := cmp.Or(w.GetTimeZone(), "UTC")
+	switch {
+	case w.GetClosed() && w.GetClosedUntil() == nil:
+		return "CLOSED (ctrld cannot read it: it holds everything in its scope)"
+	case w.GetClosed():
+		return "CLOSED until " + inZone(w.GetClosedUntil(), zone, "Mon 2 Jan 15:04 MST")
+	case w.GetNextClose() != nil:
+		return "open; closes " + inZone(w.GetNextClose(), zone, "Mon 2 Jan 15:04 MST")
+	}
+	return "open; closes no more"
+}
+
+// inZone writes t in the IANA zone (UTC when it cannot be loaded).
+func inZone(t *timestamppb.Timestamp, zone, layout string) string {
+	if t == nil {
+		return "-"
+	}
+	loc, err := time.LoadLocation(zone)
+	if err != nil {
+		loc = time.UTC
+	}
+	return t.AsTime().In(loc).Format(layout)
 }

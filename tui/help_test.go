@@ -130,10 +130,55 @@ func helpStates(t *testing.T) map[string]Model {
 		"rollout, none":          update(onRollout, rolloutMsg{id: "api", none: "no rollout"}),
 		"rollout, loading":       onRollout,
 	}
+	for name, m := range fleetHelpStates(t, start, onRollout, onHistory, update) {
+		states[name] = m
+	}
 	for name, m := range liveHelpStates(t, onRollout, update) {
 		states[name] = m
 	}
 	return states
+}
+
+// fleetHelpStates are the fleet page (loaded with a halt and rollouts,
+// the cursor on the halt or on a rollout; empty; loading), rollouts the
+// fleet holds (queued, paused by a halt, taken through by a
+// break-glass), and a history with a failed revision.
+func fleetHelpStates(t *testing.T, start, onRollout, onHistory Model, update func(Model, ...tea.Msg) Model) map[string]Model {
+	t.Helper()
+	ts := timestamppb.New(time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC))
+	strategy := &ctrlv1.RolloutStrategy{Waves: []*ctrlv1.RolloutWave{{Regions: []string{"eu-west"}}, {Regions: []string{"us-east"}}}}
+	rollout := func(id, state string) *ctrlv1.Rollout {
+		return &ctrlv1.Rollout{DeploymentId: id, State: state, Wave: 1, Strategy: strategy, CreatedAt: ts, WorkspaceId: "acme", EnvironmentId: "prod",
+			Regions: []*ctrlv1.RolloutRegion{{Region: "eu-west", Wave: 1, State: "progressing"}, {Region: "us-east", Wave: 2, State: "waiting"},
+				{Region: "ap-south", Wave: 2, State: "waiting"}}}
+	}
+	queued := rollout("api", "queued")
+	queued.Held, queued.HeldKind = "frozen until Mon 09:00 CET by window weekend", "freeze"
+	halted := rollout("worker", "paused")
+	halted.HaltId, halted.Held, halted.Reason, halted.HeldKind = 3, "paused by halt #3 (alice: incident)", "paused by halt #3 (alice: incident)", "halt"
+	glass := rollout("batch", "progressing")
+	glass.BreakGlassBy, glass.BreakGlassReason = "bob", "hotfix"
+	fleet := &ctrlv1.GetFleetResponse{Now: ts, Rollouts: []*ctrlv1.Rollout{queued, halted, glass},
+		Halts: []*ctrlv1.FleetHalt{{Id: 3, Scope: &ctrlv1.FleetScope{}, Reason: "incident", Actor: "alice", CreatedAt: ts, Holding: 2},
+			{Id: 4, Scope: &ctrlv1.FleetScope{Region: "eu-west"}, Reason: "latency", Actor: "bob", CreatedAt: ts}}}
+	onFleet := update(start, keyPress(t, "F"))
+	loaded := update(onFleet, fleetMsg{fleet})
+	failed := []*ctrlv1.DeploymentRevision{
+		{Revision: 3, Action: "rollback", CreatedAt: ts, Image: "api:v1"},
+		{Revision: 2, Action: "update", CreatedAt: ts, Image: "api:v2", Failed: "eu-west: crash loop", FailedRolloutId: 7},
+		{Revision: 1, Action: "deploy", CreatedAt: ts, Image: "api:v1"},
+	}
+	return map[string]Model{
+		"fleet, on a halt":         update(loaded, keyPress(t, "down")),
+		"fleet, on a rollout":      update(loaded, keyPress(t, "down"), keyPress(t, "down")),
+		"fleet, none":              update(onFleet, fleetMsg{&ctrlv1.GetFleetResponse{Now: ts}}),
+		"fleet, loading":           onFleet,
+		"rollout, queued":          update(onRollout, rolloutMsg{id: "api", rollout: queued}, keyPress(t, "down")),
+		"rollout, halted by fleet": update(onRollout, rolloutMsg{id: "api", rollout: halted}, keyPress(t, "down")),
+		"rollout, break-glass":     update(onRollout, rolloutMsg{id: "api", rollout: glass}, keyPress(t, "down")),
+		"history, failed":          update(onHistory, historyMsg{"api", failed}, keyPress(t, "down")),
+		"history, failed only":     update(onHistory, historyMsg{"api", failed[1:2]}),
+	}
 }
 
 // repeat is n presses of k.
@@ -198,7 +243,7 @@ func TestHelpListsExactlyTheKeysThatWork(t *testing.T) {
 	k := DefaultKeyMap()
 	all := []key.Binding{k.Up, k.Down, k.Open, k.Back, k.Switch, k.Resync, k.Pause, k.Stop, k.Start, k.ScaleUp,
 		k.Filter, k.Yes, k.No, k.Help, k.Quit, k.History, k.Rollback, k.Sort, k.Reverse, k.Rollout, k.Promote, k.Abort, k.Command, k.Diff,
-		k.Pods, k.Events, k.Logs, k.Previous, k.Follow, k.Newest, k.PageUp, k.PageDown}
+		k.Pods, k.Events, k.Logs, k.Previous, k.Follow, k.Newest, k.PageUp, k.PageDown, k.Fleet, k.Halt, k.BreakGlass}
 	for state, m := range helpStates(t) {
 		listed := map[string]bool{}
 		for _, b := range shownBindings(m) {

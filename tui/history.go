@@ -77,6 +77,10 @@ func (p historyPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) 
 	}
 	r, ok := p.rollback()
 	switch {
+	case key.Matches(msg, k.Diff) && p.selected().GetFailed() != "":
+		// A failed revision's evidence comes first (and with the diff
+		// when there is one to show).
+		return p, action{open: rollbackDiffPage{history: p, to: p.selected().GetRevision(), evidence: true}}
 	case !ok:
 		return p, action{status: "nothing to roll back to: this is the deployment's only revision"}
 	case key.Matches(msg, k.Diff):
@@ -86,9 +90,12 @@ func (p historyPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) 
 }
 
 // diff is Diff with this page's words.
-func (historyPage) diff(k KeyMap) key.Binding {
+func (p historyPage) diff(k KeyMap) key.Binding {
 	b := k.Diff
 	b.SetHelp("d", "diff rollback")
+	if p.selected().GetFailed() != "" {
+		b.SetHelp("d", "why it failed")
+	}
 	return b
 }
 
@@ -111,7 +118,11 @@ func (p historyPage) view(pc pageContext) string {
 	cols := []column{{header: ""}, {header: "REV", numeric: true}, {header: "WHEN", min: 8}, {header: "BY"}, {header: "ACTION"}, {header: "WHAT CHANGED", elide: true}}
 	cells := make([][]string, len(p.rows))
 	for i, r := range p.rows {
-		cells[i] = []string{pc.marker(), fmt.Sprint(r.GetRevision()), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10), Clean(r.GetSummary())}
+		what := Clean(r.GetSummary())
+		if r.GetFailed() != "" {
+			what = fmt.Sprintf("FAILED (rollout %d) %s", r.GetFailedRolloutId(), what)
+		}
+		cells[i] = []string{pc.marker(), fmt.Sprint(r.GetRevision()), ago(now, r.GetCreatedAt().AsTime()), clip(r.GetActor(), 8), clip(r.GetAction(), 10), what}
 	}
 	lines := tableLines(cols, cells, pc.width)
 	b.WriteString(s.Header.Render(lines[0]) + "\n")
@@ -119,7 +130,11 @@ func (p historyPage) view(pc pageContext) string {
 		b.WriteString(s.Dim.Render("  "+emptyText("revisions", pc.filter, len(p.all), "no revisions")) + "\n")
 	}
 	for i, line := range lines[1:] {
-		b.WriteString(pc.rowStyle(line, i == p.cursor, s.Plain) + "\n")
+		style := s.Plain
+		if p.rows[i].GetFailed() != "" {
+			style = s.Bad
+		}
+		b.WriteString(pc.rowStyle(line, i == p.cursor, style) + "\n")
 	}
 	if r := p.selected(); r != nil {
 		b.WriteString("\n" + clip(fmt.Sprintf("  revision %d: %s", r.GetRevision(), specText(r)), pc.width) + "\n")
@@ -127,6 +142,9 @@ func (p historyPage) view(pc pageContext) string {
 			r.GetCreatedAt().AsTime().In(now.Location()).Format("2006-01-02 15:04:05"), r.GetFirstVersion(), r.GetLastVersion()), pc.width) + "\n")
 		if names := r.GetEnvNames(); len(names) > 0 {
 			b.WriteString(elide("  env: "+strings.Join(names, ", "), pc.width) + "\n")
+		}
+		if mark := FailedMark(r); mark != "" {
+			b.WriteString(s.Bad.Render(indented("  ", mark+" (d: the evidence)", pc.width, 2)) + "\n")
 		}
 	}
 	return b.String()
@@ -310,6 +328,10 @@ func (p historyPage) rollbackConfirmation(r rollback, pc pageContext) *confirmat
 		what = fmt.Sprintf("roll back %s to the newest earlier revision that differs", shownID)
 		question = fmt.Sprintf("Roll back deployment %s to the newest earlier revision with another spec or other replicas (now %d)?", shownID, r.current.GetRevision())
 		lines = append(lines, fmt.Sprintf("None of the %d revisions the console read differs in image, cpu, memory, env names or replicas. ctrld searches all revisions and compares port, command and env values too; it refuses if none differs.", len(p.all)))
+	}
+	if r.target.GetFailed() != "" {
+		lines = append(lines, fmt.Sprintf("Its spec FAILED: rollout %d rolled it back (%s). ctrld refuses rolling back to it unless retried on purpose with a reason: unkey-tui rollback %s --to %d --retry-failed REASON.",
+			r.target.GetFailedRolloutId(), Clean(r.target.GetFailed()), shownID, r.target.GetRevision()))
 	}
 	if r.target != nil {
 		var changes []string

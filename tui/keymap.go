@@ -33,11 +33,16 @@ type KeyMap struct {
 	// Newest scrolls to the newest line (and stays there while
 	// following), PageUp and PageDown scroll a page.
 	Previous, Follow, Newest, PageUp, PageDown key.Binding
+	// Fleet opens the fleet page (the fleet's controls and every rollout
+	// in flight) from anywhere; Halt halts rollouts in bulk (there, on the
+	// rollouts page and on a region); BreakGlass takes one rollout through
+	// the fleet's holds (on its page).
+	Fleet, Halt, BreakGlass key.Binding
 }
 
 // DefaultKeyMap returns the console's keys.
 func DefaultKeyMap() KeyMap {
-	return KeyMap{
+	k := KeyMap{
 		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
 		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
 		Open:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "open region")),
@@ -74,12 +79,16 @@ func DefaultKeyMap() KeyMap {
 		PageUp:    key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
 		PageDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
 	}
+	k.Fleet = key.NewBinding(key.WithKeys("F"), key.WithHelp("F", "fleet"))
+	k.Halt = key.NewBinding(key.WithKeys("H"), key.WithHelp("H", "halt rollouts"))
+	k.BreakGlass = key.NewBinding(key.WithKeys("B"), key.WithHelp("B", "break glass"))
+	return k
 }
 
 // withoutChanges is k with every key that changes something disabled: a
 // disabled binding matches no key and help leaves it out.
 func (k KeyMap) withoutChanges() KeyMap {
-	for _, b := range []*key.Binding{&k.Resync, &k.Pause, &k.Stop, &k.Start, &k.ScaleUp, &k.ScaleDown, &k.Rollback, &k.Promote, &k.Abort} {
+	for _, b := range []*key.Binding{&k.Resync, &k.Pause, &k.Stop, &k.Start, &k.ScaleUp, &k.ScaleDown, &k.Rollback, &k.Promote, &k.Abort, &k.Halt, &k.BreakGlass} {
 		b.SetEnabled(false)
 	}
 	return k

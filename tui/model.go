@@ -216,7 +216,7 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case deploymentsMsg:
 		m.overviews = msg.regions
 		return m.deliver(msg), nil
-	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg, yamlMsg, podsMsg, eventsMsg:
+	case detailMsg, historyMsg, rolloutMsg, rolloutsMsg, yamlMsg, podsMsg, eventsMsg, fleetMsg:
 		return m.deliver(msg), nil
 	case continuedMsg:
 		m, took := m.deliverTook(msg)
@@ -271,6 +271,9 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if m.command != nil {
 		return m.commandKey(msg)
 	}
+	if m.confirm != nil && m.confirm.form != nil {
+		return m.formKey(msg)
+	}
 	if m.confirm != nil {
 		switch {
 		case key.Matches(msg, m.keys.Yes):
@@ -302,6 +305,12 @@ func (m Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.leave()
 		m.opened, m.top = nil, (m.top+1)%homePages // the next home page
 		return m.turn()
+	case key.Matches(msg, m.keys.Fleet):
+		if _, on := m.shown().(fleetPage); !on {
+			m.leave()
+			m.opened = fleetPage{}
+			return m.turn()
+		}
 	case key.Matches(msg, m.keys.Back) && m.opened != nil:
 		m.leave()
 		m.opened = openedFrom(m.opened)
@@ -418,6 +427,9 @@ func (m Model) shownHelp() pageHelp {
 		}
 	}
 	moves := []key.Binding{k.Switch, k.Command, k.Filter}
+	if _, on := m.shown().(fleetPage); !on {
+		moves = append(moves, k.Fleet)
+	}
 	if m.opened != nil {
 		moves = append([]key.Binding{k.Back}, moves...)
 	}

@@ -37,7 +37,7 @@ func (m Model) render() string {
 		// In place of the page, which it would push off a small screen:
 		// the dialog says all that will change. Wrapped to fit the screen,
 		// border included.
-		dialog := s.Dialog.Width(min(m.width-4, 76)).Render(m.confirm.detail + "\n\n[y] yes   [n] no")
+		dialog := s.Dialog.Width(min(m.width-4, 76)).Render(m.confirm.dialog(s))
 		b.WriteString(lipgloss.NewStyle().MarginLeft(2).Render(dialog) + "\n")
 	} else {
 		b.WriteString(m.shown().view(m.pageContext()))

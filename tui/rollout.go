@@ -118,7 +118,17 @@ func (p rolloutPage) controls(k KeyMap) (promote, pause, abort *key.Binding) {
 	if !inFlight(state) {
 		return nil, nil, nil
 	}
-	promote, abort = &k.Promote, &k.Abort
+	abort = &k.Abort
+	if state == rolloutQueued {
+		// No wave started: nothing to promote, pause or resume (ctrld
+		// refuses them); abort ends it, break-glass starts it.
+		return nil, nil, abort
+	}
+	promote = &k.Promote
+	if haltedByFleet(p.rollout) {
+		// ctrld refuses an operator's resume while the halt stands.
+		return promote, nil, abort
+	}
 	b := k.Pause
 	if state == rolloutProgressing {
 		b.SetHelp("p", "pause rollout")
@@ -126,6 +136,15 @@ func (p rolloutPage) controls(k KeyMap) (promote, pause, abort *key.Binding) {
 		b.SetHelp("p", "resume rollout")
 	}
 	return promote, &b, abort
+}
+
+// breakGlass is BreakGlass when it does something: on a rollout in
+// flight no one broke glass for yet.
+func (p rolloutPage) breakGlass(k KeyMap) *key.Binding {
+	if !inFlight(p.rollout.GetState()) || p.rollout.GetBreakGlassBy() != "" || !k.BreakGlass.Enabled() {
+		return nil
+	}
+	return &k.BreakGlass
 }
 
 // shortly is b with a shorter description, for the one-line help, which
@@ -143,25 +162,39 @@ func (p rolloutPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) 
 		return p, action{open: newPodsPage(p.id, reg.GetRegion(), p)}
 	}
 	promote, pause, abort := p.controls(pc.keys)
+	matches := func(b *key.Binding) bool { return b != nil && key.Matches(msg, *b) }
 	switch {
-	case promote == nil:
-	case key.Matches(msg, *promote):
+	case matches(promote):
 		return p, action{confirm: p.controlConfirmation(pc, ctrlv1.RolloutAction_ROLLOUT_ACTION_PROMOTE)}
-	case key.Matches(msg, *pause) && p.rollout.GetState() == rolloutProgressing:
+	case matches(pause) && p.rollout.GetState() == rolloutProgressing:
 		return p, action{confirm: p.controlConfirmation(pc, ctrlv1.RolloutAction_ROLLOUT_ACTION_PAUSE)}
-	case key.Matches(msg, *pause):
+	case matches(pause):
 		return p, action{confirm: p.controlConfirmation(pc, ctrlv1.RolloutAction_ROLLOUT_ACTION_RESUME)}
-	case key.Matches(msg, *abort):
+	case matches(abort):
 		return p, action{confirm: p.controlConfirmation(pc, ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT)}
+	case matches(p.breakGlass(pc.keys)):
+		return p, action{confirm: p.breakGlassConfirmation(pc)}
 	}
 	return p, action{}
 }
 
 func (p rolloutPage) help(k KeyMap) (short, keys []key.Binding) {
 	short, keys = []key.Binding{k.Back}, p.moveKeys(k)
-	if promote, pause, abort := p.controls(k); promote != nil {
-		keys = append(keys, *promote, *pause, *abort)
-		short = append(short, shortly(*promote, "promote"), shortly(*pause, strings.TrimSuffix(pause.Help().Desc, " rollout")), shortly(*abort, "abort"))
+	promote, pause, abort := p.controls(k)
+	if promote != nil {
+		keys, short = append(keys, *promote), append(short, shortly(*promote, "promote"))
+	}
+	if pause != nil {
+		keys, short = append(keys, *pause), append(short, shortly(*pause, strings.TrimSuffix(pause.Help().Desc, " rollout")))
+	}
+	if abort != nil {
+		keys, short = append(keys, *abort), append(short, shortly(*abort, "abort"))
+	}
+	if b := p.breakGlass(k); b != nil {
+		keys = append(keys, *b)
+		if p.rollout.GetHeld() != "" || haltedByFleet(p.rollout) {
+			short = append(short, *b) // what the held one's operator looks for
+		}
 	}
 	if p.selected() != nil {
 		pods := p.pods(k)
@@ -208,6 +241,9 @@ func (p rolloutPage) view(pc pageContext) string {
 	line(head, rolloutStyle(s, r.GetState()))
 	if r.GetReason() != "" {
 		b.WriteString(pc.rowStyle(indented("  why: ", r.GetReason(), pc.width, 3), false, rolloutStyle(s, r.GetState())) + "\n")
+	}
+	for _, held := range heldLines(r) {
+		b.WriteString(pc.rowStyle(indented("  ", held, pc.width, 2), false, s.Warn) + "\n")
 	}
 	b.WriteString(pc.rowStyle(indented("  next: ", r.GetNext(), pc.width, 2), false, s.Plain) + "\n\n")
 
@@ -312,7 +348,7 @@ func rolloutStyle(s Styles, state string) lipgloss.Style {
 	switch state {
 	case rolloutHalted, rolloutRolledBack:
 		return s.Bad
-	case rolloutPaused:
+	case rolloutPaused, rolloutQueued:
 		return s.Warn
 	}
 	return s.Plain

@@ -69,7 +69,18 @@ func (rolloutsPage) open(k KeyMap) key.Binding {
 }
 
 func (p rolloutsPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
-	if p.moveKey(msg, pc.keys) || p.selected() == nil {
+	if p.moveKey(msg, pc.keys) || p.readAt().IsZero() {
+		return p, action{}
+	}
+	if key.Matches(msg, pc.keys.Halt) {
+		// Everywhere, or the selected rollout's environment or regions.
+		var scopes []haltScope
+		if r := p.selected(); r != nil && inFlight(r.GetState()) {
+			scopes = rolloutScopes(r, "")
+		}
+		return p, action{confirm: pc.haltConfirmation(scopes, p.inFlight())}
+	}
+	if p.selected() == nil {
 		return p, action{}
 	}
 	if key.Matches(msg, p.open(pc.keys)) {
@@ -84,7 +95,21 @@ func (p rolloutsPage) help(k KeyMap) (short, keys []key.Binding) {
 		short = append(short, p.open(k))
 		keys = append(keys, p.open(k))
 	}
+	if !p.readAt().IsZero() && k.Halt.Enabled() {
+		short, keys = append(short, shortly(k.Halt, "halt")), append(keys, k.Halt)
+	}
 	return short, keys
+}
+
+// inFlight is the rollouts read that are in flight, for a halt's counts.
+func (p rolloutsPage) inFlight() []*ctrlv1.Rollout {
+	out := []*ctrlv1.Rollout{}
+	for _, r := range p.all {
+		if inFlight(r.GetState()) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (p rolloutsPage) view(pc pageContext) string {
@@ -113,6 +138,9 @@ func (p rolloutsPage) view(pc pageContext) string {
 		b.WriteString("\n")
 		if r.GetReason() != "" {
 			b.WriteString(pc.rowStyle(indented("  why: ", r.GetReason(), pc.width, 2), false, rolloutStyle(s, r.GetState())) + "\n")
+		}
+		for _, held := range heldLines(r) {
+			b.WriteString(pc.rowStyle(indented("  ", held, pc.width, 2), false, s.Warn) + "\n")
 		}
 		b.WriteString(pc.rowStyle(indented("  next: ", r.GetNext(), pc.width, 2), false, s.Plain) + "\n")
 	}

@@ -9,6 +9,9 @@ type Styles struct {
 	// Removed and Added are a diff's "-" and "+" lines (the signs say it
 	// without color).
 	Removed, Added lipgloss.Style
+	// plain is true without colors (NO_COLOR), for the widgets that style
+	// themselves (a dialog's text input).
+	plain bool
 }
 
 // NewStyles returns the styles; noColor drops every color (NO_COLOR).
@@ -19,7 +22,7 @@ func NewStyles(noColor bool) Styles {
 			Title: plain.Bold(true), Header: plain.Bold(true), Selected: plain.Reverse(true),
 			Bad: plain, Warn: plain, Dim: plain, Banner: plain.Bold(true),
 			Dialog: plain.Border(lipgloss.NormalBorder()).Padding(0, 1), Help: plain, Plain: plain,
-			Removed: plain, Added: plain,
+			Removed: plain, Added: plain, plain: true,
 		}
 	}
 	return Styles{

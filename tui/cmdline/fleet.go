@@ -1,7 +1,6 @@
 package cmdline
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -213,8 +212,8 @@ func fleetCommand() *cli.Command {
 							}
 							return printList(c, r, func(out io.Writer) error {
 								got := r.GetWindow()
-								_, err := fmt.Fprintf(out, "set freeze window %s (%s): %s; %s\n", tui.Clean(got.GetName()), scopeText(got.GetScope()),
-									windowWhen(got), windowState(got))
+								_, err := fmt.Fprintf(out, "set freeze window %s (%s): %s; %s\n", tui.Clean(got.GetName()), tui.ScopeText(got.GetScope()),
+									tui.WindowWhen(got), tui.WindowState(got))
 								return err
 							})
 						}),
@@ -486,7 +485,7 @@ func fleetText(out io.Writer, f *ctrlv1.GetFleetResponse) error {
 	}
 	err := section("HALTS", len(f.GetHalts()), "  ID\tSCOPE\tBY\tSINCE\tHOLDING\tREASON", func(w io.Writer) {
 		for _, h := range f.GetHalts() {
-			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\n", h.GetId(), scopeText(h.GetScope()), tui.Clean(h.GetActor()),
+			fmt.Fprintf(w, "  %d\t%s\t%s\t%s\t%d\t%s\n", h.GetId(), tui.ScopeText(h.GetScope()), tui.Clean(h.GetActor()),
 				h.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), h.GetHolding(), tui.Clean(h.GetReason()))
 		}
 	})
@@ -495,7 +494,7 @@ func fleetText(out io.Writer, f *ctrlv1.GetFleetResponse) error {
 	}
 	err = section("FREEZE WINDOWS", len(f.GetWindows()), "  NAME\tSCOPE\tWHEN\tNOW\tREASON", func(w io.Writer) {
 		for _, win := range f.GetWindows() {
-			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", tui.Clean(win.GetName()), scopeText(win.GetScope()), windowWhen(win), windowState(win),
+			fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", tui.Clean(win.GetName()), tui.ScopeText(win.GetScope()), tui.WindowWhen(win), tui.WindowState(win),
 				orDash(tui.Clean(win.GetReason())))
 		}
 	})
@@ -508,7 +507,7 @@ func fleetText(out io.Writer, f *ctrlv1.GetFleetResponse) error {
 			if b.GetScope().GetRegion() != "" {
 				what = "first waves in progress"
 			}
-			fmt.Fprintf(w, "  %s\t%s\t%d/%d\t%d\n", scopeText(b.GetScope()), what, b.GetInUse(), b.GetMax(), b.GetQueued())
+			fmt.Fprintf(w, "  %s\t%s\t%d/%d\t%d\n", tui.ScopeText(b.GetScope()), what, b.GetInUse(), b.GetMax(), b.GetQueued())
 		}
 	})
 	if err != nil {
@@ -531,54 +530,6 @@ func fleetText(out io.Writer, f *ctrlv1.GetFleetResponse) error {
 			tui.Clean(r.GetDeploymentId()), r.GetWave(), len(r.GetStrategy().GetWaves()), orDash(tui.Clean(tui.HoldOf(r))))
 	}
 	return w.Flush()
-}
-
-// scopeText names a scope for people, cleaned.
-func scopeText(s *ctrlv1.FleetScope) string {
-	switch {
-	case s.GetRegion() != "":
-		return "region " + tui.Clean(s.GetRegion())
-	case s.GetEnvironmentId() != "":
-		return tui.Clean(s.GetWorkspaceId() + "/" + s.GetEnvironmentId())
-	}
-	return "everywhere"
-}
-
-// windowWhen is a window's rule: `"0 17 * * 1-5" Europe/Berlin for 16h`,
-// or `2026-12-24 00:00 CET .. 2026-12-27 00:00 CET`.
-func windowWhen(w *ctrlv1.FreezeWindow) string {
-	zone := cmp.Or(w.GetTimeZone(), "UTC")
-	if w.GetSchedule() != "" {
-		return fmt.Sprintf("%q %s for %s", tui.Clean(w.GetSchedule()), tui.Clean(zone), short(w.GetDuration().AsDuration()))
-	}
-	return inZone(w.GetStartsAt(), zone, "2006-01-02 15:04 MST") + " .. " + inZone(w.GetEndsAt(), zone, "2006-01-02 15:04 MST")
-}
-
-// windowState is whether a window is closed now and until when, or when
-// it closes next.
-func windowState(w *ctrlv1.FreezeWindow) string {
-	zone := cmp.Or(w.GetTimeZone(), "UTC")
-	switch {
-	case w.GetClosed() && w.GetClosedUntil() == nil:
-		return "CLOSED (ctrld cannot read it: it holds everything in its scope)"
-	case w.GetClosed():
-		return "CLOSED until " + inZone(w.GetClosedUntil(), zone, "Mon 2 Jan 15:04 MST")
-	case w.GetNextClose() != nil:
-		return "open; closes " + inZone(w.GetNextClose(), zone, "Mon 2 Jan 15:04 MST")
-	}
-	return "open; closes no more"
-}
-
-// inZone writes t in the IANA zone (UTC when it cannot be loaded).
-func inZone(t *timestamppb.Timestamp, zone, layout string) string {
-	if t == nil {
-		return "-"
-	}
-	loc, err := time.LoadLocation(zone)
-	if err != nil {
-		loc = time.UTC
-	}
-	return t.AsTime().In(loc).Format(layout)
 }
 
 // plural is word, with an s unless n is 1.
