@@ -64,9 +64,14 @@ func (a *logsAgent) start(t *testing.T, c ctrlv1.ClusterServiceClient) {
 				defer call.CloseAndRecv()
 				answer := &ctrlv1.LiveAnswerRequest{Id: req.Id, Pods: []*ctrlv1.LivePod{{Name: "api-0", Phase: "Running"}}, Done: true}
 				if req.Kind == "logs" {
-					answer = &ctrlv1.LiveAnswerRequest{Id: req.Id, Log: "DATABASE_URL=postgres://app:hunter2@db\n", Done: true}
+					answer = &ctrlv1.LiveAnswerRequest{Id: req.Id, Log: "DATABASE_URL=postgres://app:hunter2@db\n", Done: !req.Follow}
 				}
-				call.Send(answer)
+				if call.Send(answer) != nil || !answer.Done && req.Follow {
+					// A follow: a line every 20 ms until nobody reads.
+					for call.Send(&ctrlv1.LiveAnswerRequest{Log: "tick\n"}) == nil {
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
 			}()
 		}
 	}()
@@ -198,5 +203,60 @@ func TestMigrationGivesOlderTokensNoLogsGrant(t *testing.T) {
 	})
 	if text, err := readLogs(ctx, olga); status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("an older token's logs after the migration: %q, %v; want PermissionDenied", text, err)
+	}
+}
+
+// A console session's follow of a log is no token's stream: the token
+// recheck, which ends the streams of revoked tokens, leaves it running
+// past several of its intervals (it ended one within the interval, as
+// "token revoked while streaming", its credential being in no table),
+// and ends it once the session's credential is revoked.
+func TestAConsoleSessionsFollowOutlivesTheTokenRecheck(t *testing.T) {
+	env := servertest.Start(t, server.Config{TokenRecheck: 50 * time.Millisecond})
+	ctx := t.Context()
+	env.AgentToken("eu")
+	if _, err := env.Operator("setup").Deploy(ctx, &ctrlv1.DeployRequest{DeploymentId: "api", WorkspaceId: "acme", EnvironmentId: "prod",
+		Image: "app:1", CpuMillicores: 10, MemoryMib: 16, Regions: []string{"eu"}, Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	(&logsAgent{}).start(t, env.Agent("eu"))
+	credential, revoke := env.Server.Sessions.Mint(auth.SessionIdentity{Name: "rita", Fingerprint: "SHA256:rita", RemoteAddr: "203.0.113.9:1", Logs: true})
+	defer revoke()
+	conn, err := env.Server.DialInProcess(credential)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rita := ctrlv1.NewOperatorServiceClient(conn)
+	eventually.True(t, 5*time.Second, "rita sees the pods through the agent", func() bool {
+		_, err := rita.ListPods(ctx, &ctrlv1.ListPodsRequest{DeploymentId: "api", Region: "eu"})
+		return err == nil
+	})
+	s, err := rita.StreamLogs(ctx, &ctrlv1.StreamLogsRequest{DeploymentId: "api", Region: "eu", Pod: "api-0", Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for until := time.Now().Add(500 * time.Millisecond); time.Now().Before(until); {
+		if _, err := s.Recv(); err != nil {
+			t.Fatalf("rita's follow ended after 10 token rechecks: %v", err)
+		}
+	}
+	revoke()
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := s.Recv(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-ended:
+		if status.Code(err) != codes.Unauthenticated {
+			t.Errorf("the follow of a revoked session ended with %v, want Unauthenticated", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the follow of a revoked session still runs after 5 s")
 	}
 }

@@ -67,7 +67,9 @@ func (l *liveStreams) end(hash string) int {
 // ends, and ends the streams of tokens revoked since they connected: an
 // agent cut off with `ctrld token revoke` stops receiving changes within
 // one interval, not at its next reconnect. One query per interval, however
-// many streams run.
+// many streams run. A console session's streams are not looked up: they
+// end when its credential is revoked (at the next interval) or its
+// connection closes.
 func (a *Authenticator) Run(ctx context.Context, interval time.Duration, log *slog.Logger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -77,7 +79,10 @@ func (a *Authenticator) Run(ctx context.Context, interval time.Duration, log *sl
 			return
 		case <-t.C:
 		}
-		hashes := a.streams.hashes()
+		// A console session's streams live while its credential does
+		// (its key's removal revokes it, and its connection ends with the
+		// session): they are no token's, and the table knows none of them.
+		hashes := slices.DeleteFunc(a.streams.hashes(), a.Sessions.live)
 		if len(hashes) == 0 {
 			continue
 		}

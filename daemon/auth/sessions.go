@@ -78,6 +78,17 @@ func (s *Sessions) Live() int {
 	return len(s.byHash)
 }
 
+// live reports whether hash is a live credential's; a nil s has none.
+func (s *Sessions) live(hash string) bool {
+	if s == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.byHash[hash]
+	return ok
+}
+
 func (s *Sessions) lookup(credential string) (SessionIdentity, string, bool) {
 	h := hash(credential)
 	s.mu.Lock()
