@@ -78,6 +78,16 @@
 // in it keep ctrld's order either way. (k9s's s and S stop and start a
 // deployment here.)
 //
+// The fleet (fleet.go, fleetrows.go, form.go): F or :fleet shows the
+// fleet's controls (halts, freeze windows, pacing bounds) and every
+// rollout in flight per environment and region of its current wave, each
+// held one with ctrld's why. H (there, on the rollouts page and on a
+// region) halts a scope, p there lifts a halt, B on a held rollout breaks
+// glass; their dialogs are forms (enter confirms, esc cancels; y and n are
+// letters there) that refuse to send without a reason, and a break-glass
+// without the deployment's name typed. A read-only session has none of
+// these keys.
+//
 // k9s habits (command.go, diff.go): ":" opens a command line at the
 // bottom (bubbles' textinput) that goes to a view by name — :regions,
 // :deployments, :rollouts, :region NAME, :history DEPLOYMENT, :rollout
