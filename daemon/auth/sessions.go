@@ -119,6 +119,7 @@ var (
 		ctrlv1.OperatorService_GetDesiredState_FullMethodName:      true,
 		ctrlv1.OperatorService_ListPods_FullMethodName:             true,
 		ctrlv1.OperatorService_ListEvents_FullMethodName:           true,
+		ctrlv1.OperatorService_GetFleet_FullMethodName:             true,
 	}
 	// logMethods change nothing, but show what only a key granted logs
 	// may see (logs may carry secrets), whatever its role.
@@ -140,6 +141,11 @@ var (
 		ctrlv1.OperatorService_SetRegionPaused_FullMethodName:           true,
 		ctrlv1.OperatorService_ControlRollout_FullMethodName:            true,
 		ctrlv1.OperatorService_SetRolloutStrategy_FullMethodName:        true,
+		ctrlv1.OperatorService_HaltRollouts_FullMethodName:              true,
+		ctrlv1.OperatorService_ResumeRollouts_FullMethodName:            true,
+		ctrlv1.OperatorService_SetFreezeWindow_FullMethodName:           true,
+		ctrlv1.OperatorService_DeleteFreezeWindow_FullMethodName:        true,
+		ctrlv1.OperatorService_SetPacingBound_FullMethodName:            true,
 	}
 )
 

@@ -231,7 +231,7 @@ func pauseFor(ctx context.Context, tx *ent.Tx, r *ent.Rollout, haltID int, why s
 // halt still holds.
 func (s *Store) Resume(ctx context.Context, haltID int) (resumed, held int, err error) {
 	if haltID <= 0 {
-		return 0, 0, fmt.Errorf("halt_id: %w: a halt's number (fleet list shows them), got %d", ErrInvalid, haltID)
+		return 0, 0, fmt.Errorf("halt_id: %w: a halt's number (fleet status lists them), got %d", ErrInvalid, haltID)
 	}
 	err = store.WithTx(ctx, s.client, func(tx *ent.Tx) error {
 		resumed, held = 0, 0

@@ -2,7 +2,9 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -21,7 +23,7 @@ func (s *Service) HaltRollouts(ctx context.Context, req *ctrlv1.HaltRolloutsRequ
 	err := s.act(ctx, "fleet.halt", scopeOf(req.GetScope()).String(), req, func(ctx context.Context) error {
 		h, paused, err := s.desired.Halt(ctx, scopeOf(req.GetScope()), req.GetReason())
 		if err != nil {
-			return err
+			return under(err, "", "scope.")
 		}
 		out = haltMessage(fleet.HaltOf(h), paused, paused)
 		return nil
@@ -66,7 +68,7 @@ func (s *Service) SetFreezeWindow(ctx context.Context, req *ctrlv1.SetFreezeWind
 		}
 		row, err := s.desired.SetFreezeWindow(ctx, w, m.GetTimeZone(), m.GetReason())
 		if err != nil {
-			return err
+			return under(err, "window.", "window.scope.")
 		}
 		now, err := s.clock(ctx)
 		if err != nil {
@@ -96,7 +98,7 @@ func (s *Service) DeleteFreezeWindow(ctx context.Context, req *ctrlv1.DeleteFree
 func (s *Service) SetPacingBound(ctx context.Context, req *ctrlv1.SetPacingBoundRequest) (*ctrlv1.SetPacingBoundResponse, error) {
 	scope := scopeOf(req.GetScope())
 	err := s.act(ctx, "fleet.pacing.set", scope.String(), req, func(ctx context.Context) error {
-		return s.desired.SetPacingBound(ctx, scope, int(req.GetMax()), req.GetRemove())
+		return under(s.desired.SetPacingBound(ctx, scope, int(req.GetMax()), req.GetRemove()), "", "scope.")
 	})
 	if err != nil {
 		return nil, err
@@ -237,4 +239,37 @@ func windowMessage(w *ent.FreezeWindow, now time.Time) *ctrlv1.FreezeWindow {
 		m.NextClose = timestamppb.New(next)
 	}
 	return m
+}
+
+// scopeFields are the fields of a FleetScope, as desired names them.
+var scopeFields = []string{"workspace_id:", "environment_id:", "region:"}
+
+// fieldError is desired's error naming its field as the request does:
+// a scope's fields under scope (the FleetScope's path), the others under
+// fields.
+type fieldError struct {
+	path string
+	err  error
+}
+
+func (f fieldError) Error() string { return f.path + f.err.Error() }
+
+func (f fieldError) Unwrap() error { return f.err }
+
+// under names the field of an invalid input error as the request does;
+// other errors (nil too) stay as they are.
+func under(err error, fields, scope string) error {
+	if !errors.Is(err, desired.ErrInvalid) && !errors.Is(err, desired.ErrUnknownRegion) {
+		return err
+	}
+	msg := err.Error()
+	for _, f := range scopeFields {
+		if strings.HasPrefix(msg, f) {
+			return fieldError{scope, err}
+		}
+	}
+	if fields == "" || !strings.Contains(msg, ": ") {
+		return err
+	}
+	return fieldError{fields, err}
 }
