@@ -94,6 +94,7 @@ func (o *serveOptions) flags() []cli.Flag {
 		&cli.DurationFlag{Name: "cleanup-interval", Value: retention.Defaults.Interval, Destination: &s.Retention.Interval, Usage: "how often retention runs (one replica at a time)", EnvVars: env("cleanup-interval")},
 		&cli.DurationFlag{Name: "deploy-timeout", Value: workflow.Defaults.Timeout, Destination: &s.Workflow.Timeout, Usage: "a deployment not ready within this fails", EnvVars: env("deploy-timeout")},
 		&cli.BoolFlag{Name: "migrate", Value: true, Destination: &o.Migrate, Usage: "migrate the schema before serving", EnvVars: env("migrate")},
+		&cli.DurationFlag{Name: "window-clock", Destination: &s.WindowClock, Usage: "judge freeze windows as if the time were this much later (e.g. 48h: a Thursday evening judged as Saturday's), to rehearse a recurring window or show one in the dev stack; bakes, deadlines and agents' liveness keep the database's clock. Never in production", EnvVars: env("window-clock")},
 	}
 }
 

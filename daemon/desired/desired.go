@@ -1,6 +1,8 @@
 package desired
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,6 +32,9 @@ type Store struct {
 	// reserved are the namespaces no workspace's environment may have
 	// (see checkPair).
 	reserved naming.Reserved
+	// windowOffset moves the time freeze windows are judged at (see
+	// WithWindowClock).
+	windowOffset time.Duration
 }
 
 // Option configures a Store.
@@ -40,6 +45,17 @@ type Option func(*Store)
 func WithReserved(r naming.Reserved) Option {
 	return func(s *Store) { s.reserved = r }
 }
+
+// WithWindowClock judges freeze windows as if the database's clock read
+// offset later: a dev stack or a rehearsal sees its recurring windows
+// close and open when it chooses. Bakes, deadlines and agents' liveness
+// keep the database's own time. Never set in production.
+func WithWindowClock(offset time.Duration) Option {
+	return func(s *Store) { s.windowOffset = offset }
+}
+
+// WindowOffset is the offset freeze windows are judged at (WithWindowClock).
+func (s *Store) WindowOffset() time.Duration { return s.windowOffset }
 
 // New returns a Store writing through client (from store.Open).
 func New(client *ent.Client, opts ...Option) *Store {
@@ -145,7 +161,7 @@ func (s *Store) Deploy(ctx context.Context, spec DeploymentSpec, regions []strin
 		if len(waves) > 0 {
 			first = waves[0].Regions
 		}
-		hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves, regions), len(waves) == 0)
+		hold, err := s.firstWaveHold(ctx, tx, dep, waveRegions(waves, regions), len(waves) == 0)
 		if err != nil {
 			return err
 		}

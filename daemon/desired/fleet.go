@@ -93,7 +93,7 @@ func CheckFleetContext(ctx context.Context) error {
 // the fleet's controls for tx (fleet.Lock), so that a halt or window
 // committed meanwhile, or another start, is seen; a break-glass call is
 // held by nothing. An immediate change's waves are one, of every region.
-func firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [][]string, immediate bool) (fleet.Hold, error) {
+func (s *Store) firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [][]string, immediate bool) (fleet.Hold, error) {
 	if err := fleet.Lock(ctx, tx); err != nil {
 		return fleet.Hold{}, err
 	}
@@ -104,7 +104,7 @@ func firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [
 	if err != nil {
 		return fleet.Hold{}, err
 	}
-	now, err := store.Now(ctx, tx)
+	now, err := s.windowNow(ctx, tx)
 	if err != nil {
 		return fleet.Hold{}, err
 	}
@@ -409,3 +409,10 @@ type invalidWindow struct{ error }
 func (e invalidWindow) Unwrap() error { return e.error }
 
 func (invalidWindow) Is(target error) bool { return target == ErrInvalid }
+
+// windowNow is the time the fleet's controls are judged at: the
+// database's clock, moved by the window clock's offset (WithWindowClock).
+func (s *Store) windowNow(ctx context.Context, q store.Querier) (time.Time, error) {
+	now, err := store.Now(ctx, q)
+	return now.Add(s.windowOffset), err
+}

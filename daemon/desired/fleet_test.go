@@ -3,6 +3,7 @@ package desired_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -308,5 +309,29 @@ func TestARegionHaltHoldsAnImmediateChangeThere(t *testing.T) {
 	}
 	if _, err := s.UpdateDeployment(desired.WithBreakGlass(ctx, "the fix"), "api", desired.SpecUpdate{Image: &v2}); err != nil {
 		t.Fatalf("the same update, breaking glass: %v", err)
+	}
+}
+
+// A store whose window clock runs ahead judges a recurring window at its
+// own time: a window firing two hours from now is closed for it, and open
+// for a store on the database's clock. Bakes keep the database's clock.
+func TestTheWindowClockMovesOnlyTheWindows(t *testing.T) {
+	s, client := setup(t)
+	ctx := context.Background()
+	if err := s.Deploy(ctx, spec("api"), []string{"eu-west", "us-east"}, 1); err != nil {
+		t.Fatal(err)
+	}
+	fires := dbNow(t, client).Add(2 * time.Hour).UTC()
+	w := fleet.Window{Name: "later", Schedule: fmt.Sprintf("%d %d * * *", fires.Minute(), fires.Hour()), Duration: time.Hour}
+	if _, err := s.SetFreezeWindow(ctx, w, "UTC", ""); err != nil {
+		t.Fatal(err)
+	}
+	ahead := desired.New(client, desired.WithWindowClock(2*time.Hour+30*time.Minute))
+	v2 := "ghcr.io/acme/api:v2"
+	if _, err := ahead.UpdateDeployment(ctx, "api", desired.SpecUpdate{Image: &v2}); !errors.Is(err, desired.ErrHeld) || !strings.Contains(err.Error(), "by window later") {
+		t.Fatalf("an immediate update, judged 2h30m ahead: %v, want held by the window", err)
+	}
+	if _, err := s.UpdateDeployment(ctx, "api", desired.SpecUpdate{Image: &v2}); err != nil {
+		t.Fatalf("the same update on the database's clock: %v", err)
 	}
 }

@@ -77,7 +77,7 @@ func (s *Store) revise(ctx context.Context, id, action string, mutate func(tx *e
 			if err != nil {
 				return err
 			}
-			if err := rollOut(ctx, tx, dep, next, storedSpec(specOf(dep)), before); err != nil {
+			if err := s.rollOut(ctx, tx, dep, next, storedSpec(specOf(dep)), before); err != nil {
 				return err
 			}
 		}

@@ -90,7 +90,7 @@ func noRolloutInFlight(ctx context.Context, tx *ent.Tx, id string) error {
 // from. It runs in the transaction of the action that makes the revision,
 // after its row lock; before is the newest change of the deployment
 // before the action.
-func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int, to jsontype.Spec, before uint64) error {
+func (s *Store) rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int, to jsontype.Spec, before uint64) error {
 	topologies, err := tx.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID(dep.ID)).
 		Order(ent.Asc(deploymenttopology.FieldRegion)).All(ctx)
 	if err != nil {
@@ -111,7 +111,7 @@ func rollOut(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, revision int,
 	if err := notFailed(ctx, tx, dep.ID, to.Hash); err != nil {
 		return err
 	}
-	hold, err := firstWaveHold(ctx, tx, dep, waveRegions(waves, regions), len(waves) == 0)
+	hold, err := s.firstWaveHold(ctx, tx, dep, waveRegions(waves, regions), len(waves) == 0)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (s *Store) StepRollout(ctx context.Context, step RolloutStep) error {
 		case step.Advance:
 			// The fleet's controls, read again under their lock: a halt
 			// or a window the driver's read predates holds the wave.
-			if hold, err := waveHold(ctx, tx, r, r.Wave+1); err != nil || hold.Held() {
+			if hold, err := s.waveHold(ctx, tx, r, r.Wave+1); err != nil || hold.Held() {
 				if err == nil {
 					err = fmt.Errorf("rollout %d: wave %d %s: %w", r.ID, r.Wave+2, hold.Why, ErrConcurrentChange)
 				}
@@ -340,7 +340,7 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 			case r.State == rollout.StateProgressing:
 				return fmt.Errorf("deployment %q: %w: its rollout is progressing already", deploymentID, ErrConflict)
 			case queued:
-				return fmt.Errorf("deployment %q: %w: its rollout is queued, not paused: %s", deploymentID, ErrHeld, queuedWhy(ctx, tx, r))
+				return fmt.Errorf("deployment %q: %w: its rollout is queued, not paused: %s", deploymentID, ErrHeld, s.queuedWhy(ctx, tx, r))
 			case r.HaltID != nil && r.BreakGlassBy == "":
 				return fmt.Errorf("deployment %q: %w: %s: lift it (fleet resume %d), or break glass with a reason", deploymentID, ErrHeld, r.Reason, *r.HaltID)
 			}
@@ -351,9 +351,9 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 			err = resume(ctx, tx, r)
 		case RolloutPromote:
 			if queued {
-				return fmt.Errorf("deployment %q: %w: its rollout is queued, no wave started: %s; break glass with a reason to start it now", deploymentID, ErrHeld, queuedWhy(ctx, tx, r))
+				return fmt.Errorf("deployment %q: %w: its rollout is queued, no wave started: %s; break glass with a reason to start it now", deploymentID, ErrHeld, s.queuedWhy(ctx, tx, r))
 			}
-			hold, herr := waveHold(ctx, tx, r, r.Wave+1)
+			hold, herr := s.waveHold(ctx, tx, r, r.Wave+1)
 			if herr != nil {
 				return herr
 			}
@@ -573,7 +573,7 @@ func (s *Store) InFlight(ctx context.Context) ([]*ent.Rollout, error) {
 // waveHold is what holds wave i of r from starting now: a halt or a
 // freeze window (the zero Hold for none, for a rollout taken through on
 // purpose, and past the last wave). It locks the fleet's controls for tx.
-func waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int) (fleet.Hold, error) {
+func (s *Store) waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int) (fleet.Hold, error) {
 	if i >= len(r.Strategy.Waves) || r.BreakGlassBy != "" {
 		return fleet.Hold{}, nil
 	}
@@ -584,7 +584,7 @@ func waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int) (fleet.Hol
 	if err != nil {
 		return fleet.Hold{}, err
 	}
-	now, err := store.Now(ctx, tx)
+	now, err := s.windowNow(ctx, tx)
 	if err != nil {
 		return fleet.Hold{}, err
 	}
@@ -616,7 +616,7 @@ func (s *Store) StartRollout(ctx context.Context, id int, version int64) error {
 		if err != nil {
 			return err
 		}
-		if p := state.Plan(now); !p.MayStart(id) {
+		if p := state.Plan(now.Add(s.windowOffset)); !p.MayStart(id) {
 			return fmt.Errorf("rollout %d: %s: %w", id, p.Queued(id).Why, ErrConcurrentChange)
 		}
 		return startFirstWave(ctx, tx, r, now)
@@ -646,12 +646,12 @@ func startFirstWave(ctx context.Context, tx *ent.Tx, r *ent.Rollout, now time.Ti
 }
 
 // queuedWhy is what holds a queued rollout now, for a refusal.
-func queuedWhy(ctx context.Context, tx *ent.Tx, r *ent.Rollout) string {
+func (s *Store) queuedWhy(ctx context.Context, tx *ent.Tx, r *ent.Rollout) string {
 	state, err := fleet.Read(ctx, tx.Client())
 	if err != nil {
 		return "waiting for the fleet's controls"
 	}
-	now, err := store.Now(ctx, tx)
+	now, err := s.windowNow(ctx, tx)
 	if err != nil {
 		return "waiting for the fleet's controls"
 	}

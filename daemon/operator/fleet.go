@@ -74,7 +74,7 @@ func (s *Service) SetFreezeWindow(ctx context.Context, req *ctrlv1.SetFreezeWind
 		if err != nil {
 			now = time.Now()
 		}
-		out = windowMessage(row, now)
+		out = windowMessage(row, now.Add(s.desired.WindowOffset()))
 		return nil
 	})
 	if err != nil {
@@ -132,7 +132,7 @@ func (s *Service) GetFleet(ctx context.Context, _ *ctrlv1.GetFleetRequest) (*ctr
 		return nil, s.viewError(err)
 	}
 	for _, w := range windows {
-		out.Windows = append(out.Windows, windowMessage(w, now))
+		out.Windows = append(out.Windows, windowMessage(w, plan.Now()))
 	}
 	for _, b := range state.Bounds {
 		inUse, queued := plan.Usage(b)
@@ -156,7 +156,7 @@ func (s *Service) plan(ctx context.Context) (*fleet.Plan, time.Time, error) {
 	if err != nil {
 		return nil, now, err
 	}
-	return state.Plan(now), now, nil
+	return state.Plan(now.Add(s.desired.WindowOffset())), now, nil
 }
 
 // withFleet puts a call's break-glass and retry reasons on ctx, for

@@ -129,7 +129,7 @@ func (d *Driver) Round(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	plan := controls.Plan(now)
+	plan := controls.Plan(now.Add(d.Store.WindowOffset()))
 	if d.countHeld(plan, inFlight); len(inFlight) == 0 {
 		return 0, nil
 	}

@@ -110,6 +110,10 @@ type Config struct {
 	// operator calls naming one are refused (the zero value: those always
 	// reserved, see naming.Reserved).
 	Reserved naming.Reserved
+	// WindowClock judges freeze windows as if the database's clock read
+	// this much later (desired.WithWindowClock): for rehearsals and the
+	// dev stack, never production.
+	WindowClock time.Duration
 	// Registry receives the metrics (default: a new registry with Go and
 	// process collectors).
 	Registry *prometheus.Registry
@@ -274,7 +278,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 
 	s.grpc = grpc.NewServer(append(opts, grpc.StatsHandler(connCloser{conns}))...)
 	// The rollout driver looks again as soon as an agent reports.
-	driver := &rollout.Driver{Store: desired.New(db.Ent, desired.WithReserved(cfg.Reserved)), Client: db.Ent, DB: db.SQL,
+	driver := &rollout.Driver{Store: desired.New(db.Ent, desired.WithReserved(cfg.Reserved), desired.WithWindowClock(cfg.WindowClock)), Client: db.Ent, DB: db.SQL,
 		Log: log, Interval: cfg.RolloutInterval, Metrics: m, Notify: notifier.Poke}
 	clusterCfg := cfg.Cluster
 	clusterCfg.Reported = driver.Poke
@@ -282,7 +286,7 @@ func Start(ctx context.Context, db *store.DB, cfg Config, log *slog.Logger) (*Se
 	live := liveview.NewHub()
 	clusterCfg.Live = live
 	ctrlv1.RegisterClusterServiceServer(s.grpc, cluster.New(db.Ent, db.SQL, streamer, clusterCfg, log))
-	s.ops = operator.New(db.Ent, db.SQL, notifier, log, desired.WithReserved(cfg.Reserved))
+	s.ops = operator.New(db.Ent, db.SQL, notifier, log, desired.WithReserved(cfg.Reserved), desired.WithWindowClock(cfg.WindowClock))
 	s.ops.SetLiveViews(live)
 	if s.Peers != nil {
 		// A region's agent may be connected to another replica.

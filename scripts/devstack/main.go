@@ -37,8 +37,9 @@ var (
 	metricsBase = 9090 // ctrld; agents take the next ports; 0 turns metrics off
 	noConsole   bool
 	clusterMode = modeAuto
-	kindPath    string // "" : kind on PATH, else the pinned one
-	consoleBin  string // "" : the unkey-tui just built
+	kindPath    string        // "" : kind on PATH, else the pinned one
+	consoleBin  string        // "" : the unkey-tui just built
+	windowClock time.Duration // ctrld's --window-clock: the time freeze windows are judged at, moved
 )
 
 var regions = []string{"eu-west", "us-east"}
@@ -55,6 +56,7 @@ func main() {
 	fs.StringVar(&sshAddr, "ssh", sshAddr, "the address ctrld serves the console over SSH on, on loopback")
 	fs.StringVar(&database, "database", database, "database to (re)create for the stack")
 	fs.IntVar(&metricsBase, "metrics-port", metricsBase, "ctrld's metrics port; agents use the next ones (0: off)")
+	fs.DurationVar(&windowClock, "window-clock", 0, "judge freeze windows this much later than now (ctrld --window-clock), to see a recurring window close")
 	fs.StringVar(&clusterMode, "mode", clusterMode, "how each region gets its cluster: auto (kind when a Docker engine answers, else local), kind or local")
 	fs.StringVar(&kindPath, "kind", "", "kind binary (default: kind on PATH, else the version pinned in tools/kind)")
 	fs.BoolVar(&noConsole, "no-console", false, "stop once the demo runs instead of opening the console (for tests)")
@@ -354,7 +356,7 @@ func up() error {
 
 	say("starting ctrld on %s (metrics %s), its console over SSH on %s", ctrldAddr, orOff(metricsAddr(0)), sshAddr)
 	if err := s.start(env, "ctrld", filepath.Join(bin, "ctrld"), "serve", "--listen", ctrldAddr, "--metrics-listen", metricsAddr(0),
-		"--ssh-listen", sshAddr, "--ssh-host-key", hostKeyFile(), "--ssh-generate-host-key"); err != nil {
+		"--ssh-listen", sshAddr, "--ssh-host-key", hostKeyFile(), "--ssh-generate-host-key", "--window-clock", windowClock.String()); err != nil {
 		return err
 	}
 	for i, c := range clusters {
