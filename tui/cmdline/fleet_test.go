@@ -80,7 +80,9 @@ func TestFleetHaltAndResume(t *testing.T) {
 	}
 
 	// Made while the halt stands: it waits, and says why.
-	e.must(t, "update", "web", "--image", "web:2", "--wave", "eu bake=60s", "--wave", "*")
+	if out := e.must(t, "update", "web", "--image", "web:2", "--wave", "eu bake=60s", "--wave", "*"); !strings.Contains(out, "queued, no region changed yet: halted by halt #1") {
+		t.Errorf("the update made during the halt says %q; want it to say it is queued, and why", out)
+	}
 	if got := e.rolloutState(t, "web"); got != "queued" {
 		t.Fatalf("web's rollout made during the halt: %s, want queued", got)
 	}

@@ -467,7 +467,8 @@ func short(d time.Duration) string {
 }
 
 // rolloutNote is what a deploy, update or rollback that started a rollout
-// adds to its message: the wave it began with and where to follow it;
+// adds to its message: the wave it began with and where to follow it, or
+// what holds it queued;
 // "" when it started none (or the read fails: the action is done either
 // way). revision is the revision the action made, 0 for a deploy.
 func rolloutNote(ctx context.Context, op ctrlv1.OperatorServiceClient, id string, revision int32) string {
@@ -477,6 +478,9 @@ func rolloutNote(ctx context.Context, op ctrlv1.OperatorServiceClient, id string
 		return ""
 	}
 	first := r.GetStrategy().GetWaves()[0].GetRegions()
+	if r.GetState() == "queued" {
+		return fmt.Sprintf("; queued, no region changed yet: %s (unkey-tui rollout status %s)", tui.Clean(r.GetHeld()), id)
+	}
 	return fmt.Sprintf("; rolling out in %d waves, %s first (unkey-tui rollout status %s)", len(r.GetStrategy().GetWaves()),
 		strings.Join(first, ", "), id)
 }
