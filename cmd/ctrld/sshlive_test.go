@@ -2,24 +2,15 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	gossh "golang.org/x/crypto/ssh"
 
 	"github.com/deploysync/deploysync/agentd/agent"
 	"github.com/deploysync/deploysync/agentd/liveview"
 	agentmetrics "github.com/deploysync/deploysync/agentd/metrics"
-	"github.com/deploysync/deploysync/daemon/operatorkeys"
 	"github.com/deploysync/deploysync/daemon/server/servertest"
 	"github.com/deploysync/deploysync/internal/eventually"
 	"github.com/deploysync/deploysync/internal/kubetest"
@@ -64,33 +55,8 @@ func TestSSHConsoleShowsACrashLoopsPodsEventsAndLogThroughTheAgent(t *testing.T)
 		return err == nil && len(pods.Pods) == 1 && pods.Pods[0].Why == "CrashLoopBackOff" && pods.Pods[0].Restarts > 0
 	})
 
-	// alice's key, as ssh-keygen writes it, granted logs.
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := gossh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "id_ed25519")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.keys.Add(ctx, "alice", operatorkeys.Operator, true, signer.PublicKey()); err != nil {
-		t.Fatal(err)
-	}
-
-	_, port, _ := strings.Cut(e.console.Addr(), ":")
-	m := &tmuxTerminal{t: t, socket: filepath.Join(dir, "tmux")}
-	ssh := fmt.Sprintf("ssh -F /dev/null -p %s -i %s -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR 127.0.0.1; echo ssh exited $?; sleep 30", port, keyFile)
-	m.tmux("new-session", "-d", "-s", "walk", "-x", "160", "-y", "40", ssh)
-	t.Cleanup(func() { exec.Command("tmux", "-S", m.socket, "kill-server").Run() })
+	// alice's key, an operator's granted logs, in OpenSSH's client.
+	m := aliceInTmux(t, e, 160, 40)
 
 	m.waitFor("eu-west")
 	m.keys("Tab")

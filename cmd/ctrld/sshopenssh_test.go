@@ -38,7 +38,40 @@ func needTools(t *testing.T, tools ...string) {
 	}
 }
 
-// tmuxTerminal is an 80×24 terminal in a tmux server of its own.
+// aliceInTmux registers alice's key (an operator's, granted logs), as
+// ssh-keygen writes it, and opens OpenSSH's client with it on the
+// console, in a cols×rows tmux terminal of its own.
+func aliceInTmux(t *testing.T, e *sshEnv, cols, rows int) *tmuxTerminal {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := gossh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "id_ed25519")
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.keys.Add(context.Background(), "alice", operatorkeys.Operator, true, signer.PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := strings.Cut(e.console.Addr(), ":")
+	m := &tmuxTerminal{t: t, socket: filepath.Join(dir, "tmux")}
+	ssh := fmt.Sprintf("ssh -F /dev/null -p %s -i %s -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR 127.0.0.1; echo ssh exited $?; sleep 30", port, keyFile)
+	m.tmux("new-session", "-d", "-s", "walk", "-x", fmt.Sprint(cols), "-y", fmt.Sprint(rows), ssh)
+	t.Cleanup(func() { exec.Command("tmux", "-S", m.socket, "kill-server").Run() })
+	return m
+}
+
+// tmuxTerminal is a terminal in a tmux server of its own.
 type tmuxTerminal struct {
 	t      *testing.T
 	socket string
@@ -126,33 +159,7 @@ func TestSSHWalkthroughWithOpenSSHInTmux(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// alice's key, as ssh-keygen writes it.
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := gossh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	keyFile := filepath.Join(dir, "id_ed25519")
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(block), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := gossh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.keys.Add(ctx, "alice", operatorkeys.Operator, true, signer.PublicKey()); err != nil {
-		t.Fatal(err)
-	}
-
-	_, port, _ := strings.Cut(e.console.Addr(), ":")
-	m := &tmuxTerminal{t: t, socket: filepath.Join(dir, "tmux")}
-	ssh := fmt.Sprintf("ssh -F /dev/null -p %s -i %s -o IdentitiesOnly=yes -o IdentityAgent=none -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR 127.0.0.1; echo ssh exited $?; sleep 30", port, keyFile)
-	m.tmux("new-session", "-d", "-s", "walk", "-x", "80", "-y", "24", ssh)
-	t.Cleanup(func() { exec.Command("tmux", "-S", m.socket, "kill-server").Run() })
+	m := aliceInTmux(t, e, 80, 24)
 
 	var screens []string
 	// shot adds the screen once it shows want and has settled: the

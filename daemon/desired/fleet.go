@@ -100,11 +100,7 @@ func (s *Store) firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployme
 	if breakGlassOf(ctx) != "" {
 		return fleet.Hold{}, nil
 	}
-	state, err := fleet.ReadLocked(ctx, tx)
-	if err != nil {
-		return fleet.Hold{}, err
-	}
-	now, err := s.windowNow(ctx, tx)
+	state, now, err := s.readLocked(ctx, tx)
 	if err != nil {
 		return fleet.Hold{}, err
 	}
@@ -415,4 +411,15 @@ func (invalidWindow) Is(target error) bool { return target == ErrInvalid }
 func (s *Store) windowNow(ctx context.Context, q store.Querier) (time.Time, error) {
 	now, err := store.Now(ctx, q)
 	return now.Add(s.windowOffset), err
+}
+
+// readLocked reads the fleet's state in tx, which took fleet.Lock, and
+// the time to judge it at (windowNow).
+func (s *Store) readLocked(ctx context.Context, tx *ent.Tx) (*fleet.State, time.Time, error) {
+	state, err := fleet.ReadLocked(ctx, tx)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	now, err := s.windowNow(ctx, tx)
+	return state, now, err
 }

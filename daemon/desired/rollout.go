@@ -580,11 +580,7 @@ func (s *Store) waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int)
 	if err := fleet.Lock(ctx, tx); err != nil {
 		return fleet.Hold{}, err
 	}
-	state, err := fleet.ReadLocked(ctx, tx)
-	if err != nil {
-		return fleet.Hold{}, err
-	}
-	now, err := s.windowNow(ctx, tx)
+	state, now, err := s.readLocked(ctx, tx)
 	if err != nil {
 		return fleet.Hold{}, err
 	}
@@ -608,18 +604,15 @@ func (s *Store) StartRollout(ctx context.Context, id int, version int64) error {
 		if err := fleet.Lock(ctx, tx); err != nil {
 			return err
 		}
-		state, err := fleet.ReadLocked(ctx, tx)
+		state, at, err := s.readLocked(ctx, tx)
 		if err != nil {
 			return err
 		}
-		now, err := store.Now(ctx, tx)
-		if err != nil {
-			return err
-		}
-		if p := state.Plan(now.Add(s.windowOffset)); !p.MayStart(id) {
+		if p := state.Plan(at); !p.MayStart(id) {
 			return fmt.Errorf("rollout %d: %s: %w", id, p.Queued(id).Why, ErrConcurrentChange)
 		}
-		return startFirstWave(ctx, tx, r, now)
+		// The promotion's time is the database's, not the window clock's.
+		return startFirstWave(ctx, tx, r, at.Add(-s.windowOffset))
 	})
 }
 
