@@ -70,6 +70,9 @@ type Report struct {
 	// Strategies the strategies ctrld must refuse.
 	Fences     FenceStats
 	Strategies StrategyStats
+	// Fleet counts what the fleet operator did with the fleet's controls
+	// and what the fleet verdicts found.
+	Fleet FleetStats
 	// verdict is what the rollout verdict keeps between its looks.
 	verdict verdictState
 }
@@ -133,6 +136,12 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "\nstrategies: %d naming an unregistered region refused as invalid, %d updates refused for a wave naming none of the deployment's regions;"+
 		" %d refused updates found to have written nothing (%d not looked for); %d rollouts' plans kept their named first wave",
 		st.Typos, st.NoRegion, st.WroteNothing, st.Unread, ro.Plans)
+	fl := r.Fleet
+	fmt.Fprintf(&b, "\nfleet: %d halts (%d checked to have paused their scope), %d resumes; %d one-off freeze windows and %d recurring set, %d deleted;"+
+		" %d pacing bounds set, %d removed; %d rollouts queued, %d break-glasses; %d retries of a failed spec with a reason, %d without refused;"+
+		" %d wave starts held to the halts and windows standing then, %d first waves to the bounds; %d violations",
+		fl.Halts, fl.HaltChecks, fl.Resumes, fl.Windows, fl.Recurring, fl.WindowDeletes, fl.Bounds, fl.BoundRemoves, fl.Queued, fl.BreakGlasses,
+		fl.Retries, fl.RetriesRefused, fl.Starts, fl.Paced, fl.Violations)
 	return b.String()
 }
 
@@ -169,6 +178,9 @@ func (r Report) ProvesLittle(faultsOn bool) []string {
 	}
 	if r.Rollouts.Succeeded+r.Rollouts.RolledBack == 0 {
 		weak = append(weak, "no rollout ended: the rollout verdict checked nothing")
+	}
+	if r.Fleet.Halts == 0 || r.Fleet.Windows == 0 || r.Fleet.Starts == 0 {
+		weak = append(weak, fmt.Sprintf("%d halts, %d freeze windows, %d wave starts judged: the fleet verdicts checked little", r.Fleet.Halts, r.Fleet.Windows, r.Fleet.Starts))
 	}
 	return weak
 }
@@ -217,6 +229,14 @@ func Run(t testing.TB, setup Setup, cfg Config) (Report, error) {
 		}
 	}
 	s := Start(t, setup)
+	s.model, s.observer = &fleetModel{}, newObserver(s.env.DB.Ent)
+	observing, stopObserving := context.WithCancel(context.Background())
+	var observed sync.WaitGroup
+	observed.Go(func() { s.observer.run(observing) })
+	defer func() {
+		stopObserving()
+		observed.Wait()
+	}()
 	rep := Report{Seed: cfg.Seed, Ops: map[string]OpStats{}, Faults: map[string]int{}, verdict: verdictState{judged: map[string]bool{}, pending: map[string]endedRollout{}, planned: map[string]bool{}}}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0))
 	ctx := context.Background()
@@ -278,6 +298,8 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 			carries: s.carries, release: release}
 		wg.Go(func() { o.run(opsCtx) })
 	}
+	fleetOp := &fleetOperator{clients: s.fleet, db: s.env.DB, rng: rand.New(rand.NewPCG(seed, 100)), model: s.model, count: counts}
+	wg.Go(func() { fleetOp.run(opsCtx) })
 	// Rollouts are read as they end, also during the round, and judged a
 	// moment later: one whose deployment an operator deletes afterwards
 	// goes with it.
@@ -316,6 +338,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	}
 	rep.Fences.add(counts.fences)
 	rep.Strategies.add(counts.strategies)
+	defer func() { rep.Fleet = s.model.snapshot() }()
 	if faultErr != nil {
 		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, faultErr)
 	}
@@ -328,6 +351,16 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	// paused and aborts what halted).
 	// A rollout that does not end is reported with how the regions
 	// differ then, which may say why.
+	// The fleet's controls are lifted first, as on-call would: every
+	// halt, recurring window and bound goes (queued rollouts then
+	// start), and now and then a short freeze closes as they settle.
+	if err := s.liftAll(ctx, s.model, fleetOp); err != nil {
+		return 0, 0, fmt.Errorf("round %d (seed %d): %w", n, rep.Seed, err)
+	}
+	fleetOp.closingFreeze(ctx)
+	if v := s.model.takeViolations(); len(v) > 0 {
+		return 0, 0, fmt.Errorf("round %d (seed %d): the fleet's controls broke their promise:\n  %s", n, rep.Seed, strings.Join(v, "\n  "))
+	}
 	settling := time.Now()
 	unsettled := s.settleRollouts(ctx, cfg.ConvergeWithin, &rep.Rollouts)
 	s.logf("round %d: rollouts in flight ended %s after operations and faults ended", n, time.Since(settling).Round(time.Millisecond))
@@ -341,6 +374,15 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	}
 	if len(violations) > 0 {
 		return 0, 0, fmt.Errorf("round %d (seed %d): rollouts broke their promise:\n  %s", n, rep.Seed, strings.Join(violations, "\n  "))
+	}
+	// The fleet verdicts read every rollout's wave starts as the
+	// database recorded them, up to now.
+	if err := s.observer.poll(ctx); err != nil {
+		return 0, 0, fmt.Errorf("round %d (seed %d): read the rollouts: %w", n, rep.Seed, err)
+	}
+	violations = append(s.fleetVerdict(s.observer, s.model), s.model.takeViolations()...)
+	if len(violations) > 0 {
+		return 0, 0, fmt.Errorf("round %d (seed %d): the fleet's controls broke their promise:\n  %s", n, rep.Seed, strings.Join(violations, "\n  "))
 	}
 	s.logf("round %d: converged %s after operations and faults ended (%d objects desired)", n, took.Round(time.Millisecond), v.desired)
 	return took, v.desired, nil

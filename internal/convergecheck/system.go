@@ -62,9 +62,18 @@ type System struct {
 	regions   map[string]*region
 	control   ctrlv1.OperatorServiceClient   // the fault schedule's: pause, resume, resync
 	operators []ctrlv1.OperatorServiceClient // one per concurrent operator
-	mariadb   *testmariadb.Server
-	galera    *testmariadb.Galera
-	database  string // ctrld's database's name
+	// fleet are the fleet operator's clients: on the main ctrld and on a
+	// replica of its own (with Galera, on the second node), which runs
+	// beside it all along: the fleet's controls act through either, and
+	// two drivers start waves under them.
+	fleet []ctrlv1.OperatorServiceClient
+	// model is what the fleet operator did, observer what the database
+	// recorded of the rollouts: the fleet verdicts' inputs, over the run.
+	model    *fleetModel
+	observer *observer
+	mariadb  *testmariadb.Server
+	galera   *testmariadb.Galera
+	database string // ctrld's database's name
 
 	retentionRows int64 // change rows the retention fault deleted
 	logf          func(format string, args ...any)
@@ -206,6 +215,19 @@ func Start(t testing.TB, setup Setup) *System {
 	for i := range maxOperators {
 		s.operators = append(s.operators, env.Operator(operatorName(i)))
 	}
+	fleetToken := env.OperatorToken(fleetName)
+	s.fleet = append(s.fleet, ctrlv1.NewOperatorServiceClient(env.Dial(fleetToken)))
+	replicaDB := env.DB
+	if s.galera != nil {
+		db, err := s.galeraNodeDB(1)
+		if err != nil {
+			t.Fatalf("convergecheck: the fleet's replica on Galera node 2: %v", err)
+		}
+		t.Cleanup(func() { db.Close() })
+		replicaDB = db
+	}
+	replica := env.StartReplicaOn(replicaDB)
+	s.fleet = append(s.fleet, ctrlv1.NewOperatorServiceClient(servertest.Dial(t, replica.Addr, fleetToken)))
 	ctx := context.Background()
 	for _, name := range Regions {
 		c := setup.Clusters[name]
