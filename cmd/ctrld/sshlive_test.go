@@ -37,10 +37,12 @@ func TestSSHConsoleShowsACrashLoopsPodsEventsAndLogThroughTheAgent(t *testing.T)
 	}
 	cfg := agent.Config{Region: "eu-west", Identity: "agent-eu-west", StatusInterval: 200 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond,
 		BackoffMin: 50 * time.Millisecond, BackoffMax: 500 * time.Millisecond, LiveViews: liveview.Logs}
+	// The token registers the region: made before the deploy names it.
+	agentConn := ctrlv1.NewClusterServiceClient(e.Dial(e.AgentToken("eu-west")))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		agent.Run(ctx, cfg, clients, ctrlv1.NewClusterServiceClient(e.Dial(e.AgentToken("eu-west"))), servertest.Logger(), agentmetrics.New(prometheus.NewRegistry()))
+		agent.Run(ctx, cfg, clients, agentConn, servertest.Logger(), agentmetrics.New(prometheus.NewRegistry()))
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 
