@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"k8s.io/client-go/kubernetes"
 
@@ -96,11 +98,19 @@ func TestMetricChecksGateEveryWave(t *testing.T) {
 		s.waitReady(t, "shop", good, 1, time.Minute)
 	}
 
-	// An alert firing in the region fails it too.
+	// An alert firing in the region fails it too. The image failed its
+	// gate above, so shipping it again is a retry, on purpose (issue 32:
+	// without the reason it is refused).
 	alerted := "ghcr.io/acme/shop:errors"
 	alerts := canaryThenRest(6*time.Second, 20*time.Second)
 	alerts.Checks = []*ctrlv1.RolloutCheck{{Name: "alerts", Kind: "alert", Match: "namespace={{namespace}},deployment={{deployment}}", Interval: durationpb.New(time.Second)}}
-	s.update(t, "shop", alerted, alerts)
+	if _, err := s.op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "shop", Image: &alerted, Rollout: alerts}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("the failed image again without a retry: %v, want FailedPrecondition", err)
+	}
+	if _, err := s.op.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: "shop", Image: &alerted, Rollout: alerts,
+		RetryFailedReason: "see whether its alert fails it too"}); err != nil {
+		t.Fatal(err)
+	}
 	if r := s.waitRollout(t, "shop", 2*time.Minute); r.GetState() != "rolled_back" || !strings.Contains(r.GetReason(), "eu: check alerts: 1 alert(s) firing") {
 		t.Fatalf("an alert firing in eu: %s (%s), want rolled back on it", r.GetState(), r.GetReason())
 	} else {
