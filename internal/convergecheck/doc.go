@@ -96,6 +96,58 @@
 //     rollout's plan keeps its strategy's named first wave (the "*"
 //     wave's deadline, starDeadline, tells the waves apart): dropped, the
 //     next wave would get the change ungated;
+//   - the fleet's controls (fleet.go, fleetverdict.go): a fleet operator
+//     beside the others, acting through the main ctrld or a replica of its
+//     own that runs all along (with Galera, on the second node: two
+//     drivers start waves on two nodes), halts (everything, an
+//     environment, a region) and resumes them, sets one-off freeze
+//     windows on the database's clock (store.Now) that close within 2 s
+//     and open 1-5 s later (half of them on the environment of a rollout
+//     whose canary bakes), now and then a recurring one ("*/2 * * * *",
+//     a minute a firing: cron's minutes are too coarse to open and close
+//     within a round, so it is closed or open for the seconds it lives),
+//     deletes windows, sets and removes pacing bounds (from each round's
+//     start, one on the canary region of the other operators' rollouts
+//     or on an environment, so rollouts queue), breaks glass for held
+//     rollouts (an action on a queued or halted one, or a change made
+//     with a reason), rolls out good and crash-looping images in waves,
+//     and updates a deployment to a spec a gate failed, without a reason
+//     (ctrld must refuse it as FailedPrecondition: taken while the mark
+//     stood before and after the call is a violation) or with one. At a
+//     round's end it aborts what is still queued and lifts every halt,
+//     window and bound (read from GetFleet, so a control whose answer was
+//     lost goes too), and in every other round declares a short freeze of
+//     everything that closes as the rollouts settle. The verdicts hold
+//     each region's wave start to the controls. Its time is the
+//     database's: the region's promoted_at as first read (the checker
+//     reads the rollouts every 250 ms; an operator's resume moves it
+//     later), no later than the first time the region's StatefulSet
+//     carried the new spec in the API server's watch, and no earlier than
+//     the last read that found the region not promoted: the start lies
+//     in [lo, hi]. A start's transaction takes the fleet_control row's
+//     lock and then reads the controls and the database's clock, so the
+//     exact promise is about controls committed before it: a window
+//     counts from its SetFreezeWindow's answer (committed before) until
+//     the next set of its name or its delete was sent, a halt from its
+//     answer until its lift was sent, a bound from its answer until it
+//     was changed or removed (sent). Then: no wave starts while a window
+//     covering its environment is closed all through [lo, hi]; no wave
+//     with a halt's region, or in its environment or everywhere, starts
+//     within it; after a halt's answer, no rollout in its scope is
+//     progressing (read from the database at once: the halt paused it);
+//     a first wave's start never makes an environment's rollouts started
+//     and in flight, or a region's first waves in progress, exceed a
+//     bound (counting those that started before it, the starts ordered by
+//     the lock, and ended more than a second after it: an end commits
+//     without the lock); each except a rollout taken through on purpose
+//     (break_glass_by, with a break-glass sent for its deployment by
+//     then). And a spec a rollout rolled back for a failed gate (its
+//     failed_specs mark) never rolls out again while the mark stands
+//     without a retry with a reason sent for it since: no rollout of its
+//     hash is made, and no region's StatefulSet turns to it more than
+//     5 s after the failure (an agent paused or cut off applies the
+//     promotion and then the rollback once back; an immediate change
+//     makes no rollout);
 //   - the report: rounds, operations and faults by type, time to converge,
 //     objects desired at each verdict, the metric gates' figures (rollouts
 //     under the check, halts on a check, passes held to the outages, bad
@@ -108,6 +160,18 @@
 // in a copy of the tree): seed 17497649273457045506, round 2, a wave
 // passed 4.9 s into eu's Prometheus outage, on no verdict; seed
 // 18230755060660678360, round 1, ErrorsImage reached us (wave 2).
+//
+// The fleet verdicts were seen failing against a server broken on
+// purpose, in a copy of the tree: the driver's advance check and
+// StepRollout's re-check ignoring freeze windows, seed 8 (4 rounds:
+// round 4, a wave 2 started in a closed window of its environment) and 9
+// (round 2, under the recurring window, with the model before its last
+// tuning); Halt pausing nothing, seed 10 (round 1); halts holding no wave
+// (daemon/fleet's Plan.Wave), seed 11 (round 1, a first wave and a second
+// under halts); pacing ignoring its bounds, seeds 12 (round 2) and 13
+// (round 1); a failed spec taken without a retry (desired's notFailed),
+// seeds 16 and 17 (the refused call's check), and 18 and 19 with that
+// check off (the database's: a rollout of the failed spec made).
 //
 // No fault outlives its round: the schedule returns only once the
 // restarts it began are over, and a test that ends during one cancels it

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/deploysync/deploysync/daemon/store"
+	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/failedspec"
 	entrollout "github.com/deploysync/deploysync/ent/rollout"
 	"github.com/deploysync/deploysync/internal/kubetest"
@@ -209,16 +210,26 @@ type fleetOperator struct {
 // fleetName is the fleet operator's name, the actor of its actions.
 const fleetName = "fleet-operator"
 
-// run acts until ctx ends, with random pauses: first it rolls out twice,
-// so that canaries bake while the round's controls come and go.
+// run acts until ctx ends, with random pauses: first it bounds the
+// canaries of the region the other operators' rollouts start in (or an
+// environment's rollouts), and rolls out twice, so that canaries bake
+// and queue while the round's controls come and go.
 func (f *fleetOperator) run(ctx context.Context) {
 	for i := 0; ctx.Err() == nil; i++ {
 		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		var op string
 		var err error
-		if i < 2 {
+		switch {
+		case i == 0:
+			scope := scopeRec{region: Regions[0]}
+			if f.rng.IntN(4) == 0 {
+				e := pick(f.rng, environments)
+				scope = scopeRec{workspace: e.workspace, env: e.id}
+			}
+			op, err = f.setBound(callCtx, scope, 1+f.rng.IntN(2))
+		case i < 3:
 			op, err = f.rollout(callCtx)
-		} else {
+		default:
 			op, err = f.call(callCtx)
 		}
 		cancel()
@@ -233,10 +244,9 @@ func (f *fleetOperator) run(ctx context.Context) {
 }
 
 // closingFreeze is, in every other round, a freeze of every environment
-// declared as the round's operations end, closed from 4-7 s later for
-// 2-4 s: the rollouts' next waves, which mostly come as they settle
-// after the round (the halts lifted: their waves' bakes begin again),
-// meet it.
+// declared as the round's operations end, closed from 0.2-2 s later for
+// 2-5 s: the next waves of the rollouts whose canaries bake then, which
+// come as they settle after the round, meet it.
 func (f *fleetOperator) closingFreeze(ctx context.Context) {
 	if f.rng.IntN(2) == 0 {
 		return
@@ -247,8 +257,8 @@ func (f *fleetOperator) closingFreeze(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	rec := &windowRec{name: "closing", starts: now.Add(4*time.Second + time.Duration(f.rng.Int64N(int64(3*time.Second)))), until: never}
-	rec.ends = rec.starts.Add(2*time.Second + time.Duration(f.rng.Int64N(int64(2*time.Second))))
+	rec := &windowRec{name: "closing", starts: now.Add(200*time.Millisecond + time.Duration(f.rng.Int64N(int64(1800*time.Millisecond)))), until: never}
+	rec.ends = rec.starts.Add(2*time.Second + time.Duration(f.rng.Int64N(int64(3*time.Second))))
 	f.model.mu.Lock()
 	f.model.windowEnds(rec.name, time.Now())
 	f.model.mu.Unlock()
@@ -282,7 +292,12 @@ func (f *fleetOperator) scope(regions bool) scopeRec {
 // call makes one random fleet call and names its operation ("" when it
 // made none).
 func (f *fleetOperator) call(ctx context.Context) (string, error) {
-	switch n := f.rng.IntN(23); {
+	if f.rng.IntN(3) == 0 { // a spec failed: retry it while its mark stands (the deployment may go soon)
+		if op, err := f.retry(ctx); op != "" {
+			return op, err
+		}
+	}
+	switch n := f.rng.IntN(24); {
 	case n < 2:
 		return f.halt(ctx)
 	case n < 5:
@@ -291,12 +306,10 @@ func (f *fleetOperator) call(ctx context.Context) (string, error) {
 		return f.setWindow(ctx)
 	case n < 10:
 		return f.deleteWindow(ctx)
-	case n < 11:
-		return f.pace(ctx)
 	case n < 13:
-		return f.breakGlass(ctx)
+		return f.pace(ctx)
 	case n < 15:
-		return f.retry(ctx)
+		return f.breakGlass(ctx)
 	default:
 		return f.rollout(ctx)
 	}
@@ -475,19 +488,25 @@ func (f *fleetOperator) pace(ctx context.Context) (string, error) {
 	if scope == (scopeRec{}) {
 		scope = scopeRec{region: pick(f.rng, Regions)}
 	}
-	remove := f.rng.IntN(3) == 0
-	max := 1 + f.rng.IntN(2)
-	sent := time.Now()
-	f.model.mu.Lock()
-	f.model.boundEnds(scope, sent)
-	f.model.mu.Unlock()
-	_, err := f.client().SetPacingBound(ctx, &ctrlv1.SetPacingBoundRequest{Scope: scope.proto(), Max: int32(max), Remove: remove})
-	if remove {
+	if f.rng.IntN(3) == 0 {
+		f.model.mu.Lock()
+		f.model.boundEnds(scope, time.Now())
+		f.model.mu.Unlock()
+		_, err := f.client().SetPacingBound(ctx, &ctrlv1.SetPacingBoundRequest{Scope: scope.proto(), Remove: true})
 		if err == nil {
 			f.model.tally(func(s *FleetStats) { s.BoundRemoves++ })
 		}
 		return "fleet-pace-remove", err
 	}
+	return f.setBound(ctx, scope, 1+f.rng.IntN(2))
+}
+
+// setBound sets the scope's bound to max.
+func (f *fleetOperator) setBound(ctx context.Context, scope scopeRec, max int) (string, error) {
+	f.model.mu.Lock()
+	f.model.boundEnds(scope, time.Now())
+	f.model.mu.Unlock()
+	_, err := f.client().SetPacingBound(ctx, &ctrlv1.SetPacingBoundRequest{Scope: scope.proto(), Max: int32(max)})
 	if err != nil {
 		return "fleet-pace", err
 	}
@@ -558,10 +577,12 @@ func (f *fleetOperator) rollout(ctx context.Context) (string, error) {
 		return "deploy", err
 	}
 	d := pick(f.rng, candidates)
-	image := pick(f.rng, images)
+	image, op := pick(f.rng, images), "fleet-rollout"
+	if f.rng.IntN(3) == 0 { // its failure marks the spec failed: something to retry
+		image, op = BadImage, "fleet-rollout-bad"
+	}
 	req := &ctrlv1.UpdateDeploymentRequest{DeploymentId: d.DeploymentId, Image: &image, Env: map[string]string{"REV": fmt.Sprint(f.rng.IntN(1 << 30))},
 		Rollout: waves([]string{pick(f.rng, d.Regions).Region}, rolloutBake)}
-	op := "fleet-rollout"
 	if f.rng.IntN(6) == 0 {
 		req.BreakGlassReason, op = "convergecheck: hotfix", "fleet-rollout-break-glass"
 		f.sentBreakGlass(d.DeploymentId)
@@ -584,8 +605,18 @@ const failedText = "failed before"
 // takes (or refuses for the deployment's state: a rollout in flight).
 func (f *fleetOperator) retry(ctx context.Context) (string, error) {
 	marks, err := f.db.Ent.FailedSpec.Query().All(ctx)
-	if err != nil || len(marks) == 0 {
-		return f.rollout(ctx)
+	if err != nil {
+		return "", nil // the database down on purpose
+	}
+	flying, err := f.db.Ent.Rollout.Query().Where(entrollout.InFlightNotNil()).All(ctx)
+	if err != nil {
+		return "", nil
+	}
+	marks = slices.DeleteFunc(marks, func(m *ent.FailedSpec) bool { // a rollout in flight refuses any update
+		return slices.ContainsFunc(flying, func(r *ent.Rollout) bool { return r.DeploymentID == m.DeploymentID })
+	})
+	if len(marks) == 0 {
+		return "", nil
 	}
 	mark := pick(f.rng, marks)
 	failed, err := f.db.Ent.Rollout.Get(ctx, mark.RolloutID)
@@ -640,7 +671,9 @@ func clip(s string, n int) string {
 }
 
 // liftAll ends the round's fleet controls, as on-call would before the
-// checker waits for the rollouts to end: every halt that stands is
+// checker waits for the rollouts to end: the rollouts still queued are
+// aborted (each would take its every wave's bake from now), every halt
+// that stands is
 // lifted, every recurring window deleted (the one-off ones open again
 // by themselves within seconds, while the rollouts settle), every bound
 // removed. What stands is read from ctrld (GetFleet), so a control whose
@@ -652,6 +685,21 @@ func (s *System) liftAll(ctx context.Context, m *fleetModel, f *fleetOperator) e
 		return err
 	}); err != nil {
 		return fmt.Errorf("read the fleet's controls: %w", err)
+	}
+	for _, r := range fleetNow.GetRollouts() {
+		if r.State != "queued" {
+			continue
+		}
+		fence := &ctrlv1.RolloutFence{RolloutId: r.Id, Revision: r.Revision, Wave: r.Wave, Version: r.Version}
+		if err := retryControl(ctx, func(ctx context.Context) error {
+			_, err := s.control.ControlRollout(ctx, &ctrlv1.ControlRolloutRequest{DeploymentId: r.DeploymentId, Action: ctrlv1.RolloutAction_ROLLOUT_ACTION_ABORT, Fence: fence})
+			if status.Code(err) == codes.FailedPrecondition || status.Code(err) == codes.NotFound {
+				return nil // it started, ended or went meanwhile
+			}
+			return err
+		}); err != nil {
+			return fmt.Errorf("abort the queued rollout of %s: %w", r.DeploymentId, err)
+		}
 	}
 	for _, h := range fleetNow.GetHalts() {
 		m.mu.Lock()
