@@ -130,6 +130,11 @@ type Plan struct {
 	now   time.Time
 	start []int
 	holds map[int]Hold
+	// byID indexes state.Rollouts; frozen memoizes freeze per
+	// environment: the driver asks for every rollout each round, and a
+	// dense schedule's firings would be walked once per rollout.
+	byID   map[int]int
+	frozen map[Scope]Hold
 }
 
 // Plan says, at now, which queued rollouts may start and why each other
@@ -138,7 +143,10 @@ type Plan struct {
 // bound waits behind it even when it would fit (the bound's queue is
 // first come, first served); one a halt or window holds keeps no place.
 func (s *State) Plan(now time.Time) *Plan {
-	p := &Plan{state: s, now: now, holds: map[int]Hold{}}
+	p := &Plan{state: s, now: now, holds: map[int]Hold{}, byID: make(map[int]int, len(s.Rollouts)), frozen: map[Scope]Hold{}}
+	for i, r := range s.Rollouts {
+		p.byID[r.ID] = i
+	}
 	started := map[Scope]int{}
 	for _, r := range s.Rollouts {
 		if r.Queued {
@@ -255,6 +263,17 @@ func (p *Plan) Wave(r Rollout, i int) Hold {
 // freeze is the hold of the freeze windows closed now in r's scope: until
 // the last of them reopens, windows that close as one reopens chained.
 func (p *Plan) freeze(r Rollout) Hold {
+	env := Scope{WorkspaceID: r.WorkspaceID, EnvironmentID: r.EnvironmentID}
+	if hold, ok := p.frozen[env]; ok {
+		return hold
+	}
+	hold := p.freezeAt(r)
+	p.frozen[env] = hold
+	return hold
+}
+
+// freezeAt is freeze, judged.
+func (p *Plan) freezeAt(r Rollout) Hold {
 	var hold Hold
 	at := p.now
 	// Each pass moves at to the end of a window closed at it; a chain
@@ -323,26 +342,24 @@ func (h Hold) Describe() string {
 // Of is what holds the rollout id in flight: a queued one's first wave,
 // a started one's next (the zero Hold for none, or an id not in flight).
 func (p *Plan) Of(id int) Hold {
-	for _, r := range p.state.Rollouts {
-		if r.ID == id {
-			if r.Queued {
-				return p.holds[id]
-			}
-			return p.Next(r)
-		}
+	r, ok := p.Rollout(id)
+	switch {
+	case !ok:
+		return Hold{}
+	case r.Queued:
+		return p.holds[id]
 	}
-	return Hold{}
+	return p.Next(r)
 }
 
 // Rollout is the rollout id as the plan read it (false when it is not in
 // flight).
 func (p *Plan) Rollout(id int) (Rollout, bool) {
-	for _, r := range p.state.Rollouts {
-		if r.ID == id {
-			return r, true
-		}
+	i, ok := p.byID[id]
+	if !ok {
+		return Rollout{}, false
 	}
-	return Rollout{}, false
+	return p.state.Rollouts[i], true
 }
 
 // Usage is how many rollouts the bound counts now, and how many wait for
