@@ -94,22 +94,18 @@ func CheckFleetContext(ctx context.Context) error {
 // committed meanwhile, or another start, is seen; a break-glass call is
 // held by nothing. An immediate change's waves are one, of every region.
 func (s *Store) firstWaveHold(ctx context.Context, tx *ent.Tx, dep *ent.Deployment, waves [][]string, immediate bool) (fleet.Hold, error) {
-	if err := fleet.Lock(ctx, tx); err != nil {
-		return fleet.Hold{}, err
-	}
-	if breakGlassOf(ctx) != "" {
-		return fleet.Hold{}, nil
-	}
-	state, now, err := s.readLocked(ctx, tx)
-	if err != nil {
-		return fleet.Hold{}, err
-	}
 	candidate := fleet.Rollout{ID: fleet.Candidate, DeploymentID: dep.ID, WorkspaceID: dep.WorkspaceID,
 		EnvironmentID: dep.EnvironmentID, Queued: true, Waves: waves}
-	if immediate { // one wave of every region, not paced: it has no rollout in flight
-		return state.Plan(now).Wave(candidate, 0), nil
+	judge := func(state *fleet.State, now time.Time) fleet.Hold {
+		if immediate { // one wave of every region, not paced: it has no rollout in flight
+			return state.Plan(now).Wave(candidate, 0)
+		}
+		return state.With(candidate).Plan(now).Queued(fleet.Candidate)
 	}
-	return state.With(candidate).Plan(now).Queued(fleet.Candidate), nil
+	if breakGlassOf(ctx) != "" {
+		return fleet.Hold{}, fleet.Lock(ctx, tx)
+	}
+	return s.held(ctx, tx, judge)
 }
 
 // notFailed refuses rolling the deployment out to spec hash when a
@@ -411,6 +407,34 @@ func (invalidWindow) Is(target error) bool { return target == ErrInvalid }
 func (s *Store) windowNow(ctx context.Context, q store.Querier) (time.Time, error) {
 	now, err := store.Now(ctx, q)
 	return now.Add(s.windowOffset), err
+}
+
+// held is what judge says holds a wave start in tx. A hold seen on a
+// plain read is answered without the fleet's lock: a refusal (an
+// immediate change, a promote) or a rollout made queued takes nothing
+// others share, and a hold lifted meanwhile only delays a start to the
+// driver's next look. A start it lets through takes the lock and is
+// judged again on locking reads, which a halt or window committed
+// meanwhile cannot slip past.
+func (s *Store) held(ctx context.Context, tx *ent.Tx, judge func(*fleet.State, time.Time) fleet.Hold) (fleet.Hold, error) {
+	state, err := fleet.Read(ctx, tx.Client())
+	if err != nil {
+		return fleet.Hold{}, err
+	}
+	now, err := s.windowNow(ctx, tx)
+	if err != nil {
+		return fleet.Hold{}, err
+	}
+	if hold := judge(state, now); hold.Held() {
+		return hold, nil
+	}
+	if err := fleet.Lock(ctx, tx); err != nil {
+		return fleet.Hold{}, err
+	}
+	if state, now, err = s.readLocked(ctx, tx); err != nil {
+		return fleet.Hold{}, err
+	}
+	return judge(state, now), nil
 }
 
 // readLocked reads the fleet's state in tx, which took fleet.Lock, and

@@ -572,17 +572,11 @@ func (s *Store) InFlight(ctx context.Context) ([]*ent.Rollout, error) {
 
 // waveHold is what holds wave i of r from starting now: a halt or a
 // freeze window (the zero Hold for none, for a rollout taken through on
-// purpose, and past the last wave). It locks the fleet's controls for tx.
+// purpose, and past the last wave). It locks the fleet's controls for tx
+// when nothing holds the wave (held).
 func (s *Store) waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int) (fleet.Hold, error) {
 	if i >= len(r.Strategy.Waves) || r.BreakGlassBy != "" {
 		return fleet.Hold{}, nil
-	}
-	if err := fleet.Lock(ctx, tx); err != nil {
-		return fleet.Hold{}, err
-	}
-	state, now, err := s.readLocked(ctx, tx)
-	if err != nil {
-		return fleet.Hold{}, err
 	}
 	dep, err := tx.Deployment.Query().Where(deployment.ID(r.DeploymentID)).
 		Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID).Only(ctx)
@@ -590,7 +584,9 @@ func (s *Store) waveHold(ctx context.Context, tx *ent.Tx, r *ent.Rollout, i int)
 		return fleet.Hold{}, err
 	}
 	r.Edges.Deployment = dep
-	return state.Plan(now).Wave(fleet.RolloutOf(r), i), nil
+	return s.held(ctx, tx, func(state *fleet.State, now time.Time) fleet.Hold {
+		return state.Plan(now).Wave(fleet.RolloutOf(r), i)
+	})
 }
 
 // StartRollout starts a queued rollout's first wave, if it is still
