@@ -9,7 +9,6 @@ import (
 	"github.com/deploysync/deploysync/daemon/fleet"
 	"github.com/deploysync/deploysync/daemon/store"
 	"github.com/deploysync/deploysync/ent"
-	"github.com/deploysync/deploysync/ent/deployment"
 	"github.com/deploysync/deploysync/ent/failedspec"
 	"github.com/deploysync/deploysync/ent/fleethalt"
 	"github.com/deploysync/deploysync/ent/freezewindow"
@@ -175,9 +174,7 @@ func (s *Store) Halt(ctx context.Context, scope fleet.Scope, reason string) (*en
 		// committed a step meanwhile is read as it is now, and the
 		// version this writes is the one after it.
 		rollouts, err := tx.Rollout.Query().Where(rollout.InFlightNotNil(), rollout.StateEQ(rollout.StateProgressing)).
-			WithDeployment(func(q *ent.DeploymentQuery) {
-				q.Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID)
-			}).ForUpdate().All(ctx)
+			WithDeployment(fleet.Environments).ForUpdate().All(ctx)
 		if err != nil {
 			return err
 		}
@@ -252,9 +249,7 @@ func (s *Store) Resume(ctx context.Context, haltID int) (resumed, held int, err 
 			return err
 		}
 		paused, err := tx.Rollout.Query().Where(rollout.HaltID(haltID), rollout.StateEQ(rollout.StatePaused), rollout.InFlightNotNil()).
-			WithDeployment(func(q *ent.DeploymentQuery) {
-				q.Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID)
-			}).ForUpdate().All(ctx)
+			WithDeployment(fleet.Environments).ForUpdate().All(ctx)
 		if err != nil {
 			return err
 		}

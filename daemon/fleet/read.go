@@ -39,10 +39,13 @@ func ReadLocked(ctx context.Context, tx *ent.Tx) (*State, error) {
 // InFlight is the query of the rollouts in flight as a plan reads them:
 // in the order they were made, with their deployments' environments.
 func InFlight(c *ent.Client) *ent.RolloutQuery {
-	return c.Rollout.Query().Where(rollout.InFlightNotNil()).Order(ent.Asc(rollout.FieldID)).
-		WithDeployment(func(q *ent.DeploymentQuery) {
-			q.Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID)
-		})
+	return c.Rollout.Query().Where(rollout.InFlightNotNil()).Order(ent.Asc(rollout.FieldID)).WithDeployment(Environments)
+}
+
+// Environments loads what a plan needs of a rollout's deployment, its
+// environment: for Rollout queries' WithDeployment.
+func Environments(q *ent.DeploymentQuery) {
+	q.Select(deployment.FieldWorkspaceID, deployment.FieldEnvironmentID)
 }
 
 func read(ctx context.Context, c *ent.Client, locked bool) (*State, error) {

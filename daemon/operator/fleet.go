@@ -1,9 +1,11 @@
 package operator
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,15 +110,15 @@ func (s *Service) SetPacingBound(ctx context.Context, req *ctrlv1.SetPacingBound
 
 // GetFleet implements ctrlv1.OperatorServiceServer.
 func (s *Service) GetFleet(ctx context.Context, _ *ctrlv1.GetFleetRequest) (*ctrlv1.GetFleetResponse, error) {
-	plan, now, err := s.plan(ctx)
+	rows, err := fleet.InFlight(s.client).All(ctx)
+	if err != nil {
+		return nil, s.viewError(err)
+	}
+	plan, now, err := s.planOf(ctx, rows)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
 	state := plan.State()
-	rows, err := s.client.Rollout.Query().Where(rollout.InFlightNotNil()).Order(ent.Asc(rollout.FieldID)).All(ctx)
-	if err != nil {
-		return nil, s.viewError(err)
-	}
 	out := &ctrlv1.GetFleetResponse{Now: timestamppb.New(now)}
 	for _, h := range state.Halts {
 		holding := 0
@@ -148,13 +150,29 @@ func (s *Service) GetFleet(ctx context.Context, _ *ctrlv1.GetFleetRequest) (*ctr
 // plan reads the fleet's controls and judges them at the database's
 // clock, for the views.
 func (s *Service) plan(ctx context.Context) (*fleet.Plan, time.Time, error) {
+	return s.planOf(ctx, nil)
+}
+
+// planOf is plan judged with inFlight, every rollout in flight read with
+// its deployment (fleet.InFlight), when the caller has them: the views
+// read them once, not again for the plan. nil reads them.
+func (s *Service) planOf(ctx context.Context, inFlight []*ent.Rollout) (*fleet.Plan, time.Time, error) {
 	now, err := s.clock(ctx)
 	if err != nil {
 		return nil, now, err
 	}
-	state, err := fleet.Read(ctx, s.client)
+	var state *fleet.State
+	if inFlight == nil {
+		state, err = fleet.Read(ctx, s.client)
+	} else {
+		state, err = fleet.ReadControls(ctx, s.client)
+	}
 	if err != nil {
 		return nil, now, err
+	}
+	ordered := slices.SortedFunc(slices.Values(inFlight), func(a, b *ent.Rollout) int { return cmp.Compare(a.ID, b.ID) })
+	for _, r := range ordered {
+		state.Rollouts = append(state.Rollouts, fleet.RolloutOf(r))
 	}
 	return state.Plan(now.Add(s.desired.WindowOffset())), now, nil
 }

@@ -76,9 +76,16 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 		limit = defaultRolloutLimit
 	}
 	newest := []rollout.OrderOption{rollout.ByCreatedAt(sql.OrderDesc()), rollout.ByID(sql.OrderDesc())}
-	rows, err := s.client.Rollout.Query().Where(rollout.InFlightNotNil()).Order(newest...).Limit(limit).All(ctx)
+	rows, err := s.client.Rollout.Query().Where(rollout.InFlightNotNil()).WithDeployment(fleet.Environments).
+		Order(newest...).Limit(limit).All(ctx)
 	if err != nil {
 		return nil, s.viewError(err)
+	}
+	// Every rollout in flight is listed unless the limit cut them: the
+	// plan is then judged on these, not on a read of them again.
+	var inFlight []*ent.Rollout
+	if len(rows) < limit {
+		inFlight = append([]*ent.Rollout{}, rows...)
 	}
 	if !req.GetInFlightOnly() && len(rows) < limit {
 		ended, err := s.client.Rollout.Query().Where(rollout.InFlightIsNil()).Order(newest...).Limit(limit - len(rows)).All(ctx)
@@ -87,7 +94,7 @@ func (s *Service) ListRollouts(ctx context.Context, req *ctrlv1.ListRolloutsRequ
 		}
 		rows = append(rows, ended...)
 	}
-	plan, now, err := s.plan(ctx)
+	plan, now, err := s.planOf(ctx, inFlight)
 	if err != nil {
 		return nil, s.viewError(err)
 	}
