@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/charmbracelet/x/vt"
 	"github.com/urfave/cli/v2"
 	gossh "golang.org/x/crypto/ssh"
 
@@ -118,16 +119,45 @@ func (e *sshEnv) dial(auth ...gossh.AuthMethod) (*gossh.Client, error) {
 		User: "whoever", Auth: auth, HostKeyCallback: gossh.FixedHostKey(e.hostKey), Timeout: 5 * time.Second})
 }
 
-// screen collects what a session prints.
+// screen collects what a session prints and, given a terminal, what a
+// person would see on it.
 type screen struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	term *vt.Emulator
+}
+
+// emulate draws what the session prints on a terminal of w×h too. The
+// console redraws only the cells that changed, so text it drew in two
+// writes is found on the terminal but never whole in the bytes.
+func (s *screen) emulate(w, h int) {
+	s.term = vt.NewEmulator(w, h)
+	go io.Copy(io.Discard, s.term) // its answers to the console's queries
 }
 
 func (s *screen) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.term != nil {
+		s.term.Write(p)
+	}
 	return s.buf.Write(p)
+}
+
+// resize is the person's terminal changing size.
+func (s *screen) resize(w, h int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term != nil {
+		s.term.Resize(w, h)
+	}
+}
+
+// shows reports whether want was printed whole or is on the terminal.
+func (s *screen) shows(want string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Contains(s.buf.String(), want) || s.term != nil && strings.Contains(s.term.String(), want)
 }
 
 func (s *screen) String() string {
@@ -162,6 +192,9 @@ func openConsole(t *testing.T, c *gossh.Client, w, h int, env map[string]string)
 		t.Fatal(err)
 	}
 	con := &console{sess: sess, stdout: &screen{}, stderr: &screen{}, done: make(chan error, 1)}
+	if w*h <= maxEmulated {
+		con.stdout.emulate(w, h)
+	}
 	sess.Stdout, sess.Stderr = con.stdout, con.stderr
 	if con.stdin, err = sess.StdinPipe(); err != nil {
 		t.Fatal(err)
@@ -171,6 +204,20 @@ func openConsole(t *testing.T, c *gossh.Client, w, h int, env map[string]string)
 	}
 	go func() { con.done <- sess.Wait() }()
 	return con
+}
+
+// maxEmulated bounds the terminals drawn in the test too: the hostile
+// sizes are not.
+const maxEmulated = 500 * 200
+
+// resize changes the session's window, as a person resizing their
+// terminal does.
+func (c *console) resize(t *testing.T, w, h int) {
+	t.Helper()
+	c.stdout.resize(w, h)
+	if err := c.sess.WindowChange(h, w); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitFor waits until the console printed want.
@@ -183,7 +230,7 @@ func (c *console) waitFor(t *testing.T, want string) {
 		}
 	}()
 	eventually.True(t, 10*time.Second, fmt.Sprintf("the console never showed %q", want), func() bool {
-		return strings.Contains(c.stdout.String(), want)
+		return c.stdout.shows(want)
 	})
 	shown = true
 }
@@ -226,9 +273,7 @@ func TestSSHConsoleOpensForARegisteredKeyWithItsWindow(t *testing.T) {
 	con.stdin.Write([]byte("p"))
 	con.waitFor(t, dialog(60))
 	con.stdin.Write([]byte("n"))
-	if err := con.sess.WindowChange(20, 40); err != nil {
-		t.Fatal(err)
-	}
+	con.resize(t, 40, 20)
 	con.stdin.Write([]byte("p"))
 	con.waitFor(t, dialog(40))
 	con.stdin.Write([]byte("n"))
@@ -711,9 +756,7 @@ func TestSSHConsoleOddTerminals(t *testing.T) {
 			}
 			con.stdin.Write([]byte("p?"))
 			time.Sleep(300 * time.Millisecond)
-			if err := con.sess.WindowChange(24, 80); err != nil {
-				t.Fatal(err)
-			}
+			con.resize(t, 80, 24)
 			con.waitFor(t, "eu-west")
 			con.stdin.Write([]byte("nq"))
 			if status := con.ended(t, 5*time.Second); status != 0 {

@@ -65,21 +65,28 @@ func TestScheduleWaitsForSlowRestarts(t *testing.T) {
 	}
 }
 
-// A run that converged but injected no fault, changed almost nothing or
-// compared an empty desired state is named as proving little.
+// A run that converged but injected no fault, changed almost nothing,
+// compared an empty desired state, ended no rollout or judged no fleet
+// control is named as proving little.
 func TestReportThatProvesLittleIsNamed(t *testing.T) {
 	empty := Report{Rounds: 3, Ops: map[string]OpStats{"deploy": {Rejected: 40, Failed: 10}}, Desired: []int{0, 0, 0}}
-	if weak := empty.ProvesLittle(true); len(weak) != 4 {
-		t.Errorf("a run with no fault, no successful call, nothing desired and no rollout: %q, want four complaints", weak)
+	if weak := empty.ProvesLittle(true); len(weak) != 5 {
+		t.Errorf("a run with no fault, no successful call, nothing desired, no rollout and no fleet control: %q, want five complaints", weak)
 	}
-	if weak := empty.ProvesLittle(false); len(weak) != 3 {
+	if weak := empty.ProvesLittle(false); len(weak) != 4 {
 		t.Errorf("without faults asked for, their absence is no complaint: %q", weak)
 	}
 	good := Report{Rounds: 3, Faults: map[string]int{FaultAgentKill: 2, FaultMariaDB: 1},
 		Ops: map[string]OpStats{"deploy": {OK: 30, Rejected: 40, Failed: 10}}, Desired: []int{0, 6, 4},
-		Rollouts: RolloutStats{Succeeded: 2, RolledBack: 1}}
+		Rollouts: RolloutStats{Succeeded: 2, RolledBack: 1},
+		Fleet:    FleetStats{Halts: 2, Windows: 1, Starts: 9}}
 	if weak := good.ProvesLittle(true); len(weak) != 0 {
 		t.Errorf("a run that did its work: %q", weak)
+	}
+	noWindow := good
+	noWindow.Fleet.Windows = 0
+	if weak := noWindow.ProvesLittle(true); len(weak) != 1 {
+		t.Errorf("a run that set no freeze window: %q, want one complaint", weak)
 	}
 	// Calls a database restart left unanswered count in neither share;
 	// other failures do.
