@@ -1,4 +1,3 @@
-// Package metrics defines agentd's Prometheus metrics in one place.
 package metrics
 
 import (

@@ -1,5 +1,3 @@
-// Command agentd ("krane") reconciles one Kubernetes cluster from ctrld's
-// stream for its region. See `agentd --help`.
 package main
 
 import (

@@ -1,4 +1,3 @@
-// Command ctrld is deploysync's control plane. See `ctrld --help`.
 package main
 
 import (

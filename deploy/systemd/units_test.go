@@ -1,6 +1,3 @@
-// Package systemd holds the daemons' systemd units. This test checks them
-// with systemd's own verifier and against the binaries they start, so a
-// misspelt key or environment variable fails here instead of on a host.
 package systemd
 
 import (

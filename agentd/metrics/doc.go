@@ -1,0 +1,2 @@
+// Package metrics defines agentd's Prometheus metrics in one place.
+package metrics

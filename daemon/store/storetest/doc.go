@@ -1,0 +1,3 @@
+// Package storetest gives tests a migrated database on the real test server,
+// opened through the same constructor ctrld uses.
+package storetest
