@@ -53,6 +53,10 @@ var (
 type known struct {
 	regions, deployments []string
 	pods                 shownPods
+	// place is the deployment and region the page shown is about (a
+	// pods, events or log page, or a rollout's selected region), or of
+	// the page it was opened from; empty when none is.
+	place [2]string
 }
 
 // shownPods are the pods of a deployment in a region, as a pods page
@@ -82,6 +86,31 @@ func (k known) shownLogs() [][]string {
 	return out
 }
 
+// shownPlace is :pods or :events of the deployment and region shown.
+func (k known) shownPlace() [][]string {
+	if k.place[0] == "" {
+		return nil
+	}
+	return [][]string{{k.place[0], k.place[1]}}
+}
+
+// placeOf is the deployment and region p is about, if it is about one.
+func placeOf(p page) (id, region string, ok bool) {
+	switch p := p.(type) {
+	case podsPage:
+		return p.id, p.region, true
+	case eventsPage:
+		return p.id, p.region, true
+	case logsPage:
+		return p.id, p.region, true
+	case rolloutPage:
+		if r := p.selected(); r != nil {
+			return p.id, r.GetRegion(), true
+		}
+	}
+	return "", "", false
+}
+
 // usage is how the command is typed: ":history DEPLOYMENT".
 func (c command) usage() string {
 	words := []string{":" + c.name}
@@ -107,12 +136,12 @@ func (c command) completion() string {
 // offers them.
 var commands = []command{
 	{name: "deployments"},
-	{name: "events", params: []param{deploymentParam, regionParam}},
+	{name: "events", params: []param{deploymentParam, regionParam}, shown: known.shownPlace},
 	{name: "fleet"},
 	{name: "history", params: []param{deploymentParam}},
 	{name: "logs", params: []param{deploymentParam, regionParam, {name: "POD", what: "pod", suggest: known.podsOf}}, flags: []string{"--previous"},
 		shown: known.shownLogs},
-	{name: "pods", params: []param{deploymentParam, regionParam}},
+	{name: "pods", params: []param{deploymentParam, regionParam}, shown: known.shownPlace},
 	{name: "q"},
 	{name: "quit"},
 	{name: "region", params: []param{{name: "NAME", what: "region", of: known.regionNames}}},
@@ -338,6 +367,12 @@ func (m Model) known() known {
 	}
 	slices.Sort(k.regions)
 	slices.Sort(k.deployments)
+	for p := m.opened; p != nil; p = openedFrom(p) {
+		if id, region, ok := placeOf(p); ok {
+			k.place = [2]string{id, region}
+			break
+		}
+	}
 	for p := m.opened; p != nil; p = openedFrom(p) {
 		if pods, ok := p.(podsPage); ok && pods.answered {
 			k.pods = shownPods{id: pods.id, region: pods.region}

@@ -156,3 +156,31 @@ func TestCommandQuits(t *testing.T) {
 	keys(tm, press(':'), press('q'), enter)
 	tm.WaitFinished(t, teatest.WithFinalTimeout(5*time.Second))
 }
+
+// On a rollout's page, `:events ` and `:pods ` offer the deployment and
+// the region selected first, as on-call looks into the region a gate
+// failed in.
+func TestEventsAndPodsCommandsOfferTheRolloutsSelectedRegion(t *testing.T) {
+	m, keys := commandConsole(t, tui.Options{})
+	keys(press(':'))
+	keys(typed("rollout api")...)
+	keys(tea.KeyPressMsg{Code: tea.KeyEnter})
+	if got := m.Content(); !strings.Contains(got, "rollout of api") {
+		t.Fatalf(":rollout api did not open api's rollout:\n%s", got)
+	}
+	complete := func(text string) string {
+		keys(press(':'))
+		keys(typed(text)...)
+		keys(tab)
+		got := promptLine(m)
+		keys(tea.KeyPressMsg{Code: tea.KeyEscape})
+		return got
+	}
+	if got := complete("events "); got != ":events api eu-west" {
+		t.Errorf(":events <tab> on api's rollout, eu-west selected, reads %q", got)
+	}
+	keys(down)
+	if got := complete("pods "); got != ":pods api us-east" {
+		t.Errorf(":pods <tab> on api's rollout, us-east selected, reads %q", got)
+	}
+}

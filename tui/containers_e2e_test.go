@@ -83,7 +83,8 @@ func TestLogsOfAPodOfOneContainerOpenAtOnce(t *testing.T) {
 // (the deployment, the region and the pod), before the other
 // deployments; tab again the next pod; enter opens that pod's log. With
 // the deployment and region typed, tab completes the pod; typed for
-// another region, it offers none of these pods.
+// another region, it offers none of these pods. `:events ` and `:pods `
+// offer the deployment and region shown.
 func TestLogsCommandCompletesThePodsShown(t *testing.T) {
 	env, op := liveEnv(t)
 	agent := crashLooping("api").start(t, env, "eu-west", "api")
@@ -97,6 +98,9 @@ func TestLogsCommandCompletesThePodsShown(t *testing.T) {
 		"logs ":             {":logs api eu-west api-0", ":logs api eu-west api-1", ":logs api"},
 		"logs api eu-west ": {":logs api eu-west api-0", ":logs api eu-west api-1"},
 		"logs api us-east ": {":logs api us-east "}, // nothing completes: its pods are not shown
+		// :pods and :events offer the deployment and region shown.
+		"events ": {":events api eu-west", ":events api"},
+		"pods ":   {":pods api eu-west", ":pods api"},
 	} {
 		c.press(press(':'))
 		c.press(typed(typedText)...)

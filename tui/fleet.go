@@ -104,7 +104,7 @@ func (p fleetPage) update(msg tea.KeyPressMsg, pc pageContext) (page, action) {
 	case item.halt != nil && key.Matches(msg, p.lift(pc.keys)):
 		return p, action{confirm: pc.liftConfirmation(item.halt)}
 	case item.row != nil && key.Matches(msg, p.open(pc.keys)):
-		return p, action{open: rolloutPage{id: item.row.Rollout.GetDeploymentId()}}
+		return p, action{open: rolloutPage{id: item.row.Rollout.GetDeploymentId(), from: p}}
 	}
 	return p, action{}
 }

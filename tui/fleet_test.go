@@ -150,6 +150,23 @@ func TestFleetPageHaltsAndLifts(t *testing.T) {
 	c.shows(t, "lifted halt #3: resumed 1")
 }
 
+// enter on a rollout of the fleet page opens it, and esc returns to the
+// fleet page, where on-call was looking, not home.
+func TestARolloutOpenedFromTheFleetReturnsToIt(t *testing.T) {
+	op := &fleetOperator{fakeOperator: &fakeOperator{}, rollout: fleetRollouts()[2]} // worker
+	c := newConsole(t, op, 120)
+	c.turn(press('F'))
+	c.press(down)
+	c.turn(enter)
+	c.shows(t, "unkey-tui · rollout of worker", "break-glass")
+	c.turn(tea.KeyPressMsg{Code: tea.KeyEscape})
+	c.shows(t, "unkey-tui · fleet", "HALTS (1)")
+	c.turn(tea.KeyPressMsg{Code: tea.KeyEscape})
+	if got := words(c.m.Content()); strings.Contains(got, "unkey-tui · fleet") {
+		t.Errorf("esc on the fleet page did not go home:\n%s", c.m.Content())
+	}
+}
+
 // :fleet opens the fleet page too; on a region H halts that region.
 func TestFleetCommandAndHaltOfARegion(t *testing.T) {
 	op := &fleetOperator{fakeOperator: &fakeOperator{}}
@@ -251,6 +268,36 @@ func TestHistoryMarksAFailedRevision(t *testing.T) {
 	c.turn(press('d'))
 	c.shows(t, "revision 3 of api: why it failed", "revision 3 FAILED: rollout 9 rolled its spec back, on this evidence:",
 		"wave 1 failed: eu-west: 3 of 3 instances CrashLoopBackOff (restarts 4)", "refused unless retried on purpose, with a reason", "rolling api back to revision 3 changes:")
+}
+
+// r on a FAILED revision asks why it is retried, refuses to send
+// without a reason, and sends the reason as --retry-failed does; r on a
+// revision that did not fail asks only for a yes.
+func TestRollbackToAFailedRevisionAsksWhy(t *testing.T) {
+	op := &failedHistoryOperator{fakeOperator: &fakeOperator{}}
+	c := newConsole(t, op, 120)
+	c.turn(tab) // deployments
+	c.turn(press('h'))
+	c.press(down, press('r'))
+	c.shows(t, "Roll back deployment api to revision 3", "Its spec FAILED: rollout 9 rolled it back", "> why retry the failed spec:", "[enter] confirm [esc] cancel")
+	c.press(enter)
+	c.shows(t, "type why first")
+	if calls := op.calls(); len(calls) != 0 {
+		t.Fatalf("a retry without a reason was sent: %v", calls)
+	}
+	c.typeText("the registry was down, not the image")
+	c.act(t, enter)
+	want := &ctrlv1.RollbackDeploymentRequest{DeploymentId: "api", ToRevision: 3, RetryFailedReason: "the registry was down, not the image"}
+	if calls := op.calls(); len(calls) != 1 || !proto.Equal(calls[0], want) {
+		t.Fatalf("sent %v, want %v", calls, want)
+	}
+
+	c.press(down, press('r')) // revision 2: nothing failed
+	c.shows(t, "Roll back deployment api to revision 2", "[y] yes")
+	c.act(t, press('y'))
+	if calls := op.calls(); len(calls) != 2 || calls[1].(*ctrlv1.RollbackDeploymentRequest).GetRetryFailedReason() != "" {
+		t.Fatalf("sent %v, want a plain rollback to revision 2", calls)
+	}
 }
 
 // failedHistoryOperator is fakeOperator whose revision 3 failed.

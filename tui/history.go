@@ -329,8 +329,10 @@ func (p historyPage) rollbackConfirmation(r rollback, pc pageContext) *confirmat
 		question = fmt.Sprintf("Roll back deployment %s to the newest earlier revision with another spec or other replicas (now %d)?", shownID, r.current.GetRevision())
 		lines = append(lines, fmt.Sprintf("None of the %d revisions the console read differs in image, cpu, memory, env names or replicas. ctrld searches all revisions and compares port, command and env values too; it refuses if none differs.", len(p.all)))
 	}
-	if r.target.GetFailed() != "" {
-		lines = append(lines, fmt.Sprintf("Its spec FAILED: rollout %d rolled it back (%s). ctrld refuses rolling back to it unless retried on purpose with a reason: unkey-tui rollback %s --to %d --retry-failed REASON.",
+	failed := r.target.GetFailed() != ""
+	if failed {
+		lines = append(lines, fmt.Sprintf("Its spec FAILED: rollout %d rolled it back (%s). Rolling back to it retries that spec on purpose: "+
+			"type why, and it is audited (as unkey-tui rollback %s --to %d --retry-failed REASON is).",
 			r.target.GetFailedRolloutId(), Clean(r.target.GetFailed()), shownID, r.target.GetRevision()))
 	}
 	if r.target != nil {
@@ -359,12 +361,19 @@ func (p historyPage) rollbackConfirmation(r rollback, pc pageContext) *confirmat
 	for _, rs := range r.current.GetRegions() {
 		detail += pc.regionWarning(rs.GetRegion())
 	}
-	return &confirmation{
-		what:   what,
-		detail: detail,
-		run: actSaying(what, func(ctx context.Context) (string, error) {
-			resp, err := pc.op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: r.to})
+	rollback := func(retryReason string) tea.Cmd {
+		return actSaying(what, func(ctx context.Context) (string, error) {
+			resp, err := pc.op.RollbackDeployment(ctx, &ctrlv1.RollbackDeploymentRequest{DeploymentId: id, ToRevision: r.to, RetryFailedReason: retryReason})
 			return fmt.Sprintf("rolled back %s to revision %d; now revision %d", shownID, resp.GetRestored(), resp.GetRevision()), err
-		}),
+		})
 	}
+	if !failed {
+		return &confirmation{what: what, detail: detail, run: rollback("")}
+	}
+	// A failed spec's retry needs a reason, as the CLI's --retry-failed
+	// does: a yes alone would ship what a gate refused.
+	f := &form{fields: []formField{newFormField("why retry the failed spec", needed("why"), pc.styles.plain)}}
+	f.focused(0)
+	f.submit = func(_ int, values []string) tea.Cmd { return rollback(values[0]) }
+	return &confirmation{what: what, detail: detail, form: f}
 }

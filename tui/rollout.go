@@ -56,6 +56,9 @@ type rolloutPage struct {
 	id      string
 	rollout *ctrlv1.Rollout
 	none    string
+	// from is the page it was opened from that esc returns to (the
+	// fleet page), or nil: home.
+	from page
 	// list holds the rollout's regions (in wave order) the filter
 	// matches; its cursor picks the region whose pods enter opens (the
 	// first that failed, at first), the other keys act on the rollout.
@@ -72,6 +75,8 @@ func (p *rolloutPage) set(r *ctrlv1.Rollout, filter string) {
 	}
 	p.show(rows, (*ctrlv1.RolloutRegion).GetRegion)
 }
+
+func (p rolloutPage) parent() page { return p.from }
 
 func (p rolloutPage) title() string { return "rollout of " + Clean(p.id) + "  (esc: back)" }
 
