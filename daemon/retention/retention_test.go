@@ -356,3 +356,36 @@ func TestRetentionDeletesAuditRecordsPastTheirTTL(t *testing.T) {
 		t.Fatalf("with an audit TTL of 1h, %d audit records are left; want the 3 written now", n)
 	}
 }
+
+// Halts lifted longer ago than the audit TTL are deleted; a standing halt
+// stays however old, and so does one lifted recently.
+func TestRetentionDeletesHaltsLiftedPastTheAuditTTL(t *testing.T) {
+	db := storetest.New(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	halt := func(reason string, created time.Duration, lifted *time.Duration) {
+		t.Helper()
+		h := db.Ent.FleetHalt.Create().SetReason(reason).SetCreatedAt(now.Add(-created))
+		if lifted != nil {
+			h.SetLiftedAt(now.Add(-*lifted)).SetLiftedBy("alice")
+		}
+		h.SaveX(ctx)
+	}
+	ago := func(d time.Duration) *time.Duration { return &d }
+	day := 24 * time.Hour
+	halt("lifted 401 days ago", 402*day, ago(401*day))
+	halt("lifted 2 days ago", 500*day, ago(2*day))
+	halt("standing for 500 days", 500*day, nil)
+
+	if _, err := cleaner(db, retention.Config{}).RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, h := range db.Ent.FleetHalt.Query().AllX(ctx) {
+		left = append(left, h.Reason)
+	}
+	slices.Sort(left)
+	if want := []string{"lifted 2 days ago", "standing for 500 days"}; !slices.Equal(left, want) {
+		t.Fatalf("halts left: %q, want %q", left, want)
+	}
+}

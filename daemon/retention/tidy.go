@@ -13,15 +13,41 @@ import (
 )
 
 // tidy deletes the stale sync rows (of resources gone or changed since), the
-// revisions beyond each deployment's newest RevisionsKept, and the audit
-// records older than AuditTTL.
+// revisions beyond each deployment's newest RevisionsKept, the audit
+// records older than AuditTTL and the fleet halts lifted longer ago.
 //
 // Both find their rows with plain reads, which lock nothing, and delete
 // them by key, so they hold no lock on the tables agents and operators
 // write (a locking scan of resource_syncs deadlocked with agents'
 // reports), and retry a deadlock that happens anyway.
 func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
-	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn), c.pruneAuditLog(ctx, conn), c.pruneEvaluations(ctx, conn))
+	return errors.Join(c.pruneStaleSyncs(ctx, conn), c.pruneRevisions(ctx, conn), c.pruneAuditLog(ctx, conn), c.pruneEvaluations(ctx, conn),
+		c.pruneLiftedHalts(ctx, conn))
+}
+
+// pruneLiftedHalts deletes the fleet halts lifted more than AuditTTL ago:
+// a halt is a record of an incident, kept as long as the audit log that
+// has its making and lifting. A standing halt is never deleted, however
+// old, and nothing reads a lifted one but the fleet's history (a lifted
+// halt paused nothing any more: its resume moved what it had paused).
+func (c *Cleaner) pruneLiftedHalts(ctx context.Context, conn *sql.Conn) error {
+	cutoff := c.now().UTC().Add(-c.cfg.AuditTTL)
+	var total int64
+	for {
+		res, err := conn.ExecContext(ctx, "DELETE FROM fleet_halts WHERE lifted_at < ? ORDER BY lifted_at LIMIT ?", cutoff, BatchSize)
+		if err != nil {
+			return fmt.Errorf("delete lifted fleet halts: %w", err)
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < BatchSize {
+			break
+		}
+	}
+	if total > 0 {
+		c.log.Info("retention: deleted fleet halts lifted long ago", "halts", total, "lifted_before", cutoff)
+	}
+	return nil
 }
 
 // pruneEvaluations deletes the check evaluations of rollouts that ended
