@@ -253,6 +253,7 @@ func (s *Store) Resume(ctx context.Context, haltID int) (resumed, held int, err 
 		if err != nil {
 			return err
 		}
+		var goOn []*ent.Rollout
 	next:
 		for _, r := range paused {
 			fr := fleet.RolloutOf(r)
@@ -265,12 +266,10 @@ func (s *Store) Resume(ctx context.Context, haltID int) (resumed, held int, err 
 					continue next
 				}
 			}
-			if err := resume(ctx, tx, r); err != nil {
-				return err
-			}
-			resumed++
+			goOn = append(goOn, r)
 		}
-		return nil
+		resumed = len(goOn)
+		return resumeAll(ctx, tx, goOn)
 	})
 	return resumed, held, invalidField(err)
 }

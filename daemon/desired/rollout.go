@@ -381,31 +381,56 @@ func (s *Store) ControlRollout(ctx context.Context, deploymentID, action string,
 // A deadline that ran out while paused would fail them at once, and a
 // restart from before would fail them again.
 func resume(ctx context.Context, tx *ent.Tx, r *ent.Rollout) error {
+	return resumeAll(ctx, tx, []*ent.Rollout{r})
+}
+
+// resumeAll resumes rs (see resume) with one read of the clock and one of
+// the restarted instances for all of them: a halt's lift resumes every
+// rollout it paused in one transaction.
+func resumeAll(ctx context.Context, tx *ent.Tx, rs []*ent.Rollout) error {
+	if len(rs) == 0 {
+		return nil
+	}
 	now, err := store.Now(ctx, tx)
 	if err != nil {
 		return err
 	}
-	wave := r.Strategy.Waves[r.Wave].Regions
+	type wavePod struct{ deployment, region, hash string }
+	var deployments, hashes []string
+	for _, r := range rs {
+		deployments, hashes = append(deployments, r.DeploymentID), append(hashes, r.ToSpec.Hash)
+	}
 	restarted, err := tx.Instance.Query().
-		Where(instance.DeploymentID(r.DeploymentID), instance.RegionIn(wave...), instance.SpecHash(r.ToSpec.Hash), instance.RestartsGT(0)).
+		Where(instance.DeploymentIDIn(deployments...), instance.SpecHashIn(hashes...), instance.RestartsGT(0)).
 		All(ctx)
 	if err != nil {
 		return err
 	}
-	for _, region := range wave {
-		st := r.Regions[region]
-		if st.State == RegionPassed {
-			continue
+	baselines := map[wavePod]map[string]int{}
+	for _, in := range restarted {
+		k := wavePod{in.DeploymentID, in.Region, in.SpecHash}
+		if baselines[k] == nil {
+			baselines[k] = map[string]int{}
 		}
-		baseline := map[string]int{}
-		for _, in := range restarted {
-			if in.Region == region {
-				baseline[in.PodName] = int(in.Restarts)
-			}
-		}
-		r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version, Baseline: baseline}
+		baselines[k][in.PodName] = int(in.Restarts)
 	}
-	return saveAt(ctx, tx, r, rollout.StateProgressing, "", now)
+	for _, r := range rs {
+		for _, region := range r.Strategy.Waves[r.Wave].Regions {
+			st := r.Regions[region]
+			if st.State == RegionPassed {
+				continue
+			}
+			baseline := baselines[wavePod{r.DeploymentID, region, r.ToSpec.Hash}]
+			if baseline == nil {
+				baseline = map[string]int{}
+			}
+			r.Regions[region] = jsontype.RegionRollout{State: RegionProgressing, PromotedAt: &now, Version: st.Version, Baseline: baseline}
+		}
+		if err := saveAt(ctx, tx, r, rollout.StateProgressing, "", now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // stepRollout runs change on rollout id in one transaction, if it is still
