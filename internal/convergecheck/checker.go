@@ -139,9 +139,9 @@ func (r Report) String() string {
 	fl := r.Fleet
 	fmt.Fprintf(&b, "\nfleet: %d halts (%d checked to have paused their scope), %d resumes; %d one-off freeze windows and %d recurring set, %d deleted;"+
 		" %d pacing bounds set, %d removed; %d rollouts queued, %d break-glasses; %d retries of a failed spec with a reason, %d without refused;"+
-		" %d wave starts held to the halts and windows standing then, %d first waves to the bounds; %d violations",
+		" %d wave starts held to the halts and windows standing then, %d first waves to the bounds, %d immediate changes to the halts and windows; %d violations",
 		fl.Halts, fl.HaltChecks, fl.Resumes, fl.Windows, fl.Recurring, fl.WindowDeletes, fl.Bounds, fl.BoundRemoves, fl.Queued, fl.BreakGlasses,
-		fl.Retries, fl.RetriesRefused, fl.Starts, fl.Paced, fl.Violations)
+		fl.Retries, fl.RetriesRefused, fl.Starts, fl.Paced, fl.Immediate, fl.Violations)
 	return b.String()
 }
 
@@ -295,7 +295,7 @@ func (s *System) round(ctx context.Context, n int, seed uint64, kinds []string, 
 	}()
 	for i := range operators {
 		o := &operator{client: s.operators[i], name: operatorName(i), rng: rand.New(rand.NewPCG(seed, uint64(i+1))), count: counts,
-			carries: s.carries, release: release}
+			carries: s.carries, immediate: s.judgeImmediate, release: release}
 		wg.Go(func() { o.run(opsCtx) })
 	}
 	fleetOp := &fleetOperator{clients: s.fleet, db: s.env.DB, rng: rand.New(rand.NewPCG(seed, 100)), model: s.model, count: counts}

@@ -147,7 +147,14 @@
 //     hash is made, and no region's StatefulSet turns to it more than
 //     5 s after the failure (an agent paused or cut off applies the
 //     promotion and then the rollback once back; an immediate change
-//     makes no rollout);
+//     makes no rollout). And an update ctrld took as an immediate change
+//     (its revision made no rollout: its environment's strategy has no
+//     waves) is refused while a window covering its environment is
+//     closed, or a halt of it, of everywhere or of one of its regions
+//     stands, all through the call (set before it was sent, not lifted
+//     or changed until after its answer): it has no rollout to wait in
+//     (the fleet operator sends such changes too, with --immediate's
+//     empty strategy, while its windows and halts stand);
 //   - the report: rounds, operations and faults by type, time to converge,
 //     objects desired at each verdict, the metric gates' figures (rollouts
 //     under the check, halts on a check, passes held to the outages, bad
@@ -170,7 +177,9 @@
 // (daemon/fleet's Plan.Wave), seed 11 (round 1, a first wave under a
 // halt); pacing ignoring its bounds, seed 12 (round 1); a failed spec
 // taken without a retry (desired's notFailed), seed 16 (round 3, the
-// refused call's check). Seeds 13 (pacing), 17 (failed spec), and 18 and
+// refused call's check); immediate changes let through every hold
+// (desired's firstWaveHold), seed 1 (round 1, an immediate change under a
+// halt of one of its regions). Seeds 13 (pacing), 17 (failed spec), and 18 and
 // 19 with the refused call's check off (the database's record alone: a
 // rollout of the failed spec made) broke them with earlier tunings of
 // the model, which draw other operations from the same seed.

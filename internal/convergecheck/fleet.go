@@ -48,6 +48,9 @@ type FleetStats struct {
 	// held to the controls standing then; Paced the first-wave starts
 	// held to the pacing bounds.
 	Starts, Paced int
+	// Immediate counts the immediate changes ctrld took that were held to
+	// the windows and halts standing through their call.
+	Immediate int
 	// Violations counts what the fleet verdicts found: must be 0.
 	Violations int
 }
@@ -577,6 +580,9 @@ func (f *fleetOperator) rollout(ctx context.Context) (string, error) {
 		return "deploy", err
 	}
 	d := pick(f.rng, candidates)
+	if f.rng.IntN(5) == 0 {
+		return f.immediate(ctx, c, d)
+	}
 	image, op := pick(f.rng, images), "fleet-rollout"
 	if f.rng.IntN(3) == 0 { // its failure marks the spec failed: something to retry
 		image, op = BadImage, "fleet-rollout-bad"
@@ -592,6 +598,22 @@ func (f *fleetOperator) rollout(ctx context.Context) (string, error) {
 		f.model.tally(func(s *FleetStats) { s.BreakGlasses++ })
 	}
 	return op, err
+}
+
+// immediate changes d everywhere at once (an empty strategy, as
+// --immediate sends), which a closed window or a standing halt must
+// refuse: it has no rollout to wait in (judgeImmediate).
+func (f *fleetOperator) immediate(ctx context.Context, c ctrlv1.OperatorServiceClient, d *ctrlv1.DeploymentSummary) (string, error) {
+	image, sent := pick(f.rng, images), time.Now()
+	resp, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: d.DeploymentId, Image: &image,
+		Env: map[string]string{"REV": fmt.Sprint(f.rng.IntN(1 << 30))}, Rollout: &ctrlv1.RolloutStrategy{}})
+	if err == nil {
+		for _, v := range judgeImmediate(ctx, f.db.Ent, f.model, immediateChange{deployment: d.DeploymentId, revision: resp.GetRevision(),
+			sent: sent, answered: time.Now()}) {
+			f.count.violate("%s", v)
+		}
+	}
+	return "fleet-immediate", err
 }
 
 // failedText is in ctrld's refusal of a change to a spec a gate failed

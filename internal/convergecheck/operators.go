@@ -171,6 +171,9 @@ type operator struct {
 	// row or a region's copy) the deployment's spec has env REV=rev; ""
 	// when nowhere. Nil: not checked.
 	carries func(ctx context.Context, id, rev string) (string, error)
+	// immediate judges an update ctrld took that may have been an
+	// immediate change (System.judgeImmediate); nil: not judged.
+	immediate func(ctx context.Context, c immediateChange) []string
 	// release: the operator of a release round (releaseRound) mostly rolls
 	// out, under the error-rate check, and seldom acts on a rollout in
 	// flight or its canary, so that more canaries run their bake and meet
@@ -358,9 +361,16 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		_, err := c.SetRolloutStrategy(ctx, &ctrlv1.SetRolloutStrategyRequest{WorkspaceId: env.workspace, EnvironmentId: env.id, Strategy: strategy})
 		return "set-strategy", err
 	case n < 2:
-		image := pick(rng, images)
-		_, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})
+		// Under its environment's strategy: with no waves, an immediate
+		// change, which a closed window or a standing halt refuses.
+		image, sent := pick(rng, images), time.Now()
+		resp, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})
 		o.checkRefusedUpdate(ctx, id, vars["REV"], err)
+		if err == nil && o.immediate != nil {
+			for _, v := range o.immediate(ctx, immediateChange{deployment: id, revision: resp.GetRevision(), sent: sent, answered: time.Now()}) {
+				o.count.violate("%s", v)
+			}
+		}
 		return "update", err
 	case n < 6:
 		// Half the rollouts carry the error-rate check, and those of
