@@ -297,7 +297,12 @@ func up() error {
 
 	say("building ctrld, agentd, unkey-tui and trafficsim")
 	bin, _ := filepath.Abs(filepath.Join(stateDir, "bin"))
-	build := exec.Command("go", "build", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd", "./cmd/unkey-tui", "./cmd/trafficsim")
+	// Built as the Dockerfiles build the daemons (static, -trimpath), so
+	// their packages are the ones scripts/static-build.sh compiled (CI
+	// runs it first): on a fresh machine only the binaries' own packages
+	// are left to compile, not the whole world again with cgo.
+	build := exec.Command("go", "build", "-trimpath", "-o", bin+"/", "./cmd/ctrld", "./cmd/agentd", "./cmd/unkey-tui", "./cmd/trafficsim")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	build.Stdout, build.Stderr = os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("build: %w", err)
