@@ -15,7 +15,21 @@ fingerprint() {
 }
 
 before=$(fingerprint)
-go generate ./...
+# Ent's and the protobuf generators (the only go:generate lines, under
+# ent/ and rpc/, what fingerprint covers) are separate tools: build and
+# run them at once (on a fresh machine each first
+# downloads and compiles its tool, much of it one process at a time).
+go generate ./ent/... &
+ent=$!
+go generate ./rpc/... &
+rpc=$!
+status=0
+wait "$ent" || status=$?
+wait "$rpc" || status=$?
+if ((status != 0)); then
+	echo "go generate failed" >&2
+	exit "$status"
+fi
 after=$(fingerprint)
 if [[ "$before" != "$after" ]]; then
 	echo "generated code is stale; run 'go tool task gen' and commit the result. Changed files:" >&2
