@@ -32,22 +32,32 @@ func (c *Cleaner) tidy(ctx context.Context, conn *sql.Conn) error {
 // halt paused nothing any more: its resume moved what it had paused).
 func (c *Cleaner) pruneLiftedHalts(ctx context.Context, conn *sql.Conn) error {
 	cutoff := c.now().UTC().Add(-c.cfg.AuditTTL)
-	var total int64
-	for {
-		res, err := conn.ExecContext(ctx, "DELETE FROM fleet_halts WHERE lifted_at < ? ORDER BY lifted_at LIMIT ?", cutoff, BatchSize)
-		if err != nil {
-			return fmt.Errorf("delete lifted fleet halts: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < BatchSize {
-			break
-		}
+	total, err := deleteInBatches(ctx, conn, "DELETE FROM fleet_halts WHERE lifted_at < ? ORDER BY lifted_at LIMIT ?", cutoff)
+	if err != nil {
+		return fmt.Errorf("delete lifted fleet halts: %w", err)
 	}
 	if total > 0 {
 		c.log.Info("retention: deleted fleet halts lifted long ago", "halts", total, "lifted_before", cutoff)
 	}
 	return nil
+}
+
+// deleteInBatches runs query, a DELETE ... LIMIT ? of rows older than
+// cutoff, BatchSize rows at a time until fewer are left, and returns how
+// many it deleted.
+func deleteInBatches(ctx context.Context, conn *sql.Conn, query string, cutoff time.Time) (int64, error) {
+	var total int64
+	for {
+		res, err := conn.ExecContext(ctx, query, cutoff, BatchSize)
+		if err != nil {
+			return total, err
+		}
+		n, _ := res.RowsAffected()
+		total += n
+		if n < BatchSize {
+			return total, nil
+		}
+	}
 }
 
 // pruneEvaluations deletes the check evaluations of rollouts that ended
@@ -100,17 +110,9 @@ func (c *Cleaner) pruneEvaluations(ctx context.Context, conn *sql.Conn) error {
 // inserted, so nothing else locks them).
 func (c *Cleaner) pruneAuditLog(ctx context.Context, conn *sql.Conn) error {
 	cutoff := c.now().UTC().Add(-c.cfg.AuditTTL)
-	var total int64
-	for {
-		res, err := conn.ExecContext(ctx, "DELETE FROM operator_audit_log WHERE created_at < ? ORDER BY created_at LIMIT ?", cutoff, BatchSize)
-		if err != nil {
-			return fmt.Errorf("delete old audit records: %w", err)
-		}
-		n, _ := res.RowsAffected()
-		total += n
-		if n < BatchSize {
-			break
-		}
+	total, err := deleteInBatches(ctx, conn, "DELETE FROM operator_audit_log WHERE created_at < ? ORDER BY created_at LIMIT ?", cutoff)
+	if err != nil {
+		return fmt.Errorf("delete old audit records: %w", err)
 	}
 	if total > 0 {
 		c.log.Info("retention: deleted old audit records", "records", total, "older_than", c.cfg.AuditTTL)
