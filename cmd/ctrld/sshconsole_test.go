@@ -144,6 +144,19 @@ func (s *screen) Write(p []byte) (int, error) {
 	return s.buf.Write(p)
 }
 
+// close ends the terminal (and emulate's reader of its answers); what
+// comes after is kept in the bytes only.
+func (s *screen) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term != nil {
+		// The answers' pipe, not the emulator: its Close races with the
+		// reader in vt v0.1.0 (an unguarded flag).
+		s.term.InputPipe().(*io.PipeWriter).Close()
+		s.term = nil
+	}
+}
+
 // resize is the person's terminal changing size.
 func (s *screen) resize(w, h int) {
 	s.mu.Lock()
@@ -194,6 +207,7 @@ func openConsole(t *testing.T, c *gossh.Client, w, h int, env map[string]string)
 	con := &console{sess: sess, stdout: &screen{}, stderr: &screen{}, done: make(chan error, 1)}
 	if w*h <= maxEmulated {
 		con.stdout.emulate(w, h)
+		t.Cleanup(con.stdout.close)
 	}
 	sess.Stdout, sess.Stderr = con.stdout, con.stderr
 	if con.stdin, err = sess.StdinPipe(); err != nil {
