@@ -178,8 +178,8 @@
 // halt); pacing ignoring its bounds, seed 12 (round 1); a failed spec
 // taken without a retry (desired's notFailed), seed 16 (round 3, the
 // refused call's check); immediate changes let through every hold
-// (desired's firstWaveHold), seed 1 (round 1, an immediate change under a
-// halt of one of its regions). Seeds 13 (pacing), 17 (failed spec), and 18 and
+// (desired's firstWaveHold), seed 1 (round 1, an immediate change inside a
+// closed window of its environment, under a halt of one of its regions). Seeds 13 (pacing), 17 (failed spec), and 18 and
 // 19 with the refused call's check off (the database's record alone: a
 // rollout of the failed spec made) broke them with earlier tunings of
 // the model, which draw other operations from the same seed.

@@ -604,11 +604,11 @@ func (f *fleetOperator) rollout(ctx context.Context) (string, error) {
 // --immediate sends), which a closed window or a standing halt must
 // refuse: it has no rollout to wait in (judgeImmediate).
 func (f *fleetOperator) immediate(ctx context.Context, c ctrlv1.OperatorServiceClient, d *ctrlv1.DeploymentSummary) (string, error) {
-	image, sent := pick(f.rng, images), time.Now()
+	image, rev, sent := pick(f.rng, images), fmt.Sprint(f.rng.IntN(1<<30)), time.Now()
 	resp, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: d.DeploymentId, Image: &image,
-		Env: map[string]string{"REV": fmt.Sprint(f.rng.IntN(1 << 30))}, Rollout: &ctrlv1.RolloutStrategy{}})
+		Env: map[string]string{"REV": rev}, Rollout: &ctrlv1.RolloutStrategy{}})
 	if err == nil {
-		for _, v := range judgeImmediate(ctx, f.db.Ent, f.model, immediateChange{deployment: d.DeploymentId, revision: resp.GetRevision(),
+		for _, v := range judgeImmediate(ctx, f.db.Ent, f.model, immediateChange{deployment: d.DeploymentId, rev: rev, revision: resp.GetRevision(),
 			sent: sent, answered: time.Now()}) {
 			f.count.violate("%s", v)
 		}

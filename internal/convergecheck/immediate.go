@@ -3,21 +3,22 @@ package convergecheck
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
 	"github.com/deploysync/deploysync/ent"
 	"github.com/deploysync/deploysync/ent/deployment"
-	"github.com/deploysync/deploysync/ent/deploymenttopology"
+	"github.com/deploysync/deploysync/ent/deploymentrevision"
 	entrollout "github.com/deploysync/deploysync/ent/rollout"
 )
 
 // immediateChange is an update ctrld took, sent at sent and answered at
-// answered, that made revision of the deployment.
+// answered, that made revision of the deployment with env REV=rev.
 type immediateChange struct {
-	deployment     string
-	revision       int32
-	sent, answered time.Time
+	deployment, rev string
+	revision        int32
+	sent, answered  time.Time
 }
 
 // judgeImmediate holds an update ctrld took to the fleet's controls, if
@@ -39,16 +40,19 @@ func judgeImmediate(ctx context.Context, db *ent.Client, m *fleetModel, c immedi
 	if err != nil || made {
 		return nil
 	}
+	// The revision the call made, as it made it (its REV): a deployment
+	// deleted and deployed again meanwhile, perhaps in another
+	// environment, has other revisions, and is not judged.
+	rev, err := db.DeploymentRevision.Query().Where(deploymentrevision.DeploymentID(c.deployment),
+		deploymentrevision.Revision(int(c.revision))).Only(ctx)
+	if err != nil || rev.Env["REV"] != c.rev {
+		return nil
+	}
 	d, err := db.Deployment.Query().Where(deployment.ID(c.deployment)).Only(ctx)
 	if err != nil {
 		return nil
 	}
-	regions, err := db.DeploymentTopology.Query().Where(deploymenttopology.DeploymentID(c.deployment)).
-		Select(deploymenttopology.FieldRegion).Strings(ctx)
-	if err != nil {
-		return nil
-	}
-	return m.immediateViolations(c, d, regions)
+	return m.immediateViolations(c, d, slices.Collect(maps.Keys(rev.Regions)))
 }
 
 func (m *fleetModel) immediateViolations(c immediateChange, d *ent.Deployment, regions []string) []string {

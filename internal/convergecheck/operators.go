@@ -367,7 +367,7 @@ func (o *operator) rolloutCall(ctx context.Context) (string, error) {
 		resp, err := c.UpdateDeployment(ctx, &ctrlv1.UpdateDeploymentRequest{DeploymentId: id, Image: &image, Env: vars})
 		o.checkRefusedUpdate(ctx, id, vars["REV"], err)
 		if err == nil && o.immediate != nil {
-			for _, v := range o.immediate(ctx, immediateChange{deployment: id, revision: resp.GetRevision(), sent: sent, answered: time.Now()}) {
+			for _, v := range o.immediate(ctx, immediateChange{deployment: id, rev: vars["REV"], revision: resp.GetRevision(), sent: sent, answered: time.Now()}) {
 				o.count.violate("%s", v)
 			}
 		}
